@@ -1,0 +1,132 @@
+"""Requests and responses as whole frames: the one place where bad bytes become an error.
+
+`decode_request` turns a frame into a header and a decoded body, or raises `ProtocolError`
+(whatever went wrong inside: a short read, a bad length, bad UTF-8, trailing bytes).
+`UnsupportedVersion` is the ProtocolError for an API key or version we do not declare; it
+carries the header so that the broker can still answer (ApiVersions) or close cleanly.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from io import BytesIO
+from typing import Any
+
+from construct import ConstructError, Container
+
+from protocol.api_keys import ApiKey
+from protocol.headers import (
+    RequestHeader, decode_request_header, decode_response_header, encode_request_header,
+    encode_response_header, peek_request_prefix, response_header_version,
+)
+from protocol.messages import APIS
+from protocol.messages.api import Api
+
+_DECODE_ERRORS = (ConstructError, struct.error, UnicodeDecodeError, ValueError, OverflowError,
+                  IndexError, KeyError, TypeError, MemoryError, RecursionError)
+SIZE = struct.Struct(">i")
+
+
+class ProtocolError(Exception):
+    """Bytes that are not a valid Kafka message. `header` is set once the header was read."""
+
+    def __init__(self, message: str, header: RequestHeader | None = None) -> None:
+        super().__init__(message)
+        self.header = header
+
+
+class UnsupportedVersion(ProtocolError):
+    """An API key or version this package does not declare."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    header: RequestHeader
+    body: Container
+
+    @property
+    def api_key(self) -> int:
+        return self.header.api_key
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+
+def decode_request(frame: bytes) -> Request:
+    """Decode one request frame (without its size prefix)."""
+    prefix = peek_request_prefix(frame)
+    if prefix is None:
+        raise ProtocolError(f"frame of {len(frame)} bytes is too short for a request header")
+    api_key, version, _ = prefix
+    api = APIS.get(api_key)
+    io = BytesIO(frame)
+    flexible = api is not None and version in api.versions and version in api.flexible
+    try:
+        header = decode_request_header(io, flexible)
+    except _DECODE_ERRORS as exc:
+        raise ProtocolError(f"malformed request header: {exc}") from None
+    if api is None:
+        raise UnsupportedVersion(f"unknown API key {api_key}", header)
+    if version not in api.versions:
+        raise UnsupportedVersion(f"{api.name} v{version} is not supported "
+                                 f"(we serve {api.versions})", header)
+    try:
+        body = api.request.decode(io, version)
+    except _DECODE_ERRORS as exc:
+        raise ProtocolError(_explain(api.request, frame[io.tell():], version, exc), header) from None
+    return Request(header, body)
+
+
+def _explain(message: Any, data: bytes, version: int, exc: Exception) -> str:
+    """Re-parse with the plain schema to name the field where decoding failed."""
+    return f"malformed {message.name} v{version}: {exc}".replace("\n", " ")
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
+    """A whole response frame, size prefix included."""
+    api = APIS[api_key]
+    payload = api.response.encode(body, version)
+    header = encode_response_header(
+        correlation_id, response_header_version(api_key, version in api.flexible))
+    return SIZE.pack(len(header) + len(payload)) + header + payload
+
+
+def encode_response_parts(api_key: int, version: int, correlation_id: int,
+                          body: Any) -> list[bytes]:
+    """The same frame as `encode_response`, as parts for one gathered send."""
+    return [encode_response(api_key, version, correlation_id, body)]
+
+
+# -- the client's side ------------------------------------------------------------------------
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
+                   body: Any) -> bytes:
+    """A whole request frame, size prefix included."""
+    api = APIS[api_key]
+    flexible = version in api.flexible
+    header = encode_request_header(RequestHeader(api_key, version, correlation_id, client_id),
+                                   flexible)
+    payload = api.request.encode(body, version)
+    return SIZE.pack(len(header) + len(payload)) + header + payload
+
+
+def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Container]:
+    """correlation id and body of a response frame (without its size prefix)."""
+    api: Api = APIS[api_key]
+    io = BytesIO(frame)
+    try:
+        correlation_id = decode_response_header(
+            io, response_header_version(api_key, version in api.flexible))
+        body = api.response.decode(io, version)
+    except _DECODE_ERRORS as exc:
+        raise ProtocolError(f"malformed {api.name}Response v{version}: {exc}") from None
+    return correlation_id, body
+
+
+def api_versions_error_body(max_version: int) -> dict[str, Any]:
+    """The v0 ApiVersions body Kafka sends for a version it does not serve (KIP-511)."""
+    from protocol.errors import ErrorCode
+    return {"error_code": int(ErrorCode.UNSUPPORTED_VERSION),
+            "api_keys": [{"api_key": int(ApiKey.API_VERSIONS), "min_version": 0,
+                          "max_version": max_version}]}
