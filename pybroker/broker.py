@@ -1,0 +1,194 @@
+"""The composition root: one broker's metadata, logs, replica manager, purgatory, coordinators.
+
+Built synchronously (opening the logs may recover segments after an unclean shutdown, so the
+server builds it in a worker thread); `run_background` owns the periodic work (retention,
+flushing, checkpoints) inside the server's nursery; `close` flushes and marks a clean shutdown.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from protocol.errors import ErrorCode
+from protocol.records.record import decode_batch
+from protocol.records.batch import iter_batches
+from pybroker.cluster.metadata import LocalMetadataStore, TopicInfo
+from pybroker.cluster.topic_names import invalid_topic_reason, is_internal
+from pybroker.config import BrokerConfig, ConfigError, TopicConfig, resolve_topic_config, \
+    validate_topic_configs
+from pybroker.purgatory import Purgatory
+from pybroker.replica_manager import ReplicaManager
+from pybroker.storage.log_manager import LogManager
+from pybroker.storage.partition_log import LogConfig, PartitionLog
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id: int = config.node_id
+        self.log_dirs = [Path(d) for d in config.log_dirs]
+        listener = config.listeners[0]
+        self.metadata = LocalMetadataStore(self.log_dirs[0], self.node_id, listener.host,
+                                           listener.port)
+        self.logs = LogManager([str(d) for d in self.log_dirs])
+        self.replicas = ReplicaManager(self)
+        self.purgatory = Purgatory()
+        self.connection_count = 0
+        self._topic_configs: dict[str, TopicConfig] = {}
+        for topic in self.metadata.image.topics.values():
+            self._open_partitions(topic)
+
+    # -- topics --------------------------------------------------------------------------------
+    def topic_config(self, topic: str) -> TopicConfig:
+        cached = self._topic_configs.get(topic)
+        if cached is None:
+            info = self.metadata.image.topics.get(topic)
+            cached = resolve_topic_config(self.config, info.configs if info else {})
+            self._topic_configs[topic] = cached
+        return cached
+
+    def log_config(self, topic: str) -> LogConfig:
+        tc = self.topic_config(topic)
+        return LogConfig(
+            segment_bytes=tc.segment_bytes, segment_ms=tc.segment_ms,
+            retention_ms=tc.retention_ms, retention_bytes=tc.retention_bytes,
+            index_interval_bytes=tc.index_interval_bytes,
+            segment_index_bytes=tc.segment_index_bytes,
+            flush_messages=tc.flush_messages, flush_ms=tc.flush_ms,
+            message_timestamp_type=tc.message_timestamp_type,
+            max_message_bytes=tc.max_message_bytes, file_delete_delay_ms=0)
+
+    def _open_partitions(self, topic: TopicInfo) -> None:
+        config = self.log_config(topic.name)
+        for p in topic.partitions:
+            if self.node_id in p.replicas:
+                self.logs.get_or_create(topic.name, p.partition, config)
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get(topic, partition)
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        state = self.metadata.image.partition(topic, partition)
+        return state.leader_epoch if state else -1
+
+    def is_internal_topic(self, topic: str) -> bool:
+        info = self.metadata.image.topics.get(topic)
+        return bool(info and info.internal)
+
+    def check_compacted_keys(self, records: bytes) -> str | None:
+        """Compacted topics keep the newest record per key, so every record needs a key."""
+        for pos, header in iter_batches(records):
+            for record in decode_batch(records[pos:pos + header.size]):
+                if record.key is None:
+                    return "Compacted topic cannot accept message without key"
+        return None
+
+    async def auto_create_topic(self, name: str) -> ErrorCode:
+        code, _ = self.create_topic(name, self.config.num_partitions,
+                                    self.config.default_replication_factor, {})
+        if code == ErrorCode.TOPIC_ALREADY_EXISTS:
+            return ErrorCode.NONE
+        return code
+
+    def check_new_topic(self, name: str, partitions: int, replication_factor: int,
+                        configs: dict[str, str]) -> tuple[ErrorCode, str | None]:
+        reason = invalid_topic_reason(name)
+        if reason:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, reason
+        if name in self.metadata.image.topics:
+            return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+        if partitions <= 0:
+            return ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+        brokers = len(self.metadata.image.brokers)
+        if replication_factor <= 0:
+            return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                    "Replication factor must be larger than 0.")
+        if replication_factor > brokers:
+            return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"Unable to replicate the partition {replication_factor} time(s): "
+                    f"The target replication factor of {replication_factor} cannot be "
+                    f"reached because only {brokers} broker(s) are registered.")
+        try:
+            validate_topic_configs(configs)
+        except ConfigError as exc:
+            return ErrorCode.INVALID_CONFIG, str(exc)
+        return ErrorCode.NONE, None
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int,
+                     configs: dict[str, str], *, validate_only: bool = False,
+                     internal: bool = False) -> tuple[ErrorCode, str | None]:
+        code, message = self.check_new_topic(name, partitions, replication_factor, configs)
+        if code != ErrorCode.NONE or validate_only:
+            return code, message
+        info = self.metadata.create_topic(name, partitions, configs,
+                                          internal=internal or is_internal(name))
+        self._topic_configs.pop(name, None)
+        self._open_partitions(info)
+        log.info("created topic %s with %d partition(s)", name, partitions)
+        return ErrorCode.NONE, None
+
+    def delete_topic(self, name: str) -> ErrorCode:
+        info = self.metadata.image.topics.get(name)
+        if info is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        self.metadata.delete_topic(name)
+        for p in info.partitions:
+            if self.logs.get(name, p.partition) is not None:
+                self.logs.delete(name, p.partition)
+            self.purgatory.notify((name, p.partition))
+        self._topic_configs.pop(name, None)
+        log.info("deleted topic %s", name)
+        return ErrorCode.NONE
+
+    def add_partitions(self, name: str, total: int) -> None:
+        self.metadata.add_partitions(name, total)
+        self._open_partitions(self.metadata.image.topics[name])
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.metadata.set_topic_configs(name, configs)
+        self._topic_configs.pop(name, None)
+        config = self.log_config(name)
+        for p in self.metadata.image.topics[name].partitions:
+            plog = self.logs.get(name, p.partition)
+            if plog is not None:
+                plog.config = config
+
+    # -- background work -----------------------------------------------------------------------
+    async def run_background(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._every, self.config.log_retention_check_interval_ms,
+                               self._retention)
+            nursery.start_soon(self._every, self.config.log_flush_scheduler_interval_ms,
+                               self._flush)
+            nursery.start_soon(self._every, self.config.log_flush_offset_checkpoint_interval_ms,
+                               self._checkpoint)
+            task_status.started()
+
+    async def _every(self, interval_ms: int, job: Any) -> None:
+        interval = max(interval_ms, 10) / 1000
+        while True:
+            await trio.sleep(interval)
+            try:
+                await job()
+            except Exception:
+                log.exception("background job %s failed", job.__name__)
+
+    async def _retention(self) -> None:
+        deleted = self.logs.cleanup(int(time.time() * 1000))
+        if deleted:
+            log.info("retention deleted %d segment(s)", deleted)
+
+    async def _flush(self) -> None:
+        await trio.to_thread.run_sync(self.logs.flush_dirty, int(time.time() * 1000))
+
+    async def _checkpoint(self) -> None:
+        await trio.to_thread.run_sync(self.logs.checkpoint)
+
+    def close(self) -> None:
+        self.logs.close()

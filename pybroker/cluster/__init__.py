@@ -1,0 +1,1 @@
+"""The cluster's metadata: brokers, topics, partitions, leaders and replicas."""

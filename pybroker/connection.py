@@ -1,0 +1,55 @@
+"""One task per connection: frames in, one request at a time, responses in request order.
+
+Kafka mutes a channel until its response is sent; serving one request at a time per
+connection gives the same ordering guarantee. A connection with no traffic for
+`connections.max.idle.ms` is closed, as is one that sends a malformed frame.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import trio
+
+from protocol.framing import NEED_DATA, FrameBuffer, FrameTooLarge
+from pybroker.dispatch import CloseConnection, dispatch
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+
+log = logging.getLogger(__name__)
+RECEIVE_SIZE = 256 * 1024
+
+
+async def serve_connection(broker: "Broker", stream: trio.SocketStream) -> None:
+    try:
+        host, port = stream.socket.getpeername()[:2]
+    except OSError:
+        host, port = "?", 0
+    frames = FrameBuffer(broker.config.socket_request_max_bytes)
+    idle_s = broker.config.connections_max_idle_ms / 1000
+    broker.connection_count += 1
+    try:
+        async with stream:
+            while True:
+                with trio.move_on_after(idle_s) as idle:
+                    data = await stream.receive_some(RECEIVE_SIZE)
+                if idle.cancelled_caught:
+                    log.info("closing idle connection from %s:%s", host, port)
+                    return
+                if not data:
+                    return
+                frames.receive_data(data)
+                while True:
+                    frame = frames.next_frame()
+                    if frame is NEED_DATA:
+                        break
+                    response = await dispatch(broker, frame, host, port)  # type: ignore[arg-type]
+                    if response is not None:
+                        await stream.send_all(response)
+    except (FrameTooLarge, CloseConnection) as exc:
+        log.warning("closing connection from %s:%s: %s", host, port, exc)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+        pass
+    finally:
+        broker.connection_count -= 1

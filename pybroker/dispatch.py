@@ -1,0 +1,78 @@
+"""From a request frame to a response frame: decode, route to the handler, encode.
+
+Bad input never takes the broker down. An ApiVersions request of a version we do not serve is
+answered with UNSUPPORTED_VERSION in a v0 body, as Kafka does (KIP-511); any other malformed or
+unsupported request closes only its own connection (`CloseConnection`). A handler that fails
+answers that one request with UNKNOWN_SERVER_ERROR where the API has somewhere to say it.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.codec import ProtocolError, UnsupportedVersion, decode_request, encode_response
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import APIS
+from pybroker.handlers import REGISTRY
+from pybroker.handlers.base import RequestContext
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; the connection is closed, nothing else is affected."""
+
+
+async def dispatch(broker: "Broker", frame: bytes, host: str, port: int) -> bytes | None:
+    """The response frame for one request frame, or None when no response is due (acks=0)."""
+    try:
+        request = decode_request(frame)
+    except UnsupportedVersion as exc:
+        header = exc.header
+        if header is not None and header.api_key == ApiKey.API_VERSIONS:
+            api_versions = REGISTRY[ApiKey.API_VERSIONS]
+            body = {"error_code": int(ErrorCode.UNSUPPORTED_VERSION),
+                    "api_keys": [{"api_key": int(ApiKey.API_VERSIONS),
+                                  "min_version": api_versions.min_version,
+                                  "max_version": api_versions.max_version}]}
+            return encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body)
+        raise CloseConnection(str(exc)) from None
+    except ProtocolError as exc:
+        raise CloseConnection(str(exc)) from None
+
+    header = request.header
+    handler = REGISTRY.get(header.api_key)
+    ctx = RequestContext(broker, header, host, port)
+    if handler is None:
+        raise CloseConnection(f"no handler for API key {header.api_key}")
+    if not handler.serves(header.api_version):
+        body = _error_body(handler, ctx, request.body, ErrorCode.UNSUPPORTED_VERSION)
+    else:
+        try:
+            body = await handler.handle(ctx, request.body)
+        except KafkaError as exc:
+            body = _error_body(handler, ctx, request.body, exc.code)
+        except Exception:
+            log.exception("handler for %s v%d failed", ApiKey(header.api_key).name,
+                          header.api_version)
+            body = _error_body(handler, ctx, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
+    if body is None:
+        return None
+    return encode_response(header.api_key, header.api_version, header.correlation_id, body)
+
+
+def _error_body(handler: Any, ctx: RequestContext, request: Container, code: ErrorCode) -> Any:
+    if handler.error_response is not None:
+        return handler.error_response(ctx, request, code)
+    response = APIS[handler.api_key].response
+    if any(fl.name == "error_code" for fl in response.fields):
+        body = response.default(ctx.version)
+        body["error_code"] = int(code)
+        return body
+    raise CloseConnection(f"{ApiKey(handler.api_key).name} failed with {code.name}")

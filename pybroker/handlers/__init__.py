@@ -1,0 +1,27 @@
+"""The one registry of request handlers; ApiVersions is computed from it."""
+from __future__ import annotations
+
+import importlib
+
+from pybroker.handlers.base import Handler
+
+# Modules under pybroker.handlers, each exposing HANDLER (or HANDLERS for a family).
+_MODULES = (
+    "api_versions", "metadata",
+)
+
+
+def _build() -> dict[int, Handler]:
+    registry: dict[int, Handler] = {}
+    for name in _MODULES:
+        module = importlib.import_module(f"pybroker.handlers.{name}")
+        handlers = getattr(module, "HANDLERS", None) or (module.HANDLER,)
+        for handler in handlers:
+            if handler.api_key in registry:
+                raise RuntimeError(f"API key {handler.api_key} registered twice ({name})")
+            registry[handler.api_key] = handler
+    return dict(sorted(registry.items()))
+
+
+REGISTRY: dict[int, Handler] = {}
+REGISTRY.update(_build())

@@ -1,0 +1,57 @@
+"""What a handler is: an API key, the versions it serves, and an async `handle`.
+
+Each module under `pybroker.handlers` exposes one `HANDLER`. The registry collects them, and
+ApiVersions is computed from it, so what is advertised is exactly what is implemented.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from construct import Container
+
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+    from protocol.headers import RequestHeader
+
+
+@dataclass
+class RequestContext:
+    """What a handler knows about the request beyond its body."""
+
+    broker: "Broker"
+    header: "RequestHeader"
+    client_host: str
+    client_port: int
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str:
+        return self.header.client_id or ""
+
+
+HandleFn = Callable[[RequestContext, Container], Awaitable[Any]]
+ErrorFn = Callable[[RequestContext, Container, ErrorCode], Any]
+
+
+@dataclass(frozen=True)
+class Handler:
+    """One API: `handle` returns the response body, or None for no response (acks=0)."""
+
+    api_key: int
+    min_version: int
+    max_version: int
+    handle: HandleFn
+    # The whole request failed (a broker bug, a version we advertise but refuse): the
+    # response that carries `code` everywhere the request asked about something.
+    error_response: ErrorFn | None = None
+    # Advertised minimum when it differs from what is served (Produce: advertise 0, serve 3+).
+    advertised_min: int | None = None
+
+    def serves(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version

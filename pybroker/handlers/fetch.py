@@ -1,0 +1,72 @@
+"""Fetch: read each partition from its offset; long-poll until `min_bytes` or `max_wait_ms`.
+
+A fetch with too little data waits in the purgatory for an append to one of its partitions,
+then reads again. The first batch found is returned whole even when larger than the limits,
+so a consumer can always make progress (Kafka's rule). Fetch sessions are not kept: every
+response carries session id 0, which clients treat as a full fetch.
+"""
+from __future__ import annotations
+
+import trio
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.handlers.base import Handler, RequestContext
+from pybroker.replica_manager import READ_COMMITTED
+
+
+def _read_all(ctx: RequestContext, request: Container) -> tuple[list[dict], int, bool]:
+    manager = ctx.broker.replicas
+    replica = request.replica_id >= 0
+    remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    total = 0
+    errors = False
+    read_committed = request.isolation_level == READ_COMMITTED
+    responses = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            limit = max(0, min(p.partition_max_bytes, remaining))
+            result = manager.read(topic.topic, p.partition, p.fetch_offset, limit,
+                                  replica=replica, isolation_level=request.isolation_level,
+                                  min_one_message=total == 0)
+            size = len(result.records)
+            total += size
+            remaining -= size
+            errors = errors or result.error != ErrorCode.NONE
+            partitions.append({
+                "partition_index": p.partition, "error_code": int(result.error),
+                "high_watermark": result.high_watermark,
+                "last_stable_offset": result.last_stable_offset,
+                "log_start_offset": result.log_start_offset,
+                "aborted_transactions": [] if read_committed else None,
+                "preferred_read_replica": -1,
+                "records": result.records,
+            })
+        responses.append({"topic": topic.topic, "partitions": partitions})
+    return responses, total, errors
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    deadline = trio.current_time() + max(0, request.max_wait_ms) / 1000
+    wanted = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    while True:
+        responses, total, errors = _read_all(ctx, request)
+        if total >= request.min_bytes or errors or not wanted:
+            break
+        left = deadline - trio.current_time()
+        if left <= 0 or not await ctx.broker.purgatory.wait_any(wanted, left):
+            responses, total, errors = _read_all(ctx, request)
+            break
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(code), "session_id": 0, "responses": [
+        {"topic": t.topic, "partitions": [
+            {"partition_index": p.partition, "error_code": int(code), "high_watermark": -1,
+             "records": b""} for p in t.partitions]} for t in request.topics]}
+
+
+HANDLER = Handler(ApiKey.FETCH, 4, 12, handle, error_response)

@@ -1,0 +1,32 @@
+"""ListOffsets: earliest, latest, max timestamp, or the first offset at or after a timestamp."""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.handlers.base import Handler, RequestContext
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    manager = ctx.broker.replicas
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            code, offset, ts, epoch = manager.list_offset(topic.name, p.partition_index,
+                                                          p.timestamp, request.isolation_level)
+            partitions.append({"partition_index": p.partition_index, "error_code": int(code),
+                               "timestamp": ts, "offset": offset, "leader_epoch": epoch})
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                         "error_code": int(code)} for p in t.partitions]}
+        for t in request.topics]}
+
+
+HANDLER = Handler(ApiKey.LIST_OFFSETS, 1, 9, handle, error_response)

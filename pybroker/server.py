@@ -1,0 +1,54 @@
+"""`serve`: the broker as a trio task, and the public embedding point.
+
+A program or a test runs a real broker in-process with
+`info = await nursery.start(serve, config)`; `info.port` is the bound port (listen on port 0
+for an ephemeral one). No process-global state: several brokers can run in one process.
+Cancelling the task shuts the broker down gracefully: connections are dropped, logs flushed,
+and the clean-shutdown marker written.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import partial
+
+import trio
+
+from pybroker.broker import Broker
+from pybroker.connection import serve_connection
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServerInfo:
+    broker: Broker
+    host: str
+    port: int
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # type: ignore[no-untyped-def]
+    listener_spec = config.listeners[0]
+    host, port = listener_spec.host, listener_spec.port
+    broker = await trio.to_thread.run_sync(Broker, config)
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host or None)
+        bound_port = listeners[0].socket.getsockname()[1]
+        advertised = config.advertised_listeners[0]
+        broker.metadata.set_endpoint(advertised.host or host or "localhost",
+                                     advertised.port or bound_port)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(broker.run_background)
+            log.info("pybroker node %d listening on %s:%d (cluster id %s)",
+                     broker.node_id, host, bound_port, broker.metadata.image.cluster_id)
+            task_status.started(ServerInfo(broker, host or "127.0.0.1", bound_port))
+            await trio.serve_listeners(partial(serve_connection, broker), listeners,
+                                       handler_nursery=nursery)
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(broker.close)
+            log.info("pybroker node %d shut down cleanly", broker.node_id)
