@@ -297,3 +297,24 @@ def test_validate_rejects_inconsistent_counts(fields: dict[str, int]) -> None:
 def test_validate_rejects_an_unknown_codec() -> None:
     with pytest.raises(UnsupportedCompressionError):
         validate_batches(_patched(attributes=6))
+
+
+def test_fast_header_construction_equals_the_dataclass() -> None:
+    data = build_batch(RECORDS, base_offset=5, producer_id=3, producer_epoch=1, base_sequence=0)
+    fields = b.HEADER.unpack_from(data)
+    slow = BatchHeader(*fields)
+    for fast in (BatchHeader.unpack_from(data), walk_batches(data)[0][0][1],
+                 next(iter_batches(data))[1]):
+        assert type(fast) is BatchHeader
+        assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+        with pytest.raises(AttributeError):  # still frozen
+            fast.base_offset = 1  # type: ignore[misc]
+
+
+def test_buffers_are_released_after_walking() -> None:
+    data = bytearray(build_batch(RECORDS))
+    walk_batches(data)
+    list(iter_batches(data))
+    validate_batches(data)
+    compute_crc(data, 0, len(data))
+    data += b"\x00"  # a bytearray still exported to a memoryview could not grow

@@ -1,0 +1,31 @@
+"""The protocol package stays sans-I/O, and the batch hot path stays lean."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import protocol.records.batch
+
+
+def test_records_does_not_import_trio_or_the_broker() -> None:
+    code = "import sys, protocol.records; print('\\n'.join(sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    loaded = set(result.stdout.split())
+    assert "protocol.records.legacy" in loaded
+    assert not {"trio", "asyncio", "pybroker"} & loaded
+
+
+def test_batch_module_imports_only_struct_and_crc32c_at_load() -> None:
+    """Record and codec code is imported inside build_batch only, never at module level."""
+    tree = ast.parse(Path(protocol.records.batch.__file__).read_text())
+    imported = set()
+    for node in tree.body:  # module level only
+        if isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(node.module)
+    assert imported <= {"__future__", "struct", "time", "collections.abc", "dataclasses",
+                        "enum", "typing", "crc32c"}
