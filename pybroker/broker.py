@@ -20,6 +20,7 @@ from pybroker.cluster.metadata import LocalMetadataStore, TopicInfo
 from pybroker.cluster.topic_names import invalid_topic_reason, is_internal
 from pybroker.config import BrokerConfig, ConfigError, TopicConfig, resolve_topic_config, \
     validate_topic_configs
+from pybroker.coordinator.producer_ids import ProducerIdManager
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
 from pybroker.storage.log_manager import LogManager
@@ -33,10 +34,11 @@ class Broker:
         self.config = config
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
-        listener = config.listeners[0]
+        listener = config.broker_listeners[0]
         self.metadata = LocalMetadataStore(self.log_dirs[0], self.node_id, listener.host,
                                            listener.port)
         self.logs = LogManager([str(d) for d in self.log_dirs])
+        self.producer_ids = ProducerIdManager(self.log_dirs[0])
         self.replicas = ReplicaManager(self)
         self.purgatory = Purgatory()
         self.connection_count = 0

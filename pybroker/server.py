@@ -32,7 +32,7 @@ class ServerInfo:
 
 
 async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # type: ignore[no-untyped-def]
-    listener_spec = config.listeners[0]
+    listener_spec = config.broker_listeners[0]
     host, port = listener_spec.host, listener_spec.port
     broker = await trio.to_thread.run_sync(Broker, config)
     try:

@@ -7,7 +7,10 @@ from pybroker.handlers.base import Handler
 
 # Modules under pybroker.handlers, each exposing HANDLER (or HANDLERS for a family).
 _MODULES = (
-    "api_versions", "metadata",
+    "api_versions", "metadata", "produce", "fetch", "list_offsets", "init_producer_id",
+    "create_topics", "delete_topics", "create_partitions", "delete_records",
+    "describe_configs", "alter_configs", "incremental_alter_configs", "describe_cluster",
+    "describe_log_dirs", "describe_producers", "elect_leaders", "offset_for_leader_epoch",
 )
 
 

@@ -1,0 +1,1 @@
+"""pybroker: a Kafka-wire-compatible message broker written in Python."""

@@ -1,0 +1,345 @@
+"""How one configuration key is declared, parsed, validated and shown, the way Kafka does it.
+
+Kafka's `ConfigDef` gives every key a type, a default, an optional validator, an importance and a
+doc string; values arrive as strings and are parsed by type before the validator runs. Error
+text follows Kafka's ("Invalid value abc for configuration num.partitions: Not a number of type
+INT") because operators paste it into searches, and because tools such as `kafka-configs` show
+the broker's message verbatim. The numbering of `ConfigType` and `ConfigSource` is the wire
+numbering of DescribeConfigs, so handlers can put them on the wire unchanged.
+
+Nothing here knows which keys exist: the broker table lives in `broker`, the topic table in
+`topic`.
+"""
+from __future__ import annotations
+
+import enum
+import math
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Literal, Sequence
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
+
+Importance = Literal["high", "medium", "low"]
+
+
+class ConfigType(enum.IntEnum):
+    """A key's value type, numbered as DescribeConfigs v3+ carries it (`config_type`)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(enum.IntEnum):
+    """Where a value came from, numbered as DescribeConfigs v1+ carries it (`config_source`)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_LOGGER_CONFIG = 2
+    DYNAMIC_BROKER_CONFIG = 3
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 4
+    STATIC_BROKER_CONFIG = 5
+    DEFAULT_CONFIG = 6
+    DYNAMIC_CLIENT_METRICS_CONFIG = 7
+    DYNAMIC_GROUP_CONFIG = 8
+
+
+class ConfigError(ValueError):
+    """A configuration value (or name) that cannot be accepted.
+
+    Handlers turn it into INVALID_CONFIG with `str(error)` as the error message, and the server
+    prints it and exits at start, so `str()` is always a single line. `message` replaces the
+    standard sentence for the few errors that are not about one value (an unknown topic config
+    name, two settings in conflict).
+    """
+
+    def __init__(self, key: str, value: object, reason: str, *, message: str | None = None) -> None:
+        self.key = key
+        self.value = value
+        self.reason = reason
+        if message is None:
+            shown = "null" if value is None else str(value)
+            message = f"Invalid value {shown} for configuration {key}: {reason}"
+        self.message = " ".join(message.split("\n")).replace("\r", " ")
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# --- validators -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Range:
+    """Numeric bounds, inclusive; Kafka's `Range.atLeast` / `Range.between`."""
+
+    min: int | float | None = None
+    max: int | float | None = None
+
+    def check(self, key: str, value: object) -> None:
+        assert isinstance(value, (int, float))
+        if self.min is not None and value < self.min:
+            raise ConfigError(key, _show(value), f"Value must be at least {self.min}")
+        if self.max is not None and value > self.max:
+            raise ConfigError(key, _show(value), f"Value must be no more than {self.max}")
+
+    def describe(self) -> str:
+        if self.max is None:
+            return f"[{self.min},...]"
+        if self.min is None:
+            return f"[...,{self.max}]"
+        return f"[{self.min},...,{self.max}]"
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """A string from a fixed set, compared case-sensitively as Kafka's `ValidString` does."""
+
+    choices: tuple[str, ...]
+
+    def check(self, key: str, value: object) -> None:
+        if value not in self.choices:
+            raise ConfigError(key, value, f"String must be one of: {', '.join(self.choices)}")
+
+    def describe(self) -> str:
+        return f"[{', '.join(self.choices)}]"
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """Every element of a list from a fixed set (Kafka's `ValidList`), optionally without repeats.
+
+    The error names the offending element, not the whole list, as Kafka's does.
+    """
+
+    choices: tuple[str, ...]
+    unique: bool = False
+
+    def check(self, key: str, value: object) -> None:
+        assert isinstance(value, tuple)
+        for item in value:
+            OneOf(self.choices).check(key, item)
+        if self.unique and len(set(value)) != len(value):
+            raise ConfigError(key, ",".join(value), "Values must not repeat")
+
+    def describe(self) -> str:
+        return f"[{', '.join(self.choices)}]"
+
+
+@dataclass(frozen=True)
+class NonEmptyUniqueList:
+    """A list that must have at least one element and no repeats (directory lists, listeners)."""
+
+    def check(self, key: str, value: object) -> None:
+        assert isinstance(value, tuple)
+        if not value or any(not item for item in value):
+            raise ConfigError(key, ",".join(value), "Empty list or empty element is not allowed")
+        if len(set(value)) != len(value):
+            raise ConfigError(key, ",".join(value), "Values must not repeat")
+
+    def describe(self) -> str:
+        return "non-empty list of distinct values"
+
+
+_REPLICA_ENTRY = re.compile(r"[0-9]+:[0-9]+")
+
+
+@dataclass(frozen=True)
+class ThrottledReplicas:
+    """`*` or `partition:broker` pairs, the form the replication-throttle topic configs take."""
+
+    def check(self, key: str, value: object) -> None:
+        assert isinstance(value, tuple)
+        if value == ("*",) or all(_REPLICA_ENTRY.fullmatch(item) for item in value):
+            return
+        raise ConfigError(
+            key, ",".join(value),
+            "Must be the literal '*' or a list of replicas as [partitionId]:[brokerId],...")
+
+    def describe(self) -> str:
+        return "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+
+
+Validator = Range | OneOf | ListOf | NonEmptyUniqueList | ThrottledReplicas
+
+
+def at_least(minimum: int | float) -> Range:
+    return Range(min=minimum)
+
+
+def between(minimum: int | float, maximum: int | float) -> Range:
+    return Range(min=minimum, max=maximum)
+
+
+# --- keys ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One declared configuration: Kafka's name, type, parsed default, validator and our doc.
+
+    `default` is the parsed Python value (int, float, bool, str, tuple of str) or None when the
+    key has no default and something else decides (e.g. `log.retention.ms` falls back to hours).
+    """
+
+    name: str
+    type: ConfigType
+    default: object
+    validator: Validator | None
+    importance: Importance
+    doc: str
+    sensitive: bool = field(default=False)
+
+    def __post_init__(self) -> None:
+        # As Kafka's ConfigKey does: a default that fails its own validator is a bug in the table.
+        if self.default is not None and self.validator is not None:
+            self.validator.check(self.name, self.default)
+
+    def parse(self, raw: str) -> object:
+        """Parse and validate one raw string; raises ConfigError with Kafka's wording."""
+        value = parse_value(self.name, self.type, raw)
+        if value is not None and self.validator is not None:
+            self.validator.check(self.name, value)
+        return value
+
+    def valid_values(self) -> str:
+        return self.validator.describe() if self.validator is not None else ""
+
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?)")
+_LIST_SPLIT = re.compile(r"\s*,\s*")
+_INT_RANGES = {
+    ConfigType.SHORT: (INT16_MIN, INT16_MAX),
+    ConfigType.INT: (INT32_MIN, INT32_MAX),
+    ConfigType.LONG: (INT64_MIN, INT64_MAX),
+}
+
+
+def parse_value(key: str, type_: ConfigType, raw: str) -> object:
+    """Turn a raw string into a typed value as Kafka's `ConfigDef.parseType` does.
+
+    Whitespace around the value is ignored. Integers must be plain decimal and fit the Java type
+    (Python's `int()` would also accept `1_000` and non-ASCII digits, which Kafka rejects).
+    """
+    text = raw.strip()
+    if type_ is ConfigType.BOOLEAN:
+        if text.lower() == "true":
+            return True
+        if text.lower() == "false":
+            return False
+        raise ConfigError(key, raw, "Expected value to be either true or false")
+    if type_ in _INT_RANGES:
+        low, high = _INT_RANGES[type_]
+        if not _INTEGER.fullmatch(text) or not low <= int(text) <= high:
+            raise ConfigError(key, raw, f"Not a number of type {type_.name}")
+        return int(text)
+    if type_ is ConfigType.DOUBLE:
+        if not _DOUBLE.fullmatch(text):
+            raise ConfigError(key, raw, "Not a number of type DOUBLE")
+        return float(text[:-1] if text[-1] in "fFdD" else text)
+    if type_ is ConfigType.LIST:
+        return tuple(_LIST_SPLIT.split(text)) if text else ()
+    return text  # STRING, CLASS, PASSWORD
+
+
+def _java_double(value: float) -> str:
+    """Render a float as Java's `Double.toString` would, so DescribeConfigs shows `1.0E-4`."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0.0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    if 1e-3 <= abs(value) < 1e7:
+        return repr(value)  # Python, like Java, writes this range without an exponent
+    sign, digits, exponent = Decimal(repr(value)).as_tuple()
+    assert isinstance(exponent, int)
+    point = len(digits) - 1 + exponent
+    significant = "".join(map(str, digits)).rstrip("0") or "0"
+    mantissa = significant[0] + "." + (significant[1:] or "0")
+    return f"{'-' if sign else ''}{mantissa}E{point}"
+
+
+def _show(value: object) -> str:
+    return _java_double(value) if isinstance(value, float) else str(value)
+
+
+def to_config_string(value: object) -> str | None:
+    """The string a typed value is shown as on the wire (Kafka's `ConfigDef.convertToString`)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return _java_double(value)
+    if isinstance(value, (tuple, list, frozenset, set)):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+# --- DescribeConfigs rows -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    """One place a value could have come from, in the order Kafka lists them."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One row of a DescribeConfigs answer, for a topic or a broker.
+
+    Field meanings follow the wire message: `value` is None for a key with no value (or a
+    sensitive one), `is_default` is what v0 carries instead of `source`, and `synonyms` is empty
+    unless the key has broker-level equivalents that are set.
+    """
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    is_default: bool
+    read_only: bool
+    is_sensitive: bool
+    synonyms: tuple[ConfigSynonym, ...]
+    config_type: ConfigType
+    documentation: str
+
+
+def kafka_synonym_order(
+    name: str,
+    group: Sequence[str],
+    static: dict[str, str],
+    defaults: dict[str, str | None],
+) -> list[ConfigSynonym]:
+    """Broker-level synonyms of `name` the way Kafka's DescribeConfigs lists them.
+
+    Kafka lists every name of the synonym group set statically, then every one with a non-null
+    default, and then drops entries from the front until it reaches `name` itself. The drop is
+    why `retention.ms` shows no synonyms when only `log.retention.hours` is set: it starts at
+    `log.retention.ms`, which is unset. We keep that quirk so tools print what they would print
+    against Kafka.
+    """
+    found = [ConfigSynonym(n, static[n], ConfigSource.STATIC_BROKER_CONFIG)
+             for n in group if n in static]
+    found += [ConfigSynonym(n, defaults[n], ConfigSource.DEFAULT_CONFIG)
+              for n in group if defaults.get(n) is not None]
+    while found and found[0].name != name:
+        found.pop(0)
+    return found

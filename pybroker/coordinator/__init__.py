@@ -1,0 +1,1 @@
+"""Coordinators: consumer groups and committed offsets, producer ids (and later transactions)."""

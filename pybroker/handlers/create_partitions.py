@@ -1,0 +1,43 @@
+"""CreatePartitions: grow a topic to `count` partitions (never shrink)."""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.handlers.base import Handler, RequestContext
+
+
+def _check(ctx: RequestContext, name: str, count: int, assignments: list) -> tuple[ErrorCode, str | None]:
+    info = ctx.broker.metadata.image.topics.get(name)
+    if info is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+    current = len(info.partitions)
+    if count < current:
+        return (ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {current} partitions, which is higher than the "
+                f"requested {count}.")
+    if count == current:
+        return ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions."
+    if assignments and len(assignments) != count - current:
+        return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Increasing the number of partitions by {count - current} but "
+                f"{len(assignments)} assignments provided.")
+    brokers = set(ctx.broker.metadata.image.brokers)
+    for a in assignments or []:
+        if not set(a.broker_ids) <= brokers:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Unknown broker in the assignment."
+    return ErrorCode.NONE, None
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    results = []
+    for topic in request.topics:
+        code, message = _check(ctx, topic.name, topic.count, topic.assignments)
+        if code == ErrorCode.NONE and not request.validate_only:
+            ctx.broker.add_partitions(topic.name, topic.count)
+        results.append({"name": topic.name, "error_code": int(code), "error_message": message})
+    return {"throttle_time_ms": 0, "results": results}
+
+
+HANDLER = Handler(ApiKey.CREATE_PARTITIONS, 0, 3, handle)

@@ -1,0 +1,60 @@
+"""CreateTopics: -1 partitions or replication factor means the broker's default."""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.handlers.base import Handler, RequestContext
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    broker = ctx.broker
+    results = []
+    seen: set[str] = set()
+    for topic in request.topics:
+        partitions = topic.num_partitions
+        rf = topic.replication_factor
+        if topic.assignments:
+            if partitions != -1 or rf != -1:
+                code, message = (ErrorCode.INVALID_REQUEST, "Both numPartitions or "
+                                 "replicationFactor and replicasAssignments were set.")
+                results.append(_result(topic.name, code, message))
+                continue
+            partitions = len(topic.assignments)
+            rf = len(topic.assignments[0].broker_ids)
+        if partitions == -1:
+            partitions = broker.config.num_partitions
+        if rf == -1:
+            rf = broker.config.default_replication_factor
+        configs = {c.name: c.value for c in topic.configs if c.value is not None}
+        if topic.name in seen:
+            results.append(_result(topic.name, ErrorCode.INVALID_REQUEST,
+                                   f"Topic {topic.name} appears more than once in the request."))
+            continue
+        seen.add(topic.name)
+        code, message = broker.create_topic(topic.name, partitions, rf, configs,
+                                            validate_only=request.validate_only)
+        entry = _result(topic.name, code, message)
+        if code == ErrorCode.NONE:
+            info = broker.metadata.image.topics.get(topic.name)
+            entry.update(num_partitions=partitions, replication_factor=rf,
+                         topic_id=info.topic_id if info else entry.get("topic_id"),
+                         configs=_configs(ctx, topic.name, configs))
+        results.append(entry)
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+def _configs(ctx: RequestContext, name: str, overrides: dict[str, str]) -> list[dict]:
+    from pybroker.config import describe_topic_config
+    return [{"name": e.name, "value": e.value, "read_only": e.read_only,
+             "config_source": e.source, "is_sensitive": e.is_sensitive}
+            for e in describe_topic_config(ctx.broker.config, overrides)]
+
+
+def _result(name: str, code: ErrorCode, message: str | None) -> dict:
+    return {"name": name, "error_code": int(code), "error_message": message,
+            "num_partitions": -1, "replication_factor": -1, "configs": []}
+
+
+HANDLER = Handler(ApiKey.CREATE_TOPICS, 2, 7, handle)

@@ -1,0 +1,38 @@
+"""DeleteRecords: advance a partition's log start offset (-1 means up to the high watermark)."""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.handlers.base import Handler, RequestContext
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    broker = ctx.broker
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            code, low = ErrorCode.NONE, -1
+            state = broker.metadata.image.partition(topic.name, p.partition_index)
+            plog = broker.partition_log(topic.name, p.partition_index)
+            if state is None:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif plog is None or state.leader != broker.node_id:
+                code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            else:
+                target = plog.high_watermark if p.offset == -1 else p.offset
+                if target < 0 or target > plog.high_watermark:
+                    code = ErrorCode.OFFSET_OUT_OF_RANGE
+                else:
+                    if target > plog.log_start_offset:
+                        plog.delete_records_before(target)
+                    low = plog.log_start_offset
+            partitions.append({"partition_index": p.partition_index, "low_watermark": low,
+                               "error_code": int(code)})
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+HANDLER = Handler(ApiKey.DELETE_RECORDS, 0, 2, handle)

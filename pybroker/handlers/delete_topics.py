@@ -1,0 +1,51 @@
+"""DeleteTopics, by name or (v6+) by topic id; the partitions' files are removed."""
+from __future__ import annotations
+
+import uuid
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.handlers.base import Handler, RequestContext
+
+_ZERO = uuid.UUID(int=0)
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    broker = ctx.broker
+    image = broker.metadata.image
+    if ctx.version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    responses = []
+    for name, topic_id in wanted:
+        if name is None and topic_id not in (None, _ZERO):
+            info = image.topic_by_id(topic_id)
+            if info is None:
+                responses.append({"name": None, "topic_id": topic_id,
+                                  "error_code": int(ErrorCode.UNKNOWN_TOPIC_ID),
+                                  "error_message": "This server does not host this topic ID."})
+                continue
+            name = info.name
+        info = image.topics.get(name or "")
+        if info is None:
+            responses.append({"name": name, "topic_id": topic_id or _ZERO,
+                              "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                              "error_message": "This server does not host this "
+                                               "topic-partition."})
+            continue
+        if info.internal:
+            responses.append({"name": name, "topic_id": info.topic_id,
+                              "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                              "error_message": "Internal topics cannot be deleted."})
+            continue
+        topic_id = info.topic_id
+        code = broker.delete_topic(name)
+        responses.append({"name": name, "topic_id": topic_id, "error_code": int(code),
+                          "error_message": None})
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+HANDLER = Handler(ApiKey.DELETE_TOPICS, 1, 6, handle)

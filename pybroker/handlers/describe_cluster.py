@@ -1,0 +1,25 @@
+"""DescribeCluster: the cluster id, the controller and the brokers (for the admin client)."""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.handlers.base import Handler, RequestContext
+
+BROKERS_ENDPOINT = 1
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    image = ctx.broker.metadata.image
+    if request.endpoint_type != BROKERS_ENDPOINT:
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
+                "error_message": "Only the brokers endpoint type is served",
+                "endpoint_type": request.endpoint_type, "cluster_id": image.cluster_id}
+    return {"throttle_time_ms": 0, "error_code": 0, "endpoint_type": BROKERS_ENDPOINT,
+            "cluster_id": image.cluster_id, "controller_id": image.controller_id,
+            "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                        for b in image.brokers.values()]}
+
+
+HANDLER = Handler(ApiKey.DESCRIBE_CLUSTER, 0, 1, handle)

@@ -1,0 +1,41 @@
+"""DescribeConfigs: every config of a topic or the broker, with value, source and synonyms."""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.config import describe_broker_config, describe_topic_config
+from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers.configs_common import ResourceType, check_resource, result
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    broker = ctx.broker
+    results = []
+    for res in request.resources:
+        code, message = check_resource(broker, res.resource_type, res.resource_name,
+                                       altering=False)
+        entry = result(code, message, res.resource_type, res.resource_name)
+        entry["configs"] = []
+        if code == ErrorCode.NONE:
+            if res.resource_type == ResourceType.TOPIC:
+                overrides = broker.metadata.image.topics[res.resource_name].configs
+                rows = describe_topic_config(broker.config, overrides)
+            else:
+                rows = describe_broker_config(broker.config)
+            keys = set(res.configuration_keys) if res.configuration_keys else None
+            entry["configs"] = [
+                {"name": row.name, "value": row.value, "read_only": row.read_only,
+                 "is_default": row.is_default, "config_source": int(row.source),
+                 "is_sensitive": row.is_sensitive,
+                 "synonyms": [{"name": s.name, "value": s.value, "source": int(s.source)}
+                              for s in row.synonyms] if request.include_synonyms else [],
+                 "config_type": int(row.config_type),
+                 "documentation": row.documentation if request.include_documentation else None}
+                for row in rows if keys is None or row.name in keys]
+        results.append(entry)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+HANDLER = Handler(ApiKey.DESCRIBE_CONFIGS, 1, 4, handle)

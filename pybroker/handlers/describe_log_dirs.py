@@ -1,0 +1,38 @@
+"""DescribeLogDirs: each log dir, its partitions' sizes, and its disk space."""
+from __future__ import annotations
+
+import shutil
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from pybroker.handlers.base import Handler, RequestContext
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    broker = ctx.broker
+    image = broker.metadata.image
+    if request.topics is None:
+        wanted = {t.name: [p.partition for p in t.partitions] for t in image.topics.values()}
+    else:
+        wanted = {t.topic: list(t.partitions) for t in request.topics}
+    results = []
+    for log_dir in broker.log_dirs:
+        topics = []
+        for name, partitions in wanted.items():
+            entries = []
+            for index in partitions:
+                plog = broker.partition_log(name, index)
+                if plog is None or plog.dir.parent != log_dir:
+                    continue
+                entries.append({"partition_index": index, "partition_size": plog.size,
+                                "offset_lag": 0, "is_future_key": False})
+            if entries:
+                topics.append({"name": name, "partitions": entries})
+        usage = shutil.disk_usage(log_dir)
+        results.append({"error_code": 0, "log_dir": str(log_dir), "topics": topics,
+                        "total_bytes": usage.total, "usable_bytes": usage.free})
+    return {"throttle_time_ms": 0, "error_code": 0, "results": results}
+
+
+HANDLER = Handler(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, handle)

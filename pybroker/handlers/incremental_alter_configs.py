@@ -1,0 +1,78 @@
+"""IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on a topic's overrides.
+
+APPEND and SUBTRACT apply to list-typed configs only (e.g. cleanup.policy), as in Kafka.
+"""
+from __future__ import annotations
+
+from enum import IntEnum
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.config import TOPIC_CONFIG_DEFS, ConfigError, ConfigType, validate_topic_configs
+from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers.configs_common import check_resource, result
+
+
+class Op(IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+def apply_ops(current: dict[str, str], ops: list) -> dict[str, str]:
+    """The overrides after `ops`; ConfigError for an unknown name or a bad operation."""
+    configs = dict(current)
+    for op in ops:
+        name = op.name
+        definition = TOPIC_CONFIG_DEFS.get(name)
+        if definition is None:
+            raise ConfigError(name, op.value or "", "Unknown topic config name")
+        if op.config_operation == Op.SET:
+            if op.value is None:
+                raise ConfigError(name, "", "SET needs a value")
+            configs[name] = op.value
+        elif op.config_operation == Op.DELETE:
+            configs.pop(name, None)
+        elif op.config_operation in (Op.APPEND, Op.SUBTRACT):
+            if definition.type != ConfigType.LIST:
+                raise ConfigError(name, op.value or "",
+                                  f"Config value append/subtract is not allowed for {name}")
+            present = configs.get(name)
+            items = [] if present is None else [x for x in present.split(",") if x]
+            if present is None and definition.default:
+                items = list(definition.default)  # type: ignore[arg-type]
+            given = [x.strip() for x in (op.value or "").split(",") if x.strip()]
+            if op.config_operation == Op.APPEND:
+                items += [x for x in given if x not in items]
+            else:
+                items = [x for x in items if x not in given]
+            configs[name] = ",".join(items)
+        else:
+            raise ConfigError(name, str(op.config_operation), "Unknown config operation")
+    return configs
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    broker = ctx.broker
+    responses = []
+    for res in request.resources:
+        code, message = check_resource(broker, res.resource_type, res.resource_name,
+                                       altering=True)
+        if code == ErrorCode.NONE:
+            current = broker.metadata.image.topics[res.resource_name].configs
+            try:
+                configs = apply_ops(current, res.configs)
+                validate_topic_configs(configs)
+            except ConfigError as exc:
+                code, message = ErrorCode.INVALID_CONFIG, str(exc)
+            else:
+                if not request.validate_only:
+                    broker.set_topic_configs(res.resource_name, configs)
+        responses.append(result(code, message, res.resource_type, res.resource_name))
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+HANDLER = Handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle)

@@ -1,0 +1,38 @@
+"""OffsetForLeaderEpoch: where a leader epoch ends, so a follower or consumer can find
+where its log diverges from the leader's (answered from the leader-epoch checkpoint)."""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.handlers.base import Handler, RequestContext
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    broker = ctx.broker
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            state = broker.metadata.image.partition(topic.topic, p.partition)
+            plog = broker.partition_log(topic.topic, p.partition)
+            entry = {"partition": p.partition, "error_code": 0, "leader_epoch": -1,
+                     "end_offset": -1}
+            if state is None:
+                entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif plog is None or state.leader != broker.node_id:
+                entry["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            elif p.current_leader_epoch > state.leader_epoch:
+                entry["error_code"] = int(ErrorCode.UNKNOWN_LEADER_EPOCH)
+            elif 0 <= p.current_leader_epoch < state.leader_epoch:
+                entry["error_code"] = int(ErrorCode.FENCED_LEADER_EPOCH)
+            else:
+                epoch, end = plog.end_offset_for_epoch(p.leader_epoch)
+                entry.update(leader_epoch=epoch, end_offset=end)
+            partitions.append(entry)
+        topics.append({"topic": topic.topic, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+HANDLER = Handler(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, handle)
