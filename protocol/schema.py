@@ -91,7 +91,7 @@ class Field:
         if isinstance(t, ArrayOf):
             return []
         if isinstance(t, StructOf):
-            if version in self.tagged:
+            if version in self.tagged or version in self.nullable:
                 return None
             return Container((f.name, f.default_value(version)) for f in t.fields)
         return _PRIMITIVE_DEFAULTS[t]
@@ -171,6 +171,8 @@ class MessageStruct(Construct):
     """The fields of one struct at one version: regular fields in order, then tagged fields.
 
     Unknown tags are kept, raw, under `_unknown_tags` so that a re-encode is byte-exact.
+    A nullable (untagged) struct is preceded by an int8 marker, as Kafka writes it: -1 for
+    null, 1 for present (any negative marker reads as null).
     """
 
     def __init__(self, fields: Iterable[Field], version: int, flexible: bool,
@@ -178,6 +180,7 @@ class MessageStruct(Construct):
         super().__init__()
         fields = [fl for fl in fields if version in fl.versions]
         self.flexible = flexible
+        self.nullable_struct = nullable_struct
         self.regular = [(fl.name, _construct_for(fl, version, flexible), fl.default_value(version))
                         for fl in fields if not (flexible and version in fl.tagged)]
         self.tagged = sorted(
@@ -195,6 +198,8 @@ class MessageStruct(Construct):
 
     # plain path ------------------------------------------------------------------------------
     def _parse(self, stream, context, path):  # type: ignore[override]
+        if self.nullable_struct and P.read_exact(stream, 1)[0] >= 0x80:
+            return None
         obj = Container()
         for name, sub, _ in self.regular:
             obj[name] = sub._parsereport(stream, context, f"{path} -> {name}")
@@ -207,6 +212,10 @@ class MessageStruct(Construct):
         return obj
 
     def _build(self, obj, stream, context, path):  # type: ignore[override]
+        if self.nullable_struct:
+            stream.write(b"\xff" if obj is None else b"\x01")
+            if obj is None:
+                return obj
         get = obj.get
         for name, sub, default in self.regular:
             value = get(name, default)
@@ -221,7 +230,10 @@ class MessageStruct(Construct):
         code.append("from protocol import schema as S")
         fname = f"parse_struct_{code.allocateId()}"
         code.linkedinstances[id(self)] = self
-        lines = [f"def {fname}(io, this):", "    obj = Container()"]
+        lines = [f"def {fname}(io, this):"]
+        if self.nullable_struct:
+            lines.append("    if P.read_exact(io, 1)[0] >= 0x80: return None")
+        lines.append("    obj = Container()")
         for name, sub, _ in self.regular:
             lines.append(f"    obj[{name!r}] = {sub._compileparse(code)}")
         for i, (name, default) in enumerate(self.absent):
@@ -233,7 +245,8 @@ class MessageStruct(Construct):
                         f"    obj[{name!r}] = S._fresh(linkedinstances[{id(self)}].tagged[{i}][3])")
                 lines.append(f"    S._parse_tags(linkedinstances[{id(self)}], io, obj, this, '')")
             else:
-                lines.append("    if io.read(1) != b'\\x00': S._skip_tags(io, obj)")
+                lines.append("    first = io.read(1)")
+                lines.append("    if first != b'\\x00': S._skip_tags(io, obj, first)")
         lines.append("    return obj")
         code.append("\n".join(lines))
         return f"{fname}(io, this)"
@@ -241,7 +254,11 @@ class MessageStruct(Construct):
     def _emitbuild(self, code):  # type: ignore[override]
         fname = f"build_struct_{code.allocateId()}"
         code.linkedinstances[id(self)] = self
-        lines = [f"def {fname}(obj, io, this):", "    get = obj.get", "    top = obj"]
+        lines = [f"def {fname}(obj, io, this):"]
+        if self.nullable_struct:
+            lines.append("    io.write(b'\\xff' if obj is None else b'\\x01')")
+            lines.append("    if obj is None: return obj")
+        lines += ["    get = obj.get", "    top = obj"]
         for i, (name, sub, default) in enumerate(self.regular):
             lines.append(f"    obj = get({name!r}, linkedinstances[{id(self)}].regular[{i}][2])")
             lines.append(f"    {sub._compilebuild(code)}")
@@ -266,7 +283,13 @@ def _fresh(default: Any) -> Any:
     return default
 
 
-def _skip_tags(io: BytesIO, obj: Container) -> None:
+def _skip_tags(io: BytesIO, obj: Container, first: bytes) -> None:
+    """A non-empty tag section whose first byte the fast path already read.
+
+    `first` is empty at the end of the frame: that is a truncation, not a section to re-read.
+    """
+    if not first:
+        raise P.WireError("tagged-field section runs past the end of the frame")
     io.seek(-1, 1)
     _read_unknown(io, obj, {})
 
