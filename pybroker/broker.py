@@ -24,7 +24,8 @@ from pybroker.coordinator.producer_ids import ProducerIdManager
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
 from pybroker.storage.log_manager import LogManager
-from pybroker.storage.partition_log import LogConfig, PartitionLog
+from pybroker.storage.log_config import LogConfig
+from pybroker.storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class Broker:
         listener = config.broker_listeners[0]
         self.metadata = LocalMetadataStore(self.log_dirs[0], self.node_id, listener.host,
                                            listener.port)
-        self.logs = LogManager([str(d) for d in self.log_dirs])
+        self.logs = LogManager([str(d) for d in self.log_dirs], config_for=self.log_config)
         self.producer_ids = ProducerIdManager(self.log_dirs[0])
         self.replicas = ReplicaManager(self)
         self.purgatory = Purgatory()
@@ -64,7 +65,8 @@ class Broker:
             segment_index_bytes=tc.segment_index_bytes,
             flush_messages=tc.flush_messages, flush_ms=tc.flush_ms,
             message_timestamp_type=tc.message_timestamp_type,
-            max_message_bytes=tc.max_message_bytes, file_delete_delay_ms=0)
+            max_message_bytes=tc.max_message_bytes, file_delete_delay_ms=0,
+            cleanup_policy=",".join(sorted(tc.cleanup_policy)))
 
     def _open_partitions(self, topic: TopicInfo) -> None:
         config = self.log_config(topic.name)

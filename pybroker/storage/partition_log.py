@@ -1,0 +1,650 @@
+"""One partition's log: segments, offsets, reads, roll, truncation, retention (Kafka's UnifiedLog).
+
+Theory of operation. The log lives in `<log_dir>/<topic>-<partition>/` as a list of segments
+sorted by base offset; only the last (active) one is appended to. Four offsets describe it:
+
+    log_start_offset <= high_watermark <= log_end_offset,   recovery_point <= log_end_offset
+
+- `log_end_offset` (LEO): the next offset to assign.
+- `high_watermark`: what consumers may read. On one broker the caller moves it to the LEO right
+  after an append; with replication it follows the slowest in-sync replica. Replicas fetch up
+  to the LEO.
+- `log_start_offset`: the first readable offset; moved forward by retention and DeleteRecords.
+- `recovery_point`: everything below it is known to be fsynced, so after a crash only segments
+  from it onward are re-validated.
+
+Append (leader): walk the batch headers (CRC checked in C), check idempotent sequences, patch
+each batch's base offset and leader epoch in place (and LogAppendTime if the topic asks for
+it), roll the active segment if needed, write the bytes in one call, index them. A retried
+idempotent batch is not written again: its original offsets are returned. Read: bisect the
+segment list, then the segment's offset index, and return whole batches from the file with one
+pread. Records are never decoded on either path.
+
+Loading (`log_loader`) trusts the files after a clean shutdown (only the active segment's tail
+is re-checked) and re-validates every segment from the recovery point otherwise.
+
+Threading: everything runs on the caller's thread except `flush`, which the broker runs in a
+worker thread; it only fsyncs and moves the recovery point, and a lock keeps it from racing
+`close`.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.records.batch import (
+    InvalidRecordError, set_base_offset, set_log_append_time, set_partition_leader_epoch,
+    validate_batches, walk_batches,
+)
+from pybroker.storage.leader_epoch_cache import LeaderEpochFileCache
+from pybroker.storage.log_config import LogConfig
+from pybroker.storage.log_loader import load_segments
+from pybroker.storage.producer_state import (
+    DuplicateBatch, InvalidProducerEpoch, OutOfOrderSequence, ProducerStateManager,
+)
+from pybroker.storage.segment import AppendedBatch, FileSlice, LogSegment
+
+__all__ = [
+    "PartitionLog", "LogConfig", "AppendInfo", "FetchData", "FileSlice", "OffsetOutOfRange",
+    "MessageTooLarge", "UnexpectedAppendOffset", "OutOfOrderSequence", "InvalidProducerEpoch",
+    "parse_topic_partition", "partition_dir_name",
+]
+
+log = logging.getLogger(__name__)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_topic_partition(name: str) -> tuple[str, int]:
+    """Split `<topic>-<partition>` at the last dash (topic names may contain dashes).
+
+    ValueError for anything else, including the `-delete` / `-future` / `-stray` names Kafka
+    gives directories that are not live logs.
+    """
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"not a partition directory name: {name!r}")
+    return topic, int(partition)
+
+
+class OffsetOutOfRange(Exception):
+    """A read or DeleteRecords offset outside the log (OFFSET_OUT_OF_RANGE)."""
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(f"offset {offset} is outside [{log_start_offset}, {log_end_offset}]")
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class MessageTooLarge(InvalidRecordError):
+    """A batch larger than max.message.bytes (MESSAGE_TOO_LARGE)."""
+
+
+class UnexpectedAppendOffset(Exception):
+    """A replica append whose offsets do not continue the log: the follower must truncate."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """Where an append landed. `duplicate` means nothing was written: these are the offsets
+    of the earlier identical idempotent batch."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    num_messages: int
+    valid_bytes: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FetchData:
+    """Whole batches from `first_offset` (-1 when empty) up to, not including, `next_offset`,
+    with the log's offsets at the time of the read."""
+
+    records: bytes
+    first_offset: int
+    next_offset: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    last_stable_offset: int
+
+
+class PartitionLog:
+    """The segmented log of one partition replica."""
+
+    def __init__(self, directory: str | os.PathLike[str], config: LogConfig | None = None, *,
+                 log_start_offset: int | None = None, recovery_point: int = 0,
+                 high_watermark: int | None = None, had_clean_shutdown: bool = True) -> None:
+        self.dir = Path(directory)
+        self.topic, self.partition = parse_topic_partition(self.dir.name)
+        self.config = config or LogConfig()
+        self.segments: list[LogSegment] = []
+        self._base_offsets: list[int] = []
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._lock = threading.RLock()
+        self._closed = False
+        self._unflushed_messages = 0
+        self.last_flush_ms = _now_ms()
+        self.log_end_offset = 0
+        self.log_start_offset = 0
+        self.recovery_point = 0
+        self.high_watermark = 0
+        self.producer_state = ProducerStateManager(self.dir)
+        self._load(log_start_offset, recovery_point, high_watermark, had_clean_shutdown)
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.topic}-{self.partition}, start={self.log_start_offset}, "
+                f"hw={self.high_watermark}, leo={self.log_end_offset})")
+
+    # -- loading -------------------------------------------------------------------------------
+    def _load(self, log_start_offset: int | None, recovery_point: int,
+              high_watermark: int | None, clean: bool) -> None:
+        for segment in load_segments(self.dir, self.config, initial_offset=log_start_offset or 0,
+                                     recovery_point=recovery_point, clean=clean):
+            self._add_segment(segment)
+        self.log_end_offset = self.active_segment.read_next_offset()
+        if not clean:  # everything up to the log end has just been validated and fsynced
+            recovery_point = self.log_end_offset
+        start = max(log_start_offset or 0, self.segments[0].base_offset)
+        self.log_start_offset = min(start, self.log_end_offset)
+        self.recovery_point = max(min(recovery_point, self.log_end_offset), 0)
+        hw = self.log_start_offset if high_watermark is None else high_watermark
+        self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
+
+        self.leader_epoch_cache = LeaderEpochFileCache(self.dir)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self._load_producer_state()
+
+    def _load_producer_state(self) -> None:
+        """Newest snapshot not beyond the log end, then replay the batches after it."""
+        state = self.producer_state
+        snapshot = state.load(self.log_end_offset)
+        if snapshot == self.log_end_offset:
+            return
+        start = self.log_start_offset if snapshot is None else max(snapshot,
+                                                                    self.log_start_offset)
+        for i in range(max(self._segment_index(start), 0), len(self.segments)):
+            state.replay(self.segments[i].batches_from(start))
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self.segments.append(segment)
+        self._base_offsets.append(segment.base_offset)
+
+    def _segment_index(self, offset: int) -> int:
+        return bisect_right(self._base_offsets, offset) - 1
+
+    # -- state ---------------------------------------------------------------------------------
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Without transactions every message below the high watermark is stable."""
+        return self.high_watermark
+
+    def update_high_watermark(self, offset: int | None = None) -> int:
+        """Set the high watermark (default: the log end), clamped into [log start, log end]."""
+        target = self.log_end_offset if offset is None else offset
+        self.high_watermark = min(max(target, self.log_start_offset), self.log_end_offset)
+        return self.high_watermark
+
+    # -- appending -----------------------------------------------------------------------------
+    def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int,
+               assign_offsets: bool = True, log_append_time: int | None = None,
+               now_ms: int | None = None) -> AppendInfo:
+        """Append a producer's batches as the leader, assigning offsets from the log end.
+
+        Raises CorruptRecordError / InvalidRecordError (from validation), MessageTooLarge,
+        OutOfOrderSequence or InvalidProducerEpoch; nothing is written then. With
+        `assign_offsets=False` this is a replica append (see `append_as_follower`).
+        `log_append_time` is the clock to stamp with when the topic uses LogAppendTime
+        (default: now). A bytearray argument is patched in place; other buffers are copied once.
+        """
+        if not assign_offsets:
+            return self.append_as_follower(records)
+        batches = validate_batches(records)
+        config = self.config
+        for pos, header in batches:
+            if header.size > config.max_message_bytes:
+                raise MessageTooLarge(f"batch of {header.size} bytes exceeds max.message.bytes "
+                                      f"{config.max_message_bytes}")
+        now = _now_ms() if now_ms is None else now_ms
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        stamp = config.log_append_time
+        append_time = (now if log_append_time is None else log_append_time) if stamp else -1
+        offset = self.log_end_offset
+        items = []
+        appended: list[AppendedBatch] = []
+        max_ts, offset_of_max, messages = -1, offset, 0
+        for pos, header in batches:
+            base, last = offset, offset + header.last_offset_delta
+            set_base_offset(buf, pos, base)
+            set_partition_leader_epoch(buf, pos, leader_epoch)
+            ts = header.max_timestamp
+            if stamp:
+                set_log_append_time(buf, pos, append_time)
+                ts = append_time
+            items.append((header, base, last))
+            appended.append((pos, header.size, base, last, ts))
+            if ts > max_ts:
+                max_ts, offset_of_max = ts, base
+            messages += header.records_count
+            offset = last + 1
+        duplicate = self.producer_state.check_append(items)
+        if duplicate is not None:
+            return self._duplicate_info(duplicate, stamp)
+        first_offset, last_offset = items[0][1], items[-1][2]
+        self._write(buf, appended, first_offset, last_offset, max_ts, now)
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        for header, base, last in items:
+            self.producer_state.update(header, base, last)
+        self._after_append(messages)
+        return AppendInfo(first_offset, last_offset, max_ts, offset_of_max, append_time,
+                          self.log_start_offset, messages, len(buf))
+
+    def _duplicate_info(self, duplicate: DuplicateBatch, stamped: bool) -> AppendInfo:
+        return AppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
+                          duplicate.first_offset, duplicate.timestamp if stamped else -1,
+                          self.log_start_offset, 0, 0, duplicate=True)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append batches fetched from the leader, keeping their offsets and epochs.
+
+        Batches are CRC-checked (record counts are not: compacted batches legitimately have
+        fewer records than their offset range). UnexpectedAppendOffset if they do not start at
+        or after the log end or go backwards; the follower must truncate first.
+        """
+        batches, valid, reason = walk_batches(records)
+        if reason is not None or not batches:
+            raise InvalidRecordError(reason or "no record batch")
+        if batches[0][1].base_offset < self.log_end_offset:
+            raise UnexpectedAppendOffset(
+                f"first offset {batches[0][1].base_offset} < log end {self.log_end_offset}")
+        appended: list[AppendedBatch] = []
+        expected = self.log_end_offset
+        max_ts, offset_of_max, messages = -1, batches[0][1].base_offset, 0
+        for pos, header in batches:
+            if header.base_offset < expected:
+                raise UnexpectedAppendOffset(f"batch at {pos} goes back to {header.base_offset}")
+            appended.append((pos, header.size, header.base_offset, header.last_offset,
+                             header.max_timestamp))
+            if header.max_timestamp > max_ts:
+                max_ts, offset_of_max = header.max_timestamp, header.base_offset
+            messages += header.records_count
+            expected = header.next_offset
+        first_offset, last_offset = batches[0][1].base_offset, batches[-1][1].last_offset
+        self._write(records, appended, first_offset, last_offset, max_ts, _now_ms())
+        for _, header in batches:
+            self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        self.producer_state.replay(batches)
+        self._after_append(messages)
+        return AppendInfo(first_offset, last_offset, max_ts, offset_of_max, -1,
+                          self.log_start_offset, messages, valid)
+
+    def _write(self, data: bytes | bytearray | memoryview, appended: list[AppendedBatch],
+               first_offset: int, last_offset: int, max_timestamp: int, now_ms: int) -> None:
+        if self._closed:
+            raise ValueError(f"{self} is closed")
+        segment = self.active_segment
+        if segment.is_empty and segment.base_offset != first_offset:
+            segment = self._roll(first_offset)  # a replica append after a gap
+        elif segment.should_roll(self.config, len(data), last_offset, max_timestamp, now_ms):
+            segment = self._roll(first_offset)
+        segment.append(data, appended)
+        self.log_end_offset = last_offset + 1
+
+    def _after_append(self, messages: int) -> None:
+        self._unflushed_messages += messages
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end (a no-op if the active one is empty)."""
+        return self._roll(self.log_end_offset)
+
+    def _roll(self, base_offset: int) -> LogSegment:
+        active = self.active_segment
+        if active.is_empty and active.base_offset == base_offset:
+            return active
+        if base_offset < self.log_end_offset:
+            raise ValueError(f"cannot roll to {base_offset} below log end {self.log_end_offset}")
+        active.on_become_inactive()
+        if active.is_empty:  # a gap before the new base: the empty segment serves no reads
+            self.segments.pop()
+            self._base_offsets.pop()
+            active.delete()
+        segment = LogSegment(self.dir, base_offset, self.config, create=True)
+        self._add_segment(segment)
+        # Kafka snapshots producer state at every roll, so loading replays one segment at most.
+        self.producer_state.take_snapshot(base_offset)
+        return segment
+
+    # -- reading -------------------------------------------------------------------------------
+    def _check_read_offset(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchData:
+        """Whole batches from the one holding `offset`, at most `max_bytes` of them (but the
+        first batch whole whatever its size, if `min_one_message`), never a batch reaching
+        `max_offset` (the high watermark for consumers, default the log end for replicas).
+
+        OffsetOutOfRange if `offset` is below the log start or beyond the log end. Reads stay
+        within one segment, as Kafka's do; the consumer's next fetch continues.
+        """
+        self._check_read_offset(offset)
+        leo = self.log_end_offset
+        limit = leo if max_offset is None else min(max_offset, leo)
+        if offset < limit:
+            segments = self.segments
+            for i in range(max(self._segment_index(offset), 0), len(segments)):
+                found = segments[i].read(offset, max_bytes, max_offset=limit,
+                                         min_one_message=min_one_message)
+                if found is not None:
+                    first = found.first_offset if found.records else -1
+                    return FetchData(found.records, first, found.next_offset,
+                                     self.high_watermark, self.log_start_offset, leo,
+                                     self.last_stable_offset)
+        return FetchData(b"", -1, offset, self.high_watermark, self.log_start_offset, leo,
+                         self.last_stable_offset)
+
+    def read_slice(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+                   min_one_message: bool = True) -> FileSlice | None:
+        """Like `read`, but the location of the bytes in a segment file (for sendfile).
+
+        None when there is nothing to return. The descriptor belongs to the segment: use it
+        before yielding to other work that could close the log.
+        """
+        self._check_read_offset(offset)
+        limit = self.log_end_offset if max_offset is None else min(max_offset,
+                                                                   self.log_end_offset)
+        if offset >= limit:
+            return None
+        segments = self.segments
+        for i in range(max(self._segment_index(offset), 0), len(segments)):
+            found = segments[i].read_slice(offset, max_bytes, max_offset=limit,
+                                           min_one_message=min_one_message)
+            if found is not None:
+                return found if found.length else None
+        return None
+
+    def offset_for_timestamp(self, timestamp: int, *, max_offset: int | None = None,
+                             ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp is >= `timestamp`.
+
+        Exact (ListOffsets by timestamp): segments are skipped by their largest timestamp, the
+        time and offset indexes narrow the scan to a few batch headers, and only the batch
+        holding the answer is decoded. None if no record qualifies, or if the answer is at or
+        beyond `max_offset` (pass the high watermark for consumers).
+        """
+        start = self.log_start_offset
+        for i in range(max(self._segment_index(start), 0), len(self.segments)):
+            segment = self.segments[i]
+            if segment.max_timestamp_so_far < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, start)
+            if found is not None:
+                if max_offset is not None and found[0] >= max_offset:
+                    return None
+                return found
+        return None
+
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
+        best: LogSegment | None = None
+        for segment in self.segments[max(self._segment_index(self.log_start_offset), 0):]:
+            if segment.max_timestamp_so_far >= 0 and (
+                    best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far):
+                best = segment
+        return best.max_timestamp_record() if best is not None else None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch; (-1, -1) when unknown."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.leader_epoch_cache.latest_epoch
+
+    # -- truncation ----------------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> bool:
+        """Drop everything from `offset` on: whole segments, the partial one, index entries,
+        leader epochs and producer state (what a follower does after a leader change).
+
+        The batch holding `offset` goes too; followers truncate at batch boundaries. Returns
+        whether anything was removed.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        with self._lock:
+            if offset >= self.log_end_offset:
+                return False
+            if offset < self.segments[0].base_offset:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            keep = bisect_right(self._base_offsets, offset)
+            removed = self.segments[keep:]
+            del self.segments[keep:]
+            del self._base_offsets[keep:]
+            self._remove_segments(removed)
+            active = self.active_segment
+            active.truncate_to(offset)
+            self.log_end_offset = active.read_next_offset()
+            self.high_watermark = min(self.high_watermark, self.log_end_offset)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            self._load_producer_state()
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log, empty, at `offset` (a follower that fell
+        behind the leader's log start)."""
+        with self._lock:
+            removed = self.segments[:]
+            self.segments.clear()
+            self._base_offsets.clear()
+            self._remove_segments(removed)
+            self._add_segment(LogSegment(self.dir, offset, self.config, create=True))
+            self.log_end_offset = self.high_watermark = offset
+            self.log_start_offset = self.recovery_point = offset
+            self.leader_epoch_cache.clear()
+            self.producer_state.truncate_fully()
+            self._unflushed_messages = 0
+
+    # -- retention -----------------------------------------------------------------------------
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: make `offset` the log start; returns the new log start offset.
+
+        OffsetOutOfRange above the high watermark (only committed data may be deleted).
+        Segments wholly below the new start are deleted right away.
+        """
+        with self._lock:
+            if offset > self.high_watermark or offset < 0:
+                raise OffsetOutOfRange(offset, self.log_start_offset, self.high_watermark)
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+                self.leader_epoch_cache.truncate_from_start(offset)
+                self._delete_oldest(lambda seg, nxt: nxt.base_offset <= self.log_start_offset)
+            return self.log_start_offset
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply retention; returns the number of segments deleted.
+
+        In order: segments wholly below the log start; then, if the cleanup policy includes
+        "delete", segments whose largest timestamp is older than retention.ms, then the oldest
+        segments while the log stays at or above retention.bytes without them. The active
+        segment is never deleted, nor any segment holding data at or above the high watermark.
+        """
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            deleted = self._delete_oldest(
+                lambda seg, nxt: nxt.base_offset <= self.log_start_offset, now)
+            config = self.config
+            if config.delete_enabled and config.retention_ms >= 0:
+                deleted += self._delete_oldest(
+                    lambda seg, nxt: now - seg.largest_timestamp > config.retention_ms, now)
+            if config.delete_enabled and config.retention_bytes >= 0:
+                excess = self.size - config.retention_bytes
+
+                def over_size(seg: LogSegment, nxt: LogSegment) -> bool:
+                    nonlocal excess
+                    if excess - seg.size < 0:
+                        return False
+                    excess -= seg.size
+                    return True
+
+                deleted += self._delete_oldest(over_size, now)
+            self.delete_pending_files(now)
+            return deleted
+
+    def _delete_oldest(self, predicate: Callable[[LogSegment, LogSegment], bool],
+                       now_ms: int | None = None) -> int:
+        """Delete segments from the oldest while predicate(segment, next segment) holds."""
+        count = 0
+        for i in range(len(self.segments) - 1):
+            segment, following = self.segments[i], self.segments[i + 1]
+            if following.base_offset > self.high_watermark or not predicate(segment, following):
+                break
+            count += 1
+        if not count:
+            return 0
+        removed = self.segments[:count]
+        del self.segments[:count]
+        del self._base_offsets[:count]
+        self._remove_segments(removed, now_ms)
+        first = self.segments[0].base_offset
+        if first > self.log_start_offset:
+            self.log_start_offset = first
+            self.leader_epoch_cache.truncate_from_start(first)
+        self.high_watermark = max(self.high_watermark, self.log_start_offset)
+        self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        self.producer_state.delete_snapshots_before(first)
+        return count
+
+    def _remove_segments(self, segments: list[LogSegment], now_ms: int | None = None) -> None:
+        """Rename to `.deleted` now; close and unlink after file.delete.delay.ms, so a reader
+        holding a descriptor (a sendfile in flight) finishes first."""
+        delay = self.config.file_delete_delay_ms
+        deadline = (_now_ms() if now_ms is None else now_ms) + delay
+        for segment in segments:
+            segment.rename_for_deletion()
+            if delay <= 0:
+                segment.delete()
+            else:
+                self._pending_deletes.append((deadline, segment))
+
+    def delete_pending_files(self, now_ms: int | None = None) -> int:
+        """Remove `.deleted` segments whose delay has passed; returns how many."""
+        now = _now_ms() if now_ms is None else now_ms
+        due = [s for deadline, s in self._pending_deletes if deadline <= now]
+        if due:
+            self._pending_deletes = [(d, s) for d, s in self._pending_deletes if d > now]
+            for segment in due:
+                segment.delete()
+        return len(due)
+
+    # -- durability and lifecycle --------------------------------------------------------------
+    @property
+    def unflushed_messages(self) -> int:
+        return self._unflushed_messages
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding data below `offset` (default: the log end) and move the
+        recovery point there. Blocking: the broker calls it from a worker thread."""
+        with self._lock:  # a consistent view; the fsyncs themselves run unlocked
+            if self._closed:
+                return
+            leo = self.log_end_offset
+            target = leo if offset is None else min(offset, leo)
+            start = self.recovery_point
+            segments = list(self.segments)
+        if target <= start:
+            return
+        for i, segment in enumerate(segments):
+            upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            if upper is not None and upper <= start:
+                continue
+            if segment.base_offset >= target:
+                break
+            segment.flush()
+        self.recovery_point = max(self.recovery_point, target)
+        if target >= leo:
+            self._unflushed_messages = 0
+            self.last_flush_ms = _now_ms()
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """The periodic flush: whole rolled segments always, the active one after flush.ms."""
+        if self._closed:
+            return False
+        if self.log_end_offset > self.recovery_point and \
+                now_ms - self.last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        if self.recovery_point < self.active_segment.base_offset:
+            self.flush(self.active_segment.base_offset)
+            return True
+        return False
+
+    def close(self) -> None:
+        """Flush, snapshot producer state at the log end, release every file."""
+        with self._lock:
+            if self._closed:
+                return
+            self.flush()
+            if self.producer_state.producers or self.log_end_offset > self.log_start_offset:
+                self.producer_state.take_snapshot(self.log_end_offset, sync=True)
+            self._close_files()
+
+    def _close_files(self) -> None:
+        self._closed = True
+        for segment in self.segments:
+            segment.close()
+        for _, segment in self._pending_deletes:
+            segment.delete()
+        self._pending_deletes.clear()
+
+    def delete(self) -> None:
+        """Remove the whole log: rename the directory to `<name>.<uuid>-delete` (so a crash
+        midway leaves a name the next start recognises and removes), then delete it."""
+        with self._lock:
+            if not self._closed:
+                self._close_files()
+            target = self.dir.with_name(f"{self.dir.name}.{uuid.uuid4().hex}-delete")
+            try:
+                os.rename(self.dir, target)
+            except FileNotFoundError:
+                return
+            shutil.rmtree(target, ignore_errors=True)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed

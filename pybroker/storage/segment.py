@@ -1,0 +1,565 @@
+"""One log segment: a `.log` of wire-format batches with its `.index` and `.timeindex`.
+
+Files are named by the segment's base offset, zero-padded to 20 digits, so `ls` sorts them in
+offset order (`00000000000000001234.log`), exactly as Kafka names them.
+
+Theory of operation. The `.log` holds batches back to back, byte for byte as producers sent
+them except for the fields the broker patches (base offset, leader epoch, LogAppendTime). It is
+only appended to (one `os.write` per produce) and read with `os.pread`, never read whole:
+finding an offset is a binary search in the offset index and a short forward walk over batch
+headers from there. The indexes are derived data: after an unclean shutdown, or when an index
+file is missing or implausible, they are rebuilt from the log.
+
+What a segment knows about its tail (next offset, largest timestamp and where it is) is
+computed lazily from the last index entries plus a scan of the few batches after them, so
+opening a log never reads whole segments.
+
+Nothing here is thread-safe by itself; `PartitionLog` serialises structural changes. `flush`
+may run in a worker thread while the event loop appends, which is safe because appends only add
+bytes and fsync covers whatever has been written.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, walk_batches
+from pybroker.storage.abstract_index import CorruptIndexError
+from pybroker.storage.log_config import LogConfig
+from pybroker.storage.offset_index import OffsetIndex
+from pybroker.storage.time_index import TimeIndex
+
+__all__ = [
+    "LogSegment", "SegmentRead", "FileSlice", "AppendedBatch", "segment_file_name",
+    "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "DELETED_SUFFIX", "INT32_MAX",
+]
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+INT32_MAX = 2**31 - 1
+
+SCAN_CHUNK = 16 * 1024  # forward scans from an index entry: about 2 intervals
+RECOVERY_CHUNK = 1024 * 1024  # whole-segment walks (recovery, rebuild, replay)
+
+_I32 = struct.Struct(">i")
+
+# (position of the batch inside the appended bytes, its size, base offset, last offset,
+#  max timestamp)
+AppendedBatch = tuple[int, int, int, int, int]
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRead:
+    """Whole batches read from one segment: `records` starts at file `position`."""
+
+    position: int
+    records: bytes
+    first_offset: int
+    next_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """A byte range of a segment file, for a zero-copy (sendfile) Fetch path.
+
+    The file descriptor stays valid while the segment is open; segments removed by retention
+    are only closed after `file.delete.delay.ms`, which is what makes handing it out safe.
+    """
+
+    path: Path
+    fd: int
+    position: int
+    length: int
+    first_offset: int
+    next_offset: int
+
+
+class _Walk:
+    """Iterate (file position, header) over whole batches from `start`, reading in chunks.
+
+    Stops at the first batch that is torn (runs past the end of the file), has a bad magic or
+    length, or (with `verify_crc`) a CRC mismatch; `valid_end` and `reason` then say where and
+    why. A batch cut by a chunk boundary is not an error: the next chunk starts at it.
+    """
+
+    def __init__(self, segment: LogSegment, start: int, *, verify_crc: bool,
+                 chunk: int) -> None:
+        self.segment = segment
+        self.start = start
+        self.verify_crc = verify_crc
+        self.chunk = chunk
+        self.valid_end = start
+        self.reason: str | None = None
+
+    def __iter__(self) -> Iterator[tuple[int, BatchHeader]]:
+        fd = self.segment.fd
+        end = self.segment.size
+        pos = self.start
+        want = self.chunk
+        while pos < end:
+            buf = os.pread(fd, min(want, end - pos), pos)
+            if not buf:
+                self.reason = f"short read at {pos}"
+                return
+            batches, valid, reason = walk_batches(buf, verify_crc=self.verify_crc)
+            for rel, header in batches:
+                yield pos + rel, header
+            chunk_end = pos + len(buf)
+            pos += valid
+            self.valid_end = pos
+            if reason is None:
+                want = self.chunk
+                continue
+            if reason.startswith("torn tail") and chunk_end < end:
+                # Cut by the chunk, not by the file: read again from this batch, whole.
+                want = self.chunk
+                if len(buf) - valid >= LOG_OVERHEAD:
+                    need = _I32.unpack_from(buf, valid + 8)[0] + LOG_OVERHEAD
+                    if pos + need > end:
+                        self.reason = f"torn tail: batch at {pos} needs {need} bytes"
+                        return
+                    want = max(want, need)
+                continue
+            self.reason = reason
+            return
+
+
+class LogSegment:
+    """A `.log` file and its two indexes, named by `base_offset`."""
+
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, *,
+                 create: bool = False) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.offset_index = OffsetIndex(directory / segment_file_name(base_offset, INDEX_SUFFIX),
+                                        base_offset, config.segment_index_bytes)
+        self.time_index = TimeIndex(directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
+                                    base_offset, config.segment_index_bytes)
+        self.index_interval_bytes = config.index_interval_bytes
+        self.created_ms = _now_ms()
+        self.closed = False
+        self._fd: int | None = None
+        if create:
+            self._fd = os.open(self.log_path,
+                               os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            self._size = os.fstat(self._fd).st_size
+            for index in (self.offset_index, self.time_index):
+                if not index.path.exists():
+                    index.mark_empty()
+        else:
+            self._size = os.stat(self.log_path).st_size
+        self._bytes_since_last_index_entry = 0
+        self._indexes_checked = False
+        # Tail state, computed on first need (see module docstring).
+        self._tail_loaded = False
+        self._next_offset = base_offset
+        self._max_timestamp = -1
+        self._offset_of_max_timestamp = base_offset
+        self._rolling_timestamp: int | None = None
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path.name}, size={self._size})"
+
+    # -- files -------------------------------------------------------------------------------
+    @property
+    def fd(self) -> int:
+        """The `.log` file descriptor, opened on first use (old segments may never need one)."""
+        if self._fd is None:
+            if self.closed:
+                raise ValueError(f"{self.log_path} is closed")
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        return self._fd
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def is_empty(self) -> bool:
+        return self._size == 0
+
+    def flush(self) -> None:
+        """fsync the log and both indexes.
+
+        May run in a worker thread while another thread closes the segment (retention,
+        truncation): an fsync failing because the file was closed meanwhile is not an error.
+        """
+        fd = self._fd
+        try:
+            if fd is not None and not self.closed:
+                os.fsync(fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+        except OSError:
+            if not self.closed:
+                raise
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.offset_index.close()
+        self.time_index.close()
+
+    def delete(self) -> None:
+        """Close and remove the three files (whichever still exist)."""
+        self.close()
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.delete()
+        self.time_index.delete()
+
+    def rename_for_deletion(self) -> None:
+        """Append `.deleted` to the file names; open descriptors keep working until `delete`.
+
+        A crash after this leaves only `.deleted` files, which the next load removes.
+        """
+        new_log = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        os.rename(self.log_path, new_log)
+        self.log_path = new_log
+        for index in (self.offset_index, self.time_index):
+            index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+
+    @property
+    def last_modified_ms(self) -> int:
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
+
+    # -- tail state --------------------------------------------------------------------------
+    def ensure_indexes(self, *, strict: bool = False) -> None:
+        """Load and sanity-check both indexes once, rebuilding them from the log if they are
+        implausible (a torn entry, entries out of order or pointing past the log). With
+        `strict`, raise CorruptIndexError instead so the caller can run a full recovery."""
+        if self._indexes_checked:
+            return
+        try:
+            self.offset_index.load()
+            self.time_index.load()
+            self.offset_index.check_positions(self._size)
+        except CorruptIndexError as exc:
+            if strict:
+                raise
+            log.warning("%s: %s; rebuilding indexes", self.log_path, exc)
+            self.rebuild_indexes()
+        self._indexes_checked = True
+
+    def _ensure_tail(self) -> None:
+        if self._tail_loaded:
+            return
+        self.ensure_indexes()
+        _, position = self.offset_index.lookup(2**63 - 1)
+        ts, ts_offset = self.time_index.last_entry()
+        next_offset, max_ts, max_offset = self.base_offset, ts, ts_offset
+        for _, header in _Walk(self, position, verify_crc=False, chunk=SCAN_CHUNK):
+            next_offset = header.next_offset
+            if header.max_timestamp > max_ts:
+                max_ts, max_offset = header.max_timestamp, header.base_offset
+        self._next_offset = next_offset
+        self._max_timestamp = max_ts
+        self._offset_of_max_timestamp = max_offset if max_ts >= 0 else self.base_offset
+        self._tail_loaded = True
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (the base offset when empty)."""
+        self._ensure_tail()
+        return self._next_offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        self._ensure_tail()
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        """Base offset of the first batch holding the segment's largest timestamp."""
+        self._ensure_tail()
+        return self._offset_of_max_timestamp
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What time retention compares: the largest record timestamp, else the file's mtime."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else self.last_modified_ms
+
+    def verify_tail(self) -> str | None:
+        """Check CRCs from the last index entry to the end; the reason if something is wrong.
+
+        Run on the active segment at every load, even after a clean shutdown: it costs one
+        short read and catches a tail that was torn or scribbled on while the broker was down.
+        """
+        self.ensure_indexes(strict=True)
+        _, position = self.offset_index.last_entry()
+        walk = _Walk(self, position, verify_crc=True, chunk=RECOVERY_CHUNK)
+        for _ in walk:
+            pass
+        if walk.reason is None and walk.valid_end != self._size:
+            return f"log ends at {self._size} but batches end at {walk.valid_end}"
+        return walk.reason
+
+    # -- rolling -----------------------------------------------------------------------------
+    def _rolling_based_timestamp(self) -> int | None:
+        if self._rolling_timestamp is None and self._size > 0:
+            buf = os.pread(self.fd, HEADER_SIZE, 0)
+            if len(buf) == HEADER_SIZE:
+                self._rolling_timestamp = BatchHeader.unpack_from(buf).max_timestamp
+        return self._rolling_timestamp
+
+    def should_roll(self, config: LogConfig, messages_size: int, max_offset: int,
+                    max_timestamp: int, now_ms: int) -> bool:
+        """Kafka's roll rule: the append would not fit, the segment is old, an index is full,
+        or the new offsets would not fit the indexes' 32-bit relative offsets."""
+        if self._size == 0:
+            return False
+        if self._size + messages_size > config.segment_bytes:
+            return True
+        rolling = self._rolling_based_timestamp()
+        waited = (max_timestamp - rolling if rolling is not None and rolling >= 0
+                  else now_ms - self.created_ms)
+        if waited > config.segment_ms:
+            return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        return max_offset - self.base_offset > INT32_MAX
+
+    def on_become_inactive(self) -> None:
+        """Seal the indexes when a newer segment takes over appends."""
+        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
+                                     skip_full_check=True)
+        self.offset_index.close_writer()
+        self.time_index.close_writer()
+
+    # -- appending ---------------------------------------------------------------------------
+    def append(self, data: bytes | bytearray | memoryview,
+               batches: Sequence[AppendedBatch]) -> None:
+        """Write already-validated, already-patched batches and index them.
+
+        `batches` describes each batch in `data`: its position there, size, base and last
+        offsets and max timestamp. The write happens before the index entries, so a crash in between
+        leaves an index that is merely sparser than usual.
+        """
+        self._ensure_tail()
+        start = self._size
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.write(self.fd, view[written:])
+        if start == 0 and batches:
+            self._rolling_timestamp = batches[0][4]
+        self._index_batches(start, batches)
+        self._size = start + written
+
+    def _index_batches(self, start: int, batches: Sequence[AppendedBatch]) -> None:
+        interval = self.index_interval_bytes
+        since = self._bytes_since_last_index_entry
+        max_ts = self._max_timestamp
+        max_offset = self._offset_of_max_timestamp
+        for rel, size, base_offset, last_offset, max_timestamp in batches:
+            if max_timestamp > max_ts:
+                max_ts, max_offset = max_timestamp, base_offset
+            if since > interval:
+                self.offset_index.append(base_offset, start + rel)
+                self.time_index.maybe_append(max_ts, max_offset)
+                since = 0
+            since += size
+            self._next_offset = last_offset + 1
+        self._bytes_since_last_index_entry = since
+        self._max_timestamp = max_ts
+        self._offset_of_max_timestamp = max_offset
+
+    # -- finding -----------------------------------------------------------------------------
+    def translate_offset(self, offset: int, start_position: int = 0,
+                         ) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= `offset`."""
+        self.ensure_indexes()
+        _, position = self.offset_index.lookup(offset)
+        for pos, header in _Walk(self, max(position, start_position), verify_crc=False,
+                                 chunk=SCAN_CHUNK):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def read(self, offset: int, max_size: int, *, max_offset: int,
+             min_one_message: bool = True) -> SegmentRead | None:
+        """Whole batches from the one holding `offset`, up to `max_size` bytes.
+
+        None when the segment has no batch at or after `offset`. Batches whose last offset is
+        at or past `max_offset` are never returned. The first batch comes back whole even if
+        it alone exceeds `max_size` (Kafka's rule, so a consumer can always make progress),
+        unless `min_one_message` is false.
+        """
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        position, first = found
+        if first.last_offset >= max_offset:
+            return SegmentRead(position, b"", first.base_offset, first.base_offset)
+        if first.size > max_size:
+            if not min_one_message:
+                return SegmentRead(position, b"", first.base_offset, first.base_offset)
+            data = os.pread(self.fd, first.size, position)
+            return SegmentRead(position, data, first.base_offset, first.next_offset)
+        data = os.pread(self.fd, min(max_size, self._size - position), position)
+        batches, valid, _ = walk_batches(data, verify_crc=False)
+        length, next_offset = 0, first.base_offset
+        for rel, header in batches:
+            if header.last_offset >= max_offset:
+                break
+            length, next_offset = rel + header.size, header.next_offset
+        if length != len(data):
+            data = data[:length]
+        return SegmentRead(position, data, first.base_offset, next_offset)
+
+    def read_slice(self, offset: int, max_size: int, *, max_offset: int,
+                   min_one_message: bool = True) -> FileSlice | None:
+        """Like `read`, but only locate the bytes: reads batch headers, never batch bodies."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        position, first = found
+        fd = self.fd
+        if first.last_offset >= max_offset or (first.size > max_size and not min_one_message):
+            return FileSlice(self.log_path, fd, position, 0, first.base_offset,
+                             first.base_offset)
+        length, next_offset = first.size, first.next_offset
+        pos = position + first.size
+        while pos + HEADER_SIZE <= self._size:
+            header = BatchHeader.unpack_from(os.pread(fd, HEADER_SIZE, pos))
+            if (header.last_offset >= max_offset or length + header.size > max_size
+                    or pos + header.size > self._size):
+                break
+            length += header.size
+            next_offset = header.next_offset
+            pos += header.size
+        return FileSlice(self.log_path, fd, position, length, first.base_offset, next_offset)
+
+    def read_batch(self, position: int, header: BatchHeader) -> bytes:
+        return os.pread(self.fd, header.size, position)
+
+    def batches_from(self, offset: int) -> Iterator[tuple[int, BatchHeader]]:
+        """Every batch from the one holding `offset` to the end (producer-state replay)."""
+        self.ensure_indexes()
+        _, position = self.offset_index.lookup(offset)
+        for pos, header in _Walk(self, position, verify_crc=False, chunk=RECOVERY_CHUNK):
+            if header.last_offset >= offset:
+                yield pos, header
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int,
+                                 ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `start_offset` whose timestamp
+        is >= `timestamp`, or None if this segment has none.
+
+        The time index and offset index narrow the search to a few batches; only a batch
+        whose max timestamp qualifies is read and decoded, to pick the exact record.
+        """
+        from protocol.records.record import decode_batch  # not needed on the hot paths
+
+        self.ensure_indexes()
+        _, ts_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(ts_offset, start_offset))
+        for pos, header in _Walk(self, position, verify_crc=False, chunk=SCAN_CHUNK):
+            if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                continue
+            for record in decode_batch(self.read_batch(pos, header)):
+                if record.offset >= start_offset and record.timestamp >= timestamp:
+                    return record.offset, record.timestamp
+        return None
+
+    def max_timestamp_record(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record holding the segment's largest timestamp."""
+        from protocol.records.record import decode_batch
+
+        max_ts = self.max_timestamp_so_far
+        if max_ts < 0:
+            return None
+        found = self.translate_offset(self.offset_of_max_timestamp)
+        while found is not None:
+            pos, header = found
+            if header.max_timestamp == max_ts:
+                for record in decode_batch(self.read_batch(pos, header)):
+                    if record.timestamp == max_ts:
+                        return record.offset, record.timestamp
+            found = self.translate_offset(header.next_offset, pos + header.size)
+        return None
+
+    # -- truncation and recovery -------------------------------------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batch holding `offset` and everything after it; returns bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position, header = found
+        self.offset_index.truncate_to(header.base_offset)
+        self.time_index.truncate_to(header.base_offset)
+        removed = self._size - position
+        os.ftruncate(self.fd, position)
+        self._size = position
+        self._bytes_since_last_index_entry = 0
+        self._tail_loaded = False
+        if position == 0:
+            self._rolling_timestamp = None
+        return removed
+
+    def recover(self) -> int:
+        """Re-validate every batch (CRC, magic, length, offsets), rebuild both indexes, and
+        truncate whatever follows the last good batch. Returns the bytes truncated."""
+        valid_end = self._reindex(verify_crc=True)
+        truncated = self._size - valid_end
+        if truncated:
+            os.ftruncate(self.fd, valid_end)
+            self._size = valid_end
+            self._rolling_timestamp = None
+        return truncated
+
+    def rebuild_indexes(self) -> None:
+        """Recreate both indexes from the log (headers only, no CRC): they are derived data."""
+        self._reindex(verify_crc=False)
+
+    def _reindex(self, *, verify_crc: bool) -> int:
+        self.offset_index.mark_empty()
+        self.time_index.mark_empty()
+        self._bytes_since_last_index_entry = 0
+        self._max_timestamp = -1
+        self._offset_of_max_timestamp = self.base_offset
+        self._next_offset = self.base_offset
+        self._tail_loaded = True
+        self._indexes_checked = True
+        walk = _Walk(self, 0, verify_crc=verify_crc, chunk=RECOVERY_CHUNK)
+        valid_end = 0
+        expected = self.base_offset
+        for pos, header in walk:
+            if header.base_offset < expected or header.last_offset - self.base_offset > INT32_MAX:
+                log.warning("%s: batch at %d has offsets %d..%d, expected >= %d",
+                            self.log_path, pos, header.base_offset, header.last_offset, expected)
+                break
+            self._index_batches(pos, ((0, header.size, header.base_offset, header.last_offset,
+                                       header.max_timestamp),))
+            expected = header.next_offset
+            valid_end = pos + header.size
+        else:
+            if walk.reason is not None:
+                log.warning("%s: %s", self.log_path, walk.reason)
+        self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp,
+                                     skip_full_check=True)
+        return valid_end
