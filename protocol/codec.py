@@ -93,9 +93,15 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Any) 
 
 
 def encode_response_parts(api_key: int, version: int, correlation_id: int,
-                          body: Any) -> list[bytes]:
-    """The same frame as `encode_response`, as parts for one gathered send."""
-    return [encode_response(api_key, version, correlation_id, body)]
+                          body: Any) -> list[Any]:
+    """The same frame as `encode_response`, as buffers for one gathered send: record sets
+    are referenced, not copied."""
+    api = APIS[api_key]
+    parts = api.response.encode_parts(body, version)
+    header = encode_response_header(
+        correlation_id, response_header_version(api_key, version in api.flexible))
+    size = len(header) + sum(len(p) for p in parts)
+    return [SIZE.pack(size) + header, *parts]
 
 
 # -- the client's side ------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from construct import Construct, ConstructError
 
 __all__ = [
     "WireError", "INT8", "INT16", "INT32", "INT64", "UINT16", "UINT32", "FLOAT64", "BOOL",
-    "UVARINT", "VARINT", "VARLONG", "UUID", "String", "Bytes", "Array",
+    "GatherIO", "UVARINT", "VARINT", "VARLONG", "UUID", "String", "Bytes", "Array",
     "read_uvarint", "write_uvarint", "uvarint_bytes", "zigzag_decode", "zigzag_encode",
 ]
 
@@ -149,7 +149,35 @@ def write_bytes(io: BytesIO, value: Any, compact: bool, nullable: bool) -> None:
         write_length(io, -1, compact, _I32)
         return
     write_length(io, len(value), compact, _I32)
-    io.write(value)
+    if type(io) is GatherIO and len(value) >= GatherIO.LARGE:
+        io.gather(value)
+    else:
+        io.write(value)
+
+
+class GatherIO(BytesIO):
+    """A BytesIO that keeps large byte values (record sets) as separate parts, uncopied.
+
+    `parts()` gives the encoded message as a list of buffers for one gathered send, so a
+    Fetch response's records go from the log to the socket without being copied into a frame.
+    """
+
+    LARGE = 4096
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._parts: list[Any] = []
+
+    def gather(self, data: Any) -> None:
+        if self.tell():
+            self._parts.append(self.getvalue())
+            self.seek(0)
+            self.truncate()
+        self._parts.append(data)
+
+    def parts(self) -> list[Any]:
+        tail = self.getvalue()
+        return self._parts + [tail] if tail else list(self._parts)
 
 
 def read_uuid(io: BytesIO) -> uuid.UUID:

@@ -406,6 +406,12 @@ class Message:
         self.compiled(version).buildfunc(obj, io, _CONTEXT)
         return io.getvalue()
 
+    def encode_parts(self, obj: Any, version: int) -> list[Any]:
+        """The same bytes as `encode`, as buffers: large byte values are not copied."""
+        io = P.GatherIO()
+        self.compiled(version).buildfunc(obj, io, _CONTEXT)
+        return io.parts()
+
     def encode_plain(self, obj: Any, version: int) -> bytes:
         io = BytesIO()
         self.plain(version)._build(obj, io, _CONTEXT, self.name)

@@ -21,6 +21,23 @@ log = logging.getLogger(__name__)
 RECEIVE_SIZE = 256 * 1024
 
 
+async def send_parts(stream: trio.SocketStream, parts: list) -> None:
+    """Write a response given as buffers with gathered sends (no joining into one frame)."""
+    if len(parts) == 1:
+        await stream.send_all(parts[0])
+        return
+    sock = stream.socket
+    views = [memoryview(p) for p in parts]
+    while views:
+        sent = await sock.sendmsg(views[:64])
+        while sent and views:
+            if sent >= len(views[0]):
+                sent -= len(views.pop(0))
+            else:
+                views[0] = views[0][sent:]
+                sent = 0
+
+
 async def serve_connection(broker: "Broker", stream: trio.SocketStream) -> None:
     try:
         host, port = stream.socket.getpeername()[:2]
@@ -46,7 +63,7 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream) -> None:
                         break
                     response = await dispatch(broker, frame, host, port)  # type: ignore[arg-type]
                     if response is not None:
-                        await stream.send_all(response)
+                        await send_parts(stream, response)
     except (FrameTooLarge, CloseConnection) as exc:
         log.warning("closing connection from %s:%s: %s", host, port, exc)
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 from construct import Container
 
 from protocol.api_keys import ApiKey
-from protocol.codec import ProtocolError, UnsupportedVersion, decode_request, encode_response
+from protocol.codec import (
+    ProtocolError, UnsupportedVersion, decode_request, encode_response, encode_response_parts,
+)
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import APIS
 from pybroker.handlers import REGISTRY
@@ -29,8 +31,10 @@ class CloseConnection(Exception):
     """The request cannot be answered; the connection is closed, nothing else is affected."""
 
 
-async def dispatch(broker: "Broker", frame: bytes, host: str, port: int) -> bytes | None:
-    """The response frame for one request frame, or None when no response is due (acks=0)."""
+async def dispatch(broker: "Broker", frame: bytes, host: str,
+                   port: int) -> list[Any] | None:
+    """The response frame for one request frame, as buffers for one gathered send, or None
+    when no response is due (acks=0)."""
     try:
         request = decode_request(frame)
     except UnsupportedVersion as exc:
@@ -41,7 +45,7 @@ async def dispatch(broker: "Broker", frame: bytes, host: str, port: int) -> byte
                     "api_keys": [{"api_key": int(ApiKey.API_VERSIONS),
                                   "min_version": api_versions.min_version,
                                   "max_version": api_versions.max_version}]}
-            return encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body)
+            return [encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body)]
         raise CloseConnection(str(exc)) from None
     except ProtocolError as exc:
         raise CloseConnection(str(exc)) from None
@@ -64,7 +68,8 @@ async def dispatch(broker: "Broker", frame: bytes, host: str, port: int) -> byte
             body = _error_body(handler, ctx, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
     if body is None:
         return None
-    return encode_response(header.api_key, header.api_version, header.correlation_id, body)
+    return encode_response_parts(header.api_key, header.api_version, header.correlation_id,
+                                 body)
 
 
 def _error_body(handler: Any, ctx: RequestContext, request: Container, code: ErrorCode) -> Any:
