@@ -20,6 +20,7 @@ from pybroker.cluster.metadata import LocalMetadataStore, TopicInfo
 from pybroker.cluster.topic_names import invalid_topic_reason, is_internal
 from pybroker.config import BrokerConfig, ConfigError, TopicConfig, resolve_topic_config, \
     validate_topic_configs
+from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIdManager
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
@@ -38,14 +39,17 @@ class Broker:
         listener = config.broker_listeners[0]
         self.metadata = LocalMetadataStore(self.log_dirs[0], self.node_id, listener.host,
                                            listener.port)
+        # Before the logs: loading them asks `log_config`, which caches topic configs here.
+        self._topic_configs: dict[str, TopicConfig] = {}
         self.logs = LogManager([str(d) for d in self.log_dirs], config_for=self.log_config)
         self.producer_ids = ProducerIdManager(self.log_dirs[0])
         self.replicas = ReplicaManager(self)
         self.purgatory = Purgatory()
         self.connection_count = 0
-        self._topic_configs: dict[str, TopicConfig] = {}
         for topic in self.metadata.image.topics.values():
             self._open_partitions(topic)
+        self.groups = GroupCoordinator(self)
+        self.groups.load()
 
     # -- topics --------------------------------------------------------------------------------
     def topic_config(self, topic: str) -> TopicConfig:
@@ -72,7 +76,13 @@ class Broker:
         config = self.log_config(topic.name)
         for p in topic.partitions:
             if self.node_id in p.replicas:
-                self.logs.get_or_create(topic.name, p.partition, config)
+                plog = self.logs.get_or_create(topic.name, p.partition, config)
+                if p.leader == self.node_id and list(p.isr) == [self.node_id]:
+                    # The only in-sync replica: everything in its log is committed, as on
+                    # every append (Kafka's makeLeader moves the high watermark the same way).
+                    # Without this the high watermark read back from a stale checkpoint after
+                    # an unclean shutdown would hide acknowledged records until the next write.
+                    plog.update_high_watermark()
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
@@ -147,6 +157,7 @@ class Broker:
                 self.logs.delete(name, p.partition)
             self.purgatory.notify((name, p.partition))
         self._topic_configs.pop(name, None)
+        self.groups.on_topic_deleted(name)
         log.info("deleted topic %s", name)
         return ErrorCode.NONE
 
@@ -172,6 +183,7 @@ class Broker:
                                self._flush)
             nursery.start_soon(self._every, self.config.log_flush_offset_checkpoint_interval_ms,
                                self._checkpoint)
+            await nursery.start(self.groups.run)
             task_status.started()
 
     async def _every(self, interval_ms: int, job: Any) -> None:

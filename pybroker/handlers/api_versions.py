@@ -1,19 +1,35 @@
-"""ApiVersions: what we serve, computed from the handler registry."""
+"""ApiVersions: what we serve, computed from the handler registry.
+
+From v3 the client names its software; Kafka answers INVALID_REQUEST when the name or
+version is not made of letters, digits, dots and dashes (librdkafka then retries with v0).
+"""
 from __future__ import annotations
+
+import re
 
 from construct import Container
 
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
 from pybroker.handlers.base import Handler, RequestContext
 
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
-async def handle(ctx: RequestContext, request: Container) -> dict:
+
+def advertised() -> list[dict]:
     from pybroker.handlers import REGISTRY
-    keys = [{"api_key": key,
+    return [{"api_key": key,
              "min_version": h.advertised_min if h.advertised_min is not None else h.min_version,
              "max_version": h.max_version}
             for key, h in REGISTRY.items()]
-    return {"error_code": 0, "api_keys": keys, "throttle_time_ms": 0}
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    if ctx.version >= 3 and not (_SOFTWARE.match(request.client_software_name or "")
+                                 and _SOFTWARE.match(request.client_software_version or "")):
+        return {"error_code": int(ErrorCode.INVALID_REQUEST), "api_keys": advertised(),
+                "throttle_time_ms": 0}
+    return {"error_code": 0, "api_keys": advertised(), "throttle_time_ms": 0}
 
 
 HANDLER = Handler(ApiKey.API_VERSIONS, 0, 4, handle)

@@ -40,8 +40,8 @@ class AbstractIndex:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry_size)
-        self._keys: array = array(self.key_type)
-        self._values: array = array(self.value_type)
+        self._keys: array[int] = array(self.key_type)
+        self._values: array[int] = array(self.value_type)
         self._loaded = False
         self._fd: int | None = None
 
@@ -62,19 +62,19 @@ class AbstractIndex:
         self._keys, self._values = keys, values
         self._loaded = True
 
-    def _decode(self, data: bytes) -> tuple[array, array]:
+    def _decode(self, data: bytes) -> tuple[array[int], array[int]]:
         raise NotImplementedError
 
     def _encode(self, key: int, value: int) -> bytes:
         raise NotImplementedError
 
-    def _check_entries(self, keys: array, values: array) -> None:
+    def _check_entries(self, keys: array[int], values: array[int]) -> None:
         """Kafka checks only the last entry at load; we also check the first against the base."""
         if keys and (keys[-1] < keys[0]):
             raise CorruptIndexError(f"{self.path}: entries out of order")
 
     @staticmethod
-    def _u32_pairs(data: bytes) -> tuple[array, array]:
+    def _u32_pairs(data: bytes) -> tuple[array[int], array[int]]:
         words = array("I")
         words.frombytes(data)
         if _LITTLE_ENDIAN:

@@ -66,6 +66,8 @@ class LogManager:
         self.default_config = default_config or LogConfig()
         self._config_for = config_for
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._dir_counts: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
         self._lock = threading.Lock()
         self._closed = False
         self.had_clean_shutdown = True
@@ -100,7 +102,9 @@ class LogManager:
                 entry.path, self._config(tp[0]), log_start_offset=start_offsets.get(tp),
                 recovery_point=recovery_points.get(tp, 0),
                 high_watermark=high_watermarks.get(tp), had_clean_shutdown=clean)
-        loaded = [lg for lg in self._logs.values() if lg.dir.parent == log_dir]
+            self._dir_of[tp] = log_dir
+            self._dir_counts[log_dir] += 1
+        loaded = self._logs_in(log_dir)
         if not clean and loaded:
             self.had_clean_shutdown = False
             log.warning("%s: no clean shutdown marker; recovered %d log(s) from their "
@@ -125,14 +129,12 @@ class LogManager:
                 if config is not None:
                     existing.config = config
                 return existing
-            counts = {d: 0 for d in self.log_dirs}
-            for lg in self._logs.values():
-                if lg.dir.parent in counts:
-                    counts[lg.dir.parent] += 1
-            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            log_dir = min(self.log_dirs, key=self._dir_counts.__getitem__)
             created = PartitionLog(log_dir / partition_dir_name(topic, partition),
                                    config or self._config(topic))
             self._logs[(topic, partition)] = created
+            self._dir_of[(topic, partition)] = log_dir
+            self._dir_counts[log_dir] += 1
             log.info("created log for %s-%d in %s", topic, partition, log_dir)
             return created
 
@@ -140,6 +142,9 @@ class LogManager:
         """Close and remove a partition's log (renamed `*-delete` first); False if absent."""
         with self._lock:
             removed = self._logs.pop((topic, partition), None)
+            log_dir = self._dir_of.pop((topic, partition), None)
+            if log_dir is not None:
+                self._dir_counts[log_dir] -= 1
         if removed is None:
             return False
         removed.delete()
@@ -147,6 +152,12 @@ class LogManager:
 
     def logs(self) -> list[PartitionLog]:
         return list(self._logs.values())
+
+    def _logs_in(self, log_dir: Path) -> list[PartitionLog]:
+        return [lg for tp, lg in list(self._logs.items()) if self._dir_of.get(tp) == log_dir]
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._dir_of.get((topic, partition))
 
     def __len__(self) -> int:
         return len(self._logs)
@@ -166,9 +177,8 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the recovery point, log start and high watermark checkpoints of every dir."""
-        logs = self.logs()
         for log_dir in self.log_dirs:
-            self._checkpoint_dir(log_dir, [lg for lg in logs if lg.dir.parent == log_dir])
+            self._checkpoint_dir(log_dir, self._logs_in(log_dir))
 
     def _checkpoint_dir(self, log_dir: Path, logs: list[PartitionLog]) -> None:
         live = [lg for lg in logs if lg.dir.exists()]

@@ -31,13 +31,13 @@ class OffsetIndex(AbstractIndex):
     def __init__(self, path: Path, base_offset: int, max_index_size: int = 10485760) -> None:
         super().__init__(path, base_offset, max_index_size)
 
-    def _decode(self, data: bytes) -> tuple[array, array]:
+    def _decode(self, data: bytes) -> tuple[array[int], array[int]]:
         return self._u32_pairs(data)
 
     def _encode(self, key: int, value: int) -> bytes:
         return _ENTRY.pack(key, value)
 
-    def _check_entries(self, keys: array, values: array) -> None:
+    def _check_entries(self, keys: array[int], values: array[int]) -> None:
         super()._check_entries(keys, values)
         if values and values[-1] < values[0]:
             raise CorruptIndexError(f"{self.path}: positions out of order")

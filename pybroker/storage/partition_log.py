@@ -37,7 +37,6 @@ import time
 import uuid
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.records.batch import (
@@ -46,9 +45,14 @@ from protocol.records.batch import (
 )
 from pybroker.storage.leader_epoch_cache import LeaderEpochFileCache
 from pybroker.storage.log_config import LogConfig
+from pybroker.storage.log_info import (
+    AppendInfo, FetchData, MessageTooLarge, OffsetOutOfRange, UnexpectedAppendOffset,
+    parse_topic_partition, partition_dir_name,
+)
 from pybroker.storage.log_loader import load_segments
 from pybroker.storage.producer_state import (
-    DuplicateBatch, InvalidProducerEpoch, OutOfOrderSequence, ProducerStateManager,
+    PRODUCER_ID_EXPIRATION_MS, DuplicateBatch, InvalidProducerEpoch, OutOfOrderSequence,
+    ProducerStateManager,
 )
 from pybroker.storage.segment import AppendedBatch, FileSlice, LogSegment
 
@@ -63,70 +67,6 @@ log = logging.getLogger(__name__)
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def partition_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
-def parse_topic_partition(name: str) -> tuple[str, int]:
-    """Split `<topic>-<partition>` at the last dash (topic names may contain dashes).
-
-    ValueError for anything else, including the `-delete` / `-future` / `-stray` names Kafka
-    gives directories that are not live logs.
-    """
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        raise ValueError(f"not a partition directory name: {name!r}")
-    return topic, int(partition)
-
-
-class OffsetOutOfRange(Exception):
-    """A read or DeleteRecords offset outside the log (OFFSET_OUT_OF_RANGE)."""
-
-    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
-        super().__init__(f"offset {offset} is outside [{log_start_offset}, {log_end_offset}]")
-        self.offset = offset
-        self.log_start_offset = log_start_offset
-        self.log_end_offset = log_end_offset
-
-
-class MessageTooLarge(InvalidRecordError):
-    """A batch larger than max.message.bytes (MESSAGE_TOO_LARGE)."""
-
-
-class UnexpectedAppendOffset(Exception):
-    """A replica append whose offsets do not continue the log: the follower must truncate."""
-
-
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    """Where an append landed. `duplicate` means nothing was written: these are the offsets
-    of the earlier identical idempotent batch."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int
-    log_start_offset: int
-    num_messages: int
-    valid_bytes: int
-    duplicate: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class FetchData:
-    """Whole batches from `first_offset` (-1 when empty) up to, not including, `next_offset`,
-    with the log's offsets at the time of the read."""
-
-    records: bytes
-    first_offset: int
-    next_offset: int
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
-    last_stable_offset: int
 
 
 class PartitionLog:
@@ -263,8 +203,8 @@ class PartitionLog:
         self._write(buf, appended, first_offset, last_offset, max_ts, now)
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
-        for header, base, last in items:
-            self.producer_state.update(header, base, last)
+        for (header, base, last), batch in zip(items, appended):
+            self.producer_state.update(header, base, last, timestamp=batch[4])
         self._after_append(messages)
         return AppendInfo(first_offset, last_offset, max_ts, offset_of_max, append_time,
                           self.log_start_offset, messages, len(buf))
@@ -369,8 +309,9 @@ class PartitionLog:
                 found = segments[i].read(offset, max_bytes, max_offset=limit,
                                          min_one_message=min_one_message)
                 if found is not None:
-                    first = found.first_offset if found.records else -1
-                    return FetchData(found.records, first, found.next_offset,
+                    if not found.records:
+                        break
+                    return FetchData(found.records, found.first_offset, found.next_offset,
                                      self.high_watermark, self.log_start_offset, leo,
                                      self.last_stable_offset)
         return FetchData(b"", -1, offset, self.high_watermark, self.log_start_offset, leo,
@@ -503,6 +444,7 @@ class PartitionLog:
         "delete", segments whose largest timestamp is older than retention.ms, then the oldest
         segments while the log stays at or above retention.bytes without them. The active
         segment is never deleted, nor any segment holding data at or above the high watermark.
+        Producer ids idle for producer.id.expiration.ms are forgotten on the same schedule.
         """
         now = _now_ms() if now_ms is None else now_ms
         with self._lock:
@@ -524,6 +466,7 @@ class PartitionLog:
 
                 deleted += self._delete_oldest(over_size, now)
             self.delete_pending_files(now)
+            self.producer_state.remove_expired(now, PRODUCER_ID_EXPIRATION_MS)
             return deleted
 
     def _delete_oldest(self, predicate: Callable[[LogSegment, LogSegment], bool],
@@ -596,7 +539,8 @@ class PartitionLog:
             if segment.base_offset >= target:
                 break
             segment.flush()
-        self.recovery_point = max(self.recovery_point, target)
+        # A truncation may have run meanwhile: never leave the recovery point past the end.
+        self.recovery_point = min(max(self.recovery_point, target), self.log_end_offset)
         if target >= leo:
             self._unflushed_messages = 0
             self.last_flush_ms = _now_ms()

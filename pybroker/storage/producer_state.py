@@ -37,12 +37,14 @@ from protocol.records.batch import NO_SEQUENCE, BatchHeader
 __all__ = [
     "ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "DuplicateBatch",
     "OutOfOrderSequence", "InvalidProducerEpoch", "SNAPSHOT_SUFFIX", "NUM_BATCHES_TO_RETAIN",
+    "PRODUCER_ID_EXPIRATION_MS",
 ]
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = ".snapshot"
 NUM_BATCHES_TO_RETAIN = 5
+PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default (1 day)
 INT32_MAX = 2**31 - 1
 NO_PRODUCER_EPOCH = -1
 
@@ -55,7 +57,8 @@ _BATCH = struct.Struct(">iiqqq")  # first seq, last seq, first offset, last offs
 
 
 class OutOfOrderSequence(Exception):
-    """The batch's sequence does not follow the producer's last one (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+    """The batch's sequence does not follow the producer's last one
+    (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
 
 
 class InvalidProducerEpoch(Exception):
@@ -113,15 +116,21 @@ class ProducerStateEntry:
                 return DuplicateBatch(batch.first_offset, batch.last_offset, batch.timestamp)
         return None
 
-    def apply(self, header: BatchHeader, first_offset: int, last_offset: int) -> None:
-        """Record a written batch (no checks: used live after `check` and on replay)."""
+    def apply(self, header: BatchHeader, first_offset: int, last_offset: int,
+              timestamp: int | None = None) -> None:
+        """Record a written batch (no checks: used live after `check` and on replay).
+
+        `timestamp` is the batch's max timestamp as written, when the broker stamped it
+        (LogAppendTime); a retry is answered with it.
+        """
+        ts = header.max_timestamp if timestamp is None else timestamp
         if header.producer_epoch != self.producer_epoch:
             self.producer_epoch = header.producer_epoch
             self.batches.clear()
         if header.base_sequence != NO_SEQUENCE and not header.is_control:
             self.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
-                                              first_offset, last_offset, header.max_timestamp))
-        self.last_timestamp = max(self.last_timestamp, header.max_timestamp)
+                                              first_offset, last_offset, ts))
+        self.last_timestamp = max(self.last_timestamp, ts)
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -201,14 +210,15 @@ class ProducerStateManager:
             staged[pid] = entry
         return None
 
-    def update(self, header: BatchHeader, first_offset: int, last_offset: int) -> None:
+    def update(self, header: BatchHeader, first_offset: int, last_offset: int,
+               timestamp: int | None = None) -> None:
         """Record a batch that has been written at first_offset..last_offset."""
         if not header.has_producer_id:
             return
         entry = self.producers.get(header.producer_id)
         if entry is None:
             entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
-        entry.apply(header, first_offset, last_offset)
+        entry.apply(header, first_offset, last_offset, timestamp)
 
     def replay(self, headers: Iterable[tuple[int, BatchHeader]]) -> None:
         """Apply written batches without checks (loading, and follower appends)."""

@@ -363,8 +363,14 @@ class LogSegment:
         start = self._size
         view = memoryview(data)
         written = 0
-        while written < len(view):
-            written += os.write(self.fd, view[written:])
+        try:
+            while written < len(view):
+                written += os.write(self.fd, view[written:])
+        except OSError:
+            # A partial write (disk full) must not leave half a batch for the next append
+            # to land behind.
+            os.ftruncate(self.fd, start)
+            raise
         if start == 0 and batches:
             self._rolling_timestamp = batches[0][4]
         self._index_batches(start, batches)

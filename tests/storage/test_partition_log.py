@@ -9,7 +9,7 @@ import pytest
 from protocol.records.batch import (
     BatchHeader, CorruptRecordError, InvalidRecordError, iter_batches, verify_crc,
 )
-from protocol.records.record import decode_batch, iter_records_in
+from protocol.records.record import decode_batch
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.partition_log import (
     MessageTooLarge, OffsetOutOfRange, PartitionLog, UnexpectedAppendOffset,
@@ -316,3 +316,32 @@ def test_flush_moves_recovery_point(tmp_path: Path) -> None:
     assert not timed.maybe_flush(now_ms=timed.last_flush_ms + 999)
     assert timed.maybe_flush(now_ms=timed.last_flush_ms + 1000)
     assert timed.recovery_point == 1
+
+
+def test_flush_in_a_worker_thread_while_appending(tmp_path: Path) -> None:
+    """The broker runs flush in a thread: it must tolerate rolls, retention and close."""
+    import threading
+
+    plog = open_log(tmp_path, dataclasses.replace(SMALL, retention_ms=0))
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def flusher() -> None:
+        try:
+            while not stop.is_set():
+                plog.flush()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=flusher)
+    thread.start()
+    try:
+        for round_ in range(20):
+            fill(plog, 10, ts0=round_ * 100)
+            plog.delete_old_segments(now_ms=10**13)
+    finally:
+        stop.set()
+        thread.join()
+    plog.close()
+    assert not errors
+    assert read_all(open_log(tmp_path))[-1].offset == 599

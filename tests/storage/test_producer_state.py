@@ -154,3 +154,23 @@ def test_snapshot_round_trip(tmp_path: Path) -> None:
     assert len(loaded.producers[1].batches) == 5
     assert loaded.load(50) is None  # a snapshot past the log end is stale and goes
     assert not (tmp_path / "00000000000000000077.snapshot").exists()
+
+
+def test_idle_producers_expire_with_retention(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    plog.append(idem(0, ts=1_000), leader_epoch=0)
+    plog.append(idem(0, pid=9, ts=90_000_000), leader_epoch=0)
+    plog.delete_old_segments(now_ms=1_000 + 86_400_001)
+    assert set(plog.producer_state.producers) == {9}
+    assert plog.append(idem(57), leader_epoch=0).first_offset == 4  # unknown again: accepted
+
+
+def test_duplicate_under_log_append_time_reports_the_original_append_time(
+        tmp_path: Path) -> None:
+    import dataclasses
+
+    plog = PartitionLog(tmp_path / "t-0", dataclasses.replace(
+        SMALL, message_timestamp_type="LogAppendTime"))
+    plog.append(idem(0), leader_epoch=0, log_append_time=5_000)
+    retry = plog.append(idem(0), leader_epoch=0, log_append_time=9_000)
+    assert retry.duplicate and retry.log_append_time == 5_000 and retry.first_offset == 0

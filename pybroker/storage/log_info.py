@@ -1,0 +1,79 @@
+"""What the partition log hands back, and the errors it raises (Kafka's LogAppendInfo,
+FetchDataInfo and log exceptions), kept apart so handlers can import them without the log.
+
+Each error maps to one Kafka error code, noted on the class; the handlers do the mapping.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.records.batch import InvalidRecordError
+
+__all__ = [
+    "AppendInfo", "FetchData", "OffsetOutOfRange", "MessageTooLarge", "UnexpectedAppendOffset",
+    "parse_topic_partition", "partition_dir_name",
+]
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_topic_partition(name: str) -> tuple[str, int]:
+    """Split `<topic>-<partition>` at the last dash (topic names may contain dashes).
+
+    ValueError for anything else, including the `-delete` / `-future` / `-stray` names Kafka
+    gives directories that are not live logs.
+    """
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"not a partition directory name: {name!r}")
+    return topic, int(partition)
+
+
+class OffsetOutOfRange(Exception):
+    """A read or DeleteRecords offset outside the log (OFFSET_OUT_OF_RANGE)."""
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(f"offset {offset} is outside [{log_start_offset}, {log_end_offset}]")
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class MessageTooLarge(InvalidRecordError):
+    """A batch larger than max.message.bytes (MESSAGE_TOO_LARGE)."""
+
+
+class UnexpectedAppendOffset(Exception):
+    """A replica append whose offsets do not continue the log: the follower must truncate."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """Where an append landed. `duplicate` means nothing was written: these are the offsets
+    of the earlier identical idempotent batch."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    num_messages: int
+    valid_bytes: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FetchData:
+    """Whole batches from `first_offset` (-1 when empty) up to, not including, `next_offset`,
+    with the log's offsets at the time of the read."""
+
+    records: bytes
+    first_offset: int
+    next_offset: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    last_stable_offset: int
