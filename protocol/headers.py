@@ -24,13 +24,11 @@ REQUEST_HEADER = Message("RequestHeader", -1, Versions(0, 2), Versions(2, None),
     f("request_api_key", "int16"),
     f("request_api_version", "int16"),
     f("correlation_id", "int32"),
-    f("client_id", "string", "1+", nullable="1+", default=None),
+    f("client_id", "string", "1+", nullable="1+", default=None, flexible="none"),
 ))
 RESPONSE_HEADER = Message("ResponseHeader", -1, Versions(0, 1), Versions(1, None), (
     f("correlation_id", "int32"),
 ))
-# The client id is never compact, so the v2 header is declared as v1 plus a tagged section.
-_TAGS_ONLY = Message("HeaderTags", -1, Versions(0, 0), Versions(0, None), ())
 
 
 @dataclass(frozen=True, slots=True)

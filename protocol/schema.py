@@ -83,6 +83,9 @@ class Field:
     tag: int | None = None
     tagged: Versions = NONE
     default: Any = _MISSING
+    # Versions in which this field uses compact encodings; None means the message's own.
+    # Kafka keeps the request header's client id classic in every version.
+    flexible: Versions | None = None
 
     def default_value(self, version: int) -> Any:
         if self.default is not _MISSING:
@@ -105,7 +108,7 @@ _PRIMITIVE_DEFAULTS: dict[str, Any] = {
 
 def f(name: str, type: Union[str, list, ArrayOf, StructOf], versions: str = "0+", *,
       nullable: str | None = None, tag: int | None = None, tagged: str | None = None,
-      default: Any = _MISSING) -> Field:
+      default: Any = _MISSING, flexible: str | None = None) -> Field:
     """Declare a field. A list as `type` is an array of structs with those fields."""
     if isinstance(type, list):
         type = ArrayOf(StructOf(tuple(type)))
@@ -116,7 +119,8 @@ def f(name: str, type: Union[str, list, ArrayOf, StructOf], versions: str = "0+"
     if tag is not None and tagged is None:
         tagged = versions
     return Field(name, type, Versions.parse(versions), Versions.parse(nullable), tag,
-                 Versions.parse(tagged), default)
+                 Versions.parse(tagged), default,
+                 None if flexible is None else Versions.parse(flexible))
 
 
 def array(item: Union[str, list]) -> ArrayOf:
@@ -140,6 +144,8 @@ def camel(name: str) -> str:
 # -- building constructs ----------------------------------------------------------------------
 
 def _construct_for(fld: Field, version: int, flexible: bool) -> Construct:
+    if fld.flexible is not None:
+        flexible = flexible and version in fld.flexible
     t = fld.type
     nullable = version in fld.nullable
     if isinstance(t, ArrayOf):
@@ -393,11 +399,13 @@ class Message:
             self._cache[key] = self.plain(version).compile()
         return self._cache[key]
 
-    def decode(self, data: bytes | BytesIO, version: int) -> Container:
-        """Decode one whole body; trailing bytes are an error."""
+    def decode(self, data: bytes | BytesIO, version: int, *,
+               allow_trailing: bool = False) -> Container:
+        """Decode one whole body; trailing bytes are an error unless `allow_trailing` (then
+        the caller sees them left unread in its BytesIO)."""
         io = data if isinstance(data, BytesIO) else BytesIO(data)
         obj = self.compiled(version).parsefunc(io, _CONTEXT)
-        if io.read(1):
+        if not allow_trailing and io.read(1):
             raise P.WireError(f"trailing bytes after {self.name} v{version}")
         return obj
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from protocol import primitives as P
 from protocol.api_keys import ApiKey
 from protocol.headers import (
-    REQUEST_HEADER, REQUEST_PREFIX, RESPONSE_HEADER, _TAGS_ONLY, RequestHeader,
+    REQUEST_HEADER, REQUEST_PREFIX, RESPONSE_HEADER, RequestHeader,
     decode_request_header, decode_response_header, encode_request_header,
     encode_response_header, peek_request_prefix, request_header_version,
     response_header_version,
@@ -22,18 +22,11 @@ CLIENT_IDS = [None, "", "producer-1", "prodücer-ß-名前-🚀"]
 
 
 def _dsl_request_header(header: RequestHeader, flexible: bool) -> bytes:
-    """The same header through the DSL: v1 fields, then (v2) a tagged section.
-
-    REQUEST_HEADER's v2 would make the client id compact, which Kafka does not
-    (`"flexibleVersions": "none"` on ClientId), so v2 is built as v1 plus the tag section.
-    """
-    body = REQUEST_HEADER.encode({"request_api_key": header.api_key,
-                                  "request_api_version": header.api_version,
-                                  "correlation_id": header.correlation_id,
-                                  "client_id": header.client_id}, 1)
-    if flexible:
-        body += _TAGS_ONLY.encode({"_unknown_tags": header.unknown_tags}, 0)
-    return body
+    """The same header through the DSL declaration (v2 when flexible, else v1)."""
+    value = {"request_api_key": header.api_key, "request_api_version": header.api_version,
+             "correlation_id": header.correlation_id, "client_id": header.client_id,
+             "_unknown_tags": header.unknown_tags}
+    return REQUEST_HEADER.encode(value, 2 if flexible else 1)
 
 
 @pytest.mark.parametrize("client_id", CLIENT_IDS)
@@ -162,8 +155,6 @@ def test_api_versions_response_is_always_header_v0() -> None:
     assert 3 in APIS[ApiKey.API_VERSIONS].flexible
 
 
-@pytest.mark.xfail(strict=True, reason="the DSL has no per-field flexibleVersions: REQUEST_HEADER "
-                   "at v2 makes the client id compact; the codec uses the struct path instead")
 def test_dsl_request_header_v2_keeps_client_id_classic() -> None:
     """Kafka's RequestHeader.json gives ClientId `"flexibleVersions": "none"`."""
     header = RequestHeader(18, 3, 1, "abc")
