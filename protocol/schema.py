@@ -208,7 +208,12 @@ class MessageStruct(Construct):
             return None
         obj = Container()
         for name, sub, _ in self.regular:
-            obj[name] = sub._parsereport(stream, context, f"{path} -> {name}")
+            try:
+                obj[name] = sub._parsereport(stream, context, f"{path} -> {name}")
+            except P.WireError as exc:
+                if " (at " in str(exc):
+                    raise
+                raise P.WireError(f"{exc} (at {path} -> {name})") from None
         for name, default in self.absent:
             obj[name] = _fresh(default)
         if self.flexible:
