@@ -14,7 +14,8 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.codec import (
-    ProtocolError, UnsupportedVersion, decode_request, encode_response, encode_response_parts,
+    ProtocolError, TrailingBytes, UnsupportedVersion, decode_request, encode_response,
+    encode_response_parts,
 )
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import APIS
@@ -37,6 +38,11 @@ async def dispatch(broker: "Broker", frame: bytes, host: str,
     when no response is due (acks=0)."""
     try:
         request = decode_request(frame)
+    except TrailingBytes as exc:
+        # Kafka ignores bytes after a complete body; librdkafka 2.16 relies on it (Metadata
+        # v12 for all topics carries three), so the decoded request is served.
+        log.debug("ignoring trailing bytes from %s:%s: %s", host, port, exc)
+        request = exc.request
     except UnsupportedVersion as exc:
         header = exc.header
         if header is not None and header.api_key == ApiKey.API_VERSIONS:

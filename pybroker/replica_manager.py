@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405 (ListOffsets v8+): no tiered storage, so the log start
+LATEST_TIERED_TIMESTAMP = -5   # KIP-1005 (v9+): nothing is tiered, so no offset (-1)
 READ_COMMITTED = 1
 
 
@@ -151,8 +153,10 @@ class ReplicaManager:
         if plog is None:
             return code, -1, -1, -1
         epoch = self.broker.leader_epoch(topic, partition)
-        if timestamp == EARLIEST_TIMESTAMP:
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return ErrorCode.NONE, plog.log_start_offset, -1, epoch
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return ErrorCode.NONE, -1, -1, -1
         if timestamp == LATEST_TIMESTAMP:
             upper = (plog.last_stable_offset if isolation_level == READ_COMMITTED
                      else plog.high_watermark)

@@ -545,9 +545,9 @@ S, D, T = (ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG,
 
 
 def test_wire_numbering() -> None:
-    assert [int(s) for s in (T, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
-                             ConfigSource.DYNAMIC_BROKER_CONFIG,
-                             ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, S, D)] == [1, 2, 3, 4, 5, 6]
+    assert [int(s) for s in (T, ConfigSource.DYNAMIC_BROKER_CONFIG,
+                             ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, S, D,
+                             ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG)] == [1, 2, 3, 4, 5, 6]
     assert [int(ConfigType[n]) for n in ("BOOLEAN", "STRING", "INT", "SHORT", "LONG", "DOUBLE",
                                          "LIST", "CLASS", "PASSWORD")] == list(range(1, 10))
 

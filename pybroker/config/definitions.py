@@ -44,13 +44,14 @@ class ConfigType(enum.IntEnum):
 class ConfigSource(enum.IntEnum):
     """Where a value came from, numbered as DescribeConfigs v1+ carries it (`config_source`)."""
 
+    # Kafka's DescribeConfigsResponse.ConfigSource ids (the broker-logger source is 6, not 2).
     UNKNOWN = 0
     DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_LOGGER_CONFIG = 2
-    DYNAMIC_BROKER_CONFIG = 3
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 4
-    STATIC_BROKER_CONFIG = 5
-    DEFAULT_CONFIG = 6
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
     DYNAMIC_CLIENT_METRICS_CONFIG = 7
     DYNAMIC_GROUP_CONFIG = 8
 

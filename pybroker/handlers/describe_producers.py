@@ -25,12 +25,22 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             else:
                 entry["active_producers"] = [
                     {"producer_id": p.producer_id, "producer_epoch": p.producer_epoch,
-                     "last_sequence": p.last_sequence, "last_timestamp": p.last_timestamp,
-                     "coordinator_epoch": -1, "current_txn_start_offset": -1}
-                    for p in plog.active_producers()]
+                     "last_sequence": p.last_seq, "last_timestamp": p.last_timestamp,
+                     "coordinator_epoch": p.coordinator_epoch,
+                     "current_txn_start_offset": p.current_txn_first_offset}
+                    for p in sorted(plog.producer_state.producers.values(),
+                                    key=lambda p: p.producer_id)]
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-HANDLER = Handler(ApiKey.DESCRIBE_PRODUCERS, 0, 0, handle)
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [
+            {"partition_index": i, "error_code": int(code), "error_message": None,
+             "active_producers": []} for i in t.partition_indexes]}
+        for t in request.topics]}
+
+
+HANDLER = Handler(ApiKey.DESCRIBE_PRODUCERS, 0, 0, handle, error_response)

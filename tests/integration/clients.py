@@ -1,0 +1,289 @@
+"""Producing and consuming with each stock client, in one shape the tests can compare.
+
+Every producer takes a list of `Rec` (partition, key, value, headers, timestamp) and writes
+them in order; every consumer reads whole partitions from the beginning without a consumer
+group (assign + seek) and returns `Got` rows. kcat cannot set a record's timestamp, and
+applies its `-H` headers to a whole invocation, so its producer runs once per run of
+consecutive records with the same partition, headers and null-value mode.
+"""
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+Headers = tuple[tuple[str, "bytes | None"], ...]
+TIMEOUT_S = 15.0
+KCAT = "/usr/bin/kcat"
+
+CLIENTS = ("kafka-python", "confluent", "aiokafka", "kcat")
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+@dataclass(frozen=True)
+class Rec:
+    partition: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = ()
+    timestamp: int | None = None
+
+
+@dataclass(frozen=True)
+class Got:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = field(default=())
+    timestamp: int = -1
+
+
+def unsupported_codec(client: str, codec: str) -> str | None:
+    """Why `client` cannot produce with `codec` in this environment, or None."""
+    if client == "kafka-python" and codec != "none":
+        from kafka import codec as kc
+        available = {"gzip": kc.has_gzip, "snappy": kc.has_snappy, "lz4": kc.has_lz4,
+                     "zstd": kc.has_zstd}[codec]()
+        if not available:
+            return f"kafka-python has no {codec} library installed here"
+    if client == "aiokafka" and codec != "none":
+        from aiokafka import codec as ac
+        available = {"gzip": ac.has_gzip, "snappy": ac.has_snappy, "lz4": ac.has_lz4,
+                     "zstd": ac.has_zstd}[codec]()
+        if not available:
+            return f"aiokafka has no {codec} library installed here"
+    return None
+
+
+# -- producers ---------------------------------------------------------------------------------
+
+def produce_kafka_python(bootstrap: str, topic: str, recs: list[Rec], codec: str = "none",
+                         **config: object) -> None:
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=bootstrap,
+                             compression_type=None if codec == "none" else codec,
+                             request_timeout_ms=10000, **config)
+    try:
+        futures = [producer.send(topic, key=r.key, value=r.value, partition=r.partition,
+                                 headers=list(r.headers), timestamp_ms=r.timestamp)
+                   for r in recs]
+        producer.flush(TIMEOUT_S)
+        for fut in futures:
+            fut.get(TIMEOUT_S)
+    finally:
+        producer.close(5)
+
+
+def produce_confluent(bootstrap: str, topic: str, recs: list[Rec], codec: str = "none",
+                      **config: object) -> None:
+    from confluent_kafka import Producer
+    errors: list = []
+
+    def on_delivery(err, msg) -> None:  # type: ignore[no-untyped-def]
+        if err is not None:
+            errors.append(err)
+
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec,
+                         "linger.ms": 5, "message.timeout.ms": 15000, **config})
+    for r in recs:
+        kwargs: dict = {"partition": r.partition, "on_delivery": on_delivery}
+        if r.headers:
+            kwargs["headers"] = list(r.headers)
+        if r.timestamp is not None:
+            kwargs["timestamp"] = r.timestamp
+        producer.produce(topic, value=r.value, key=r.key, **kwargs)
+    assert producer.flush(TIMEOUT_S) == 0, "confluent producer did not deliver everything"
+    assert not errors, errors
+
+
+def produce_aiokafka(bootstrap: str, topic: str, recs: list[Rec], codec: str = "none",
+                     **config: object) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    async def main() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap,
+                                    compression_type=None if codec == "none" else codec,
+                                    request_timeout_ms=10000, **config)
+        await producer.start()
+        try:
+            futures = [await producer.send(topic, value=r.value, key=r.key,
+                                           partition=r.partition, timestamp_ms=r.timestamp,
+                                           headers=list(r.headers) or None)
+                       for r in recs]
+            await asyncio.wait_for(asyncio.gather(*futures), TIMEOUT_S)
+        finally:
+            await producer.stop()
+
+    asyncio.run(main())
+
+
+def _kcat_runs(recs: list[Rec]) -> list[list[Rec]]:
+    runs: list[list[Rec]] = []
+    for r in recs:
+        mode = (r.partition, r.headers, r.value is None)
+        if runs and (runs[-1][0].partition, runs[-1][0].headers,
+                     runs[-1][0].value is None) == mode:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return runs
+
+
+def produce_kcat(bootstrap: str, topic: str, recs: list[Rec], codec: str = "none",
+                 **config: object) -> None:
+    """One kcat run per group; a null value needs -Z (which also turns an empty key null),
+    an empty value needs no -Z; a null key is a line without the ':' delimiter."""
+    for run in _kcat_runs(recs):
+        null_value = run[0].value is None
+        lines = []
+        for r in run:
+            value = b"" if r.value is None else r.value
+            assert b"\n" not in value and b":" not in (r.key or b""), "kcat needs plain text"
+            if r.key is None:
+                assert b":" not in value, "a null key needs a value without ':'"
+                lines.append(value)
+            else:
+                assert not (null_value and r.key == b""), "-Z turns an empty key null"
+                lines.append(r.key + b":" + value)
+        args = [KCAT, "-P", "-b", bootstrap, "-t", topic, "-p", str(run[0].partition),
+                "-K:", "-z", codec]
+        for k, v in run[0].headers:
+            args += ["-H", k if v is None else f"{k}={v.decode()}"]
+        if null_value:
+            args.append("-Z")
+        for k, v in config.items():
+            args += ["-X", f"{k}={v}"]
+        proc = subprocess.run(args, input=b"\n".join(lines) + b"\n", capture_output=True,
+                              timeout=TIMEOUT_S)
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert b"ERROR" not in proc.stderr and b"failed" not in proc.stderr.lower(), \
+            proc.stderr.decode()
+
+
+PRODUCERS = {"kafka-python": produce_kafka_python, "confluent": produce_confluent,
+             "aiokafka": produce_aiokafka, "kcat": produce_kcat}
+
+
+# -- consumers ---------------------------------------------------------------------------------
+
+def consume_kafka_python(bootstrap: str, topic: str, partitions: list[int],
+                         count: int) -> list[Got]:
+    from kafka import KafkaConsumer, TopicPartition
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                             enable_auto_commit=False, fetch_max_wait_ms=100,
+                             request_timeout_ms=10000)
+    try:
+        tps = [TopicPartition(topic, p) for p in partitions]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        got: list[Got] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < count and time.monotonic() < deadline:
+            for tp, msgs in consumer.poll(timeout_ms=200).items():
+                got += [Got(m.partition, m.offset, m.key, m.value, tuple(m.headers),
+                            m.timestamp) for m in msgs]
+        return got
+    finally:
+        consumer.close()
+
+
+def consume_confluent(bootstrap: str, topic: str, partitions: list[int],
+                      count: int, **config: object) -> list[Got]:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    # librdkafka insists on a group.id even for assign(); nothing is committed to it.
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-assign-only",
+                         "enable.auto.commit": False, "enable.auto.offset.store": False,
+                         "fetch.wait.max.ms": 100, **config})
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        got: list[Got] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < count and time.monotonic() < deadline:
+            m = consumer.poll(0.2)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            got.append(Got(m.partition(), m.offset(), m.key(), m.value(),
+                           tuple(m.headers() or ()), m.timestamp()[1]))
+        return got
+    finally:
+        consumer.close()
+
+
+def consume_aiokafka(bootstrap: str, topic: str, partitions: list[int],
+                     count: int) -> list[Got]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def main() -> list[Got]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                    enable_auto_commit=False, fetch_max_wait_ms=100,
+                                    request_timeout_ms=10000)
+        await consumer.start()
+        try:
+            tps = [TopicPartition(topic, p) for p in partitions]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            got: list[Got] = []
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(got) < count and time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=200)
+                for msgs in batches.values():
+                    got += [Got(m.partition, m.offset, m.key, m.value,
+                                tuple(m.headers or ()), m.timestamp) for m in msgs]
+            return got
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(main())
+
+
+_KCAT_FORMAT = r"%p\t%o\t%K\t%S\t%T\t%h\t%k\t%s\n"
+
+
+def _kcat_headers(text: str) -> Headers:
+    if not text:
+        return ()
+    out = []
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        out.append((name, None if value == "NULL" else value.encode()))
+    return tuple(out)
+
+
+def consume_kcat(bootstrap: str, topic: str, partitions: list[int], count: int) -> list[Got]:
+    """Format-string output: %K and %S are the key and value lengths (-1 for null)."""
+    got: list[Got] = []
+    for p in partitions:
+        proc = subprocess.run(
+            [KCAT, "-C", "-b", bootstrap, "-t", topic, "-p", str(p), "-o", "beginning", "-e",
+             "-q", "-f", _KCAT_FORMAT], capture_output=True, timeout=TIMEOUT_S)
+        assert proc.returncode == 0, proc.stderr.decode()
+        for line in proc.stdout.decode().split("\n")[:-1]:
+            part, offset, klen, vlen, ts, headers, key, value = line.split("\t")
+            got.append(Got(int(part), int(offset),
+                           None if klen == "-1" else key.encode(),
+                           None if vlen == "-1" else value.encode(),
+                           _kcat_headers(headers), int(ts)))
+    return got
+
+
+CONSUMERS = {"kafka-python": consume_kafka_python, "confluent": consume_confluent,
+             "aiokafka": consume_aiokafka, "kcat": consume_kcat}
+
+
+def check_same(sent: list[Rec], got: list[Got], *, exact_timestamps: bool = True) -> None:
+    """Every record exactly once, per-partition order kept, offsets contiguous from 0."""
+    now = int(time.time() * 1000)
+    for p in sorted({r.partition for r in sent} | {g.partition for g in got}):
+        want = [r for r in sent if r.partition == p]
+        have = sorted((g for g in got if g.partition == p), key=lambda g: g.offset)
+        assert [g.offset for g in have] == list(range(len(want))), (p, have)
+        assert [(g.key, g.value, g.headers) for g in have] == \
+            [(r.key, r.value, r.headers) for r in want], p
+        for r, g in zip(want, have):
+            if r.timestamp is not None and exact_timestamps:
+                assert g.timestamp == r.timestamp, (r, g)
+            else:
+                assert abs(g.timestamp - now) < 300_000, (r, g)
