@@ -40,4 +40,8 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     return {"throttle_time_ms": 0, "results": results}
 
 
-HANDLER = Handler(ApiKey.CREATE_PARTITIONS, 0, 3, handle)
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "results": [
+        {"name": t.name, "error_code": int(code)} for t in request.topics]}
+
+HANDLER = Handler(ApiKey.CREATE_PARTITIONS, 0, 3, handle, error_response)

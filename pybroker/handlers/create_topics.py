@@ -57,4 +57,8 @@ def _result(name: str, code: ErrorCode, message: str | None) -> dict:
             "num_partitions": -1, "replication_factor": -1, "configs": []}
 
 
-HANDLER = Handler(ApiKey.CREATE_TOPICS, 2, 7, handle)
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0,
+            "topics": [_result(t.name, code, None) for t in request.topics]}
+
+HANDLER = Handler(ApiKey.CREATE_TOPICS, 2, 7, handle, error_response)

@@ -35,4 +35,10 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-HANDLER = Handler(ApiKey.DELETE_RECORDS, 0, 2, handle)
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [
+            {"partition_index": p.partition_index, "low_watermark": -1, "error_code": int(code)}
+            for p in t.partitions]} for t in request.topics]}
+
+HANDLER = Handler(ApiKey.DELETE_RECORDS, 0, 2, handle, error_response)

@@ -48,4 +48,13 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-HANDLER = Handler(ApiKey.DELETE_TOPICS, 1, 6, handle)
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    if ctx.version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, _ZERO) for name in request.topic_names]
+    return {"throttle_time_ms": 0, "responses": [
+        {"name": name, "topic_id": topic_id, "error_code": int(code)}
+        for name, topic_id in wanted]}
+
+HANDLER = Handler(ApiKey.DELETE_TOPICS, 1, 6, handle, error_response)

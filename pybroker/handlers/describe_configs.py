@@ -38,4 +38,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     return {"throttle_time_ms": 0, "results": results}
 
 
-HANDLER = Handler(ApiKey.DESCRIBE_CONFIGS, 1, 4, handle)
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "results": [
+        {**result(code, None, r.resource_type, r.resource_name), "configs": []}
+        for r in request.resources]}
+
+HANDLER = Handler(ApiKey.DESCRIBE_CONFIGS, 1, 4, handle, error_response)

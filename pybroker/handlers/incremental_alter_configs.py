@@ -75,4 +75,8 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-HANDLER = Handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle)
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "responses": [
+        result(code, None, r.resource_type, r.resource_name) for r in request.resources]}
+
+HANDLER = Handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle, error_response)

@@ -73,4 +73,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     }
 
 
-HANDLER = Handler(ApiKey.METADATA, 0, 12, handle)
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
+            "topics": [_error_entry(t.name, code, t.topic_id) for t in request.topics or []]}
+
+
+HANDLER = Handler(ApiKey.METADATA, 0, 12, handle, error_response)

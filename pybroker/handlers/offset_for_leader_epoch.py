@@ -35,4 +35,10 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-HANDLER = Handler(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, handle)
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "topics": [
+        {"topic": t.topic, "partitions": [
+            {"partition": p.partition, "error_code": int(code)} for p in t.partitions]}
+        for t in request.topics]}
+
+HANDLER = Handler(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, handle, error_response)
