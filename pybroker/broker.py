@@ -2,11 +2,13 @@
 
 Built synchronously (opening the logs may recover segments after an unclean shutdown, so the
 server builds it in a worker thread); `run_background` owns the periodic work (retention,
-flushing, checkpoints) inside the server's nursery; `close` flushes and marks a clean shutdown.
+flushing, checkpoints, log cleaning) inside the server's nursery; `close` flushes and marks a
+clean shutdown.
 """
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIdManager
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
+from pybroker.storage.cleaner import LogCleaner
 from pybroker.storage.log_manager import LogManager
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.partition_log import PartitionLog
@@ -42,6 +45,8 @@ class Broker:
         # Before the logs: loading them asks `log_config`, which caches topic configs here.
         self._topic_configs: dict[str, TopicConfig] = {}
         self.logs = LogManager([str(d) for d in self.log_dirs], config_for=self.log_config)
+        self.cleaner = LogCleaner(self.logs, max_map_entries=LogCleaner.max_map_entries_for(
+            int(config["log.cleaner.dedupe.buffer.size"]), config.log_cleaner_threads))
         self.producer_ids = ProducerIdManager(self.log_dirs[0])
         self.replicas = ReplicaManager(self)
         self.purgatory = Purgatory()
@@ -63,14 +68,18 @@ class Broker:
     def log_config(self, topic: str) -> LogConfig:
         tc = self.topic_config(topic)
         return LogConfig(
-            segment_bytes=tc.segment_bytes, segment_ms=tc.segment_ms,
+            segment_bytes=tc.segment_bytes, segment_ms=tc.max_segment_ms,
             retention_ms=tc.retention_ms, retention_bytes=tc.retention_bytes,
             index_interval_bytes=tc.index_interval_bytes,
             segment_index_bytes=tc.segment_index_bytes,
             flush_messages=tc.flush_messages, flush_ms=tc.flush_ms,
             message_timestamp_type=tc.message_timestamp_type,
             max_message_bytes=tc.max_message_bytes, file_delete_delay_ms=0,
-            cleanup_policy=",".join(sorted(tc.cleanup_policy)))
+            cleanup_policy=",".join(sorted(tc.cleanup_policy)),
+            delete_retention_ms=tc.delete_retention_ms,
+            min_cleanable_dirty_ratio=tc.min_cleanable_dirty_ratio,
+            min_compaction_lag_ms=tc.min_compaction_lag_ms,
+            max_compaction_lag_ms=tc.max_compaction_lag_ms)
 
     def _open_partitions(self, topic: TopicInfo) -> None:
         config = self.log_config(topic.name)
@@ -117,6 +126,12 @@ class Broker:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, reason
         if name in self.metadata.image.topics:
             return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+        # As Kafka: '.' and '_' map to the same metric names, so such names may not coexist.
+        folded = name.replace(".", "_")
+        for existing in self.metadata.image.topics:
+            if existing.replace(".", "_") == folded:
+                return (ErrorCode.INVALID_TOPIC_EXCEPTION,
+                        f"Topic '{name}' collides with existing topic: {existing}")
         if partitions <= 0:
             return ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
         brokers = len(self.metadata.image.brokers)
@@ -183,6 +198,9 @@ class Broker:
                                self._flush)
             nursery.start_soon(self._every, self.config.log_flush_offset_checkpoint_interval_ms,
                                self._checkpoint)
+            if self.config.log_cleaner_enable:
+                nursery.start_soon(self._every, self.config.log_cleaner_backoff_ms,
+                                   self.clean_logs)
             await nursery.start(self.groups.run)
             task_status.started()
 
@@ -205,6 +223,31 @@ class Broker:
 
     async def _checkpoint(self) -> None:
         await trio.to_thread.run_sync(self.logs.checkpoint)
+
+    async def clean_logs(self) -> int:
+        """One pass of the log cleaner: compact every log that needs it, filthiest first.
+
+        Planning and the final swap run here, on the event loop, between requests, so reads
+        never see half a swap; reading, filtering and writing the cleaned segments run in a
+        worker thread. A cancel (shutdown) abandons the thread and tells it to stop; it removes
+        its own files. Returns how many logs were cleaned.
+        """
+        cleaned = 0
+        done: set[tuple[str, int]] = set()
+        while True:
+            plan = self.cleaner.grab_filthiest_log(int(time.time() * 1000), exclude=done)
+            if plan is None:
+                return cleaned
+            done.add(plan.topic_partition)
+            stop = threading.Event()
+            try:
+                result = await trio.to_thread.run_sync(self.cleaner.clean, plan, stop,
+                                                       abandon_on_cancel=True)
+            except BaseException:
+                stop.set()
+                raise
+            if self.cleaner.commit(result) is not None:
+                cleaned += 1
 
     def close(self) -> None:
         self.logs.close()

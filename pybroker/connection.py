@@ -68,5 +68,9 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream) -> None:
         log.warning("closing connection from %s:%s: %s", host, port, exc)
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         pass
+    except Exception:
+        # A bug on this connection's path (a response that fails to encode, ...) must not
+        # escape into the server's nursery, which would take every connection down with it.
+        log.exception("closing connection from %s:%s after an internal error", host, port)
     finally:
         broker.connection_count -= 1

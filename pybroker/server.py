@@ -34,7 +34,10 @@ class ServerInfo:
 async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # type: ignore[no-untyped-def]
     listener_spec = config.broker_listeners[0]
     host, port = listener_spec.host, listener_spec.port
-    broker = await trio.to_thread.run_sync(Broker, config)
+    # Shielded: a cancel (SIGTERM) while the logs load still gets the broker closed below,
+    # flushed and marked cleanly shut down, instead of dropping it half-open.
+    with trio.CancelScope(shield=True):
+        broker = await trio.to_thread.run_sync(Broker, config)
     try:
         listeners = await trio.open_tcp_listeners(port, host=host or None)
         bound_port = listeners[0].socket.getsockname()[1]

@@ -48,8 +48,10 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             name = wanted.name
             if name is None:
                 info = image.topic_by_id(wanted.topic_id)
-                topics.append(topic_entry(info) if info else
-                              _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id))
+                # Names are nullable in responses only from v12; before that, "" stands in.
+                topics.append(topic_entry(info) if info else _error_entry(
+                    None if ctx.version >= 12 else "", ErrorCode.UNKNOWN_TOPIC_ID,
+                    wanted.topic_id))
                 continue
             info = image.topics.get(name)
             if info is not None:
@@ -75,7 +77,8 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
     return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
-            "topics": [_error_entry(t.name, code, t.topic_id) for t in request.topics or []]}
+            "topics": [_error_entry(t.name if t.name is not None or ctx.version >= 12 else "",
+                                    code, t.topic_id) for t in request.topics or []]}
 
 
 HANDLER = Handler(ApiKey.METADATA, 0, 12, handle, error_response)

@@ -1,0 +1,236 @@
+"""The command line: `python -m pybroker` / `bin/pybroker-server` with a server.properties.
+
+Issue #3: the broker starts from a copy of config/server.properties, logs with timestamps and
+levels to stderr, serves stock clients, exits 0 on SIGTERM and SIGINT within a few seconds, and
+refuses bad configuration with a non-zero exit and a one-line reason (no traceback).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT
+
+SERVER_PROPERTIES = ROOT / "config" / "server.properties"
+LOG_LINE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] (DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    target = tmp_path / "server.properties"
+    shutil.copy(SERVER_PROPERTIES, target)
+    return target
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+class Server:
+    """A broker started from the command line; stderr collected in a thread."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                     text=True, env=_env(), cwd=ROOT)
+        self.lines: list[str] = []
+        self.port: int | None = None
+        self._started = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            m = re.search(r"listening on [\d.]+:(\d+)", line)
+            if m and self.port is None:
+                self.port = int(m.group(1))
+                self._started.set()
+        self._started.set()
+
+    def wait_started(self, timeout: float = 30) -> str:
+        self._started.wait(timeout)
+        assert self.port is not None, "broker did not start:\n" + self.stderr
+        return f"127.0.0.1:{self.port}"
+
+    def signal_and_wait(self, signum: int, timeout: float = 10) -> tuple[int, float]:
+        start = time.monotonic()
+        self.proc.send_signal(signum)
+        rc = self.proc.wait(timeout)
+        self._reader.join(5)
+        return rc, time.monotonic() - start
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+# config/server.properties advertises 127.0.0.1:9092; with the listener moved to an ephemeral
+# port the advertised one must follow (port 0 there means "the bound port"), as in Kafka.
+LISTENER_OVERRIDES = ["--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                      "--override", "advertised.listeners=PLAINTEXT://127.0.0.1:0"]
+
+
+def _module_args(config: Path, log_dir: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "pybroker", str(config), *LISTENER_OVERRIDES,
+            "--override", f"log.dirs={log_dir}", *extra]
+
+
+def _run_failing(args: list[str]) -> subprocess.CompletedProcess:
+    result = subprocess.run(args, capture_output=True, text=True, env=_env(), cwd=ROOT,
+                            timeout=30)
+    assert result.returncode != 0, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    # Log lines (timestamped) may precede it; the reason itself is one line, the last.
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip() and not LOG_LINE.match(ln)]
+    assert len(lines) == 1, f"expected a one-line reason, got:\n{result.stderr}"
+    assert result.stderr.rstrip().splitlines()[-1] == lines[0]
+    return result
+
+
+def _produce_consume(bootstrap: str, topic: str, count: int = 10) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(count):
+        producer.produce(topic, value=f"cli-{i}".encode())
+    assert producer.flush(20) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cli-test",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(got) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            got.append(msg.value())
+        assert got == [f"cli-{i}".encode() for i in range(count)]
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_starts_serves_and_exits_cleanly(config_file: Path, tmp_path: Path, signum: int) -> None:
+    log_dir = tmp_path / "logs"
+    server = Server(_module_args(config_file, log_dir))
+    try:
+        bootstrap = server.wait_started()
+        _produce_consume(bootstrap, "cli-topic")
+        rc, took = server.signal_and_wait(signum)
+    finally:
+        server.kill()
+    assert rc == 0, server.stderr
+    assert took < 5, f"shutdown took {took:.1f}s"
+    assert "Traceback" not in server.stderr, server.stderr
+    log_lines = [ln for ln in server.lines if ln.strip() and not ln.startswith("%")]
+    assert log_lines, "nothing logged"
+    for line in log_lines:
+        assert LOG_LINE.match(line), f"log line without timestamp and level: {line!r}"
+    assert any("shut down cleanly" in ln for ln in log_lines), server.stderr
+    assert (log_dir / ".kafka_cleanshutdown").exists()
+
+
+def test_bin_script(config_file: Path, tmp_path: Path) -> None:
+    script = ROOT / "bin" / "pybroker-server"
+    server = Server([str(script), str(config_file), *LISTENER_OVERRIDES,
+                     "--override", f"log.dirs={tmp_path / 'logs'}"])
+    try:
+        # Generous: on a fresh checkout the script first sets up .venv (bin/_bootstrap).
+        bootstrap = server.wait_started(timeout=300)
+        _produce_consume(bootstrap, "bin-topic", count=3)
+        rc, took = server.signal_and_wait(signal.SIGTERM)
+    finally:
+        server.kill()
+    assert rc == 0, server.stderr
+    assert took < 5
+
+
+def test_invalid_value_exits_with_one_line(config_file: Path, tmp_path: Path) -> None:
+    result = _run_failing(_module_args(config_file, tmp_path / "logs",
+                                       "--override", "num.partitions=abc"))
+    assert "num.partitions" in result.stderr
+    assert "abc" in result.stderr
+
+
+def test_override_without_equals_is_an_error(config_file: Path, tmp_path: Path) -> None:
+    result = _run_failing(_module_args(config_file, tmp_path / "logs",
+                                       "--override", "num.partitions"))
+    assert "num.partitions" in result.stderr
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    result = _run_failing(_module_args(tmp_path / "nope.properties", tmp_path / "logs"))
+    assert "nope.properties" in result.stderr
+
+
+def test_log_dir_under_a_regular_file(config_file: Path, tmp_path: Path) -> None:
+    plain = tmp_path / "plain-file"
+    plain.write_text("not a directory")
+    result = _run_failing(_module_args(config_file, plain / "x"))
+    assert str(plain / "x") in result.stderr
+    result = _run_failing(_module_args(config_file, Path("/etc/passwd/x")))
+    assert "/etc/passwd/x" in result.stderr
+
+
+def test_read_only_log_dir(config_file: Path, tmp_path: Path) -> None:
+    if os.geteuid() == 0:  # root writes to a chmod 555 directory; sysfs refuses even root
+        ro = Path("/sys")
+        if not ro.is_dir():
+            pytest.skip("no read-only directory available to root")
+        result = _run_failing(_module_args(config_file, ro))
+        assert "/sys" in result.stderr
+        return
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        result = _run_failing(_module_args(config_file, ro))
+        assert str(ro) in result.stderr
+        _run_failing(_module_args(config_file, ro / "sub"))
+    finally:
+        ro.chmod(0o755)
+
+
+def test_port_in_use_exits_with_one_line(config_file: Path, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _run_failing([sys.executable, "-m", "pybroker", str(config_file),
+                               "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                               "--override", f"log.dirs={tmp_path / 'logs'}"])
+    assert "in use" in result.stderr.lower()
+
+
+def test_unknown_key_is_a_warning(config_file: Path, tmp_path: Path) -> None:
+    with open(config_file, "a") as f:
+        f.write("\nsome.unknown.key=42\n")
+    server = Server(_module_args(config_file, tmp_path / "logs",
+                                 "--override", "another.unknown.key=x"))
+    try:
+        server.wait_started()
+        rc, _ = server.signal_and_wait(signal.SIGTERM)
+    finally:
+        server.kill()
+    assert rc == 0, server.stderr
+    warnings = [ln for ln in server.lines if " WARNING " in ln]
+    for key in ("some.unknown.key", "another.unknown.key"):  # each reported once
+        assert len([ln for ln in warnings if key in ln]) == 1, server.stderr
