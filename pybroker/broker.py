@@ -228,8 +228,8 @@ class Broker:
         """One pass of the log cleaner: compact every log that needs it, filthiest first.
 
         Planning and the final swap run here, on the event loop, between requests, so reads
-        never see half a swap; reading, filtering and writing the cleaned segments run in a
-        worker thread. A cancel (shutdown) abandons the thread and tells it to stop; it removes
+        never see half a swap; reading, filtering, writing and fsyncing the cleaned segments
+        run in a worker thread, as does writing the checkpoint. A cancel (shutdown) abandons the thread and tells it to stop; it removes
         its own files. Returns how many logs were cleaned.
         """
         cleaned = 0
@@ -237,7 +237,7 @@ class Broker:
         while True:
             plan = self.cleaner.grab_filthiest_log(int(time.time() * 1000), exclude=done)
             if plan is None:
-                return cleaned
+                break
             done.add(plan.topic_partition)
             stop = threading.Event()
             try:
@@ -246,8 +246,12 @@ class Broker:
             except BaseException:
                 stop.set()
                 raise
-            if self.cleaner.commit(result) is not None:
+            if self.cleaner.commit(result, write_checkpoint=False) is not None:
                 cleaned += 1
+        files = self.cleaner.checkpoint_files()
+        if files:
+            await trio.to_thread.run_sync(self.cleaner.write_checkpoint_files, files)
+        return cleaned
 
     def close(self) -> None:
         self.logs.close()

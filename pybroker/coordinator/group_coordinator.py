@@ -1,0 +1,383 @@
+"""The group coordinator as the broker runs it: the pure state machine plus time, waiting and
+the log.
+
+`GroupStateMachine` decides; this façade supplies what it deliberately lacks:
+- the clock (wall-clock ms, since timestamps are also persisted) and a nursery task that sleeps
+  until the machine's next deadline and then calls `expire`;
+- waiting: a JoinGroup or SyncGroup that must wait gets a token and a `trio.Event`, set when
+  some later outcome completes that token (a connection that goes away just stops waiting);
+- durability: the records of every outcome are appended to `__consumer_offsets` (one batch per
+  partition, through the replica manager as leader) and replayed into the machine *before* any
+  response or completion is released, so an acknowledged commit is in the log even if the
+  process is killed right after; `load()` replays the whole topic at start.
+
+A group lives in partition `abs(javaHashCode(group_id)) % partitions` of `__consumer_offsets`,
+exactly as in Kafka, so the topic's contents line up with a Kafka cluster's.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, TypeVar
+
+import trio
+
+from protocol.errors import ErrorCode
+from protocol.records.batch import build_batch, iter_batches
+from protocol.records.record import decode_batch
+from pybroker.coordinator.group_offsets import GroupDescription, GroupListing, TopicPartition
+from pybroker.coordinator.group_records import (
+    GroupRecord, OffsetAndMetadata, decode_record, encode_record, record_group,
+)
+from pybroker.coordinator.group_state import (
+    GroupConfig, GroupStateMachine, JoinRequest, JoinResult, LeaveResult, LeavingMember,
+    Outcome, SyncRequest, SyncResult,
+)
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+    from pybroker.storage.partition_log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_LOAD_READ_BYTES = 1 << 20
+T = TypeVar("T")
+
+# How a failed append to __consumer_offsets is reported to the client (Kafka's mapping): the
+# client retries or looks for the coordinator again.
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+def java_string_hash(text: str) -> int:
+    """Java's `String.hashCode`: over UTF-16 code units, wrapping at 32 bits, signed."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's `Utils.abs(groupId.hashCode) % partitions` (abs of MIN_VALUE is 0 there)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+@dataclass
+class _Waiter:
+    event: trio.Event = field(default_factory=trio.Event)
+    result: Any = None
+
+
+def _failed(result: JoinResult | SyncResult, error: ErrorCode) -> JoinResult | SyncResult:
+    if isinstance(result, JoinResult):
+        return JoinResult(error, result.member_id)
+    return SyncResult(error)
+
+
+class GroupCoordinator:
+    def __init__(self, broker: "Broker", clock: Callable[[], int] | None = None) -> None:
+        self.broker = broker
+        cfg = broker.config
+        self.state = GroupStateMachine(GroupConfig(
+            min_session_timeout_ms=cfg.group_min_session_timeout_ms,
+            max_session_timeout_ms=cfg.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
+            max_size=cfg.group_max_size,
+            offset_metadata_max_bytes=cfg.offset_metadata_max_bytes,
+            offsets_retention_ms=cfg.offsets_retention_minutes * 60_000))
+        self._clock = clock or (lambda: int(time.time() * 1000))
+        self._tokens = itertools.count(1)
+        self._waiters: dict[int, _Waiter] = {}
+        self._wakeup: trio.Event | None = None
+        self._sleeping_until = math.inf
+
+    def now(self) -> int:
+        return self._clock()
+
+    # -- the topic -----------------------------------------------------------------------------
+    @property
+    def num_partitions(self) -> int:
+        """Fixed once the topic exists; until then, offsets.topic.num.partitions."""
+        info = self.broker.metadata.image.topics.get(OFFSETS_TOPIC)
+        return len(info.partitions) if info else self.broker.config.offsets_topic_num_partitions
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def ensure_topic(self) -> ErrorCode:
+        """Create __consumer_offsets on first use (Kafka does so on the first FindCoordinator).
+
+        The replication factor is offsets.topic.replication.factor capped at the number of
+        brokers: Kafka would refuse to create the topic instead, leaving a single broker with
+        the default of 3 unable to serve any group.
+        """
+        broker = self.broker
+        if OFFSETS_TOPIC in broker.metadata.image.topics:
+            return ErrorCode.NONE
+        cfg = broker.config
+        replicas = max(1, min(cfg.offsets_topic_replication_factor,
+                              len(broker.metadata.image.brokers)))
+        code, message = broker.create_topic(
+            OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, replicas,
+            {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)},
+            internal=True)
+        if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            log.error("cannot create %s: %s %s", OFFSETS_TOPIC, code.name, message)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE
+
+    def coordinator_for(self, group_id: str) -> tuple[ErrorCode, int, str, int]:
+        """(error, node id, host, port) of the leader of the group's partition."""
+        code = self.ensure_topic()
+        if code:
+            return code, -1, "", -1
+        image = self.broker.metadata.image
+        state = image.partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        node = image.brokers.get(state.leader) if state is not None else None
+        if node is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        return ErrorCode.NONE, node.node_id, node.host, node.port
+
+    # -- loading -------------------------------------------------------------------------------
+    def load(self) -> int:
+        """Replay every partition of __consumer_offsets; the number of records applied.
+
+        Runs once at start, before the broker listens. A record that cannot be decoded is
+        logged and skipped: one bad record must not keep every group from loading.
+        """
+        info = self.broker.metadata.image.topics.get(OFFSETS_TOPIC)
+        count = 0
+        if info is not None:
+            for p in info.partitions:
+                plog = self.broker.partition_log(OFFSETS_TOPIC, p.partition)
+                if plog is None:
+                    continue
+                for record in self._read_records(plog):
+                    self.state.replay(record)
+                    count += 1
+        self.state.after_load(self.now())
+        if count:
+            log.info("loaded %d record(s) of %s: %d group(s)", count, OFFSETS_TOPIC,
+                     len(self.state.groups))
+        return count
+
+    @staticmethod
+    def _read_records(plog: "PartitionLog") -> Iterator[GroupRecord]:
+        offset, end = plog.log_start_offset, plog.log_end_offset
+        while offset < end:
+            data = plog.read(offset, _LOAD_READ_BYTES, max_offset=end)
+            if not data.records:
+                # Nothing readable from here in this segment (compaction may leave gaps).
+                later = [s.base_offset for s in plog.segments if s.base_offset > offset]
+                if not later:
+                    break
+                offset = later[0]
+                continue
+            view = memoryview(data.records)
+            for pos, header in iter_batches(view):
+                if not header.is_control:
+                    for rec in decode_batch(view[pos:pos + header.size]):
+                        if rec.offset < offset:
+                            continue
+                        try:
+                            decoded = decode_record(rec.key, rec.value)
+                        except Exception as exc:  # construct, struct or UTF-8 errors
+                            log.warning("skipping undecodable %s record at %s-%d@%d: %s",
+                                        OFFSETS_TOPIC, plog.topic, plog.partition,
+                                        rec.offset, exc)
+                            continue
+                        if decoded is not None:
+                            yield decoded
+                offset = max(offset, header.next_offset)
+            offset = max(offset, data.next_offset)
+
+    # -- persisting and answering --------------------------------------------------------------
+    def _persist(self, records: list[GroupRecord]) -> ErrorCode:
+        """Append each partition's records as one batch, then replay them. The first error
+        stops it; partitions already written stay written (and replayed)."""
+        code = self.ensure_topic()
+        if code:
+            return code
+        by_partition: dict[int, list[GroupRecord]] = defaultdict(list)
+        for record in records:
+            by_partition[self.partition_for(record_group(record))].append(record)
+        now = self.now()
+        for partition, batch_records in sorted(by_partition.items()):
+            batch = build_batch([encode_record(r, now) for r in batch_records])
+            try:
+                result = self.broker.replicas.append(OFFSETS_TOPIC, partition, batch,
+                                                     internal=True)
+                error = result.error
+            except Exception:
+                log.exception("append to %s-%d failed", OFFSETS_TOPIC, partition)
+                error = ErrorCode.KAFKA_STORAGE_ERROR
+            if error:
+                log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, error.name)
+                return _APPEND_ERRORS.get(error, error)
+            for record in batch_records:
+                self.state.replay(record)
+        return ErrorCode.NONE
+
+    def _apply(self, outcome: Outcome[Any]) -> ErrorCode:
+        """Persist, then release completions (turned into errors if persisting failed)."""
+        error = self._persist(outcome.records) if outcome.records else ErrorCode.NONE
+        if error:
+            self._deliver([(t, _failed(r, error)) for t, r in outcome.completions])
+            follow_up = self.state.persist_failed({record_group(r) for r in outcome.records},
+                                                  self.now())
+            if follow_up.records and self._persist(follow_up.records):
+                log.error("giving up persisting group state after %s", error.name)
+            self._deliver(follow_up.completions)
+        else:
+            self._deliver(outcome.completions)
+        self._kick_timers()
+        return error
+
+    def _deliver(self, completions: Sequence[tuple[int, Any]]) -> None:
+        for token, result in completions:
+            waiter = self._waiters.get(token)
+            if waiter is not None and not waiter.event.is_set():
+                waiter.result = result
+                waiter.event.set()
+
+    async def _wait_for(self, op: Callable[[int], Outcome[T]]) -> T:
+        token = next(self._tokens)
+        waiter = self._waiters[token] = _Waiter()
+        try:
+            outcome = op(token)
+            error = self._apply(outcome)
+            if outcome.response is not None:
+                response: Any = outcome.response
+                return _failed(response, error) if error else response  # type: ignore
+            await waiter.event.wait()
+            return waiter.result  # type: ignore[no-any-return]
+        finally:
+            self._waiters.pop(token, None)
+
+    # -- the group protocol --------------------------------------------------------------------
+    async def join(self, request: JoinRequest) -> JoinResult:
+        return await self._wait_for(lambda token: self.state.join(request, self.now(), token))
+
+    async def sync(self, request: SyncRequest) -> SyncResult:
+        return await self._wait_for(lambda token: self.state.sync(request, self.now(), token))
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
+                  generation_id: int) -> ErrorCode:
+        outcome = self.state.heartbeat(group_id, member_id, group_instance_id, generation_id,
+                                       self.now())
+        self._apply(outcome)
+        assert outcome.response is not None
+        return outcome.response
+
+    def leave(self, group_id: str, members: Sequence[LeavingMember]) -> LeaveResult:
+        outcome = self.state.leave(group_id, members, self.now())
+        self._apply(outcome)
+        assert outcome.response is not None
+        return outcome.response
+
+    # -- offsets and administration ------------------------------------------------------------
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
+                       generation_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+                       ) -> dict[TopicPartition, ErrorCode]:
+        outcome = self.state.commit_offsets(group_id, member_id, group_instance_id,
+                                            generation_id, offsets, self.now())
+        error = self._apply(outcome)
+        assert outcome.response is not None
+        if error:
+            return {tp: code or error for tp, code in outcome.response.items()}
+        return outcome.response
+
+    def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None,
+                      require_stable: bool = False
+                      ) -> tuple[ErrorCode, list[tuple[str, int, OffsetAndMetadata | None]]]:
+        return self.state.fetch_offsets(group_id, partitions, require_stable)
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
+                       ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        outcome = self.state.delete_offsets(group_id, partitions)
+        error = self._apply(outcome)
+        assert outcome.response is not None
+        top, per_partition = outcome.response
+        if error:
+            return error, {}
+        return top, per_partition
+
+    def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
+        outcome = self.state.delete_groups(group_ids)
+        error = self._apply(outcome)
+        assert outcome.response is not None
+        if error:
+            return {g: code or error for g, code in outcome.response.items()}
+        return outcome.response
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        return self.state.describe_group(group_id)
+
+    def list_groups(self, states: Sequence[str] = (),
+                    types: Sequence[str] = ()) -> list[GroupListing]:
+        return self.state.list_groups(states, types)
+
+    def on_topic_deleted(self, topic: str) -> None:
+        """Committed offsets of a deleted topic go with it (Kafka's onPartitionsDeleted)."""
+        self._apply(self.state.topics_deleted([topic]))
+
+    # -- background work -----------------------------------------------------------------------
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """The timers (sessions, rebalance and sync deadlines) and offset retention."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._run_timers)
+            nursery.start_soon(self._run_cleanup)
+            task_status.started()
+
+    def _kick_timers(self) -> None:
+        if self._wakeup is None:
+            return
+        deadline = self.state.next_deadline()
+        if deadline is not None and deadline < self._sleeping_until:
+            self._wakeup.set()
+
+    async def _run_timers(self) -> None:
+        while True:
+            self._wakeup = trio.Event()
+            now = self.now()
+            deadline = self.state.next_deadline()
+            if deadline is not None and deadline <= now:
+                self._sleeping_until = math.inf
+                try:
+                    self._apply(self.state.expire(now))
+                except Exception:
+                    log.exception("group coordinator timers failed")
+                await trio.sleep(0)
+                continue
+            self._sleeping_until = math.inf if deadline is None else deadline
+            with trio.move_on_after(math.inf if deadline is None else (deadline - now) / 1000):
+                await self._wakeup.wait()
+
+    async def _run_cleanup(self) -> None:
+        interval = max(self.broker.config.offsets_retention_check_interval_ms, 10) / 1000
+        while True:
+            await trio.sleep(interval)
+            try:
+                self.cleanup()
+            except Exception:
+                log.exception("offset retention failed")
+
+    def cleanup(self) -> None:
+        """Expire offsets and empty groups, and drop offsets of topics that are gone."""
+        topics = self.broker.metadata.image.topics
+        self._apply(self.state.cleanup(self.now(), lambda t: t in topics))

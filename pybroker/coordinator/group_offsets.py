@@ -1,0 +1,316 @@
+"""Committed offsets, group administration, retention and replay: the durable half of the
+group state machine (mixed into `group_state.GroupStateMachine`).
+
+Every change made here is expressed as records first. An operation validates against the state
+in memory and returns the OffsetCommit / GroupMetadata records (tombstones for deletions);
+`replay` applies them once they are in the log, and the very same `replay` rebuilds the state
+when `__consumer_offsets` is loaded at start. So an acknowledged commit is in the log before
+the client hears of it, and a restart reproduces exactly what clients were told.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence, TypeVar
+
+from protocol.errors import ErrorCode
+from pybroker.coordinator.group_metadata import (
+    CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member,
+)
+from pybroker.coordinator.group_records import (
+    GroupMetadataRecord, GroupRecord, OffsetAndMetadata, OffsetCommitRecord, OffsetKey,
+)
+
+if TYPE_CHECKING:
+    from pybroker.coordinator.group_state import GroupConfig, Outcome
+    from pybroker.coordinator.timers import Timers
+
+TopicPartition = tuple[str, int]
+T = TypeVar("T")
+_S = GroupState
+CLASSIC_GROUP_TYPE = "classic"
+# AclOperation bits a classic group supports (READ 3, DELETE 6, DESCRIBE 8): with no
+# authorizer every client is allowed all of them.
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    error: ErrorCode
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...] = ()
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str = CLASSIC_GROUP_TYPE
+
+
+# What a valid commit does in each state: store it, store it and count it as a heartbeat, or
+# refuse it because the member has joined but not yet synced its new assignment.
+_STORE, _STORE_AND_HEARTBEAT = "store", "store+heartbeat"
+COMMIT_BY_STATE: dict[GroupState, str | ErrorCode] = {
+    _S.EMPTY: _STORE,
+    _S.PREPARING_REBALANCE: _STORE_AND_HEARTBEAT,
+    _S.STABLE: _STORE_AND_HEARTBEAT,
+    _S.COMPLETING_REBALANCE: ErrorCode.REBALANCE_IN_PROGRESS,
+}
+
+
+class OffsetOperations:
+    groups: dict[str, Group]
+    config: "GroupConfig"
+    timers: "Timers"
+    _records: list[GroupRecord]
+
+    if TYPE_CHECKING:  # provided by GroupStateMachine
+        def _finish(self, response: T | None) -> "Outcome[T]": ...
+
+        def _schedule_heartbeat(self, group: Group, member: Member, now: int) -> None: ...
+
+        def _remove_member(self, group: Group, member: Member) -> None: ...
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+
+    # -- OffsetCommit --------------------------------------------------------------------------
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
+                       generation_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                       now_ms: int) -> "Outcome[dict[TopicPartition, ErrorCode]]":
+        """Validate a commit and return its records; the offsets change on replay.
+
+        Generation -1 with no member id is a "simple" commit, allowed only while the group has
+        no members (it creates the group if needed); anything else must come from a current
+        member of the current generation.
+        """
+        error = self._validate_commit(group_id, member_id, group_instance_id, generation_id,
+                                      now_ms)
+        if error:
+            return self._finish({tp: error for tp in offsets})
+        results: dict[TopicPartition, ErrorCode] = {}
+        for (topic, partition), value in offsets.items():
+            if len(value.metadata) > self.config.offset_metadata_max_bytes:
+                results[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            self._records.append(
+                OffsetCommitRecord(OffsetKey(group_id, topic, partition), value))
+            results[(topic, partition)] = ErrorCode.NONE
+        return self._finish(results)
+
+    def _validate_commit(self, group_id: str, member_id: str, instance_id: str | None,
+                         generation_id: int, now: int) -> ErrorCode:
+        group = self.groups.get(group_id)
+        membership = generation_id >= 0 or member_id != "" or instance_id is not None
+        if group is None:
+            if not membership:
+                return ErrorCode.NONE
+            return ErrorCode.ILLEGAL_GENERATION if generation_id >= 0 \
+                else ErrorCode.UNKNOWN_MEMBER_ID
+        if group.state is _S.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if membership:
+            error = group.validate_member(member_id, instance_id)
+            if error:
+                return error
+            if generation_id != group.generation:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif group.state is not _S.EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID  # only members commit to a group with members
+        action = COMMIT_BY_STATE[group.state]
+        if isinstance(action, ErrorCode):
+            return action
+        if action == _STORE_AND_HEARTBEAT and member_id in group.members:
+            self._schedule_heartbeat(group, group.members[member_id], now)
+        return ErrorCode.NONE
+
+    # -- OffsetFetch ---------------------------------------------------------------------------
+    def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None,
+                      require_stable: bool = False
+                      ) -> tuple[ErrorCode, list[tuple[str, int, OffsetAndMetadata | None]]]:
+        """Committed offsets; None for a partition without one. `partitions` None = all.
+
+        `require_stable` asks to fail with UNSTABLE_OFFSET_COMMIT while a transactional commit
+        is pending; without transactions nothing is ever pending, so it always succeeds.
+        """
+        stored = self.offsets.get(group_id, {})
+        if partitions is None:
+            return ErrorCode.NONE, [(t, p, v) for (t, p), v in sorted(stored.items())]
+        return ErrorCode.NONE, [(t, p, stored.get((t, p))) for t, p in partitions]
+
+    # -- OffsetDelete and DeleteGroups ---------------------------------------------------------
+    def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
+                       ) -> "Outcome[tuple[ErrorCode, dict[TopicPartition, ErrorCode]]]":
+        if not group_id:
+            return self._finish((ErrorCode.INVALID_GROUP_ID, {}))
+        group = self.groups.get(group_id)
+        if group is None or group.state is _S.DEAD:
+            return self._finish((ErrorCode.GROUP_ID_NOT_FOUND, {}))
+        results: dict[TopicPartition, ErrorCode] = {}
+        if group.state is _S.EMPTY:
+            eligible = list(partitions)
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            eligible = []
+            for tp in partitions:
+                if group.is_subscribed_to(tp[0]):
+                    results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    eligible.append(tp)
+        else:
+            return self._finish((ErrorCode.NON_EMPTY_GROUP, {}))
+        for tp in eligible:
+            results[tp] = ErrorCode.NONE
+        self._remove_offsets(group, eligible)
+        return self._finish((ErrorCode.NONE, results))
+
+    def delete_groups(self, group_ids: Iterable[str]) -> "Outcome[dict[str, ErrorCode]]":
+        results: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group_id is None:
+                results[group_id] = ErrorCode.INVALID_GROUP_ID
+            elif group is None or group.state is _S.DEAD:
+                results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
+            elif group.state is not _S.EMPTY or group.pending_members:
+                results[group_id] = ErrorCode.NON_EMPTY_GROUP
+            else:
+                self._remove_offsets(group, list(self.offsets.get(group_id, {})))
+                self._records.append(GroupMetadataRecord(group_id, None))
+                results[group_id] = ErrorCode.NONE
+        return self._finish(results)
+
+    def _remove_offsets(self, group: Group, partitions: Iterable[TopicPartition]) -> bool:
+        """Tombstones for these offsets, and for the group itself if that leaves an Empty group
+        with nothing committed (Kafka's cleanupGroupMetadata). True if the group goes too."""
+        stored = self.offsets.get(group.group_id, {})
+        gone = {tp for tp in partitions if tp in stored}
+        for topic, partition in sorted(gone):
+            self._records.append(
+                OffsetCommitRecord(OffsetKey(group.group_id, topic, partition), None))
+        if (group.state is _S.EMPTY and len(gone) == len(stored)
+                and not group.pending_members):
+            self._records.append(GroupMetadataRecord(group.group_id, None))
+            return True
+        return False
+
+    # -- retention and deleted topics ----------------------------------------------------------
+    def cleanup(self, now_ms: int, topic_exists: Callable[[str], bool] = lambda _: True
+                ) -> "Outcome[None]":
+        """Expire offsets (offsets.retention.minutes, Kafka's KIP-211 rules), drop offsets of
+        topics that no longer exist, and delete Empty groups left with nothing committed."""
+        for group in list(self.groups.values()):
+            stored = self.offsets.get(group.group_id, {})
+            expired = [tp for tp, value in stored.items()
+                       if not topic_exists(tp[0]) or self._is_expired(group, tp[0], value,
+                                                                      now_ms)]
+            if expired or (group.state is _S.EMPTY and not stored):
+                self._remove_offsets(group, expired)
+        return self._finish(None)
+
+    def _is_expired(self, group: Group, topic: str, value: OffsetAndMetadata,
+                    now: int) -> bool:
+        if group.protocol_type is not None and group.state is _S.EMPTY:
+            # Nobody consumes: count from when the group became empty.
+            base = group.state_timestamp if group.state_timestamp >= 0 \
+                else value.commit_timestamp
+        elif (group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.state is _S.STABLE
+              and group.subscribed_topics is not None):
+            if topic in group.subscribed_topics:
+                return False
+            base = value.commit_timestamp  # a topic the members no longer subscribe to
+        elif group.protocol_type is None:
+            base = value.commit_timestamp  # a standalone consumer that only stores offsets
+        else:
+            return False
+        if value.expire_timestamp is not None:
+            return now >= value.expire_timestamp
+        return now - base >= self.config.offsets_retention_ms
+
+    def topics_deleted(self, topics: Iterable[str]) -> "Outcome[None]":
+        """Offsets of deleted topics go with them."""
+        gone = set(topics)
+        for group in list(self.groups.values()):
+            stored = self.offsets.get(group.group_id, {})
+            mine = [tp for tp in stored if tp[0] in gone]
+            if mine:
+                self._remove_offsets(group, mine)
+        return self._finish(None)
+
+    # -- DescribeGroups and ListGroups ---------------------------------------------------------
+    def describe_group(self, group_id: str) -> GroupDescription:
+        group = self.groups.get(group_id)
+        if group is None or group.state is _S.DEAD:
+            return GroupDescription(group_id, ErrorCode.NONE, _S.DEAD.value, "", "")
+        stable = group.state is _S.STABLE and group.protocol_name is not None
+        members = tuple(
+            MemberDescription(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                m.metadata(group.protocol_name) if stable and group.protocol_name else b"",
+                m.assignment if stable else b"")
+            for m in group.members.values())
+        return GroupDescription(group_id, ErrorCode.NONE, group.state.value,
+                                group.protocol_type or "",
+                                group.protocol_name if stable and group.protocol_name else "",
+                                members)
+
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()
+                    ) -> list[GroupListing]:
+        """Groups, filtered by state names and group types (both case-insensitive; empty means
+        any). Every group here is a classic group."""
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        if wanted_types and CLASSIC_GROUP_TYPE not in wanted_types:
+            return []
+        return [GroupListing(g.group_id, g.protocol_type or "", g.state.value)
+                for g in self.groups.values()
+                if g.state is not _S.DEAD
+                and (not wanted_states or g.state.value.lower() in wanted_states)]
+
+    # -- replay --------------------------------------------------------------------------------
+    def replay(self, record: GroupRecord) -> None:
+        """Apply one record of __consumer_offsets: live after it is written, and at load."""
+        if isinstance(record, OffsetCommitRecord):
+            key = record.key
+            if record.value is None:
+                stored = self.offsets.get(key.group)
+                if stored is not None:
+                    stored.pop((key.topic, key.partition), None)
+                    if not stored:
+                        del self.offsets[key.group]
+                return
+            self.offsets.setdefault(key.group, {})[(key.topic, key.partition)] = record.value
+            if key.group not in self.groups:
+                # Offsets without group metadata: a standalone consumer's group.
+                self.groups[key.group] = Group(key.group)
+            return
+        group = self.groups.get(record.group)
+        if record.value is None:
+            self.offsets.pop(record.group, None)
+            if group is not None:
+                self._forget(group)
+            return
+        if group is None or group.snapshot() != record.value:
+            if group is not None:
+                self._forget(group)
+            self.groups[record.group] = Group.from_snapshot(record.group, record.value)
+
+    def _forget(self, group: Group) -> None:
+        """Take a group out of the coordinator: it is Dead to anyone still holding it."""
+        for member in list(group.members.values()):
+            self._remove_member(group, member)
+        group.transition(_S.DEAD, group.state_timestamp)
+        del self.groups[group.group_id]

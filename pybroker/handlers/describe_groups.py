@@ -1,0 +1,44 @@
+"""DescribeGroups: state, protocol and members of groups.
+
+A group that does not exist is described as Dead with no error, as Kafka does up to v5.
+Member metadata and assignments are shown only for a Stable group (elsewhere they are in
+flux). v3+ may ask for the authorized operations; with no authorizer every group operation
+(READ, DELETE, DESCRIBE) is allowed.
+"""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.coordinator.group_offsets import GROUP_AUTHORIZED_OPERATIONS
+from pybroker.handlers.base import Handler, RequestContext
+
+OPERATIONS_NOT_REQUESTED = -(1 << 31)
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    operations = (GROUP_AUTHORIZED_OPERATIONS if ctx.version >= 3
+                  and request.include_authorized_operations else OPERATIONS_NOT_REQUESTED)
+    groups = []
+    for group_id in request.groups:
+        d = ctx.broker.groups.describe_group(group_id)
+        groups.append({
+            "error_code": int(d.error), "group_id": d.group_id, "group_state": d.state,
+            "protocol_type": d.protocol_type, "protocol_data": d.protocol,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "member_metadata": m.metadata, "member_assignment": m.assignment}
+                        for m in d.members],
+            "authorized_operations": operations,
+        })
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "groups": [
+        {"error_code": int(code), "group_id": g, "group_state": "", "protocol_type": "",
+         "protocol_data": "", "members": []} for g in request.groups]}
+
+
+HANDLER = Handler(ApiKey.DESCRIBE_GROUPS, 0, 5, handle, error_response)

@@ -1,0 +1,52 @@
+"""FindCoordinator: which broker coordinates a group (or, later, a transactional id).
+
+v0-3 ask about one key; v4+ batch several (`coordinator_keys`) and answer each separately.
+Asking about a group creates `__consumer_offsets` if needed, as Kafka does; on one broker the
+coordinator is this broker. Transaction coordinators do not exist yet: such keys get the
+retriable COORDINATOR_NOT_AVAILABLE, so a transactional client waits rather than misbehaves.
+"""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.handlers.base import Handler, RequestContext
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+
+
+def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
+    if key_type == TRANSACTION_KEY_TYPE:
+        code, node, host, port = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        message: str | None = "Transactions are not supported by this broker yet"
+    elif key_type != GROUP_KEY_TYPE:
+        code, node, host, port = ErrorCode.INVALID_REQUEST, -1, "", -1
+        message = f"Unknown coordinator key type {key_type}"
+    else:
+        code, node, host, port = ctx.broker.groups.coordinator_for(key)
+        message = code.message if code else None
+    return {"key": key, "error_code": int(code), "error_message": message, "node_id": node,
+            "host": host, "port": port}
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    if ctx.version >= 4:
+        return {"throttle_time_ms": 0, "coordinators": [
+            _lookup(ctx, key, request.key_type) for key in request.coordinator_keys]}
+    found = _lookup(ctx, request.key, request.key_type)
+    del found["key"]
+    return {"throttle_time_ms": 0, **found}
+
+
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    entry = {"error_code": int(code), "error_message": code.message, "node_id": -1, "host": "",
+             "port": -1}
+    if ctx.version >= 4:
+        return {"throttle_time_ms": 0,
+                "coordinators": [{"key": k, **entry} for k in request.coordinator_keys]}
+    return {"throttle_time_ms": 0, **entry}
+
+
+HANDLER = Handler(ApiKey.FIND_COORDINATOR, 0, 6, handle, error_response)

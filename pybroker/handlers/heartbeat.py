@@ -1,0 +1,16 @@
+"""Heartbeat: keeps a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from pybroker.handlers.base import Handler, RequestContext
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    code = ctx.broker.groups.heartbeat(request.group_id, request.member_id,
+                                       request.group_instance_id, request.generation_id)
+    return {"throttle_time_ms": 0, "error_code": int(code)}
+
+
+HANDLER = Handler(ApiKey.HEARTBEAT, 0, 4, handle)

@@ -1,0 +1,19 @@
+"""ListGroups: every group this coordinator owns, optionally filtered by state (v4+) and by
+type (v5+; every group here is "classic")."""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from pybroker.handlers.base import Handler, RequestContext
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    listed = ctx.broker.groups.list_groups(request.states_filter or (),
+                                           request.types_filter or ())
+    return {"throttle_time_ms": 0, "error_code": 0, "groups": [
+        {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
+         "group_type": g.group_type} for g in listed]}
+
+
+HANDLER = Handler(ApiKey.LIST_GROUPS, 0, 5, handle)

@@ -1,0 +1,61 @@
+"""OffsetCommit: store consumed positions in __consumer_offsets before acknowledging them.
+
+A member commits with its generation and member id, checked against the group; generation -1
+without a member id is a "simple" commit, allowed only for a group without members. Partitions
+of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as in Kafka. v2-4 may name a
+retention time, stored as an explicit expiry (OffsetCommitValue v1); null metadata is stored as
+"" (Kafka's NO_METADATA).
+"""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.coordinator.group_records import OffsetAndMetadata
+from pybroker.handlers.base import Handler, RequestContext
+
+DEFAULT_RETENTION = -1
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    groups = ctx.broker.groups
+    image = ctx.broker.metadata.image
+    now = groups.now()
+    expire = None
+    if 2 <= ctx.version <= 4 and request.retention_time_ms != DEFAULT_RETENTION:
+        expire = now + request.retention_time_ms
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    unknown: set[tuple[str, int]] = set()
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if image.partition(topic.name, p.partition_index) is None:
+                unknown.add(tp)
+                continue
+            offsets[tp] = OffsetAndMetadata(
+                p.committed_offset, p.committed_metadata or "", now,
+                p.committed_leader_epoch, expire)
+    results = groups.commit_offsets(request.group_id, request.member_id,
+                                    request.group_instance_id,
+                                    request.generation_id_or_member_epoch, offsets)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            code = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
+                    else results.get(tp, ErrorCode.NONE))
+            partitions.append({"partition_index": p.partition_index, "error_code": int(code)})
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                         "error_code": int(code)} for p in t.partitions]}
+        for t in request.topics]}
+
+
+HANDLER = Handler(ApiKey.OFFSET_COMMIT, 2, 9, handle, error_response)

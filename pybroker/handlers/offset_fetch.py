@@ -1,0 +1,60 @@
+"""OffsetFetch: committed offsets of a group (v1-7) or of several groups (v8+).
+
+Null topics (v2+) ask for every committed partition. A partition without a commit gets offset
+-1 and empty metadata; metadata comes back exactly as committed. `require_stable` (v7+) could
+only fail while a transactional commit is pending, which needs transactions.
+"""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.handlers.base import Handler, RequestContext
+
+
+def _wanted(topics: list | None) -> list[tuple[str, int]] | None:
+    if topics is None:
+        return None
+    return [(t.name, p) for t in topics for p in t.partition_indexes]
+
+
+def _fetch(ctx: RequestContext, group_id: str, topics: list | None,
+           require_stable: bool) -> tuple[ErrorCode, list[dict]]:
+    code, found = ctx.broker.groups.fetch_offsets(group_id, _wanted(topics), require_stable)
+    by_topic: dict[str, list[dict]] = {}
+    for topic, partition, value in found:
+        by_topic.setdefault(topic, []).append({
+            "partition_index": partition,
+            "committed_offset": value.offset if value else -1,
+            "committed_leader_epoch": value.leader_epoch if value else -1,
+            "metadata": value.metadata if value else "",
+            "error_code": 0,
+        })
+    return code, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    if ctx.version >= 8:
+        groups = []
+        for group in request.groups:
+            code, topics = _fetch(ctx, group.group_id, group.topics, request.require_stable)
+            groups.append({"group_id": group.group_id, "topics": topics,
+                           "error_code": int(code)})
+        return {"throttle_time_ms": 0, "groups": groups}
+    code, topics = _fetch(ctx, request.group_id, request.topics, request.require_stable)
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": int(code)}
+
+
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    if ctx.version >= 8:
+        return {"throttle_time_ms": 0, "groups": [
+            {"group_id": g.group_id, "topics": [], "error_code": int(code)}
+            for g in request.groups]}
+    topics = [{"name": t.name, "partitions": [
+        {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": int(code)}
+        for p in t.partition_indexes]} for t in request.topics or []]
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": int(code)}
+
+
+HANDLER = Handler(ApiKey.OFFSET_FETCH, 1, 9, handle, error_response)

@@ -1,0 +1,29 @@
+"""SyncGroup: the leader hands in the assignment; every member gets its own share.
+
+Followers wait until the leader's request arrives; a follower's assignments are ignored, as in
+Kafka. v5+ echoes the protocol type and name, and a mismatch is INCONSISTENT_GROUP_PROTOCOL.
+"""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from pybroker.coordinator.group_state import SyncRequest
+from pybroker.handlers.base import Handler, RequestContext
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    result = await ctx.broker.groups.sync(SyncRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        generation_id=request.generation_id,
+        assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
+        group_instance_id=request.group_instance_id,
+        protocol_type=request.protocol_type,
+        protocol_name=request.protocol_name))
+    return {"throttle_time_ms": 0, "error_code": int(result.error),
+            "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
+            "assignment": result.assignment}
+
+
+HANDLER = Handler(ApiKey.SYNC_GROUP, 0, 5, handle)

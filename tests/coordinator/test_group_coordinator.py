@@ -1,0 +1,144 @@
+"""The trio façade over a real Broker (real logs, no sockets), with trio's autojump clock.
+
+The coordinator's clock is pointed at trio's, so session timeouts pass in virtual time.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import trio
+
+from protocol.errors import ErrorCode as E
+from pybroker.broker import Broker
+from pybroker.coordinator.group_coordinator import OFFSETS_TOPIC
+from pybroker.coordinator.group_records import OffsetAndMetadata
+from pybroker.coordinator.group_state import JoinRequest, JoinResult, SyncRequest
+from pybroker.replica_manager import AppendResult
+from tests.helpers import broker_config
+
+RANGE = (("range", b"meta"),)
+
+
+@pytest.fixture
+def log_dir(tmp_path: Path) -> Path:
+    return tmp_path / "logs"
+
+
+@pytest.fixture
+def broker(log_dir: Path) -> Iterator[Broker]:
+    b = Broker(broker_config(log_dir, group_min_session_timeout_ms="1000"))
+    b.groups._clock = lambda: int(trio.current_time() * 1000)
+    b.create_topic("t", 2, 1, {})
+    yield b
+    b.close()
+
+
+def join_request(member_id: str = "", **kw: Any) -> JoinRequest:
+    return JoinRequest("g", member_id, "consumer", RANGE, kw.pop("session", 2000),
+                       kw.pop("rebalance", 5000), client_id="c", **kw)
+
+
+async def test_join_waits_for_the_rebalance_and_sessions_expire(broker: Broker,
+                                                                autojump_clock: Any) -> None:
+    groups = broker.groups
+    async with trio.open_nursery() as nursery:
+        await nursery.start(groups.run)
+        a = await groups.join(join_request())
+        assert (a.error, a.generation_id) == (E.NONE, 1)
+        assert (await groups.sync(SyncRequest("g", a.member_id, 1, {a.member_id: b"A"}))
+                ).assignment == b"A"
+        results: dict[str, JoinResult] = {}
+
+        async def join(name: str, member_id: str = "") -> None:
+            results[name] = await groups.join(join_request(member_id))
+
+        nursery.start_soon(join, "b")
+        await trio.sleep(0.5)
+        assert "b" not in results  # waiting for a to rejoin
+        assert groups.heartbeat("g", a.member_id, None, 1) == E.REBALANCE_IN_PROGRESS
+        nursery.start_soon(join, "a", a.member_id)
+        await trio.sleep(0.1)
+        assert results["a"].generation_id == results["b"].generation_id == 2
+        assert results["a"].leader_id == a.member_id and len(results["a"].members) == 2
+        # Nobody syncs or heartbeats: after the rebalance timeout both are gone, the group
+        # is Empty, and that state was written to the log.
+        await trio.sleep(6)
+        group = groups.state.groups["g"]
+        assert group.state.value == "Empty" and not group.members
+        plog = broker.partition_log(OFFSETS_TOPIC, groups.partition_for("g"))
+        assert plog is not None and plog.log_end_offset >= 2
+        nursery.cancel_scope.cancel()
+
+
+async def test_records_are_written_before_anyone_is_answered(broker: Broker,
+                                                             autojump_clock: Any,
+                                                             monkeypatch: Any) -> None:
+    groups = broker.groups
+    seen: list[list[bool]] = []
+    append = broker.replicas.append
+
+    def watching_append(*args: Any, **kwargs: Any) -> AppendResult:
+        seen.append([w.event.is_set() for w in groups._waiters.values()])
+        return append(*args, **kwargs)
+
+    monkeypatch.setattr(broker.replicas, "append", watching_append)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(groups.run)
+        a = await groups.join(join_request())
+        await groups.sync(SyncRequest("g", a.member_id, 1, {a.member_id: b"A"}))
+        nursery.cancel_scope.cancel()
+    assert seen and not any(any(flags) for flags in seen)
+
+
+async def test_failed_append_is_reported_and_not_applied(broker: Broker, autojump_clock: Any,
+                                                         monkeypatch: Any) -> None:
+    groups = broker.groups
+    monkeypatch.setattr(broker.replicas, "append",
+                        lambda *a, **k: AppendResult(E.NOT_LEADER_OR_FOLLOWER))
+    value = OffsetAndMetadata(5, "", 0)
+    assert groups.commit_offsets("g", "", None, -1, {("t", 0): value}) == \
+        {("t", 0): E.NOT_COORDINATOR}
+    assert groups.fetch_offsets("g", None) == (E.NONE, [])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(groups.run)
+        a = await groups.join(join_request())
+        synced = await groups.sync(SyncRequest("g", a.member_id, 1, {a.member_id: b"A"}))
+        assert synced.error == E.NOT_COORDINATOR
+        # The group could not be stored as Stable, so it rebalances.
+        assert groups.state.groups["g"].state.value == "PreparingRebalance"
+        nursery.cancel_scope.cancel()
+
+
+async def test_restart_loads_offsets_and_groups(broker: Broker, log_dir: Path) -> None:
+    groups = broker.groups
+    value = OffsetAndMetadata(42, "meta", 1)
+    assert groups.commit_offsets("solo", "", None, -1, {("t", 1): value}) == {("t", 1): E.NONE}
+    groups.commit_offsets("solo", "", None, -1, {("t", 0): OffsetAndMetadata(7, "", 1)})
+    assert groups.delete_groups(["solo"]) == {"solo": E.NONE}
+    groups.commit_offsets("kept", "", None, -1, {("t", 0): value})
+    broker.close()
+    again = Broker(broker_config(log_dir))
+    try:
+        assert again.groups.fetch_offsets("kept", None) == (E.NONE, [("t", 0, value)])
+        assert "solo" not in again.groups.state.groups
+        assert [g.group_id for g in again.groups.list_groups()] == ["kept"]
+    finally:
+        again.close()
+
+
+async def test_offsets_topic_is_created_on_first_use(broker: Broker) -> None:
+    assert OFFSETS_TOPIC not in broker.metadata.image.topics
+    code, node, host, port = broker.groups.coordinator_for("g")
+    assert code == E.NONE and node == broker.node_id
+    info = broker.metadata.image.topics[OFFSETS_TOPIC]
+    assert info.internal and len(info.partitions) == broker.config.offsets_topic_num_partitions
+    assert info.configs["cleanup.policy"] == "compact"
+
+
+async def test_deleting_a_topic_drops_its_offsets(broker: Broker) -> None:
+    groups = broker.groups
+    groups.commit_offsets("g", "", None, -1, {("t", 0): OffsetAndMetadata(3, "", 0)})
+    assert broker.delete_topic("t") == E.NONE
+    assert groups.fetch_offsets("g", None) == (E.NONE, [])
