@@ -1,0 +1,1 @@
+kafka-producer-perf-test

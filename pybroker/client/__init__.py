@@ -1,0 +1,43 @@
+"""A small trio Kafka client over `protocol/`: used by the tools and by replication.
+
+    async with open_client("127.0.0.1:9092", client_id="me") as client:
+        admin = Admin(client)
+        await admin.create_topics([NewTopic("orders", 3, 1)])
+        async with Producer(client, acks=-1) as producer:
+            await (await producer.send("orders", b"value", key=b"key")).wait()
+        async with Consumer(client, group_id="billing", auto_offset_reset="earliest") as c:
+            await c.subscribe(["orders"])
+            records = await c.poll(1.0)
+
+Layers, bottom up: `connection` (one broker: frames, correlation ids, negotiated versions),
+`client` (bootstrap, metadata, routing), `log_io` (one Produce or Fetch with raw batches),
+`admin` + `group_admin`, `producer`, `consumer` + `group` (classic membership, range
+assignor). Failures raise `KafkaError` (with Kafka's `ErrorCode`), `KafkaConnectionError` or
+`KafkaTimeoutError`, each with a message fit to show a person.
+"""
+from protocol.errors import ErrorCode, KafkaError
+from pybroker.client.admin import (
+    Admin, AlterConfigOp, AlterOpType, ConfigEntry, ConfigResource, ConfigSource,
+    ListOffsetsResult, NewTopic, OffsetSpec, ResourceType,
+)
+from pybroker.client.client import KafkaClient, open_client
+from pybroker.client.cluster import BrokerNode, PartitionMetadata, TopicMetadata, TopicPartition
+from pybroker.client.connection import BrokerConnection
+from pybroker.client.consumer import Consumer, ConsumerRecord
+from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
+from pybroker.client.group_admin import (
+    GroupDescription, GroupListing, MemberDescription, OffsetAndMetadata,
+)
+from pybroker.client.log_io import FetchedPartition, FetchPosition, fetch, produce_batch
+from pybroker.client.producer import DeliveryFuture, Producer, RecordMetadata
+
+__all__ = [
+    "ErrorCode", "KafkaError", "KafkaConnectionError", "KafkaTimeoutError",
+    "KafkaClient", "open_client", "BrokerConnection",
+    "BrokerNode", "TopicMetadata", "PartitionMetadata", "TopicPartition",
+    "Admin", "NewTopic", "ConfigResource", "ConfigEntry", "ConfigSource", "ResourceType",
+    "AlterConfigOp", "AlterOpType", "OffsetSpec", "ListOffsetsResult",
+    "GroupListing", "GroupDescription", "MemberDescription", "OffsetAndMetadata",
+    "Producer", "DeliveryFuture", "RecordMetadata", "Consumer", "ConsumerRecord",
+    "fetch", "produce_batch", "FetchPosition", "FetchedPartition",
+]

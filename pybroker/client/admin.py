@@ -1,0 +1,394 @@
+"""Administrative requests over a KafkaClient: topics, partitions, configs, offsets, records.
+
+Each method speaks one Kafka API (routing it where Kafka wants it: the controller, a
+partition's leader, a named broker) and returns plain values. Per-item failures come back in
+the result, keyed like the request, as exceptions (`KafkaError`, or `KafkaConnectionError`
+when a leader could not be reached), because a tool reports "this topic failed, that one
+worked" rather than stopping at the first error; a failure of the whole request raises.
+Group administration lives in `group_admin` and is mixed in here, so `Admin` is the one
+object a tool needs.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterable, Mapping, TypeVar
+
+import trio
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from pybroker.client.client import REFRESH_CODES, KafkaClient
+from pybroker.client.cluster import ZERO_UUID, TopicMetadata, TopicPartition
+from pybroker.client.connection import BrokerConnection
+from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
+from pybroker.client.group_admin import GroupAdminMixin
+
+__all__ = ["Admin", "NewTopic", "ResourceType", "ConfigSource", "ConfigResource",
+           "ConfigSynonym", "ConfigEntry", "AlterOpType", "AlterConfigOp", "OffsetSpec",
+           "ListOffsetsResult"]
+
+V = TypeVar("V")
+Outcome = Any  # a value, or the exception that stopped it
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """-1 partitions or replication factor asks for the broker's default."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+    assignments: Mapping[int, list[int]] | None = None
+
+
+class ResourceType(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class ConfigSource(enum.IntEnum):
+    """DescribeConfigs `config_source` as Kafka numbers it on the wire, with the Java names."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    DYNAMIC_CLIENT_METRICS_CONFIG = 7
+    DYNAMIC_GROUP_CONFIG = 8
+
+    @classmethod
+    def of(cls, value: int) -> "ConfigSource":
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
+
+
+@dataclass(frozen=True)
+class ConfigResource:
+    type: ResourceType
+    name: str
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool = False
+    sensitive: bool = False
+    synonyms: tuple[ConfigSynonym, ...] = ()
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == ConfigSource.DEFAULT_CONFIG
+
+
+class AlterOpType(enum.IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True)
+class AlterConfigOp:
+    name: str
+    value: str | None
+    op: AlterOpType = AlterOpType.SET
+
+
+class OffsetSpec:
+    """ListOffsets' special timestamps; any other value is a time in ms."""
+
+    LATEST = -1
+    EARLIEST = -2
+    MAX_TIMESTAMP = -3
+
+
+@dataclass(frozen=True)
+class ListOffsetsResult:
+    offset: int
+    timestamp: int
+    leader_epoch: int
+
+
+class Admin(GroupAdminMixin):
+    """Admin operations; `timeout` (seconds) bounds each one, retries included."""
+
+    def __init__(self, client: KafkaClient, *, timeout: float | None = None,
+                 coordinator: Callable[[], Awaitable[BrokerConnection]] | None = None) -> None:
+        self.client = client
+        self.timeout = client.request_timeout if timeout is None else timeout
+        self.coordinator = coordinator
+
+    @property
+    def _timeout_ms(self) -> int:
+        return int(self.timeout * 1000)
+
+    # -- topics --------------------------------------------------------------------------------
+
+    async def list_topics(self, *, include_internal: bool = True) -> dict[str, TopicMetadata]:
+        meta = await self.client.refresh_metadata(None)
+        return {n: t for n, t in sorted(meta.topics.items())
+                if t.error == ErrorCode.NONE and (include_internal or not t.internal)}
+
+    async def describe_topics(self, names: Iterable[str]) -> dict[str, Outcome]:
+        names = list(names)
+        meta = await self.client.refresh_metadata(names)
+        out: dict[str, Outcome] = {}
+        for name in names:
+            topic = meta.topics.get(name)
+            if topic is None or topic.error != ErrorCode.NONE:
+                code = topic.error if topic is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                out[name] = KafkaError(code, f"Topic '{name}' does not exist."
+                                       if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None)
+            else:
+                out[name] = topic
+        return out
+
+    async def create_topics(self, topics: Iterable[NewTopic], *,
+                            validate_only: bool = False) -> dict[str, Outcome]:
+        """name -> the CreateTopics result entry (a Container), or the KafkaError."""
+        topics = list(topics)
+        body = {"topics": [_new_topic_body(t) for t in topics], "timeout_ms": self._timeout_ms,
+                "validate_only": validate_only}
+
+        async def attempt() -> Any:
+            conn = await self.client.controller()
+            resp = await conn.request(ApiKey.CREATE_TOPICS, body)
+            if any(r.error_code == ErrorCode.NOT_CONTROLLER for r in resp.topics):
+                raise KafkaError(ErrorCode.NOT_CONTROLLER)
+            return resp
+
+        resp = await self.client.retrying(attempt, timeout=self.timeout)
+        return {r.name: _outcome(r.error_code, r.error_message, r) for r in resp.topics}
+
+    async def delete_topics(self, names: Iterable[str]) -> dict[str, Outcome]:
+        names = list(names)
+        body = {"topics": [{"name": n, "topic_id": ZERO_UUID} for n in names],
+                "topic_names": names, "timeout_ms": self._timeout_ms}
+
+        async def attempt() -> Any:
+            conn = await self.client.controller()
+            resp = await conn.request(ApiKey.DELETE_TOPICS, body)
+            if any(r.error_code == ErrorCode.NOT_CONTROLLER for r in resp.responses):
+                raise KafkaError(ErrorCode.NOT_CONTROLLER)
+            return resp
+
+        resp = await self.client.retrying(attempt, timeout=self.timeout)
+        for name in names:
+            self.client.topics.pop(name, None)
+        return {r.name: _outcome(r.error_code, r.error_message, None) for r in resp.responses}
+
+    async def create_partitions(self, counts: Mapping[str, int], *,
+                                validate_only: bool = False) -> dict[str, Outcome]:
+        """Raise each topic's partition count to `counts[topic]`."""
+        body = {"topics": [{"name": n, "count": c, "assignments": None}
+                           for n, c in counts.items()],
+                "timeout_ms": self._timeout_ms, "validate_only": validate_only}
+
+        async def attempt() -> Any:
+            conn = await self.client.controller()
+            resp = await conn.request(ApiKey.CREATE_PARTITIONS, body)
+            if any(r.error_code == ErrorCode.NOT_CONTROLLER for r in resp.results):
+                raise KafkaError(ErrorCode.NOT_CONTROLLER)
+            return resp
+
+        resp = await self.client.retrying(attempt, timeout=self.timeout)
+        return {r.name: _outcome(r.error_code, r.error_message, None) for r in resp.results}
+
+    # -- configs -------------------------------------------------------------------------------
+
+    async def _config_node(self, resource: ConfigResource) -> int | None:
+        """Broker configs are answered by that broker; everything else by any broker."""
+        if resource.type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) \
+                and resource.name.isdigit():
+            return int(resource.name)
+        return None
+
+    async def describe_configs(self, resources: Iterable[ConfigResource], *,
+                               include_synonyms: bool = False,
+                               keys: Iterable[str] | None = None) -> dict[ConfigResource, Outcome]:
+        """resource -> list of ConfigEntry (in the broker's order), or the KafkaError."""
+        out: dict[ConfigResource, Outcome] = {}
+        wanted = None if keys is None else list(keys)
+        for resource in resources:
+            body = {"resources": [{"resource_type": int(resource.type),
+                                   "resource_name": resource.name,
+                                   "configuration_keys": wanted}],
+                    "include_synonyms": include_synonyms, "include_documentation": False}
+            resp = await self.client.request(ApiKey.DESCRIBE_CONFIGS, body,
+                                             node_id=await self._config_node(resource))
+            for r in resp.results:
+                entries = [ConfigEntry(
+                    c.name, c.value, ConfigSource.of(c.config_source), c.read_only,
+                    c.is_sensitive, tuple(ConfigSynonym(s.name, s.value, ConfigSource.of(s.source))
+                                          for s in c.synonyms or ()))
+                    for c in r.configs]
+                out[resource] = _outcome(r.error_code, r.error_message, entries)
+        return out
+
+    async def incremental_alter_configs(self, changes: Mapping[ConfigResource,
+                                                                Iterable[AlterConfigOp]], *,
+                                        validate_only: bool = False
+                                        ) -> dict[ConfigResource, Outcome]:
+        out: dict[ConfigResource, Outcome] = {}
+        for resource, ops in changes.items():
+            body = {"resources": [{"resource_type": int(resource.type),
+                                   "resource_name": resource.name,
+                                   "configs": [{"name": o.name, "config_operation": int(o.op),
+                                                "value": o.value} for o in ops]}],
+                    "validate_only": validate_only}
+            resp = await self.client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body,
+                                             node_id=await self._config_node(resource))
+            for r in resp.responses:
+                out[resource] = _outcome(r.error_code, r.error_message, None)
+        return out
+
+    async def alter_configs(self, changes: Mapping[ConfigResource, Mapping[str, str]], *,
+                            validate_only: bool = False) -> dict[ConfigResource, Outcome]:
+        """The legacy whole-set AlterConfigs: configs not named are reset to their defaults."""
+        out: dict[ConfigResource, Outcome] = {}
+        for resource, configs in changes.items():
+            body = {"resources": [{"resource_type": int(resource.type),
+                                   "resource_name": resource.name,
+                                   "configs": [{"name": k, "value": v}
+                                               for k, v in configs.items()]}],
+                    "validate_only": validate_only}
+            resp = await self.client.request(ApiKey.ALTER_CONFIGS, body,
+                                             node_id=await self._config_node(resource))
+            for r in resp.responses:
+                out[resource] = _outcome(r.error_code, r.error_message, None)
+        return out
+
+    # -- cluster -------------------------------------------------------------------------------
+
+    async def describe_cluster(self) -> tuple[str | None, int, dict]:
+        """(cluster id, controller id, brokers by id), from Metadata (served everywhere)."""
+        meta = await self.client.refresh_metadata([])
+        return meta.cluster_id, meta.controller_id, dict(meta.brokers)
+
+    # -- offsets and records (routed to leaders) -----------------------------------------------
+
+    async def list_offsets(self, specs: Mapping[TopicPartition, int], *,
+                           isolation_level: int = 0) -> dict[TopicPartition, Outcome]:
+        """tp -> ListOffsetsResult for each OffsetSpec or timestamp; offset -1 means none."""
+        need_max_ts = any(s == OffsetSpec.MAX_TIMESTAMP for s in specs.values())
+
+        async def send(node_id: int, batch: dict[TopicPartition, int]) -> dict:
+            body = {"replica_id": -1, "isolation_level": isolation_level,
+                    "topics": _by_topic(batch, lambda tp, ts: {
+                        "partition_index": tp.partition, "current_leader_epoch": -1,
+                        "timestamp": ts, "max_num_offsets": 1}),
+                    "timeout_ms": self._timeout_ms}
+            resp = await self.client.request(ApiKey.LIST_OFFSETS, body, node_id=node_id,
+                                             min_version=7 if need_max_ts else None)
+            return {TopicPartition(t.name, p.partition_index): _outcome(
+                        p.error_code, None, ListOffsetsResult(p.offset, p.timestamp,
+                                                              p.leader_epoch))
+                    for t in resp.topics for p in t.partitions}
+
+        return await self.for_leaders(dict(specs), send)
+
+    async def delete_records(self, before: Mapping[TopicPartition, int]
+                             ) -> dict[TopicPartition, Outcome]:
+        """Delete records below each offset (-1: the high watermark); tp -> new low watermark."""
+        async def send(node_id: int, batch: dict[TopicPartition, int]) -> dict:
+            body = {"topics": _by_topic(batch, lambda tp, off: {
+                        "partition_index": tp.partition, "offset": off}),
+                    "timeout_ms": self._timeout_ms}
+            resp = await self.client.request(ApiKey.DELETE_RECORDS, body, node_id=node_id)
+            return {TopicPartition(t.name, p.partition_index):
+                    _outcome(p.error_code, None, p.low_watermark)
+                    for t in resp.topics for p in t.partitions}
+
+        return await self.for_leaders(dict(before), send)
+
+    async def for_leaders(self, items: dict[TopicPartition, V],
+                          send: Callable[[int, dict[TopicPartition, V]], Awaitable[dict]]
+                          ) -> dict[TopicPartition, Outcome]:
+        """Send each partition's item to its leader, one request per leader, concurrently.
+
+        Partitions whose answer says the metadata was stale are retried after a refresh until
+        the timeout; then their last error stands in the result.
+        """
+        results: dict[TopicPartition, Outcome] = {}
+        pending = dict(items)
+        deadline = trio.current_time() + self.timeout
+        refresh = False
+        while pending:
+            groups: dict[int, dict[TopicPartition, V]] = {}
+            for tp, item in pending.items():
+                try:
+                    leader = await self.client.leader(tp.topic, tp.partition, refresh=refresh)
+                except (KafkaError, KafkaConnectionError, KafkaTimeoutError) as exc:
+                    results[tp] = exc
+                    continue
+                groups.setdefault(leader, {})[tp] = item
+
+            async def one(node_id: int, batch: dict[TopicPartition, V]) -> None:
+                try:
+                    answered = await send(node_id, batch)
+                except (KafkaError, KafkaConnectionError, KafkaTimeoutError) as exc:
+                    answered = {tp: exc for tp in batch}
+                for tp in batch:
+                    results[tp] = answered.get(tp, KafkaError(
+                        ErrorCode.UNKNOWN_SERVER_ERROR, f"no answer for {tp}"))
+
+            async with trio.open_nursery() as nursery:
+                for node_id, batch in groups.items():
+                    nursery.start_soon(one, node_id, batch)
+            retry = {tp: item for tp, item in pending.items()
+                     if _stale(results.get(tp)) and tp in results}
+            if not retry or trio.current_time() + 0.2 >= deadline:
+                break
+            pending, refresh = retry, True
+            await trio.sleep(0.2)
+        return {tp: results[tp] for tp in items if tp in results}
+
+
+def _stale(outcome: Outcome) -> bool:
+    return (isinstance(outcome, KafkaConnectionError)
+            or (isinstance(outcome, KafkaError) and outcome.code in REFRESH_CODES
+                and outcome.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+
+
+def _outcome(code: int, message: str | None, value: Any) -> Outcome:
+    return KafkaError(code, message or None) if code else value
+
+
+def _by_topic(items: Mapping[TopicPartition, V], make: Callable[[TopicPartition, V], dict]
+              ) -> list[dict]:
+    topics: dict[str, list[dict]] = {}
+    for tp, item in items.items():
+        topics.setdefault(tp.topic, []).append(make(tp, item))
+    return [{"name": t, "partitions": ps} for t, ps in topics.items()]
+
+
+def _new_topic_body(t: NewTopic) -> dict:
+    assignments = []
+    if t.assignments:
+        assignments = [{"partition_index": p, "broker_ids": list(b)}
+                       for p, b in sorted(t.assignments.items())]
+    return {"name": t.name,
+            "num_partitions": -1 if assignments else t.num_partitions,
+            "replication_factor": -1 if assignments else t.replication_factor,
+            "assignments": assignments,
+            "configs": [{"name": k, "value": v} for k, v in t.configs.items()]}

@@ -1,0 +1,98 @@
+"""Kafka producer and consumer properties, as the tools accept them, mapped onto our client.
+
+Tools take client settings the way Kafka's do (`--producer-property acks=all`,
+`--consumer.config file`, `--producer-props k=v ...`), with Kafka's property names. The ones
+our client implements are translated here; the rest (serializers, metrics, buffer tuning) are
+accepted and ignored, since a command line copied from Kafka's documentation should still run.
+A bad value is a usage error that names the property.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from pybroker.client.consumer import parse_isolation_level
+from pybroker.client.producer import parse_acks, parse_compression
+from pybroker.tools.common import UsageError
+
+__all__ = ["producer_options", "consumer_options"]
+
+
+def _int(name: str) -> Callable[[str], int]:
+    def convert(value: str) -> int:
+        try:
+            return int(value.strip())
+        except ValueError:
+            raise UsageError(f"Invalid value {value} for configuration {name}: "
+                             "Not a number of type INT") from None
+    return convert
+
+
+def _bool(name: str) -> Callable[[str], bool]:
+    def convert(value: str) -> bool:
+        text = value.strip().lower()
+        if text not in ("true", "false"):
+            raise UsageError(f"Invalid value {value} for configuration {name}: "
+                             "Expected value to be either true or false")
+        return text == "true"
+    return convert
+
+
+def _checked(name: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    def convert(value: str) -> Any:
+        try:
+            return parse(value)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    return convert
+
+
+_PRODUCER: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "acks": ("acks", _checked("acks", parse_acks)),
+    "compression.type": ("compression", _checked("compression.type", parse_compression)),
+    "linger.ms": ("linger_ms", _int("linger.ms")),
+    "batch.size": ("batch_size", _int("batch.size")),
+    "max.in.flight.requests.per.connection":
+        ("max_in_flight", _int("max.in.flight.requests.per.connection")),
+    "request.timeout.ms": ("request_timeout_ms", _int("request.timeout.ms")),
+    "delivery.timeout.ms": ("delivery_timeout_ms", _int("delivery.timeout.ms")),
+    "max.request.size": ("max_request_size", _int("max.request.size")),
+    "buffer.memory": ("buffer_memory", _int("buffer.memory")),
+}
+
+_CONSUMER: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "group.id": ("group_id", str),
+    "group.instance.id": ("group_instance_id", str),
+    "auto.offset.reset": ("auto_offset_reset", str),
+    "enable.auto.commit": ("enable_auto_commit", _bool("enable.auto.commit")),
+    "auto.commit.interval.ms": ("auto_commit_interval_ms", _int("auto.commit.interval.ms")),
+    "isolation.level": ("isolation_level",
+                        _checked("isolation.level", parse_isolation_level)),
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", _int("fetch.max.wait.ms")),
+    "fetch.min.bytes": ("fetch_min_bytes", _int("fetch.min.bytes")),
+    "fetch.max.bytes": ("fetch_max_bytes", _int("fetch.max.bytes")),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes",
+                                  _int("max.partition.fetch.bytes")),
+    "session.timeout.ms": ("session_timeout_ms", _int("session.timeout.ms")),
+    "heartbeat.interval.ms": ("heartbeat_interval_ms", _int("heartbeat.interval.ms")),
+    "max.poll.interval.ms": ("max_poll_interval_ms", _int("max.poll.interval.ms")),
+}
+
+
+def _translate(props: Mapping[str, str],
+               table: dict[str, tuple[str, Callable[[str], Any]]]) -> dict[str, Any]:
+    return {table[k][0]: table[k][1](v) for k, v in props.items() if k in table}
+
+
+def producer_options(props: Mapping[str, str]) -> dict[str, Any]:
+    """Producer(...) keyword arguments from producer properties."""
+    return _translate(props, _PRODUCER)
+
+
+def consumer_options(props: Mapping[str, str]) -> dict[str, Any]:
+    """Consumer(...) keyword arguments from consumer properties."""
+    options = _translate(props, _CONSUMER)
+    reset = options.get("auto_offset_reset")
+    if reset is not None and reset not in ("earliest", "latest", "none"):
+        raise UsageError(f"Invalid value {reset} for configuration auto.offset.reset: "
+                         "String must be one of: latest, earliest, none")
+    return options

@@ -1,0 +1,141 @@
+"""The bin/ shims: named as Kafka names its tools, also as .sh, each one line over a module.
+
+A few tools are run through their shims in a subprocess, to see the whole path a person
+types: the shell script, `bin/_bootstrap`, `python -m pybroker.tools.<tool>`, exit codes, and
+Ctrl-C ending the console consumer with its "Processed a total of N messages".
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT
+
+BIN = ROOT / "bin"
+TOOLS = {
+    "kafka-topics": "topics", "kafka-console-producer": "console_producer",
+    "kafka-console-consumer": "console_consumer", "kafka-consumer-groups": "consumer_groups",
+    "kafka-configs": "configs", "kafka-get-offsets": "get_offsets",
+    "kafka-delete-records": "delete_records", "kafka-producer-perf-test": "producer_perf_test",
+    "kafka-consumer-perf-test": "consumer_perf_test", "kafka-dump-log": "dump_log",
+}
+
+
+def _venv_ready() -> str | None:
+    """Why the shims cannot run here without installing, or None when they can."""
+    venv = Path(os.environ.get("PYBROKER_VENV", ROOT / ".venv"))
+    stamp = venv / ".installed"
+    if not (venv / "bin" / "python").exists() or not stamp.exists():
+        return f"bin/_bootstrap would create {venv} first (no {stamp})"
+    if (ROOT / "pyproject.toml").stat().st_mtime > stamp.stat().st_mtime:
+        return "bin/_bootstrap would reinstall: pyproject.toml is newer than the venv stamp"
+    return None
+
+
+needs_venv = pytest.mark.skipif(_venv_ready() is not None, reason=str(_venv_ready()))
+
+
+def shim(name: str, *args: str, stdin: bytes | None = None, timeout: float = 30
+         ) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / name), *args], input=stdin, capture_output=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+@pytest.mark.parametrize("name", sorted(TOOLS))
+def test_each_tool_has_a_one_line_shim_and_a_dot_sh_twin(name: str) -> None:
+    path = BIN / name
+    assert os.access(path, os.X_OK)
+    lines = path.read_text().splitlines()
+    assert lines == ["#!/usr/bin/env bash",
+                     'source "$(dirname "$0")/_bootstrap" && exec "$PYBROKER_PY" -m '
+                     f'pybroker.tools.{TOOLS[name]} "$@"']
+    twin = BIN / f"{name}.sh"
+    assert twin.is_symlink() and os.readlink(twin) == name
+    module = importlib.import_module(f"pybroker.tools.{TOOLS[name]}")
+    assert callable(module.main)
+
+
+@needs_venv
+def test_topics_and_console_tools_through_the_shims(bootstrap, name) -> None:
+    t = name("shim")
+    done = shim("kafka-topics.sh", "--bootstrap-server", bootstrap, "--create", "--topic", t,
+                "--partitions", "1")
+    assert (done.returncode, done.stdout) == (0, f"Created topic {t}.\n".encode())
+    assert t in shim("kafka-topics", "--bootstrap-server", bootstrap, "--list").stdout.decode()
+    done = shim("kafka-console-producer.sh", "--bootstrap-server", bootstrap, "--topic", t,
+                stdin=b"one\ntwo\nthree\n")
+    assert (done.returncode, done.stderr) == (0, b"")
+
+    consumer = subprocess.Popen(
+        [str(BIN / "kafka-console-consumer.sh"), "--bootstrap-server", bootstrap, "--topic", t,
+         "--from-beginning"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert consumer.stdout is not None
+        got = [consumer.stdout.readline() for _ in range(3)]
+        assert got == [b"one\n", b"two\n", b"three\n"]
+        consumer.send_signal(signal.SIGINT)
+        _, err = consumer.communicate(timeout=20)
+    finally:
+        consumer.kill()
+    assert consumer.returncode == 130
+    assert err.decode().endswith("Processed a total of 3 messages\n")
+
+
+@needs_venv
+def test_unreachable_broker_through_a_shim() -> None:
+    start = time.monotonic()
+    done = shim("kafka-consumer-groups.sh", "--bootstrap-server", "127.0.0.1:1", "--list")
+    assert time.monotonic() - start < 15
+    assert done.returncode == 1 and done.stdout == b""
+    assert done.stderr.decode().count("\n") == 1
+    assert re.fullmatch(r"Error: .*Could not connect to 127\.0\.0\.1:1 \(Connection refused\)\n",
+                        done.stderr.decode())
+
+
+@needs_venv
+def test_bad_flag_through_a_shim() -> None:
+    done = shim("kafka-get-offsets", "--bootstrap-server", "127.0.0.1:1", "--no-such-flag")
+    assert done.returncode == 1
+    assert done.stderr == (b"kafka-get-offsets: unrecognized arguments: --no-such-flag "
+                           b"(see --help)\n")
+
+
+def test_modules_run_with_python_dash_m() -> None:
+    done = subprocess.run([sys.executable, "-m", "pybroker.tools.dump_log", "--help"],
+                          capture_output=True, cwd=ROOT, timeout=30,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0 and b"--print-data-log" in done.stdout
+
+
+@needs_venv
+def test_ctrl_c_stops_the_console_producer_cleanly(bootstrap, name) -> None:
+    t = name("shim")
+    assert shim("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic",
+                t).returncode == 0
+    producer = subprocess.Popen(
+        [str(BIN / "kafka-console-producer"), "--bootstrap-server", bootstrap, "--topic", t,
+         "--timeout", "10"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert producer.stdin is not None
+        producer.stdin.write(b"typed before ctrl-c\n")
+        producer.stdin.flush()  # stdin stays open, as at a terminal
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            done = shim("kafka-get-offsets", "--bootstrap-server", bootstrap, "--topic", t)
+            if done.stdout == f"{t}:0:1\n".encode():
+                break
+            time.sleep(0.1)
+        producer.send_signal(signal.SIGINT)
+        _, err = producer.communicate(timeout=20)
+    finally:
+        producer.kill()
+    assert (producer.returncode, err) == (130, b"")
