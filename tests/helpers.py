@@ -64,7 +64,10 @@ def broker_in_thread(log_dir: Path, **overrides: str) -> Iterator[ServerInfo]:
 class BrokerProcess:
     """`python -m pybroker` as a child process, so a test can kill -9 it."""
 
-    def __init__(self, log_dir: Path, port: int = 0, **overrides: str) -> None:
+    def __init__(self, log_dir: Path, port: int = 0, config: str | None = None,
+                 **overrides: str) -> None:
+        """With `config`, the file is used as given but for port and log dir."""
+        self.config = config
         self.log_dir = log_dir
         self.port = port
         self.overrides = overrides
@@ -74,9 +77,12 @@ class BrokerProcess:
     def start(self, timeout: float = 30) -> "BrokerProcess":
         args = [sys.executable, "-m", "pybroker",
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-                "--override", f"log.dirs={self.log_dir}",
-                "--override", "group.initial.rebalance.delay.ms=0",
-                "--override", "offsets.topic.num.partitions=5"]
+                "--override", f"log.dirs={self.log_dir}"]
+        if self.config is not None:
+            args.insert(3, self.config)
+        else:
+            args += ["--override", "group.initial.rebalance.delay.ms=0",
+                     "--override", "offsets.topic.num.partitions=5"]
         for k, v in self.overrides.items():
             args += ["--override", f"{k.replace('_', '.')}={v}"]
         env = dict(os.environ, PYTHONPATH=str(ROOT))
