@@ -24,6 +24,9 @@ class LogConfig:
     retention deletes segments at all: a compacted-only topic ("compact") keeps them, since its
     history is pruned by the cleaner instead. `file_delete_delay_ms` is how long a segment
     removed by retention stays on disk (renamed `.deleted`) so readers holding its file finish.
+    The last four fields drive the log cleaner (`cleaner.py`) on "compact" topics: how long
+    tombstones survive once cleaned, the dirty fraction that triggers a cleaning, and the
+    youngest / oldest a record may be before it is left alone / cleaned regardless.
     """
 
     segment_bytes: int = 1073741824
@@ -38,6 +41,10 @@ class LogConfig:
     max_message_bytes: int = 1048588
     file_delete_delay_ms: int = 60000
     cleanup_policy: str = "delete"
+    delete_retention_ms: int = 86400000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
 
     @property
     def log_append_time(self) -> bool:
@@ -47,3 +54,8 @@ class LogConfig:
     def delete_enabled(self) -> bool:
         """Whether retention may delete segments ("delete" or "compact,delete")."""
         return "delete" in self.cleanup_policy
+
+    @property
+    def compact_enabled(self) -> bool:
+        """Whether the log cleaner compacts this log ("compact" or "compact,delete")."""
+        return "compact" in self.cleanup_policy

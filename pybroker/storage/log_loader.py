@@ -3,8 +3,11 @@
 Kafka's LogLoader, reduced to what a log needs at open:
 
 - leftovers of interrupted work are removed: `*.deleted` segments (retention that crashed
-  between rename and unlink), `*.tmp` files (checkpoints and snapshots half written), index
-  files whose `.log` is gone;
+  between rename and unlink), `*.tmp` files (checkpoints and snapshots half written),
+  `*.cleaned` files (a cleaning that had not committed), index files whose `.log` is gone;
+- a cleaning that had committed (its segment renamed `*.swap`) but not finished is completed,
+  as Kafka does: the segments the swap file covers (base offsets from its base to its next
+  offset) are deleted and the `.swap` suffix is dropped;
 - a segment whose `.index` or `.timeindex` is missing gets them rebuilt from its log;
 - after a clean shutdown only the active segment's tail is re-checked (CRC of the few batches
   after its last index entry: one short read), so opening thousands of partitions stays fast;
@@ -21,7 +24,8 @@ from pathlib import Path
 from pybroker.storage.abstract_index import CorruptIndexError
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.segment import (
-    DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
+    CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
+    LogSegment, fsync_directory,
 )
 
 __all__ = ["load_segments"]
@@ -44,10 +48,11 @@ def load_segments(directory: Path, config: LogConfig, *, initial_offset: int,
     Creates the directory and an empty segment at `initial_offset` for a new log.
     """
     directory.mkdir(parents=True, exist_ok=True)
+    _complete_swaps(directory, config)
     names = set(os.listdir(directory))
     bases: set[int] = set()
     for name in names:
-        if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
+        if name.endswith((DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX)):
             (directory / name).unlink(missing_ok=True)
             continue
         base = _offset_of(name, LOG_SUFFIX)
@@ -74,6 +79,50 @@ def load_segments(directory: Path, config: LogConfig, *, initial_offset: int,
     else:
         _recover(segments, recovery_point)
     return segments
+
+
+def _complete_swaps(directory: Path, config: LogConfig) -> None:
+    """Finish cleanings that crashed after their commit point (the `.log.swap` rename).
+
+    A swap segment replaces every segment whose base offset lies in [its base, its next
+    offset): those are deleted (they may already be `.deleted`), then its files lose the
+    suffix. Like Kafka's, the rule cannot see an old segment beyond the swap's last batch
+    (one whose records were all cleaned away); such a segment survives with superseded
+    records only, which the next cleaning removes again. Nothing committed is lost.
+    """
+    names = os.listdir(directory)
+    swaps = sorted(base for name in names
+                   if (base := _offset_of(name, LOG_SUFFIX + SWAP_SUFFIX)) is not None)
+    for name in names:  # swap indexes without a swap log: the rename never got that far
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            base = _offset_of(name, suffix + SWAP_SUFFIX)
+            if base is not None and base not in swaps:
+                (directory / name).unlink(missing_ok=True)
+    if not swaps:
+        return
+    ranges = []
+    for base in swaps:
+        segment = LogSegment(directory, base, config, file_suffix=SWAP_SUFFIX)
+        try:
+            segment.rebuild_indexes()  # cheap (headers only) and never trusts a half rename
+            ranges.append((base, max(segment.read_next_offset(), base + 1)))
+        finally:
+            segment.close()
+    for name in os.listdir(directory):
+        if name.endswith(SWAP_SUFFIX):
+            continue
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            base = _offset_of(name, suffix)
+            if base is not None and any(lo <= base < hi for lo, hi in ranges):
+                log.info("%s: deleting %s, replaced by an interrupted cleaning", directory,
+                         name)
+                (directory / name).unlink(missing_ok=True)
+    for base in swaps:
+        segment = LogSegment(directory, base, config, file_suffix=SWAP_SUFFIX)
+        segment.change_file_suffixes(SWAP_SUFFIX, "")
+        segment.close()
+        log.info("%s: completed the swap of cleaned segment %d", directory, base)
+    fsync_directory(directory)
 
 
 def _check_active_segment(active: LogSegment) -> None:

@@ -23,6 +23,10 @@ pread. Records are never decoded on either path.
 Loading (`log_loader`) trusts the files after a clean shutdown (only the active segment's tail
 is re-checked) and re-validates every segment from the recovery point otherwise.
 
+Compaction (`cleaner`) writes cleaned segments off the log's books, then `replace_segments`
+swaps them in; the swap runs on the same thread as reads, so a read sees either the old
+segments or the new one, never a mix.
+
 Threading: everything runs on the caller's thread except `flush`, which the broker runs in a
 worker thread; it only fsyncs and moves the recovery point, and a lock keeps it from racing
 `close`.
@@ -51,10 +55,13 @@ from pybroker.storage.log_info import (
 )
 from pybroker.storage.log_loader import load_segments
 from pybroker.storage.producer_state import (
-    PRODUCER_ID_EXPIRATION_MS, DuplicateBatch, InvalidProducerEpoch, OutOfOrderSequence,
-    ProducerStateManager,
+    PRODUCER_ID_EXPIRATION_MS, SNAPSHOT_SUFFIX, DuplicateBatch, InvalidProducerEpoch,
+    OutOfOrderSequence, ProducerStateManager,
 )
-from pybroker.storage.segment import AppendedBatch, FileSlice, LogSegment
+from pybroker.storage.segment import (
+    CLEANED_SUFFIX, SWAP_SUFFIX, AppendedBatch, FileSlice, LogSegment, fsync_directory,
+    segment_file_name,
+)
 
 __all__ = [
     "PartitionLog", "LogConfig", "AppendInfo", "FetchData", "FileSlice", "OffsetOutOfRange",
@@ -514,6 +521,46 @@ class PartitionLog:
             for segment in due:
                 segment.delete()
         return len(due)
+
+    # -- compaction ----------------------------------------------------------------------------
+    def replace_segments(self, cleaned: LogSegment, old: list[LogSegment]) -> bool:
+        """Swap `cleaned` in for the consecutive, inactive segments `old`, as Kafka's
+        replaceSegments does. `cleaned` is fsynced, its files suffixed `.cleaned`, or already
+        `.swap` if the caller passed the commit point itself (renamed and fsynced the
+        directory off the event loop).
+
+        Steps: `.cleaned` -> `.swap` and an fsync of the directory (the commit point: from
+        here a crash completes the swap at the next load), the old segments renamed
+        `.deleted` (removed after file.delete.delay.ms), `.swap` -> final names. Those last
+        renames need no fsync: whichever of them a crash loses, the loader completes the swap.
+        Producer-state snapshots named after the segments merged away go too (as in Kafka:
+        only the newest is ever loaded, and a compacted log would otherwise keep one per roll
+        forever). False, with nothing changed, if `old` is no longer a run of inactive
+        segments of this log (retention or a truncation got there first); the caller then
+        deletes `cleaned`.
+        """
+        with self._lock:
+            if self._closed or not old or cleaned.base_offset != old[0].base_offset:
+                return False
+            try:
+                i = next(n for n, seg in enumerate(self.segments) if seg is old[0])
+            except StopIteration:
+                return False
+            run = self.segments[i:i + len(old)]
+            if (len(run) != len(old) or any(a is not b for a, b in zip(run, old))
+                    or i + len(old) >= len(self.segments)):
+                return False
+            if not cleaned.log_path.name.endswith(SWAP_SUFFIX):
+                cleaned.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+                fsync_directory(self.dir)
+            self.segments[i:i + len(old)] = [cleaned]
+            self._base_offsets[i:i + len(old)] = [cleaned.base_offset]
+            self._remove_segments(old)
+            cleaned.change_file_suffixes(SWAP_SUFFIX, "")
+            for segment in old[1:]:
+                (self.dir / segment_file_name(segment.base_offset, SNAPSHOT_SUFFIX)).unlink(
+                    missing_ok=True)
+            return True
 
     # -- durability and lifecycle --------------------------------------------------------------
     @property

@@ -36,7 +36,8 @@ from pybroker.storage.time_index import TimeIndex
 
 __all__ = [
     "LogSegment", "SegmentRead", "FileSlice", "AppendedBatch", "segment_file_name",
-    "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "DELETED_SUFFIX", "INT32_MAX",
+    "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "DELETED_SUFFIX", "CLEANED_SUFFIX",
+    "SWAP_SUFFIX", "INT32_MAX", "fsync_directory",
 ]
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"  # a segment the log cleaner is still writing
+SWAP_SUFFIX = ".swap"  # a cleaned segment committed to replace the segments it covers
 INT32_MAX = 2**31 - 1
 
 SCAN_CHUNK = 16 * 1024  # forward scans from an index entry: about 2 intervals
@@ -63,6 +66,21 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def fsync_directory(path: Path) -> None:
+    """Make renames and creations in `path` durable (a no-op where directories cannot be
+    opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,14 +163,17 @@ class LogSegment:
     """A `.log` file and its two indexes, named by `base_offset`."""
 
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, *,
-                 create: bool = False) -> None:
+                 create: bool = False, file_suffix: str = "") -> None:
+        """`file_suffix` (`.cleaned`, `.swap`) names files that are not yet part of the log."""
         self.directory = directory
         self.base_offset = base_offset
-        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
-        self.offset_index = OffsetIndex(directory / segment_file_name(base_offset, INDEX_SUFFIX),
-                                        base_offset, config.segment_index_bytes)
-        self.time_index = TimeIndex(directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
-                                    base_offset, config.segment_index_bytes)
+        self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + file_suffix)
+        self.offset_index = OffsetIndex(
+            directory / (segment_file_name(base_offset, INDEX_SUFFIX) + file_suffix),
+            base_offset, config.segment_index_bytes)
+        self.time_index = TimeIndex(
+            directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
+            base_offset, config.segment_index_bytes)
         self.index_interval_bytes = config.index_interval_bytes
         self.created_ms = _now_ms()
         self.closed = False
@@ -239,6 +260,19 @@ class LogSegment:
         self.log_path = new_log
         for index in (self.offset_index, self.time_index):
             index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+
+    def change_file_suffixes(self, old: str, new: str) -> None:
+        """Rename the three files from `<name><old>` to `<name><new>` (Kafka's
+        changeFileSuffixes); open descriptors keep working.
+
+        The indexes go first and the `.log` last: loading keys on the `.log` name, and an
+        index whose log is elsewhere is just rebuilt or removed.
+        """
+        for index in (self.offset_index, self.time_index):
+            index.rename(_replace_suffix(index.path, old, new))
+        new_log = _replace_suffix(self.log_path, old, new)
+        os.rename(self.log_path, new_log)
+        self.log_path = new_log
 
     @property
     def last_modified_ms(self) -> int:
@@ -569,3 +603,10 @@ class LogSegment:
         self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp,
                                      skip_full_check=True)
         return valid_end
+
+
+def _replace_suffix(path: Path, old: str, new: str) -> Path:
+    name = path.name
+    if old and not name.endswith(old):
+        raise ValueError(f"{path} does not end with {old!r}")
+    return path.with_name((name[:-len(old)] if old else name) + new)
