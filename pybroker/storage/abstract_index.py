@@ -139,8 +139,15 @@ class AbstractIndex:
         self._truncate_entries(0)
 
     def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
+        """fsync; may run in a worker thread while a roll closes the writer on the loop."""
+        fd = self._fd
+        if fd is None:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:
+            if self._fd == fd:
+                raise  # a real I/O error, not a descriptor closed under us
 
     def _close_fd(self) -> None:
         if self._fd is not None:
