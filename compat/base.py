@@ -1,0 +1,238 @@
+"""The common interface every client adapter implements, and the records they exchange.
+
+An adapter exposes what one client can do in the small vocabulary the scenarios speak:
+produce records, read them back (from the beginning, from an offset, from a timestamp, as a
+group that commits), run a long-lived group member, and administer topics and configs. A
+method the client cannot express raises `NotApplicable` with the reason, which the matrix shows
+as N/A with a footnote; `Adapter`'s own implementations all do, so an adapter only overrides
+what its client can do. Any other exception is a failure.
+
+Adapters import their client library inside their methods: listing the adapters must not
+need every client installed.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+Headers = tuple[tuple[str, "bytes | None"], ...]
+
+TIMEOUT_S = 20.0  # how long a read waits for the records it expects
+
+
+class NotApplicable(Exception):
+    """The client cannot express this scenario (the message says why)."""
+
+
+class ProduceFailed(Exception):
+    """The client reported that a record was not delivered (the message is its error)."""
+
+
+@dataclass(frozen=True)
+class Rec:
+    """A record to produce. `partition` None lets the client's partitioner choose;
+    `timestamp` None lets the client stamp it."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = ()
+    timestamp: int | None = None
+    partition: int | None = None
+
+
+@dataclass(frozen=True)
+class Got:
+    """A record read back."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = field(default=())
+    timestamp: int = -1
+
+
+class Member:
+    """A consumer-group member running in the background (a thread or a child process).
+
+    `values()` are the values it has taken so far; `stop()` closes it gracefully (leaving the
+    group); `debug()` is shown when a scenario fails.
+    """
+
+    def values(self) -> list[bytes]:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def debug(self) -> str:
+        return ""
+
+
+class ThreadMember(Member):
+    """A member whose consumer loop runs in a thread: `body(stopping, take)` polls until
+    `stopping()` is true, calls `take(value)` per record, then closes its consumer."""
+
+    def __init__(self, name: str, body: Callable[[Callable[[], bool], Callable[[bytes], None]],
+                                                 None]) -> None:
+        self._taken: list[bytes] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                body(self._stop.is_set, self._take)
+            except BaseException as exc:  # reported by debug() and stop()
+                self.error = exc
+
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
+        self._thread.start()
+
+    def _take(self, value: bytes) -> None:
+        with self._lock:
+            self._taken.append(value)
+
+    def values(self) -> list[bytes]:
+        with self._lock:
+            return list(self._taken)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        if self._thread.is_alive():
+            raise RuntimeError(f"{self._thread.name} did not stop within 30 s")
+        if self.error is not None:
+            raise RuntimeError(f"{self._thread.name} failed: {self.error!r}") from self.error
+
+    def debug(self) -> str:
+        return f"{self._thread.name}: {len(self._taken)} taken, error={self.error!r}"
+
+
+def stop_all(members: Iterable[Member]) -> None:
+    """Stop members concurrently (each may take a poll interval to notice)."""
+    members = list(members)
+    for m in members:
+        if isinstance(m, ThreadMember):
+            m.request_stop()
+    errors = []
+    for m in members:
+        try:
+            m.stop()
+        except Exception as exc:  # keep stopping the others
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.05)
+
+
+class Adapter:
+    """One client. Subclasses set `name` (the matrix column) and override what they can do."""
+
+    name = "?"
+    order = 100  # column order in the matrix
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []  # qualifications a run adds to a passing cell (`note()`)
+
+    def note(self, text: str) -> None:
+        """Qualify the current cell (shown as a footnote when it passes)."""
+        if text not in self.notes:
+            self.notes.append(text)
+
+    @property
+    def no_admin(self) -> str:
+        return f"{self.name} has no admin API"
+
+    # -- what the client is ---------------------------------------------------------------------
+    def versions(self) -> dict[str, str]:
+        """Component -> version, e.g. {"confluent-kafka": "2.16.1", "librdkafka": "2.16.0"}."""
+        raise NotImplementedError
+
+    def missing(self) -> str | None:
+        """Why this client cannot run here at all (not installed), or None."""
+        return None
+
+    # -- capabilities the scenarios ask about before producing ---------------------------------
+    def cannot(self, feature: str) -> str | None:
+        """Why the client cannot express `feature`, or None. Features: "partition" (produce to
+        a chosen partition), "timestamp" (set a record's timestamp), "null-header-value",
+        "codec:<name>", "idempotence"."""
+        return None
+
+    # -- producing and consuming ----------------------------------------------------------------
+    def produce(self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str = "none",
+                idempotent: bool = False) -> None:
+        """Write `recs` in order and wait until each is acknowledged; ProduceFailed (or any
+        exception) if one is not."""
+        raise NotApplicable(f"{self.name} cannot produce")
+
+    def consume(self, bootstrap: str, topic: str, partitions: list[int],
+                count: int) -> list[Got]:
+        """Read `partitions` from the beginning, without a group, until `count` records."""
+        raise NotApplicable(f"{self.name} cannot consume")
+
+    def consume_from(self, bootstrap: str, topic: str, partition: int, offset: int,
+                     count: int) -> list[Got]:
+        """Read one partition from `offset` (seek), until `count` records."""
+        raise NotApplicable(f"{self.name} cannot seek to an offset")
+
+    def consume_from_time(self, bootstrap: str, topic: str, partition: int, timestamp: int,
+                          count: int) -> list[Got]:
+        """Read one partition from the first offset whose timestamp is >= `timestamp`."""
+        raise NotApplicable(f"{self.name} cannot seek to a timestamp")
+
+    def consume_group(self, bootstrap: str, topic: str, group: str, count: int) -> list[Got]:
+        """Join `group` (subscribe to `topic`, earliest if nothing committed), take exactly
+        `count` records, commit exactly those, leave."""
+        raise NotApplicable(f"{self.name} cannot consume in a group")
+
+    def committed(self, bootstrap: str, group: str, topic: str,
+                  partitions: list[int]) -> dict[int, int]:
+        """The group's committed offset per partition as the client reports it (-1: none)."""
+        raise NotApplicable(f"{self.name} cannot show a group's committed offsets")
+
+    def start_member(self, bootstrap: str, topic: str, group: str) -> Member:
+        """A long-lived member of `group` subscribed to `topic` (earliest if nothing
+        committed), committing what it takes."""
+        raise NotApplicable(f"{self.name} cannot run a group member")
+
+    # -- administration -------------------------------------------------------------------------
+    def create_topic(self, bootstrap: str, topic: str, partitions: int,
+                     configs: dict[str, str]) -> None:
+        raise NotApplicable(self.no_admin)
+
+    def list_topics(self, bootstrap: str) -> set[str]:
+        raise NotApplicable(self.no_admin)
+
+    def partition_count(self, bootstrap: str, topic: str) -> int:
+        raise NotApplicable(self.no_admin)
+
+    def add_partitions(self, bootstrap: str, topic: str, total: int) -> None:
+        raise NotApplicable(self.no_admin)
+
+    def delete_topic(self, bootstrap: str, topic: str) -> None:
+        raise NotApplicable(self.no_admin)
+
+    def describe_configs(self, bootstrap: str, topic: str) -> dict[str, str]:
+        """Every config of `topic` (defaults included) as name -> value."""
+        raise NotApplicable(self.no_admin)
+
+    def set_config(self, bootstrap: str, topic: str, name: str, value: str) -> None:
+        raise NotApplicable(self.no_admin)
+
+    def delete_config(self, bootstrap: str, topic: str, name: str) -> None:
+        """Remove the override: the topic falls back to the default."""
+        raise NotApplicable(self.no_admin)

@@ -1,0 +1,278 @@
+"""aiokafka: AIOKafkaProducer, AIOKafkaConsumer, AIOKafkaAdminClient (each call its own loop)."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Awaitable, Callable
+
+from compat.base import TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, ThreadMember
+
+DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs config_source of a topic override
+LEGACY_ALTER = ("aiokafka's admin has no IncrementalAlterConfigs: set and delete go through "
+                "AlterConfigs v1, which replaces every override, so the others are sent again")
+
+
+async def _read(consumer: Any, count: int) -> list[Got]:
+    got: list[Got] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(got) < count and time.monotonic() < deadline:
+        batches = await consumer.getmany(timeout_ms=200, max_records=count - len(got))
+        for msgs in batches.values():
+            got += [Got(m.partition, m.offset, m.key, m.value, tuple(m.headers or ()),
+                        m.timestamp) for m in msgs]
+    return got
+
+
+class AIOKafka(Adapter):
+    name = "aiokafka"
+    order = 30
+
+    def versions(self) -> dict[str, str]:
+        import aiokafka
+        return {"aiokafka": aiokafka.__version__}
+
+    def missing(self) -> str | None:
+        try:
+            import aiokafka  # noqa: F401
+        except ImportError:
+            return "aiokafka is not installed"
+        return None
+
+    def cannot(self, feature: str) -> str | None:
+        if feature.startswith("codec:"):
+            codec = feature.split(":", 1)[1]
+            from aiokafka import codec as ac
+            has = {"gzip": ac.has_gzip, "snappy": ac.has_snappy, "lz4": ac.has_lz4,
+                   "zstd": ac.has_zstd}[codec]
+            if not has():
+                return f"aiokafka has no {codec} library installed here"
+        return None
+
+    # -- produce / consume ----------------------------------------------------------------------
+    def produce(self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str = "none",
+                idempotent: bool = False) -> None:
+        from aiokafka import AIOKafkaProducer
+        from aiokafka.errors import KafkaError
+
+        async def main() -> None:
+            producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5,
+                                        compression_type=None if codec == "none" else codec,
+                                        request_timeout_ms=10000, enable_idempotence=idempotent)
+            await producer.start()
+            try:
+                futures = [await producer.send(topic, value=r.value, key=r.key,
+                                               partition=r.partition, timestamp_ms=r.timestamp,
+                                               headers=list(r.headers) or None)
+                           for r in recs]
+                try:
+                    await asyncio.wait_for(asyncio.gather(*futures), TIMEOUT_S)
+                except KafkaError as exc:
+                    raise ProduceFailed(repr(exc)) from exc
+            finally:
+                await producer.stop()
+
+        asyncio.run(main())
+
+    def _with_consumer(self, bootstrap: str, use: Callable[[Any], Awaitable[Any]],
+                       **config: Any) -> Any:
+        from aiokafka import AIOKafkaConsumer
+
+        async def main() -> Any:
+            consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                        fetch_max_wait_ms=100, request_timeout_ms=10000,
+                                        **config)
+            await consumer.start()
+            try:
+                return await use(consumer)
+            finally:
+                await consumer.stop()
+
+        return asyncio.run(main())
+
+    def consume(self, bootstrap: str, topic: str, partitions: list[int],
+                count: int) -> list[Got]:
+        from aiokafka import TopicPartition
+
+        async def use(c: Any) -> list[Got]:
+            tps = [TopicPartition(topic, p) for p in partitions]
+            c.assign(tps)
+            await c.seek_to_beginning(*tps)
+            return await _read(c, count)
+
+        return self._with_consumer(bootstrap, use, group_id=None)
+
+    def consume_from(self, bootstrap: str, topic: str, partition: int, offset: int,
+                     count: int) -> list[Got]:
+        from aiokafka import TopicPartition
+
+        async def use(c: Any) -> list[Got]:
+            tp = TopicPartition(topic, partition)
+            c.assign([tp])
+            c.seek(tp, offset)
+            return await _read(c, count)
+
+        return self._with_consumer(bootstrap, use, group_id=None)
+
+    def consume_from_time(self, bootstrap: str, topic: str, partition: int, timestamp: int,
+                          count: int) -> list[Got]:
+        from aiokafka import TopicPartition
+
+        async def use(c: Any) -> list[Got]:
+            tp = TopicPartition(topic, partition)
+            c.assign([tp])
+            found = (await c.offsets_for_times({tp: timestamp}))[tp]
+            assert found is not None, "offsets_for_times found nothing"
+            c.seek(tp, found.offset)
+            return await _read(c, count)
+
+        return self._with_consumer(bootstrap, use, group_id=None)
+
+    def consume_group(self, bootstrap: str, topic: str, group: str, count: int) -> list[Got]:
+        from aiokafka import TopicPartition
+
+        async def use(c: Any) -> list[Got]:
+            c.subscribe([topic])
+            got = await _read(c, count)
+            last: dict[int, int] = {}
+            for g in got:
+                last[g.partition] = max(last.get(g.partition, -1), g.offset)
+            if last:
+                await c.commit({TopicPartition(topic, p): o + 1 for p, o in last.items()})
+            return got
+
+        return self._with_consumer(bootstrap, use, group_id=group, auto_offset_reset="earliest")
+
+    def committed(self, bootstrap: str, group: str, topic: str,
+                  partitions: list[int]) -> dict[int, int]:
+        async def use(a: Any) -> Any:
+            return await a.list_consumer_group_offsets(group)
+        offsets = self._with_admin(bootstrap, use)
+        return {p: next((o.offset for tp, o in offsets.items()
+                         if tp.topic == topic and tp.partition == p), -1) for p in partitions}
+
+    def start_member(self, bootstrap: str, topic: str, group: str) -> Member:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka.errors import KafkaError
+
+        def body(stopping: Any, take: Any) -> None:
+            async def main() -> None:
+                c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                     auto_offset_reset="earliest", enable_auto_commit=False,
+                                     fetch_max_wait_ms=100, session_timeout_ms=10000,
+                                     heartbeat_interval_ms=500, metadata_max_age_ms=1000)
+                await c.start()
+                try:
+                    c.subscribe([topic])
+                    while not stopping():
+                        batches = await c.getmany(timeout_ms=100, max_records=1)
+                        for tp, msgs in batches.items():
+                            for m in msgs:
+                                take(m.value)
+                                try:
+                                    await c.commit({TopicPartition(tp.topic, tp.partition):
+                                                    m.offset + 1})
+                                except KafkaError:
+                                    pass  # rebalancing: the record comes again
+                finally:
+                    await c.stop()
+
+            asyncio.run(main())
+
+        return ThreadMember(f"aiokafka member of {group}", body)
+
+    # -- admin ----------------------------------------------------------------------------------
+    def _with_admin(self, bootstrap: str, use: Callable[[Any], Awaitable[Any]]) -> Any:
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        async def main() -> Any:
+            admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+            await admin.start()
+            try:
+                return await use(admin)
+            finally:
+                await admin.close()
+
+        return asyncio.run(main())
+
+    @staticmethod
+    def _check(errors: list) -> None:
+        for entry in errors:
+            assert entry[1] == 0, f"error {entry[1]} for {entry[0]}: {entry}"
+
+    def create_topic(self, bootstrap: str, topic: str, partitions: int,
+                     configs: dict[str, str]) -> None:
+        from aiokafka.admin import NewTopic
+
+        async def use(a: Any) -> Any:
+            return await a.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs)])
+
+        self._check(self._with_admin(bootstrap, use).topic_errors)
+
+    def list_topics(self, bootstrap: str) -> set[str]:
+        async def use(a: Any) -> Any:
+            return await a.list_topics()
+        return set(self._with_admin(bootstrap, use))
+
+    def partition_count(self, bootstrap: str, topic: str) -> int:
+        async def use(a: Any) -> Any:
+            return await a.describe_topics([topic])
+        (described,) = self._with_admin(bootstrap, use)
+        assert described["error_code"] == 0, described
+        return len(described["partitions"])
+
+    def add_partitions(self, bootstrap: str, topic: str, total: int) -> None:
+        from aiokafka.admin import NewPartitions
+
+        async def use(a: Any) -> Any:
+            return await a.create_partitions({topic: NewPartitions(total)})
+
+        self._check(self._with_admin(bootstrap, use).topic_errors)
+
+    def delete_topic(self, bootstrap: str, topic: str) -> None:
+        async def use(a: Any) -> Any:
+            return await a.delete_topics([topic])
+        self._check(self._with_admin(bootstrap, use).topic_error_codes)
+
+    def _entries(self, bootstrap: str, topic: str) -> list[tuple]:
+        from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+        async def use(a: Any) -> Any:
+            return await a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+
+        (response,) = self._with_admin(bootstrap, use)
+        (resource,) = response.resources
+        assert resource[0] == 0, f"DescribeConfigs error {resource[0]}: {resource[1]}"
+        return list(resource[4])
+
+    def describe_configs(self, bootstrap: str, topic: str) -> dict[str, str]:
+        return {e[0]: e[1] for e in self._entries(bootstrap, topic)}
+
+    def _alter(self, bootstrap: str, topic: str, overrides: dict[str, str]) -> None:
+        """Legacy AlterConfigs (aiokafka has no incremental one): the topic's overrides become
+        exactly `overrides`."""
+        from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+        async def use(a: Any) -> Any:
+            return await a.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                                         configs=overrides)])
+
+        (response,) = self._with_admin(bootstrap, use)
+        for resource in response.resources:
+            assert resource[0] == 0, f"AlterConfigs error {resource[0]}: {resource[1]}"
+
+    def _overrides(self, bootstrap: str, topic: str) -> dict[str, str]:
+        return {e[0]: e[1] for e in self._entries(bootstrap, topic)
+                if e[3] == DYNAMIC_TOPIC_CONFIG}
+
+    def set_config(self, bootstrap: str, topic: str, name: str, value: str) -> None:
+        self.note(LEGACY_ALTER)
+        self._alter(bootstrap, topic, {**self._overrides(bootstrap, topic), name: value})
+
+    def delete_config(self, bootstrap: str, topic: str, name: str) -> None:
+        self.note(LEGACY_ALTER)
+        overrides = self._overrides(bootstrap, topic)
+        overrides.pop(name, None)
+        self._alter(bootstrap, topic, overrides)
+
+
+ADAPTER = AIOKafka()

@@ -1,0 +1,224 @@
+"""confluent-kafka (librdkafka): Producer, Consumer, AdminClient."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from compat.base import TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, ThreadMember
+
+
+def _got(m: Any) -> Got:
+    return Got(m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers() or ()),
+               m.timestamp()[1])
+
+
+def _read(consumer: Any, count: int) -> list[Got]:
+    got: list[Got] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(got) < count and time.monotonic() < deadline:
+        m = consumer.poll(0.2)
+        if m is None:
+            continue
+        if m.error() is not None:
+            if m.error().code() == -191:  # _PARTITION_EOF
+                continue
+            raise RuntimeError(f"consumer error: {m.error()}")
+        got.append(_got(m))
+    return got
+
+
+class Confluent(Adapter):
+    name = "confluent-kafka"
+    order = 10
+
+    def versions(self) -> dict[str, str]:
+        import confluent_kafka
+        return {"confluent-kafka": confluent_kafka.__version__,
+                "librdkafka": confluent_kafka.libversion()[0]}
+
+    def missing(self) -> str | None:
+        try:
+            import confluent_kafka  # noqa: F401
+        except ImportError:
+            return "confluent-kafka is not installed"
+        return None
+
+    # -- produce / consume ----------------------------------------------------------------------
+    def produce(self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str = "none",
+                idempotent: bool = False) -> None:
+        from confluent_kafka import Producer
+        errors: list = []
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            if err is not None:
+                errors.append(err)
+
+        producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec,
+                             "linger.ms": 5, "message.timeout.ms": 15000,
+                             "enable.idempotence": idempotent})
+        for r in recs:
+            kwargs: dict = {"on_delivery": on_delivery}
+            if r.partition is not None:
+                kwargs["partition"] = r.partition
+            if r.headers:
+                kwargs["headers"] = list(r.headers)
+            if r.timestamp is not None:
+                kwargs["timestamp"] = r.timestamp
+            producer.produce(topic, value=r.value, key=r.key, **kwargs)
+            producer.poll(0)
+        left = producer.flush(TIMEOUT_S)
+        if errors:
+            raise ProduceFailed(str(errors[0]))
+        assert left == 0, f"{left} records not delivered"
+
+    def _assigned(self, bootstrap: str) -> Any:
+        from confluent_kafka import Consumer
+        # librdkafka insists on a group.id even for assign(); nothing is committed to it.
+        return Consumer({"bootstrap.servers": bootstrap, "group.id": "compat-assign-only",
+                         "enable.auto.commit": False, "enable.auto.offset.store": False,
+                         "fetch.wait.max.ms": 100})
+
+    def consume(self, bootstrap: str, topic: str, partitions: list[int],
+                count: int) -> list[Got]:
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+        c = self._assigned(bootstrap)
+        try:
+            c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+            return _read(c, count)
+        finally:
+            c.close()
+
+    def consume_from(self, bootstrap: str, topic: str, partition: int, offset: int,
+                     count: int) -> list[Got]:
+        from confluent_kafka import TopicPartition
+        c = self._assigned(bootstrap)
+        try:
+            c.assign([TopicPartition(topic, partition, offset)])
+            return _read(c, count)
+        finally:
+            c.close()
+
+    def consume_from_time(self, bootstrap: str, topic: str, partition: int, timestamp: int,
+                          count: int) -> list[Got]:
+        from confluent_kafka import TopicPartition
+        c = self._assigned(bootstrap)
+        try:
+            (found,) = c.offsets_for_times([TopicPartition(topic, partition, timestamp)],
+                                           timeout=TIMEOUT_S)
+            assert found.error is None and found.offset >= 0, f"offsets_for_times: {found}"
+            c.assign([TopicPartition(topic, partition, found.offset)])
+            return _read(c, count)
+        finally:
+            c.close()
+
+    def consume_group(self, bootstrap: str, topic: str, group: str, count: int) -> list[Got]:
+        from confluent_kafka import Consumer, TopicPartition
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                      "fetch.wait.max.ms": 100})
+        try:
+            c.subscribe([topic])
+            got = _read(c, count)
+            last: dict[int, int] = {}
+            for g in got:
+                last[g.partition] = max(last.get(g.partition, -1), g.offset)
+            if last:
+                c.commit(offsets=[TopicPartition(topic, p, o + 1) for p, o in last.items()],
+                         asynchronous=False)
+            return got
+        finally:
+            c.close()
+
+    def committed(self, bootstrap: str, group: str, topic: str,
+                  partitions: list[int]) -> dict[int, int]:
+        from confluent_kafka import Consumer, TopicPartition
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+        try:
+            found = c.committed([TopicPartition(topic, p) for p in partitions], timeout=TIMEOUT_S)
+            return {tp.partition: tp.offset if tp.offset >= 0 else -1 for tp in found}
+        finally:
+            c.close()
+
+    def start_member(self, bootstrap: str, topic: str, group: str) -> Member:
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+        def body(stopping: Any, take: Any) -> None:
+            c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                          "fetch.wait.max.ms": 100, "session.timeout.ms": 10000,
+                          "heartbeat.interval.ms": 500})
+            c.subscribe([topic])
+            try:
+                while not stopping():
+                    m = c.poll(0.1)
+                    if m is None or m.error() is not None:
+                        continue
+                    take(m.value())
+                    try:
+                        c.commit(offsets=[TopicPartition(topic, m.partition(), m.offset() + 1)],
+                                 asynchronous=False)
+                    except KafkaException:
+                        pass  # rebalancing: the record comes again (at least once)
+            finally:
+                c.close()
+
+        return ThreadMember(f"confluent member of {group}", body)
+
+    # -- admin ----------------------------------------------------------------------------------
+    def _admin(self, bootstrap: str) -> Any:
+        from confluent_kafka.admin import AdminClient
+        return AdminClient({"bootstrap.servers": bootstrap})
+
+    def create_topic(self, bootstrap: str, topic: str, partitions: int,
+                     configs: dict[str, str]) -> None:
+        from confluent_kafka.admin import NewTopic
+        admin = self._admin(bootstrap)  # kept referenced until the futures are done
+        fs = admin.create_topics([NewTopic(topic, partitions, 1, config=configs)])
+        fs[topic].result(TIMEOUT_S)
+
+    def list_topics(self, bootstrap: str) -> set[str]:
+        return set(self._admin(bootstrap).list_topics(timeout=TIMEOUT_S).topics)
+
+    def partition_count(self, bootstrap: str, topic: str) -> int:
+        from confluent_kafka import TopicCollection
+        admin = self._admin(bootstrap)
+        fs = admin.describe_topics(TopicCollection([topic]))
+        return len(fs[topic].result(TIMEOUT_S).partitions)
+
+    def add_partitions(self, bootstrap: str, topic: str, total: int) -> None:
+        from confluent_kafka.admin import NewPartitions
+        admin = self._admin(bootstrap)
+        fs = admin.create_partitions([NewPartitions(topic, total)])
+        fs[topic].result(TIMEOUT_S)
+
+    def delete_topic(self, bootstrap: str, topic: str) -> None:
+        admin = self._admin(bootstrap)
+        fs = admin.delete_topics([topic])
+        fs[topic].result(TIMEOUT_S)
+
+    def describe_configs(self, bootstrap: str, topic: str) -> dict[str, str]:
+        from confluent_kafka.admin import ConfigResource, ResourceType
+        admin = self._admin(bootstrap)
+        fs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
+        entries = next(iter(fs.values())).result(TIMEOUT_S)
+        return {name: entry.value for name, entry in entries.items()}
+
+    def _incremental(self, bootstrap: str, topic: str, name: str, value: str | None,
+                     op: Any) -> None:
+        from confluent_kafka.admin import ConfigEntry, ConfigResource, ResourceType
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=op)])
+        admin = self._admin(bootstrap)
+        fs = admin.incremental_alter_configs([resource])
+        next(iter(fs.values())).result(TIMEOUT_S)
+
+    def set_config(self, bootstrap: str, topic: str, name: str, value: str) -> None:
+        from confluent_kafka.admin import AlterConfigOpType
+        self._incremental(bootstrap, topic, name, value, AlterConfigOpType.SET)
+
+    def delete_config(self, bootstrap: str, topic: str, name: str) -> None:
+        from confluent_kafka.admin import AlterConfigOpType
+        self._incremental(bootstrap, topic, name, None, AlterConfigOpType.DELETE)
+
+
+ADAPTER = Confluent()

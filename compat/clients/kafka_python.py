@@ -1,0 +1,221 @@
+"""kafka-python: KafkaProducer, KafkaConsumer, KafkaAdminClient."""
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any
+
+from compat.base import TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, ThreadMember
+
+# kafka-python 3.0.12 loads its schemas with deprecated importlib calls.
+warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"kafka\..*")
+
+
+def _read(consumer: Any, count: int) -> list[Got]:
+    got: list[Got] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(got) < count and time.monotonic() < deadline:
+        for msgs in consumer.poll(timeout_ms=200, max_records=count - len(got)).values():
+            got += [Got(m.partition, m.offset, m.key, m.value, tuple(m.headers), m.timestamp)
+                    for m in msgs]
+    return got
+
+
+class KafkaPython(Adapter):
+    name = "kafka-python"
+    order = 20
+
+    def versions(self) -> dict[str, str]:
+        import kafka
+        return {"kafka-python": kafka.__version__}
+
+    def missing(self) -> str | None:
+        try:
+            import kafka  # noqa: F401
+        except ImportError:
+            return "kafka-python is not installed"
+        return None
+
+    def cannot(self, feature: str) -> str | None:
+        if feature == "null-header-value":
+            return "kafka-python's producer refuses a None header value"
+        if feature.startswith("codec:"):
+            codec = feature.split(":", 1)[1]
+            from kafka import codec as kc
+            has = {"gzip": kc.has_gzip, "snappy": kc.has_snappy, "lz4": kc.has_lz4,
+                   "zstd": kc.has_zstd}[codec]
+            if not has():
+                library = {"snappy": "python-snappy", "lz4": "lz4",
+                           "zstd": "zstandard"}.get(codec, codec)
+                return (f"kafka-python needs the optional {library} library for {codec}, "
+                        "which is not among the pinned test dependencies")
+        return None
+
+    # -- produce / consume ----------------------------------------------------------------------
+    def produce(self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str = "none",
+                idempotent: bool = False) -> None:
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError
+        config: dict[str, Any] = {}
+        if idempotent:
+            config["enable_idempotence"] = True  # also its default, when the broker allows
+        producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5,
+                                 compression_type=None if codec == "none" else codec,
+                                 request_timeout_ms=10000, **config)
+        try:
+            futures = [producer.send(topic, key=r.key, value=r.value, partition=r.partition,
+                                     headers=list(r.headers), timestamp_ms=r.timestamp)
+                       for r in recs]
+            producer.flush(TIMEOUT_S)
+            for fut in futures:
+                try:
+                    fut.get(TIMEOUT_S)
+                except KafkaError as exc:
+                    raise ProduceFailed(repr(exc)) from exc
+        finally:
+            producer.close(5)
+
+    def _consumer(self, bootstrap: str, **config: Any) -> Any:
+        from kafka import KafkaConsumer
+        return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             fetch_max_wait_ms=100, request_timeout_ms=10000, **config)
+
+    def consume(self, bootstrap: str, topic: str, partitions: list[int],
+                count: int) -> list[Got]:
+        from kafka import TopicPartition
+        c = self._consumer(bootstrap, group_id=None)
+        try:
+            tps = [TopicPartition(topic, p) for p in partitions]
+            c.assign(tps)
+            c.seek_to_beginning(*tps)
+            return _read(c, count)
+        finally:
+            c.close()
+
+    def consume_from(self, bootstrap: str, topic: str, partition: int, offset: int,
+                     count: int) -> list[Got]:
+        from kafka import TopicPartition
+        c = self._consumer(bootstrap, group_id=None)
+        try:
+            tp = TopicPartition(topic, partition)
+            c.assign([tp])
+            c.seek(tp, offset)
+            return _read(c, count)
+        finally:
+            c.close()
+
+    def consume_from_time(self, bootstrap: str, topic: str, partition: int, timestamp: int,
+                          count: int) -> list[Got]:
+        from kafka import TopicPartition
+        c = self._consumer(bootstrap, group_id=None)
+        try:
+            tp = TopicPartition(topic, partition)
+            found = c.offsets_for_times({tp: timestamp})[tp]
+            assert found is not None, "offsets_for_times found nothing"
+            c.assign([tp])
+            c.seek(tp, found.offset)
+            return _read(c, count)
+        finally:
+            c.close()
+
+    def consume_group(self, bootstrap: str, topic: str, group: str, count: int) -> list[Got]:
+        from kafka import TopicPartition
+        from kafka.structs import OffsetAndMetadata
+        c = self._consumer(bootstrap, group_id=group, auto_offset_reset="earliest")
+        try:
+            c.subscribe([topic])
+            got = _read(c, count)
+            last: dict[int, int] = {}
+            for g in got:
+                last[g.partition] = max(last.get(g.partition, -1), g.offset)
+            if last:
+                c.commit({TopicPartition(topic, p): OffsetAndMetadata(o + 1, "", -1)
+                          for p, o in last.items()})
+            return got
+        finally:
+            c.close(autocommit=False)
+
+    def committed(self, bootstrap: str, group: str, topic: str,
+                  partitions: list[int]) -> dict[int, int]:
+        offsets = self._with_admin(bootstrap, lambda a: a.list_group_offsets(group))[group]
+        return {p: next((o.offset for tp, o in offsets.items()
+                         if tp.topic == topic and tp.partition == p), -1) for p in partitions}
+
+    def start_member(self, bootstrap: str, topic: str, group: str) -> Member:
+        from kafka import TopicPartition
+        from kafka.errors import KafkaError
+        from kafka.structs import OffsetAndMetadata
+
+        def body(stopping: Any, take: Any) -> None:
+            c = self._consumer(bootstrap, group_id=group, auto_offset_reset="earliest",
+                               session_timeout_ms=10000, heartbeat_interval_ms=500,
+                               metadata_max_age_ms=1000)
+            c.subscribe([topic])
+            try:
+                while not stopping():
+                    # A long poll on purpose: kafka-python 3.0.12 can lose a JoinGroup/SyncGroup
+                    # result completing between two short polls (see tests/integration).
+                    for tp, msgs in c.poll(timeout_ms=2000, max_records=1).items():
+                        for m in msgs:
+                            take(m.value)
+                            try:
+                                c.commit({tp: OffsetAndMetadata(m.offset + 1, "", -1)})
+                            except KafkaError:
+                                pass  # rebalancing: the record comes again (at least once)
+            finally:
+                c.close(autocommit=False)
+
+        return ThreadMember(f"kafka-python member of {group}", body)
+
+    # -- admin ----------------------------------------------------------------------------------
+    def _admin(self, bootstrap: str) -> Any:
+        from kafka.admin import KafkaAdminClient
+        return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+
+    def _with_admin(self, bootstrap: str, fn: Any) -> Any:
+        admin = self._admin(bootstrap)
+        try:
+            return fn(admin)
+        finally:
+            admin.close()
+
+    def create_topic(self, bootstrap: str, topic: str, partitions: int,
+                     configs: dict[str, str]) -> None:
+        from kafka.admin import NewTopic
+        self._with_admin(bootstrap, lambda a: a.create_topics(
+            [NewTopic(topic, partitions, 1, topic_configs=configs)]))
+
+    def list_topics(self, bootstrap: str) -> set[str]:
+        return set(self._with_admin(bootstrap, lambda a: a.list_topics()))
+
+    def partition_count(self, bootstrap: str, topic: str) -> int:
+        (described,) = self._with_admin(bootstrap, lambda a: a.describe_topics([topic]))
+        assert described["error_code"] == 0, described
+        return len(described["partitions"])
+
+    def add_partitions(self, bootstrap: str, topic: str, total: int) -> None:
+        self._with_admin(bootstrap, lambda a: a.create_partitions({topic: total}))
+
+    def delete_topic(self, bootstrap: str, topic: str) -> None:
+        self._with_admin(bootstrap, lambda a: a.delete_topics([topic]))
+
+    def describe_configs(self, bootstrap: str, topic: str) -> dict[str, str]:
+        from kafka.admin import ConfigResource
+        result = self._with_admin(bootstrap, lambda a: a.describe_configs(
+            [ConfigResource("TOPIC", topic)], config_filter="all"))
+        return {name: entry["value"] for name, entry in result["topic"][topic].items()}
+
+    def set_config(self, bootstrap: str, topic: str, name: str, value: str) -> None:
+        from kafka.admin import ConfigResource
+        result = self._with_admin(bootstrap, lambda a: a.alter_configs(
+            [ConfigResource("TOPIC", topic, configs={name: value})]))
+        assert result["topic"][topic] == "OK", result
+
+    def delete_config(self, bootstrap: str, topic: str, name: str) -> None:
+        from kafka.admin import ConfigResource
+        result = self._with_admin(bootstrap, lambda a: a.reset_configs(
+            [ConfigResource("TOPIC", topic, configs=[name])]))
+        assert result["topic"][topic] == "OK", result
+
+
+ADAPTER = KafkaPython()

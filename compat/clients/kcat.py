@@ -1,0 +1,199 @@
+"""kcat (librdkafka's command-line client), run as a child process.
+
+Producing: one kcat run per stretch of consecutive records that share partition, headers and
+null-value mode, since `-H` applies to a whole run and `-Z` (null values) to every empty value;
+a record's key is what comes before the first ':' of its line (`-K:`), a line without ':' has a
+null key. Consuming: `-f` with %K/%S (key/value lengths, -1 for null) to tell null from empty.
+Groups: `-G`, which commits through librdkafka's auto-commit and on close. kcat has no admin
+API and cannot set a record's timestamp.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+
+from compat.base import TIMEOUT_S, Adapter, Got, Headers, Member, ProduceFailed, Rec
+
+KCAT = shutil.which("kcat") or "/usr/bin/kcat"
+_FORMAT = r"%p\t%o\t%K\t%S\t%T\t%h\t%k\t%s\n"
+
+
+def _runs(recs: list[Rec]) -> list[list[Rec]]:
+    runs: list[list[Rec]] = []
+    for r in recs:
+        mode = (r.partition, r.headers, r.value is None)
+        if runs and (runs[-1][0].partition, runs[-1][0].headers,
+                     runs[-1][0].value is None) == mode:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return runs
+
+
+def _headers(text: str) -> Headers:
+    if not text:
+        return ()
+    out = []
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        out.append((name, None if value == "NULL" else value.encode()))
+    return tuple(out)
+
+
+def _parse(stdout: bytes) -> list[Got]:
+    got: list[Got] = []
+    for line in stdout.decode().split("\n")[:-1]:
+        part, offset, klen, vlen, ts, headers, key, value = line.split("\t")
+        got.append(Got(int(part), int(offset), None if klen == "-1" else key.encode(),
+                       None if vlen == "-1" else value.encode(), _headers(headers), int(ts)))
+    return got
+
+
+def _run(args: list[str], stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([KCAT, *args], input=stdin, capture_output=True, timeout=TIMEOUT_S + 10)
+
+
+def _last_line(stderr: bytes) -> str:
+    lines = [line for line in stderr.decode(errors="replace").splitlines() if line.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+class KcatMember(Member):
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        self.proc = subprocess.Popen(
+            [KCAT, "-G", group, "-b", bootstrap, "-X", "auto.offset.reset=earliest",
+             "-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=500",
+             "-X", "auto.commit.interval.ms=200", "-u", "-f", r"%s\n", topic],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self._taken: list[bytes] = []
+        self._stderr: list[str] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._lock:
+                self._taken.append(line.rstrip(b"\n"))
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._stderr.append(line.decode(errors="replace"))
+
+    def values(self) -> list[bytes]:
+        with self._lock:
+            return list(self._taken)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # kcat closes the consumer: commit, leave
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise RuntimeError("kcat did not stop within 20 s of SIGTERM")
+
+    def debug(self) -> str:
+        return f"kcat pid {self.proc.pid}: {len(self._taken)} taken; " + \
+            " | ".join(s.strip() for s in self._stderr[-5:])
+
+
+class Kcat(Adapter):
+    name = "kcat"
+    order = 40
+    no_admin = ("kcat has no admin API: it lists metadata (-L) and queries offsets (-Q), but "
+                "cannot create, alter or delete topics, nor describe or alter configs")
+
+    def versions(self) -> dict[str, str]:
+        out = subprocess.run([KCAT, "-V"], capture_output=True, text=True, timeout=10)
+        text = out.stdout + out.stderr
+        kcat = re.search(r"Version (\S+)", text)
+        librdkafka = re.search(r"librdkafka (\S+)", text)
+        versions = {"kcat": kcat.group(1) if kcat else "unknown",
+                    "librdkafka (bundled)": librdkafka.group(1) if librdkafka else "unknown"}
+        try:
+            deb = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "kcat"],
+                                 capture_output=True, text=True, timeout=10)
+            if deb.returncode == 0 and deb.stdout:
+                versions["Debian package"] = f"kcat {deb.stdout}"
+        except OSError:
+            pass
+        return versions
+
+    def missing(self) -> str | None:
+        return None if os.access(KCAT, os.X_OK) else "kcat is not installed"
+
+    def cannot(self, feature: str) -> str | None:
+        if feature == "timestamp":
+            return "kcat's producer cannot set a record's timestamp"
+        return None
+
+    # -- produce / consume ----------------------------------------------------------------------
+    def produce(self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str = "none",
+                idempotent: bool = False) -> None:
+        for run in _runs(recs):
+            null_value = run[0].value is None
+            lines = []
+            for r in run:
+                value = b"" if r.value is None else r.value
+                assert b"\n" not in value and b":" not in (r.key or b""), "kcat needs plain text"
+                if r.key is None:
+                    assert b":" not in value, "a null key needs a value without ':'"
+                    lines.append(value)
+                else:
+                    assert not (null_value and r.key == b""), "-Z turns an empty key null"
+                    lines.append(r.key + b":" + value)
+            args = ["-P", "-b", bootstrap, "-t", topic, "-K:", "-z", codec]
+            if run[0].partition is not None:
+                args += ["-p", str(run[0].partition)]
+            for k, v in run[0].headers:
+                args += ["-H", k if v is None else f"{k}={v.decode()}"]
+            if null_value:
+                args.append("-Z")
+            if idempotent:
+                args += ["-X", "enable.idempotence=true"]
+            proc = _run(args, b"\n".join(lines) + b"\n")
+            if proc.returncode != 0 or b"Delivery failed" in proc.stderr:
+                raise ProduceFailed(_last_line(proc.stderr))
+
+    def _consume(self, bootstrap: str, topic: str, partition: int | None, start: str,
+                 count: int) -> list[Got]:
+        args = ["-C", "-b", bootstrap, "-t", topic, "-o", start, "-e", "-q", "-f", _FORMAT]
+        if partition is not None:
+            args += ["-p", str(partition)]
+        proc = _run(args)
+        assert proc.returncode == 0, _last_line(proc.stderr)
+        return _parse(proc.stdout)
+
+    def consume(self, bootstrap: str, topic: str, partitions: list[int],
+                count: int) -> list[Got]:
+        if len(partitions) == 1:
+            return self._consume(bootstrap, topic, partitions[0], "beginning", count)
+        got = self._consume(bootstrap, topic, None, "beginning", count)  # every partition
+        return [g for g in got if g.partition in partitions]
+
+    def consume_from(self, bootstrap: str, topic: str, partition: int, offset: int,
+                     count: int) -> list[Got]:
+        return self._consume(bootstrap, topic, partition, str(offset), count)
+
+    def consume_from_time(self, bootstrap: str, topic: str, partition: int, timestamp: int,
+                          count: int) -> list[Got]:
+        return self._consume(bootstrap, topic, partition, f"s@{timestamp}", count)
+
+    def consume_group(self, bootstrap: str, topic: str, group: str, count: int) -> list[Got]:
+        proc = _run(["-G", group, "-b", bootstrap, "-X", "auto.offset.reset=earliest",
+                     "-c", str(count), "-q", "-f", _FORMAT, topic])
+        assert proc.returncode == 0, _last_line(proc.stderr)
+        return _parse(proc.stdout)
+
+    def start_member(self, bootstrap: str, topic: str, group: str) -> Member:
+        return KcatMember(bootstrap, topic, group)
+
+
+ADAPTER = Kcat()

@@ -1,0 +1,269 @@
+"""pybroker's own command-line tools (kafka-console-producer, kafka-console-consumer,
+kafka-topics, kafka-configs, kafka-get-offsets), each run as `python -m pybroker.tools.<x>`,
+the way bin/ runs them.
+
+Producing: one line per record, `headers<TAB>key<TAB>value` with `parse.headers`, `parse.key`
+and a `null.marker`, so null keys, values and header values can be written. Consuming: every
+`print.*` property on, tab-separated, with a `null.literal`, so null and empty are told apart.
+Seeking to a timestamp: kafka-get-offsets `--time`, then the console consumer at that offset.
+Groups: the console consumer with `--group`, which commits what it printed.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from compat.base import TIMEOUT_S, Adapter, Got, Headers, Member, ProduceFailed, Rec
+
+ROOT = Path(__file__).resolve().parents[2]
+NULL = "<NULL>"  # null.marker when producing, null.literal when consuming
+_LINE = re.compile(r"(?:CreateTime|LogAppendTime):(-?\d+)\tPartition:(\d+)\tOffset:(\d+)\t"
+                   r"(.*?)\t(.*?)\t(.*)")
+
+
+def _tool(name: str, *args: str, stdin: bytes | None = None,
+          timeout: float = TIMEOUT_S + 15) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", f"pybroker.tools.{name}", *args], input=stdin,
+                          capture_output=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def _ok(proc: subprocess.CompletedProcess, what: str) -> str:
+    if proc.returncode != 0:
+        raise AssertionError(f"{what} exited {proc.returncode}: {_last_line(proc.stderr)}")
+    return proc.stdout.decode()
+
+
+def _last_line(stderr: bytes) -> str:
+    lines = [line for line in stderr.decode(errors="replace").splitlines() if line.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+def _field(raw: bytes) -> bytes | None:
+    return None if raw == NULL.encode() else raw
+
+
+def _headers(text: bytes) -> Headers:
+    if text == b"NO_HEADERS":
+        return ()
+    out = []
+    for pair in text.split(b","):
+        name, _, value = pair.partition(b":")
+        out.append((name.decode(), _field(value)))
+    return tuple(out)
+
+
+_PRINT_ALL = ["--property", "print.key=true", "--property", "print.headers=true",
+              "--property", "print.timestamp=true", "--property", "print.partition=true",
+              "--property", "print.offset=true", "--property", f"null.literal={NULL}"]
+
+
+def _parse(stdout: bytes) -> list[Got]:
+    got = []
+    for line in stdout.split(b"\n")[:-1]:
+        m = _LINE.fullmatch(line.decode())
+        if m is None:
+            raise AssertionError(f"unexpected console-consumer line: {line[:120]!r}")
+        ts, part, offset = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        headers, key, value = (g.encode() for g in m.group(4, 5, 6))
+        got.append(Got(part, offset, _field(key), _field(value), _headers(headers), ts))
+    return got
+
+
+class ConsoleMember(Member):
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pybroker.tools.console_consumer", "--bootstrap-server",
+             bootstrap, "--topic", topic, "--group", group, "--from-beginning",
+             "--consumer-property", "session.timeout.ms=10000",
+             "--consumer-property", "heartbeat.interval.ms=500",
+             "--consumer-property", "auto.commit.interval.ms=200"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+        self._taken: list[bytes] = []
+        self._stderr: list[str] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._lock:
+                self._taken.append(line.rstrip(b"\n"))
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._stderr.append(line.decode(errors="replace"))
+
+    def values(self) -> list[bytes]:
+        with self._lock:
+            return list(self._taken)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # commits what it printed, leaves the group
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise RuntimeError("kafka-console-consumer did not stop within 20 s of SIGTERM")
+
+    def debug(self) -> str:
+        return f"console consumer pid {self.proc.pid}: {len(self._taken)} taken; " + \
+            " | ".join(s.strip() for s in self._stderr[-5:])
+
+
+class PybrokerTools(Adapter):
+    name = "pybroker-tools"
+    order = 50
+
+    def versions(self) -> dict[str, str]:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            v = version("pybroker")
+        except PackageNotFoundError:
+            v = "unknown"
+        return {"pybroker": f"{v} (this tree)"}
+
+    def missing(self) -> str | None:
+        tools = ROOT / "pybroker" / "tools"
+        needed = ("console_producer", "console_consumer", "topics", "configs", "get_offsets")
+        absent = [t for t in needed if not (tools / f"{t}.py").exists()]
+        return f"pybroker.tools lacks {', '.join(absent)}" if absent else None
+
+    def cannot(self, feature: str) -> str | None:
+        if feature == "partition":
+            return ("kafka-console-producer cannot choose a partition (as Kafka's); "
+                    "its partitioner places records")
+        if feature == "timestamp":
+            return "kafka-console-producer cannot set a record's timestamp (as Kafka's)"
+        if feature == "idempotence":
+            return ("pybroker's client, behind kafka-console-producer, has no idempotent mode "
+                    "(enable.idempotence is accepted and ignored)")
+        return None
+
+    # -- produce / consume ----------------------------------------------------------------------
+    def produce(self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str = "none",
+                idempotent: bool = False) -> None:
+        assert all(r.partition is None and r.timestamp is None for r in recs), \
+            "the console producer cannot choose partitions or timestamps"
+        null = NULL.encode()
+        lines = []
+        for r in recs:
+            headers = b",".join(k.encode() + b":" + (null if v is None else v)
+                                for k, v in r.headers)
+            fields = [headers, null if r.key is None else r.key,
+                      null if r.value is None else r.value]
+            assert not any(b"\t" in f or b"\n" in f for f in fields), "plain text only"
+            lines.append(b"\t".join(fields))
+        proc = _tool("console_producer", "--bootstrap-server", bootstrap, "--topic", topic,
+                     "--compression-codec", codec, "--producer-property", "linger.ms=5",
+                     "--property", "parse.key=true", "--property", "parse.headers=true",
+                     "--property", f"null.marker={NULL}",
+                     stdin=b"\n".join(lines) + b"\n")
+        if proc.returncode != 0:
+            raise ProduceFailed(_last_line(proc.stderr))
+
+    def _consume(self, *args: str, count: int) -> list[Got]:
+        proc = _tool("console_consumer", *args, "--max-messages", str(count),
+                     "--timeout-ms", "5000", *_PRINT_ALL)
+        return _parse(_ok(proc, "kafka-console-consumer").encode())
+
+    def consume(self, bootstrap: str, topic: str, partitions: list[int],
+                count: int) -> list[Got]:
+        if len(partitions) == 1:
+            return self._consume("--bootstrap-server", bootstrap, "--topic", topic,
+                                 "--partition", str(partitions[0]), "--offset", "earliest",
+                                 count=count)
+        got = self._consume("--bootstrap-server", bootstrap, "--topic", topic,
+                            "--from-beginning", count=count)
+        return [g for g in got if g.partition in partitions]
+
+    def consume_from(self, bootstrap: str, topic: str, partition: int, offset: int,
+                     count: int) -> list[Got]:
+        return self._consume("--bootstrap-server", bootstrap, "--topic", topic,
+                             "--partition", str(partition), "--offset", str(offset),
+                             count=count)
+
+    def consume_from_time(self, bootstrap: str, topic: str, partition: int, timestamp: int,
+                          count: int) -> list[Got]:
+        out = _ok(_tool("get_offsets", "--bootstrap-server", bootstrap, "--topic", topic,
+                        "--partitions", str(partition), "--time", str(timestamp)),
+                  "kafka-get-offsets")
+        m = re.fullmatch(rf"{re.escape(topic)}:{partition}:(\d+)\n", out)
+        assert m, f"kafka-get-offsets printed {out!r}"
+        return self.consume_from(bootstrap, topic, partition, int(m.group(1)), count)
+
+    def consume_group(self, bootstrap: str, topic: str, group: str, count: int) -> list[Got]:
+        return self._consume("--bootstrap-server", bootstrap, "--topic", topic,
+                             "--group", group, "--from-beginning", count=count)
+
+    def committed(self, bootstrap: str, group: str, topic: str,
+                  partitions: list[int]) -> dict[int, int]:
+        out = _ok(_tool("consumer_groups", "--bootstrap-server", bootstrap, "--describe",
+                        "--group", group), "kafka-consumer-groups --describe")
+        found = {}
+        for g, t, p, current in re.findall(r"^(\S+)\s+(\S+)\s+(\d+)\s+(\S+)\s", out, re.M):
+            if g == group and t == topic:
+                found[int(p)] = int(current) if current != "-" else -1
+        return {p: found.get(p, -1) for p in partitions}
+
+    def start_member(self, bootstrap: str, topic: str, group: str) -> Member:
+        return ConsoleMember(bootstrap, topic, group)
+
+    # -- admin ----------------------------------------------------------------------------------
+    def create_topic(self, bootstrap: str, topic: str, partitions: int,
+                     configs: dict[str, str]) -> None:
+        args = ["--bootstrap-server", bootstrap, "--create", "--topic", topic,
+                "--partitions", str(partitions), "--replication-factor", "1"]
+        for k, v in configs.items():
+            args += ["--config", f"{k}={v}"]
+        _ok(_tool("topics", *args), "kafka-topics --create")
+
+    def list_topics(self, bootstrap: str) -> set[str]:
+        return set(_ok(_tool("topics", "--bootstrap-server", bootstrap, "--list"),
+                       "kafka-topics --list").split())
+
+    def partition_count(self, bootstrap: str, topic: str) -> int:
+        out = _ok(_tool("topics", "--bootstrap-server", bootstrap, "--describe", "--topic",
+                        topic), "kafka-topics --describe")
+        m = re.search(rf"Topic: {re.escape(topic)}\tTopicId: \S+\tPartitionCount: (\d+)", out)
+        assert m, f"kafka-topics --describe printed {out[:200]!r}"
+        rows = re.findall(rf"^\tTopic: {re.escape(topic)}\tPartition: \d+", out, re.M)
+        assert len(rows) == int(m.group(1)), f"{len(rows)} partition rows, " \
+            f"PartitionCount: {m.group(1)}"
+        return int(m.group(1))
+
+    def add_partitions(self, bootstrap: str, topic: str, total: int) -> None:
+        _ok(_tool("topics", "--bootstrap-server", bootstrap, "--alter", "--topic", topic,
+                  "--partitions", str(total)), "kafka-topics --alter")
+
+    def delete_topic(self, bootstrap: str, topic: str) -> None:
+        _ok(_tool("topics", "--bootstrap-server", bootstrap, "--delete", "--topic",
+                  topic), "kafka-topics --delete")
+
+    def describe_configs(self, bootstrap: str, topic: str) -> dict[str, str]:
+        out = _ok(_tool("configs", "--bootstrap-server", bootstrap, "--describe", "--all",
+                        "--entity-type", "topics", "--entity-name", topic),
+                  "kafka-configs --describe")
+        return dict(re.findall(r"^  ([^=\s]+)=(\S*) sensitive=", out, re.M))
+
+    def set_config(self, bootstrap: str, topic: str, name: str, value: str) -> None:
+        _ok(_tool("configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type",
+                  "topics", "--entity-name", topic, "--add-config", f"{name}={value}"),
+            "kafka-configs --alter --add-config")
+
+    def delete_config(self, bootstrap: str, topic: str, name: str) -> None:
+        _ok(_tool("configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type",
+                  "topics", "--entity-name", topic, "--delete-config", name),
+            "kafka-configs --alter --delete-config")
+
+
+ADAPTER = PybrokerTools()

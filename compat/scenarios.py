@@ -1,0 +1,441 @@
+"""The scenarios: each a function `(adapter, bootstrap) -> note or None`, run once per client.
+
+A scenario sets up what it needs through `wire` (raw requests: the neutral ground), drives the
+client under test through its adapter, and checks both what the broker holds (through `wire`
+again) and what the client reads back. It passes by returning (optionally with a note for the
+matrix's footnotes, e.g. "read side only"), is not applicable when the adapter raises
+`NotApplicable`, and fails on any other exception. Every scenario uses its own topics and groups,
+so scenarios can run side by side on one broker.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+from compat import wire
+from compat.base import (
+    Adapter, Got, Member, NotApplicable, ProduceFailed, Rec, stop_all, wait_for,
+)
+from protocol.records.batch import Compression
+from protocol.records.record import Record
+
+T0 = 1_700_000_000_000  # explicit timestamps: 2023-11-14
+
+
+@dataclass(frozen=True)
+class Scenario:
+    id: str
+    title: str
+    run: Callable[[Adapter, str], "str | None"]
+    timeout: float = 90.0  # seconds before its worker is killed
+
+
+SCENARIOS: dict[str, Scenario] = {}
+
+
+RunFn = Callable[[Adapter, str], "str | None"]
+
+
+def scenario(id: str, title: str, *, timeout: float = 90.0) -> Callable[[RunFn], RunFn]:
+    def register(fn: RunFn) -> RunFn:
+        SCENARIOS[id] = Scenario(id, title, fn, timeout)
+        return fn
+    return register
+
+
+def unique(a: Adapter, what: str) -> str:
+    client = "".join(c for c in a.name if c.isalnum())
+    return f"{what}-{client}-{uuid.uuid4().hex[:8]}"
+
+
+# -- checks ------------------------------------------------------------------------------------
+
+def _expected_partition(r: Rec) -> int:
+    return 0 if r.partition is None else r.partition
+
+
+def _check_ts(want: Rec, got_ts: int, what: str) -> None:
+    if want.timestamp is not None:
+        assert got_ts == want.timestamp, f"{what}: timestamp {got_ts} != {want.timestamp}"
+    else:  # stamped by the client: about now
+        now = int(time.time() * 1000)
+        assert abs(got_ts - now) < 600_000, f"{what}: timestamp {got_ts} is not about now"
+
+
+def check_stored(bootstrap: str, topic: str, sent: list[Rec]) -> None:
+    """What the broker holds, per partition and in order, is exactly `sent`."""
+    for p in sorted({_expected_partition(r) for r in sent}):
+        want = [r for r in sent if _expected_partition(r) == p]
+        have = [rec for _, recs in wire.batches(bootstrap, topic, p) for rec in recs]
+        assert [(h.key, h.value, tuple(h.headers)) for h in have] == \
+            [(r.key, r.value, r.headers) for r in want], \
+            f"broker holds {_short(have)} in {topic}-{p}, sent {_short(want)}"
+        for r, h in zip(want, have):
+            _check_ts(r, h.timestamp, f"stored offset {h.offset}")
+
+
+def check_read(sent: list[Rec], got: list[Got]) -> None:
+    """The client read every record once, in order per partition, offsets from 0."""
+    for p in sorted({_expected_partition(r) for r in sent} | {g.partition for g in got}):
+        want = [r for r in sent if _expected_partition(r) == p]
+        have = sorted((g for g in got if g.partition == p), key=lambda g: g.offset)
+        assert [g.offset for g in have] == list(range(len(want))), \
+            f"read offsets {[g.offset for g in have][:20]} of partition {p}, " \
+            f"expected 0..{len(want) - 1}"
+        for r, g in zip(want, have):
+            assert (g.key, g.value, g.headers) == (r.key, r.value, r.headers), \
+                f"read {_short([g])} at {p}/{g.offset}, sent {_short([r])}"
+            _check_ts(r, g.timestamp, f"read offset {g.offset}")
+
+
+def _short(items: list) -> str:
+    text = repr(items)
+    return text if len(text) < 200 else text[:200] + "..."
+
+
+def _placed(a: Adapter, recs: list[Rec], partitions: int) -> tuple[list[Rec], int]:
+    """`recs` as they are when the client can choose partitions, else all left to the
+    partitioner on a one-partition topic (so every record lands on partition 0)."""
+    if a.cannot("partition") is None:
+        return recs, partitions
+    return [Rec(r.key, r.value, r.headers, r.timestamp, None) for r in recs], 1
+
+
+def _neutral_records(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> None:
+    """values[i] to partition i % partitions, one batch per partition."""
+    for p in range(partitions):
+        recs = [Record(f"k{i}".encode(), v) for i, v in enumerate(values) if i % partitions == p]
+        if recs:
+            wire.produce(bootstrap, topic, p, recs)
+
+
+# -- produce / consume -------------------------------------------------------------------------
+
+@scenario("roundtrip", "Round trip: keys, null keys, null and empty values, headers")
+def roundtrip(a: Adapter, bootstrap: str) -> str | None:
+    notes = []
+    null_header: bytes | None = None
+    if reason := a.cannot("null-header-value"):
+        null_header = b"not-null"
+        notes.append(f"no null header value: {reason}")
+    recs = [
+        Rec(b"key-0", b"value-0", (("h1", b"one"), ("h2", b"")), partition=0),
+        Rec(None, b"no-key", partition=0),
+        Rec(b"tombstone", None, partition=0),
+        Rec(b"empty-value", b"", partition=0),
+        Rec(b"", b"empty-key", partition=0),
+        Rec(b"null-header", b"v", (("nh", null_header), ("h", b"x")), partition=0),
+        Rec(b"after", b"edge-cases", partition=0),
+    ]
+    for p in (1, 2):
+        recs += [Rec(f"k{p}-{i}".encode(), f"p{p}-value-{i:03d}".encode(), partition=p)
+                 for i in range(15)]
+    recs, partitions = _placed(a, recs, 3)
+    if partitions == 1:
+        notes.append(f"one partition: {a.cannot('partition')}")
+    topic = unique(a, "roundtrip")
+    wire.create_topic(bootstrap, topic, partitions)
+    a.produce(bootstrap, topic, recs)
+    check_stored(bootstrap, topic, recs)
+    check_read(recs, a.consume(bootstrap, topic, list(range(partitions)), len(recs)))
+    return "; ".join(notes) or None
+
+
+@scenario("timestamps", "Explicit record timestamps (CreateTime) written and read back")
+def timestamps(a: Adapter, bootstrap: str) -> str | None:
+    # Not monotonic, and one far in the past (not 0: librdkafka reads 0 as "now").
+    stamps = [T0 + 5000, T0, T0 + 1, T0 + 86_400_000, T0 + 2, 1000, T0 + 3]
+    recs = [Rec(f"k{i}".encode(), f"v{i}".encode(), timestamp=ts, partition=0)
+            for i, ts in enumerate(stamps)]
+    recs, _ = _placed(a, recs, 1)
+    topic = unique(a, "timestamps")
+    wire.create_topic(bootstrap, topic, 1)
+    note = None
+    if reason := a.cannot("timestamp"):
+        wire.produce(bootstrap, topic, 0, [Record(r.key, r.value, (), r.timestamp) for r in recs])
+        note = f"read side only (written raw): {reason}"
+    else:
+        a.produce(bootstrap, topic, recs)
+    check_stored(bootstrap, topic, recs)
+    check_read(recs, a.consume(bootstrap, topic, [0], len(recs)))
+    return note
+
+
+def _codec_scenario(codec: str) -> None:
+    @scenario(f"codec-{codec}", f"Compression: {codec} written, stored as {codec}, read back")
+    def run(a: Adapter, bootstrap: str) -> str | None:
+        if reason := a.cannot(f"codec:{codec}"):
+            raise NotApplicable(reason)
+        recs = [Rec(f"key-{i}".encode(), (f"{codec} value {i:04d} " * 20).encode(),
+                    (("i", str(i).encode()),), partition=i % 2) for i in range(60)]
+        recs, partitions = _placed(a, recs, 2)
+        topic = unique(a, codec)
+        wire.create_topic(bootstrap, topic, partitions)
+        a.produce(bootstrap, topic, recs, codec=codec)
+        stored = {h.compression.name for p in range(partitions)
+                  for h, _ in wire.batches(bootstrap, topic, p)}
+        assert stored == {codec.upper()}, f"batches stored with {sorted(stored)}, not {codec}"
+        check_stored(bootstrap, topic, recs)
+        check_read(recs, a.consume(bootstrap, topic, list(range(partitions)), len(recs)))
+        return None
+
+
+for _codec in ("gzip", "snappy", "lz4", "zstd"):
+    _codec_scenario(_codec)
+
+
+# -- groups ------------------------------------------------------------------------------------
+
+def _assignment_sizes(bootstrap: str, group: str, topic: str) -> tuple[str, list[list[int]]]:
+    state, members = wire.describe_group(bootstrap, group)
+    return state, [sorted(m.get(topic, [])) for m in members]
+
+
+@scenario("group-rebalance", "A group of three: two share six partitions, a third joins, "
+          "rebalance to 2/2/2", timeout=150)
+def group_rebalance(a: Adapter, bootstrap: str) -> str | None:
+    topic, group = unique(a, "grp"), unique(a, "g")
+    wire.create_topic(bootstrap, topic, 6)
+    first = [f"a-{i}".encode() for i in range(60)]
+    _neutral_records(bootstrap, topic, first, 6)
+    members: list[Member] = []
+    try:
+        members.append(a.start_member(bootstrap, topic, group))
+        members.append(a.start_member(bootstrap, topic, group))
+
+        def taken() -> set[bytes]:
+            return {v for m in members for v in m.values()}
+
+        def shared_by(n: int) -> bool:
+            state, parts = _assignment_sizes(bootstrap, group, topic)
+            sizes = sorted(len(p) for p in parts)
+            return state == "Stable" and len(parts) == n and \
+                sorted(x for p in parts for x in p) == list(range(6)) and \
+                sizes == sorted([6 // n + (1 if i < 6 % n else 0) for i in range(n)])
+
+        wait_for(lambda: set(first) <= taken(), 60, "two members to take the first 60 records")
+        wait_for(lambda: shared_by(2), 30, "a stable group of two sharing 6 partitions 3/3")
+        members.append(a.start_member(bootstrap, topic, group))
+        wait_for(lambda: shared_by(3), 60, "the rebalance to three members with 2/2/2")
+        second = [f"b-{i}".encode() for i in range(60)]
+        _neutral_records(bootstrap, topic, second, 6)
+        wait_for(lambda: set(second) <= taken(), 60, "the second 60 records after the rebalance")
+        for i, m in enumerate(members):
+            assert set(m.values()) & set(second), f"member {i + 1} took nothing after the rebalance"
+        counts = Counter(v for m in members for v in m.values())
+    except BaseException:
+        for m in members:
+            print("member:", m.debug())
+        raise
+    finally:
+        stop_all(members)
+    wait_for(lambda: wire.describe_group(bootstrap, group)[0] == "Empty", 30,
+             "the group to be empty once every member left")
+    committed = wire.committed(bootstrap, group, topic, list(range(6)))
+    assert committed == {p: 20 for p in range(6)}, \
+        f"committed {committed} once every member left, not the end of every partition (20)"
+    if any(n > 1 for n in counts.values()):  # allowed: commits are at least once
+        return "some records were taken twice around the rebalance (at-least-once delivery)"
+    return None
+
+
+@scenario("commit-resume", "Commit and resume: a group takes 8 of 20 records and commits, "
+          "then resumes with the other 12")
+def commit_resume(a: Adapter, bootstrap: str) -> str | None:
+    topic, group = unique(a, "commit"), unique(a, "g")
+    wire.create_topic(bootstrap, topic, 2)
+    values = [f"c-{i:02d}".encode() for i in range(20)]
+    _neutral_records(bootstrap, topic, values, 2)
+    first = a.consume_group(bootstrap, topic, group, 8)
+    assert len(first) == 8, f"took {len(first)} records, asked for 8"
+    committed = wire.committed(bootstrap, group, topic, [0, 1])
+    for p in (0, 1):
+        offsets = sorted(g.offset for g in first if g.partition == p)
+        assert offsets == list(range(len(offsets))), f"partition {p}: took offsets {offsets}"
+        if offsets:
+            assert committed[p] == len(offsets), \
+                f"partition {p}: committed {committed[p]} after taking offsets {offsets}"
+        else:
+            assert committed[p] in (-1, 0), f"partition {p}: committed {committed[p]}, took none"
+    note = _client_sees(a, bootstrap, group, topic, committed)
+    second = a.consume_group(bootstrap, topic, group, 12)
+    got1, got2 = [g.value for g in first], [g.value for g in second]
+    assert not set(got1) & set(got2), f"read again after resuming: {sorted(set(got1) & set(got2))}"
+    assert sorted(got1 + got2) == sorted(values), \
+        f"missing after resuming: {sorted(set(values) - set(got1 + got2))}"
+    assert (now := wire.committed(bootstrap, group, topic, [0, 1])) == {0: 10, 1: 10}, \
+        f"committed {now} after reading everything"
+    _client_sees(a, bootstrap, group, topic, now)
+    return note
+
+
+def _client_sees(a: Adapter, bootstrap: str, group: str, topic: str,
+                 raw: dict[int, int]) -> str | None:
+    """The client's view of the committed offsets is the broker's (where it has one)."""
+    try:
+        seen = a.committed(bootstrap, group, topic, sorted(raw))
+    except NotApplicable as exc:
+        return f"committed offsets checked with raw OffsetFetch only: {exc}"
+    want = {p: o if o > 0 else -1 for p, o in raw.items()}  # 0 and none alike: nothing read
+    seen = {p: o if o > 0 else -1 for p, o in seen.items()}
+    assert seen == want, f"the client reports committed offsets {seen}, the broker {want}"
+    return None
+
+
+# -- seeking -----------------------------------------------------------------------------------
+
+def _seek_topic(a: Adapter, bootstrap: str, what: str) -> tuple[str, list[Record]]:
+    """Ten records, timestamps T0 + 1000 i: 0-4 in one gzip batch, 5-9 one batch each."""
+    topic = unique(a, what)
+    wire.create_topic(bootstrap, topic, 1)
+    recs = [Record(f"k{i}".encode(), f"seek-{i}".encode(), (), T0 + 1000 * i) for i in range(10)]
+    wire.produce(bootstrap, topic, 0, recs[:5], Compression.GZIP)
+    for r in recs[5:]:
+        wire.produce(bootstrap, topic, 0, [r])
+    return topic, recs
+
+
+def _check_from(got: list[Got], recs: list[Record], start: int) -> None:
+    assert [(g.offset, g.value) for g in got] == \
+        [(i, recs[i].value) for i in range(start, len(recs))], \
+        f"read {[(g.offset, g.value) for g in got]}, expected offsets {start}..{len(recs) - 1}"
+
+
+@scenario("seek-offset", "Seek to an offset (inside a compressed batch, and past it)")
+def seek_offset(a: Adapter, bootstrap: str) -> str | None:
+    topic, recs = _seek_topic(a, bootstrap, "seekoff")
+    _check_from(a.consume_from(bootstrap, topic, 0, 3, 7), recs, 3)
+    _check_from(a.consume_from(bootstrap, topic, 0, 7, 3), recs, 7)
+    return None
+
+
+@scenario("seek-timestamp", "Seek to a timestamp (offsets for times), then read from there")
+def seek_timestamp(a: Adapter, bootstrap: str) -> str | None:
+    topic, recs = _seek_topic(a, bootstrap, "seekts")
+    _check_from(a.consume_from_time(bootstrap, topic, 0, T0 + 2500, 7), recs, 3)
+    _check_from(a.consume_from_time(bootstrap, topic, 0, T0 + 6000, 4), recs, 6)
+    return None
+
+
+# -- administration ----------------------------------------------------------------------------
+
+@scenario("admin-topics", "Admin: create (with a config), list, describe, add partitions, "
+          "delete a topic")
+def admin_topics(a: Adapter, bootstrap: str) -> str | None:
+    topic = unique(a, "admin")
+    a.create_topic(bootstrap, topic, 3, {"retention.ms": "3600000"})
+    assert wire.partition_count(bootstrap, topic) == 3, "not created with 3 partitions"
+    assert wire.topic_configs(bootstrap, topic)["retention.ms"] == "3600000", \
+        "created without its retention.ms"
+    wait_for(lambda: topic in a.list_topics(bootstrap), 10, "the topic in the client's list")
+    assert (n := a.partition_count(bootstrap, topic)) == 3, f"described with {n} partitions"
+    a.add_partitions(bootstrap, topic, 5)
+    assert wire.partition_count(bootstrap, topic) == 5, "partitions not added"
+    wait_for(lambda: a.partition_count(bootstrap, topic) == 5, 10,
+             "the client to describe 5 partitions")
+    a.delete_topic(bootstrap, topic)
+    wait_for(lambda: wire.partition_count(bootstrap, topic) is None, 10, "the topic to go")
+    wait_for(lambda: topic not in a.list_topics(bootstrap), 10,
+             "the topic to leave the client's list")
+    return None
+
+
+@scenario("admin-configs", "Admin: describe a topic's configs, alter one, delete the override")
+def admin_configs(a: Adapter, bootstrap: str) -> str | None:
+    topic = unique(a, "configs")
+    wire.create_topic(bootstrap, topic, 1, {"cleanup.policy": "delete"})
+    described = a.describe_configs(bootstrap, topic)
+    for name, value in (("retention.ms", "604800000"), ("max.message.bytes", "1048588"),
+                        ("cleanup.policy", "delete")):
+        assert described.get(name) == value, f"described {name}={described.get(name)!r}"
+    assert len(described) >= 20, f"only {len(described)} configs described"
+    a.set_config(bootstrap, topic, "retention.ms", "3600000")
+    assert wire.topic_configs(bootstrap, topic)["retention.ms"] == "3600000", "not altered"
+    assert a.describe_configs(bootstrap, topic).get("retention.ms") == "3600000"
+    a.delete_config(bootstrap, topic, "retention.ms")
+    assert wire.topic_configs(bootstrap, topic)["retention.ms"] == "604800000", \
+        "override not deleted"
+    assert a.describe_configs(bootstrap, topic).get("retention.ms") == "604800000"
+    return None
+
+
+# -- producer guarantees and limits ------------------------------------------------------------
+
+@scenario("idempotent", "Idempotent producer: every batch carries a producer id, sequences "
+          "run from 0 per partition")
+def idempotent(a: Adapter, bootstrap: str) -> str | None:
+    if reason := a.cannot("idempotence"):
+        raise NotApplicable(reason)
+    # Partition by partition, so that a client producing in several runs (kcat: one per
+    # partition) still has one producer per partition.
+    recs = [Rec(f"k{i}".encode(), f"idem-{p}-{i:03d}".encode(), partition=p)
+            for p in range(3) for i in range(30)]
+    recs, partitions = _placed(a, recs, 3)
+    topic = unique(a, "idem")
+    wire.create_topic(bootstrap, topic, partitions)
+    a.produce(bootstrap, topic, recs, idempotent=True)
+    check_stored(bootstrap, topic, recs)
+    for p in range(partitions):
+        seq, pids = 0, set()
+        for header, batch in wire.batches(bootstrap, topic, p):
+            assert header.producer_id >= 0, f"partition {p}: a batch without a producer id"
+            assert header.base_sequence == seq, \
+                f"partition {p}: base sequence {header.base_sequence}, expected {seq}"
+            seq += len(batch)
+            pids.add((header.producer_id, header.producer_epoch))
+        assert len(pids) == 1, f"partition {p}: several producer ids/epochs {sorted(pids)}"
+    return None
+
+
+LIMIT = 100_000  # the topic's max.message.bytes
+
+
+@scenario("max-message", f"A record batch just under the topic's max.message.bytes ({LIMIT}) "
+          "is stored; one over it is refused")
+def max_message(a: Adapter, bootstrap: str) -> str | None:
+    topic = unique(a, "maxmsg")
+    wire.create_topic(bootstrap, topic, 1, {"max.message.bytes": str(LIMIT)})
+    near = Rec(b"near", b"n" * (LIMIT - 200), partition=0)
+    over = Rec(b"over", b"o" * (LIMIT + 100), partition=0)
+    (near,), _ = _placed(a, [near], 1)
+    (over,), _ = _placed(a, [over], 1)
+    a.produce(bootstrap, topic, [near])
+    ((header, _),) = wire.batches(bootstrap, topic, 0)
+    assert LIMIT - 300 <= header.size <= LIMIT, f"stored batch of {header.size} bytes"
+    try:
+        a.produce(bootstrap, topic, [over])
+    except ProduceFailed as exc:
+        text = str(exc)
+        assert any(w in text.lower() for w in ("too large", "too_large", "larger than", "size")), \
+            f"refused, but not for its size: {text}"
+    else:
+        raise AssertionError("a record over max.message.bytes was acknowledged")
+    assert wire.list_offset(bootstrap, topic, 0) == 1, "the refused record was appended"
+    check_read([near], a.consume(bootstrap, topic, [0], 1))
+    return None
+
+
+@scenario("partitions-100", "100 partitions: 400 keyed records by the client's partitioner, "
+          "read back from all 100")
+def partitions_100(a: Adapter, bootstrap: str) -> str | None:
+    topic = unique(a, "p100")
+    wire.create_topic(bootstrap, topic, 100)
+    recs = [Rec(f"key-{i:03d}".encode(), f"value-{i:03d}".encode()) for i in range(400)]
+    a.produce(bootstrap, topic, recs)
+    stored: dict[tuple[int, int], tuple[bytes | None, bytes | None]] = {}
+    for p in range(100):
+        for _, batch in wire.batches(bootstrap, topic, p):
+            for r in batch:
+                stored[(p, r.offset)] = (r.key, r.value)
+    assert sorted(stored.values()) == sorted((r.key, r.value) for r in recs), \
+        f"the broker holds {len(stored)} records, sent {len(recs)}"
+    used = {p for p, _ in stored}
+    assert len(used) >= 90, f"keyed records landed on only {len(used)} of 100 partitions"
+    got = a.consume(bootstrap, topic, list(range(100)), len(recs))
+    read = {(g.partition, g.offset): (g.key, g.value) for g in got}
+    assert len(got) == len(read), "some records read twice"
+    assert read == stored, f"read {len(read)} records, the broker holds {len(stored)}"
+    return None

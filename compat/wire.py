@@ -1,0 +1,149 @@
+"""Raw Kafka requests over a plain socket, encoded with `protocol/`: the neutral ground.
+
+Scenarios set up topics and records and check what the broker really holds through these,
+not through the client under test, so that a client's bug and a broker's bug are told apart.
+"""
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from protocol.api_keys import ApiKey
+from protocol.codec import decode_response, encode_request
+from protocol.records.batch import BatchHeader, Compression, build_batch, iter_batches
+from protocol.records.record import DecodedRecord, Record, decode_batch
+
+_SIZE = struct.Struct(">i")
+
+
+def request(bootstrap: str, api_key: int, version: int, body: Any, timeout: float = 15.0) -> Any:
+    """One request on a fresh connection; the decoded response body."""
+    host, _, port = bootstrap.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(encode_request(api_key, version, 1, "compat-wire", body))
+
+        def read(n: int) -> bytes:
+            buf = bytearray()
+            while len(buf) < n:
+                chunk = sock.recv(n - len(buf))
+                if not chunk:
+                    raise ConnectionError("connection closed by the broker")
+                buf += chunk
+            return bytes(buf)
+
+        (size,) = _SIZE.unpack(read(4))
+        cid, decoded = decode_response(api_key, version, read(size))
+        assert cid == 1, cid
+        return decoded
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1,
+                 configs: dict[str, str] | None = None) -> None:
+    body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+            "timeout_ms": 10000, "validate_only": False}
+    result = request(bootstrap, ApiKey.CREATE_TOPICS, 7, body).topics[0]
+    assert result.error_code == 0, \
+        f"CreateTopics {name}: {result.error_code} {result.error_message}"
+
+
+def partition_count(bootstrap: str, topic: str) -> int | None:
+    """Partitions of `topic` per Metadata (no auto-creation), None if it does not exist."""
+    body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+    t = request(bootstrap, ApiKey.METADATA, 9, body).topics[0]
+    if t.error_code == 3:  # UNKNOWN_TOPIC_OR_PARTITION
+        return None
+    assert t.error_code == 0, f"Metadata {topic}: error {t.error_code}"
+    return len(t.partitions)
+
+
+def topic_configs(bootstrap: str, topic: str) -> dict[str, str | None]:
+    body = {"resources": [{"resource_type": 2, "resource_name": topic,
+                           "configuration_keys": None}]}
+    result = request(bootstrap, ApiKey.DESCRIBE_CONFIGS, 4, body).results[0]
+    assert result.error_code == 0, f"DescribeConfigs {topic}: {result.error_code}"
+    return {c.name: c.value for c in result.configs}
+
+
+def produce(bootstrap: str, topic: str, partition: int, records: list[Record],
+            compression: Compression = Compression.NONE) -> int:
+    """One batch; its base offset."""
+    batch = build_batch(records, compression=compression)
+    body = {"transactional_id": None, "acks": -1, "timeout_ms": 10000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
+    part = request(bootstrap, ApiKey.PRODUCE, 9, body).responses[0].partition_responses[0]
+    assert part.error_code == 0, f"Produce {topic}-{partition}: error {part.error_code}"
+    return part.base_offset
+
+
+def list_offset(bootstrap: str, topic: str, partition: int, timestamp: int = -1) -> int:
+    """ListOffsets: -1 latest (the log end), -2 earliest, or the first offset at/after a time."""
+    body = {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}]}
+    part = request(bootstrap, ApiKey.LIST_OFFSETS, 7, body).topics[0].partitions[0]
+    assert part.error_code == 0, f"ListOffsets {topic}-{partition}: error {part.error_code}"
+    return part.offset
+
+
+def batches(bootstrap: str, topic: str, partition: int
+            ) -> list[tuple[BatchHeader, list[DecodedRecord]]]:
+    """Every batch of a partition from offset 0 to the high watermark, decoded."""
+    out: list[tuple[BatchHeader, list[DecodedRecord]]] = []
+    offset = 0
+    while True:
+        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 8 << 20,
+                "isolation_level": 0, "topics": [{"topic": topic, "partitions": [
+                    {"partition": partition, "fetch_offset": offset,
+                     "partition_max_bytes": 4 << 20}]}]}
+        part = request(bootstrap, ApiKey.FETCH, 12, body).responses[0].partitions[0]
+        assert part.error_code == 0, f"Fetch {topic}-{partition}: error {part.error_code}"
+        data = memoryview(part.records or b"")
+        progressed = False
+        for pos, header in iter_batches(data):
+            if header.base_offset + header.last_offset_delta < offset:
+                continue
+            out.append((header, decode_batch(data[pos:pos + header.size])))
+            offset = header.base_offset + header.last_offset_delta + 1
+            progressed = True
+        if offset >= part.high_watermark or not progressed:
+            return out
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
+    """The group's committed offsets (-1 when none) per partition."""
+    body = {"group_id": group, "topics": [{"name": topic, "partition_indexes": partitions}],
+            "require_stable": False}
+    resp = request(bootstrap, ApiKey.OFFSET_FETCH, 7, body)
+    assert resp.error_code == 0, f"OffsetFetch {group}: error {resp.error_code}"
+    return {p.partition_index: p.committed_offset for t in resp.topics for p in t.partitions}
+
+
+def describe_group(bootstrap: str, group: str) -> tuple[str, list[dict[str, list[int]]]]:
+    """(state, [each member's assignment as topic -> partitions])."""
+    resp = request(bootstrap, ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group],
+                                                          "include_authorized_operations": False})
+    g = resp.groups[0]
+    assert g.error_code == 0, f"DescribeGroups {group}: error {g.error_code}"
+    return g.group_state, [_consumer_assignment(m.member_assignment) for m in g.members]
+
+
+def _consumer_assignment(data: bytes) -> dict[str, list[int]]:
+    """ConsumerProtocolAssignment: version int16, [topic string, [partition int32]], ..."""
+    if not data:
+        return {}
+    pos = 2
+    (n_topics,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    out: dict[str, list[int]] = {}
+    for _ in range(max(n_topics, 0)):
+        (length,) = struct.unpack_from(">h", data, pos)
+        pos += 2
+        name = data[pos:pos + length].decode()
+        pos += length
+        (n_parts,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        out[name] = list(struct.unpack_from(f">{n_parts}i", data, pos))
+        pos += 4 * n_parts
+    return out
