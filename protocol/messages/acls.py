@@ -1,6 +1,6 @@
 """Access control lists: describe, create, delete."""
 from protocol.messages.api import Api
-from protocol.schema import f, struct
+from protocol.schema import f
 
 
 DESCRIBE_ACLS = Api(

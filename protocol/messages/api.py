@@ -1,7 +1,7 @@
 """`Api`: one Kafka API's request and response, declared once, with the versions we decode."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from protocol.schema import Field, Message, Versions
 

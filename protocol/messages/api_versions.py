@@ -1,6 +1,6 @@
 """ApiVersions: request and response."""
 from protocol.messages.api import Api
-from protocol.schema import f, struct
+from protocol.schema import f
 
 
 API_VERSIONS = Api(

@@ -1,6 +1,6 @@
 """Cluster and replica information: brokers, log dirs, leader elections and epochs."""
 from protocol.messages.api import Api
-from protocol.schema import f, struct
+from protocol.schema import f
 
 
 DESCRIBE_CLUSTER = Api(

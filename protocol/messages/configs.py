@@ -1,6 +1,6 @@
 """Broker and topic configuration: describe and alter."""
 from protocol.messages.api import Api
-from protocol.schema import f, struct
+from protocol.schema import f
 
 
 DESCRIBE_CONFIGS = Api(

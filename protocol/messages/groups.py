@@ -1,6 +1,6 @@
 """The classic consumer-group APIs: coordinator lookup, membership, and group admin."""
 from protocol.messages.api import Api
-from protocol.schema import f, struct
+from protocol.schema import f
 
 
 FIND_COORDINATOR = Api(

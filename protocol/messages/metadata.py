@@ -1,6 +1,6 @@
 """Metadata: request and response."""
 from protocol.messages.api import Api
-from protocol.schema import f, struct
+from protocol.schema import f
 
 
 METADATA = Api(

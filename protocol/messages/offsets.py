@@ -1,6 +1,6 @@
 """Committed offsets: commit, fetch and delete."""
 from protocol.messages.api import Api
-from protocol.schema import f, struct
+from protocol.schema import f
 
 
 OFFSET_COMMIT = Api(

@@ -1,6 +1,6 @@
 """Producer ids for idempotence and transactions, and their per-partition state."""
 from protocol.messages.api import Api
-from protocol.schema import f, struct
+from protocol.schema import f
 
 
 INIT_PRODUCER_ID = Api(

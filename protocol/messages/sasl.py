@@ -1,6 +1,6 @@
 """Authentication: SASL handshake and exchange, SCRAM credentials."""
 from protocol.messages.api import Api
-from protocol.schema import f, struct
+from protocol.schema import f
 
 
 SASL_HANDSHAKE = Api(

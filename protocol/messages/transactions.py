@@ -1,6 +1,6 @@
 """Transactions: partitions and offsets joining a transaction, its end, markers, listing."""
 from protocol.messages.api import Api
-from protocol.schema import f, struct
+from protocol.schema import f
 
 
 ADD_PARTITIONS_TO_TXN = Api(

@@ -58,7 +58,7 @@ class DecodedRecord:
 
 # -- varints -----------------------------------------------------------------------------------
 
-def _put_varint(out: bytearray, value: int) -> None:
+def put_varint(out: bytearray, value: int) -> None:
     """Append a zigzag varint/varlong (the two differ only in their range)."""
     n = (value << 1) ^ (value >> 63)
     while n > 0x7F:
@@ -67,7 +67,7 @@ def _put_varint(out: bytearray, value: int) -> None:
     out.append(n)
 
 
-def _get_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def get_varint(buf: bytes, pos: int) -> tuple[int, int]:
     """Read a zigzag varint at `pos`; returns (value, next position). IndexError past the end."""
     b = buf[pos]
     if b < 0x80:
@@ -90,7 +90,7 @@ def _put_bytes(out: bytearray, data: bytes | None) -> None:
     if data is None:
         out.append(1)  # zigzag(-1)
     else:
-        _put_varint(out, len(data))
+        put_varint(out, len(data))
         out += data
 
 
@@ -108,15 +108,15 @@ def encode_records(records: Sequence[Record], timestamps: Sequence[int],
     for delta, (record, timestamp) in enumerate(zip(records, timestamps, strict=True)):
         body.clear()
         body.append(0)  # record attributes: unused
-        _put_varint(body, timestamp - base_timestamp)
-        _put_varint(body, delta)
+        put_varint(body, timestamp - base_timestamp)
+        put_varint(body, delta)
         _put_bytes(body, record.key)
         _put_bytes(body, record.value)
-        _put_varint(body, len(record.headers))
+        put_varint(body, len(record.headers))
         for name, value in record.headers:
             _put_bytes(body, name.encode())
             _put_bytes(body, value)
-        _put_varint(out, len(body))
+        put_varint(out, len(body))
         out += body
     return bytes(out)
 
@@ -124,7 +124,7 @@ def encode_records(records: Sequence[Record], timestamps: Sequence[int],
 # -- decoding ----------------------------------------------------------------------------------
 
 def _get_bytes(buf: bytes, pos: int, limit: int) -> tuple[bytes | None, int]:
-    length, pos = _get_varint(buf, pos)
+    length, pos = get_varint(buf, pos)
     if length < 0:
         if length != -1:
             raise InvalidRecordError(f"negative length {length}")
@@ -145,16 +145,16 @@ def decode_records(data: bytes, count: int, base_offset: int, base_timestamp: in
     end = len(data)
     try:
         for _ in range(count):
-            length, pos = _get_varint(data, pos)
+            length, pos = get_varint(data, pos)
             limit = pos + length
             if length < 0 or limit > end:
                 raise InvalidRecordError(f"record length {length} runs past the batch")
             pos += 1  # attributes
-            ts_delta, pos = _get_varint(data, pos)
-            offset_delta, pos = _get_varint(data, pos)
+            ts_delta, pos = get_varint(data, pos)
+            offset_delta, pos = get_varint(data, pos)
             key, pos = _get_bytes(data, pos, limit)
             value, pos = _get_bytes(data, pos, limit)
-            n_headers, pos = _get_varint(data, pos)
+            n_headers, pos = get_varint(data, pos)
             if n_headers < 0:
                 raise InvalidRecordError(f"negative header count {n_headers}")
             headers = []

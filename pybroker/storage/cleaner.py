@@ -67,6 +67,7 @@ from protocol.records.batch import (
     Compression, InvalidRecordError, compute_crc, iter_batches,
 )
 from protocol.records.compression import compress, decompress
+from protocol.records.record import get_varint, put_varint
 from pybroker.storage.checkpoint import read_offsets, write_offsets
 from pybroker.storage.log_config import LONG_MAX
 from pybroker.storage.segment import (
@@ -641,32 +642,6 @@ def _records_data(header: BatchHeader, batch: memoryview) -> bytes:
     return bytes(payload) if codec is Compression.NONE else decompress(codec, payload)
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint at `pos`: (value, next position)."""
-    b = buf[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    n, shift = b & 0x7F, 7
-    pos += 1
-    while True:
-        b = buf[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (n >> 1) ^ -(n & 1), pos
-        shift += 7
-        if shift > 63:
-            raise InvalidRecordError("varint longer than 10 bytes")
-
-
-def _put_varint(out: bytearray, value: int) -> None:
-    n = (value << 1) ^ (value >> 63)
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
 # (record start, attributes position, end of timestamp delta, record end, timestamp delta,
 #  offset delta, key, value is null)
 _Rec = tuple[int, int, int, int, int, int, "bytes | None", bool]
@@ -679,19 +654,19 @@ def _parse_records(data: bytes, count: int) -> list[_Rec]:
     try:
         for _ in range(count):
             start = pos
-            length, pos = _varint(data, pos)
+            length, pos = get_varint(data, pos)
             body = pos
             limit = pos + length
             if length <= 0 or limit > end:
                 raise InvalidRecordError(f"record length {length} runs past the batch")
-            ts_delta, ts_end = _varint(data, pos + 1)
-            offset_delta, pos = _varint(data, ts_end)
-            key_len, pos = _varint(data, pos)
+            ts_delta, ts_end = get_varint(data, pos + 1)
+            offset_delta, pos = get_varint(data, ts_end)
+            key_len, pos = get_varint(data, pos)
             key = None
             if key_len >= 0:
                 key = data[pos:pos + key_len]
                 pos += key_len
-            value_len, pos = _varint(data, pos)
+            value_len, pos = get_varint(data, pos)
             if pos > limit or (value_len >= 0 and pos + value_len > limit):
                 raise InvalidRecordError("record fields run past the record")
             out.append((start, body, ts_end, limit, ts_delta, offset_delta, key, value_len < 0))
@@ -756,9 +731,9 @@ def _filter_batch(header: BatchHeader, batch: memoryview, offset_map: dict[bytes
             body += data[start:end]
         else:
             rec = bytearray(data[attrs_pos:attrs_pos + 1])
-            _put_varint(rec, ts - new_base_ts)
+            put_varint(rec, ts - new_base_ts)
             rec += data[ts_end:end]
-            _put_varint(body, len(rec))
+            put_varint(body, len(rec))
             body += rec
     if header.timestamp_type == LOG_APPEND_TIME:
         max_ts = header.max_timestamp

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from pybroker.storage.checkpoint import read_offsets, write_offsets
 from pybroker.storage.log_config import LogConfig
+from pybroker.storage.segment import fsync_directory
 from pybroker.storage.partition_log import PartitionLog, parse_topic_partition, \
     partition_dir_name
 
@@ -211,23 +212,8 @@ class LogManager:
             with open(marker, "w") as f:
                 f.flush()
                 os.fsync(f.fileno())
-            _fsync_dir(log_dir)
+            fsync_directory(log_dir)
 
     @property
     def closed(self) -> bool:
         return self._closed
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a rename or creation in `path` durable (a no-op where directories cannot be
-    opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

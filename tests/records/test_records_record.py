@@ -15,7 +15,7 @@ from protocol.records import (
     decode_control_record, decode_records, encode_records, iter_records_in,
     set_log_append_time,
 )
-from protocol.records.record import _get_varint, _put_varint
+from protocol.records.record import get_varint, put_varint
 
 keys = st.none() | st.binary(max_size=40)
 values = st.none() | st.binary(max_size=300)
@@ -52,9 +52,9 @@ def test_random_records_read_in_kafka_python(records: list[Record]) -> None:
 @given(st.integers(-2**63, 2**63 - 1))
 def test_varint_round_trip(value: int) -> None:
     out = bytearray()
-    _put_varint(out, value)
+    put_varint(out, value)
     assert len(out) <= 10
-    assert _get_varint(bytes(out), 0) == (value, len(out))
+    assert get_varint(bytes(out), 0) == (value, len(out))
 
 
 @pytest.mark.parametrize(("value", "encoded"), [
@@ -64,7 +64,7 @@ def test_varint_round_trip(value: int) -> None:
 ])
 def test_varint_golden(value: int, encoded: bytes) -> None:
     out = bytearray()
-    _put_varint(out, value)
+    put_varint(out, value)
     assert bytes(out) == encoded
 
 
