@@ -20,7 +20,7 @@ from construct import Construct, ConstructError
 
 __all__ = [
     "WireError", "INT8", "INT16", "INT32", "INT64", "UINT16", "UINT32", "FLOAT64", "BOOL",
-    "GatherIO", "UVARINT", "VARINT", "VARLONG", "UUID", "String", "Bytes", "Array",
+    "GatherIO", "Records", "UVARINT", "VARINT", "VARLONG", "UUID", "String", "Bytes", "Array",
     "read_uvarint", "write_uvarint", "uvarint_bytes", "zigzag_decode", "zigzag_encode",
 ]
 
@@ -140,6 +140,20 @@ def read_bytes(io: BytesIO, compact: bool, nullable: bool) -> bytes | None:
             raise WireError("null in non-nullable bytes")
         return None
     return read_exact(io, n)
+
+
+def read_records(io: BytesIO, compact: bool, nullable: bool) -> bytearray | None:
+    """A record set, read straight into a mutable buffer: the broker patches base offsets
+    and leader epochs into it in place, so the bytes are copied once, here."""
+    n = read_length(io, compact, _I32)
+    if n < 0:
+        if not nullable:
+            raise WireError("null in non-nullable records")
+        return None
+    buf = bytearray(n)
+    if io.readinto(buf) != n:
+        raise WireError(f"needed {n} bytes of records")
+    return buf
 
 
 def write_bytes(io: BytesIO, value: Any, compact: bool, nullable: bool) -> None:
@@ -300,6 +314,10 @@ UUID = _Call("read_uuid", "write_uuid", default=uuid.UUID(int=0))
 def String(compact: bool, nullable: bool) -> Construct:
     return _Call("read_string", "write_string", f"{compact}, {nullable}",
                  default=None if nullable else "")
+
+
+def Records(compact: bool, nullable: bool) -> Construct:
+    return _Call("read_records", "write_bytes", f"{compact}, {nullable}", default=None)
 
 
 def Bytes(compact: bool, nullable: bool) -> Construct:

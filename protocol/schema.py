@@ -164,7 +164,9 @@ def _type_construct(t: Union[str, StructOf], version: int, flexible: bool) -> Co
 def _primitive(t: str, flexible: bool, nullable: bool) -> Construct:
     if t == "string":
         return P.String(flexible, nullable)
-    if t in ("bytes", "records"):
+    if t == "records":
+        return P.Records(flexible, nullable)
+    if t == "bytes":
         return P.Bytes(flexible, nullable)
     return {
         "int8": P.INT8, "int16": P.INT16, "int32": P.INT32, "int64": P.INT64,
