@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from protocol.errors import ErrorCode
+from pybroker.config import ConfigError, validate_topic_configs
 
 if TYPE_CHECKING:
     from pybroker.broker import Broker
@@ -40,3 +41,31 @@ def check_resource(broker: "Broker", resource_type: int, name: str,
 def result(code: ErrorCode, message: str | None, resource_type: int, name: str) -> dict:
     return {"error_code": int(code), "error_message": message, "resource_type": resource_type,
             "resource_name": name}
+
+
+def alter_topic_configs(broker: "Broker", request: Any,
+                        new_configs: Callable[[dict[str, str], Any], dict[str, str]]) -> dict:
+    """AlterConfigs and IncrementalAlterConfigs: per resource, compute the topic's new
+    overrides with `new_configs(current, resource)`, validate them, and apply them unless the
+    request only validates. ConfigError from either step is INVALID_CONFIG for that resource."""
+    responses = []
+    for res in request.resources:
+        code, message = check_resource(broker, res.resource_type, res.resource_name,
+                                       altering=True)
+        if code == ErrorCode.NONE:
+            current = broker.metadata.image.topics[res.resource_name].configs
+            try:
+                configs = new_configs(current, res)
+                validate_topic_configs(configs)
+            except ConfigError as exc:
+                code, message = ErrorCode.INVALID_CONFIG, str(exc)
+            else:
+                if not request.validate_only:
+                    broker.set_topic_configs(res.resource_name, configs)
+        responses.append(result(code, message, res.resource_type, res.resource_name))
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+def alter_error_response(ctx: Any, request: Any, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "responses": [
+        result(code, None, r.resource_type, r.resource_name) for r in request.resources]}

@@ -9,10 +9,9 @@ from enum import IntEnum
 from construct import Container
 
 from protocol.api_keys import ApiKey
-from protocol.errors import ErrorCode
-from pybroker.config import TOPIC_CONFIG_DEFS, ConfigError, ConfigType, validate_topic_configs
+from pybroker.config import TOPIC_CONFIG_DEFS, ConfigError, ConfigType
 from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.configs_common import check_resource, result
+from pybroker.handlers.configs_common import alter_error_response, alter_topic_configs
 
 
 class Op(IntEnum):
@@ -56,27 +55,8 @@ def apply_ops(current: dict[str, str], ops: list) -> dict[str, str]:
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    broker = ctx.broker
-    responses = []
-    for res in request.resources:
-        code, message = check_resource(broker, res.resource_type, res.resource_name,
-                                       altering=True)
-        if code == ErrorCode.NONE:
-            current = broker.metadata.image.topics[res.resource_name].configs
-            try:
-                configs = apply_ops(current, res.configs)
-                validate_topic_configs(configs)
-            except ConfigError as exc:
-                code, message = ErrorCode.INVALID_CONFIG, str(exc)
-            else:
-                if not request.validate_only:
-                    broker.set_topic_configs(res.resource_name, configs)
-        responses.append(result(code, message, res.resource_type, res.resource_name))
-    return {"throttle_time_ms": 0, "responses": responses}
+    return alter_topic_configs(ctx.broker, request,
+                               lambda current, resource: apply_ops(current, resource.configs))
 
 
-def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "responses": [
-        result(code, None, r.resource_type, r.resource_name) for r in request.resources]}
-
-HANDLER = Handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle, error_response)
+HANDLER = Handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle, alter_error_response)
