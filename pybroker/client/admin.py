@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, TypeVar
 import trio
 
 from protocol.api_keys import ApiKey
+from protocol.config_resources import ConfigSource, ResourceType
 from protocol.errors import ErrorCode, KafkaError
 from pybroker.client.client import REFRESH_CODES, KafkaClient
 from pybroker.client.cluster import ZERO_UUID, TopicMetadata, TopicPartition
@@ -41,36 +42,6 @@ class NewTopic:
     replication_factor: int = -1
     configs: Mapping[str, str] = field(default_factory=dict)
     assignments: Mapping[int, list[int]] | None = None
-
-
-class ResourceType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    BROKER = 4
-    BROKER_LOGGER = 8
-
-
-class ConfigSource(enum.IntEnum):
-    """DescribeConfigs `config_source` as Kafka numbers it on the wire, with the Java names."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    DYNAMIC_CLIENT_METRICS_CONFIG = 7
-    DYNAMIC_GROUP_CONFIG = 8
-
-    @classmethod
-    def of(cls, value: int) -> "ConfigSource":
-        try:
-            return cls(value)
-        except ValueError:
-            return cls.UNKNOWN
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal, Sequence
 
+from protocol.config_resources import ConfigSource
+
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
@@ -39,21 +41,6 @@ class ConfigType(enum.IntEnum):
     LIST = 7
     CLASS = 8
     PASSWORD = 9
-
-
-class ConfigSource(enum.IntEnum):
-    """Where a value came from, numbered as DescribeConfigs v1+ carries it (`config_source`)."""
-
-    # Kafka's DescribeConfigsResponse.ConfigSource ids (the broker-logger source is 6, not 2).
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    DYNAMIC_CLIENT_METRICS_CONFIG = 7
-    DYNAMIC_GROUP_CONFIG = 8
 
 
 class ConfigError(ValueError):

@@ -1,23 +1,14 @@
 """What DescribeConfigs, AlterConfigs and IncrementalAlterConfigs share: resource lookup."""
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Callable
 
+from protocol.config_resources import ResourceType
 from protocol.errors import ErrorCode
 from pybroker.config import ConfigError, validate_topic_configs
 
 if TYPE_CHECKING:
     from pybroker.broker import Broker
-
-
-class ResourceType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    BROKER = 4
-    BROKER_LOGGER = 8
 
 
 def check_resource(broker: "Broker", resource_type: int, name: str,

@@ -1,0 +1,39 @@
+"""Numbers the config APIs carry: resource types and where a config value came from.
+
+Shared by the broker's handlers and configuration, and by the client and tools, so both sides
+of DescribeConfigs and AlterConfigs agree on Kafka's numbering.
+"""
+from __future__ import annotations
+
+import enum
+
+
+class ResourceType(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class ConfigSource(enum.IntEnum):
+    """DescribeConfigs `config_source` as Kafka numbers it on the wire, with the Java names."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    DYNAMIC_CLIENT_METRICS_CONFIG = 7
+    DYNAMIC_GROUP_CONFIG = 8
+
+    @classmethod
+    def of(cls, value: int) -> "ConfigSource":
+        """A peer's value; one we do not know reads as UNKNOWN instead of failing."""
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
