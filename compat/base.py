@@ -12,6 +12,8 @@ need every client installed.
 """
 from __future__ import annotations
 
+import signal
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -69,6 +71,51 @@ class Member:
 
     def debug(self) -> str:
         return ""
+
+
+class ProcessMember(Member):
+    """A member that is a command-line consumer printing one value per line.
+
+    `stop()` sends SIGTERM, on which the command commits what it printed and leaves the group.
+    """
+
+    def __init__(self, label: str, args: list[str], **popen: object) -> None:
+        self.label = label
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     **popen)  # type: ignore[call-overload]
+        self._taken: list[bytes] = []
+        self._stderr: list[str] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._lock:
+                self._taken.append(line.rstrip(b"\n"))
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._stderr.append(line.decode(errors="replace"))
+
+    def values(self) -> list[bytes]:
+        with self._lock:
+            return list(self._taken)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise RuntimeError(f"{self.label} did not stop within 20 s of SIGTERM")
+
+    def debug(self) -> str:
+        return f"{self.label} pid {self.proc.pid}: {len(self._taken)} taken; " + \
+            " | ".join(s.strip() for s in self._stderr[-5:])
 
 
 class ThreadMember(Member):

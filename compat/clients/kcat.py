@@ -12,11 +12,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
-import threading
 
-from compat.base import TIMEOUT_S, Adapter, Got, Headers, Member, ProduceFailed, Rec
+from compat.base import TIMEOUT_S, Adapter, Got, Headers, Member, ProcessMember, ProduceFailed, Rec
 
 KCAT = shutil.which("kcat") or "/usr/bin/kcat"
 _FORMAT = r"%p\t%o\t%K\t%S\t%T\t%h\t%k\t%s\n"
@@ -62,46 +60,12 @@ def _last_line(stderr: bytes) -> str:
     return lines[-1] if lines else "(no output)"
 
 
-class KcatMember(Member):
+class KcatMember(ProcessMember):
     def __init__(self, bootstrap: str, topic: str, group: str) -> None:
-        self.proc = subprocess.Popen(
-            [KCAT, "-G", group, "-b", bootstrap, "-X", "auto.offset.reset=earliest",
-             "-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=500",
-             "-X", "auto.commit.interval.ms=200", "-u", "-f", r"%s\n", topic],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self._taken: list[bytes] = []
-        self._stderr: list[str] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            with self._lock:
-                self._taken.append(line.rstrip(b"\n"))
-
-    def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self._stderr.append(line.decode(errors="replace"))
-
-    def values(self) -> list[bytes]:
-        with self._lock:
-            return list(self._taken)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)  # kcat closes the consumer: commit, leave
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise RuntimeError("kcat did not stop within 20 s of SIGTERM")
-
-    def debug(self) -> str:
-        return f"kcat pid {self.proc.pid}: {len(self._taken)} taken; " + \
-            " | ".join(s.strip() for s in self._stderr[-5:])
+        super().__init__("kcat", [
+            KCAT, "-G", group, "-b", bootstrap, "-X", "auto.offset.reset=earliest",
+            "-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=500",
+            "-X", "auto.commit.interval.ms=200", "-u", "-f", r"%s\n", topic])
 
 
 class Kcat(Adapter):

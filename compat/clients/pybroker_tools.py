@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
-from compat.base import TIMEOUT_S, Adapter, Got, Headers, Member, ProduceFailed, Rec
+from compat.base import TIMEOUT_S, Adapter, Got, Headers, Member, ProcessMember, ProduceFailed, Rec
 
 ROOT = Path(__file__).resolve().parents[2]
 NULL = "<NULL>"  # null.marker when producing, null.literal when consuming
@@ -75,49 +73,15 @@ def _parse(stdout: bytes) -> list[Got]:
     return got
 
 
-class ConsoleMember(Member):
+class ConsoleMember(ProcessMember):
     def __init__(self, bootstrap: str, topic: str, group: str) -> None:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pybroker.tools.console_consumer", "--bootstrap-server",
-             bootstrap, "--topic", topic, "--group", group, "--from-beginning",
-             "--consumer-property", "session.timeout.ms=10000",
-             "--consumer-property", "heartbeat.interval.ms=500",
-             "--consumer-property", "auto.commit.interval.ms=200"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
-        self._taken: list[bytes] = []
-        self._stderr: list[str] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            with self._lock:
-                self._taken.append(line.rstrip(b"\n"))
-
-    def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self._stderr.append(line.decode(errors="replace"))
-
-    def values(self) -> list[bytes]:
-        with self._lock:
-            return list(self._taken)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)  # commits what it printed, leaves the group
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise RuntimeError("kafka-console-consumer did not stop within 20 s of SIGTERM")
-
-    def debug(self) -> str:
-        return f"console consumer pid {self.proc.pid}: {len(self._taken)} taken; " + \
-            " | ".join(s.strip() for s in self._stderr[-5:])
+        super().__init__("kafka-console-consumer", [
+            sys.executable, "-m", "pybroker.tools.console_consumer", "--bootstrap-server",
+            bootstrap, "--topic", topic, "--group", group, "--from-beginning",
+            "--consumer-property", "session.timeout.ms=10000",
+            "--consumer-property", "heartbeat.interval.ms=500",
+            "--consumer-property", "auto.commit.interval.ms=200"], env=env, cwd=ROOT)
 
 
 class PybrokerTools(Adapter):
