@@ -163,10 +163,33 @@ def write_bytes(io: BytesIO, value: Any, compact: bool, nullable: bool) -> None:
         write_length(io, -1, compact, _I32)
         return
     write_length(io, len(value), compact, _I32)
-    if type(io) is GatherIO and len(value) >= GatherIO.LARGE:
+    if type(io) is GatherIO and (len(value) >= GatherIO.LARGE or type(value) is FileRegion):
         io.gather(value)
     else:
         io.write(value)
+
+
+class FileRegion:
+    """`length` bytes at `offset` of an open file, to go to the socket as they are.
+
+    A Fetch response can carry its records this way, so that the broker sends them from the
+    segment file with os.sendfile instead of reading them into memory first. `source` owns the
+    descriptor: `source.fileno()` gives it, or raises ValueError once the file is closed. Only
+    `encode_parts` (GatherIO) accepts a region; `parts()` hands it out as one part.
+    """
+
+    __slots__ = ("source", "offset", "length")
+
+    def __init__(self, source: Any, offset: int, length: int) -> None:
+        self.source = source
+        self.offset = offset
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __repr__(self) -> str:
+        return f"FileRegion({self.source!r}, offset={self.offset}, length={self.length})"
 
 
 class GatherIO(BytesIO):
@@ -174,6 +197,7 @@ class GatherIO(BytesIO):
 
     `parts()` gives the encoded message as a list of buffers for one gathered send, so a
     Fetch response's records go from the log to the socket without being copied into a frame.
+    A `FileRegion` value is always a part of its own, whatever its size.
     """
 
     LARGE = 4096

@@ -6,7 +6,9 @@ config or an unusable log dir exits non-zero with a one-line reason.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
+import os
 import signal
 import sys
 import tempfile
@@ -77,8 +79,37 @@ def _first_os_error(exc: BaseException) -> OSError | None:
     return None
 
 
+# glibc's mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+
+
+def tune_malloc(mmap_threshold: int = 32 << 20, trim_threshold: int = 64 << 20) -> bool:
+    """Keep the broker's large buffers in the heap instead of fresh mmaps (glibc only).
+
+    Every Produce frame, receive buffer and record set is a buffer of 256 KB to a few MB.
+    Above glibc's mmap threshold (128 KB, raised only when such a block is freed, and not for
+    blocks a realloc shrank) each is an mmap, page faults on every page, and an munmap: a
+    256 KB receive of a 200-byte request cost ~10 us instead of ~1 us, and the page faults
+    were a third of the broker's CPU per produced MB. Raising the threshold to 32 MB, and the
+    trim threshold so that freed heap is kept for the next request, removes them; the price is
+    that up to 64 MB of freed heap stays resident after a burst. The MALLOC_*_ environment
+    variables, if set, win. Returns whether the settings were applied.
+    """
+    if any(k in os.environ for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")):
+        return False
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to tune
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) and \
+        bool(mallopt(_M_TRIM_THRESHOLD, trim_threshold))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    tune_malloc()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
     try:

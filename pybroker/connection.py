@@ -7,11 +7,13 @@ connection gives the same ordering guarantee. A connection with no traffic for
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING
 
 import trio
 
 from protocol.framing import NEED_DATA, FrameBuffer, FrameTooLarge
+from protocol.primitives import FileRegion
 from pybroker.dispatch import CloseConnection, dispatch
 
 if TYPE_CHECKING:
@@ -22,11 +24,27 @@ RECEIVE_SIZE = 256 * 1024
 
 
 async def send_parts(stream: trio.SocketStream, parts: list) -> None:
-    """Write a response given as buffers with gathered sends (no joining into one frame)."""
-    if len(parts) == 1:
+    """Write a response given as parts: buffers go out with gathered sends (no joining into
+    one frame), a FileRegion straight from its file with os.sendfile."""
+    if len(parts) == 1 and type(parts[0]) is not FileRegion:
         await stream.send_all(parts[0])
         return
     sock = stream.socket
+    buffers: list = []
+    for part in parts:
+        if type(part) is FileRegion:
+            if buffers:
+                await _send_buffers(sock, buffers)
+                buffers = []
+            await _send_region(sock, part)
+        else:
+            buffers.append(part)
+    if buffers:
+        await _send_buffers(sock, buffers)
+
+
+async def _send_buffers(sock: trio.socket.SocketType, parts: list) -> None:
+    # No MSG_MORE before a region: corking the header stalled each response by ~200 ms.
     views = [memoryview(p) for p in parts]
     while views:
         sent = await sock.sendmsg(views[:64])
@@ -36,6 +54,29 @@ async def send_parts(stream: trio.SocketStream, parts: list) -> None:
             else:
                 views[0] = views[0][sent:]
                 sent = 0
+
+
+async def _send_region(sock: trio.socket.SocketType, region: FileRegion) -> None:
+    """os.sendfile the region; the file's descriptor is asked for before every call, so a
+    segment closed meanwhile (topic deleted, log truncated) is noticed, not read through a
+    descriptor number that may have been reused. Such a response cannot be completed: the
+    connection is closed, and the client retries elsewhere or later."""
+    out = sock.fileno()
+    offset, left = region.offset, region.length
+    while left:
+        try:
+            sent = os.sendfile(out, region.source.fileno(), offset, left)
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(sock)
+            continue
+        except ValueError:
+            raise CloseConnection(
+                "the segment was closed while its records were being sent") from None
+        if sent == 0:
+            raise CloseConnection("the segment ended before its records were sent (truncated)")
+        offset += sent
+        left -= sent
+    await trio.lowlevel.checkpoint()
 
 
 async def serve_connection(broker: "Broker", stream: trio.SocketStream) -> None:

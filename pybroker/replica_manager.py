@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
+from protocol.primitives import FileRegion
 from protocol.records.batch import (
     Compression, CorruptRecordError, InvalidRecordError, validate_batches,
 )
@@ -44,7 +45,7 @@ class AppendResult:
 @dataclass
 class ReadResult:
     error: ErrorCode
-    records: bytes = b""
+    records: bytes | FileRegion = b""
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -109,7 +110,7 @@ class ReplicaManager:
         append_time = int(time.time() * 1000) if tconfig.log_append_time else None
         try:
             info = plog.append(records, leader_epoch=self.broker.leader_epoch(topic, partition),
-                               log_append_time=append_time)
+                               log_append_time=append_time, batches=batches)
         except OutOfOrderSequence as exc:
             return AppendResult(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, message=str(exc))
         except InvalidProducerEpoch as exc:
@@ -127,7 +128,9 @@ class ReplicaManager:
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
              replica: bool = False, isolation_level: int = 0,
-             min_one_message: bool = True) -> ReadResult:
+             min_one_message: bool = True, region_min_batch: int = 0) -> ReadResult:
+        """`region_min_batch`: see `PartitionLog.read` (records as a FileRegion for sendfile
+        when they start with a batch at least that large)."""
         code, plog = self._leader_log(topic, partition)
         if plog is None:
             return ReadResult(code)
@@ -139,7 +142,8 @@ class ReplicaManager:
             upper = plog.high_watermark
         try:
             data = plog.read(offset, max_bytes, max_offset=upper,
-                             min_one_message=min_one_message)
+                             min_one_message=min_one_message,
+                             region_min_batch=region_min_batch)
         except OffsetOutOfRange:
             return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, b"", plog.high_watermark,
                               plog.last_stable_offset, plog.log_start_offset)

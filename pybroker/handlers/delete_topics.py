@@ -1,13 +1,16 @@
-"""DeleteTopics, by name or (v6+) by topic id; the partitions' files are removed."""
+"""DeleteTopics, by name or (v6+) by topic id; the partitions' files are removed in a worker
+thread, off the event loop, before the answer."""
 from __future__ import annotations
 
 import uuid
 
+import trio
 from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.handlers.base import Handler, RequestContext
+from pybroker.storage.log_manager import remove_dirs
 
 _ZERO = uuid.UUID(int=0)
 
@@ -20,6 +23,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     else:
         wanted = [(name, None) for name in request.topic_names]
     responses = []
+    detached = []
     for name, topic_id in wanted:
         if name is None and topic_id not in (None, _ZERO):
             info = image.topic_by_id(topic_id)
@@ -42,9 +46,12 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                               "error_message": "Internal topics cannot be deleted."})
             continue
         topic_id = info.topic_id
-        code = broker.delete_topic(name)
+        code, dirs = broker.detach_topic(name)
+        detached.extend(dirs)
         responses.append({"name": name, "topic_id": topic_id, "error_code": int(code),
                           "error_message": None})
+    if detached:
+        await trio.to_thread.run_sync(remove_dirs, detached)
     return {"throttle_time_ms": 0, "responses": responses}
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from protocol.primitives import FileRegion
 from protocol.records.batch import InvalidRecordError
 
 __all__ = [
@@ -70,7 +71,7 @@ class FetchData:
     """Whole batches from `first_offset` (-1 when empty) up to, not including, `next_offset`,
     with the log's offsets at the time of the read."""
 
-    records: bytes
+    records: bytes | FileRegion  # a FileRegion only when the reader asked for one
     first_offset: int
     next_offset: int
     high_watermark: int

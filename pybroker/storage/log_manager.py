@@ -51,6 +51,12 @@ DELETE_DIR_SUFFIX = "-delete"
 TopicPartition = tuple[str, int]
 
 
+def remove_dirs(paths: list[Path]) -> None:
+    """Delete directories that `detach` left (blocking: a worker thread's job)."""
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 class LogManager:
     """Opens, creates, deletes and maintains the partition logs under `log_dirs`."""
 
@@ -150,6 +156,16 @@ class LogManager:
             return False
         removed.delete()
         return True
+
+    def detach(self, topic: str, partition: int) -> Path | None:
+        """Like `delete`, but leave the renamed `*-delete` directory for the caller to remove
+        (PartitionLog.detach); None if there was no such log."""
+        with self._lock:
+            removed = self._logs.pop((topic, partition), None)
+            log_dir = self._dir_of.pop((topic, partition), None)
+            if log_dir is not None:
+                self._dir_counts[log_dir] -= 1
+        return None if removed is None else removed.detach()
 
     def logs(self) -> list[PartitionLog]:
         return list(self._logs.values())

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from protocol.records.batch import (
-    InvalidRecordError, set_base_offset, set_log_append_time, set_partition_leader_epoch,
+    BatchHeader, InvalidRecordError, set_base_offset, set_log_append_time, set_partition_leader_epoch,
     validate_batches, walk_batches,
 )
 from pybroker.storage.leader_epoch_cache import LeaderEpochFileCache
@@ -164,7 +164,8 @@ class PartitionLog:
     # -- appending -----------------------------------------------------------------------------
     def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int,
                assign_offsets: bool = True, log_append_time: int | None = None,
-               now_ms: int | None = None) -> AppendInfo:
+               now_ms: int | None = None,
+               batches: list[tuple[int, BatchHeader]] | None = None) -> AppendInfo:
         """Append a producer's batches as the leader, assigning offsets from the log end.
 
         Raises CorruptRecordError / InvalidRecordError (from validation), MessageTooLarge,
@@ -172,10 +173,13 @@ class PartitionLog:
         `assign_offsets=False` this is a replica append (see `append_as_follower`).
         `log_append_time` is the clock to stamp with when the topic uses LogAppendTime
         (default: now). A bytearray argument is patched in place; other buffers are copied once.
+        `batches` is `validate_batches(records)` when the caller has just run it (the Produce
+        path does, to answer with the right error), so the CRCs are not checked twice.
         """
         if not assign_offsets:
             return self.append_as_follower(records)
-        batches = validate_batches(records)
+        if batches is None:
+            batches = validate_batches(records)
         config = self.config
         for pos, header in batches:
             if header.size > config.max_message_bytes:
@@ -299,10 +303,12 @@ class PartitionLog:
             raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_message: bool = True) -> FetchData:
+             min_one_message: bool = True, region_min_batch: int = 0) -> FetchData:
         """Whole batches from the one holding `offset`, at most `max_bytes` of them (but the
         first batch whole whatever its size, if `min_one_message`), never a batch reaching
         `max_offset` (the high watermark for consumers, default the log end for replicas).
+        With `region_min_batch`, records starting with a batch at least that large come back
+        as a `FileRegion` of the segment file (for sendfile); see `LogSegment.read`.
 
         OffsetOutOfRange if `offset` is below the log start or beyond the log end. Reads stay
         within one segment, as Kafka's do; the consumer's next fetch continues.
@@ -314,7 +320,8 @@ class PartitionLog:
             segments = self.segments
             for i in range(max(self._segment_index(offset), 0), len(segments)):
                 found = segments[i].read(offset, max_bytes, max_offset=limit,
-                                         min_one_message=min_one_message)
+                                         min_one_message=min_one_message,
+                                         region_min_batch=region_min_batch)
                 if found is not None:
                     if not found.records:
                         break
@@ -624,8 +631,15 @@ class PartitionLog:
         self._pending_deletes.clear()
 
     def delete(self) -> None:
-        """Remove the whole log: rename the directory to `<name>.<uuid>-delete` (so a crash
-        midway leaves a name the next start recognises and removes), then delete it."""
+        """Remove the whole log: `detach`, then delete the renamed directory."""
+        target = self.detach()
+        if target is not None:
+            shutil.rmtree(target, ignore_errors=True)
+
+    def detach(self) -> Path | None:
+        """Close the log and rename its directory to `<name>.<uuid>-delete`, the name the next
+        start recognises and removes; returns that path (None if the directory is gone) for
+        the caller to delete, which for a large log is best done off the event loop."""
         with self._lock:
             if not self._closed:
                 self._close_files()
@@ -633,8 +647,8 @@ class PartitionLog:
             try:
                 os.rename(self.dir, target)
             except FileNotFoundError:
-                return
-            shutil.rmtree(target, ignore_errors=True)
+                return None
+            return target
 
     @property
     def closed(self) -> bool:

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from protocol.primitives import FileRegion
 from protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, walk_batches
 from pybroker.storage.abstract_index import CorruptIndexError
 from pybroker.storage.log_config import LogConfig
@@ -88,7 +89,7 @@ class SegmentRead:
     """Whole batches read from one segment: `records` starts at file `position`."""
 
     position: int
-    records: bytes
+    records: bytes | FileRegion
     first_offset: int
     next_offset: int
 
@@ -189,6 +190,9 @@ class LogSegment:
             self._size = os.stat(self.log_path).st_size
         self._bytes_since_last_index_entry = 0
         self._indexes_checked = False
+        # Where reads ended: offset -> file position of the batch that follows (see
+        # `translate_offset`). A consumer's next fetch starts exactly there.
+        self._read_ends: dict[int, int] = {}
         # Tail state, computed on first need (see module docstring).
         self._tail_loaded = False
         self._next_offset = base_offset
@@ -431,9 +435,25 @@ class LogSegment:
     # -- finding -----------------------------------------------------------------------------
     def translate_offset(self, offset: int, start_position: int = 0,
                          ) -> tuple[int, BatchHeader] | None:
-        """Position and header of the first batch whose last offset is >= `offset`."""
+        """Position and header of the first batch whose last offset is >= `offset`.
+
+        A read that ended at `offset` remembered where the next batch starts: a consumer
+        fetching from there (the usual case) skips the index lookup and the walk over the
+        batches between the index entry and its own (tens of them when batches are small).
+        """
         self.ensure_indexes()
-        _, position = self.offset_index.lookup(offset)
+        position = self._read_ends.get(offset)
+        if position is not None and position >= start_position:
+            # The batch there is the answer (it starts where a read of whole batches ended):
+            # read its header alone rather than walking a chunk of batches.
+            buf = os.pread(self.fd, HEADER_SIZE, position)
+            if len(buf) == HEADER_SIZE:
+                header = BatchHeader.unpack_from(buf)
+                if (header.magic == 2 and header.last_offset >= offset
+                        and position + header.size <= self._size):
+                    return position, header
+        if position is None:
+            _, position = self.offset_index.lookup(offset)
         for pos, header in _Walk(self, max(position, start_position), verify_crc=False,
                                  chunk=SCAN_CHUNK):
             if header.last_offset >= offset:
@@ -441,13 +461,18 @@ class LogSegment:
         return None
 
     def read(self, offset: int, max_size: int, *, max_offset: int,
-             min_one_message: bool = True) -> SegmentRead | None:
+             min_one_message: bool = True, region_min_batch: int = 0) -> SegmentRead | None:
         """Whole batches from the one holding `offset`, up to `max_size` bytes.
 
         None when the segment has no batch at or after `offset`. Batches whose last offset is
         at or past `max_offset` are never returned. The first batch comes back whole even if
         it alone exceeds `max_size` (Kafka's rule, so a consumer can always make progress),
         unless `min_one_message` is false.
+
+        With `region_min_batch`, when the first batch is at least that large the records come
+        back as a `FileRegion` of this segment's file (for sendfile) instead of bytes: the
+        same byte range, located by reading batch headers only. Small batches are read into
+        memory as usual: one pread and a walk in memory beat a header read per batch.
         """
         found = self.translate_offset(offset)
         if found is None:
@@ -455,10 +480,19 @@ class LogSegment:
         position, first = found
         if first.last_offset >= max_offset:
             return SegmentRead(position, b"", first.base_offset, first.base_offset)
+        if first.size > max_size and not min_one_message:
+            return SegmentRead(position, b"", first.base_offset, first.base_offset)
+        if region_min_batch and first.size >= region_min_batch:
+            # Small batches after the first end the region (a header read each would cost
+            # more than copying them); the next fetch reads them into memory.
+            length, next_offset = self._slice_from(position, first, max_size, max_offset,
+                                                   stop_below=region_min_batch // 4)
+            self._remember_read_end(next_offset, position + length)
+            return SegmentRead(position, FileRegion(self, position, length), first.base_offset,
+                               next_offset)
         if first.size > max_size:
-            if not min_one_message:
-                return SegmentRead(position, b"", first.base_offset, first.base_offset)
             data = os.pread(self.fd, first.size, position)
+            self._remember_read_end(first.next_offset, position + first.size)
             return SegmentRead(position, data, first.base_offset, first.next_offset)
         data = os.pread(self.fd, min(max_size, self._size - position), position)
         batches, valid, _ = walk_batches(data, verify_crc=False)
@@ -469,7 +503,14 @@ class LogSegment:
             length, next_offset = rel + header.size, header.next_offset
         if length != len(data):
             data = data[:length]
+        self._remember_read_end(next_offset, position + length)
         return SegmentRead(position, data, first.base_offset, next_offset)
+
+    def _remember_read_end(self, next_offset: int, position: int) -> None:
+        ends = self._read_ends
+        if len(ends) >= 64:  # a few consumers per partition; forget all rather than track age
+            ends.clear()
+        ends[next_offset] = position
 
     def read_slice(self, offset: int, max_size: int, *, max_offset: int,
                    min_one_message: bool = True) -> FileSlice | None:
@@ -482,17 +523,32 @@ class LogSegment:
         if first.last_offset >= max_offset or (first.size > max_size and not min_one_message):
             return FileSlice(self.log_path, fd, position, 0, first.base_offset,
                              first.base_offset)
+        length, next_offset = self._slice_from(position, first, max_size, max_offset)
+        return FileSlice(self.log_path, fd, position, length, first.base_offset, next_offset)
+
+    def _slice_from(self, position: int, first: BatchHeader, max_size: int,
+                    max_offset: int, stop_below: int = 0) -> tuple[int, int]:
+        """(length, next offset) of the whole batches from `first` at `position` that fit
+        `max_size` (the first always counts) and end below `max_offset`, stopping before
+        any batch smaller than `stop_below` bytes."""
+        fd = self.fd
         length, next_offset = first.size, first.next_offset
         pos = position + first.size
         while pos + HEADER_SIZE <= self._size:
             header = BatchHeader.unpack_from(os.pread(fd, HEADER_SIZE, pos))
             if (header.last_offset >= max_offset or length + header.size > max_size
-                    or pos + header.size > self._size):
+                    or pos + header.size > self._size or header.size < stop_below):
                 break
             length += header.size
             next_offset = header.next_offset
             pos += header.size
-        return FileSlice(self.log_path, fd, position, length, first.base_offset, next_offset)
+        return length, next_offset
+
+    def fileno(self) -> int:
+        """The `.log` descriptor (a `FileRegion` source); ValueError once closed."""
+        if self.closed:
+            raise ValueError(f"{self.log_path} is closed")
+        return self.fd
 
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
         return os.pread(self.fd, header.size, position)
@@ -553,6 +609,7 @@ class LogSegment:
         self.offset_index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
         removed = self._size - position
+        self._read_ends.clear()
         os.ftruncate(self.fd, position)
         self._size = position
         self._bytes_since_last_index_entry = 0
@@ -567,6 +624,7 @@ class LogSegment:
         valid_end = self._reindex(verify_crc=True)
         truncated = self._size - valid_end
         if truncated:
+            self._read_ends.clear()
             os.ftruncate(self.fd, valid_end)
             self._size = valid_end
             self._rolling_timestamp = None

@@ -979,3 +979,20 @@ def test_trailing_bytes_after_a_complete_request_are_ignored(broker) -> None:
         assert conn.request(ApiKey.API_VERSIONS, 0, {}).error_code == 0  # still open
     ck = AdminClient({"bootstrap.servers": broker.bootstrap})
     assert name in ck.list_topics(timeout=TIMEOUT).topics
+
+
+def test_deleted_topic_files_are_removed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """DeleteTopics removes the partitions' directories (in a worker thread) before it
+    answers, leaving no `*-delete` directory behind."""
+    from protocol.api_keys import ApiKey
+    from tests.helpers import broker_in_thread
+    from tests.integration.raw import create_topic, send_request
+
+    logs = tmp_path / "logs"
+    with broker_in_thread(logs) as info:
+        create_topic(info.bootstrap, "doomed", 3)
+        assert (logs / "doomed-0").is_dir()
+        resp = send_request(info.bootstrap, ApiKey.DELETE_TOPICS, 4,
+                            {"topic_names": ["doomed"], "timeout_ms": 10000})
+        assert resp.responses[0].error_code == 0
+        assert not [p for p in logs.iterdir() if p.name.startswith("doomed")]

