@@ -32,7 +32,9 @@ TOOLS = {
 def _venv_ready() -> str | None:
     """Why the shims cannot run here without installing, or None when they can."""
     venv = Path(os.environ.get("PYBROKER_VENV", ROOT / ".venv"))
-    stamp = venv / ".installed"
+    # bin/test installs with the test extras; that install serves the shims too.
+    stamp = next((s for s in (venv / ".installed", venv / ".installed-test") if s.exists()),
+                 venv / ".installed")
     if not (venv / "bin" / "python").exists() or not stamp.exists():
         return f"bin/_bootstrap would create {venv} first (no {stamp})"
     if (ROOT / "pyproject.toml").stat().st_mtime > stamp.stat().st_mtime:
