@@ -21,7 +21,9 @@ Workloads (names for --workloads):
   the acks=1 topic from the beginning (the clock starts at the first records received; see
   bench_broker.bench_consume). MB/s counts record values, 10^6 bytes. Broker CPU-seconds per
   million records come from /proc/<pid>/stat, peak RSS from VmHWM (reset before each phase).
-  Topics are deleted after each workload, so the peer's memory does not pile up.
+  Topics are deleted after each workload, so the peer's memory does not pile up, and the
+  page cache is synced before each broker's turn, so pybroker's writeback does not land in
+  the next figure (the peer's or its own).
 - latency: end-to-end at 5,000 records/s, 100 B, acks=1, linger.ms=0, the consumer's default
   settings (fetch.wait.max.ms=500): p50, p99, p99.9 (bench_broker.bench_latency).
 - scale: a 1,000-partition topic gets one record per partition, read back by a consumer
@@ -379,6 +381,7 @@ def run_throughput(results: Results, brokers: list[Broker], rnd: int, size: int,
     """Produce with each acks setting, then consume the acks=1 topic (or the last one)."""
     acks_list = list(acks_list)
     for b in brokers:
+        settle()
         created = []
         for acks in acks_list:
             topic = topic_name("tp", size, partitions, acks, rnd)
@@ -450,8 +453,17 @@ SCALE = {
 }
 
 
+def settle() -> None:
+    """Let the page cache write back what earlier workloads left dirty (pybroker's segments:
+    gigabytes after the throughput runs), so that the writeback does not land in the next
+    figure, whichever broker it belongs to."""
+    os.sync()
+    time.sleep(1)
+
+
 def run_latency(results: Results, brokers: list[Broker], seconds: float, prof: Profiler) -> None:
     for b in brokers:
+        settle()
         with prof.phase("latency", b.pid) if b.name == "pybroker" else _nothing():
             lat = bench_latency(b.bootstrap, b.pid, linger_ms=0, seconds=seconds)
         results.add(LATENCY["p50"], b.name, lat.p50)
