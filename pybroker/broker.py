@@ -24,6 +24,7 @@ from pybroker.config import BrokerConfig, ConfigError, TopicConfig, resolve_topi
     validate_topic_configs
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIdManager
+from pybroker.idle import IdleConnections
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
 from pybroker.storage.cleaner import LogCleaner
@@ -50,7 +51,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.log_dirs[0])
         self.replicas = ReplicaManager(self)
         self.purgatory = Purgatory()
-        self.connection_count = 0
+        self.connections = IdleConnections(config.connections_max_idle_ms)
         for topic in self.metadata.image.topics.values():
             self._open_partitions(topic)
         self.groups = GroupCoordinator(self)
@@ -213,6 +214,7 @@ class Broker:
             if self.config.log_cleaner_enable:
                 nursery.start_soon(self._every, self.config.log_cleaner_backoff_ms,
                                    self.clean_logs)
+            nursery.start_soon(self.connections.reap)
             await nursery.start(self.groups.run)
             task_status.started()
 

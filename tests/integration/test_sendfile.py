@@ -39,7 +39,7 @@ async def _send_and_receive(parts: list, total: int) -> bytes:
                     break
                 received.extend(chunk)
         nursery.start_soon(reader)
-        await send_parts(trio.SocketStream(a), parts)
+        await send_parts(a.fileno(), parts)
     a.close()
     b.close()
     return bytes(received)
