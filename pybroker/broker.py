@@ -33,6 +33,9 @@ from pybroker.storage.log_config import LogConfig
 from pybroker.storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
+# How often `.deleted` segment files are looked at; file.delete.delay.ms is counted from the
+# rename, so a file goes at most this much later than its delay says.
+DELETE_CHECK_INTERVAL_MS = 1000
 
 
 class Broker:
@@ -75,7 +78,8 @@ class Broker:
             segment_index_bytes=tc.segment_index_bytes,
             flush_messages=tc.flush_messages, flush_ms=tc.flush_ms,
             message_timestamp_type=tc.message_timestamp_type,
-            max_message_bytes=tc.max_message_bytes, file_delete_delay_ms=0,
+            max_message_bytes=tc.max_message_bytes,
+            file_delete_delay_ms=tc.file_delete_delay_ms,
             cleanup_policy=",".join(sorted(tc.cleanup_policy)),
             delete_retention_ms=tc.delete_retention_ms,
             min_cleanable_dirty_ratio=tc.min_cleanable_dirty_ratio,
@@ -209,6 +213,7 @@ class Broker:
                                self._retention)
             nursery.start_soon(self._every, self.config.log_flush_scheduler_interval_ms,
                                self._flush)
+            nursery.start_soon(self._every, DELETE_CHECK_INTERVAL_MS, self._delete_files)
             nursery.start_soon(self._every, self.config.log_flush_offset_checkpoint_interval_ms,
                                self._checkpoint)
             if self.config.log_cleaner_enable:
@@ -231,6 +236,14 @@ class Broker:
         deleted = self.logs.cleanup(int(time.time() * 1000))
         if deleted:
             log.info("retention deleted %d segment(s)", deleted)
+
+    async def _delete_files(self) -> None:
+        """Unlink segments retention or the cleaner renamed `.deleted`, once their
+        file.delete.delay.ms is over, in a worker thread (Kafka schedules one task per file)."""
+        now = int(time.time() * 1000)
+        due = self.logs.next_delete_due()
+        if due is not None and due <= now:
+            await trio.to_thread.run_sync(self.logs.delete_pending_files, now)
 
     async def _flush(self) -> None:
         await trio.to_thread.run_sync(self.logs.flush_dirty, int(time.time() * 1000))

@@ -214,6 +214,16 @@ class LogManager:
                 deleted += lg.delete_old_segments(now_ms)
         return deleted
 
+    def next_delete_due(self) -> int | None:
+        """When the next `.deleted` segment of any log may go (ms), or None."""
+        due = [d for d in (lg.next_delete_due() for lg in self.logs()) if d is not None]
+        return min(due) if due else None
+
+    def delete_pending_files(self, now_ms: int) -> int:
+        """Unlink every `.deleted` segment whose delay has passed (blocking: a worker thread's
+        job); returns how many."""
+        return sum(lg.delete_pending_files(now_ms) for lg in self.logs())
+
     def close(self) -> None:
         """Flush and close every log, checkpoint, then mark each dir cleanly shut down."""
         with self._lock:

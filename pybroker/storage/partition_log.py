@@ -452,7 +452,8 @@ class PartitionLog:
             return self.log_start_offset
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Apply retention; returns the number of segments deleted.
+        """Apply retention; returns the number of segments deleted (renamed `.deleted`: the
+        files go with `delete_pending_files`).
 
         In order: segments wholly below the log start; then, if the cleanup policy includes
         "delete", segments whose largest timestamp is older than retention.ms, then the oldest
@@ -479,7 +480,6 @@ class PartitionLog:
                     return True
 
                 deleted += self._delete_oldest(over_size, now)
-            self.delete_pending_files(now)
             self.producer_state.remove_expired(now, PRODUCER_ID_EXPIRATION_MS)
             return deleted
 
@@ -508,25 +508,31 @@ class PartitionLog:
         return count
 
     def _remove_segments(self, segments: list[LogSegment], now_ms: int | None = None) -> None:
-        """Rename to `.deleted` now; close and unlink after file.delete.delay.ms, so a reader
-        holding a descriptor (a sendfile in flight) finishes first."""
-        delay = self.config.file_delete_delay_ms
-        deadline = (_now_ms() if now_ms is None else now_ms) + delay
+        """Rename to `.deleted` now; `delete_pending_files` closes and unlinks them once
+        file.delete.delay.ms has passed, so a reader holding a descriptor (a sendfile in
+        flight) finishes first, and the broker can unlink in a worker thread: unlinking a
+        large file takes the file system tens of milliseconds, too long for the event loop."""
+        now = _now_ms() if now_ms is None else now_ms
+        deadline = now + max(0, self.config.file_delete_delay_ms)
         for segment in segments:
             segment.rename_for_deletion()
-            if delay <= 0:
-                segment.delete()
-            else:
-                self._pending_deletes.append((deadline, segment))
+            self._pending_deletes.append((deadline, segment))
+
+    def next_delete_due(self) -> int | None:
+        """When the next `.deleted` segment may go (ms), or None if none is waiting."""
+        pending = self._pending_deletes
+        return min(deadline for deadline, _ in pending) if pending else None
 
     def delete_pending_files(self, now_ms: int | None = None) -> int:
-        """Remove `.deleted` segments whose delay has passed; returns how many."""
+        """Close and unlink the `.deleted` segments whose delay has passed; returns how many.
+        Safe from a worker thread: the segments are no longer part of the log."""
         now = _now_ms() if now_ms is None else now_ms
-        due = [s for deadline, s in self._pending_deletes if deadline <= now]
-        if due:
-            self._pending_deletes = [(d, s) for d, s in self._pending_deletes if d > now]
-            for segment in due:
-                segment.delete()
+        with self._lock:
+            due = [s for deadline, s in self._pending_deletes if deadline <= now]
+            if due:
+                self._pending_deletes = [(d, s) for d, s in self._pending_deletes if d > now]
+        for segment in due:
+            segment.delete()
         return len(due)
 
     # -- compaction ----------------------------------------------------------------------------

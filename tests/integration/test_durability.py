@@ -444,7 +444,10 @@ def test_retention_deletes_old_segments(brokers, log_dir: Path) -> None:  # type
     bp = brokers(log_dir, log_retention_check_interval_ms="200")
     segment = {"segment.bytes": "2048"}
     _create_topic(bp.bootstrap, "by-time", {**segment, "retention.ms": "60000"})
-    _create_topic(bp.bootstrap, "by-size", {**segment, "retention.bytes": "6000"})
+    # by-size's files go at once; by-time's wait, renamed `.deleted`, for Kafka's default
+    # file.delete.delay.ms (a minute), so a reader holding them open can finish.
+    _create_topic(bp.bootstrap, "by-size", {**segment, "retention.bytes": "6000",
+                                            "file.delete.delay.ms": "0"})
 
     # by time: records stamped an hour ago, then fresh ones; the old segments must go.
     hour_ago = int(time.time() * 1000) - 3600_000
@@ -466,11 +469,19 @@ def test_retention_deletes_old_segments(brokers, log_dir: Path) -> None:  # type
     assert 1 <= low_time <= 100  # nothing fresh deleted
     assert low_size >= 1
 
+    def first_segment_files(topic: str) -> list[str]:
+        return sorted(p.name for p in (log_dir / f"{topic}-0").iterdir()
+                      if p.name.startswith(f"{0:020d}."))
+
     for topic, low in (("by-time", low_time), ("by-size", low_size)):
         logs = segment_files(log_dir / f"{topic}-0")
-        assert int(logs[0].name.split(".")[0]) == low, logs  # oldest files are gone
-        assert not [p for p in (log_dir / f"{topic}-0").iterdir() if
-                    p.name.startswith(f"{0:020d}.")]
+        assert int(logs[0].name.split(".")[0]) == low, logs  # oldest segments are gone
+    assert first_segment_files("by-time") == [
+        f"{0:020d}.{kind}.deleted" for kind in ("index", "log", "timeindex")]
+    deadline = time.monotonic() + 10
+    while first_segment_files("by-size") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not first_segment_files("by-size")
     by_size_bytes = sum(p.stat().st_size for p in segment_files(log_dir / "by-size-0"))
     assert by_size_bytes <= 6000 + 2048
 

@@ -88,3 +88,17 @@ def test_log_start_offset_and_retention_survive_reopen(tmp_path: Path) -> None:
     again = PartitionLog(tmp_path / "t-0", SMALL, log_start_offset=start)
     assert again.log_start_offset == start
     assert read_all(again)[0].offset == start
+
+
+def test_retention_only_renames_files_are_unlinked_later(tmp_path: Path) -> None:
+    """Retention runs on the event loop and only renames; unlinking, which can take the file
+    system tens of milliseconds, is `delete_pending_files`'s job (the broker's worker thread)."""
+    plog = PartitionLog(tmp_path / "t-0", dataclasses.replace(SMALL, retention_ms=0))
+    fill(plog, 40)
+    assert plog.next_delete_due() is None
+    count = plog.delete_old_segments(now_ms=10**13)
+    assert count > 0 and len(files(plog.dir, ".deleted")) == 3 * count
+    assert plog.next_delete_due() == 10**13  # file.delete.delay.ms is 0 here
+    assert plog.delete_pending_files(now_ms=10**13) == count
+    assert not files(plog.dir, ".deleted") and plog.next_delete_due() is None
+    assert read_all(plog)[0].offset == plog.log_start_offset
