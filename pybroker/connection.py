@@ -51,29 +51,19 @@ async def send_parts(fd: int, parts: list) -> None:
 
 async def _send_buffers(fd: int, parts: list) -> None:
     # No MSG_MORE before a region: corking the header stalled each response by ~200 ms.
-    if len(parts) == 1:
-        try:
-            sent = os.write(fd, parts[0])
-        except BlockingIOError:
-            sent = 0
-        if sent == len(parts[0]):
-            return
-    else:
-        sent = 0
-    views = [memoryview(p) for p in parts]
+    views = [memoryview(p) for p in parts if len(p)]
     while views:
-        while sent and views:
+        try:
+            sent = os.writev(fd, views[:MAX_IOV]) if len(views) > 1 else os.write(fd, views[0])
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(fd)
+            continue
+        while sent:
             if sent >= len(views[0]):
                 sent -= len(views.pop(0))
             else:
                 views[0] = views[0][sent:]
                 sent = 0
-        if not views:
-            return
-        try:
-            sent = os.writev(fd, views[:MAX_IOV])
-        except BlockingIOError:
-            await trio.lowlevel.wait_writable(fd)
 
 
 async def _send_region(fd: int, region: FileRegion) -> None:

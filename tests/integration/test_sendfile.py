@@ -57,6 +57,13 @@ async def test_send_parts_mixes_buffers_and_regions() -> None:
     assert got == b"head" + data[10:200_010] + b"middle" + data[250_000:300_000] + b"tail"
 
 
+async def test_send_parts_skips_empty_buffers() -> None:
+    """An empty record set is a part of its own; a gathered write of nothing but empty
+    buffers returns 0, which must not be taken for "try again"."""
+    assert await _send_and_receive([b"head", b"", bytearray()], 4) == b"head"
+    assert await _send_and_receive([b"", b"a" * 100_000, b""], 100_000) == b"a" * 100_000
+
+
 async def test_send_parts_closes_on_a_closed_or_short_file() -> None:
     with tempfile.TemporaryFile() as f:
         f.write(b"x" * 1000)
