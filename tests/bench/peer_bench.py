@@ -60,8 +60,8 @@ from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition  # noqa: 
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from tests.bench.bench_broker import (  # noqa: E402
-    QUIET, Profiler, Throughput, bench_latency, bench_many_partitions,
-    client_cpu, consumer, cpu_seconds, create_topic, reset_peak_rss, status_kb,
+    QUIET, Profiler, Throughput, bench_consume, bench_latency, bench_many_partitions,
+    bench_produce, consumer, create_topic, status_kb,
 )
 from tests.helpers import BrokerProcess  # noqa: E402
 from tests.peer import PeerBroker, PeerUnavailable  # noqa: E402
@@ -114,73 +114,6 @@ Broker = Any  # PyBroker | PeerBroker: name, pid, bootstrap, start_seconds, star
 
 
 # --- workloads ----------------------------------------------------------------------------
-
-def produce(bootstrap: str, pid: int, topic: str, partitions: int, size: int, count: int,
-            acks: str) -> Throughput:
-    """bench_broker.bench_produce with a choice of acks. Delivery is checked by delivery
-    reports (errors only, so the client pays nothing per record), not by the topic's high
-    watermark: the peer's ListOffsets(latest) lags a batch behind what it stores."""
-    create_topic(bootstrap, topic, partitions)
-    failed: list[str] = []
-
-    def on_error(err: Any, msg: Any) -> None:
-        if err is not None and len(failed) < 5:
-            failed.append(str(err))
-
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
-                  "batch.size": 1_000_000, "compression.type": "none",
-                  "queue.buffering.max.messages": 1_000_000,
-                  "queue.buffering.max.kbytes": 1_048_576,
-                  "delivery.report.only.error": True, "on_delivery": on_error, **QUIET})
-    p.list_topics(topic, timeout=30)  # connected, metadata known
-    payload = os.urandom(size)
-    send = p.produce
-    reset_peak_rss(pid)
-    cpu0, ccpu0, t0 = cpu_seconds(pid), client_cpu(), time.perf_counter()
-    for i in range(count):
-        while True:
-            try:
-                send(topic, payload, partition=i % partitions)
-                break
-            except BufferError:
-                p.poll(0.005)
-    left = p.flush(300)
-    elapsed = time.perf_counter() - t0
-    cpu, ccpu = cpu_seconds(pid) - cpu0, client_cpu() - ccpu0
-    hwm = status_kb(pid, "VmHWM")
-    if left or failed:
-        raise RuntimeError(f"{topic}: {left} records not delivered; errors: {failed}")
-    return Throughput(count, size, elapsed, cpu, ccpu, hwm)
-
-
-def consume(bootstrap: str, pid: int, topic: str, partitions: int, size: int,
-            count: int) -> Throughput:
-    """bench_broker.bench_consume, but each `consume()` asks for no more than the records
-    still due: librdkafka's consume(n, timeout) waits out its whole timeout when fewer than n
-    records are left, which would add up to 0.5 s to every run and flatten the comparison."""
-    c = consumer(bootstrap, **{"fetch.queue.backoff.ms": 1})
-    c.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(partitions)])
-    got, last = 0, time.monotonic()
-    while not got:
-        got = sum(1 for m in c.consume(min(10_000, count), 0.5) if not m.error())
-        if time.monotonic() - last > 30:
-            raise RuntimeError(f"{topic}: consumer got nothing in 30 s")
-    first = got
-    reset_peak_rss(pid)
-    cpu0, ccpu0, t0 = cpu_seconds(pid), client_cpu(), time.perf_counter()
-    while got < count:
-        msgs = c.consume(min(10_000, count - got), 0.5)
-        if msgs:
-            got += sum(1 for m in msgs if not m.error())
-            last = time.monotonic()
-        elif time.monotonic() - last > 30:
-            raise RuntimeError(f"{topic}: consumer stalled at {got}/{count}")
-    elapsed = time.perf_counter() - t0
-    cpu, ccpu = cpu_seconds(pid) - cpu0, client_cpu() - ccpu0
-    hwm = status_kb(pid, "VmHWM")
-    c.close()
-    return Throughput(got - first, size, elapsed, cpu, ccpu, hwm)
-
 
 def delete_topics(bootstrap: str, topics: list[str]) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
@@ -388,7 +321,7 @@ def run_throughput(results: Results, brokers: list[Broker], rnd: int, size: int,
             created.append(topic)
             phase = f"produce-{size}b-{partitions}p-acks{acks}"
             with prof.phase(phase, b.pid) if b.name == "pybroker" else _nothing():
-                t = produce(b.bootstrap, b.pid, topic, partitions, size, count, acks)
+                t = bench_produce(b.bootstrap, b.pid, topic, partitions, size, count, acks)
             record_throughput(results, b.name, size, partitions, acks, t)
             _progress(b.name, phase, f"{t.mb_s:.1f} MB/s {t.rec_s:,.0f} rec/s "
                                      f"cpu/M {t.cpu_per_million:.2f}s")
@@ -396,7 +329,7 @@ def run_throughput(results: Results, brokers: list[Broker], rnd: int, size: int,
             topic = created[acks_list.index("1")] if "1" in acks_list else created[-1]
             phase = f"consume-{size}b-{partitions}p"
             with prof.phase(phase, b.pid) if b.name == "pybroker" else _nothing():
-                t = consume(b.bootstrap, b.pid, topic, partitions, size, count)
+                t = bench_consume(b.bootstrap, b.pid, topic, partitions, size, count)
             record_throughput(results, b.name, size, partitions, None, t)
             _progress(b.name, phase, f"{t.mb_s:.1f} MB/s {t.rec_s:,.0f} rec/s "
                                      f"cpu/M {t.cpu_per_million:.2f}s")
