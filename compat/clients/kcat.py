@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+from typing import Any, Sequence
 
 from compat.base import TIMEOUT_S, Adapter, Got, Headers, Member, ProcessMember, ProduceFailed, Rec
 
@@ -20,8 +21,10 @@ KCAT = shutil.which("kcat") or "/usr/bin/kcat"
 _FORMAT = r"%p\t%o\t%K\t%S\t%T\t%h\t%k\t%s\n"
 
 
-def _runs(recs: list[Rec]) -> list[list[Rec]]:
-    runs: list[list[Rec]] = []
+def producer_runs(recs: Sequence[Any]) -> list[tuple[list[str], bytes]]:
+    """The `kcat -P` runs that produce `recs` (anything with partition, key, value and
+    headers): each run's arguments beyond -b/-t/-z and its standard input."""
+    runs: list[list[Any]] = []
     for r in recs:
         mode = (r.partition, r.headers, r.value is None)
         if runs and (runs[-1][0].partition, runs[-1][0].headers,
@@ -29,7 +32,28 @@ def _runs(recs: list[Rec]) -> list[list[Rec]]:
             runs[-1].append(r)
         else:
             runs.append([r])
-    return runs
+    out = []
+    for run in runs:
+        null_value = run[0].value is None
+        lines = []
+        for r in run:
+            value = b"" if r.value is None else r.value
+            assert b"\n" not in value and b":" not in (r.key or b""), "kcat needs plain text"
+            if r.key is None:
+                assert b":" not in value, "a null key needs a value without ':'"
+                lines.append(value)
+            else:
+                assert not (null_value and r.key == b""), "-Z turns an empty key null"
+                lines.append(r.key + b":" + value)
+        args = ["-K:"]
+        if run[0].partition is not None:
+            args += ["-p", str(run[0].partition)]
+        for k, v in run[0].headers:
+            args += ["-H", k if v is None else f"{k}={v.decode()}"]
+        if null_value:
+            args.append("-Z")
+        out.append((args, b"\n".join(lines) + b"\n"))
+    return out
 
 
 def _headers(text: str) -> Headers:
@@ -101,28 +125,11 @@ class Kcat(Adapter):
     # -- produce / consume ----------------------------------------------------------------------
     def produce(self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str = "none",
                 idempotent: bool = False) -> None:
-        for run in _runs(recs):
-            null_value = run[0].value is None
-            lines = []
-            for r in run:
-                value = b"" if r.value is None else r.value
-                assert b"\n" not in value and b":" not in (r.key or b""), "kcat needs plain text"
-                if r.key is None:
-                    assert b":" not in value, "a null key needs a value without ':'"
-                    lines.append(value)
-                else:
-                    assert not (null_value and r.key == b""), "-Z turns an empty key null"
-                    lines.append(r.key + b":" + value)
-            args = ["-P", "-b", bootstrap, "-t", topic, "-K:", "-z", codec]
-            if run[0].partition is not None:
-                args += ["-p", str(run[0].partition)]
-            for k, v in run[0].headers:
-                args += ["-H", k if v is None else f"{k}={v.decode()}"]
-            if null_value:
-                args.append("-Z")
+        for args, stdin in producer_runs(recs):
+            args = ["-P", "-b", bootstrap, "-t", topic, "-z", codec, *args]
             if idempotent:
                 args += ["-X", "enable.idempotence=true"]
-            proc = _run(args, b"\n".join(lines) + b"\n")
+            proc = _run(args, stdin)
             if proc.returncode != 0 or b"Delivery failed" in proc.stderr:
                 raise ProduceFailed(_last_line(proc.stderr))
 

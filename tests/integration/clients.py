@@ -119,44 +119,17 @@ def produce_aiokafka(bootstrap: str, topic: str, recs: list[Rec], codec: str = "
     asyncio.run(main())
 
 
-def _kcat_runs(recs: list[Rec]) -> list[list[Rec]]:
-    runs: list[list[Rec]] = []
-    for r in recs:
-        mode = (r.partition, r.headers, r.value is None)
-        if runs and (runs[-1][0].partition, runs[-1][0].headers,
-                     runs[-1][0].value is None) == mode:
-            runs[-1].append(r)
-        else:
-            runs.append([r])
-    return runs
-
-
 def produce_kcat(bootstrap: str, topic: str, recs: list[Rec], codec: str = "none",
                  **config: object) -> None:
-    """One kcat run per group; a null value needs -Z (which also turns an empty key null),
-    an empty value needs no -Z; a null key is a line without the ':' delimiter."""
-    for run in _kcat_runs(recs):
-        null_value = run[0].value is None
-        lines = []
-        for r in run:
-            value = b"" if r.value is None else r.value
-            assert b"\n" not in value and b":" not in (r.key or b""), "kcat needs plain text"
-            if r.key is None:
-                assert b":" not in value, "a null key needs a value without ':'"
-                lines.append(value)
-            else:
-                assert not (null_value and r.key == b""), "-Z turns an empty key null"
-                lines.append(r.key + b":" + value)
-        args = [KCAT, "-P", "-b", bootstrap, "-t", topic, "-p", str(run[0].partition),
-                "-K:", "-z", codec]
-        for k, v in run[0].headers:
-            args += ["-H", k if v is None else f"{k}={v.decode()}"]
-        if null_value:
-            args.append("-Z")
+    """One kcat run per stretch of records sharing partition, headers and null-value mode
+    (compat's kcat adapter says why)."""
+    from compat.clients.kcat import producer_runs
+
+    for args, stdin in producer_runs(recs):
+        args = [KCAT, "-P", "-b", bootstrap, "-t", topic, "-z", codec, *args]
         for k, v in config.items():
             args += ["-X", f"{k}={v}"]
-        proc = subprocess.run(args, input=b"\n".join(lines) + b"\n", capture_output=True,
-                              timeout=TIMEOUT_S)
+        proc = subprocess.run(args, input=stdin, capture_output=True, timeout=TIMEOUT_S)
         assert proc.returncode == 0, proc.stderr.decode()
         assert b"ERROR" not in proc.stderr and b"failed" not in proc.stderr.lower(), \
             proc.stderr.decode()
