@@ -3,7 +3,8 @@
 One reaper looks over every open connection a few times per idle period, as Kafka's selector
 does, instead of a deadline per receive: setting and clearing a trio deadline for each request
 cost more than the rest of the receive path's Python (issue #6). A connection is closed
-between one and 1.1 idle periods after it started waiting (at most 5 s late).
+between one and 1.1 idle periods after it started waiting (at most 5 s late). A negative
+connections.max.idle.ms turns idle closing off, as in Kafka's selector.
 """
 from __future__ import annotations
 
@@ -53,6 +54,8 @@ class IdleConnections:
                 self._open.discard(watch)
 
     async def reap(self) -> None:
+        if self.idle_s < 0:
+            return
         tick = min(max(self.idle_s / 10, 0.005), 5.0)
         while True:
             await trio.sleep(tick)
