@@ -18,7 +18,8 @@ from typing import Any, Sequence
 from compat.base import TIMEOUT_S, Adapter, Got, Headers, Member, ProcessMember, ProduceFailed, Rec
 
 KCAT = shutil.which("kcat") or "/usr/bin/kcat"
-_FORMAT = r"%p\t%o\t%K\t%S\t%T\t%h\t%k\t%s\n"
+# %K and %S are the key and value lengths, -1 for null: how empty is told from null.
+CONSUME_FORMAT = r"%p\t%o\t%K\t%S\t%T\t%h\t%k\t%s\n"
 
 
 def producer_runs(recs: Sequence[Any]) -> list[tuple[list[str], bytes]]:
@@ -66,7 +67,8 @@ def _headers(text: str) -> Headers:
     return tuple(out)
 
 
-def _parse(stdout: bytes) -> list[Got]:
+def parse_consumed(stdout: bytes) -> list[Got]:
+    """The records `kcat -C -f CONSUME_FORMAT` printed."""
     got: list[Got] = []
     for line in stdout.decode().split("\n")[:-1]:
         part, offset, klen, vlen, ts, headers, key, value = line.split("\t")
@@ -135,12 +137,12 @@ class Kcat(Adapter):
 
     def _consume(self, bootstrap: str, topic: str, partition: int | None, start: str,
                  count: int) -> list[Got]:
-        args = ["-C", "-b", bootstrap, "-t", topic, "-o", start, "-e", "-q", "-f", _FORMAT]
+        args = ["-C", "-b", bootstrap, "-t", topic, "-o", start, "-e", "-q", "-f", CONSUME_FORMAT]
         if partition is not None:
             args += ["-p", str(partition)]
         proc = _run(args)
         assert proc.returncode == 0, _last_line(proc.stderr)
-        return _parse(proc.stdout)
+        return parse_consumed(proc.stdout)
 
     def consume(self, bootstrap: str, topic: str, partitions: list[int],
                 count: int) -> list[Got]:
@@ -159,9 +161,9 @@ class Kcat(Adapter):
 
     def consume_group(self, bootstrap: str, topic: str, group: str, count: int) -> list[Got]:
         proc = _run(["-G", group, "-b", bootstrap, "-X", "auto.offset.reset=earliest",
-                     "-c", str(count), "-q", "-f", _FORMAT, topic])
+                     "-c", str(count), "-q", "-f", CONSUME_FORMAT, topic])
         assert proc.returncode == 0, _last_line(proc.stderr)
-        return _parse(proc.stdout)
+        return parse_consumed(proc.stdout)
 
     def start_member(self, bootstrap: str, topic: str, group: str) -> Member:
         return KcatMember(bootstrap, topic, group)

@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-Headers = tuple[tuple[str, "bytes | None"], ...]
+from compat.base import Got, Headers
+from compat.clients.kcat import CONSUME_FORMAT, KCAT, parse_consumed, producer_runs
+
 TIMEOUT_S = 15.0
-KCAT = "/usr/bin/kcat"
-
 CLIENTS = ("kafka-python", "confluent", "aiokafka", "kcat")
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -28,16 +28,6 @@ class Rec:
     value: bytes | None
     headers: Headers = ()
     timestamp: int | None = None
-
-
-@dataclass(frozen=True)
-class Got:
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: Headers = field(default=())
-    timestamp: int = -1
 
 
 def unsupported_codec(client: str, codec: str) -> str | None:
@@ -123,8 +113,6 @@ def produce_kcat(bootstrap: str, topic: str, recs: list[Rec], codec: str = "none
                  **config: object) -> None:
     """One kcat run per stretch of records sharing partition, headers and null-value mode
     (compat's kcat adapter says why)."""
-    from compat.clients.kcat import producer_runs
-
     for args, stdin in producer_runs(recs):
         args = [KCAT, "-P", "-b", bootstrap, "-t", topic, "-z", codec, *args]
         for k, v in config.items():
@@ -212,33 +200,14 @@ def consume_aiokafka(bootstrap: str, topic: str, partitions: list[int],
     return asyncio.run(main())
 
 
-_KCAT_FORMAT = r"%p\t%o\t%K\t%S\t%T\t%h\t%k\t%s\n"
-
-
-def _kcat_headers(text: str) -> Headers:
-    if not text:
-        return ()
-    out = []
-    for item in text.split(","):
-        name, _, value = item.partition("=")
-        out.append((name, None if value == "NULL" else value.encode()))
-    return tuple(out)
-
-
 def consume_kcat(bootstrap: str, topic: str, partitions: list[int], count: int) -> list[Got]:
-    """Format-string output: %K and %S are the key and value lengths (-1 for null)."""
     got: list[Got] = []
     for p in partitions:
         proc = subprocess.run(
             [KCAT, "-C", "-b", bootstrap, "-t", topic, "-p", str(p), "-o", "beginning", "-e",
-             "-q", "-f", _KCAT_FORMAT], capture_output=True, timeout=TIMEOUT_S)
+             "-q", "-f", CONSUME_FORMAT], capture_output=True, timeout=TIMEOUT_S)
         assert proc.returncode == 0, proc.stderr.decode()
-        for line in proc.stdout.decode().split("\n")[:-1]:
-            part, offset, klen, vlen, ts, headers, key, value = line.split("\t")
-            got.append(Got(int(part), int(offset),
-                           None if klen == "-1" else key.encode(),
-                           None if vlen == "-1" else value.encode(),
-                           _kcat_headers(headers), int(ts)))
+        got += parse_consumed(proc.stdout)
     return got
 
 
