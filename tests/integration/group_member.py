@@ -69,27 +69,33 @@ def run_confluent(args: argparse.Namespace) -> None:
     emit(event="closed")
 
 
-def run_kafka_python(args: argparse.Namespace) -> None:
-    from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
-    from kafka.errors import KafkaError
-    from kafka.structs import OffsetAndMetadata
+def _consumer_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The member's settings for kafka-python and aiokafka, which share their names."""
+    extra = {"group_instance_id": args.instance} if args.instance else {}
+    return dict(bootstrap_servers=args.bootstrap, group_id=args.group,
+                auto_offset_reset="earliest", enable_auto_commit=False,
+                session_timeout_ms=args.session_ms, heartbeat_interval_ms=args.heartbeat_ms,
+                fetch_max_wait_ms=50, metadata_max_age_ms=1000, **extra)
 
-    class Listener(ConsumerRebalanceListener):
+
+def _listener(base: type) -> type:
+    """A rebalance listener on `base` (kafka-python's or aiokafka's) that reports events."""
+    class Listener(base):  # type: ignore[misc, valid-type]
         def on_partitions_revoked(self, revoked: Any) -> None:
             emit(event="revoked", partitions=[p.partition for p in revoked])
 
         def on_partitions_assigned(self, assigned: Any) -> None:
             emit(event="assigned", partitions=[p.partition for p in assigned])
+    return Listener
 
-    extra: dict[str, Any] = {}
-    if args.instance:
-        extra["group_instance_id"] = args.instance
-    consumer = KafkaConsumer(
-        bootstrap_servers=args.bootstrap, group_id=args.group, auto_offset_reset="earliest",
-        enable_auto_commit=False, session_timeout_ms=args.session_ms,
-        heartbeat_interval_ms=args.heartbeat_ms, fetch_max_wait_ms=50,
-        metadata_max_age_ms=1000, **extra)
-    consumer.subscribe([args.topic], listener=Listener())
+
+def run_kafka_python(args: argparse.Namespace) -> None:
+    from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+    from kafka.errors import KafkaError
+    from kafka.structs import OffsetAndMetadata
+
+    consumer = KafkaConsumer(**_consumer_config(args))
+    consumer.subscribe([args.topic], listener=_listener(ConsumerRebalanceListener)())
     while not _stop:
         # A long poll timeout on purpose: kafka-python 3.0.12 can lose a JoinGroup/SyncGroup
         # result that completes between two polls whose timeouts expired during a slow
@@ -113,23 +119,9 @@ async def _run_aiokafka(args: argparse.Namespace) -> None:
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
     from aiokafka.errors import KafkaError
 
-    class Listener(ConsumerRebalanceListener):
-        def on_partitions_revoked(self, revoked: Any) -> None:
-            emit(event="revoked", partitions=[p.partition for p in revoked])
-
-        def on_partitions_assigned(self, assigned: Any) -> None:
-            emit(event="assigned", partitions=[p.partition for p in assigned])
-
-    extra: dict[str, Any] = {}
-    if args.instance:
-        extra["group_instance_id"] = args.instance
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=args.bootstrap, group_id=args.group, auto_offset_reset="earliest",
-        enable_auto_commit=False, session_timeout_ms=args.session_ms,
-        heartbeat_interval_ms=args.heartbeat_ms, fetch_max_wait_ms=50,
-        metadata_max_age_ms=1000, **extra)
+    consumer = AIOKafkaConsumer(**_consumer_config(args))
     await consumer.start()
-    consumer.subscribe([args.topic], listener=Listener())
+    consumer.subscribe([args.topic], listener=_listener(ConsumerRebalanceListener)())
     while not _stop:
         batch = await consumer.getmany(timeout_ms=50, max_records=1)
         for tp, messages in batch.items():
