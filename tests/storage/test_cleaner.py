@@ -7,6 +7,7 @@ import dataclasses
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -349,16 +350,23 @@ def test_checkpoint_survives_a_restart_and_resets_for_a_new_log(tmp_path: Path) 
     assert cleaner.first_dirty_offset(fresh) == 0  # a new log under an old name
 
 
-# -- the swap: readers and concurrent changes ---------------------------------------------------
-
-def test_reads_see_old_segments_until_commit(tmp_path: Path) -> None:
-    logs = open_logs(tmp_path)
+def _planned(logs: LogManager) -> tuple[PartitionLog, LogCleaner, Any, dict]:
+    """Partition t-0 with 2,000 updates over 10 keys, rolled, and the cleaner's plan for it;
+    `latest` is what `updates` returns."""
     plog = logs.get_or_create("t", 0)
     latest = updates(plog, 2_000, 10)
     plog.roll()
     cleaner = LogCleaner(logs)
     plan = cleaner.plan(plog)
     assert plan is not None
+    return plog, cleaner, plan, latest
+
+
+# -- the swap: readers and concurrent changes ---------------------------------------------------
+
+def test_reads_see_old_segments_until_commit(tmp_path: Path) -> None:
+    logs = open_logs(tmp_path)
+    plog, cleaner, plan, latest = _planned(logs)
     done = threading.Event()
     box = {}
 
@@ -382,12 +390,7 @@ def test_reads_see_old_segments_until_commit(tmp_path: Path) -> None:
 def test_retention_during_cleaning_discards_that_group(tmp_path: Path) -> None:
     config = dataclasses.replace(COMPACT, cleanup_policy="compact,delete", retention_ms=1000)
     logs = open_logs(tmp_path, config)
-    plog = logs.get_or_create("t", 0)
-    updates(plog, 2_000, 10)
-    plog.roll()
-    cleaner = LogCleaner(logs)
-    plan = cleaner.plan(plog)
-    assert plan is not None
+    plog, cleaner, plan, _ = _planned(logs)
     result = cleaner.clean(plan)
     assert plog.delete_old_segments(now_ms=T0 + 10**9) > 0  # retention wins the race
     stats = cleaner.commit(result)
@@ -399,12 +402,7 @@ def test_retention_during_cleaning_discards_that_group(tmp_path: Path) -> None:
 
 def test_stop_aborts_and_leaves_no_files(tmp_path: Path) -> None:
     logs = open_logs(tmp_path)
-    plog = logs.get_or_create("t", 0)
-    updates(plog, 2_000, 10)
-    plog.roll()
-    cleaner = LogCleaner(logs)
-    plan = cleaner.plan(plog)
-    assert plan is not None
+    plog, cleaner, plan, _ = _planned(logs)
     stop = threading.Event()
     stop.set()
     result = cleaner.clean(plan, stop)
@@ -439,12 +437,7 @@ def test_a_corrupt_segment_makes_the_log_uncleanable_not_the_broker_fail(
 
 def _cleaned_but_not_swapped(tmp_path: Path) -> tuple[LogManager, PartitionLog, list, dict]:
     logs = open_logs(tmp_path)
-    plog = logs.get_or_create("t", 0)
-    latest = updates(plog, 2_000, 10)
-    plog.roll()
-    cleaner = LogCleaner(logs)
-    plan = cleaner.plan(plog)
-    assert plan is not None
+    plog, cleaner, plan, latest = _planned(logs)
     result = cleaner.clean(plan)
     assert result.error is None
     return logs, plog, [g for g in result.groups if g.cleaned is not None], latest
