@@ -134,6 +134,19 @@ class Admin(GroupAdminMixin):
                 out[name] = topic
         return out
 
+    async def _to_controller(self, api_key: ApiKey, body: Mapping[str, Any],
+                             field: str) -> list:
+        """Send `body` to the controller and return the response's per-item `field`, asking
+        again (the controller found afresh) while any item says NOT_CONTROLLER."""
+        async def attempt() -> Any:
+            conn = await self.client.controller()
+            items = getattr(await conn.request(api_key, body), field)
+            if any(r.error_code == ErrorCode.NOT_CONTROLLER for r in items):
+                raise KafkaError(ErrorCode.NOT_CONTROLLER)
+            return items
+
+        return await self.client.retrying(attempt, timeout=self.timeout)
+
     async def create_topics(self, topics: Iterable[NewTopic], *,
                             validate_only: bool = False) -> dict[str, Outcome]:
         """name -> the CreateTopics result entry (a Container), or the KafkaError."""
@@ -141,32 +154,18 @@ class Admin(GroupAdminMixin):
         body = {"topics": [_new_topic_body(t) for t in topics], "timeout_ms": self._timeout_ms,
                 "validate_only": validate_only}
 
-        async def attempt() -> Any:
-            conn = await self.client.controller()
-            resp = await conn.request(ApiKey.CREATE_TOPICS, body)
-            if any(r.error_code == ErrorCode.NOT_CONTROLLER for r in resp.topics):
-                raise KafkaError(ErrorCode.NOT_CONTROLLER)
-            return resp
-
-        resp = await self.client.retrying(attempt, timeout=self.timeout)
-        return {r.name: _outcome(r.error_code, r.error_message, r) for r in resp.topics}
+        results = await self._to_controller(ApiKey.CREATE_TOPICS, body, "topics")
+        return {r.name: _outcome(r.error_code, r.error_message, r) for r in results}
 
     async def delete_topics(self, names: Iterable[str]) -> dict[str, Outcome]:
         names = list(names)
         body = {"topics": [{"name": n, "topic_id": ZERO_UUID} for n in names],
                 "topic_names": names, "timeout_ms": self._timeout_ms}
 
-        async def attempt() -> Any:
-            conn = await self.client.controller()
-            resp = await conn.request(ApiKey.DELETE_TOPICS, body)
-            if any(r.error_code == ErrorCode.NOT_CONTROLLER for r in resp.responses):
-                raise KafkaError(ErrorCode.NOT_CONTROLLER)
-            return resp
-
-        resp = await self.client.retrying(attempt, timeout=self.timeout)
+        results = await self._to_controller(ApiKey.DELETE_TOPICS, body, "responses")
         for name in names:
             self.client.topics.pop(name, None)
-        return {r.name: _outcome(r.error_code, r.error_message, None) for r in resp.responses}
+        return {r.name: _outcome(r.error_code, r.error_message, None) for r in results}
 
     async def create_partitions(self, counts: Mapping[str, int], *,
                                 validate_only: bool = False) -> dict[str, Outcome]:
@@ -175,15 +174,8 @@ class Admin(GroupAdminMixin):
                            for n, c in counts.items()],
                 "timeout_ms": self._timeout_ms, "validate_only": validate_only}
 
-        async def attempt() -> Any:
-            conn = await self.client.controller()
-            resp = await conn.request(ApiKey.CREATE_PARTITIONS, body)
-            if any(r.error_code == ErrorCode.NOT_CONTROLLER for r in resp.results):
-                raise KafkaError(ErrorCode.NOT_CONTROLLER)
-            return resp
-
-        resp = await self.client.retrying(attempt, timeout=self.timeout)
-        return {r.name: _outcome(r.error_code, r.error_message, None) for r in resp.results}
+        results = await self._to_controller(ApiKey.CREATE_PARTITIONS, body, "results")
+        return {r.name: _outcome(r.error_code, r.error_message, None) for r in results}
 
     # -- configs -------------------------------------------------------------------------------
 
