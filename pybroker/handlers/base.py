@@ -55,3 +55,15 @@ class Handler:
 
     def serves(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
+
+
+def partition_error_response(**extra: Any) -> ErrorFn:
+    """The `error_response` of an API whose request and response both list `topics` by
+    `name` with `partitions` by `partition_index` (ListOffsets, OffsetCommit, DeleteRecords):
+    `code` for every partition asked about, plus the `extra` fields."""
+    def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t.name, "partitions": [
+                {"partition_index": p.partition_index, "error_code": int(code), **extra}
+                for p in t.partitions]} for t in request.topics]}
+    return error_response

@@ -5,7 +5,7 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers.base import Handler, RequestContext, partition_error_response
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
@@ -35,10 +35,5 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "topics": [
-        {"name": t.name, "partitions": [
-            {"partition_index": p.partition_index, "low_watermark": -1, "error_code": int(code)}
-            for p in t.partitions]} for t in request.topics]}
-
-HANDLER = Handler(ApiKey.DELETE_RECORDS, 0, 2, handle, error_response)
+HANDLER = Handler(ApiKey.DELETE_RECORDS, 0, 2, handle,
+                  partition_error_response(low_watermark=-1))

@@ -4,8 +4,7 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
-from protocol.errors import ErrorCode
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers.base import Handler, RequestContext, partition_error_response
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
@@ -22,11 +21,4 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "topics": [
-        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
-                                         "error_code": int(code)} for p in t.partitions]}
-        for t in request.topics]}
-
-
-HANDLER = Handler(ApiKey.LIST_OFFSETS, 1, 9, handle, error_response)
+HANDLER = Handler(ApiKey.LIST_OFFSETS, 1, 9, handle, partition_error_response())

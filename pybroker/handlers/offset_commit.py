@@ -13,7 +13,7 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.coordinator.group_records import OffsetAndMetadata
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers.base import Handler, RequestContext, partition_error_response
 
 DEFAULT_RETENTION = -1
 
@@ -51,11 +51,4 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "topics": [
-        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
-                                         "error_code": int(code)} for p in t.partitions]}
-        for t in request.topics]}
-
-
-HANDLER = Handler(ApiKey.OFFSET_COMMIT, 2, 9, handle, error_response)
+HANDLER = Handler(ApiKey.OFFSET_COMMIT, 2, 9, handle, partition_error_response())
