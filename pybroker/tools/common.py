@@ -22,6 +22,8 @@ import trio
 from protocol.errors import KafkaError
 from pybroker.client.client import KafkaClient, collapse_exception_group, open_client, \
     parse_bootstrap
+from pybroker.client.cluster import TopicPartition
+from pybroker.client.consumer import Consumer
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError, error_message
 
 __all__ = ["ToolError", "UsageError", "ArgumentParser", "run", "out", "err",
@@ -208,6 +210,27 @@ def include_list(pattern: str) -> "re.Pattern[str]":
         return re.compile(text)
     except re.error as exc:
         raise UsageError(f"Invalid regular expression '{pattern}': {exc}") from None
+
+
+async def subscribe_or_assign(consumer: Consumer, topic: str | None, include: str | None, *,
+                              allow_auto_create: bool = False) -> None:
+    """What the consumer tools read: `topic`, or every non-internal topic matching the
+    `include` list; joined through the consumer's group if it has one, else all partitions
+    assigned directly."""
+    client = consumer.client
+    if topic:
+        await client.topic(topic, refresh=True, allow_auto_create=allow_auto_create)
+        topics = [topic]
+    else:
+        pattern = include_list(include or "")
+        meta = await client.refresh_metadata(None)
+        topics = sorted(n for n, t in meta.topics.items()
+                        if not t.internal and pattern.fullmatch(n))
+    if consumer.group_id is not None:
+        await consumer.subscribe(topics)
+    else:
+        consumer.assign([TopicPartition(t, p) for t in topics
+                         for p in sorted(client.topics[t].partitions)])
 
 
 def _sentence(text: str) -> str:

@@ -26,8 +26,8 @@ from pybroker.client.cluster import TopicPartition
 from pybroker.client.consumer import Consumer, ConsumerRecord, parse_isolation_level
 from pybroker.tools.client_config import consumer_options
 from pybroker.tools.common import (
-    INTERRUPTED, ArgumentParser, ToolError, UsageError, connect, err, include_list,
-    load_properties, parse_argv, parse_key_values, run, stop_on_signals,
+    INTERRUPTED, ArgumentParser, ToolError, UsageError, connect, err, load_properties,
+    parse_argv, parse_key_values, run, stop_on_signals, subscribe_or_assign,
 )
 
 PROG = "kafka-console-consumer"
@@ -205,19 +205,8 @@ async def _start(consumer: Consumer, args: argparse.Namespace,
         else:
             consumer.seek(tp, int(offset))
         return
-    if args.topic:
-        await client.topic(args.topic, refresh=True, allow_auto_create=allow_create)
-        topics = [args.topic]
-    else:
-        pattern = include_list(args.include)
-        meta = await client.refresh_metadata(None)
-        topics = sorted(n for n, t in meta.topics.items()
-                        if not t.internal and pattern.fullmatch(n))
-    if consumer.group_id is not None:
-        await consumer.subscribe(topics)
-    else:
-        consumer.assign([TopicPartition(t, p) for t in topics
-                         for p in sorted(client.topics[t].partitions)])
+    await subscribe_or_assign(consumer, args.topic, args.include,
+                              allow_auto_create=allow_create)
 
 
 async def _main(args: argparse.Namespace) -> int:

@@ -24,12 +24,11 @@ from typing import Sequence
 
 import trio
 
-from pybroker.client.cluster import TopicPartition
 from pybroker.client.consumer import Consumer
 from pybroker.tools.client_config import consumer_options
 from pybroker.tools.common import (
-    INTERRUPTED, ArgumentParser, connect, err, include_list, load_properties, out,
-    parse_argv, parse_key_values, run, stop_on_signals,
+    INTERRUPTED, ArgumentParser, connect, err, load_properties, out, parse_argv,
+    parse_key_values, run, stop_on_signals, subscribe_or_assign,
 )
 
 PROG = "kafka-consumer-perf-test"
@@ -123,20 +122,9 @@ async def _main(args: argparse.Namespace) -> int:
                        default_client_id="perf-consumer-client") as client:
         async with Consumer(client, **options) as consumer:
             start = time.time()
-            if args.topic:
-                await client.topic(args.topic, refresh=True)
-                topics = [args.topic]
-            else:
-                pattern = include_list(args.include)
-                meta = await client.refresh_metadata(None)
-                topics = sorted(n for n, t in meta.topics.items()
-                                if not t.internal and pattern.fullmatch(n))
+            await subscribe_or_assign(consumer, args.topic, args.include)
             if consumer.group_id is not None:
-                await consumer.subscribe(topics)
                 join_ms = (time.time() - start) * 1000
-            else:
-                consumer.assign([TopicPartition(t, p) for t in topics
-                                 for p in sorted(client.topics[t].partitions)])
             last_report = last_consumed = now = time.time()
             window_join = join_ms
             with trio.CancelScope() as consuming:
