@@ -6,6 +6,7 @@ of DescribeConfigs and AlterConfigs agree on Kafka's numbering.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 
 class ResourceType(enum.IntEnum):
@@ -37,3 +38,12 @@ class ConfigSource(enum.IntEnum):
             return cls(value)
         except ValueError:
             return cls.UNKNOWN
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    """One place a config value could have come from, as DescribeConfigs lists synonyms."""
+
+    name: str
+    value: str | None
+    source: ConfigSource

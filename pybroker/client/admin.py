@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, TypeVar
 import trio
 
 from protocol.api_keys import ApiKey
-from protocol.config_resources import ConfigSource, ResourceType
+from protocol.config_resources import ConfigSource, ConfigSynonym, ResourceType
 from protocol.errors import ErrorCode, KafkaError
 from pybroker.client.client import REFRESH_CODES, KafkaClient
 from pybroker.client.cluster import ZERO_UUID, TopicMetadata, TopicPartition
@@ -48,13 +48,6 @@ class NewTopic:
 class ConfigResource:
     type: ResourceType
     name: str
-
-
-@dataclass(frozen=True)
-class ConfigSynonym:
-    name: str
-    value: str | None
-    source: ConfigSource
 
 
 @dataclass(frozen=True)

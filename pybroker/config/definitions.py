@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal, Sequence
 
-from protocol.config_resources import ConfigSource
+from protocol.config_resources import ConfigSource, ConfigSynonym
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -279,15 +279,6 @@ def to_config_string(value: object) -> str | None:
 
 
 # --- DescribeConfigs rows -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ConfigSynonym:
-    """One place a value could have come from, in the order Kafka lists them."""
-
-    name: str
-    value: str | None
-    source: ConfigSource
 
 
 @dataclass(frozen=True)
