@@ -12,9 +12,13 @@ from typing import Any
 
 from construct import Container
 
+from compat.wire import create_topic
 from protocol.codec import decode_response, encode_request
 
 _SIZE = struct.Struct(">i")
+
+# create_topic: the same raw CreateTopics v7 the compatibility suite sets its topics up with.
+__all__ = ["RawConnection", "create_topic", "send_request"]
 
 
 def _split(bootstrap: str) -> tuple[str, int]:
@@ -71,16 +75,3 @@ def send_request(bootstrap: str, api_key: int, version: int, body: Any,
         result = conn.request(api_key, version, body)
         assert result is not None
         return result
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 1,
-                 configs: dict[str, str] | None = None) -> None:
-    """Create a topic with CreateTopics v7; AssertionError if the broker refuses."""
-    from protocol.api_keys import ApiKey
-    body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
-                        "assignments": [],
-                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
-            "timeout_ms": 10000, "validate_only": False}
-    resp = send_request(bootstrap, ApiKey.CREATE_TOPICS, 7, body)
-    result = resp.topics[0]
-    assert result.error_code == 0, (result.error_code, result.error_message)
