@@ -55,7 +55,9 @@ class ReplicaManager:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
 
-    def _leader_log(self, topic: str, partition: int) -> tuple[ErrorCode, PartitionLog | None]:
+    def leader_log(self, topic: str, partition: int) -> tuple[ErrorCode, PartitionLog | None]:
+        """This broker's log of a partition it leads, or why not (UNKNOWN_TOPIC_OR_PARTITION,
+        NOT_LEADER_OR_FOLLOWER): the check every request addressed to a leader starts with."""
         image = self.broker.metadata.image
         state = image.partition(topic, partition)
         if state is None:
@@ -70,7 +72,7 @@ class ReplicaManager:
     def append(self, topic: str, partition: int, records: bytes | None, *,
                produce_version: int = 11, internal: bool = False) -> AppendResult:
         """Validate and append one partition's records as the leader."""
-        code, plog = self._leader_log(topic, partition)
+        code, plog = self.leader_log(topic, partition)
         if plog is None:
             return AppendResult(code)
         if not internal and topic.startswith("__") and self.broker.is_internal_topic(topic):
@@ -131,7 +133,7 @@ class ReplicaManager:
              min_one_message: bool = True, region_min_batch: int = 0) -> ReadResult:
         """`region_min_batch`: see `PartitionLog.read` (records as a FileRegion for sendfile
         when they start with a batch at least that large)."""
-        code, plog = self._leader_log(topic, partition)
+        code, plog = self.leader_log(topic, partition)
         if plog is None:
             return ReadResult(code)
         if replica:
@@ -153,7 +155,7 @@ class ReplicaManager:
     def list_offset(self, topic: str, partition: int, timestamp: int,
                     isolation_level: int) -> tuple[ErrorCode, int, int, int]:
         """(error, offset, timestamp, leader epoch) as ListOffsets reports them."""
-        code, plog = self._leader_log(topic, partition)
+        code, plog = self.leader_log(topic, partition)
         if plog is None:
             return code, -1, -1, -1
         epoch = self.broker.leader_epoch(topic, partition)

@@ -14,14 +14,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            code, low = ErrorCode.NONE, -1
-            state = broker.metadata.image.partition(topic.name, p.partition_index)
-            plog = broker.partition_log(topic.name, p.partition_index)
-            if state is None:
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif plog is None or state.leader != broker.node_id:
-                code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            else:
+            low = -1
+            code, plog = broker.replicas.leader_log(topic.name, p.partition_index)
+            if plog is not None:
                 target = plog.high_watermark if p.offset == -1 else p.offset
                 if target < 0 or target > plog.high_watermark:
                     code = ErrorCode.OFFSET_OUT_OF_RANGE

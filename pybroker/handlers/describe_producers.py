@@ -14,15 +14,10 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
-            state = broker.metadata.image.partition(topic.name, index)
-            plog = broker.partition_log(topic.name, index)
-            entry: dict = {"partition_index": index, "error_code": 0, "error_message": None,
-                           "active_producers": []}
-            if state is None:
-                entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            elif plog is None or state.leader != broker.node_id:
-                entry["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            else:
+            code, plog = broker.replicas.leader_log(topic.name, index)
+            entry: dict = {"partition_index": index, "error_code": int(code),
+                           "error_message": None, "active_producers": []}
+            if plog is not None:
                 entry["active_producers"] = [
                     {"producer_id": p.producer_id, "producer_epoch": p.producer_epoch,
                      "last_sequence": p.last_seq, "last_timestamp": p.last_timestamp,
