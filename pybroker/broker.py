@@ -31,11 +31,17 @@ from pybroker.storage.cleaner import LogCleaner
 from pybroker.storage.log_manager import LogManager, remove_dirs
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.partition_log import PartitionLog
+from pybroker.storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
 # How often `.deleted` segment files are looked at; file.delete.delay.ms is counted from the
 # rename, so a file goes at most this much later than its delay says.
 DELETE_CHECK_INTERVAL_MS = 1000
+
+
+def _unlink(segments: list[LogSegment]) -> None:
+    for segment in segments:
+        segment.delete()
 
 
 class Broker:
@@ -238,12 +244,13 @@ class Broker:
             log.info("retention deleted %d segment(s)", deleted)
 
     async def _delete_files(self) -> None:
-        """Unlink segments retention or the cleaner renamed `.deleted`, once their
-        file.delete.delay.ms is over, in a worker thread (Kafka schedules one task per file)."""
-        now = int(time.time() * 1000)
-        due = self.logs.next_delete_due()
-        if due is not None and due <= now:
-            await trio.to_thread.run_sync(self.logs.delete_pending_files, now)
+        """Remove segments retention or the cleaner renamed `.deleted`, once their
+        file.delete.delay.ms is over (Kafka schedules one task per file): closed here, and
+        unlinked in a worker thread, since unlinking a large file takes the file system tens
+        of milliseconds."""
+        due = self.logs.close_due_deletes(int(time.time() * 1000))
+        if due:
+            await trio.to_thread.run_sync(_unlink, due)
 
     async def _flush(self) -> None:
         await trio.to_thread.run_sync(self.logs.flush_dirty, int(time.time() * 1000))

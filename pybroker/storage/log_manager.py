@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pybroker.storage.checkpoint import read_offsets, write_offsets
 from pybroker.storage.log_config import LogConfig
-from pybroker.storage.segment import fsync_directory
+from pybroker.storage.segment import LogSegment, fsync_directory
 from pybroker.storage.partition_log import PartitionLog, parse_topic_partition, \
     partition_dir_name
 
@@ -214,15 +214,9 @@ class LogManager:
                 deleted += lg.delete_old_segments(now_ms)
         return deleted
 
-    def next_delete_due(self) -> int | None:
-        """When the next `.deleted` segment of any log may go (ms), or None."""
-        due = [d for d in (lg.next_delete_due() for lg in self.logs()) if d is not None]
-        return min(due) if due else None
-
-    def delete_pending_files(self, now_ms: int) -> int:
-        """Unlink every `.deleted` segment whose delay has passed (blocking: a worker thread's
-        job); returns how many."""
-        return sum(lg.delete_pending_files(now_ms) for lg in self.logs())
+    def close_due_deletes(self, now_ms: int) -> list[LogSegment]:
+        """Every log's `.deleted` segments whose delay has passed, closed, for unlinking."""
+        return [seg for lg in self.logs() for seg in lg.close_due_deletes(now_ms)]
 
     def close(self) -> None:
         """Flush and close every log, checkpoint, then mark each dir cleanly shut down."""

@@ -508,29 +508,32 @@ class PartitionLog:
         return count
 
     def _remove_segments(self, segments: list[LogSegment], now_ms: int | None = None) -> None:
-        """Rename to `.deleted` now; `delete_pending_files` closes and unlinks them once
-        file.delete.delay.ms has passed, so a reader holding a descriptor (a sendfile in
-        flight) finishes first, and the broker can unlink in a worker thread: unlinking a
-        large file takes the file system tens of milliseconds, too long for the event loop."""
+        """Rename to `.deleted` now; they are closed and unlinked once file.delete.delay.ms
+        has passed (`close_due_deletes`), so a reader holding a descriptor (a sendfile in
+        flight) finishes first."""
         now = _now_ms() if now_ms is None else now_ms
         deadline = now + max(0, self.config.file_delete_delay_ms)
         for segment in segments:
             segment.rename_for_deletion()
             self._pending_deletes.append((deadline, segment))
 
-    def next_delete_due(self) -> int | None:
-        """When the next `.deleted` segment may go (ms), or None if none is waiting."""
-        pending = self._pending_deletes
-        return min(deadline for deadline, _ in pending) if pending else None
-
-    def delete_pending_files(self, now_ms: int | None = None) -> int:
-        """Close and unlink the `.deleted` segments whose delay has passed; returns how many.
-        Safe from a worker thread: the segments are no longer part of the log."""
+    def close_due_deletes(self, now_ms: int | None = None) -> list[LogSegment]:
+        """Forget and close the `.deleted` segments whose delay has passed, and return them
+        for `LogSegment.delete`. Closing is cheap while the files are still linked, and on the
+        event loop no sendfile can be midway through one; unlinking, when the file system
+        frees the blocks, is the slow part the broker leaves to a worker thread."""
         now = _now_ms() if now_ms is None else now_ms
         with self._lock:
             due = [s for deadline, s in self._pending_deletes if deadline <= now]
             if due:
                 self._pending_deletes = [(d, s) for d, s in self._pending_deletes if d > now]
+        for segment in due:
+            segment.close()
+        return due
+
+    def delete_pending_files(self, now_ms: int | None = None) -> int:
+        """Close and unlink the `.deleted` segments whose delay has passed; returns how many."""
+        due = self.close_due_deletes(now_ms)
         for segment in due:
             segment.delete()
         return len(due)

@@ -91,14 +91,19 @@ def test_log_start_offset_and_retention_survive_reopen(tmp_path: Path) -> None:
 
 
 def test_retention_only_renames_files_are_unlinked_later(tmp_path: Path) -> None:
-    """Retention runs on the event loop and only renames; unlinking, which can take the file
-    system tens of milliseconds, is `delete_pending_files`'s job (the broker's worker thread)."""
+    """Retention runs on the event loop and only renames; closing the due segments is cheap
+    and stays there, unlinking (which can take the file system tens of milliseconds) is the
+    broker's worker thread's job."""
     plog = PartitionLog(tmp_path / "t-0", dataclasses.replace(SMALL, retention_ms=0))
     fill(plog, 40)
-    assert plog.next_delete_due() is None
+    assert plog.close_due_deletes(now_ms=10**13) == []
     count = plog.delete_old_segments(now_ms=10**13)
     assert count > 0 and len(files(plog.dir, ".deleted")) == 3 * count
-    assert plog.next_delete_due() == 10**13  # file.delete.delay.ms is 0 here
-    assert plog.delete_pending_files(now_ms=10**13) == count
-    assert not files(plog.dir, ".deleted") and plog.next_delete_due() is None
+    assert plog.close_due_deletes(now_ms=10**13 - 1) == []  # file.delete.delay.ms is 0 here
+    due = plog.close_due_deletes(now_ms=10**13)
+    assert len(due) == count and all(segment.closed for segment in due)
+    assert len(files(plog.dir, ".deleted")) == 3 * count  # closed, not yet unlinked
+    for segment in due:
+        segment.delete()
+    assert not files(plog.dir, ".deleted") and plog.close_due_deletes(now_ms=10**13) == []
     assert read_all(plog)[0].offset == plog.log_start_offset
