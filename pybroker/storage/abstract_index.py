@@ -150,9 +150,11 @@ class AbstractIndex:
                 raise  # a real I/O error, not a descriptor closed under us
 
     def _close_fd(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        # Forget the descriptor before closing it: a `flush` in a worker thread whose fsync
+        # fails on it must already see that it was closed under it, not a real I/O error.
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
     def close_writer(self) -> None:
         """Stop holding a file descriptor once the segment is no longer written to."""
