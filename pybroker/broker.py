@@ -61,6 +61,9 @@ class Broker:
         self.replicas = ReplicaManager(self)
         self.purgatory = Purgatory()
         self.connections = IdleConnections(config.connections_max_idle_ms)
+        # Held by whoever creates, grows or deletes topics for a client across an await (the
+        # logs are made in a worker thread): one change at a time, as Kafka's controller does.
+        self.topic_changes = trio.Lock()
         for topic in self.metadata.image.topics.values():
             self._open_partitions(topic)
         self.groups = GroupCoordinator(self)
@@ -92,17 +95,31 @@ class Broker:
             min_compaction_lag_ms=tc.min_compaction_lag_ms,
             max_compaction_lag_ms=tc.max_compaction_lag_ms)
 
-    def _open_partitions(self, topic: TopicInfo) -> None:
-        config = self.log_config(topic.name)
+    def _create_logs(self, topic: TopicInfo, config: LogConfig) -> None:
+        """This broker's logs of the topic's partitions, created where missing. Thread-safe
+        (the log manager locks), so new topics' logs are made in a worker thread."""
         for p in topic.partitions:
             if self.node_id in p.replicas:
-                plog = self.logs.get_or_create(topic.name, p.partition, config)
-                if p.leader == self.node_id and list(p.isr) == [self.node_id]:
-                    # The only in-sync replica: everything in its log is committed, as on
-                    # every append (Kafka's makeLeader moves the high watermark the same way).
-                    # Without this the high watermark read back from a stale checkpoint after
-                    # an unclean shutdown would hide acknowledged records until the next write.
-                    plog.update_high_watermark()
+                self.logs.get_or_create(topic.name, p.partition, config)
+
+    async def create_logs_off_loop(self, topic: TopicInfo) -> None:
+        """Create a new topic's (or new partitions') logs in a worker thread: a directory and
+        three files each, ~0.65 ms a partition, which for 1,000 partitions stalled every
+        client for as long. Until a partition's log exists it answers NOT_LEADER_OR_FOLLOWER,
+        which clients retry, as in Kafka while a new leader creates its log. Callers hold
+        `topic_changes`, so a deletion cannot run meanwhile and leave a log behind."""
+        await trio.to_thread.run_sync(self._create_logs, topic, self.log_config(topic.name))
+
+    def _open_partitions(self, topic: TopicInfo) -> None:
+        self._create_logs(topic, self.log_config(topic.name))
+        for p in topic.partitions:
+            plog = self.logs.get(topic.name, p.partition)
+            if plog is not None and p.leader == self.node_id and list(p.isr) == [self.node_id]:
+                # The only in-sync replica: everything in its log is committed, as on every
+                # append (Kafka's makeLeader moves the high watermark the same way). Without
+                # this the high watermark read back from a stale checkpoint after an unclean
+                # shutdown would hide acknowledged records until the next write.
+                plog.update_high_watermark()
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
@@ -124,8 +141,9 @@ class Broker:
         return None
 
     async def auto_create_topic(self, name: str) -> ErrorCode:
-        code, _ = self.create_topic(name, self.config.num_partitions,
-                                    self.config.default_replication_factor, {})
+        async with self.topic_changes:
+            code, _ = await self.create_topic_off_loop(
+                name, self.config.num_partitions, self.config.default_replication_factor, {})
         if code == ErrorCode.TOPIC_ALREADY_EXISTS:
             return ErrorCode.NONE
         return code
@@ -160,18 +178,42 @@ class Broker:
             return ErrorCode.INVALID_CONFIG, str(exc)
         return ErrorCode.NONE, None
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int,
-                     configs: dict[str, str], *, validate_only: bool = False,
-                     internal: bool = False) -> tuple[ErrorCode, str | None]:
+    def register_topic(self, name: str, partitions: int, replication_factor: int,
+                       configs: dict[str, str], *, validate_only: bool = False,
+                       internal: bool = False) -> tuple[ErrorCode, str | None, TopicInfo | None]:
+        """Validate a new topic and record it in the metadata; the caller creates its logs
+        (`create_topic` at once, `create_topic_off_loop` in a worker thread)."""
         code, message = self.check_new_topic(name, partitions, replication_factor, configs)
         if code != ErrorCode.NONE or validate_only:
-            return code, message
+            return code, message, None
         info = self.metadata.create_topic(name, partitions, configs,
                                           internal=internal or is_internal(name))
         self._topic_configs.pop(name, None)
-        self._open_partitions(info)
         log.info("created topic %s with %d partition(s)", name, partitions)
-        return ErrorCode.NONE, None
+        return ErrorCode.NONE, None, info
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int,
+                     configs: dict[str, str], *, validate_only: bool = False,
+                     internal: bool = False) -> tuple[ErrorCode, str | None]:
+        """Create a topic and its logs on this thread: for __consumer_offsets, which the
+        group coordinator's synchronous code creates on first use."""
+        code, message, info = self.register_topic(name, partitions, replication_factor,
+                                                  configs, validate_only=validate_only,
+                                                  internal=internal)
+        if info is not None:
+            self._open_partitions(info)
+        return code, message
+
+    async def create_topic_off_loop(self, name: str, partitions: int,
+                                    replication_factor: int, configs: dict[str, str], *,
+                                    validate_only: bool = False) -> tuple[ErrorCode, str | None]:
+        """Create a topic for a client (CreateTopics, auto-creation), its logs made in a
+        worker thread; the caller holds `topic_changes`."""
+        code, message, info = self.register_topic(name, partitions, replication_factor,
+                                                  configs, validate_only=validate_only)
+        if info is not None:
+            await self.create_logs_off_loop(info)
+        return code, message
 
     def delete_topic(self, name: str) -> ErrorCode:
         code, detached = self.detach_topic(name)
@@ -199,9 +241,10 @@ class Broker:
         log.info("deleted topic %s", name)
         return ErrorCode.NONE, detached
 
-    def add_partitions(self, name: str, total: int) -> None:
+    async def add_partitions(self, name: str, total: int) -> None:
+        """CreatePartitions; the caller holds `topic_changes`."""
         self.metadata.add_partitions(name, total)
-        self._open_partitions(self.metadata.image.topics[name])
+        await self.create_logs_off_loop(self.metadata.image.topics[name])
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.metadata.set_topic_configs(name, configs)

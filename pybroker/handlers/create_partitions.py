@@ -32,11 +32,13 @@ def _check(ctx: RequestContext, name: str, count: int, assignments: list) -> tup
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     results = []
-    for topic in request.topics:
-        code, message = _check(ctx, topic.name, topic.count, topic.assignments)
-        if code == ErrorCode.NONE and not request.validate_only:
-            ctx.broker.add_partitions(topic.name, topic.count)
-        results.append({"name": topic.name, "error_code": int(code), "error_message": message})
+    async with ctx.broker.topic_changes:
+        for topic in request.topics:
+            code, message = _check(ctx, topic.name, topic.count, topic.assignments)
+            if code == ErrorCode.NONE and not request.validate_only:
+                await ctx.broker.add_partitions(topic.name, topic.count)
+            results.append({"name": topic.name, "error_code": int(code),
+                            "error_message": message})
     return {"throttle_time_ms": 0, "results": results}
 
 

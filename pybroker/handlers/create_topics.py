@@ -1,4 +1,7 @@
-"""CreateTopics: -1 partitions or replication factor means the broker's default."""
+"""CreateTopics: -1 partitions or replication factor means the broker's default.
+
+The logs are created in a worker thread before the answer (1,000 partitions take ~0.65 s of
+file system calls); `topic_changes` keeps a DeleteTopics from running meanwhile."""
 from __future__ import annotations
 
 from construct import Container
@@ -9,6 +12,11 @@ from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    async with ctx.broker.topic_changes:
+        return {"throttle_time_ms": 0, "topics": await _create(ctx, request)}
+
+
+async def _create(ctx: RequestContext, request: Container) -> list[dict]:
     broker = ctx.broker
     results = []
     seen: set[str] = set()
@@ -33,8 +41,8 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                                    f"Topic {topic.name} appears more than once in the request."))
             continue
         seen.add(topic.name)
-        code, message = broker.create_topic(topic.name, partitions, rf, configs,
-                                            validate_only=request.validate_only)
+        code, message = await broker.create_topic_off_loop(
+            topic.name, partitions, rf, configs, validate_only=request.validate_only)
         entry = _result(topic.name, code, message)
         if code == ErrorCode.NONE:
             info = broker.metadata.image.topics.get(topic.name)
@@ -42,7 +50,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                          topic_id=info.topic_id if info else entry.get("topic_id"),
                          configs=_configs(ctx, topic.name, configs))
         results.append(entry)
-    return {"throttle_time_ms": 0, "topics": results}
+    return results
 
 
 def _configs(ctx: RequestContext, name: str, overrides: dict[str, str]) -> list[dict]:

@@ -3,6 +3,7 @@ thread, off the event loop, before the answer."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import trio
 from construct import Container
@@ -16,14 +17,25 @@ _ZERO = uuid.UUID(int=0)
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    broker = ctx.broker
-    image = broker.metadata.image
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
+    async with ctx.broker.topic_changes:
+        responses, detached = _detach(ctx, wanted)
+    if detached:
+        await trio.to_thread.run_sync(remove_dirs, detached)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+def _detach(ctx: RequestContext,
+            wanted: list[tuple[str | None, uuid.UUID | None]]) -> tuple[list[dict], list[Path]]:
+    """Delete the topics from the metadata and detach their logs; the renamed directories
+    are returned for removal off the event loop."""
+    broker = ctx.broker
+    image = broker.metadata.image
     responses = []
-    detached = []
+    detached: list[Path] = []
     for name, topic_id in wanted:
         if name is None and topic_id not in (None, _ZERO):
             info = image.topic_by_id(topic_id)
@@ -50,9 +62,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         detached.extend(dirs)
         responses.append({"name": name, "topic_id": topic_id, "error_code": int(code),
                           "error_message": None})
-    if detached:
-        await trio.to_thread.run_sync(remove_dirs, detached)
-    return {"throttle_time_ms": 0, "responses": responses}
+    return responses, detached
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:

@@ -11,6 +11,7 @@ zstd before v7, too large); and ApiVersions, which must advertise exactly what i
 """
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -164,6 +165,61 @@ def test_create_topics_kafka_python(broker, kp) -> None:
     assert code_for({dotted: {"num_partitions": 1}}) == 0
     colliding = dotted.replace(".", "_")
     assert code_for({colliding: {"num_partitions": 1}}) == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+WIDE = 2000  # partitions: ~1.3 s of file system calls to create here
+
+
+def _create_in_background(bootstrap: str, name: str) -> threading.Thread:
+    creator = threading.Thread(target=create_topic, args=(bootstrap, name, WIDE), daemon=True)
+    creator.start()
+    return creator
+
+
+def _wait_registered(broker, name: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + TIMEOUT
+    while name not in broker.broker.metadata.image.topics:
+        assert time.monotonic() < deadline, f"{name} never registered"
+        time.sleep(0.001)
+
+
+def test_a_wide_topic_is_created_while_other_clients_are_served(broker) -> None:
+    """A topic's logs are made in a worker thread: the broker answers other connections
+    while a 2,000-partition topic is being created, and CreateTopics answers once every
+    partition takes records."""
+    name = topic_name("wide")
+    with RawConnection(broker.bootstrap) as conn:
+        conn.request(ApiKey.API_VERSIONS, 0, {})
+        creator = _create_in_background(broker.bootstrap, name)
+        _wait_registered(broker, name)
+        answered_meanwhile = 0
+        while creator.is_alive():
+            assert conn.request(ApiKey.API_VERSIONS, 0, {}).error_code == 0
+            answered_meanwhile += creator.is_alive()
+        creator.join()
+    # Creating the logs on the event loop answered none (at most one or two in the gap
+    # between the CreateTopics answer and its reader noticing).
+    assert answered_meanwhile >= 10
+    assert len(partition_dirs(broker, name)) == WIDE
+    ends = [0, WIDE - 1]
+    produce_confluent(broker.bootstrap, name, [Rec(p, b"k", b"v") for p in ends])
+    got = consume_kafka_python(broker.bootstrap, name, ends, 2)
+    assert sorted(g.partition for g in got) == ends
+
+
+def test_a_topic_deleted_while_being_created_leaves_no_log(broker) -> None:
+    """DeleteTopics waits for a creation in progress instead of racing its worker thread,
+    which would leave logs behind that no topic owns."""
+    name = topic_name("wide-doomed")
+    creator = _create_in_background(broker.bootstrap, name)
+    _wait_registered(broker, name)
+    resp = send_request(broker.bootstrap, ApiKey.DELETE_TOPICS, 4,
+                        {"topic_names": [name], "timeout_ms": 10000})
+    assert resp.responses[0].error_code == 0
+    creator.join()
+    assert name not in broker.broker.metadata.image.topics
+    assert not partition_dirs(broker, name)
+    assert not [tp for tp in broker.broker.logs._logs if tp[0] == name]
 
 
 # -- Metadata ----------------------------------------------------------------------------------
