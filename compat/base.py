@@ -56,6 +56,14 @@ class Got:
     timestamp: int = -1
 
 
+def next_offsets(got: list[Got]) -> dict[int, int]:
+    """Per partition, the offset after the last record read: what a consumer commits."""
+    last: dict[int, int] = {}
+    for g in got:
+        last[g.partition] = max(last.get(g.partition, -1), g.offset)
+    return {p: o + 1 for p, o in last.items()}
+
+
 class Member:
     """A consumer-group member running in the background (a thread or a child process).
 

@@ -17,23 +17,29 @@ from protocol.records.record import DecodedRecord, Record, decode_batch
 _SIZE = struct.Struct(">i")
 
 
+def read_exact(sock: socket.socket, n: int) -> bytes:
+    """`n` bytes from `sock`; ConnectionError if the broker closes it first."""
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed by the broker")
+        buf += chunk
+    return bytes(buf)
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    """One size-prefixed response frame, without its size."""
+    (size,) = _SIZE.unpack(read_exact(sock, 4))
+    return read_exact(sock, size)
+
+
 def request(bootstrap: str, api_key: int, version: int, body: Any, timeout: float = 15.0) -> Any:
     """One request on a fresh connection; the decoded response body."""
     host, _, port = bootstrap.rpartition(":")
     with socket.create_connection((host, int(port)), timeout=timeout) as sock:
         sock.sendall(encode_request(api_key, version, 1, "compat-wire", body))
-
-        def read(n: int) -> bytes:
-            buf = bytearray()
-            while len(buf) < n:
-                chunk = sock.recv(n - len(buf))
-                if not chunk:
-                    raise ConnectionError("connection closed by the broker")
-                buf += chunk
-            return bytes(buf)
-
-        (size,) = _SIZE.unpack(read(4))
-        cid, decoded = decode_response(api_key, version, read(size))
+        cid, decoded = decode_response(api_key, version, read_frame(sock))
         assert cid == 1, cid
         return decoded
 

@@ -5,7 +5,9 @@ import asyncio
 import time
 from typing import Any, Awaitable, Callable
 
-from compat.base import TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, ThreadMember
+from compat.base import (
+    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, ThreadMember, next_offsets,
+)
 
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs config_source of a topic override
 LEGACY_ALTER = ("aiokafka's admin has no IncrementalAlterConfigs: set and delete go through "
@@ -133,11 +135,9 @@ class AIOKafka(Adapter):
         async def use(c: Any) -> list[Got]:
             c.subscribe([topic])
             got = await _read(c, count)
-            last: dict[int, int] = {}
-            for g in got:
-                last[g.partition] = max(last.get(g.partition, -1), g.offset)
-            if last:
-                await c.commit({TopicPartition(topic, p): o + 1 for p, o in last.items()})
+            commit = next_offsets(got)
+            if commit:
+                await c.commit({TopicPartition(topic, p): o for p, o in commit.items()})
             return got
 
         return self._with_consumer(bootstrap, use, group_id=group, auto_offset_reset="earliest")

@@ -4,7 +4,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from compat.base import TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, ThreadMember
+from compat.base import (
+    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, ThreadMember, next_offsets,
+)
 
 
 def _got(m: Any) -> Got:
@@ -119,11 +121,9 @@ class Confluent(Adapter):
         try:
             c.subscribe([topic])
             got = _read(c, count)
-            last: dict[int, int] = {}
-            for g in got:
-                last[g.partition] = max(last.get(g.partition, -1), g.offset)
-            if last:
-                c.commit(offsets=[TopicPartition(topic, p, o + 1) for p, o in last.items()],
+            commit = next_offsets(got)
+            if commit:
+                c.commit(offsets=[TopicPartition(topic, p, o) for p, o in commit.items()],
                          asynchronous=False)
             return got
         finally:

@@ -5,7 +5,9 @@ import time
 import warnings
 from typing import Any
 
-from compat.base import TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, ThreadMember
+from compat.base import (
+    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, ThreadMember, next_offsets,
+)
 
 # kafka-python 3.0.12 loads its schemas with deprecated importlib calls.
 warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"kafka\..*")
@@ -125,12 +127,10 @@ class KafkaPython(Adapter):
         try:
             c.subscribe([topic])
             got = _read(c, count)
-            last: dict[int, int] = {}
-            for g in got:
-                last[g.partition] = max(last.get(g.partition, -1), g.offset)
-            if last:
-                c.commit({TopicPartition(topic, p): OffsetAndMetadata(o + 1, "", -1)
-                          for p, o in last.items()})
+            commit = next_offsets(got)
+            if commit:
+                c.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "", -1)
+                          for p, o in commit.items()})
             return got
         finally:
             c.close(autocommit=False)
@@ -142,7 +142,6 @@ class KafkaPython(Adapter):
                          if tp.topic == topic and tp.partition == p), -1) for p in partitions}
 
     def start_member(self, bootstrap: str, topic: str, group: str) -> Member:
-        from kafka import TopicPartition
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata
 

@@ -7,15 +7,12 @@ requests (e.g. to check that the broker kept a connection open after an error).
 from __future__ import annotations
 
 import socket
-import struct
 from typing import Any
 
 from construct import Container
 
-from compat.wire import create_topic
+from compat.wire import create_topic, read_frame
 from protocol.codec import decode_response, encode_request
-
-_SIZE = struct.Struct(">i")
 
 # create_topic: the same raw CreateTopics v7 the compatibility suite sets its topics up with.
 __all__ = ["RawConnection", "create_topic", "send_request"]
@@ -40,21 +37,11 @@ class RawConnection:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _read_exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            buf += chunk
-        return bytes(buf)
-
     def send_frame(self, frame: bytes) -> None:
         self.sock.sendall(frame)
 
     def read_frame(self) -> bytes:
-        (size,) = _SIZE.unpack(self._read_exact(4))
-        return self._read_exact(size)
+        return read_frame(self.sock)
 
     def request(self, api_key: int, version: int, body: Any, *,
                 expect_response: bool = True) -> Container | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from compat.wire import read_exact, read_frame
 from protocol.api_keys import ApiKey
 from protocol.codec import decode_response, encode_request
 from protocol.errors import ErrorCode
@@ -34,21 +35,6 @@ def _address(info) -> tuple[str, int]:  # type: ignore[no-untyped-def]
 
 def connect(info, timeout: float = 10) -> socket.socket:  # type: ignore[no-untyped-def]
     return socket.create_connection(_address(info), timeout=timeout)
-
-
-def read_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed by the broker")
-        buf += chunk
-    return bytes(buf)
-
-
-def read_frame(sock: socket.socket) -> bytes:
-    (size,) = SIZE.unpack(read_exact(sock, 4))
-    return read_exact(sock, size)
 
 
 def roundtrip(sock: socket.socket, api_key: int, version: int, body: dict,
