@@ -100,7 +100,9 @@ class Broker:
         (the log manager locks), so new topics' logs are made in a worker thread."""
         for p in topic.partitions:
             if self.node_id in p.replicas:
-                self.logs.get_or_create(topic.name, p.partition, config)
+                self.logs.get_or_create(
+                    topic.name, p.partition, config,
+                    leader_epoch=p.leader_epoch if p.leader == self.node_id else None)
 
     async def create_logs_off_loop(self, topic: TopicInfo) -> None:
         """Create a new topic's (or new partitions') logs in a worker thread: a directory and

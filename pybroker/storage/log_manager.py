@@ -124,11 +124,14 @@ class LogManager:
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
 
-    def get_or_create(self, topic: str, partition: int,
-                      config: LogConfig | None = None) -> PartitionLog:
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None, *,
+                      leader_epoch: int | None = None) -> PartitionLog:
         """The partition's log, created empty in the least-loaded log dir if it does not exist.
 
-        A given config replaces the existing log's (topic configs may have changed).
+        A given config replaces the existing log's (topic configs may have changed). A log
+        created for its leader records where `leader_epoch` starts before anyone can append
+        to it, as Kafka's makeLeader does: the first append then has no checkpoint to fsync
+        on the event loop.
         """
         with self._lock:
             existing = self._logs.get((topic, partition))
@@ -139,6 +142,8 @@ class LogManager:
             log_dir = min(self.log_dirs, key=self._dir_counts.__getitem__)
             created = PartitionLog(log_dir / partition_dir_name(topic, partition),
                                    config or self._config(topic))
+            if leader_epoch is not None:
+                created.leader_epoch_cache.assign(leader_epoch, created.log_end_offset)
             self._logs[(topic, partition)] = created
             self._dir_of[(topic, partition)] = log_dir
             self._dir_counts[log_dir] += 1

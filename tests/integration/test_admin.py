@@ -712,9 +712,6 @@ def test_list_offsets_kafka_python(broker) -> None:
 def test_offset_for_leader_epoch(broker) -> None:
     name = topic_name("ofle")
     create_topic(broker.bootstrap, name, 1)
-    for i in range(3):
-        assert raw_produce(broker.bootstrap, name, 0,
-                           build_batch([Record(None, b"v%d" % i)])).error_code == 0
 
     def ask(partition: int, leader_epoch: int, current: int = -1, topic: str = name):
         body = {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
@@ -722,6 +719,19 @@ def test_offset_for_leader_epoch(broker) -> None:
              "leader_epoch": leader_epoch}]}]}
         resp = send_request(broker.bootstrap, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, body)
         return resp.topics[0].partitions[0]
+
+    # As after Kafka's makeLeader, the leader's epoch starts at its log end from creation,
+    # so the first append has no leader-epoch-checkpoint to rewrite (and fsync).
+    p = ask(0, 0)
+    assert (p.error_code, p.leader_epoch, p.end_offset) == (0, 0, 0)
+    checkpoint = log_dir(broker) / f"{name}-0" / "leader-epoch-checkpoint"
+    assert checkpoint.read_text().split("\n")[2] == "0 0"
+    before = checkpoint.stat()
+    for i in range(3):
+        assert raw_produce(broker.bootstrap, name, 0,
+                           build_batch([Record(None, b"v%d" % i)])).error_code == 0
+    after = checkpoint.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
     p = ask(0, 0)
     assert (p.error_code, p.leader_epoch, p.end_offset) == (0, 0, 3)
