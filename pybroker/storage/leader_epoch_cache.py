@@ -7,12 +7,18 @@ did epoch E end on this replica?", the question a follower asks after a leader c
 where its log diverges from the new leader's, and then truncate there.
 
 Entries are strictly increasing in both epoch and start offset. The file is rewritten (small,
-atomic, fsynced) whenever an entry changes, which happens once per leader change, not per
-append.
+atomic, fsynced) whenever an epoch is added or the log is truncated at its end, which happens
+once per leader change, not per append: a checkpoint missing an entry would answer wrongly.
+Moving the log start (retention, DeleteRecords) only leaves stale entries before it, which
+loading drops again (`truncate_from_start` at every load), so that rewrite waits for
+`write_pending`, which the broker runs in a worker thread: retention expiring segments of
+many partitions at once would otherwise fsync one file per partition on the event loop
+(Kafka moved the same write to a background task, KAFKA-16541).
 """
 from __future__ import annotations
 
 import logging
+import threading
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +45,10 @@ class LeaderEpochFileCache:
     def __init__(self, directory: Path) -> None:
         self.path = directory / LEADER_EPOCH_CHECKPOINT
         self._entries: list[EpochEntry] = []
+        self._pending = False  # entries changed since the file was last written
+        # Held while writing, so a deferred write in a worker thread cannot put an older list
+        # over a newer one: whoever holds it writes the entries as they are then.
+        self._write_lock = threading.Lock()
         try:
             rows = read_checkpoint(self.path, 2)
         except (CheckpointError, OSError) as exc:
@@ -69,7 +79,18 @@ class LeaderEpochFileCache:
         return self._entries[0] if self._entries else None
 
     def _flush(self) -> None:
-        write_checkpoint(self.path, (f"{e.epoch} {e.start_offset}" for e in self._entries))
+        with self._write_lock:
+            self._pending = False
+            write_checkpoint(self.path,
+                             [f"{e.epoch} {e.start_offset}" for e in list(self._entries)])
+
+    def write_pending(self) -> bool:
+        """Write a change `truncate_from_start` deferred; True if there was one. Blocking (an
+        fsync): for a worker thread."""
+        if not self._pending:
+            return False
+        self._flush()
+        return True
 
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Note that `epoch` starts at `start_offset`; True if the cache changed.
@@ -134,8 +155,8 @@ class LeaderEpochFileCache:
         entry = self._entries[last_before]
         if last_before == 0 and entry.start_offset == start_offset:
             return
-        self._entries[:last_before + 1] = [EpochEntry(entry.epoch, start_offset)]
-        self._flush()
+        self._entries = [EpochEntry(entry.epoch, start_offset)] + self._entries[last_before + 1:]
+        self._pending = True  # written by `write_pending`, off the event loop
 
     def clear(self) -> None:
         if self._entries or self.path.exists():

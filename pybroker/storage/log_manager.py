@@ -198,9 +198,16 @@ class LogManager:
         return flushed
 
     def checkpoint(self) -> None:
-        """Write the recovery point, log start and high watermark checkpoints of every dir."""
+        """Write the recovery point, log start and high watermark checkpoints of every dir,
+        and the leader-epoch checkpoints that a moved log start left pending. Blocking: the
+        broker runs it in a worker thread."""
         for log_dir in self.log_dirs:
             self._checkpoint_dir(log_dir, self._logs_in(log_dir))
+        for plog in self.logs():
+            try:
+                plog.leader_epoch_cache.write_pending()
+            except FileNotFoundError:
+                pass  # the log was deleted meanwhile: its directory is gone
 
     def _checkpoint_dir(self, log_dir: Path, logs: list[PartitionLog]) -> None:
         live = [lg for lg in logs if lg.dir.exists()]

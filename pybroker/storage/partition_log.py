@@ -629,6 +629,7 @@ class PartitionLog:
             self.flush()
             if self.producer_state.producers or self.log_end_offset > self.log_start_offset:
                 self.producer_state.take_snapshot(self.log_end_offset, sync=True)
+            self.leader_epoch_cache.write_pending()
             self._close_files()
 
     def _close_files(self) -> None:

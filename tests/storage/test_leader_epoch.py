@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pybroker.storage.leader_epoch_cache import LeaderEpochFileCache
+from pybroker.storage.log_manager import LogManager
 from pybroker.storage.partition_log import PartitionLog
 from tests.storage.util import SMALL, batch
 
@@ -44,9 +45,47 @@ def test_truncation_and_log_start_adjust_epochs(tmp_path: Path) -> None:
     plog.delete_records_before(7)
     assert [(e.epoch, e.start_offset) for e in plog.leader_epoch_cache.entries] == \
         [(2, 7), (3, 10)]
+    assert plog.leader_epoch_cache.write_pending()
+    assert not plog.leader_epoch_cache.write_pending()
     reloaded = LeaderEpochFileCache(plog.dir)
     assert reloaded.entries == plog.leader_epoch_cache.entries
     assert reloaded.epoch_for_offset(8) == 2
+
+
+def test_a_moved_log_start_is_written_later_and_survives_a_crash(tmp_path: Path) -> None:
+    """A new log start leaves the file stale until `write_pending` (the broker's checkpoint
+    job, in a worker thread); a crash before then loses nothing, since loading drops the
+    entries before the log start again."""
+    checkpoint = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    for epoch in (1, 2, 3):
+        plog.append(batch(5), leader_epoch=epoch)
+    plog.update_high_watermark()
+    plog.delete_records_before(7)
+    assert checkpoint.read_text() == "0\n3\n1 0\n2 5\n3 10\n"  # not rewritten yet
+
+    crashed = PartitionLog(tmp_path / "t-0", SMALL, log_start_offset=7)  # no close: a crash
+    assert [(e.epoch, e.start_offset) for e in crashed.leader_epoch_cache.entries] == \
+        [(2, 7), (3, 10)]
+    assert crashed.end_offset_for_epoch(2) == (2, 10)
+
+    plog.append(batch(1), leader_epoch=4)  # a new epoch is written at once, with the change
+    assert checkpoint.read_text() == "0\n3\n2 7\n3 10\n4 15\n"
+    assert not plog.leader_epoch_cache.write_pending()
+
+
+def test_the_checkpoint_job_writes_pending_epoch_changes(tmp_path: Path) -> None:
+    logs = LogManager([str(tmp_path / "logs")], default_config=SMALL)
+    plog = logs.get_or_create("t", 0)
+    plog.append(batch(5), leader_epoch=1)
+    plog.append(batch(5), leader_epoch=2)
+    plog.update_high_watermark()
+    plog.delete_records_before(3)
+    logs.checkpoint()
+    assert LeaderEpochFileCache(plog.dir).entries == plog.leader_epoch_cache.entries
+    assert [(e.epoch, e.start_offset) for e in plog.leader_epoch_cache.entries] == \
+        [(1, 3), (2, 5)]
+    logs.close()
 
 
 def test_assign_drops_non_monotonic_entries(tmp_path: Path) -> None:
