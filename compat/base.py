@@ -17,11 +17,14 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 Headers = tuple[tuple[str, "bytes | None"], ...]
 
 TIMEOUT_S = 20.0  # how long a read waits for the records it expects
+
+# A client's own settings, by its own names (e.g. {"acks": 1} for kafka-python).
+Settings = Optional[Mapping[str, Any]]
 
 
 class NotApplicable(Exception):
@@ -229,9 +232,10 @@ class Adapter:
 
     # -- producing and consuming ----------------------------------------------------------------
     def produce(self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str = "none",
-                idempotent: bool = False) -> None:
+                idempotent: bool = False, config: Settings = None) -> None:
         """Write `recs` in order and wait until each is acknowledged; ProduceFailed (or any
-        exception) if one is not."""
+        exception) if one is not. `config`: the client's own producer settings, over the
+        adapter's (the integration tests choose acks or turn idempotence off this way)."""
         raise NotApplicable(f"{self.name} cannot produce")
 
     def consume(self, bootstrap: str, topic: str, partitions: list[int],

@@ -6,7 +6,7 @@ import time
 from typing import Any, Awaitable, Callable
 
 from compat.base import (
-    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, ThreadMember, next_offsets,
+    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, Settings, ThreadMember, next_offsets,
 )
 
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs config_source of a topic override
@@ -52,14 +52,15 @@ class AIOKafka(Adapter):
 
     # -- produce / consume ----------------------------------------------------------------------
     def produce(self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str = "none",
-                idempotent: bool = False) -> None:
+                idempotent: bool = False, config: Settings = None) -> None:
         from aiokafka import AIOKafkaProducer
         from aiokafka.errors import KafkaError
 
         async def main() -> None:
-            producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5,
-                                        compression_type=None if codec == "none" else codec,
-                                        request_timeout_ms=10000, enable_idempotence=idempotent)
+            producer = AIOKafkaProducer(**{
+                "bootstrap_servers": bootstrap, "linger_ms": 5, "request_timeout_ms": 10000,
+                "compression_type": None if codec == "none" else codec,
+                "enable_idempotence": idempotent, **(config or {})})
             await producer.start()
             try:
                 futures = [await producer.send(topic, value=r.value, key=r.key,

@@ -5,7 +5,7 @@ import time
 from typing import Any
 
 from compat.base import (
-    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, ThreadMember, next_offsets,
+    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, Settings, ThreadMember, next_offsets,
 )
 
 
@@ -47,7 +47,7 @@ class Confluent(Adapter):
 
     # -- produce / consume ----------------------------------------------------------------------
     def produce(self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str = "none",
-                idempotent: bool = False) -> None:
+                idempotent: bool = False, config: Settings = None) -> None:
         from confluent_kafka import Producer
         errors: list = []
 
@@ -57,7 +57,7 @@ class Confluent(Adapter):
 
         producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec,
                              "linger.ms": 5, "message.timeout.ms": 15000,
-                             "enable.idempotence": idempotent})
+                             "enable.idempotence": idempotent, **(config or {})})
         for r in recs:
             kwargs: dict = {"on_delivery": on_delivery}
             if r.partition is not None:

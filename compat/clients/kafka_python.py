@@ -6,7 +6,7 @@ import warnings
 from typing import Any
 
 from compat.base import (
-    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, ThreadMember, next_offsets,
+    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, Settings, ThreadMember, next_offsets,
 )
 
 # kafka-python 3.0.12 loads its schemas with deprecated importlib calls.
@@ -55,15 +55,15 @@ class KafkaPython(Adapter):
 
     # -- produce / consume ----------------------------------------------------------------------
     def produce(self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str = "none",
-                idempotent: bool = False) -> None:
+                idempotent: bool = False, config: Settings = None) -> None:
         from kafka import KafkaProducer
         from kafka.errors import KafkaError
-        config: dict[str, Any] = {}
+        settings: dict[str, Any] = {
+            "bootstrap_servers": bootstrap, "linger_ms": 5, "request_timeout_ms": 10000,
+            "compression_type": None if codec == "none" else codec}
         if idempotent:
-            config["enable_idempotence"] = True  # also its default, when the broker allows
-        producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5,
-                                 compression_type=None if codec == "none" else codec,
-                                 request_timeout_ms=10000, **config)
+            settings["enable_idempotence"] = True  # also its default, when the broker allows
+        producer = KafkaProducer(**{**settings, **(config or {})})
         try:
             futures = [producer.send(topic, key=r.key, value=r.value, partition=r.partition,
                                      headers=list(r.headers), timestamp_ms=r.timestamp)

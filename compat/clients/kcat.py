@@ -15,7 +15,9 @@ import shutil
 import subprocess
 from typing import Any, Sequence
 
-from compat.base import TIMEOUT_S, Adapter, Got, Headers, Member, ProcessMember, ProduceFailed, Rec
+from compat.base import (
+    TIMEOUT_S, Adapter, Got, Headers, Member, ProcessMember, ProduceFailed, Rec, Settings,
+)
 
 KCAT = shutil.which("kcat") or "/usr/bin/kcat"
 # %K and %S are the key and value lengths, -1 for null: how empty is told from null.
@@ -126,11 +128,13 @@ class Kcat(Adapter):
 
     # -- produce / consume ----------------------------------------------------------------------
     def produce(self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str = "none",
-                idempotent: bool = False) -> None:
+                idempotent: bool = False, config: Settings = None) -> None:
         for args, stdin in producer_runs(recs):
             args = ["-P", "-b", bootstrap, "-t", topic, "-z", codec, *args]
             if idempotent:
                 args += ["-X", "enable.idempotence=true"]
+            for name, value in (config or {}).items():
+                args += ["-X", f"{name}={value}"]
             proc = _run(args, stdin)
             if proc.returncode != 0 or b"Delivery failed" in proc.stderr:
                 raise ProduceFailed(_last_line(proc.stderr))

@@ -16,7 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from compat.base import TIMEOUT_S, Adapter, Got, Headers, Member, ProcessMember, ProduceFailed, Rec
+from compat.base import (
+    TIMEOUT_S, Adapter, Got, Headers, Member, ProcessMember, ProduceFailed, Rec, Settings,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 NULL = "<NULL>"  # null.marker when producing, null.literal when consuming
@@ -115,7 +117,7 @@ class PybrokerTools(Adapter):
 
     # -- produce / consume ----------------------------------------------------------------------
     def produce(self, bootstrap: str, topic: str, recs: list[Rec], *, codec: str = "none",
-                idempotent: bool = False) -> None:
+                idempotent: bool = False, config: Settings = None) -> None:
         assert all(r.partition is None and r.timestamp is None for r in recs), \
             "the console producer cannot choose partitions or timestamps"
         null = NULL.encode()
@@ -127,8 +129,11 @@ class PybrokerTools(Adapter):
                       null if r.value is None else r.value]
             assert not any(b"\t" in f or b"\n" in f for f in fields), "plain text only"
             lines.append(b"\t".join(fields))
+        properties = [arg for name, value in (config or {}).items()
+                      for arg in ("--producer-property", f"{name}={value}")]
         proc = _tool("console_producer", "--bootstrap-server", bootstrap, "--topic", topic,
                      "--compression-codec", codec, "--producer-property", "linger.ms=5",
+                     *properties,
                      "--property", "parse.key=true", "--property", "parse.headers=true",
                      "--property", f"null.marker={NULL}",
                      stdin=b"\n".join(lines) + b"\n")

@@ -30,7 +30,7 @@ from protocol.records.batch import Compression, build_batch
 from protocol.records.record import Record
 from pybroker.handlers import REGISTRY
 from tests.helpers import broker_in_thread
-from tests.integration.clients import Rec, consume_kafka_python, produce_confluent
+from tests.integration.clients import CONFLUENT, KAFKA_PYTHON, Rec
 from tests.integration.raw import RawConnection, create_topic, send_request
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # alter_configs etc.
@@ -202,8 +202,8 @@ def test_a_wide_topic_is_created_while_other_clients_are_served(broker) -> None:
     assert answered_meanwhile >= 10
     assert len(partition_dirs(broker, name)) == WIDE
     ends = [0, WIDE - 1]
-    produce_confluent(broker.bootstrap, name, [Rec(p, b"k", b"v") for p in ends])
-    got = consume_kafka_python(broker.bootstrap, name, ends, 2)
+    CONFLUENT.produce(broker.bootstrap, name, [Rec(b"k", b"v", partition=p) for p in ends])
+    got = KAFKA_PYTHON.consume(broker.bootstrap, name, ends, 2)
     assert sorted(g.partition for g in got) == ends
 
 
@@ -314,7 +314,8 @@ def test_delete_topics(broker, ck: AdminClient, kp) -> None:
     a, b = topic_name("del-ck"), topic_name("del-kp")
     for name in (a, b):
         create_topic(broker.bootstrap, name, 2)
-        produce_confluent(broker.bootstrap, name, [Rec(p, b"k", b"v" * 100) for p in (0, 1)])
+        CONFLUENT.produce(broker.bootstrap, name,
+                          [Rec(b"k", b"v" * 100, partition=p) for p in (0, 1)])
         assert len(partition_dirs(broker, name)) == 2
     assert ck_code(ck.delete_topics([a])[a]) == 0
     _wait_gone(broker, a)
@@ -330,8 +331,8 @@ def test_delete_topics(broker, ck: AdminClient, kp) -> None:
     # a topic re-created under the same name starts empty
     create_topic(broker.bootstrap, a, 1)
     assert high_watermark(broker, a) == 0
-    produce_confluent(broker.bootstrap, a, [Rec(0, b"new", b"life")])
-    got = consume_kafka_python(broker.bootstrap, a, [0], 1)
+    CONFLUENT.produce(broker.bootstrap, a, [Rec(b"new", b"life", partition=0)])
+    got = KAFKA_PYTHON.consume(broker.bootstrap, a, [0], 1)
     assert [(g.offset, g.value) for g in got] == [(0, b"life")]
 
 
@@ -358,8 +359,8 @@ def test_create_partitions(broker, ck: AdminClient, kp) -> None:
     kp.create_partitions({name: 5})
     assert len(kp.describe_topics([name])[0]["partitions"]) == 5
     # the new partitions take writes
-    produce_confluent(broker.bootstrap, name, [Rec(4, b"k", b"in the new partition")])
-    got = consume_kafka_python(broker.bootstrap, name, [4], 1)
+    CONFLUENT.produce(broker.bootstrap, name, [Rec(b"k", b"in the new partition", partition=4)])
+    got = KAFKA_PYTHON.consume(broker.bootstrap, name, [4], 1)
     assert [g.value for g in got] == [b"in the new partition"]
 
 
@@ -545,17 +546,16 @@ def test_delete_records(broker, ck: AdminClient, kp) -> None:
     from kafka import TopicPartition as KpTP
     name = topic_name("dr")
     create_topic(broker.bootstrap, name, 2)
-    produce_confluent(broker.bootstrap, name,
-                      [Rec(p, b"k", f"v{i}".encode()) for p in (0, 1) for i in range(10)])
+    CONFLUENT.produce(broker.bootstrap, name,
+                      [Rec(b"k", f"v{i}".encode(), partition=p) for p in (0, 1) for i in range(10)])
     fs = ck.delete_records([TopicPartition(name, 0, 4)])
     deleted = next(iter(fs.values())).result(TIMEOUT)
     assert deleted.low_watermark == 4
-    got = consume_kafka_python(broker.bootstrap, name, [0], 6)
+    got = KAFKA_PYTHON.consume(broker.bootstrap, name, [0], 6)
     assert [g.offset for g in got] == list(range(4, 10))
     assert [g.value for g in got] == [f"v{i}".encode() for i in range(4, 10)]
     # confluent consumer from earliest starts there too
-    from tests.integration.clients import consume_confluent
-    assert [g.offset for g in consume_confluent(broker.bootstrap, name, [0], 6)] == \
+    assert [g.offset for g in CONFLUENT.consume(broker.bootstrap, name, [0], 6)] == \
         list(range(4, 10))
 
     result = kp.delete_records({KpTP(name, 1): 7})
@@ -587,7 +587,7 @@ def test_describe_cluster(broker, ck: AdminClient, kp) -> None:
 def test_describe_log_dirs(broker, kp) -> None:
     name = topic_name("ld")
     create_topic(broker.bootstrap, name, 2)
-    produce_confluent(broker.bootstrap, name, [Rec(0, b"k", b"v" * 500)])
+    CONFLUENT.produce(broker.bootstrap, name, [Rec(b"k", b"v" * 500, partition=0)])
     (result,) = kp.describe_log_dirs()
     assert result["broker"] == 0
     (entry,) = result["log_dirs"]
@@ -770,7 +770,7 @@ def test_produce_corrupt_crc(broker) -> None:
         # the connection stays usable and the log unharmed
         resp = raw_produce(broker.bootstrap, name, 0, good, conn=conn)
         assert (resp.error_code, resp.base_offset) == (0, 0)
-    got = consume_kafka_python(broker.bootstrap, name, [0], 5)
+    got = KAFKA_PYTHON.consume(broker.bootstrap, name, [0], 5)
     assert [g.value for g in got] == [b"value-%d" % i for i in range(5)]
 
 

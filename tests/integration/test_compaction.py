@@ -14,7 +14,7 @@ from protocol.api_keys import ApiKey
 from pybroker.storage.checkpoint import read_offsets
 from pybroker.storage.cleaner import CLEANER_CHECKPOINT
 from tests.helpers import broker_in_thread
-from tests.integration.clients import consume_confluent, consume_kafka_python
+from tests.integration.clients import CONFLUENT, KAFKA_PYTHON
 from tests.integration.raw import RawConnection, create_topic
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -79,7 +79,7 @@ def test_newest_value_per_key_survives_at_its_original_offset(cleaning_broker: A
     assert plog.size < 16384  # from ~10,000 records to 101
 
     expected = {**newest, b"zz-roll": (roll_offset, b"roll")}
-    for consume in (consume_kafka_python, consume_confluent):
+    for consume in (KAFKA_PYTHON.consume, CONFLUENT.consume):
         got = consume(bootstrap, topic, [0], len(expected))
         assert {g.key: (g.offset, g.value) for g in got} == expected, consume.__name__
         assert len(got) == len(expected)
@@ -98,7 +98,7 @@ def test_tombstones_disappear_after_delete_retention(cleaning_broker: Any) -> No
     roll_offset = _roll(bootstrap, topic, 500)
     _wait_for(lambda: _first_dirty(cleaning_broker, topic) == roll_offset, "the cleaner")
     cleaned_at = time.monotonic()
-    got = consume_kafka_python(bootstrap, topic, [0], 21)
+    got = KAFKA_PYTHON.consume(bootstrap, topic, [0], 21)
     assert time.monotonic() - cleaned_at < retention_s, "too slow to see the tombstones"
     # Compacted, but the deletes are still there for consumers to see.
     assert {g.key: (g.offset, g.value) for g in got} == {
@@ -113,7 +113,7 @@ def test_tombstones_disappear_after_delete_retention(cleaning_broker: Any) -> No
 
     _wait_for(tombstones_gone, "the tombstones to go", timeout=retention_s + 15)
     assert time.monotonic() - cleaned_at >= retention_s * 0.9
-    got = consume_kafka_python(bootstrap, topic, [0], 11)
+    got = KAFKA_PYTHON.consume(bootstrap, topic, [0], 11)
     assert sorted(g.key for g in got) == [k for k, _ in live[1::2]] + [b"zz-roll"]
 
 
@@ -184,5 +184,5 @@ def test_no_cleaning_when_the_cleaner_is_disabled(tmp_path: Path) -> None:
                                                  "segment.bytes": "1024"})
         _produce(info.bootstrap, "kept", [(b"k", b"v%d" % i) for i in range(200)])
         time.sleep(0.5)
-        assert len(consume_kafka_python(info.bootstrap, "kept", [0], 200)) == 200
+        assert len(KAFKA_PYTHON.consume(info.bootstrap, "kept", [0], 200)) == 200
     assert not (tmp_path / "logs" / CLEANER_CHECKPOINT).exists()

@@ -20,7 +20,7 @@ import pytest
 
 from protocol.api_keys import ApiKey
 from tests.helpers import broker_in_thread
-from tests.integration.clients import Rec, check_same, consume_confluent
+from tests.integration.clients import AIOKAFKA, CONFLUENT, KAFKA_PYTHON, Rec, check_same
 from tests.integration.proxy import Proxy
 from tests.integration.raw import create_topic, send_request
 
@@ -84,8 +84,8 @@ def _wait_for(predicate, timeout: float = 10.0, what: str = "condition") -> None
 
 
 def _records(start: int, count: int) -> list[Rec]:
-    return [Rec(0, f"k{i}".encode(), f"value-{i:05d}".encode(), ()) for i in range(start,
-                                                                                start + count)]
+    return [Rec(f"k{i}".encode(), f"value-{i:05d}".encode(), partition=0)
+            for i in range(start, start + count)]
 
 
 def _break_connections(pb: ProxiedBroker, topic: str, restart: bool) -> None:
@@ -175,7 +175,7 @@ def test_no_duplicates_across_reconnect(proxied: ProxiedBroker, client: str,
     RUNS[client](proxied, topic, restart)
     assert proxied.proxy.connections_accepted > accepted_before + 1, "no reconnect happened"
     assert proxied.log_end_offset(topic) == TOTAL, "a retried batch was appended twice"
-    got = consume_confluent(proxied.info.bootstrap, topic, [0], TOTAL)
+    got = CONFLUENT.consume(proxied.info.bootstrap, topic, [0], TOTAL)
     check_same(_records(0, TOTAL), got)
     _check_describe_producers(proxied.info.bootstrap, topic)
 
@@ -222,23 +222,22 @@ def test_describe_producers_kafka_python_admin(broker) -> None:
 
 def test_aiokafka_idempotent_producer(broker) -> None:
     """aiokafka's idempotent mode (InitProducerId v0, acks=all): one producer, sequences 0..n."""
-    from tests.integration.clients import produce_aiokafka
     topic = f"idem-aio-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic, 1)
     sent = _records(0, TOTAL)
-    produce_aiokafka(broker.bootstrap, topic, sent, enable_idempotence=True)
-    check_same(sent, consume_confluent(broker.bootstrap, topic, [0], TOTAL))
+    AIOKAFKA.produce(broker.bootstrap, topic, sent, idempotent=True)
+    check_same(sent, CONFLUENT.consume(broker.bootstrap, topic, [0], TOTAL))
     _check_describe_producers(broker.bootstrap, topic)
 
 
 @pytest.mark.parametrize("acks", [0, 1])
 def test_kafka_python_non_idempotent_acks(broker, acks: int) -> None:
     """acks=0 gets no responses at all, acks=1 the leader's: both deliver everything once."""
-    from tests.integration.clients import produce_kafka_python
     topic = f"acks{acks}-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic, 1)
     sent = _records(0, 50)
-    produce_kafka_python(broker.bootstrap, topic, sent, acks=acks, enable_idempotence=False)
+    KAFKA_PYTHON.produce(broker.bootstrap, topic, sent,
+                         config={"acks": acks, "enable_idempotence": False})
     _wait_for(lambda: broker.broker.partition_log(topic, 0).log_end_offset == 50,
               what="the acks=0 appends")
-    check_same(sent, consume_confluent(broker.bootstrap, topic, [0], 50))
+    check_same(sent, CONFLUENT.consume(broker.bootstrap, topic, [0], 50))

@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from tests.integration.clients import (
-    CLIENTS, CODECS, CONSUMERS, KCAT, PRODUCERS, Rec, check_same, unsupported_codec,
+    ADAPTERS, CLIENTS, CODECS, KCAT, Rec, check_same, unsupported_codec,
 )
 from tests.integration.raw import create_topic
 
@@ -30,7 +30,7 @@ def topic_name(prefix: str) -> str:
 
 
 # kafka-python's producer refuses a None header value ("must be (str, bytes) tuples").
-NULL_HEADER_VALUE = {"kafka-python": False, "confluent": True, "aiokafka": True, "kcat": True}
+NULL_HEADER_VALUE = {"kafka-python": False, "confluent-kafka": True, "aiokafka": True, "kcat": True}
 
 
 def records(producer: str) -> list[Rec]:
@@ -39,17 +39,17 @@ def records(producer: str) -> list[Rec]:
     ts = (lambda i: None) if producer == "kcat" else (lambda i: T0 + i)
     null_header = None if NULL_HEADER_VALUE[producer] else b"not-null"
     recs = [
-        Rec(0, b"key-0", b"value-0", (("h1", b"one"), ("h2", b"")), ts(0)),
-        Rec(0, None, b"no-key", (), ts(1)),
-        Rec(0, b"tombstone", None, (), ts(2)),
-        Rec(0, b"empty-value", b"", (), ts(3)),
-        Rec(0, b"", b"empty-key", (), ts(4)),
-        Rec(0, b"null-header", b"v", (("nh", null_header), ("h", b"x")), ts(5)),
-        Rec(0, b"after", b"edge-cases", (), ts(6)),
+        Rec(b"key-0", b"value-0", (("h1", b"one"), ("h2", b"")), ts(0), partition=0),
+        Rec(None, b"no-key", (), ts(1), partition=0),
+        Rec(b"tombstone", None, (), ts(2), partition=0),
+        Rec(b"empty-value", b"", (), ts(3), partition=0),
+        Rec(b"", b"empty-key", (), ts(4), partition=0),
+        Rec(b"null-header", b"v", (("nh", null_header), ("h", b"x")), ts(5), partition=0),
+        Rec(b"after", b"edge-cases", (), ts(6), partition=0),
     ]
     for p in (1, 2):
-        recs += [Rec(p, f"k{p}-{i}".encode(), f"p{p}-value-{i:03d}".encode(), (), ts(100 + i))
-                 for i in range(20)]
+        recs += [Rec(f"k{p}-{i}".encode(), f"p{p}-value-{i:03d}".encode(), (), ts(100 + i),
+                     partition=p) for i in range(20)]
     return recs
 
 
@@ -62,8 +62,8 @@ def test_same_client_roundtrip(broker, client: str, codec: str) -> None:
     topic = topic_name(f"rt-{client}-{codec}")
     create_topic(broker.bootstrap, topic, PARTITIONS)
     sent = records(client)
-    PRODUCERS[client](broker.bootstrap, topic, sent, codec)
-    got = CONSUMERS[client](broker.bootstrap, topic, list(range(PARTITIONS)), len(sent))
+    ADAPTERS[client].produce(broker.bootstrap, topic, sent, codec=codec)
+    got = ADAPTERS[client].consume(broker.bootstrap, topic, list(range(PARTITIONS)), len(sent))
     check_same(sent, got)
     if codec != "none":  # stored as sent (KAFKA-18659: some librdkafka sent lz4 uncompressed)
         assert codec.upper() in stored_codecs(broker.bootstrap, topic, PARTITIONS)
@@ -86,7 +86,8 @@ def stored_codecs(bootstrap: str, topic: str, partitions: int) -> set[str]:
 
 
 # Each producer uses a codec it supports here, so the consumers also decompress it.
-CROSS_CODEC = {"kafka-python": "gzip", "confluent": "lz4", "aiokafka": "zstd", "kcat": "snappy"}
+CROSS_CODEC = {"kafka-python": "gzip", "confluent-kafka": "lz4", "aiokafka": "zstd",
+               "kcat": "snappy"}
 
 
 @pytest.mark.parametrize("producer,consumer",
@@ -98,8 +99,8 @@ def test_cross_client(broker, producer: str, consumer: str) -> None:
     topic = topic_name(f"x-{producer}-{consumer}")
     create_topic(broker.bootstrap, topic, PARTITIONS)
     sent = records(producer)
-    PRODUCERS[producer](broker.bootstrap, topic, sent, codec)
-    got = CONSUMERS[consumer](broker.bootstrap, topic, list(range(PARTITIONS)), len(sent))
+    ADAPTERS[producer].produce(broker.bootstrap, topic, sent, codec=codec)
+    got = ADAPTERS[consumer].consume(broker.bootstrap, topic, list(range(PARTITIONS)), len(sent))
     check_same(sent, got)
 
 
@@ -114,24 +115,24 @@ def test_mixed_producers_one_partition(broker) -> None:
             codec = CROSS_CODEC[client]
             if unsupported_codec(client, codec):
                 codec = "none"
-            recs = [Rec(0, f"{client}-{round_}-{i}".encode(), f"v{i}".encode(), (),
-                        None if client == "kcat" else T0 + i) for i in range(5)]
-            PRODUCERS[client](broker.bootstrap, topic, recs, codec)
+            recs = [Rec(f"{client}-{round_}-{i}".encode(), f"v{i}".encode(), (),
+                        None if client == "kcat" else T0 + i, partition=0) for i in range(5)]
+            ADAPTERS[client].produce(broker.bootstrap, topic, recs, codec=codec)
             sent += recs
     readers = [c for c in CLIENTS
                if not any(unsupported_codec(c, codec) for codec in CROSS_CODEC.values())]
-    assert "confluent" in readers and "kcat" in readers
+    assert "confluent-kafka" in readers and "kcat" in readers
     for client in readers:
-        got = CONSUMERS[client](broker.bootstrap, topic, [0], len(sent))
+        got = ADAPTERS[client].consume(broker.bootstrap, topic, [0], len(sent))
         check_same(sent, got)
 
 
 def test_auto_created_topic_roundtrip(broker) -> None:
     """A producer's Metadata request creates the topic (auto.create.topics.enable=true)."""
     topic = topic_name("auto")
-    sent = [Rec(0, b"k", f"v{i}".encode(), (), T0 + i) for i in range(10)]
-    PRODUCERS["confluent"](broker.bootstrap, topic, sent)
-    check_same(sent, CONSUMERS["kafka-python"](broker.bootstrap, topic, [0], len(sent)))
+    sent = [Rec(b"k", f"v{i}".encode(), (), T0 + i, partition=0) for i in range(10)]
+    ADAPTERS["confluent-kafka"].produce(broker.bootstrap, topic, sent)
+    check_same(sent, ADAPTERS["kafka-python"].consume(broker.bootstrap, topic, [0], len(sent)))
 
 
 # -- fetch semantics seen through the clients --------------------------------------------------
@@ -142,7 +143,7 @@ def _one_compressed_batch(bootstrap: str, topic: str, count: int) -> list[Rec]:
     from protocol.records.batch import Compression, build_batch
     from protocol.records.record import Record
     from tests.integration.raw import send_request
-    recs = [Rec(0, f"k{i}".encode(), f"v{i}".encode(), (("i", str(i).encode()),), T0 + i)
+    recs = [Rec(f"k{i}".encode(), f"v{i}".encode(), (("i", str(i).encode()),), T0 + i, partition=0)
             for i in range(count)]
     batch = build_batch([Record(r.key, r.value, r.headers, r.timestamp) for r in recs],
                         compression=Compression.GZIP)
@@ -157,7 +158,7 @@ def _consume_from(client: str, bootstrap: str, topic: str, offset: int, count: i
     """Records from `offset` (assign at an offset, no group)."""
     import asyncio
     import time
-    if client == "confluent":
+    if client == "confluent-kafka":
         from confluent_kafka import Consumer, TopicPartition
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
                       "enable.auto.commit": False, "auto.offset.reset": "earliest"})
@@ -224,7 +225,7 @@ def test_fetch_from_the_middle_of_a_compressed_batch(broker, client: str) -> Non
     assert [(o, v) for o, v, _ in got] == [(i, recs[i].value) for i in range(6, 10)]
 
 
-@pytest.mark.parametrize("client", ["confluent", "kafka-python", "aiokafka"])
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python", "aiokafka"])
 def test_out_of_range_offset_resets_to_earliest(broker, client: str) -> None:
     topic = topic_name("oor")
     create_topic(broker.bootstrap, topic, 1)
@@ -238,14 +239,14 @@ def test_batch_larger_than_partition_fetch_limit_is_still_returned(broker) -> No
     is returned whole whatever the limits (KIP-74)."""
     topic = topic_name("big")
     create_topic(broker.bootstrap, topic, 1)
-    big = Rec(0, b"big", b"x" * 20_000, (), T0)
-    small = Rec(0, b"small", b"y", (), T0 + 1)
-    PRODUCERS["confluent"](broker.bootstrap, topic, [big, small])
+    big = Rec(b"big", b"x" * 20_000, (), T0, partition=0)
+    small = Rec(b"small", b"y", (), T0 + 1, partition=0)
+    ADAPTERS["confluent-kafka"].produce(broker.bootstrap, topic, [big, small])
     got = _consume_from("kafka-python", broker.bootstrap, topic, 0, 2)
     assert [(o, v) for o, v, _ in got] == [(0, big.value), (1, small.value)]
 
 
-@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
 def test_log_append_time_topic(broker, client: str) -> None:
     """With message.timestamp.type=LogAppendTime the broker stamps each batch; consumers see
     its time and the LogAppendTime type, and the batch CRC still checks."""
@@ -253,12 +254,13 @@ def test_log_append_time_topic(broker, client: str) -> None:
     topic = topic_name("lat")
     create_topic(broker.bootstrap, topic, 1, {"message.timestamp.type": "LogAppendTime"})
     before = int(time.time() * 1000)
-    sent = [Rec(0, b"k", f"v{i}".encode(), (), T0 + i) for i in range(3)]  # old timestamps
-    PRODUCERS[client](broker.bootstrap, topic, sent)
+    # old timestamps
+    sent = [Rec(b"k", f"v{i}".encode(), (), T0 + i, partition=0) for i in range(3)]
+    ADAPTERS[client].produce(broker.bootstrap, topic, sent)
     after = int(time.time() * 1000)
     got = _consume_from(client, broker.bootstrap, topic, 0, 3)
     assert [v for _, v, _ in got] == [r.value for r in sent]
-    log_append_time = 2 if client == "confluent" else 1  # each client's own numbering
+    log_append_time = 2 if client == "confluent-kafka" else 1  # each client's own numbering
     for _, _, (ts_type, ts) in got:
         assert ts_type == log_append_time
         assert before - 1000 <= ts <= after + 1000
