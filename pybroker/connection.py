@@ -14,8 +14,10 @@ Fairness is kept by yielding after every full read; idle connections are closed 
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import socket
 from typing import TYPE_CHECKING
 
 import trio
@@ -122,6 +124,10 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream) -> None:
         host, port = stream.socket.getpeername()[:2]
     except OSError:
         host, port = "?", 0
+    if broker.config.socket_send_buffer_bytes != -1:  # Kafka sets it on each accepted socket
+        with contextlib.suppress(OSError):  # already reset: the first read will say so
+            stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF,
+                                     broker.config.socket_send_buffer_bytes)
     try:
         with broker.connections.track() as watch:
             async with stream:

