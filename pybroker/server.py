@@ -40,7 +40,8 @@ async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # typ
     with trio.CancelScope(shield=True):
         broker = await trio.to_thread.run_sync(Broker, config)
     try:
-        listeners = await trio.open_tcp_listeners(port, host=host or None)
+        listeners = await trio.open_tcp_listeners(port, host=host or None,
+                                                  backlog=config.socket_listen_backlog_size)
         if config.socket_receive_buffer_bytes != -1:
             # On the listening socket, as Kafka does: accepted sockets inherit it, and it must
             # be set before the handshake to shape the window the connection starts with.

@@ -17,6 +17,11 @@ _ZERO = uuid.UUID(int=0)
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    if not ctx.broker.config.delete_topic_enable:
+        # As Kafka: TOPIC_DELETION_DISABLED per topic from v3; older versions have no such
+        # code, and the whole request fails with INVALID_REQUEST.
+        return error_response(ctx, request, ErrorCode.TOPIC_DELETION_DISABLED
+                              if ctx.version >= 3 else ErrorCode.INVALID_REQUEST)
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:

@@ -1047,6 +1047,25 @@ def test_trailing_bytes_after_a_complete_request_are_ignored(broker) -> None:
     assert name in ck.list_topics(timeout=TIMEOUT).topics
 
 
+def test_delete_topic_enable_false(tmp_path: Path) -> None:
+    """delete.topic.enable=false: DeleteTopics fails with TOPIC_DELETION_DISABLED (from v3;
+    INVALID_REQUEST before, as in Kafka) and the topic keeps its data."""
+    with broker_in_thread(tmp_path / "logs", delete_topic_enable="false") as info:
+        name = topic_name("kept")
+        create_topic(info.bootstrap, name, 1)
+        CONFLUENT.produce(info.bootstrap, name, [Rec(b"k", b"still here", partition=0)])
+        ck = AdminClient({"bootstrap.servers": info.bootstrap})
+        assert ck_code(ck.delete_topics([name])[name]) == KafkaError.TOPIC_DELETION_DISABLED
+        for version, code in ((1, ErrorCode.INVALID_REQUEST),
+                              (3, ErrorCode.TOPIC_DELETION_DISABLED)):
+            resp = send_request(info.bootstrap, ApiKey.DELETE_TOPICS, version,
+                                {"topic_names": [name], "timeout_ms": 10000})
+            assert resp.responses[0].error_code == code
+        assert name in info.broker.metadata.image.topics
+        assert [g.value for g in KAFKA_PYTHON.consume(info.bootstrap, name, [0], 1)] == \
+            [b"still here"]
+
+
 def test_deleted_topic_files_are_removed(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """DeleteTopics removes the partitions' directories (in a worker thread) before it
     answers, leaving no `*-delete` directory behind."""

@@ -1,10 +1,13 @@
 """socket.send.buffer.bytes and socket.receive.buffer.bytes reach the broker's sockets, as in
 Kafka (SO_SNDBUF on each accepted socket, SO_RCVBUF on the listening one, which accepted
-sockets inherit); -1 leaves both to the operating system's autotuning."""
+sockets inherit); -1 leaves both to the operating system's autotuning. And
+socket.listen.backlog.size is the listening socket's backlog."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -56,3 +59,13 @@ def test_minus_one_keeps_the_system_default(tmp_path: Path) -> None:
     sndbuf, _ = _buffers(tmp_path / "logs", socket_send_buffer_bytes="-1",
                          socket_receive_buffer_bytes="-1")
     assert sndbuf != 2 * 102400 and sndbuf >= os_send
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs iproute2's ss to read a backlog")
+def test_listen_backlog(tmp_path: Path) -> None:
+    """socket.listen.backlog.size is the listening socket's accept queue length (what ss shows
+    as Send-Q of a listening socket)."""
+    with broker_in_thread(tmp_path / "logs", socket_listen_backlog_size="7") as info:
+        out = subprocess.run(["ss", "-ltnH", f"sport = :{info.port}"], capture_output=True,
+                             text=True, check=True).stdout.split()
+        assert out[0] == "LISTEN" and out[2] == "7", out
