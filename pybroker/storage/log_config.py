@@ -45,6 +45,7 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
+    producer_id_expiration_ms: int = 86400000  # broker-wide producer.id.expiration.ms
 
     @property
     def log_append_time(self) -> bool:

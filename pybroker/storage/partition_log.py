@@ -55,7 +55,7 @@ from pybroker.storage.log_info import (
 )
 from pybroker.storage.log_loader import load_segments
 from pybroker.storage.producer_state import (
-    PRODUCER_ID_EXPIRATION_MS, SNAPSHOT_SUFFIX, DuplicateBatch, InvalidProducerEpoch,
+    SNAPSHOT_SUFFIX, DuplicateBatch, InvalidProducerEpoch,
     OutOfOrderSequence, ProducerStateManager,
 )
 from pybroker.storage.segment import (
@@ -480,7 +480,7 @@ class PartitionLog:
                     return True
 
                 deleted += self._delete_oldest(over_size, now)
-            self.producer_state.remove_expired(now, PRODUCER_ID_EXPIRATION_MS)
+            self.producer_state.remove_expired(now, config.producer_id_expiration_ms)
             return deleted
 
     def _delete_oldest(self, predicate: Callable[[LogSegment, LogSegment], bool],

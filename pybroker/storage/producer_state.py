@@ -37,14 +37,12 @@ from protocol.records.batch import NO_SEQUENCE, BatchHeader
 __all__ = [
     "ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "DuplicateBatch",
     "OutOfOrderSequence", "InvalidProducerEpoch", "SNAPSHOT_SUFFIX", "NUM_BATCHES_TO_RETAIN",
-    "PRODUCER_ID_EXPIRATION_MS",
 ]
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = ".snapshot"
 NUM_BATCHES_TO_RETAIN = 5
-PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default (1 day)
 INT32_MAX = 2**31 - 1
 NO_PRODUCER_EPOCH = -1
 

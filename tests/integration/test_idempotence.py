@@ -241,3 +241,24 @@ def test_kafka_python_non_idempotent_acks(broker, acks: int) -> None:
     _wait_for(lambda: broker.broker.partition_log(topic, 0).log_end_offset == 50,
               what="the acks=0 appends")
     check_same(sent, CONFLUENT.consume(broker.bootstrap, topic, [0], 50))
+
+
+def test_idle_producers_expire(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """producer.id.expiration.ms: a producer that has not written for that long is forgotten
+    (checked on the retention schedule), as DescribeProducers then shows."""
+    def active(bootstrap: str, topic: str) -> list:
+        body = {"topics": [{"name": topic, "partition_indexes": [0]}]}
+        part = send_request(bootstrap, ApiKey.DESCRIBE_PRODUCERS, 0, body).topics[0].partitions[0]
+        assert part.error_code == 0, part
+        return list(part.active_producers)
+
+    with broker_in_thread(tmp_path / "logs", producer_id_expiration_ms="3000",
+                          log_retention_check_interval_ms="100") as info:
+        topic = f"expiring-{uuid.uuid4().hex[:8]}"
+        create_topic(info.bootstrap, topic, 1)
+        CONFLUENT.produce(info.bootstrap, topic, _records(0, 3), idempotent=True)
+        assert len(active(info.bootstrap, topic)) == 1  # written just now: kept
+        deadline = time.monotonic() + 15
+        while active(info.bootstrap, topic):
+            assert time.monotonic() < deadline, "the idle producer was never expired"
+            time.sleep(0.1)
