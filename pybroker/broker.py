@@ -24,6 +24,7 @@ from pybroker.config import BrokerConfig, ConfigError, TopicConfig, resolve_topi
     validate_topic_configs
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIdManager
+from pybroker.connection_limits import ConnectionLimits
 from pybroker.idle import IdleConnections
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
@@ -61,6 +62,7 @@ class Broker:
         self.replicas = ReplicaManager(self)
         self.purgatory = Purgatory()
         self.connections = IdleConnections(config.connections_max_idle_ms)
+        self.limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip)
         # Held by whoever creates, grows or deletes topics for a client across an await (the
         # logs are made in a worker thread): one change at a time, as Kafka's controller does.
         self.topic_changes = trio.Lock()

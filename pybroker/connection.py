@@ -129,11 +129,13 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream) -> None:
             stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF,
                                      broker.config.socket_send_buffer_bytes)
     try:
-        with broker.connections.track() as watch:
-            async with stream:
+        async with stream, broker.limits.admit(host) as admitted:
+            if not admitted:
+                return
+            with broker.connections.track() as watch:
                 await _serve(broker, stream.socket.fileno(), watch, host, port)
-        if watch.fired:
-            log.info("closing idle connection from %s:%s", host, port)
+            if watch.fired:
+                log.info("closing idle connection from %s:%s", host, port)
     except (FrameTooLarge, CloseConnection) as exc:
         log.warning("closing connection from %s:%s: %s", host, port, exc)
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):

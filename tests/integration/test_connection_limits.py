@@ -1,0 +1,45 @@
+"""max.connections.per.ip closes a connection beyond the limit at once; beyond
+max.connections a new connection waits, unanswered, until another closes (Kafka's acceptor)."""
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from protocol.api_keys import ApiKey
+from tests.helpers import broker_in_thread
+from tests.integration.raw import RawConnection
+
+
+def _answered(conn: RawConnection) -> bool:
+    return conn.request(ApiKey.API_VERSIONS, 0, {}).error_code == 0
+
+
+def test_max_connections_per_ip(tmp_path: Path) -> None:
+    with broker_in_thread(tmp_path / "logs", max_connections_per_ip="2") as info:
+        first, second = RawConnection(info.bootstrap), RawConnection(info.bootstrap)
+        assert _answered(first) and _answered(second)
+        with RawConnection(info.bootstrap) as third, pytest.raises(ConnectionError):
+            third.request(ApiKey.API_VERSIONS, 0, {})  # closed by the broker, unanswered
+        first.close()
+        with RawConnection(info.bootstrap) as again:  # a slot for this address is free
+            assert _answered(again)
+        assert _answered(second)
+        second.close()
+
+
+def test_max_connections_waits_for_a_free_slot(tmp_path: Path) -> None:
+    with broker_in_thread(tmp_path / "logs", max_connections="2") as info:
+        first, second = RawConnection(info.bootstrap), RawConnection(info.bootstrap)
+        assert _answered(first) and _answered(second)
+        with RawConnection(info.bootstrap, timeout=0.5) as third:
+            with pytest.raises(socket.timeout):  # connected, but not served
+                third.request(ApiKey.API_VERSIONS, 0, {})
+            first.close()
+            third.sock.settimeout(10)
+            answer = third.read_frame()  # the request sent while waiting, answered now
+            assert int.from_bytes(answer[:4], "big") == third.correlation_id
+            assert _answered(third)
+        assert _answered(second)
+        second.close()
