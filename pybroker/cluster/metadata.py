@@ -102,8 +102,10 @@ def write_atomically(path: Path, text: str) -> None:
 class LocalMetadataStore:
     """One broker's metadata, persisted in its first log dir."""
 
-    def __init__(self, log_dir: Path, node_id: int, host: str, port: int) -> None:
+    def __init__(self, log_dir: Path, node_id: int, host: str, port: int,
+                 rack: str | None = None) -> None:
         self.log_dir = log_dir
+        self.rack = rack
         log_dir.mkdir(parents=True, exist_ok=True)
         props = read_meta_properties(log_dir)
         cluster_id = props.get("cluster.id") or new_cluster_id()
@@ -114,14 +116,14 @@ class LocalMetadataStore:
         if not props:
             write_atomically(log_dir / META_PROPERTIES,
                              f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
-        self.image = MetadataImage(cluster_id, node_id, {node_id: BrokerInfo(node_id, host, port)},
-                                   {})
+        self.image = MetadataImage(cluster_id, node_id,
+                                   {node_id: BrokerInfo(node_id, host, port, rack)}, {})
         self._load()
 
     def set_endpoint(self, host: str, port: int) -> None:
         """The advertised endpoint, once the listener knows its port."""
         node = self.image.controller_id
-        self.image.brokers[node] = BrokerInfo(node, host, port)
+        self.image.brokers[node] = BrokerInfo(node, host, port, self.rack)
 
     def _load(self) -> None:
         path = self.log_dir / METADATA_FILE

@@ -261,6 +261,16 @@ def _metadata(bootstrap: str, topic: str, *, version: int = 12, allow: bool = Tr
     return send_request(bootstrap, ApiKey.METADATA, version, body)
 
 
+def test_broker_rack_is_reported(tmp_path: Path) -> None:
+    """broker.rack reaches clients through Metadata and DescribeCluster."""
+    with broker_in_thread(tmp_path / "logs", broker_rack="zone-a") as info:
+        ck = AdminClient({"bootstrap.servers": info.bootstrap})
+        cluster = ck.describe_cluster().result(TIMEOUT)
+        assert [n.rack for n in cluster.nodes] == ["zone-a"]
+        resp = _metadata(info.bootstrap, topic_name("rack"), allow=False)
+        assert [b.rack for b in resp.brokers] == ["zone-a"]
+
+
 def test_metadata_auto_create(broker) -> None:
     created = topic_name("auto")
     resp = _metadata(broker.bootstrap, created, allow=True)
