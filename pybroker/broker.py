@@ -145,6 +145,22 @@ class Broker:
                     return "Compacted topic cannot accept message without key"
         return None
 
+    @staticmethod
+    def check_timestamps(records: bytes, now: int, before_max_ms: int,
+                         after_max_ms: int) -> list[tuple[int, str]]:
+        """message.timestamp.before.max.ms / after.max.ms on a CreateTime topic: (index in the
+        batch, message) for each record stamped outside [now - before, now + after], in
+        Kafka's words. Records without a timestamp (-1) pass, as in Kafka."""
+        low, high = now - before_max_ms, now + after_max_ms
+        errors = []
+        for pos, header in iter_batches(records):
+            for index, record in enumerate(decode_batch(records[pos:pos + header.size])):
+                if record.timestamp != -1 and not low <= record.timestamp <= high:
+                    errors.append((index, f"Timestamp {record.timestamp} of message with offset "
+                                          f"{record.offset} is out of range. The timestamp "
+                                          f"should be within [{low}, {high}]"))
+        return errors
+
     async def auto_create_topic(self, name: str) -> ErrorCode:
         async with self.topic_changes:
             code, _ = await self.create_topic_off_loop(

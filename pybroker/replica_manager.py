@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
@@ -17,6 +17,7 @@ from protocol.primitives import FileRegion
 from protocol.records.batch import (
     Compression, CorruptRecordError, InvalidRecordError, validate_batches,
 )
+from pybroker.config.definitions import INT64_MAX
 from pybroker.storage.partition_log import OffsetOutOfRange, PartitionLog
 from pybroker.storage.producer_state import InvalidProducerEpoch, OutOfOrderSequence
 
@@ -40,6 +41,7 @@ class AppendResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    record_errors: list[tuple[int, str]] = field(default_factory=list)  # (batch index, why)
 
 
 @dataclass
@@ -109,6 +111,17 @@ class ReplicaManager:
             error = self.broker.check_compacted_keys(records)
             if error is not None:
                 return AppendResult(ErrorCode.INVALID_RECORD, message=error)
+        if not internal and not tconfig.log_append_time and (
+                tconfig.message_timestamp_before_max_ms < INT64_MAX
+                or tconfig.message_timestamp_after_max_ms < INT64_MAX):
+            # Only when limits are set: checking them means decoding every record.
+            bad = self.broker.check_timestamps(
+                records, int(time.time() * 1000), tconfig.message_timestamp_before_max_ms,
+                tconfig.message_timestamp_after_max_ms)
+            if bad:
+                return AppendResult(
+                    ErrorCode.INVALID_TIMESTAMP, record_errors=bad,
+                    message="One or more records have been rejected due to invalid timestamp")
         append_time = int(time.time() * 1000) if tconfig.log_append_time else None
         try:
             info = plog.append(records, leader_epoch=self.broker.leader_epoch(topic, partition),

@@ -7,6 +7,8 @@ already passed it.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from construct import Container
 
 from protocol.api_keys import ApiKey
@@ -16,10 +18,13 @@ from pybroker.handlers.base import Handler, RequestContext
 
 def _partition_response(index: int, code: ErrorCode, base_offset: int = -1,
                         append_time: int = -1, log_start: int = -1,
-                        message: str | None = None) -> dict:
+                        message: str | None = None,
+                        record_errors: Sequence[tuple[int, str]] = ()) -> dict:
     return {"index": index, "error_code": int(code), "base_offset": base_offset,
             "log_append_time_ms": append_time, "log_start_offset": log_start,
-            "record_errors": [], "error_message": message}
+            "record_errors": [{"batch_index": i, "batch_index_error_message": why}
+                              for i, why in record_errors],
+            "error_message": message}
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict | None:
@@ -39,7 +44,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
                                     produce_version=ctx.version)
             partitions.append(_partition_response(
                 pd.index, result.error, result.base_offset, result.log_append_time,
-                result.log_start_offset, result.message))
+                result.log_start_offset, result.message, result.record_errors))
         responses.append({"name": topic.name, "partition_responses": partitions})
     if request.acks == 0:
         return None

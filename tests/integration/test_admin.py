@@ -766,6 +766,29 @@ def test_produce_to_unknown_partition_and_topic(broker) -> None:
     assert missing not in broker.broker.metadata.image.topics  # Produce never auto-creates
 
 
+def test_produce_timestamps_out_of_range(broker) -> None:
+    """message.timestamp.before.max.ms / after.max.ms on a CreateTime topic: a batch with a
+    record stamped outside [now - before, now + after] is refused with INVALID_TIMESTAMP and
+    the offending records named (record_errors, v8+); nothing is written."""
+    from compat.base import ProduceFailed
+    name = topic_name("ts-range")
+    create_topic(broker.bootstrap, name, 1, {"message.timestamp.before.max.ms": "3600000",
+                                             "message.timestamp.after.max.ms": "60000"})
+    now = int(time.time() * 1000)
+    with pytest.raises(ProduceFailed, match="(?i)timestamp"):
+        CONFLUENT.produce(broker.bootstrap, name, [Rec(b"k", b"old", timestamp=now - 7_200_000,
+                                                       partition=0)])
+    batch = build_batch([Record(b"k", b"ok", timestamp=now),
+                         Record(b"k", b"future", timestamp=now + 3_600_000)])
+    part = raw_produce(broker.bootstrap, name, 0, batch, version=9)
+    assert part.error_code == ErrorCode.INVALID_TIMESTAMP
+    assert [e.batch_index for e in part.record_errors] == [1]
+    assert "out of range" in part.record_errors[0].batch_index_error_message
+    assert high_watermark(broker, name) == 0
+    CONFLUENT.produce(broker.bootstrap, name, [Rec(b"k", b"now", partition=0)])
+    assert [g.value for g in KAFKA_PYTHON.consume(broker.bootstrap, name, [0], 1)] == [b"now"]
+
+
 def test_produce_corrupt_crc(broker) -> None:
     name = topic_name("crc")
     create_topic(broker.bootstrap, name, 1)
