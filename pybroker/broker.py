@@ -96,7 +96,8 @@ class Broker:
             min_cleanable_dirty_ratio=tc.min_cleanable_dirty_ratio,
             min_compaction_lag_ms=tc.min_compaction_lag_ms,
             max_compaction_lag_ms=tc.max_compaction_lag_ms,
-            producer_id_expiration_ms=self.config.producer_id_expiration_ms)
+            producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+            segment_jitter_ms=tc.segment_jitter_ms)
 
     def _create_logs(self, topic: TopicInfo, config: LogConfig) -> None:
         """This broker's logs of the topic's partitions, created where missing. Thread-safe

@@ -46,6 +46,7 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
     producer_id_expiration_ms: int = 86400000  # broker-wide producer.id.expiration.ms
+    segment_jitter_ms: int = 0
 
     @property
     def log_append_time(self) -> bool:

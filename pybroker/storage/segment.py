@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import struct
 import time
 from collections.abc import Iterator, Sequence
@@ -177,6 +178,10 @@ class LogSegment:
             base_offset, config.segment_index_bytes)
         self.index_interval_bytes = config.index_interval_bytes
         self.created_ms = _now_ms()
+        # segment.jitter.ms: taken off this segment's roll age, drawn once as Kafka does, so
+        # that partitions created together do not all roll (and get deleted) together.
+        jitter = min(config.segment_jitter_ms, config.segment_ms)
+        self.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
         self.closed = False
         self._fd: int | None = None
         if create:
@@ -375,7 +380,7 @@ class LogSegment:
         rolling = self._rolling_based_timestamp()
         waited = (max_timestamp - rolling if rolling is not None and rolling >= 0
                   else now_ms - self.created_ms)
-        if waited > config.segment_ms:
+        if waited > config.segment_ms - self.roll_jitter_ms:
             return True
         if self.offset_index.is_full or self.time_index.is_full:
             return True

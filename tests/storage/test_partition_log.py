@@ -216,6 +216,27 @@ def test_segment_ms_rolls_by_record_timestamps(tmp_path: Path) -> None:
     assert [s.base_offset for s in plog.segments] == [0, 2]
 
 
+def test_segment_jitter_ms_takes_a_random_part_off_the_roll_age(tmp_path: Path) -> None:
+    """Each segment draws its jitter once, in [0, min(segment.jitter.ms, segment.ms)), and
+    rolls once its records span more than segment.ms minus that."""
+    config = dataclasses.replace(SMALL, segment_bytes=10**9, segment_ms=1000,
+                                 segment_jitter_ms=5000)
+    jitters = set()
+    for n in range(20):
+        plog = open_log(tmp_path, config, name=f"jitter-{n}")
+        jitter = plog.active_segment.roll_jitter_ms
+        assert 0 <= jitter < 1000
+        jitters.add(jitter)
+        plog.append(batch(1, ts=10_000), leader_epoch=0)
+        plog.append(batch(1, ts=10_000 + 1000 - jitter), leader_epoch=0)  # not more: kept
+        assert len(plog.segments) == 1
+        plog.append(batch(1, ts=10_000 + 1000 - jitter + 1), leader_epoch=0)
+        assert [s.base_offset for s in plog.segments] == [0, 2]
+    assert len(jitters) > 1  # drawn per segment, not fixed
+    assert open_log(tmp_path, dataclasses.replace(config, segment_jitter_ms=0),
+                    name="no-jitter-0").active_segment.roll_jitter_ms == 0
+
+
 def test_roll_when_offsets_overflow_relative_index(tmp_path: Path) -> None:
     plog = open_log(tmp_path, dataclasses.replace(SMALL, segment_bytes=10**9))
     plog.append(batch(1), leader_epoch=0)
