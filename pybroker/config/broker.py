@@ -179,7 +179,8 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Time between a segment leaving the log and its files being deleted, so that reads "
        "already under way can finish."),
     _k("log.preallocate", _B, False, None, _MEDIUM,
-       "Create segment files at their full size up front."),
+       "Kafka creates segment files at their full size up front (for Windows file systems). "
+       "Accepted; pybroker's segment files grow as they are written."),
     _k("num.recovery.threads.per.data.dir", _I, 1, at_least(1), _HIGH,
        "Kafka's log recovery thread count. Accepted; unused."),
     _k("log.message.timestamp.type", _S, "CreateTime", OneOf(TIMESTAMP_TYPES), _MEDIUM,
@@ -191,7 +192,8 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "With CreateTime, refuse a batch whose timestamp is further than this in the future."),
     _k("log.message.downconversion.enable", _B, True, None, _LOW,
        "Whether a fetch by an old client (message format v0/v1) may be served by converting "
-       "batches down to its format."),
+       "batches down to its format. Accepted; unused: Fetch is served from v4, whose clients "
+       "read magic-2 batches, so nothing is ever converted (as in Kafka 4)."),
     _k("auto.create.topics.enable", _B, True, None, _HIGH,
        "Create a topic with default settings when a Metadata request that allows it names an "
        "unknown topic."),

@@ -59,7 +59,8 @@ TOPIC_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _t("max.message.bytes", _I, 1048588, at_least(0),
        "Largest record batch accepted for this topic, after compression."),
     _t("message.downconversion.enable", _B, True, None,
-       "Whether fetches by old clients may be served by converting batches to their format."),
+       "Whether fetches by old clients may be served by converting batches to their format. "
+       "Accepted; unused: Fetch is served from v4 (magic-2 batches only), as in Kafka 4."),
     _t("message.timestamp.after.max.ms", _L, INT64_MAX, at_least(0),
        "With CreateTime, refuse batches timestamped further than this in the future."),
     _t("message.timestamp.before.max.ms", _L, INT64_MAX, at_least(0),
@@ -72,7 +73,9 @@ TOPIC_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "A record stays uncompacted at least this long."),
     _t("min.insync.replicas", _I, 1, at_least(1),
        "With acks=all, in-sync replicas that must hold a write before it is acknowledged."),
-    _t("preallocate", _B, False, None, "Create segment files at their full size up front."),
+    _t("preallocate", _B, False, None,
+       "Kafka creates segment files at their full size up front. Accepted; pybroker's "
+       "segment files grow as they are written."),
     _t("retention.bytes", _L, -1, None,
        "Delete the oldest segments while a partition is larger than this; -1: no limit."),
     _t("retention.ms", _L, 604800000, at_least(-1),
