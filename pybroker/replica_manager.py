@@ -72,11 +72,20 @@ class ReplicaManager:
         return ErrorCode.NONE, plog
 
     def append(self, topic: str, partition: int, records: bytes | None, *,
-               produce_version: int = 11, internal: bool = False) -> AppendResult:
+               produce_version: int = 11, internal: bool = False,
+               acks: int = 1) -> AppendResult:
         """Validate and append one partition's records as the leader."""
         code, plog = self.leader_log(topic, partition)
         if plog is None:
             return AppendResult(code)
+        if acks == -1:
+            isr = self.broker.metadata.image.partition(topic, partition).isr
+            min_isr = self.broker.topic_config(topic).min_insync_replicas
+            if len(isr) < min_isr:  # as Kafka: nothing is written
+                return AppendResult(ErrorCode.NOT_ENOUGH_REPLICAS, message=(
+                    f"The size of the current ISR Set({', '.join(map(str, isr))}) is "
+                    f"insufficient to satisfy the min.isr requirement of {min_isr} for "
+                    f"partition {topic}-{partition}"))
         if not internal and topic.startswith("__") and self.broker.is_internal_topic(topic):
             return AppendResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                 message=f"Cannot append to internal topic {topic}")

@@ -41,7 +41,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
                     message="Transactions are not supported by this broker yet"))
                 continue
             result = manager.append(topic.name, pd.index, pd.records,
-                                    produce_version=ctx.version)
+                                    produce_version=ctx.version, acks=request.acks)
             partitions.append(_partition_response(
                 pd.index, result.error, result.base_offset, result.log_append_time,
                 result.log_start_offset, result.message, result.record_errors))

@@ -766,6 +766,25 @@ def test_produce_to_unknown_partition_and_topic(broker) -> None:
     assert missing not in broker.broker.metadata.image.topics  # Produce never auto-creates
 
 
+def test_min_insync_replicas_above_the_isr(broker) -> None:
+    """min.insync.replicas=2 on a one-replica partition: acks=all is refused with
+    NOT_ENOUGH_REPLICAS and nothing is written; acks=1 is not affected, as in Kafka."""
+    from compat.base import ProduceFailed
+    name = topic_name("min-isr")
+    create_topic(broker.bootstrap, name, 1, {"min.insync.replicas": "2"})
+    batch = build_batch([Record(b"k", b"v")])
+    part = raw_produce(broker.bootstrap, name, 0, batch, acks=-1)
+    assert part.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert "min.isr requirement of 2" in part.error_message
+    assert high_watermark(broker, name) == 0
+    with pytest.raises(ProduceFailed):
+        CONFLUENT.produce(broker.bootstrap, name, [Rec(b"k", b"all", partition=0)],
+                          config={"acks": "all", "message.timeout.ms": 3000,
+                                  "enable.idempotence": False})
+    assert raw_produce(broker.bootstrap, name, 0, batch, acks=1).error_code == 0
+    assert high_watermark(broker, name) == 1
+
+
 def test_produce_timestamps_out_of_range(broker) -> None:
     """message.timestamp.before.max.ms / after.max.ms on a CreateTime topic: a batch with a
     record stamped outside [now - before, now + after] is refused with INVALID_TIMESTAMP and
