@@ -17,6 +17,7 @@ from protocol.primitives import FileRegion
 from protocol.records.batch import (
     Compression, CorruptRecordError, InvalidRecordError, validate_batches,
 )
+from protocol.records.record import recompress_batch
 from pybroker.config.definitions import INT64_MAX
 from pybroker.storage.partition_log import OffsetOutOfRange, PartitionLog
 from pybroker.storage.producer_state import InvalidProducerEpoch, OutOfOrderSequence
@@ -120,6 +121,17 @@ class ReplicaManager:
             error = self.broker.check_compacted_keys(records)
             if error is not None:
                 return AppendResult(ErrorCode.INVALID_RECORD, message=error)
+        codec = tconfig.stored_compression
+        if not internal and codec is not None and batches[0][1].compression != codec:
+            # compression.type names a codec the producer did not use: rebuild the batch with
+            # it, records decoded and encoded again (Kafka's LogValidator does the same).
+            try:
+                records = recompress_batch(records, codec)
+            except CorruptRecordError as exc:
+                return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+            except InvalidRecordError as exc:
+                return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
+            batches = validate_batches(records)
         if not internal and not tconfig.log_append_time and (
                 tconfig.message_timestamp_before_max_ms < INT64_MAX
                 or tconfig.message_timestamp_after_max_ms < INT64_MAX):

@@ -203,6 +203,23 @@ def decode_batch(batch_bytes: bytes | bytearray | memoryview, *,
                           header.base_timestamp, append_time)
 
 
+def recompress_batch(batch_bytes: bytes | bytearray | memoryview, codec: Compression) -> bytes:
+    """The batch at the start of `batch_bytes` with its records compressed by `codec` instead:
+    a topic's compression.type differing from the producer's (Kafka's LogValidator rebuilds
+    the batch the same way). Producer id, epoch, base sequence, transactional flag, leader
+    epoch, timestamp type and every record are kept; offset deltas become 0..n-1, which is
+    what a producer's batch has."""
+    header = BatchHeader.unpack_from(batch_bytes, 0)
+    records = [Record(r.key, r.value, r.headers, r.timestamp) for r in decode_batch(batch_bytes)]
+    return build_batch(records, base_offset=header.base_offset, compression=codec,
+                       producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+                       base_sequence=header.base_sequence,
+                       transactional=header.is_transactional,
+                       partition_leader_epoch=header.partition_leader_epoch,
+                       timestamp_type=header.timestamp_type,
+                       base_timestamp=header.base_timestamp)
+
+
 def iter_records_in(buf: bytes | bytearray | memoryview, *,
                     include_control: bool = False) -> Iterator[DecodedRecord]:
     """Every record of every complete batch in a blob (a Fetch response, a segment).

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Iterator, Mapping, cast
 
+from protocol.records.batch import Compression
 from pybroker.config.broker import (
     ALL_TOPIC_CONFIG_SYNONYMS, BROKER_CONFIG_KEYS, BROKER_SYNONYM_GROUPS, CLEANUP_POLICIES,
     COMPRESSION_TYPES, TIMESTAMP_TYPES, BrokerConfig,
@@ -147,6 +148,15 @@ class TopicConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def stored_compression(self) -> Compression | None:
+        """The codec compression.type stores batches with; None for "producer" (as sent)."""
+        if self.compression_type == "producer":
+            return None
+        if self.compression_type == "uncompressed":
+            return Compression.NONE
+        return Compression[self.compression_type.upper()]
 
     @property
     def max_segment_ms(self) -> int:

@@ -166,3 +166,22 @@ def test_decode_batch_errors() -> None:
     data[16] = 1
     with pytest.raises(InvalidRecordError):
         decode_batch(data)
+
+
+def test_recompress_batch_keeps_the_producer_fields() -> None:
+    """compression.type's rebuild (protocol.records.record.recompress_batch): another codec,
+    the same records and the same producer id, epoch, sequence, flags and leader epoch."""
+    from protocol.records.batch import BatchHeader, Compression, build_batch, verify_crc
+    from protocol.records.record import Record, decode_batch, recompress_batch
+    original = build_batch([Record(b"k", b"v" * 50, (("h", b"x"),), 1_000),
+                            Record(None, None, (), 1_005)], compression=Compression.SNAPPY,
+                           producer_id=42, producer_epoch=3, base_sequence=7,
+                           transactional=True, partition_leader_epoch=5)
+    rebuilt = recompress_batch(original, Compression.GZIP)
+    before, after = BatchHeader.unpack_from(original), BatchHeader.unpack_from(rebuilt)
+    assert after.compression is Compression.GZIP and verify_crc(rebuilt, 0, after)
+    for name in ("producer_id", "producer_epoch", "base_sequence", "partition_leader_epoch",
+                 "last_offset_delta", "base_timestamp", "max_timestamp", "records_count"):
+        assert getattr(after, name) == getattr(before, name), name
+    assert after.is_transactional
+    assert decode_batch(rebuilt) == decode_batch(original)
