@@ -16,8 +16,6 @@ from typing import Any
 import trio
 
 from protocol.errors import ErrorCode
-from protocol.records.record import decode_batch
-from protocol.records.batch import iter_batches
 from pybroker.cluster.metadata import LocalMetadataStore, TopicInfo
 from pybroker.cluster.topic_names import invalid_topic_reason, is_internal
 from pybroker.config import BrokerConfig, ConfigError, TopicConfig, resolve_topic_config, \
@@ -137,30 +135,6 @@ class Broker:
     def is_internal_topic(self, topic: str) -> bool:
         info = self.metadata.image.topics.get(topic)
         return bool(info and info.internal)
-
-    def check_compacted_keys(self, records: bytes) -> str | None:
-        """Compacted topics keep the newest record per key, so every record needs a key."""
-        for pos, header in iter_batches(records):
-            for record in decode_batch(records[pos:pos + header.size]):
-                if record.key is None:
-                    return "Compacted topic cannot accept message without key"
-        return None
-
-    @staticmethod
-    def check_timestamps(records: bytes, now: int, before_max_ms: int,
-                         after_max_ms: int) -> list[tuple[int, str]]:
-        """message.timestamp.before.max.ms / after.max.ms on a CreateTime topic: (index in the
-        batch, message) for each record stamped outside [now - before, now + after], in
-        Kafka's words. Records without a timestamp (-1) pass, as in Kafka."""
-        low, high = now - before_max_ms, now + after_max_ms
-        errors = []
-        for pos, header in iter_batches(records):
-            for index, record in enumerate(decode_batch(records[pos:pos + header.size])):
-                if record.timestamp != -1 and not low <= record.timestamp <= high:
-                    errors.append((index, f"Timestamp {record.timestamp} of message with offset "
-                                          f"{record.offset} is out of range. The timestamp "
-                                          f"should be within [{low}, {high}]"))
-        return errors
 
     async def auto_create_topic(self, name: str) -> ErrorCode:
         async with self.topic_changes:

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 class ConnectionLimits:
     def __init__(self, max_connections: int, max_per_ip: int) -> None:
         self.max_per_ip = max_per_ip
-        self._slots = trio.CapacityLimiter(max(max_connections, 1)) if max_connections else None
+        self._slots = trio.CapacityLimiter(max_connections) if max_connections else None
         self._per_ip: Counter[str] = Counter()
 
     @asynccontextmanager
