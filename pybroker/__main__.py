@@ -11,8 +11,6 @@ import logging
 import os
 import signal
 import sys
-import tempfile
-from pathlib import Path
 
 import trio
 
@@ -54,26 +52,15 @@ async def _run(config) -> None:  # type: ignore[no-untyped-def]
                 break
 
 
-def _check_log_dirs(config) -> None:  # type: ignore[no-untyped-def]
-    """Fail before starting if a log dir cannot be created or written (OSError, one line)."""
-    for d in config.log_dirs:
-        path = Path(d)
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryFile(dir=path):
-                pass
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            raise OSError(f"log dir {d} is not usable: {reason}") from None
-
-
-def _first_os_error(exc: BaseException) -> OSError | None:
-    """The OSError inside `exc` (trio wraps a failing task's error in an ExceptionGroup)."""
-    if isinstance(exc, OSError):
+def _start_failure(exc: BaseException) -> OSError | ConfigError | None:
+    """The reason a start failed, if it is one we can say in a line: an OSError (a listener,
+    a log dir) or a ConfigError found late (meta.properties of another node), possibly inside
+    the ExceptionGroup trio wraps a failing task's error in."""
+    if isinstance(exc, (OSError, ConfigError)):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
-            found = _first_os_error(inner)
+            found = _start_failure(inner)
             if found is not None:
                 return found
     return None
@@ -114,7 +101,6 @@ def main(argv: list[str] | None = None) -> int:
                         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
     try:
         config = load_broker_config(args.config, _overrides(args.override))
-        _check_log_dirs(config)
     except (ConfigError, OSError) as exc:
         print(f"pybroker-server: {exc}", file=sys.stderr)
         return 1
@@ -123,10 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     except BaseException as exc:  # noqa: BLE001 - an OSError at start is a one-line reason
-        os_error = _first_os_error(exc)
-        if os_error is None:
+        reason = _start_failure(exc)
+        if reason is None:
             raise
-        print(f"pybroker-server: {os_error}", file=sys.stderr)
+        print(f"pybroker-server: {reason}", file=sys.stderr)
         return 1
     return 0
 

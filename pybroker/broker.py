@@ -27,6 +27,7 @@ from pybroker.idle import IdleConnections
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
 from pybroker.storage.cleaner import LogCleaner
+from pybroker.storage.log_dir_lock import LogDirLocks
 from pybroker.storage.log_manager import LogManager, remove_dirs
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.partition_log import PartitionLog
@@ -48,6 +49,15 @@ class Broker:
         self.config = config
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
+        # Before anything reads or writes a log dir; held until `close`.
+        self.dir_locks = LogDirLocks(self.log_dirs)
+        try:
+            self._build(config)
+        except BaseException:
+            self.dir_locks.release()
+            raise
+
+    def _build(self, config: BrokerConfig) -> None:
         listener = config.broker_listeners[0]
         self.metadata = LocalMetadataStore(self.log_dirs[0], self.node_id, listener.host,
                                            listener.port, config.broker_rack)
@@ -327,4 +337,8 @@ class Broker:
         return cleaned
 
     def close(self) -> None:
-        self.logs.close()
+        """Flush, checkpoint and mark the logs cleanly shut down, then let the dirs go."""
+        try:
+            self.logs.close()
+        finally:
+            self.dir_locks.release()

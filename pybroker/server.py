@@ -32,22 +32,41 @@ class ServerInfo:
         return f"{self.host}:{self.port}"
 
 
-async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # type: ignore[no-untyped-def]
-    listener_spec = config.broker_listeners[0]
-    host, port = listener_spec.host, listener_spec.port
-    # Shielded: a cancel (SIGTERM) while the logs load still gets the broker closed below,
-    # flushed and marked cleanly shut down, instead of dropping it half-open.
-    with trio.CancelScope(shield=True):
-        broker = await trio.to_thread.run_sync(Broker, config)
+async def _bind(config) -> list[trio.SocketListener]:  # type: ignore[no-untyped-def]
+    """The listening sockets, or an OSError naming the listener that could not be bound."""
+    spec = config.broker_listeners[0]
     try:
-        listeners = await trio.open_tcp_listeners(port, host=host or None,
+        listeners = await trio.open_tcp_listeners(spec.port, host=spec.host or None,
                                                   backlog=config.socket_listen_backlog_size)
-        if config.socket_receive_buffer_bytes != -1:
-            # On the listening socket, as Kafka does: accepted sockets inherit it, and it must
-            # be set before the handshake to shape the window the connection starts with.
-            for listener in listeners:
-                listener.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF,
-                                           config.socket_receive_buffer_bytes)
+    except OSError as exc:
+        raise OSError(exc.errno, f"listener {spec.url} cannot be bound: "
+                                 f"{exc.strerror or exc}") from None
+    if config.socket_receive_buffer_bytes != -1:
+        # On the listening socket, as Kafka does: accepted sockets inherit it, and it must
+        # be set before the handshake to shape the window the connection starts with.
+        for listener in listeners:
+            listener.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF,
+                                       config.socket_receive_buffer_bytes)
+    return listeners
+
+
+async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # type: ignore[no-untyped-def]
+    host = config.broker_listeners[0].host
+    # The port first: a start that fails because it is taken must not have opened (and
+    # recovered, and marked) any log dir. Connections that arrive while the logs load wait
+    # in the backlog.
+    listeners = await _bind(config)
+    try:
+        # Shielded: a cancel (SIGTERM) while the logs load still gets the broker closed below,
+        # flushed and marked cleanly shut down, instead of dropping it half-open. Building it
+        # takes each log dir's lock first (pybroker.storage.log_dir_lock).
+        with trio.CancelScope(shield=True):
+            broker = await trio.to_thread.run_sync(Broker, config)
+    except BaseException:
+        for listener in listeners:
+            await trio.aclose_forcefully(listener)
+        raise
+    try:
         bound_port = listeners[0].socket.getsockname()[1]
         advertised = config.advertised_listeners[0]
         broker.metadata.set_endpoint(advertised.host or host or "localhost",

@@ -14,6 +14,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pybroker.config.definitions import ConfigError
+
 METADATA_FILE = "pybroker-metadata.json"
 META_PROPERTIES = "meta.properties"
 
@@ -111,8 +113,9 @@ class LocalMetadataStore:
         cluster_id = props.get("cluster.id") or new_cluster_id()
         stored_node = props.get("node.id")
         if stored_node is not None and int(stored_node) != node_id:
-            raise ValueError(f"{log_dir / META_PROPERTIES} belongs to node {stored_node}, "
-                             f"but node.id is {node_id}")
+            raise ConfigError("node.id", node_id, "", message=(
+                f"{log_dir / META_PROPERTIES} belongs to node {stored_node}, "
+                f"but node.id is {node_id}"))
         if not props:
             write_atomically(log_dir / META_PROPERTIES,
                              f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")

@@ -8,7 +8,9 @@ and four small files:
   inside the first segment after DeleteRecords, so it cannot be derived from file names);
 - `replication-offset-checkpoint`: per partition, the high watermark, so consumers see the
   same committed data after a restart;
-- `.kafka_cleanshutdown`: present only while the broker is stopped after a clean `close()`.
+- `.kafka_cleanshutdown`: present only while the broker is stopped after a clean `close()`;
+- `.lock`: locked by the broker that owns the dir (`log_dir_lock`), taken before this class
+  reads anything, so a second broker never loads, recovers or marks a dir that one is serving.
 
 At start, a log dir without the marker had an unclean shutdown: every log in it re-validates
 its segments from its recovery point (truncating torn or corrupt tails, rebuilding indexes).

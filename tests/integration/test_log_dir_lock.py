@@ -1,0 +1,142 @@
+"""One broker per log dir (issue #18): a second broker on a locked dir, or one that cannot bind
+its port, exits at once and leaves every log dir exactly as it found it.
+
+Both used to lose data: a second broker on the same `log.dirs` served the same partitions
+(records it acknowledged were never readable again), and a second start that failed on its
+port had already recovered the live broker's logs and, on its way out, written the
+clean-shutdown marker into the live broker's dir, so that broker's next crash would have
+skipped recovery.
+"""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pybroker.storage.log_dir_lock import LOCK_FILE, LogDirInUse, LogDirLocks
+from tests.helpers import ROOT, BrokerProcess, broker_in_thread
+from tests.integration.test_cli import _env, _run_failing
+from tests.integration.test_durability import CLEAN_SHUTDOWN_MARKER, brokers, consume, \
+    log_dir, numbered, produce  # noqa: F401 - fixtures
+
+# The live broker rewrites its checkpoints on a timer; with the same content, but a quiet
+# broker makes "not one byte changed" a clean statement.
+QUIET = {"log.flush.offset.checkpoint.interval.ms": "3600000"}
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file under `directory`, by relative path, with its bytes."""
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def _second_start(log_dir: Path, port: int) -> subprocess.CompletedProcess:
+    return _run_failing([sys.executable, "-m", "pybroker",
+                         "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                         "--override", f"log.dirs={log_dir}"])
+
+
+def _restart_recovers(brokers, log_dir: Path, first: BrokerProcess,  # type: ignore[no-untyped-def]
+                      expected: list[bytes], topic: str) -> None:
+    """kill -9 the first broker: its next start must still recover (no marker was planted),
+    and every acknowledged record is there."""
+    first.kill()
+    assert not (log_dir / CLEAN_SHUTDOWN_MARKER).exists()
+    again = brokers(log_dir)
+    assert any("no clean shutdown marker" in line for line in again.stderr_lines), \
+        "".join(again.stderr_lines)
+    assert [v for _, v in consume(again.bootstrap, topic)] == expected
+
+
+def test_second_broker_on_a_locked_dir_exits_and_touches_nothing(  # type: ignore[no-untyped-def]
+        brokers, log_dir: Path) -> None:
+    first = brokers(log_dir, **QUIET)
+    produce(first.bootstrap, "shared", numbered("a", 5))
+    before = snapshot(log_dir)
+
+    result = _second_start(log_dir, 0)  # another port, the same log dir
+    reason = result.stderr.strip().splitlines()[-1]
+    assert str(log_dir) in reason and "in use" in reason, reason
+    assert f"pid {first.proc.pid}" in reason, reason
+    assert snapshot(log_dir) == before
+    assert not (log_dir / CLEAN_SHUTDOWN_MARKER).exists()
+
+    # The first broker is unharmed: its offsets stay consecutive.
+    assert produce(first.bootstrap, "shared", numbered("a", 5, 5)) == [5, 6, 7, 8, 9]
+    assert consume(first.bootstrap, "shared") == list(enumerate(numbered("a", 10)))
+    _restart_recovers(brokers, log_dir, first, numbered("a", 10), "shared")
+
+
+def test_second_start_on_a_taken_port_leaves_the_live_dir_alone(  # type: ignore[no-untyped-def]
+        brokers, log_dir: Path) -> None:
+    first = brokers(log_dir, **QUIET)
+    produce(first.bootstrap, "shared", numbered("b", 5))
+    before = snapshot(log_dir)
+
+    result = _second_start(log_dir, first.port)  # the same config started twice
+    reason = result.stderr.strip().splitlines()[-1]
+    assert f"127.0.0.1:{first.port}" in reason and "in use" in reason.lower(), reason
+    assert "shut down cleanly" not in result.stderr, result.stderr
+    assert "recovered" not in result.stderr, result.stderr
+    assert snapshot(log_dir) == before
+    _restart_recovers(brokers, log_dir, first, numbered("b", 5), "shared")
+
+
+def test_a_failed_start_leaves_a_crashed_dir_to_be_recovered(  # type: ignore[no-untyped-def]
+        brokers, log_dir: Path) -> None:
+    crashed = brokers(log_dir)
+    produce(crashed.bootstrap, "t", numbered("c", 3))
+    crashed.kill()
+    before = snapshot(log_dir)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        result = _second_start(log_dir, taken.getsockname()[1])
+    assert "cannot be bound" in result.stderr, result.stderr
+    assert snapshot(log_dir) == before  # not recovered, not marked: as it was found
+    again = brokers(log_dir)
+    assert any("no clean shutdown marker" in line for line in again.stderr_lines)
+    assert [v for _, v in consume(again.bootstrap, "t")] == numbered("c", 3)
+
+
+def test_a_regular_file_as_log_dir_is_named(tmp_path: Path) -> None:
+    plain = tmp_path / "plain-file"
+    plain.write_text("not a directory")
+    result = subprocess.run([sys.executable, "-m", "pybroker",
+                             "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                             "--override", f"log.dirs={plain}"],
+                            capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=30)
+    assert result.returncode != 0
+    reason = result.stderr.strip().splitlines()[-1]
+    assert str(plain) in reason and "not a directory" in reason, reason
+    assert plain.read_text() == "not a directory"
+
+
+def test_two_embedded_brokers_exclude_each_other(tmp_path: Path) -> None:
+    """flock belongs to the open file, so brokers in one process are kept apart too."""
+    with broker_in_thread(tmp_path):
+        with pytest.raises(LogDirInUse, match="in use"):
+            LogDirLocks([tmp_path])
+    held = LogDirLocks([tmp_path])  # released by the clean stop
+    try:
+        assert (tmp_path / LOCK_FILE).read_text().strip().isdigit()
+    finally:
+        held.release()
+
+
+def test_all_locks_or_none(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    held_b = LogDirLocks([b])
+    with pytest.raises(LogDirInUse):
+        LogDirLocks([a, b])
+    held_b.release()
+    LogDirLocks([a, b]).release()  # `a` was released when `b` failed
+
+
+def test_a_log_dir_of_another_node_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "meta.properties").write_text("version=1\ncluster.id=abc\nnode.id=7\n")
+    result = _second_start(tmp_path, 0)
+    assert "belongs to node 7" in result.stderr.strip().splitlines()[-1], result.stderr
