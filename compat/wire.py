@@ -11,7 +11,8 @@ from typing import Any
 
 from protocol.api_keys import ApiKey
 from protocol.codec import decode_response, encode_request
-from protocol.records.batch import BatchHeader, Compression, build_batch, iter_batches
+from protocol.records.batch import BatchHeader, Compression, iter_batches
+from protocol.records.record import build_batch
 from protocol.records.record import DecodedRecord, Record, decode_batch
 
 _SIZE = struct.Struct(">i")

@@ -7,14 +7,14 @@ tests, compaction and the broker's own control and internal records.
 from protocol.records.batch import (
     HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, MIN_BATCH_LENGTH, BatchHeader, Compression,
     CorruptRecordError, InvalidRecordError, RecordError, UnsupportedCompressionError,
-    build_batch, compute_crc, iter_batches, set_base_offset, set_log_append_time,
+    compute_crc, iter_batches, set_base_offset, set_log_append_time,
     set_partition_leader_epoch, validate_batches, verify_crc, walk_batches,
 )
 from protocol.records.compression import compress, decompress
 from protocol.records.legacy import decode_message_set, upconvert
 from protocol.records.record import (
-    ControlRecord, ControlType, DecodedRecord, Record, build_control_batch, decode_batch,
-    decode_control_record, decode_records, encode_records, iter_records_in,
+    ControlRecord, ControlType, DecodedRecord, Record, build_batch, build_control_batch,
+    decode_batch, decode_control_record, decode_records, encode_records, iter_records_in,
 )
 
 __all__ = [

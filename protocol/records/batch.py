@@ -4,8 +4,9 @@ This is the broker's hot path. Produce, log recovery and Fetch treat a batch as 
 they read the fixed header with one `struct` call, check the CRC32C in C over a memoryview
 slice (no copy), and assign offsets by overwriting 8 bytes. Nothing here looks at records, so
 the cost per batch is constant whatever the batch holds. Record-level work (building, decoding,
-compression) lives in `record.py` and `compression.py` and is imported only by `build_batch`,
-which exists for tools, tests and the broker's own control and internal records.
+compression, and `build_batch` for tools, tests and the broker's own control and internal
+records) lives in `record.py` and `compression.py`, which import this module, never the other
+way round.
 
 Layout (all big-endian; `batchLength` counts the bytes after itself, so a batch occupies
 `batchLength + 12` bytes):
@@ -23,16 +24,14 @@ are covered, so that patch recomputes the CRC.
 from __future__ import annotations
 
 import struct
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from enum import IntEnum
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from crc32c import crc32c
 
-if TYPE_CHECKING:
-    from protocol.records.record import Record
+from protocol.records.types import Compression, CorruptRecordError, InvalidRecordError, \
+    RecordError, UnsupportedCompressionError
 
 __all__ = [
     "HEADER", "HEADER_SIZE", "LOG_OVERHEAD", "MIN_BATCH_LENGTH", "MAGIC_V2",
@@ -45,7 +44,7 @@ __all__ = [
     "Compression", "BatchHeader", "RecordError", "InvalidRecordError", "CorruptRecordError",
     "UnsupportedCompressionError",
     "iter_batches", "walk_batches", "validate_batches", "compute_crc", "verify_crc",
-    "set_base_offset", "set_partition_leader_epoch", "set_log_append_time", "build_batch",
+    "set_base_offset", "set_partition_leader_epoch", "set_log_append_time",
 ]
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -90,33 +89,6 @@ _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _U32 = struct.Struct(">I")
-
-
-class Compression(IntEnum):
-    """The codec in attribute bits 0-2; ids are Kafka's (`CompressionType.java`)."""
-
-    NONE = 0
-    GZIP = 1
-    SNAPPY = 2
-    LZ4 = 3
-    ZSTD = 4
-
-
-class RecordError(ValueError):
-    """Bytes that are not acceptable record data; the subclass says which Kafka error fits."""
-
-
-class InvalidRecordError(RecordError):
-    """Malformed framing or content (Kafka's INVALID_RECORD, 87)."""
-
-
-class CorruptRecordError(RecordError):
-    """A batch whose CRC does not match, or whose payload does not decompress
-    (Kafka's CORRUPT_MESSAGE, 2)."""
-
-
-class UnsupportedCompressionError(RecordError):
-    """A codec id we do not know (Kafka's UNSUPPORTED_COMPRESSION_TYPE, 76)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,49 +360,3 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int
     _I64.pack_into(buf, pos + MAX_TIMESTAMP, timestamp_ms)
     size = _I32.unpack_from(buf, pos + LENGTH)[0] + LOG_OVERHEAD
     _U32.pack_into(buf, pos + CRC, compute_crc(buf, pos, size))
-
-
-# -- building (tools, tests, control and internal records; not the hot path) -------------------
-
-def build_batch(records: Iterable[Record], *, base_offset: int = 0,
-                compression: Compression | int = Compression.NONE,
-                producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
-                base_sequence: int = NO_SEQUENCE, transactional: bool = False,
-                control: bool = False,
-                partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-                timestamp_type: int = CREATE_TIME, base_timestamp: int | None = None) -> bytes:
-    """Encode records as one magic-2 batch with offset deltas 0..n-1.
-
-    A record without a timestamp gets the current time in ms. baseTimestamp defaults to the
-    first record's timestamp (as producers do; later deltas may be negative) and maxTimestamp
-    is the largest record timestamp. ValueError for an empty record list: a batch with no
-    records has no meaningful offset range.
-    """
-    # Imported here so that the hot path above never loads record or compression code.
-    from protocol.records.compression import compress
-    from protocol.records.record import encode_records
-
-    records = list(records)
-    if not records:
-        raise ValueError("a batch needs at least one record")
-    now = int(time.time() * 1000)
-    timestamps = [now if r.timestamp is None else r.timestamp for r in records]
-    if base_timestamp is None:
-        base_timestamp = timestamps[0]
-    body = encode_records(records, timestamps, base_timestamp)
-    codec = Compression(compression)
-    if codec is not Compression.NONE:
-        body = compress(codec, body)
-    attributes = codec | (TIMESTAMP_TYPE if timestamp_type == LOG_APPEND_TIME else 0)
-    if transactional:
-        attributes |= TRANSACTIONAL
-    if control:
-        attributes |= CONTROL
-    out = bytearray(HEADER_SIZE + len(body))
-    HEADER.pack_into(
-        out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, 0,
-        attributes, len(records) - 1, base_timestamp, max(timestamps), producer_id,
-        producer_epoch, base_sequence, len(records))
-    out[HEADER_SIZE:] = body
-    _U32.pack_into(out, CRC, compute_crc(out, 0, len(out)))
-    return bytes(out)

@@ -23,7 +23,7 @@ import struct
 
 import cramjam
 
-from protocol.records.batch import Compression, CorruptRecordError, UnsupportedCompressionError
+from protocol.records.types import Compression, CorruptRecordError, UnsupportedCompressionError
 
 __all__ = ["compress", "decompress", "XERIAL_MAGIC", "UnsupportedCompressionError"]
 

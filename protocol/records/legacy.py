@@ -17,12 +17,10 @@ import struct
 import zlib
 from collections.abc import Iterator
 
-from protocol.records.batch import (
-    LOG_APPEND_TIME, NO_TIMESTAMP, Compression, CorruptRecordError, InvalidRecordError,
-    build_batch,
-)
+from protocol.records.batch import LOG_APPEND_TIME, NO_TIMESTAMP
 from protocol.records.compression import decompress
-from protocol.records.record import DecodedRecord, Record
+from protocol.records.record import DecodedRecord, Record, build_batch
+from protocol.records.types import Compression, CorruptRecordError, InvalidRecordError
 
 __all__ = ["decode_message_set", "upconvert"]
 

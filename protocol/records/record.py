@@ -16,20 +16,23 @@ InvalidRecordError, because compaction and tools must not act on misread data.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
 from protocol.records.batch import (
-    HEADER_SIZE, LOG_APPEND_TIME, MAGIC_V2, MIN_BATCH_LENGTH, NO_SEQUENCE, BatchHeader,
-    Compression, CorruptRecordError, InvalidRecordError, build_batch, iter_batches, verify_crc,
+    CONTROL, CREATE_TIME, CRC, HEADER, HEADER_SIZE, LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC_V2,
+    MIN_BATCH_LENGTH, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
+    TIMESTAMP_TYPE, TRANSACTIONAL, BatchHeader, compute_crc, iter_batches, verify_crc,
 )
-from protocol.records.compression import decompress
+from protocol.records.compression import compress, decompress
+from protocol.records.types import Compression, CorruptRecordError, InvalidRecordError
 
 __all__ = [
     "Record", "DecodedRecord", "ControlType", "ControlRecord",
     "encode_records", "decode_records", "decode_batch", "iter_records_in",
-    "build_control_batch", "decode_control_record",
+    "build_control_batch", "decode_control_record", "build_batch",
 ]
 
 Headers = tuple[tuple[str, bytes | None], ...]
@@ -290,3 +293,45 @@ def decode_control_record(key: bytes | None, value: bytes | None) -> ControlReco
         raise InvalidRecordError("transaction marker value shorter than 6 bytes")
     _, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
     return ControlRecord(version, kind, coordinator_epoch)
+
+
+# -- building (tools, tests, control and internal records; not the hot path) -------------------
+
+def build_batch(records: Iterable[Record], *, base_offset: int = 0,
+                compression: Compression | int = Compression.NONE,
+                producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                base_sequence: int = NO_SEQUENCE, transactional: bool = False,
+                control: bool = False,
+                partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+                timestamp_type: int = CREATE_TIME, base_timestamp: int | None = None) -> bytes:
+    """Encode records as one magic-2 batch with offset deltas 0..n-1.
+
+    A record without a timestamp gets the current time in ms. baseTimestamp defaults to the
+    first record's timestamp (as producers do; later deltas may be negative) and maxTimestamp
+    is the largest record timestamp. ValueError for an empty record list: a batch with no
+    records has no meaningful offset range.
+    """
+    records = list(records)
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    now = int(time.time() * 1000)
+    timestamps = [now if r.timestamp is None else r.timestamp for r in records]
+    if base_timestamp is None:
+        base_timestamp = timestamps[0]
+    body = encode_records(records, timestamps, base_timestamp)
+    codec = Compression(compression)
+    if codec is not Compression.NONE:
+        body = compress(codec, body)
+    attributes = codec | (TIMESTAMP_TYPE if timestamp_type == LOG_APPEND_TIME else 0)
+    if transactional:
+        attributes |= TRANSACTIONAL
+    if control:
+        attributes |= CONTROL
+    out = bytearray(HEADER_SIZE + len(body))
+    HEADER.pack_into(
+        out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, 0,
+        attributes, len(records) - 1, base_timestamp, max(timestamps), producer_id,
+        producer_epoch, base_sequence, len(records))
+    out[HEADER_SIZE:] = body
+    struct.pack_into(">I", out, CRC, compute_crc(out, 0, len(out)))
+    return bytes(out)

@@ -27,7 +27,8 @@ import trio
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
-from protocol.records.batch import Compression, build_batch
+from protocol.records.batch import Compression
+from protocol.records.record import build_batch
 from protocol.records.record import Record
 from pybroker.client.client import REFRESH_CODES, KafkaClient
 from pybroker.client.cluster import TopicPartition

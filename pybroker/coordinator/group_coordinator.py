@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Ty
 import trio
 
 from protocol.errors import ErrorCode
-from protocol.records.batch import build_batch, iter_batches
+from protocol.records.batch import iter_batches
+from protocol.records.record import build_batch
 from protocol.records.record import decode_batch
 from pybroker.coordinator.group_offsets import GroupDescription, GroupListing, TopicPartition
 from pybroker.coordinator.group_records import (

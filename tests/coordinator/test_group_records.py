@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from protocol.records.batch import build_batch
+from protocol.records.record import build_batch
 from protocol.records.record import iter_records_in
 from pybroker.coordinator.group_coordinator import java_string_hash, partition_for
 from pybroker.coordinator.group_records import (

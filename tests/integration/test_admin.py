@@ -26,7 +26,8 @@ from confluent_kafka.admin import (
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import APIS
-from protocol.records.batch import Compression, build_batch
+from protocol.records.batch import Compression
+from protocol.records.record import build_batch
 from protocol.records.record import Record
 from pybroker.handlers import REGISTRY
 from tests.helpers import broker_in_thread

@@ -20,7 +20,7 @@ from protocol.api_keys import ApiKey
 from protocol.codec import decode_response, encode_request
 from protocol.errors import ErrorCode
 from protocol.messages import APIS
-from protocol.records.batch import build_batch
+from protocol.records.record import build_batch
 from protocol.records.record import Record
 from tests.helpers import broker_in_thread
 

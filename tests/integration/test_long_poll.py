@@ -19,7 +19,7 @@ import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.messages import APIS
-from protocol.records.batch import build_batch
+from protocol.records.record import build_batch
 from protocol.records.record import Record
 from tests.integration.raw import RawConnection, create_topic, send_request
 

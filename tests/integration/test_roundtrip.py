@@ -140,7 +140,8 @@ def test_auto_created_topic_roundtrip(broker) -> None:
 def _one_compressed_batch(bootstrap: str, topic: str, count: int) -> list[Rec]:
     """`count` records in a single gzip batch (raw Produce, so the batching is certain)."""
     from protocol.api_keys import ApiKey
-    from protocol.records.batch import Compression, build_batch
+    from protocol.records.batch import Compression
+    from protocol.records.record import build_batch
     from protocol.records.record import Record
     from tests.integration.raw import send_request
     recs = [Rec(f"k{i}".encode(), f"v{i}".encode(), (("i", str(i).encode()),), T0 + i, partition=0)

@@ -171,7 +171,8 @@ def test_decode_batch_errors() -> None:
 def test_recompress_batch_keeps_the_producer_fields() -> None:
     """compression.type's rebuild (protocol.records.record.recompress_batch): another codec,
     the same records and the same producer id, epoch, sequence, flags and leader epoch."""
-    from protocol.records.batch import BatchHeader, Compression, build_batch, verify_crc
+    from protocol.records.batch import BatchHeader, Compression, verify_crc
+    from protocol.records.record import build_batch
     from protocol.records.record import Record, decode_batch, recompress_batch
     original = build_batch([Record(b"k", b"v" * 50, (("h", b"x"),), 1_000),
                             Record(None, None, (), 1_005)], compression=Compression.SNAPPY,

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from protocol.records.batch import (
-    DELETE_HORIZON, LOG_APPEND_TIME, Compression, build_batch, iter_batches, verify_crc,
+    DELETE_HORIZON, LOG_APPEND_TIME, Compression, iter_batches, verify_crc,
 )
-from protocol.records.record import Record, build_control_batch, decode_batch
+from protocol.records.record import Record, build_batch, build_control_batch, decode_batch
 from pybroker.storage.cleaner import CLEANER_CHECKPOINT, CleaningAborted, LogCleaner
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.log_manager import LogManager

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from protocol.records.batch import build_batch, iter_batches
+from protocol.records.batch import iter_batches
+from protocol.records.record import build_batch
 from protocol.records.record import DecodedRecord, Record, iter_records_in
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.partition_log import PartitionLog
