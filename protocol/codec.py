@@ -155,9 +155,10 @@ def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Cont
     return correlation_id, body
 
 
-def api_versions_error_body(max_version: int) -> dict[str, Any]:
-    """The v0 ApiVersions body Kafka sends for a version it does not serve (KIP-511)."""
+def api_versions_error_body(min_version: int, max_version: int) -> dict[str, Any]:
+    """The v0 ApiVersions body Kafka sends for a version it does not serve (KIP-511): the
+    range of ApiVersions itself, so the client can retry with one it has."""
     from protocol.errors import ErrorCode
     return {"error_code": int(ErrorCode.UNSUPPORTED_VERSION),
-            "api_keys": [{"api_key": int(ApiKey.API_VERSIONS), "min_version": 0,
+            "api_keys": [{"api_key": int(ApiKey.API_VERSIONS), "min_version": min_version,
                           "max_version": max_version}]}

@@ -14,8 +14,8 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.codec import (
-    ProtocolError, TrailingBytes, UnsupportedVersion, decode_request, encode_response,
-    encode_response_parts,
+    ProtocolError, TrailingBytes, UnsupportedVersion, api_versions_error_body, decode_request,
+    encode_response, encode_response_parts,
 )
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import APIS
@@ -47,10 +47,7 @@ async def dispatch(broker: "Broker", frame: bytes, host: str,
         header = exc.header
         if header is not None and header.api_key == ApiKey.API_VERSIONS:
             api_versions = REGISTRY[ApiKey.API_VERSIONS]
-            body = {"error_code": int(ErrorCode.UNSUPPORTED_VERSION),
-                    "api_keys": [{"api_key": int(ApiKey.API_VERSIONS),
-                                  "min_version": api_versions.min_version,
-                                  "max_version": api_versions.max_version}]}
+            body = api_versions_error_body(api_versions.min_version, api_versions.max_version)
             return [encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body)]
         raise CloseConnection(str(exc)) from None
     except ProtocolError as exc:
@@ -58,7 +55,7 @@ async def dispatch(broker: "Broker", frame: bytes, host: str,
 
     header = request.header
     handler = REGISTRY.get(header.api_key)
-    ctx = RequestContext(broker, header, host, port)
+    ctx = RequestContext(broker, header, host, port, REGISTRY)
     if handler is None:
         raise CloseConnection(f"no handler for API key {header.api_key}")
     if not handler.serves(header.api_version):

@@ -6,6 +6,7 @@ version is not made of letters, digits, dots and dashes (librdkafka then retries
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from construct import Container
 
@@ -16,20 +17,20 @@ from pybroker.handlers.base import Handler, RequestContext
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def advertised() -> list[dict]:
-    from pybroker.handlers import REGISTRY
+def advertised(registry: Mapping[int, Handler]) -> list[dict]:
+    """Every API of the registry the request was dispatched with, as served."""
     return [{"api_key": key,
              "min_version": h.advertised_min if h.advertised_min is not None else h.min_version,
              "max_version": h.max_version}
-            for key, h in REGISTRY.items()]
+            for key, h in registry.items()]
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     if ctx.version >= 3 and not (_SOFTWARE.match(request.client_software_name or "")
                                  and _SOFTWARE.match(request.client_software_version or "")):
-        return {"error_code": int(ErrorCode.INVALID_REQUEST), "api_keys": advertised(),
+        return {"error_code": int(ErrorCode.INVALID_REQUEST), "api_keys": advertised(ctx.registry),
                 "throttle_time_ms": 0}
-    return {"error_code": 0, "api_keys": advertised(), "throttle_time_ms": 0}
+    return {"error_code": 0, "api_keys": advertised(ctx.registry), "throttle_time_ms": 0}
 
 
 HANDLER = Handler(ApiKey.API_VERSIONS, 0, 4, handle)

@@ -5,7 +5,8 @@ ApiVersions is computed from it, so what is advertised is exactly what is implem
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from construct import Container
@@ -25,6 +26,9 @@ class RequestContext:
     header: "RequestHeader"
     client_host: str
     client_port: int
+    # The handlers this request was dispatched from: ApiVersions answers from it, without
+    # importing the registry that imports it.
+    registry: Mapping[int, "Handler"] = field(default_factory=dict)
 
     @property
     def version(self) -> int:

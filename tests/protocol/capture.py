@@ -135,7 +135,7 @@ class FakeBroker:
             self.errors.append(f"api {key} v{version}: {exc}")
             if key == 18 and exc.header is not None:  # KIP-511: answer in a v0 body
                 return encode_response(18, 0, exc.header.correlation_id,
-                                       api_versions_error_body(APIS[18].max_version))
+                                       api_versions_error_body(0, APIS[18].max_version))
             return False
         except ProtocolError as exc:
             self.errors.append(f"api {key} v{version}: cannot decode: {exc}")
