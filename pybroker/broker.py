@@ -22,8 +22,6 @@ from pybroker.config import BrokerConfig, ConfigError, TopicConfig, resolve_topi
     validate_topic_configs
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIdManager
-from pybroker.connection_limits import ConnectionLimits
-from pybroker.idle import IdleConnections
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
 from pybroker.storage.cleaner import LogCleaner
@@ -69,8 +67,6 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.log_dirs[0])
         self.replicas = ReplicaManager(self)
         self.purgatory = Purgatory()
-        self.connections = IdleConnections(config.connections_max_idle_ms)
-        self.limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip)
         # Held by whoever creates, grows or deletes topics for a client across an await (the
         # logs are made in a worker thread): one change at a time, as Kafka's controller does.
         self.topic_changes = trio.Lock()
@@ -274,7 +270,6 @@ class Broker:
             if self.config.log_cleaner_enable:
                 nursery.start_soon(self._every, self.config.log_cleaner_backoff_ms,
                                    self.clean_logs)
-            nursery.start_soon(self.connections.reap)
             await nursery.start(self.groups.run)
             task_status.started()
 

@@ -25,7 +25,8 @@ import trio
 from protocol.framing import NEED_DATA, FrameBuffer, FrameTooLarge
 from protocol.primitives import FileRegion
 from pybroker.dispatch import CloseConnection, dispatch
-from pybroker.idle import IdleWatch
+from pybroker.connection_limits import ConnectionLimits
+from pybroker.idle import IdleConnections, IdleWatch
 
 if TYPE_CHECKING:
     from pybroker.broker import Broker
@@ -119,7 +120,10 @@ async def _serve(broker: "Broker", fd: int, watch: IdleWatch, host: str, port: i
             await trio.lowlevel.checkpoint()
 
 
-async def serve_connection(broker: "Broker", stream: trio.SocketStream) -> None:
+async def serve_connection(broker: "Broker", stream: trio.SocketStream, *,
+                           idle: IdleConnections, limits: ConnectionLimits) -> None:
+    """Serve one accepted connection until it closes, idles out or misbehaves; `limits`
+    decides whether it is served at all (max.connections, max.connections.per.ip)."""
     try:
         host, port = stream.socket.getpeername()[:2]
     except OSError:
@@ -129,10 +133,10 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream) -> None:
             stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF,
                                      broker.config.socket_send_buffer_bytes)
     try:
-        async with stream, broker.limits.admit(host) as admitted:
+        async with stream, limits.admit(host) as admitted:
             if not admitted:
                 return
-            with broker.connections.track() as watch:
+            with idle.track() as watch:
                 await _serve(broker, stream.socket.fileno(), watch, host, port)
             if watch.fired:
                 log.info("closing idle connection from %s:%s", host, port)

@@ -17,6 +17,8 @@ import trio
 
 from pybroker.broker import Broker
 from pybroker.connection import serve_connection
+from pybroker.connection_limits import ConnectionLimits
+from pybroker.idle import IdleConnections
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +73,18 @@ async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # typ
         advertised = config.advertised_listeners[0]
         broker.metadata.set_endpoint(advertised.host or host or "localhost",
                                      advertised.port or bound_port)
+        # The connection layer is the server's: the broker never sees sockets.
+        idle = IdleConnections(config.connections_max_idle_ms)
+        limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip)
         async with trio.open_nursery() as nursery:
             await nursery.start(broker.run_background)
+            nursery.start_soon(idle.reap)
             log.info("pybroker node %d listening on %s:%d (cluster id %s)",
                      broker.node_id, host, bound_port, broker.metadata.image.cluster_id)
             task_status.started(ServerInfo(broker, host or "127.0.0.1", bound_port))
-            await trio.serve_listeners(partial(serve_connection, broker), listeners,
-                                       handler_nursery=nursery)
+            await trio.serve_listeners(
+                partial(serve_connection, broker, idle=idle, limits=limits), listeners,
+                handler_nursery=nursery)
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(broker.close)
