@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
+from protocol.messages.fetch import READ_COMMITTED
+from protocol.messages.list_offsets import (
+    EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
 from protocol.primitives import FileRegion
 from protocol.records.batch import (
     BatchHeader, Compression, CorruptRecordError, InvalidRecordError, validate_batches,
@@ -27,12 +32,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405 (ListOffsets v8+): no tiered storage, so the log start
-LATEST_TIERED_TIMESTAMP = -5   # KIP-1005 (v9+): nothing is tiered, so no offset (-1)
-READ_COMMITTED = 1
 
 
 # Checks of a producer's records that need them decoded; each runs only when its topic asks
@@ -215,6 +214,7 @@ class ReplicaManager:
         if plog is None:
             return code, -1, -1, -1
         epoch = self.broker.leader_epoch(topic, partition)
+        # No tiered storage: the local log start is the log start, and nothing is tiered.
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return ErrorCode.NONE, plog.log_start_offset, -1, epoch
         if timestamp == LATEST_TIERED_TIMESTAMP:

@@ -2,6 +2,9 @@
 from protocol.messages.api import Api
 from protocol.schema import f, struct
 
+# `isolation_level` of Fetch (v4+) and ListOffsets (v2+).
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 
 FETCH = Api(
     1, 'Fetch', versions='4-12', flexible='12+',

@@ -2,6 +2,12 @@
 from protocol.messages.api import Api
 from protocol.schema import f
 
+# The special values of a partition's `timestamp`; any other value is a time in ms.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3            # v7+ (KIP-734): the record with the largest timestamp
+EARLIEST_LOCAL_TIMESTAMP = -4  # v8+ (KIP-405): the first offset on local storage
+LATEST_TIERED_TIMESTAMP = -5   # v9+ (KIP-1005): the last offset on tiered storage
 
 LIST_OFFSETS = Api(
     2, 'ListOffsets', versions='1-9', flexible='6+',

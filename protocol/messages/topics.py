@@ -2,6 +2,10 @@
 from protocol.messages.api import Api
 from protocol.schema import f, struct
 
+# Kafka's internal topics (Metadata's `is_internal`): the group and transaction coordinators'.
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC})
 
 CREATE_TOPICS = Api(
     19, 'CreateTopics', versions='2-7', flexible='5+',

@@ -19,6 +19,7 @@ import trio
 from protocol.api_keys import ApiKey
 from protocol.config_resources import ConfigSource, ConfigSynonym, ResourceType
 from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from pybroker.client.client import REFRESH_CODES, KafkaClient
 from pybroker.client.cluster import ZERO_UUID, TopicMetadata, TopicPartition
 from pybroker.client.connection import BrokerConnection
@@ -81,9 +82,9 @@ class AlterConfigOp:
 class OffsetSpec:
     """ListOffsets' special timestamps; any other value is a time in ms."""
 
-    LATEST = -1
-    EARLIEST = -2
-    MAX_TIMESTAMP = -3
+    LATEST = LATEST_TIMESTAMP
+    EARLIEST = EARLIEST_TIMESTAMP
+    MAX_TIMESTAMP = MAX_TIMESTAMP
 
 
 @dataclass(frozen=True)

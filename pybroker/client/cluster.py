@@ -14,12 +14,12 @@ from typing import NamedTuple
 from construct import Container
 
 from protocol.errors import ErrorCode
+from protocol.messages.topics import INTERNAL_TOPICS
 
 __all__ = ["TopicPartition", "BrokerNode", "PartitionMetadata", "TopicMetadata",
            "ClusterMetadata", "format_topic_id", "ZERO_UUID", "is_internal_topic"]
 
 ZERO_UUID = uuid.UUID(int=0)
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 class TopicPartition(NamedTuple):

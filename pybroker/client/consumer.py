@@ -21,6 +21,7 @@ from typing import Any, Iterable, Sequence
 import trio
 
 from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.fetch import READ_COMMITTED, READ_UNCOMMITTED
 from protocol.records.batch import MAGIC, MAGIC_V2, iter_batches
 from protocol.records.legacy import decode_message_set
 from protocol.records.record import ControlType, decode_batch, decode_control_record
@@ -34,8 +35,6 @@ from pybroker.client.group import GroupMembership
 __all__ = ["Consumer", "ConsumerRecord", "READ_UNCOMMITTED", "READ_COMMITTED",
            "parse_isolation_level"]
 
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 
 

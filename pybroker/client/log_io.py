@@ -14,14 +14,13 @@ from typing import Mapping
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.fetch import READ_COMMITTED, READ_UNCOMMITTED
 from pybroker.client.client import KafkaClient
 from pybroker.client.cluster import TopicPartition
 
 __all__ = ["FetchPosition", "FetchedPartition", "ProduceResult", "fetch", "produce_batch",
            "READ_UNCOMMITTED", "READ_COMMITTED"]
 
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import re
 
+from protocol.messages.topics import INTERNAL_TOPICS
+
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
@@ -22,4 +24,4 @@ def invalid_topic_reason(name: str | None) -> str | None:
 
 
 def is_internal(name: str) -> bool:
-    return name in ("__consumer_offsets", "__transaction_state")
+    return name in INTERNAL_TOPICS

@@ -28,8 +28,8 @@ import trio
 
 from protocol.errors import ErrorCode
 from protocol.records.batch import iter_batches
-from protocol.records.record import build_batch
-from protocol.records.record import decode_batch
+from protocol.messages.topics import GROUP_METADATA_TOPIC
+from protocol.records.record import build_batch, decode_batch
 from pybroker.coordinator.group_offsets import GroupDescription, GroupListing, TopicPartition
 from pybroker.coordinator.group_records import (
     GroupRecord, OffsetAndMetadata, decode_record, encode_record, record_group,
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC = GROUP_METADATA_TOPIC
 _LOAD_READ_BYTES = 1 << 20
 T = TypeVar("T")
 

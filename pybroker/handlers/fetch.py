@@ -18,8 +18,8 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from protocol.messages.fetch import READ_COMMITTED
 from pybroker.handlers.base import Handler, RequestContext
-from pybroker.replica_manager import READ_COMMITTED
 
 SENDFILE_MIN_BATCH = 64 * 1024
 
