@@ -20,8 +20,9 @@ from pybroker.coordinator.group_records import (
     GroupMetadataRecord, GroupRecord, OffsetAndMetadata, OffsetCommitRecord, OffsetKey,
 )
 
+from pybroker.coordinator.group_types import GroupConfig, Outcome
+
 if TYPE_CHECKING:
-    from pybroker.coordinator.group_state import GroupConfig, Outcome
     from pybroker.coordinator.timers import Timers
 
 TopicPartition = tuple[str, int]
@@ -74,12 +75,12 @@ COMMIT_BY_STATE: dict[GroupState, str | ErrorCode] = {
 
 class OffsetOperations:
     groups: dict[str, Group]
-    config: "GroupConfig"
+    config: GroupConfig
     timers: "Timers"
     _records: list[GroupRecord]
 
     if TYPE_CHECKING:  # provided by GroupStateMachine
-        def _finish(self, response: T | None) -> "Outcome[T]": ...
+        def _finish(self, response: T | None) -> Outcome[T]: ...
 
         def _schedule_heartbeat(self, group: Group, member: Member, now: int) -> None: ...
 
@@ -91,7 +92,7 @@ class OffsetOperations:
     # -- OffsetCommit --------------------------------------------------------------------------
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
                        generation_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata],
-                       now_ms: int) -> "Outcome[dict[TopicPartition, ErrorCode]]":
+                       now_ms: int) -> Outcome[dict[TopicPartition, ErrorCode]]:
         """Validate a commit and return its records; the offsets change on replay.
 
         Generation -1 with no member id is a "simple" commit, allowed only while the group has
@@ -154,7 +155,7 @@ class OffsetOperations:
 
     # -- OffsetDelete and DeleteGroups ---------------------------------------------------------
     def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
-                       ) -> "Outcome[tuple[ErrorCode, dict[TopicPartition, ErrorCode]]]":
+                       ) -> Outcome[tuple[ErrorCode, dict[TopicPartition, ErrorCode]]]:
         if not group_id:
             return self._finish((ErrorCode.INVALID_GROUP_ID, {}))
         group = self.groups.get(group_id)
@@ -177,7 +178,7 @@ class OffsetOperations:
         self._remove_offsets(group, eligible)
         return self._finish((ErrorCode.NONE, results))
 
-    def delete_groups(self, group_ids: Iterable[str]) -> "Outcome[dict[str, ErrorCode]]":
+    def delete_groups(self, group_ids: Iterable[str]) -> Outcome[dict[str, ErrorCode]]:
         results: dict[str, ErrorCode] = {}
         for group_id in group_ids:
             group = self.groups.get(group_id)
@@ -209,7 +210,7 @@ class OffsetOperations:
 
     # -- retention and deleted topics ----------------------------------------------------------
     def cleanup(self, now_ms: int, topic_exists: Callable[[str], bool] = lambda _: True
-                ) -> "Outcome[None]":
+                ) -> Outcome[None]:
         """Expire offsets (offsets.retention.minutes, Kafka's KIP-211 rules), drop offsets of
         topics that no longer exist, and delete Empty groups left with nothing committed."""
         for group in list(self.groups.values()):
@@ -240,7 +241,7 @@ class OffsetOperations:
             return now >= value.expire_timestamp
         return now - base >= self.config.offsets_retention_ms
 
-    def topics_deleted(self, topics: Iterable[str]) -> "Outcome[None]":
+    def topics_deleted(self, topics: Iterable[str]) -> Outcome[None]:
         """Offsets of deleted topics go with them."""
         gone = set(topics)
         for group in list(self.groups.values()):

@@ -35,15 +35,18 @@ Offsets, admin operations and retention live in `group_offsets.OffsetOperations`
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
-from typing import Callable, Generic, Sequence, TypeVar, Union
+from typing import Callable, Sequence, TypeVar
 
 from protocol.errors import ErrorCode
 from pybroker.coordinator.group_metadata import (
-    CAN_REBALANCE, Group, GroupState, Member, Protocols,
+    CAN_REBALANCE, Group, GroupState, Member,
 )
 from pybroker.coordinator.group_offsets import OffsetOperations
 from pybroker.coordinator.group_records import GroupMetadataRecord, GroupRecord
+from pybroker.coordinator.group_types import (
+    Completion, GroupConfig, JoinedMember, JoinRequest, JoinResult, LeaveResult, LeavingMember,
+    Outcome, SyncRequest, SyncResult,
+)
 from pybroker.coordinator.timers import TimerKind, Timers
 
 __all__ = [
@@ -57,96 +60,6 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 _S = GroupState
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class GroupConfig:
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3000
-    max_size: int = 2**31 - 1
-    offset_metadata_max_bytes: int = 4096
-    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
-
-
-# -- requests and responses --------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class JoinRequest:
-    group_id: str
-    member_id: str
-    protocol_type: str
-    protocols: Protocols
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    group_instance_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    require_known_member_id: bool = False  # JoinGroup v4+: hand out an id first
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class JoinedMember:
-    member_id: str
-    group_instance_id: str | None
-    metadata: bytes
-
-
-@dataclass(frozen=True)
-class JoinResult:
-    error: ErrorCode
-    member_id: str = ""
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str = ""
-    members: tuple[JoinedMember, ...] = ()
-    skip_assignment: bool = False
-
-
-@dataclass(frozen=True)
-class SyncRequest:
-    group_id: str
-    member_id: str
-    generation_id: int
-    assignments: dict[str, bytes] = field(default_factory=dict)
-    group_instance_id: str | None = None
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-
-
-@dataclass(frozen=True)
-class SyncResult:
-    error: ErrorCode
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
-
-
-@dataclass(frozen=True)
-class LeavingMember:
-    member_id: str
-    group_instance_id: str | None = None
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class LeaveResult:
-    error: ErrorCode
-    members: tuple[tuple[LeavingMember, ErrorCode], ...] = ()
-
-
-Completion = tuple[int, Union[JoinResult, SyncResult]]
-
-
-@dataclass
-class Outcome(Generic[T]):
-    """What an operation produced: persist `records`, then answer `response` and completions."""
-
-    response: T | None = None
-    records: list[GroupRecord] = field(default_factory=list)
-    completions: list[Completion] = field(default_factory=list)
 
 
 # What a valid member's heartbeat gets in each state (Empty has no members to be valid).
