@@ -122,21 +122,14 @@ class Broker:
 
     def _open_partitions(self, topic: TopicInfo) -> None:
         self._create_logs(topic, self.log_config(topic.name))
-        for p in topic.partitions:
-            plog = self.logs.get(topic.name, p.partition)
-            if plog is not None and p.leader == self.node_id and list(p.isr) == [self.node_id]:
-                # The only in-sync replica: everything in its log is committed, as on every
-                # append (Kafka's makeLeader moves the high watermark the same way). Without
-                # this the high watermark read back from a stale checkpoint after an unclean
-                # shutdown would hide acknowledged records until the next write.
-                plog.update_high_watermark()
+        # Leaders take up their partitions now: with this broker the only in-sync replica,
+        # everything in its log is committed (Kafka's makeLeader moves the high watermark the
+        # same way). Without this the high watermark read back from a stale checkpoint after
+        # an unclean shutdown would hide acknowledged records until the next write.
+        self.replicas.make_leaders(topic.name, topic.partitions)
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
-
-    def leader_epoch(self, topic: str, partition: int) -> int:
-        state = self.metadata.image.partition(topic, partition)
-        return state.leader_epoch if state else -1
 
     def is_internal_topic(self, topic: str) -> bool:
         info = self.metadata.image.topics.get(topic)
@@ -237,7 +230,8 @@ class Broker:
                 path = self.logs.detach(name, p.partition)
                 if path is not None:
                     detached.append(path)
-            self.purgatory.notify((name, p.partition))
+            self.replicas.forget(name, p.partition)
+            self.purgatory.notify_all((name, p.partition))
         self._topic_configs.pop(name, None)
         self.groups.on_topic_deleted(name)
         log.info("deleted topic %s", name)

@@ -1,43 +1,65 @@
-"""Delayed operations: fetches waiting for data, woken by appends rather than by polling.
+"""Delayed operations: requests waiting for a partition to move, woken rather than polling.
 
-A waiting fetch registers one `trio.Event` under every partition it reads; an append to any of
-them sets it. The fetch then re-reads and either answers or waits again until its deadline.
+Two things move: the log end offset (an append) and the high watermark (data committed).
+Consumers' fetches and `acks=all` produces wait for the high watermark — a consumer may only
+see committed data, and a produce is acknowledged once its batch is committed — while
+followers' fetches wait for the log end offset, since they are what moves the high watermark.
+On one broker both move at every append.
+
+A waiter registers one `trio.Event` under every partition it watches, for one of the two
+kinds; a move of that kind on any of them sets it. The waiter then checks again and either
+answers or waits again until its deadline.
 """
 from __future__ import annotations
 
+import enum
 from collections import defaultdict
 
 import trio
 
+__all__ = ["Purgatory", "Watch", "TopicPartition"]
+
 TopicPartition = tuple[str, int]
+
+
+class Watch(enum.Enum):
+    LOG_END = "log end offset"
+    HIGH_WATERMARK = "high watermark"
 
 
 class Purgatory:
     def __init__(self) -> None:
-        self._waiters: dict[TopicPartition, set[trio.Event]] = defaultdict(set)
+        self._waiters: dict[tuple[Watch, TopicPartition], set[trio.Event]] = defaultdict(set)
 
-    def notify(self, tp: TopicPartition) -> None:
-        waiters = self._waiters.pop(tp, None)
+    def notify(self, tp: TopicPartition, watch: Watch) -> None:
+        waiters = self._waiters.pop((watch, tp), None)
         if waiters:
             for event in waiters:
                 event.set()
 
-    async def wait_any(self, partitions: list[TopicPartition], timeout_s: float) -> bool:
-        """Wait until one of `partitions` gets an append, or the timeout; True if woken."""
+    def notify_all(self, tp: TopicPartition) -> None:
+        """Wake every waiter of the partition (it was deleted, or it moved both ways)."""
+        for watch in Watch:
+            self.notify(tp, watch)
+
+    async def wait_any(self, partitions: list[TopicPartition], timeout_s: float,
+                       watch: Watch = Watch.HIGH_WATERMARK) -> bool:
+        """Wait until one of `partitions` moves (`watch`), or the timeout; True if woken."""
         if timeout_s <= 0:
             return False
         event = trio.Event()
-        for tp in partitions:
-            self._waiters[tp].add(event)
+        keys = [(watch, tp) for tp in partitions]
+        for key in keys:
+            self._waiters[key].add(event)
         try:
             with trio.move_on_after(timeout_s):
                 await event.wait()
                 return True
             return False
         finally:
-            for tp in partitions:
-                waiters = self._waiters.get(tp)
+            for key in keys:
+                waiters = self._waiters.get(key)
                 if waiters is not None:
                     waiters.discard(event)
                     if not waiters:
-                        del self._waiters[tp]
+                        del self._waiters[key]

@@ -10,7 +10,9 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import trio
 
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import READ_COMMITTED
@@ -24,6 +26,8 @@ from protocol.records.batch import (
 )
 from protocol.records.record import iter_records_in, recompress_batch
 from pybroker.config.definitions import INT64_MAX
+from pybroker.purgatory import Watch
+from pybroker.replica.partition import Partition
 from pybroker.storage.partition_log import OffsetOutOfRange, PartitionLog
 from pybroker.storage.producer_state import InvalidProducerEpoch, OutOfOrderSequence
 
@@ -60,6 +64,8 @@ def _check_timestamps(records: bytes, now: int, before_max_ms: int,
 class AppendResult:
     error: ErrorCode = ErrorCode.NONE
     base_offset: int = -1
+    # The offset after the batch: what the high watermark must reach for acks=all.
+    end_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
@@ -78,36 +84,76 @@ class ReadResult:
 class ReplicaManager:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
+        self._partitions: dict[tuple[str, int], Partition] = {}
 
-    def leader_log(self, topic: str, partition: int) -> tuple[ErrorCode, PartitionLog | None]:
-        """This broker's log of a partition it leads, or why not (UNKNOWN_TOPIC_OR_PARTITION,
-        NOT_LEADER_OR_FOLLOWER): the check every request addressed to a leader starts with."""
-        image = self.broker.metadata.image
-        state = image.partition(topic, partition)
+    # -- the partitions this broker hosts ------------------------------------------------------
+    def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1
+                         ) -> tuple[ErrorCode, Partition | None]:
+        """The partition, if this broker leads it at the epoch the client names, or why not
+        (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
+        UNKNOWN_LEADER_EPOCH): the check every request addressed to a leader starts with.
+
+        The partition follows the metadata image: a leadership the image gives this broker
+        is taken up here (make_leader) when the log exists, a log replaced by a new topic of
+        the same name gets a new partition.
+        """
+        state = self.broker.metadata.image.partition(topic, partition)
         if state is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
         if state.leader != self.broker.node_id:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+        part = self._partitions.get((topic, partition))
+        if part is None or part.leader_epoch != state.leader_epoch or not part.is_leader:
+            part = self._become_leader(topic, partition, state)
+            if part is None:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+        code = part.check_leader_epoch(current_leader_epoch)
+        if code != ErrorCode.NONE:
+            return code, None
+        return ErrorCode.NONE, part
+
+    def _become_leader(self, topic: str, partition: int, state: Any) -> Partition | None:
         plog = self.broker.partition_log(topic, partition)
-        if plog is None:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
-        return ErrorCode.NONE, plog
+        if plog is None:  # not created yet (in a worker thread): clients retry
+            return None
+        part = self._partitions.get((topic, partition))
+        if part is None or part.log is not plog:
+            part = Partition(topic, partition, plog, self.broker.node_id)
+            self._partitions[(topic, partition)] = part
+        part.make_leader(state.leader_epoch, state.replicas, state.isr)
+        return part
+
+    def make_leaders(self, topic: str, states: Any) -> None:
+        """Take up the leaderships the image gives this broker among `states` (a topic's
+        partition states), where their logs exist: at start, so that a leader's high
+        watermark covers its whole log before anyone reads (Kafka's makeLeader)."""
+        for state in states:
+            if state.leader == self.broker.node_id:
+                self._become_leader(topic, state.partition, state)
+
+    def forget(self, topic: str, partition: int) -> None:
+        """The partition's log is gone (topic deleted)."""
+        self._partitions.pop((topic, partition), None)
+
+    def leader_log(self, topic: str, partition: int, current_leader_epoch: int = -1
+                   ) -> tuple[ErrorCode, PartitionLog | None]:
+        """The log of a partition this broker leads, or why not (see `leader_partition`)."""
+        code, part = self.leader_partition(topic, partition, current_leader_epoch)
+        return code, None if part is None else part.log
 
     def append(self, topic: str, partition: int, records: bytes | None, *,
                produce_version: int = 11, internal: bool = False,
                acks: int = 1) -> AppendResult:
         """Validate and append one partition's records as the leader."""
-        code, plog = self.leader_log(topic, partition)
-        if plog is None:
+        code, part = self.leader_partition(topic, partition)
+        if part is None:
             return AppendResult(code)
-        if acks == -1:
-            isr = self.broker.metadata.image.partition(topic, partition).isr
-            min_isr = self.broker.topic_config(topic).min_insync_replicas
-            if len(isr) < min_isr:  # as Kafka: nothing is written
-                return AppendResult(ErrorCode.NOT_ENOUGH_REPLICAS, message=(
-                    f"The size of the current ISR Set({', '.join(map(str, isr))}) is "
-                    f"insufficient to satisfy the min.isr requirement of {min_isr} for "
-                    f"partition {topic}-{partition}"))
+        plog = part.log
+        if acks == -1:  # as Kafka: with too small an ISR nothing is written
+            code, message = part.check_min_isr(
+                self.broker.topic_config(topic).min_insync_replicas)
+            if code != ErrorCode.NONE:
+                return AppendResult(code, message=message)
         if not internal and topic.startswith("__") and self.broker.is_internal_topic(topic):
             return AppendResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                 message=f"Cannot append to internal topic {topic}")
@@ -166,7 +212,7 @@ class ReplicaManager:
                     message="One or more records have been rejected due to invalid timestamp")
         append_time = int(time.time() * 1000) if tconfig.log_append_time else None
         try:
-            info = plog.append(records, leader_epoch=self.broker.leader_epoch(topic, partition),
+            info = plog.append(records, leader_epoch=part.leader_epoch,
                                log_append_time=append_time, batches=batches)
         except OutOfOrderSequence as exc:
             return AppendResult(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, message=str(exc))
@@ -176,22 +222,64 @@ class ReplicaManager:
             return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
         except InvalidRecordError as exc:
             return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
-        # One broker: a write is "replicated" once it is in the log (flushed as configured).
-        plog.update_high_watermark(plog.log_end_offset)
-        self.broker.purgatory.notify((topic, partition))
-        return AppendResult(ErrorCode.NONE, info.first_offset,
+        purgatory = self.broker.purgatory
+        purgatory.notify((topic, partition), Watch.LOG_END)
+        # With the leader the only in-sync replica (one broker), the append commits at once.
+        if part.maybe_increment_high_watermark():
+            purgatory.notify((topic, partition), Watch.HIGH_WATERMARK)
+        return AppendResult(ErrorCode.NONE, info.first_offset, info.last_offset + 1,
                             append_time if append_time is not None else -1,
                             plog.log_start_offset)
 
+    async def wait_for_commit(self, appended: list[tuple[tuple[str, int], AppendResult]],
+                              timeout_ms: int) -> None:
+        """acks=all: wait until the high watermark passes each successful append, for at most
+        `timeout_ms` (Kafka's DelayedProduce). Each result's error becomes what the wait
+        decided: NONE, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank
+        below min.insync.replicas), NOT_LEADER_OR_FOLLOWER (leadership moved). Returns at
+        once, without yielding, when every batch is already committed (one broker)."""
+        pending = [(tp, r) for tp, r in appended if r.error == ErrorCode.NONE]
+        deadline = None
+        while True:
+            waiting = []
+            for tp, result in pending:
+                part = self._partitions.get(tp)
+                if part is None:
+                    done, code = True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+                else:
+                    done, code = part.check_enough_replicas_reach_offset(
+                        result.end_offset, self.broker.topic_config(tp[0]).min_insync_replicas)
+                if done:
+                    result.error = code
+                else:
+                    waiting.append((tp, result))
+            pending = waiting
+            if not pending:
+                return
+            now = trio.current_time()
+            if deadline is None:
+                deadline = now + max(0, timeout_ms) / 1000
+            if now >= deadline or not await self.broker.purgatory.wait_any(
+                    [tp for tp, _ in pending], deadline - now, Watch.HIGH_WATERMARK):
+                break
+        for _, result in pending:
+            result.error = ErrorCode.REQUEST_TIMED_OUT
+
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
-             replica: bool = False, isolation_level: int = 0,
-             min_one_message: bool = True, region_min_batch: int = 0) -> ReadResult:
+             replica_id: int = -1, isolation_level: int = 0,
+             min_one_message: bool = True, region_min_batch: int = 0,
+             current_leader_epoch: int = -1) -> ReadResult:
         """`region_min_batch`: see `PartitionLog.read` (records as a FileRegion for sendfile
-        when they start with a batch at least that large)."""
-        code, plog = self.leader_log(topic, partition)
-        if plog is None:
+        when they start with a batch at least that large). A follower's read (`replica_id`
+        >= 0) up to the log end also says it has everything below `offset`, which may commit
+        data: waiting consumers and acks=all produces are woken then."""
+        code, part = self.leader_partition(topic, partition, current_leader_epoch)
+        if part is None:
             return ReadResult(code)
-        if replica:
+        plog = part.log
+        if replica_id >= 0:
+            if part.update_follower_fetch(replica_id, offset, int(time.time() * 1000)):
+                self.broker.purgatory.notify((topic, partition), Watch.HIGH_WATERMARK)
             upper = plog.log_end_offset
         elif isolation_level == READ_COMMITTED:
             upper = plog.last_stable_offset
@@ -208,12 +296,13 @@ class ReplicaManager:
                           plog.last_stable_offset, plog.log_start_offset)
 
     def list_offset(self, topic: str, partition: int, timestamp: int,
-                    isolation_level: int) -> tuple[ErrorCode, int, int, int]:
+                    isolation_level: int, current_leader_epoch: int = -1
+                    ) -> tuple[ErrorCode, int, int, int]:
         """(error, offset, timestamp, leader epoch) as ListOffsets reports them."""
-        code, plog = self.leader_log(topic, partition)
-        if plog is None:
+        code, part = self.leader_partition(topic, partition, current_leader_epoch)
+        if part is None:
             return code, -1, -1, -1
-        epoch = self.broker.leader_epoch(topic, partition)
+        plog, epoch = part.log, part.leader_epoch
         # No tiered storage: the local log start is the log start, and nothing is tiered.
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return ErrorCode.NONE, plog.log_start_offset, -1, epoch

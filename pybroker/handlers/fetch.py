@@ -20,13 +20,13 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import READ_COMMITTED
 from pybroker.handlers.base import Handler, RequestContext
+from pybroker.purgatory import Watch
 
 SENDFILE_MIN_BATCH = 64 * 1024
 
 
 def _read_all(ctx: RequestContext, request: Container) -> tuple[list[dict], int, bool]:
     manager = ctx.broker.replicas
-    replica = request.replica_id >= 0
     remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     total = 0
     errors = False
@@ -37,9 +37,11 @@ def _read_all(ctx: RequestContext, request: Container) -> tuple[list[dict], int,
         for p in topic.partitions:
             limit = max(0, min(p.partition_max_bytes, remaining))
             result = manager.read(topic.topic, p.partition, p.fetch_offset, limit,
-                                  replica=replica, isolation_level=request.isolation_level,
+                                  replica_id=request.replica_id,
+                                  isolation_level=request.isolation_level,
                                   min_one_message=total == 0,
-                                  region_min_batch=SENDFILE_MIN_BATCH)
+                                  region_min_batch=SENDFILE_MIN_BATCH,
+                                  current_leader_epoch=p.current_leader_epoch)
             size = len(result.records)
             total += size
             remaining -= size
@@ -60,12 +62,15 @@ def _read_all(ctx: RequestContext, request: Container) -> tuple[list[dict], int,
 async def handle(ctx: RequestContext, request: Container) -> dict:
     deadline = trio.current_time() + max(0, request.max_wait_ms) / 1000
     wanted = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    # Consumers may see only committed data; followers wait for the log end (they are what
+    # moves the high watermark).
+    watch = Watch.LOG_END if request.replica_id >= 0 else Watch.HIGH_WATERMARK
     while True:
         responses, total, errors = _read_all(ctx, request)
         if total >= request.min_bytes or errors or not wanted:
             break
         left = deadline - trio.current_time()
-        if left <= 0 or not await ctx.broker.purgatory.wait_any(wanted, left):
+        if left <= 0 or not await ctx.broker.purgatory.wait_any(wanted, left, watch):
             responses, total, errors = _read_all(ctx, request)
             break
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

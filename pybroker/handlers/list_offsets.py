@@ -13,8 +13,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            code, offset, ts, epoch = manager.list_offset(topic.name, p.partition_index,
-                                                          p.timestamp, request.isolation_level)
+            code, offset, ts, epoch = manager.list_offset(
+                topic.name, p.partition_index, p.timestamp, request.isolation_level,
+                p.current_leader_epoch)
             partitions.append({"partition_index": p.partition_index, "error_code": int(code),
                                "timestamp": ts, "offset": offset, "leader_epoch": epoch})
         topics.append({"name": topic.name, "partitions": partitions})

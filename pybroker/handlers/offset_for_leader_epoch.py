@@ -15,19 +15,13 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            code, plog = broker.replicas.leader_log(topic.topic, p.partition)
+            code, plog = broker.replicas.leader_log(topic.topic, p.partition,
+                                                    p.current_leader_epoch)
             entry = {"partition": p.partition, "error_code": int(code), "leader_epoch": -1,
                      "end_offset": -1}
             if plog is not None:
-                leader_epoch = broker.metadata.image.partition(topic.topic,
-                                                               p.partition).leader_epoch
-                if p.current_leader_epoch > leader_epoch:
-                    entry["error_code"] = int(ErrorCode.UNKNOWN_LEADER_EPOCH)
-                elif 0 <= p.current_leader_epoch < leader_epoch:
-                    entry["error_code"] = int(ErrorCode.FENCED_LEADER_EPOCH)
-                else:
-                    epoch, end = plog.end_offset_for_epoch(p.leader_epoch)
-                    entry.update(leader_epoch=epoch, end_offset=end)
+                epoch, end = plog.end_offset_for_epoch(p.leader_epoch)
+                entry.update(leader_epoch=epoch, end_offset=end)
             partitions.append(entry)
         topics.append({"topic": topic.topic, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -2,8 +2,9 @@
 
 Advertised from v0 (librdkafka before 2.11.1 enables gzip, snappy and lz4 only when Produce v0
 is in range) but served from v3, as Kafka 4 does: v0-2 get UNSUPPORTED_VERSION per partition.
-On one broker acks=-1 is answered as soon as the batch is in the log: the high watermark has
-already passed it.
+acks=-1 appends, then waits until the high watermark passes every batch, for at most the
+request's timeout_ms (REQUEST_TIMED_OUT after it); on one broker the append itself commits, so
+the wait ends at once without yielding.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.handlers.base import Handler, RequestContext
+from pybroker.replica_manager import AppendResult
 
 
 def _partition_response(index: int, code: ErrorCode, base_offset: int = -1,
@@ -31,24 +33,29 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
     if request.acks not in (-1, 0, 1):  # as Kafka: nothing is written
         return error_response(ctx, request, ErrorCode.INVALID_REQUIRED_ACKS)
     manager = ctx.broker.replicas
-    responses = []
+    refused = ErrorCode.NONE if request.transactional_id is None else \
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    appended: list[tuple[tuple[str, int], AppendResult]] = []
     for topic in request.topic_data:
-        partitions = []
         for pd in topic.partition_data:
-            if request.transactional_id is not None:
-                partitions.append(_partition_response(
-                    pd.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                    message="Transactions are not supported by this broker yet"))
-                continue
-            result = manager.append(topic.name, pd.index, pd.records,
-                                    produce_version=ctx.version, acks=request.acks)
-            partitions.append(_partition_response(
-                pd.index, result.error, result.base_offset, result.log_append_time,
-                result.log_start_offset, result.message, result.record_errors))
-        responses.append({"name": topic.name, "partition_responses": partitions})
+            if refused != ErrorCode.NONE:
+                result = AppendResult(
+                    refused, message="Transactions are not supported by this broker yet")
+            else:
+                result = manager.append(topic.name, pd.index, pd.records,
+                                        produce_version=ctx.version, acks=request.acks)
+            appended.append(((topic.name, pd.index), result))
     if request.acks == 0:
         return None
-    return {"responses": responses, "throttle_time_ms": 0}
+    if request.acks == -1:
+        await manager.wait_for_commit(appended, request.timeout_ms)
+    results = iter(appended)
+    return {"responses": [
+        {"name": topic.name, "partition_responses": [
+            _partition_response(pd.index, r.error, r.base_offset, r.log_append_time,
+                                r.log_start_offset, r.message, r.record_errors)
+            for pd in topic.partition_data for _, r in (next(results),)]}
+        for topic in request.topic_data], "throttle_time_ms": 0}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict | None:

@@ -4,8 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from protocol.records.batch import iter_batches
-from protocol.records.record import build_batch
-from protocol.records.record import DecodedRecord, Record, iter_records_in
+from protocol.records.record import DecodedRecord, Record, build_batch, iter_records_in
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.partition_log import PartitionLog
 

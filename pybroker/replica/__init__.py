@@ -1,0 +1,1 @@
+"""Replication: the partition layer (Kafka's Partition) and, later, the fetchers."""

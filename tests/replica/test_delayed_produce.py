@@ -1,0 +1,118 @@
+"""acks=all waits for the high watermark (Kafka's DelayedProduce), over a real Broker (real
+logs, no sockets) with trio's autojump clock. A second replica in the ISR is the test double:
+it exists only as the partition's follower state, moved by replica fetches."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import trio
+
+from protocol.errors import ErrorCode as E
+from pybroker.broker import Broker
+from pybroker.purgatory import Watch
+from pybroker.replica.partition import FollowerState, Partition
+from pybroker.replica_manager import AppendResult
+from tests.helpers import broker_config
+from tests.storage.util import batch
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    b = Broker(broker_config(tmp_path / "logs"))
+    b.create_topic("t", 1, 1, {"min.insync.replicas": "2"})
+    yield b
+    b.close()
+
+
+def _with_a_follower(broker: Broker) -> Partition:
+    """The partition led here, with replica 1 in its ISR (known to nobody else)."""
+    code, part = broker.replicas.leader_partition("t", 0)
+    assert code == E.NONE and part is not None
+    part.replicas = (0, 1)
+    part.followers = {1: FollowerState()}
+    part.set_isr([0, 1])
+    return part
+
+
+def _append(broker: Broker, topic: str = "t") -> list[tuple[tuple[str, int], AppendResult]]:
+    result = broker.replicas.append(topic, 0, batch(1), acks=-1)
+    assert result.error == E.NONE, result
+    return [((topic, 0), result)]
+
+
+async def test_one_broker_answers_at_once_without_yielding(broker: Broker) -> None:
+    broker.create_topic("solo", 1, 1, {})
+    appended = _append(broker, "solo")
+    with trio.CancelScope() as scope:
+        scope.cancel()  # any checkpoint would raise Cancelled
+        await broker.replicas.wait_for_commit(appended, 30_000)
+    assert appended[0][1].error == E.NONE
+
+
+async def test_timeout_is_request_timed_out(broker: Broker, autojump_clock: Any) -> None:
+    part = _with_a_follower(broker)
+    appended = _append(broker)
+    start = trio.current_time()
+    await broker.replicas.wait_for_commit(appended, 1500)
+    assert appended[0][1].error == E.REQUEST_TIMED_OUT
+    assert trio.current_time() - start == pytest.approx(1.5)
+    assert part.log.log_end_offset == 1  # written all the same, as in Kafka
+    assert part.high_watermark == 0
+
+
+async def test_a_follower_fetch_commits_and_answers(broker: Broker, autojump_clock: Any) -> None:
+    _with_a_follower(broker)
+    appended = _append(broker)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(broker.replicas.wait_for_commit, appended, 30_000)
+        await trio.sleep(1)
+        assert appended[0][1].error == E.NONE  # still waiting: not decided yet
+        # The follower fetches from the log end: it has the batch, which is now committed.
+        broker.replicas.read("t", 0, appended[0][1].end_offset, 1 << 20, replica_id=1)
+    assert appended[0][1].error == E.NONE
+    assert trio.current_time() == pytest.approx(1)
+
+
+async def test_isr_shrink_is_not_enough_replicas_after_append(broker: Broker,
+                                                              autojump_clock: Any) -> None:
+    part = _with_a_follower(broker)
+    appended = _append(broker)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(broker.replicas.wait_for_commit, appended, 30_000)
+        await trio.sleep(1)
+        part.set_isr([0])  # the follower fell out: the leader alone commits the batch
+        broker.purgatory.notify(("t", 0), Watch.HIGH_WATERMARK)
+    assert appended[0][1].error == E.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert part.high_watermark == appended[0][1].end_offset
+
+
+async def test_too_small_an_isr_writes_nothing(broker: Broker) -> None:
+    part = _with_a_follower(broker)
+    part.set_isr([0])
+    result = broker.replicas.append("t", 0, batch(1), acks=-1)
+    assert result.error == E.NOT_ENOUGH_REPLICAS
+    assert part.log.log_end_offset == 0
+    assert broker.replicas.append("t", 0, batch(1), acks=1).error == E.NONE
+
+
+async def test_a_consumer_fetch_waits_for_the_high_watermark(broker: Broker,
+                                                             autojump_clock: Any) -> None:
+    """Consumers wait on commitment, followers on the log end."""
+    _with_a_follower(broker)
+    woken: dict[Watch, float] = {}
+
+    async def wait(watch: Watch) -> None:
+        if await broker.purgatory.wait_any([("t", 0)], 10, watch):
+            woken[watch] = trio.current_time()
+
+    async with trio.open_nursery() as nursery:
+        for watch in Watch:
+            nursery.start_soon(wait, watch)
+        await trio.sleep(1)
+        broker.replicas.append("t", 0, batch(1), acks=1)  # log end moves, nothing committed
+        await trio.sleep(1)
+        assert set(woken) == {Watch.LOG_END}
+        broker.replicas.read("t", 0, 1, 1 << 20, replica_id=1)
+    assert woken == {Watch.LOG_END: pytest.approx(1), Watch.HIGH_WATERMARK: pytest.approx(2)}
