@@ -20,6 +20,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, NoReturn, Sequence
 import trio
 
 from protocol.errors import KafkaError
+from pybroker import VERSION_LINE
 from pybroker.client.client import KafkaClient, collapse_exception_group, open_client, \
     parse_bootstrap
 from pybroker.client.cluster import TopicPartition
@@ -51,11 +52,14 @@ class UsageError(ToolError):
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse that reports a bad command line in one line and exit code 1 (not 2)."""
+    """argparse that reports a bad command line in one line and exit code 1 (not 2), and
+    answers `--version` as every Kafka tool does."""
 
     def __init__(self, prog: str, description: str, **kwargs: Any) -> None:
         super().__init__(prog=prog, description=description,
                          formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+        self.add_argument("--version", action="version", version=VERSION_LINE,
+                          help="Display the pybroker version.")
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message} (see --help)")
