@@ -149,9 +149,14 @@ def client_settings(props: dict[str, str], *, default_client_id: str,
 
 @asynccontextmanager
 async def connect(bootstrap: str | None, props: dict[str, str] | None = None, *,
-                  default_client_id: str, request_timeout: float | None = None
-                  ) -> AsyncIterator[KafkaClient]:
-    """A connected client for `--bootstrap-server` (or bootstrap.servers in `props`)."""
+                  default_client_id: str, request_timeout: float | None = None,
+                  warn_when_unreachable: bool = False) -> AsyncIterator[KafkaClient]:
+    """A connected client for `--bootstrap-server` (or bootstrap.servers in `props`).
+
+    With `warn_when_unreachable`, a broker lost after connecting is reported on stderr once
+    per outage, as Kafka's clients log it: for tools that keep retrying, not for those whose
+    failure is reported as their error anyway.
+    """
     props = props or {}
     servers = bootstrap or props.get("bootstrap.servers")
     if not servers:
@@ -162,6 +167,8 @@ async def connect(bootstrap: str | None, props: dict[str, str] | None = None, *,
         raise UsageError(str(exc)) from None
     options = client_settings(props, default_client_id=default_client_id,
                               request_timeout=request_timeout)
+    if warn_when_unreachable:
+        options["on_unreachable"] = lambda text: err(f"WARN {text}")
     async with open_client(servers, **options) as client:
         yield client
 
