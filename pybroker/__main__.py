@@ -2,6 +2,9 @@
 
 Runs in the foreground, logs to stderr, and shuts down gracefully on SIGTERM or SIGINT. A bad
 config or an unusable log dir exits non-zero with a one-line reason.
+
+Without a config file it prints its usage and exits 1, as kafka-server-start.sh does, rather
+than write to a log dir nobody chose; `--defaults` runs on the built-in defaults instead.
 """
 from __future__ import annotations
 

@@ -239,11 +239,14 @@ def _terminal() -> tuple[int, int]:
 
 
 def _read(fd: int, size: int, timeout: float = 20) -> bytes:
-    """`size` bytes from `fd`, or fewer if the deadline passes first."""
+    """`size` bytes from `fd`, or fewer if the deadline passes first. (poll, not select: in
+    a whole test run descriptors numbered past select's 1024 are common.)"""
     data = b""
     deadline = time.monotonic() + timeout
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
     while len(data) < size and time.monotonic() < deadline:
-        if select.select([fd], [], [], 0.1)[0]:
+        if poller.poll(100):
             try:
                 chunk = os.read(fd, size - len(data))
             except OSError:  # EIO: every writer has closed the terminal
