@@ -2,6 +2,9 @@
 
 Runs in the foreground, logs to stderr, and shuts down gracefully on SIGTERM or SIGINT. A bad
 config or an unusable log dir exits non-zero with a one-line reason.
+
+Without a config file it prints its usage and exits 1, as kafka-server-start.sh does, rather
+than write to a log dir nobody chose; `--defaults` runs on the built-in defaults instead.
 """
 from __future__ import annotations
 
@@ -11,23 +14,67 @@ import logging
 import os
 import signal
 import sys
+from typing import NoReturn
 
 import trio
 
-from pybroker.config import ConfigError, load_broker_config
+from pybroker import VERSION_LINE
+from pybroker.config import BROKER_CONFIG_DEFS, ConfigError, load_broker_config
 from pybroker.server import serve
 
 log = logging.getLogger("pybroker")
 
 
+USAGE = ("USAGE: pybroker-server server.properties [--override property=value]*\n"
+         "       pybroker-server --defaults [--override property=value]*\n")
+
+_DESCRIPTION = """\
+Start a Kafka-compatible broker, as Kafka's kafka-server-start.sh does.
+
+server.properties is a broker config file in Kafka's format and with Kafka's property
+names (config/server.properties in the clone is a commented example: one broker on
+127.0.0.1:9092). --override sets one property on top of the file, as in Kafka.
+
+Data goes to the directories of log.dirs (the example file: /tmp/pybroker-logs); without
+log.dirs and log.dir, to {log_dir}. --defaults runs on the built-in defaults alone (no
+file): a listener on {listener}, data in {log_dir}.
+
+The broker runs in the foreground, logs to stderr, and stops gracefully on Ctrl-C or SIGTERM.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """A bad command line in one line and exit code 1, as the tools report theirs."""
+        self.exit(1, f"{self.prog}: {message} (see --help)\n")
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="pybroker-server",
-        description="Start a Kafka-compatible broker with a server.properties file.")
-    parser.add_argument("config", nargs="?", help="path to server.properties")
-    parser.add_argument("--override", action="append", default=[], metavar="key=value",
-                        help="override a property from the file (repeatable)")
-    return parser.parse_args(argv)
+    """The command line, or SystemExit: with neither a config file nor --defaults, the usage
+    on stderr and exit code 1, as kafka-server-start.sh has it, so that a bare command never
+    starts a broker writing to a directory nobody chose."""
+    log_dir = ",".join(BROKER_CONFIG_DEFS["log.dir"].default)
+    listener = ",".join(BROKER_CONFIG_DEFS["listeners"].default)
+    parser = _Parser(
+        prog="pybroker-server", usage=USAGE.removeprefix("USAGE: ").rstrip(),
+        description=_DESCRIPTION.format(log_dir=log_dir, listener=listener),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("config", nargs="?", metavar="server.properties",
+                        help="the broker's config file (Kafka's server.properties format)")
+    parser.add_argument("--defaults", action="store_true",
+                        help=f"run on the built-in defaults, without a config file (data in "
+                        f"{log_dir} unless overridden)")
+    parser.add_argument("--override", action="append", default=[], metavar="property=value",
+                        help="set a property on top of the file (repeatable)")
+    parser.add_argument("--version", action="version", version=VERSION_LINE,
+                        help="print the pybroker version and exit")
+    args = parser.parse_args(argv)
+    if args.config is None and not args.defaults:
+        sys.stderr.write(USAGE)
+        raise SystemExit(1)
+    if args.config is not None and args.defaults:
+        parser.error(f"--defaults runs without a config file; got {args.config}")
+    return args
 
 
 def _overrides(items: list[str]) -> dict[str, str]:

@@ -81,7 +81,7 @@ class BrokerProcess:
         if self.config is not None:
             args.insert(3, self.config)
         else:
-            args += ["--override", "group.initial.rebalance.delay.ms=0",
+            args += ["--defaults", "--override", "group.initial.rebalance.delay.ms=0",
                      "--override", "offsets.topic.num.partitions=5"]
         for k, v in self.overrides.items():
             args += ["--override", f"{k.replace('_', '.')}={v}"]

@@ -104,11 +104,17 @@ class KafkaClient:
 
     `request_timeout` bounds every request, `connect_timeout` every connection attempt;
     `client_id` goes into every request header (brokers log it, groups report it).
+    `on_unreachable` is told, in one line, when a broker cannot be reached after the client
+    had been connected: once per outage (the first failed attempt), not once per retry, and
+    again only after some connection has succeeded since. Callers that retry through an
+    outage (a console consumer) would otherwise wait in silence; the first bootstrap is not
+    reported, since its failure is raised.
     """
 
     def __init__(self, bootstrap_servers: str | Sequence[str], *, nursery: trio.Nursery,
                  client_id: str = "pybroker-client", request_timeout: float = 30.0,
-                 connect_timeout: float = 10.0) -> None:
+                 connect_timeout: float = 10.0,
+                 on_unreachable: Callable[[str], None] | None = None) -> None:
         self.bootstrap_servers = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
         self.request_timeout = request_timeout
@@ -121,6 +127,9 @@ class KafkaClient:
         self.topics: dict[str, TopicMetadata] = {}
         self.controller_id = -1
         self.cluster_id: str | None = None
+        self._on_unreachable = on_unreachable
+        self._connected_once = False
+        self._in_outage = False
 
     @property
     def nursery(self) -> trio.Nursery:
@@ -147,9 +156,19 @@ class KafkaClient:
                                    + "; ".join(failures))
 
     async def _open(self, host: str, port: int, node_id: int) -> BrokerConnection:
-        return await BrokerConnection.open(
-            host, port, nursery=self._nursery, node_id=node_id, client_id=self.client_id,
-            connect_timeout=self.connect_timeout, request_timeout=self.request_timeout)
+        try:
+            conn = await BrokerConnection.open(
+                host, port, nursery=self._nursery, node_id=node_id, client_id=self.client_id,
+                connect_timeout=self.connect_timeout, request_timeout=self.request_timeout)
+        except KafkaConnectionError:
+            if self._connected_once and not self._in_outage and self._on_unreachable:
+                self._in_outage = True
+                # Kafka's NetworkClient says it in these words.
+                self._on_unreachable(f"Connection to node {node_id} ({host}:{port}) could not "
+                                     "be established. Broker may not be available.")
+            raise
+        self._connected_once, self._in_outage = True, False
+        return conn
 
     async def aclose(self) -> None:
         conns = {id(c): c for c in self._connections.values()}

@@ -29,12 +29,13 @@ from protocol.codec import ProtocolError, decode_response, encode_request
 from protocol.errors import ErrorCode, KafkaError
 from protocol.framing import NEED_DATA, FrameBuffer
 from protocol.messages import APIS
+from pybroker import __version__
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
 
 __all__ = ["BrokerConnection", "PendingRequest", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
 
 CLIENT_SOFTWARE_NAME = "pybroker-client"
-CLIENT_SOFTWARE_VERSION = "0.1.0"
+CLIENT_SOFTWARE_VERSION = __version__
 _CORRELATION = struct.Struct(">i")
 _ERROR_CODE = struct.Struct(">h")
 _MAX_FRAME = 1 << 30  # a response may carry large fetches; refuse only absurd sizes

@@ -20,6 +20,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, NoReturn, Sequence
 import trio
 
 from protocol.errors import KafkaError
+from pybroker import VERSION_LINE
 from pybroker.client.client import KafkaClient, collapse_exception_group, open_client, \
     parse_bootstrap
 from pybroker.client.cluster import TopicPartition
@@ -51,11 +52,14 @@ class UsageError(ToolError):
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse that reports a bad command line in one line and exit code 1 (not 2)."""
+    """argparse that reports a bad command line in one line and exit code 1 (not 2), and
+    answers `--version` as every Kafka tool does."""
 
     def __init__(self, prog: str, description: str, **kwargs: Any) -> None:
         super().__init__(prog=prog, description=description,
                          formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+        self.add_argument("--version", action="version", version=VERSION_LINE,
+                          help="Display the pybroker version.")
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message} (see --help)")
@@ -145,9 +149,14 @@ def client_settings(props: dict[str, str], *, default_client_id: str,
 
 @asynccontextmanager
 async def connect(bootstrap: str | None, props: dict[str, str] | None = None, *,
-                  default_client_id: str, request_timeout: float | None = None
-                  ) -> AsyncIterator[KafkaClient]:
-    """A connected client for `--bootstrap-server` (or bootstrap.servers in `props`)."""
+                  default_client_id: str, request_timeout: float | None = None,
+                  warn_when_unreachable: bool = False) -> AsyncIterator[KafkaClient]:
+    """A connected client for `--bootstrap-server` (or bootstrap.servers in `props`).
+
+    With `warn_when_unreachable`, a broker lost after connecting is reported on stderr once
+    per outage, as Kafka's clients log it: for tools that keep retrying, not for those whose
+    failure is reported as their error anyway.
+    """
     props = props or {}
     servers = bootstrap or props.get("bootstrap.servers")
     if not servers:
@@ -158,6 +167,8 @@ async def connect(bootstrap: str | None, props: dict[str, str] | None = None, *,
         raise UsageError(str(exc)) from None
     options = client_settings(props, default_client_id=default_client_id,
                               request_timeout=request_timeout)
+    if warn_when_unreachable:
+        options["on_unreachable"] = lambda text: err(f"WARN {text}")
     async with open_client(servers, **options) as client:
         yield client
 

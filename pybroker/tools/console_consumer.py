@@ -13,6 +13,10 @@ and commits offsets (auto-commit, and on exit for what was printed); `--topic` o
 without a group reads every partition of the matching topics, starting at the end, or at the
 beginning with `--from-beginning`. Unlike Kafka, no random "console-consumer-NNNNN" group is
 made up in that last case: nothing is committed there anyway, so we skip the group entirely.
+
+When the broker goes away the consumer keeps retrying and says so once on stderr, in the
+words of Kafka's clients ("Connection to node N (host:port) could not be established. Broker
+may not be available."); once per outage, not once per retry.
 """
 from __future__ import annotations
 
@@ -221,8 +225,8 @@ async def _main(args: argparse.Namespace) -> int:
     max_messages = args.max_messages if args.max_messages is not None else -1
     timeout = args.timeout_ms / 1000 if args.timeout_ms is not None and args.timeout_ms >= 0 \
         else None
-    async with connect(args.bootstrap_server, props,
-                       default_client_id="console-consumer") as client:
+    async with connect(args.bootstrap_server, props, default_client_id="console-consumer",
+                       warn_when_unreachable=True) as client:
         consumer = Consumer(client, **options)
         try:
             with trio.CancelScope() as consuming:

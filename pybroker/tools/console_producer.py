@@ -8,6 +8,9 @@ read (a trailing CR is dropped, as Java's readLine does). Producer settings come
 `--producer-property`, `--producer.config` and the dedicated flags (`--request-required-acks`,
 `--compression-codec`, `--timeout` = linger.ms, `--batch-size`), explicit flags winning.
 
+At a terminal (stdin and stdout both ttys) a `>` prompt is printed before each line, as
+Kafka's; none when input is piped, so scripted output stays clean.
+
 At end of input the tool waits until every record is acknowledged and exits 0; a record the
 broker refused is reported on stderr in Kafka's words and the exit code becomes 1. Ctrl-C stops
 reading, still flushes what was read, and exits 130.
@@ -147,12 +150,27 @@ class LineReader:
         return key, value, headers
 
 
-async def read_lines(stream: BinaryIO) -> AsyncIterator[list[bytes]]:
+def _interactive() -> bool:
+    """Whether a person is typing: stdin and stdout both terminals, the condition under which
+    Java's System.console() exists and Kafka's LineMessageReader prints its `>` prompt."""
+    try:
+        return sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError):  # replaced or closed streams
+        return False
+
+
+def _show_prompt() -> None:
+    sys.stdout.write(">")
+    sys.stdout.flush()
+
+
+async def read_lines(stream: BinaryIO, prompt: bool = False) -> AsyncIterator[list[bytes]]:
     """Chunks of complete lines from a blocking binary stream, read in a worker thread.
 
     A real file descriptor is read with os.read, not through its BufferedReader: on Ctrl-C
     the reading thread is abandoned mid-read, and a thread holding the reader's lock at
-    interpreter shutdown makes CPython abort.
+    interpreter shutdown makes CPython abort. With `prompt`, `>` is written to stdout before
+    each read; a terminal hands over one line per read, so that is one prompt per line typed.
     """
     try:
         fd = stream.fileno()
@@ -163,6 +181,8 @@ async def read_lines(stream: BinaryIO) -> AsyncIterator[list[bytes]]:
             return os.read(fd, size)
     buffer = b""
     while True:
+        if prompt:
+            _show_prompt()
         chunk = await trio.to_thread.run_sync(read, 65536, abandon_on_cancel=True)
         if not chunk:
             break
@@ -231,7 +251,7 @@ async def _main(args: argparse.Namespace) -> int:
             with trio.CancelScope() as reading:
                 await client.nursery.start(stop_on_signals, reading, stopped)
                 pending: list[tuple[DeliveryFuture, bytes | None, bytes | None]] = []
-                async for lines in read_lines(stdin):
+                async for lines in read_lines(stdin, prompt=_interactive()):
                     for line in lines:
                         key, value, headers = reader.parse(line)
                         try:

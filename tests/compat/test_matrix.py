@@ -16,7 +16,6 @@ from compat.clients import all_adapters
 from compat.run import MATRIX_MD, load_committed, render_markdown, run_matrix
 from compat.scenarios import SCENARIOS
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python's own
 
 COMMITTED = load_committed()
 PASSING = [] if COMMITTED is None else [

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+import pybroker
+from pybroker.config import BROKER_CONFIG_DEFS, load_properties
 from tests.helpers import ROOT
 
 SERVER_PROPERTIES = ROOT / "config" / "server.properties"
@@ -72,6 +74,15 @@ class Server:
     @property
     def stderr(self) -> str:
         return "".join(self.lines)
+
+    def stop_once_started(self) -> int:
+        """Wait for "listening", then SIGTERM; the exit code (the process is gone after)."""
+        try:
+            self.wait_started()
+            rc, _ = self.signal_and_wait(signal.SIGTERM)
+        finally:
+            self.kill()
+        return rc
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -225,12 +236,67 @@ def test_unknown_key_is_a_warning(config_file: Path, tmp_path: Path) -> None:
         f.write("\nsome.unknown.key=42\n")
     server = Server(_module_args(config_file, tmp_path / "logs",
                                  "--override", "another.unknown.key=x"))
-    try:
-        server.wait_started()
-        rc, _ = server.signal_and_wait(signal.SIGTERM)
-    finally:
-        server.kill()
-    assert rc == 0, server.stderr
+    assert server.stop_once_started() == 0, server.stderr
     warnings = [ln for ln in server.lines if " WARNING " in ln]
     for key in ("some.unknown.key", "another.unknown.key"):  # each reported once
         assert len([ln for ln in warnings if key in ln]) == 1, server.stderr
+
+
+def _run_server(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    """`python -m pybroker ARGS` to completion; a broker that starts instead of exiting
+    fails the test by its timeout."""
+    return subprocess.run([sys.executable, "-m", "pybroker", *args], capture_output=True,
+                          text=True, env=_env(), cwd=ROOT, timeout=timeout)
+
+
+def test_no_argument_prints_usage_and_starts_nothing() -> None:
+    # Kafka's kafka-server-start.sh: "USAGE: $0 [-daemon] server.properties [--override
+    # property=value]*" and exit 1. pybroker used to start on built-in defaults instead,
+    # writing to /tmp/kafka-logs.
+    result = _run_server(timeout=15)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [
+        "USAGE: pybroker-server server.properties [--override property=value]*",
+        "       pybroker-server --defaults [--override property=value]*"]
+    assert result.stdout == ""
+
+
+def test_defaults_flag_runs_on_built_in_defaults(tmp_path: Path) -> None:
+    server = Server([sys.executable, "-m", "pybroker", "--defaults", *LISTENER_OVERRIDES,
+                     "--override", f"log.dirs={tmp_path / 'logs'}"])
+    assert server.stop_once_started() == 0, server.stderr
+    assert (tmp_path / "logs" / ".kafka_cleanshutdown").exists()
+
+
+def test_defaults_flag_with_a_config_file_is_one_line(config_file: Path) -> None:
+    result = _run_failing([sys.executable, "-m", "pybroker", str(config_file), "--defaults"])
+    assert result.stderr == (f"pybroker-server: --defaults runs without a config file; got "
+                             f"{config_file} (see --help)\n")
+
+
+def test_unknown_flag_is_one_line() -> None:
+    result = _run_failing([sys.executable, "-m", "pybroker", "--no-such-flag"])
+    assert result.returncode == 1
+    assert "--no-such-flag" in result.stderr
+
+
+def test_help_says_what_the_config_file_is_and_where_data_goes() -> None:
+    result = _run_server("--help")
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "usage: pybroker-server server.properties [--override property=value]*" in text
+    assert "server.properties is a broker config file in Kafka's format" in text
+    # where data goes: log.dirs, as the shipped file sets it, and the built-in default
+    shipped = load_properties(SERVER_PROPERTIES)["log.dirs"]
+    assert f"Data goes to the directories of log.dirs (the example file: {shipped})" in text
+    built_in = ",".join(BROKER_CONFIG_DEFS["log.dir"].default)
+    assert f"without log.dirs and log.dir, to {built_in}. --defaults runs on the built-in " \
+           "defaults alone" in text
+
+
+def test_version() -> None:
+    result = _run_server("--version")
+    assert (result.returncode, result.stdout) == (0, f"{pybroker.__version__} (pybroker)\n")
+    # One source of truth: the installed metadata reads pybroker.__version__.
+    from importlib.metadata import version
+    assert version("pybroker") == pybroker.__version__

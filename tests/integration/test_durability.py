@@ -17,12 +17,6 @@ from tests.helpers import BrokerProcess
 
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
-pytestmark = [  # kafka-python 3.0.12 loads its schemas with deprecated importlib calls
-    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
-]
-
-
 # -- helpers -------------------------------------------------------------------------------------
 
 def _producer(bootstrap: str, **extra):  # type: ignore[no-untyped-def]

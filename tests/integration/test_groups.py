@@ -20,11 +20,6 @@ from tests.helpers import BrokerProcess, broker_in_thread
 from tests.integration.group_harness import Member, committed_exactly_once, wait_until
 from tests.integration.raw import RawConnection, create_topic, send_request
 
-pytestmark = [  # kafka-python 3.0.12 loads its schemas with deprecated importlib calls
-    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
-]
-
 CLIENTS = ("confluent", "kafka-python", "aiokafka")
 
 

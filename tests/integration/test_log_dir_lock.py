@@ -34,7 +34,7 @@ def snapshot(directory: Path) -> dict[str, bytes]:
 
 
 def _second_start(log_dir: Path, port: int) -> subprocess.CompletedProcess:
-    return _run_failing([sys.executable, "-m", "pybroker",
+    return _run_failing([sys.executable, "-m", "pybroker", "--defaults",
                          "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
                          "--override", f"log.dirs={log_dir}"])
 
@@ -105,7 +105,7 @@ def test_a_failed_start_leaves_a_crashed_dir_to_be_recovered(  # type: ignore[no
 def test_a_regular_file_as_log_dir_is_named(tmp_path: Path) -> None:
     plain = tmp_path / "plain-file"
     plain.write_text("not a directory")
-    result = subprocess.run([sys.executable, "-m", "pybroker",
+    result = subprocess.run([sys.executable, "-m", "pybroker", "--defaults",
                              "--override", "listeners=PLAINTEXT://127.0.0.1:0",
                              "--override", f"log.dirs={plain}"],
                             capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=30)

@@ -19,7 +19,6 @@ from tests.integration.clients import (
 )
 from tests.integration.raw import create_topic
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python's own
 
 T0 = 1_700_000_000_000
 PARTITIONS = 3

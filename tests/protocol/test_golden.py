@@ -98,7 +98,6 @@ def test_golden_api_versions_names_the_client(path: Path) -> None:
     assert body.client_software_name and body.client_software_version
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python's own, at import
 @pytest.mark.parametrize("client", sorted(capture.CLIENTS))
 def test_live_capture(client: str) -> None:
     """Whatever the installed client sends today decodes and re-encodes byte for byte."""

@@ -27,7 +27,8 @@ from protocol.schema import ArrayOf, Field, Message, StructOf, Versions, snake
 
 SPEC_DIR = Path(__file__).parents[2].parent / "shared/reference/kafka-message-specs"
 if not SPEC_DIR.is_dir():
-    pytest.skip(f"Kafka message specs not found at {SPEC_DIR}", allow_module_level=True)
+    pytest.skip(f"spec-conformance suite: Kafka's JSON message specs are not at {SPEC_DIR} "
+                "(../shared/reference/ beside the clone is absent)", allow_module_level=True)
 
 PRIMITIVES = {"int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool",
               "string", "bytes", "records", "uuid"}

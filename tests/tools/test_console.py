@@ -1,11 +1,26 @@
-"""kafka-console-producer and kafka-console-consumer: lines in, lines out, as Kafka's do."""
+"""kafka-console-producer and kafka-console-consumer: lines in, lines out, as Kafka's do.
+
+Most tests run the tools in-process; the prompt at a terminal (a pty) and the warning when the
+broker goes away (a broker killed under a running consumer) need real processes.
+"""
 from __future__ import annotations
 
+import os
+import pty
 import re
+import select
+import subprocess
+import sys
+import termios
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
 from pybroker.tools import console_consumer, console_producer, topics
+from tests.helpers import ROOT, BrokerProcess
+from tests.integration.group_harness import wait_until
 
 PROCESSED = re.compile(r"Processed a total of (\d+) messages\n$")
 
@@ -204,3 +219,120 @@ def test_include_regex_reads_every_matching_topic(tool, bootstrap, name) -> None
     r = tool(console_consumer.main, "--bootstrap-server", bootstrap, "--include", f"{prefix}-.*",
              "--from-beginning", "--max-messages", "2", "--timeout-ms", "1500")
     assert sorted(r.out.splitlines()) == ["a", "b"]
+
+
+# -- as processes ----------------------------------------------------------------------------
+
+def _tool_process(module: str, *argv: str, **popen: object) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", f"pybroker.tools.{module}", *argv],
+                            cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            **popen)  # type: ignore[call-overload]
+
+
+def _terminal() -> tuple[int, int]:
+    """A pty (master, slave) without echo, so the master reads only what the tool writes."""
+    master, slave = pty.openpty()
+    attrs = termios.tcgetattr(slave)
+    attrs[3] &= ~termios.ECHO
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
+    return master, slave
+
+
+def _read(fd: int, size: int, timeout: float = 20) -> bytes:
+    """`size` bytes from `fd`, or fewer if the deadline passes first. (poll, not select: in
+    a whole test run descriptors numbered past select's 1024 are common.)"""
+    data = b""
+    deadline = time.monotonic() + timeout
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    while len(data) < size and time.monotonic() < deadline:
+        if poller.poll(100):
+            try:
+                chunk = os.read(fd, size - len(data))
+            except OSError:  # EIO: every writer has closed the terminal
+                break
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+def test_console_producer_prompts_at_a_terminal(tool, bootstrap, topic) -> None:
+    # Kafka's LineMessageReader prints ">" before each line when System.console() exists.
+    master, slave = _terminal()
+    proc = _tool_process("console_producer", "--bootstrap-server", bootstrap, "--topic", topic,
+                         stdin=slave, stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    try:
+        assert _read(master, 1) == b">"  # before anything is typed
+        os.write(master, b"first event\n")
+        assert _read(master, 1) == b">"  # ready for the next line
+        os.write(master, b"\x04")  # Ctrl-D at the start of a line: end of input
+        _, err = proc.communicate(timeout=30)
+        assert (proc.returncode, err) == (0, b"")
+        assert _read(master, 1, timeout=0.5) == b""  # no prompt after the end of input
+    finally:
+        proc.kill()
+        os.close(master)
+    r = consume(tool, bootstrap, topic, "--max-messages", "1")
+    assert r.out == "first event\n"
+
+
+def test_console_producer_reading_a_pipe_shows_no_prompt(tool, bootstrap, topic) -> None:
+    master, slave = _terminal()  # stdout is a terminal, stdin is not: no console, as in Java
+    proc = _tool_process("console_producer", "--bootstrap-server", bootstrap, "--topic", topic,
+                         stdin=subprocess.PIPE, stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    try:
+        _, err = proc.communicate(b"piped\n", timeout=30)
+        assert (proc.returncode, err) == (0, b"")
+        assert _read(master, 1, timeout=0.5) == b""
+    finally:
+        proc.kill()
+        os.close(master)
+    assert consume(tool, bootstrap, topic, "--max-messages", "1").out == "piped\n"
+
+
+UNREACHABLE = re.compile(r"WARN Connection to node \d+ \(127\.0\.0\.1:(\d+)\) could not be "
+                         r"established\. Broker may not be available\.")
+
+
+def _collect(stream, into: list[str]) -> None:  # type: ignore[no-untyped-def]
+    threading.Thread(target=lambda: into.extend(stream), daemon=True).start()
+
+
+def test_console_consumer_warns_once_per_outage(tool, tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "logs").start()
+    assert tool(console_producer.main, "--bootstrap-server", broker.bootstrap, "--topic",
+                "outage", stdin=b"before\n").rc == 0
+    consumer = _tool_process("console_consumer", "--bootstrap-server", broker.bootstrap,
+                             "--topic", "outage", "--from-beginning", stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    out: list[str] = []
+    err: list[str] = []
+    _collect(consumer.stdout, out)
+    _collect(consumer.stderr, err)
+
+    def warnings() -> list[str]:
+        return [line.rstrip("\n") for line in list(err) if line.startswith("WARN")]
+
+    try:
+        wait_until(lambda: out == ["before\n"], 20, "the first record")
+        for outage in (1, 2):
+            broker.kill()
+            wait_until(lambda: len(warnings()) == outage, 20, f"warning {outage}")
+            time.sleep(3)  # the consumer retries every half second meanwhile: no more lines
+            assert len(warnings()) == outage, err
+            match = UNREACHABLE.fullmatch(warnings()[-1])
+            assert match is not None and match.group(1) == str(broker.port), err
+            if outage == 1:  # back on the same port and log dir: the consumer carries on
+                broker = BrokerProcess(tmp_path / "logs", port=broker.port).start()
+                assert tool(console_producer.main, "--bootstrap-server", broker.bootstrap,
+                            "--topic", "outage", stdin=b"after\n").rc == 0
+                wait_until(lambda: out == ["before\n", "after\n"], 20, "the record after")
+        assert consumer.poll() is None, err  # still running: a warning, not an exit
+    finally:
+        consumer.kill()
+        consumer.wait(10)
+        if broker.proc is not None and broker.proc.poll() is None:
+            broker.kill()

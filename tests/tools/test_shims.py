@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from pybroker import __version__
 from tests.helpers import ROOT
 
 BIN = ROOT / "bin"
@@ -115,6 +116,15 @@ def test_modules_run_with_python_dash_m() -> None:
                           capture_output=True, cwd=ROOT, timeout=30,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode == 0 and b"--print-data-log" in done.stdout
+
+
+@pytest.mark.parametrize("name", sorted(TOOLS))
+def test_every_tool_answers_version(name: str) -> None:
+    # Kafka's tools all take --version; it answers before any required flag is checked.
+    done = subprocess.run([sys.executable, "-m", f"pybroker.tools.{TOOLS[name]}", "--version"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=30,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{__version__} (pybroker)\n", "")
 
 
 @needs_venv
