@@ -210,12 +210,12 @@ class Broker:
             await self.create_logs_off_loop(info)
         return code, message
 
-    def delete_topic(self, name: str) -> ErrorCode:
-        code, detached = self.detach_topic(name)
+    async def delete_topic(self, name: str) -> ErrorCode:
+        code, detached = await self.detach_topic(name)
         remove_dirs(detached)
         return code
 
-    def detach_topic(self, name: str) -> tuple[ErrorCode, list[Path]]:
+    async def detach_topic(self, name: str) -> tuple[ErrorCode, list[Path]]:
         """Delete a topic, except for removing its files: returns the partitions' renamed
         `*-delete` directories for the caller to remove (DeleteTopics does it in a worker
         thread: removing a gigabyte of segments took ~240 ms, a stall for every client).
@@ -233,7 +233,7 @@ class Broker:
             self.replicas.forget(name, p.partition)
             self.purgatory.notify_all((name, p.partition))
         self._topic_configs.pop(name, None)
-        self.groups.on_topic_deleted(name)
+        await self.groups.on_topic_deleted(name)
         log.info("deleted topic %s", name)
         return ErrorCode.NONE, detached
 

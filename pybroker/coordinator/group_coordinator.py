@@ -208,9 +208,14 @@ class GroupCoordinator:
             offset = max(offset, data.next_offset)
 
     # -- persisting and answering --------------------------------------------------------------
-    def _persist(self, records: list[GroupRecord]) -> ErrorCode:
-        """Append each partition's records as one batch, then replay them. The first error
-        stops it; partitions already written stay written (and replayed)."""
+    async def _persist(self, records: list[GroupRecord]) -> ErrorCode:
+        """Append each partition's records as one batch, wait until it is committed (the
+        high watermark passed it, within offsets.commit.timeout.ms), then replay it: nothing
+        is answered or applied before it would survive the leader's loss. The first error
+        stops it; partitions already committed stay committed (and replayed). A write that
+        timed out is still in the log and may be committed later: loading replays it then, as
+        Kafka's does (the client was told its fate is unknown, and retries). On one broker the
+        append commits at once and this never yields."""
         code = self.ensure_topic()
         if code:
             return code
@@ -222,7 +227,11 @@ class GroupCoordinator:
             batch = build_batch([encode_record(r, now) for r in batch_records])
             try:
                 result = self.broker.replicas.append(OFFSETS_TOPIC, partition, batch,
-                                                     internal=True)
+                                                     internal=True, acks=-1)
+                if result.error == ErrorCode.NONE:
+                    await self.broker.replicas.wait_for_commit(
+                        [((OFFSETS_TOPIC, partition), result)],
+                        self.broker.config.offsets_commit_timeout_ms)
                 error = result.error
             except Exception:
                 log.exception("append to %s-%d failed", OFFSETS_TOPIC, partition)
@@ -234,14 +243,14 @@ class GroupCoordinator:
                 self.state.replay(record)
         return ErrorCode.NONE
 
-    def _apply(self, outcome: Outcome[Any]) -> ErrorCode:
+    async def _apply(self, outcome: Outcome[Any]) -> ErrorCode:
         """Persist, then release completions (turned into errors if persisting failed)."""
-        error = self._persist(outcome.records) if outcome.records else ErrorCode.NONE
+        error = await self._persist(outcome.records) if outcome.records else ErrorCode.NONE
         if error:
             self._deliver([(t, _failed(r, error)) for t, r in outcome.completions])
             follow_up = self.state.persist_failed({record_group(r) for r in outcome.records},
                                                   self.now())
-            if follow_up.records and self._persist(follow_up.records):
+            if follow_up.records and await self._persist(follow_up.records):
                 log.error("giving up persisting group state after %s", error.name)
             self._deliver(follow_up.completions)
         else:
@@ -261,7 +270,7 @@ class GroupCoordinator:
         waiter = self._waiters[token] = _Waiter()
         try:
             outcome = op(token)
-            error = self._apply(outcome)
+            error = await self._apply(outcome)
             if outcome.response is not None:
                 response: Any = outcome.response
                 return _failed(response, error) if error else response  # type: ignore
@@ -277,27 +286,28 @@ class GroupCoordinator:
     async def sync(self, request: SyncRequest) -> SyncResult:
         return await self._wait_for(lambda token: self.state.sync(request, self.now(), token))
 
-    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
-                  generation_id: int) -> ErrorCode:
+    async def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
+                        generation_id: int) -> ErrorCode:
         outcome = self.state.heartbeat(group_id, member_id, group_instance_id, generation_id,
                                        self.now())
-        self._apply(outcome)
+        await self._apply(outcome)
         assert outcome.response is not None
         return outcome.response
 
-    def leave(self, group_id: str, members: Sequence[LeavingMember]) -> LeaveResult:
+    async def leave(self, group_id: str, members: Sequence[LeavingMember]) -> LeaveResult:
         outcome = self.state.leave(group_id, members, self.now())
-        self._apply(outcome)
+        await self._apply(outcome)
         assert outcome.response is not None
         return outcome.response
 
     # -- offsets and administration ------------------------------------------------------------
-    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
-                       generation_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata]
-                       ) -> dict[TopicPartition, ErrorCode]:
+    async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
+                             generation_id: int,
+                             offsets: Mapping[TopicPartition, OffsetAndMetadata]
+                             ) -> dict[TopicPartition, ErrorCode]:
         outcome = self.state.commit_offsets(group_id, member_id, group_instance_id,
                                             generation_id, offsets, self.now())
-        error = self._apply(outcome)
+        error = await self._apply(outcome)
         assert outcome.response is not None
         if error:
             return {tp: code or error for tp, code in outcome.response.items()}
@@ -308,19 +318,19 @@ class GroupCoordinator:
                       ) -> tuple[ErrorCode, list[tuple[str, int, OffsetAndMetadata | None]]]:
         return self.state.fetch_offsets(group_id, partitions, require_stable)
 
-    def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
-                       ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+    async def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
+                             ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         outcome = self.state.delete_offsets(group_id, partitions)
-        error = self._apply(outcome)
+        error = await self._apply(outcome)
         assert outcome.response is not None
         top, per_partition = outcome.response
         if error:
             return error, {}
         return top, per_partition
 
-    def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
+    async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
         outcome = self.state.delete_groups(group_ids)
-        error = self._apply(outcome)
+        error = await self._apply(outcome)
         assert outcome.response is not None
         if error:
             return {g: code or error for g, code in outcome.response.items()}
@@ -333,9 +343,9 @@ class GroupCoordinator:
                     types: Sequence[str] = ()) -> list[GroupListing]:
         return self.state.list_groups(states, types)
 
-    def on_topic_deleted(self, topic: str) -> None:
+    async def on_topic_deleted(self, topic: str) -> None:
         """Committed offsets of a deleted topic go with it (Kafka's onPartitionsDeleted)."""
-        self._apply(self.state.topics_deleted([topic]))
+        await self._apply(self.state.topics_deleted([topic]))
 
     # -- background work -----------------------------------------------------------------------
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -360,7 +370,7 @@ class GroupCoordinator:
             if deadline is not None and deadline <= now:
                 self._sleeping_until = math.inf
                 try:
-                    self._apply(self.state.expire(now))
+                    await self._apply(self.state.expire(now))
                 except Exception:
                     log.exception("group coordinator timers failed")
                 await trio.sleep(0)
@@ -374,11 +384,11 @@ class GroupCoordinator:
         while True:
             await trio.sleep(interval)
             try:
-                self.cleanup()
+                await self.cleanup()
             except Exception:
                 log.exception("offset retention failed")
 
-    def cleanup(self) -> None:
+    async def cleanup(self) -> None:
         """Expire offsets and empty groups, and drop offsets of topics that are gone."""
         topics = self.broker.metadata.image.topics
-        self._apply(self.state.cleanup(self.now(), lambda t: t in topics))
+        await self._apply(self.state.cleanup(self.now(), lambda t: t in topics))

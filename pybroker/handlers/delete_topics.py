@@ -27,13 +27,13 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     else:
         wanted = [(name, None) for name in request.topic_names]
     async with ctx.broker.topic_changes:
-        responses, detached = _detach(ctx, wanted)
+        responses, detached = await _detach(ctx, wanted)
     if detached:
         await trio.to_thread.run_sync(remove_dirs, detached)
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-def _detach(ctx: RequestContext,
+async def _detach(ctx: RequestContext,
             wanted: list[tuple[str | None, uuid.UUID | None]]) -> tuple[list[dict], list[Path]]:
     """Delete the topics from the metadata and detach their logs; the renamed directories
     are returned for removal off the event loop."""
@@ -63,7 +63,7 @@ def _detach(ctx: RequestContext,
                               "error_message": "Internal topics cannot be deleted."})
             continue
         topic_id = info.topic_id
-        code, dirs = broker.detach_topic(name)
+        code, dirs = await broker.detach_topic(name)
         detached.extend(dirs)
         responses.append({"name": name, "topic_id": topic_id, "error_code": int(code),
                           "error_message": None})

@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             offsets[tp] = OffsetAndMetadata(
                 p.committed_offset, p.committed_metadata or "", now,
                 p.committed_leader_epoch, expire)
-    results = groups.commit_offsets(request.group_id, request.member_id,
+    results = await groups.commit_offsets(request.group_id, request.member_id,
                                     request.group_instance_id,
                                     request.generation_id_or_member_epoch, offsets)
     topics = []

@@ -15,6 +15,7 @@ from pybroker.broker import Broker
 from pybroker.coordinator.group_coordinator import OFFSETS_TOPIC
 from pybroker.coordinator.group_records import OffsetAndMetadata
 from pybroker.coordinator.group_state import JoinRequest, JoinResult, SyncRequest
+from pybroker.replica.partition import FollowerState
 from pybroker.replica_manager import AppendResult
 from tests.helpers import broker_config
 
@@ -57,7 +58,7 @@ async def test_join_waits_for_the_rebalance_and_sessions_expire(broker: Broker,
         nursery.start_soon(join, "b")
         await trio.sleep(0.5)
         assert "b" not in results  # waiting for a to rejoin
-        assert groups.heartbeat("g", a.member_id, None, 1) == E.REBALANCE_IN_PROGRESS
+        assert await groups.heartbeat("g", a.member_id, None, 1) == E.REBALANCE_IN_PROGRESS
         nursery.start_soon(join, "a", a.member_id)
         await trio.sleep(0.1)
         assert results["a"].generation_id == results["b"].generation_id == 2
@@ -98,7 +99,7 @@ async def test_failed_append_is_reported_and_not_applied(broker: Broker, autojum
     monkeypatch.setattr(broker.replicas, "append",
                         lambda *a, **k: AppendResult(E.NOT_LEADER_OR_FOLLOWER))
     value = OffsetAndMetadata(5, "", 0)
-    assert groups.commit_offsets("g", "", None, -1, {("t", 0): value}) == \
+    assert await groups.commit_offsets("g", "", None, -1, {("t", 0): value}) == \
         {("t", 0): E.NOT_COORDINATOR}
     assert groups.fetch_offsets("g", None) == (E.NONE, [])
     async with trio.open_nursery() as nursery:
@@ -114,10 +115,11 @@ async def test_failed_append_is_reported_and_not_applied(broker: Broker, autojum
 async def test_restart_loads_offsets_and_groups(broker: Broker, log_dir: Path) -> None:
     groups = broker.groups
     value = OffsetAndMetadata(42, "meta", 1)
-    assert groups.commit_offsets("solo", "", None, -1, {("t", 1): value}) == {("t", 1): E.NONE}
-    groups.commit_offsets("solo", "", None, -1, {("t", 0): OffsetAndMetadata(7, "", 1)})
-    assert groups.delete_groups(["solo"]) == {"solo": E.NONE}
-    groups.commit_offsets("kept", "", None, -1, {("t", 0): value})
+    assert await groups.commit_offsets("solo", "", None, -1, {("t", 1): value}) == \
+        {("t", 1): E.NONE}
+    await groups.commit_offsets("solo", "", None, -1, {("t", 0): OffsetAndMetadata(7, "", 1)})
+    assert await groups.delete_groups(["solo"]) == {"solo": E.NONE}
+    await groups.commit_offsets("kept", "", None, -1, {("t", 0): value})
     broker.close()
     again = Broker(broker_config(log_dir))
     try:
@@ -139,6 +141,42 @@ async def test_offsets_topic_is_created_on_first_use(broker: Broker) -> None:
 
 async def test_deleting_a_topic_drops_its_offsets(broker: Broker) -> None:
     groups = broker.groups
-    groups.commit_offsets("g", "", None, -1, {("t", 0): OffsetAndMetadata(3, "", 0)})
-    assert broker.delete_topic("t") == E.NONE
+    await groups.commit_offsets("g", "", None, -1, {("t", 0): OffsetAndMetadata(3, "", 0)})
+    assert await broker.delete_topic("t") == E.NONE
     assert groups.fetch_offsets("g", None) == (E.NONE, [])
+
+
+async def test_a_commit_is_answered_and_applied_only_once_committed(
+        broker: Broker, autojump_clock: Any) -> None:
+    """The coordinator waits for the high watermark of __consumer_offsets (a follower in the
+    ISR is the test double): until it passes the records, nothing is answered or applied;
+    after offsets.commit.timeout.ms the commit fails, retriably, and is not applied."""
+    groups = broker.groups
+    assert groups.ensure_topic() == E.NONE
+    partition = groups.partition_for("g")
+    code, part = broker.replicas.leader_partition(OFFSETS_TOPIC, partition)
+    assert code == E.NONE and part is not None
+    part.replicas, part.followers = (0, 1), {1: FollowerState()}
+    part.set_isr([0, 1])
+    value = OffsetAndMetadata(5, "", 0)
+
+    start = trio.current_time()
+    assert await groups.commit_offsets("g", "", None, -1, {("t", 0): value}) == \
+        {("t", 0): E.COORDINATOR_NOT_AVAILABLE}
+    assert trio.current_time() - start == pytest.approx(
+        broker.config.offsets_commit_timeout_ms / 1000)
+    assert groups.fetch_offsets("g", None) == (E.NONE, [])
+
+    answered: dict = {}
+
+    async def commit() -> None:
+        answered.update(await groups.commit_offsets("g", "", None, -1, {("t", 0): value}))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(commit)
+        await trio.sleep(1)
+        assert not answered and groups.fetch_offsets("g", None) == (E.NONE, [])
+        broker.replicas.read(OFFSETS_TOPIC, partition, part.log.log_end_offset, 1 << 20,
+                             replica_id=1)  # the follower has it all: committed
+    assert answered == {("t", 0): E.NONE}
+    assert groups.fetch_offsets("g", None) == (E.NONE, [("t", 0, value)])
