@@ -321,6 +321,36 @@ def test_kafka_zookeeper_style_file_loads_without_warnings() -> None:
     assert config.zookeeper_connect == "localhost:2181"
 
 
+@pytest.mark.parametrize("given", [
+    {"listeners": "SSL://127.0.0.1:9093"},
+    {"listeners": "SASL_SSL://127.0.0.1:9093"},
+    {"listeners": "SASL_PLAINTEXT://127.0.0.1:9093"},
+    # A custom name mapped to a secure protocol is as secure-looking as SSL:// itself.
+    {"listeners": "EXTERNAL://127.0.0.1:9093",
+     "listener.security.protocol.map": "EXTERNAL:SASL_SSL,PLAINTEXT:PLAINTEXT"},
+], ids=["SSL", "SASL_SSL", "SASL_PLAINTEXT", "mapped-name"])
+def test_secure_listener_is_refused_not_served_as_plaintext(given: dict[str, str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_broker_config(None, given)
+    message = str(info.value)
+    assert message.startswith("Invalid value ") and "listeners" in message
+    assert "not support" in message and "\n" not in message
+
+
+def test_second_client_listener_is_refused_not_dropped() -> None:
+    with pytest.raises(ConfigError, match="one client listener; 2 are given"):
+        load_broker_config(None, {
+            "listeners": "PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:9093",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"})
+
+
+def test_plaintext_listener_under_another_name_is_served() -> None:
+    config = load_broker_config(None, {
+        "listeners": "CLIENT://127.0.0.1:9092",
+        "listener.security.protocol.map": "CLIENT:PLAINTEXT"})
+    assert config.broker_listeners == (Listener("CLIENT", "127.0.0.1", 9092),)
+
+
 def test_controller_listener_gets_plaintext_when_no_map_is_given() -> None:
     config = load_broker_config(None, {"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
                                        "controller.listener.names": "CONTROLLER"})

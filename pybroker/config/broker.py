@@ -84,7 +84,8 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("listeners", _LS, ("PLAINTEXT://127.0.0.1:9092",), NonEmptyUniqueList(), _HIGH,
        "Where to accept connections: comma-separated NAME://host:port. An empty host binds all "
        "interfaces and port 0 picks a free port. pybroker defaults to 127.0.0.1 (Kafka binds "
-       "all interfaces) so a new broker is not exposed to the network."),
+       "all interfaces) so a new broker is not exposed to the network. Only one PLAINTEXT "
+       "client listener is served; SSL and SASL listeners, or several, are refused at start."),
     _k("advertised.listeners", _LS, None, NonEmptyUniqueList(), _HIGH,
        "Addresses handed to clients in Metadata when they differ from the bound ones (NAT, "
        "containers). Unset: listeners. 0.0.0.0 is refused: no client can connect to it."),
@@ -589,7 +590,33 @@ class BrokerConfig(Mapping[str, object]):
                                   "set advertised.listeners to a reachable host")
         self.advertised_listeners: tuple[Listener, ...] = tuple(
             item for item in advertised if item.name not in self.controller_listener_names)
+        self._refuse_unserved_listeners()
         self.inter_broker_listener_name: str = self._inter_broker_listener_name()
+
+    def _refuse_unserved_listeners(self) -> None:
+        """Refuse the client listeners this broker cannot serve as configured.
+
+        Without TLS and SASL, an SSL/SASL listener would speak plaintext Kafka: a user who
+        asked for encryption or authentication would silently get neither. And only one
+        client listener is bound: a second one would be dropped without a word. Both are
+        refused at start until the security work (and binding every listener) lands.
+        """
+        raw = ",".join(cast("tuple[str, ...]", self._values["listeners"]))
+        served = self.broker_listeners
+        for item in served:
+            protocol = self.listener_security_protocol_map[item.name]
+            if protocol != "PLAINTEXT":
+                raise ConfigError("listeners", raw,
+                                  f"Listener {item.name} uses security protocol {protocol}, "
+                                  "which pybroker does not support yet (no TLS or SASL); "
+                                  "only PLAINTEXT listeners can be served")
+        if not served:
+            raise ConfigError("listeners", raw, "Every listener is a controller listener; "
+                                                "clients need one to connect to")
+        if len(served) > 1:
+            raise ConfigError("listeners", raw,
+                              f"pybroker serves one client listener; {len(served)} are given "
+                              f"({', '.join(item.name for item in served)})")
 
     def _protocol_map(self) -> dict[str, str]:
         raw = cast(str, self._values["listener.security.protocol.map"])

@@ -168,6 +168,19 @@ def test_invalid_value_exits_with_one_line(config_file: Path, tmp_path: Path) ->
     assert "abc" in result.stderr
 
 
+@pytest.mark.parametrize("listeners", ["SSL://127.0.0.1:0", "SASL_SSL://127.0.0.1:0",
+                                       "SASL_PLAINTEXT://127.0.0.1:0",
+                                       "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"])
+def test_secure_listener_exits_with_one_line(config_file: Path, tmp_path: Path,
+                                             listeners: str) -> None:
+    """Never plaintext on a port the operator configured for TLS or SASL."""
+    result = _run_failing([sys.executable, "-m", "pybroker", str(config_file),
+                           "--override", f"listeners={listeners}",
+                           "--override", f"advertised.listeners={listeners}",
+                           "--override", f"log.dirs={tmp_path / 'logs'}"])
+    assert "does not support yet" in result.stderr
+
+
 def test_override_without_equals_is_an_error(config_file: Path, tmp_path: Path) -> None:
     result = _run_failing(_module_args(config_file, tmp_path / "logs",
                                        "--override", "num.partitions"))
