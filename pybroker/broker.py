@@ -18,8 +18,8 @@ import trio
 from protocol.errors import ErrorCode
 from pybroker.cluster.metadata import LocalMetadataStore, TopicInfo
 from pybroker.cluster.topic_names import invalid_topic_reason, is_internal
-from pybroker.config import BrokerConfig, ConfigError, TopicConfig, resolve_topic_config, \
-    validate_topic_configs
+from pybroker.config import BrokerConfig, ConfigError, TopicConfig, \
+    inert_topic_config_warnings, resolve_topic_config, validate_topic_configs
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIdManager
 from pybroker.connection_limits import ConnectionLimits
@@ -186,6 +186,7 @@ class Broker:
                                           internal=internal or is_internal(name))
         self._topic_configs.pop(name, None)
         log.info("created topic %s with %d partition(s)", name, partitions)
+        self._warn_inert(name, configs)
         return ErrorCode.NONE, None, info
 
     def create_topic(self, name: str, partitions: int, replication_factor: int,
@@ -242,7 +243,12 @@ class Broker:
         self.metadata.add_partitions(name, total)
         await self.create_logs_off_loop(self.metadata.image.topics[name])
 
+    def _warn_inert(self, topic: str, configs: dict[str, str]) -> None:
+        for warning in inert_topic_config_warnings(configs):
+            log.warning("topic %s: %s", topic, warning)
+
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._warn_inert(name, configs)
         self.metadata.set_topic_configs(name, configs)
         self._topic_configs.pop(name, None)
         config = self.log_config(name)

@@ -12,7 +12,10 @@ Differences from Kafka, on purpose:
 - Every broker key is read-only in DescribeConfigs: there is no dynamic broker configuration.
 
 As in Kafka, unknown keys are reported (`BrokerConfig.warnings`, and logged), never fatal: a
-typo costs a warning, and files written for another Kafka version still load.
+typo costs a warning, and files written for another Kafka version still load. No known key is
+a silent promise either: each is honoured, inert until a named feature lands (setting it is
+reported the same way), or not applicable, with the reason in its doc (`KeyState`; the table
+in docs/CONFIG.md is generated from this one).
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from typing import Generic, Iterator, Mapping, NamedTuple, TypeVar, cast, overlo
 
 from pybroker.config.definitions import (
     INT32_MAX, INT64_MAX, ConfigEntry, ConfigError, ConfigKey, ConfigSource, ConfigType,
-    Importance, ListOf, NonEmptyUniqueList, OneOf, Validator, at_least, between,
+    Importance, KeyState, ListOf, NonEmptyUniqueList, OneOf, Validator, at_least, between,
     kafka_synonym_order, to_config_string,
 )
 from pybroker.config.properties import load_properties
@@ -47,8 +50,14 @@ _MINUTE_MS = 60 * 1000
 
 
 def _k(name: str, type_: ConfigType, default: object, validator: Validator | None,
-       importance: Importance, doc: str) -> ConfigKey:
-    return ConfigKey(name, type_, default, validator, importance, doc)
+       importance: Importance, doc: str, *, inert: str | None = None, na: bool = False,
+       refused: tuple[object, ...] = ()) -> ConfigKey:
+    """One row of the table; `inert` names the feature an unbuilt key waits for, `na` marks a
+    Kafka internal pybroker has no counterpart for (see KeyState)."""
+    state = (KeyState.INERT if inert else KeyState.NOT_APPLICABLE if na
+             else KeyState.HONOURED)
+    return ConfigKey(name, type_, default, validator, importance, doc, state=state,
+                     feature=inert, refused_values=refused)
 
 
 BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
@@ -60,7 +69,7 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "The ZooKeeper-era name of node.id, kept so older configuration files work."),
     _k("process.roles", _LS, (), ListOf(("broker", "controller"), unique=True), _HIGH,
        "KRaft roles of this node. Accepted so Kafka's files load; pybroker is always a broker "
-       "and never runs a KRaft controller."),
+       "and never runs a KRaft controller.", na=True),
     _k("cluster.id", _S, None, None, _LOW,
        "A fixed cluster id to use instead of a generated one. Kafka keeps the id in "
        "meta.properties beside the data rather than in this file."),
@@ -68,15 +77,15 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Rack or zone label of this broker, reported to clients for rack-aware placement."),
     _k("zookeeper.connect", _S, None, None, _HIGH,
        "ZooKeeper connection string, host:port[,host:port...][/chroot]. Unset: a single broker "
-       "keeps its metadata in local files. Set: several brokers coordinate through ZooKeeper."),
+       "keeps its metadata in local files. Set: several brokers coordinate through ZooKeeper.", inert="replication"),
     _k("zookeeper.connection.timeout.ms", _I, None, None, _HIGH,
-       "How long to wait for ZooKeeper at start. Unset: zookeeper.session.timeout.ms."),
+       "How long to wait for ZooKeeper at start. Unset: zookeeper.session.timeout.ms.", inert="replication"),
     _k("zookeeper.session.timeout.ms", _I, 18000, None, _HIGH,
-       "ZooKeeper session timeout: a broker silent this long loses its registration."),
+       "ZooKeeper session timeout: a broker silent this long loses its registration.", inert="replication"),
     _k("controller.quorum.voters", _LS, (), None, _HIGH,
-       "KRaft controller voters. Accepted for compatibility; unused."),
+       "KRaft controller voters. Accepted for compatibility; unused.", na=True),
     _k("controller.quorum.bootstrap.servers", _LS, (), None, _HIGH,
-       "KRaft controller bootstrap addresses. Accepted for compatibility; unused."),
+       "KRaft controller bootstrap addresses. Accepted for compatibility; unused.", na=True),
     _k("controller.listener.names", _S, None, None, _HIGH,
        "Listener names used by KRaft controllers. pybroker leaves them out of the addresses it "
        "advertises to clients."),
@@ -94,15 +103,15 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Security protocol of each listener name, as NAME:PROTOCOL pairs."),
     _k("inter.broker.listener.name", _S, None, None, _MEDIUM,
        "Listener brokers use to reach each other; must be an advertised listener. Only one of "
-       "this and security.inter.broker.protocol may be set."),
+       "this and security.inter.broker.protocol may be set.", inert="replication"),
     _k("security.inter.broker.protocol", _S, "PLAINTEXT", OneOf(SECURITY_PROTOCOLS), _MEDIUM,
-       "Protocol brokers use to reach each other, when inter.broker.listener.name is unset."),
+       "Protocol brokers use to reach each other, when inter.broker.listener.name is unset.", inert="replication", refused=("SSL", "SASL_PLAINTEXT", "SASL_SSL")),
     _k("num.network.threads", _I, 3, at_least(1), _HIGH,
-       "Kafka's network thread count. Accepted; pybroker serves each connection as a task."),
+       "Kafka's network thread count. Accepted; pybroker serves each connection as a task.", na=True),
     _k("num.io.threads", _I, 8, at_least(1), _HIGH,
-       "Kafka's request handler thread count. Accepted; unused."),
+       "Kafka's request handler thread count. Accepted; unused.", na=True),
     _k("background.threads", _I, 10, at_least(1), _HIGH,
-       "Kafka's background thread count. Accepted; unused."),
+       "Kafka's background thread count. Accepted; unused.", na=True),
     # Kafka's default for both is 102400. pybroker's is -1: fixed 100 KB buffers cost 20-30 %
     # of large-record produce and consume throughput here against Linux's autotuning (more
     # partial writes, each a wait on the event loop). A configured value is applied as Kafka
@@ -126,7 +135,7 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Most client connections open at once from one address."),
     _k("queued.max.requests", _I, 500, at_least(1), _HIGH,
        "Kafka's request queue bound. Accepted; pybroker handles one request per connection at "
-       "a time, so connections are their own back-pressure."),
+       "a time, so connections are their own back-pressure.", na=True),
     # --- logs -----------------------------------------------------------------------------------
     _k("num.partitions", _I, 1, at_least(1), _MEDIUM,
        "Partitions of a topic created without an explicit count (auto-created, or -1)."),
@@ -181,9 +190,9 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "already under way can finish."),
     _k("log.preallocate", _B, False, None, _MEDIUM,
        "Kafka creates segment files at their full size up front (for Windows file systems). "
-       "Accepted; pybroker's segment files grow as they are written."),
+       "Accepted; pybroker's segment files grow as they are written.", na=True),
     _k("num.recovery.threads.per.data.dir", _I, 1, at_least(1), _HIGH,
-       "Kafka's log recovery thread count. Accepted; unused."),
+       "Kafka's log recovery thread count. Accepted; unused.", na=True),
     _k("log.message.timestamp.type", _S, "CreateTime", OneOf(TIMESTAMP_TYPES), _MEDIUM,
        "Record timestamps kept: the producer's (CreateTime) or the broker's clock at append "
        "(LogAppendTime)."),
@@ -194,7 +203,7 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("log.message.downconversion.enable", _B, True, None, _LOW,
        "Whether a fetch by an old client (message format v0/v1) may be served by converting "
        "batches down to its format. Accepted; unused: Fetch is served from v4, whose clients "
-       "read magic-2 batches, so nothing is ever converted (as in Kafka 4)."),
+       "read magic-2 batches, so nothing is ever converted (as in Kafka 4).", na=True),
     _k("auto.create.topics.enable", _B, True, None, _HIGH,
        "Create a topic with default settings when a Metadata request that allows it names an "
        "unknown topic."),
@@ -232,24 +241,24 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Replicas of a topic created without an explicit factor (auto-created, or -1)."),
     _k("replica.fetch.max.bytes", _I, 1048576, at_least(0), _MEDIUM,
        "Bytes a follower asks for per partition in one fetch (a larger first batch still "
-       "comes through)."),
+       "comes through).", inert="replication"),
     _k("replica.fetch.wait.max.ms", _I, 500, None, _MEDIUM,
-       "How long a follower's fetch waits at the leader for new data."),
+       "How long a follower's fetch waits at the leader for new data.", inert="replication"),
     _k("replica.fetch.min.bytes", _I, 1, None, _MEDIUM,
-       "Bytes a follower's fetch waits for before returning early."),
+       "Bytes a follower's fetch waits for before returning early.", inert="replication"),
     _k("replica.lag.time.max.ms", _L, 30000, None, _HIGH,
-       "A follower that has not caught up within this long leaves the in-sync replicas."),
+       "A follower that has not caught up within this long leaves the in-sync replicas.", inert="replication"),
     _k("replica.socket.timeout.ms", _I, 30000, None, _HIGH,
-       "Network timeout of a follower's requests to the leader."),
+       "Network timeout of a follower's requests to the leader.", inert="replication"),
     _k("replica.high.watermark.checkpoint.interval.ms", _L, 5000, None, _HIGH,
-       "How often high watermarks are checkpointed to disk."),
+       "How often high watermarks are checkpointed to disk.", inert="replication"),
     _k("num.replica.fetchers", _I, 1, None, _HIGH,
-       "Fetcher tasks per source broker used by followers."),
+       "Fetcher tasks per source broker used by followers.", inert="replication"),
     _k("unclean.leader.election.enable", _B, False, None, _HIGH,
        "Allow a replica outside the in-sync set to become leader, losing acknowledged writes, "
-       "rather than leave a partition offline."),
+       "rather than leave a partition offline.", inert="replication"),
     _k("auto.leader.rebalance.enable", _B, True, None, _HIGH,
-       "Move leadership back to preferred replicas in the background."),
+       "Move leadership back to preferred replicas in the background.", inert="replication"),
     _k("fetch.max.bytes", _I, 57671680, at_least(1024), _MEDIUM,
        "Upper bound on one Fetch response, whatever the client asks for."),
     # --- consumer groups and committed offsets --------------------------------------------------
@@ -278,25 +287,25 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Largest metadata string accepted with a committed offset."),
     # --- transactions and producer state --------------------------------------------------------
     _k("transaction.state.log.num.partitions", _I, 50, at_least(1), _HIGH,
-       "Partitions of __transaction_state; fixed once the topic exists."),
+       "Partitions of __transaction_state; fixed once the topic exists.", inert="transactions"),
     _k("transaction.state.log.replication.factor", _SH, 3, at_least(1), _HIGH,
-       "Replicas of __transaction_state; a single broker needs 1."),
+       "Replicas of __transaction_state; a single broker needs 1.", inert="transactions"),
     _k("transaction.state.log.min.isr", _I, 2, at_least(1), _HIGH,
-       "min.insync.replicas of __transaction_state; a single broker needs 1."),
+       "min.insync.replicas of __transaction_state; a single broker needs 1.", inert="transactions"),
     _k("transaction.state.log.segment.bytes", _I, 104857600, at_least(1), _HIGH,
-       "Segment size of __transaction_state."),
+       "Segment size of __transaction_state.", inert="transactions"),
     _k("transactional.id.expiration.ms", _I, 604800000, at_least(1), _HIGH,
-       "Forget a transactional id that has not been used for this long."),
+       "Forget a transactional id that has not been used for this long.", inert="transactions"),
     _k("transaction.max.timeout.ms", _I, 900000, at_least(1), _HIGH,
-       "Longest transaction timeout a producer may ask for."),
+       "Longest transaction timeout a producer may ask for.", inert="transactions"),
     _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, 10000, at_least(1),
-       _LOW, "How often timed-out transactions are looked for and aborted."),
+       _LOW, "How often timed-out transactions are looked for and aborted.", inert="transactions"),
     _k("producer.id.expiration.ms", _I, 86400000, at_least(1), _LOW,
        "Forget an idempotent producer's sequence state after this long without writes."),
     _k("share.coordinator.state.topic.replication.factor", _SH, 3, at_least(1), _LOW,
-       "Kafka 4 share groups. Accepted so Kafka 4's server.properties loads; unused."),
+       "Kafka 4 share groups. Accepted so Kafka 4's server.properties loads; unused.", na=True),
     _k("share.coordinator.state.topic.min.isr", _SH, 2, at_least(1), _LOW,
-       "Kafka 4 share groups. Accepted so Kafka 4's server.properties loads; unused."),
+       "Kafka 4 share groups. Accepted so Kafka 4's server.properties loads; unused.", na=True),
 )
 
 BROKER_CONFIG_DEFS: Mapping[str, ConfigKey] = MappingProxyType(
@@ -396,8 +405,10 @@ class BrokerConfig(Mapping[str, object]):
         values: dict[str, object] = {}
         for key in BROKER_CONFIG_KEYS:
             values[key.name] = key.parse(props[key.name]) if key.name in props else key.default
-        warnings = tuple(_unknown_key_warning(name) for name in props
-                         if name not in BROKER_CONFIG_DEFS)
+        warnings = tuple(_unknown_key_warning(name) if key is None else key.inert_warning()
+                         for name in props
+                         for key in (BROKER_CONFIG_DEFS.get(name),)
+                         if key is None or key.state is KeyState.INERT)
         for message in warnings:
             logger.warning("%s", message)
         self._values = values
