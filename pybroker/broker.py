@@ -50,7 +50,8 @@ class Broker:
         self.log_dirs = [Path(d) for d in config.log_dirs]
         listener = config.broker_listeners[0]
         self.metadata = LocalMetadataStore(self.log_dirs[0], self.node_id, listener.host,
-                                           listener.port, config.broker_rack)
+                                           listener.port, config.broker_rack,
+                                           config.cluster_id)
         # Before the logs: loading them asks `log_config`, which caches topic configs here.
         self._topic_configs: dict[str, TopicConfig] = {}
         self.logs = LogManager([str(d) for d in self.log_dirs], config_for=self.log_config)

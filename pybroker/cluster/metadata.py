@@ -99,16 +99,35 @@ def write_atomically(path: Path, text: str) -> None:
         os.close(dir_fd)
 
 
+class InconsistentClusterIdError(ValueError):
+    """The configured cluster.id is not the one the data belongs to (Kafka's
+    InconsistentClusterIdException): starting would mix two clusters' data."""
+
+
+def resolve_cluster_id(stored: str | None, configured: str | None) -> str:
+    """The cluster id: meta.properties' if it has one, else `cluster.id`, else a new one.
+
+    A configured id that differs from the stored one is refused, as Kafka refuses a broker
+    whose ZooKeeper cluster id does not match its meta.properties.
+    """
+    if stored and configured and stored != configured:
+        raise InconsistentClusterIdError(
+            f"The Cluster ID {configured} doesn't match stored clusterId {stored} in "
+            "meta.properties. The broker is trying to join the wrong cluster. Configured "
+            "cluster.id may be wrong.")
+    return stored or configured or new_cluster_id()
+
+
 class LocalMetadataStore:
     """One broker's metadata, persisted in its first log dir."""
 
     def __init__(self, log_dir: Path, node_id: int, host: str, port: int,
-                 rack: str | None = None) -> None:
+                 rack: str | None = None, cluster_id: str | None = None) -> None:
         self.log_dir = log_dir
         self.rack = rack
         log_dir.mkdir(parents=True, exist_ok=True)
         props = read_meta_properties(log_dir)
-        cluster_id = props.get("cluster.id") or new_cluster_id()
+        cluster_id = resolve_cluster_id(props.get("cluster.id"), cluster_id)
         stored_node = props.get("node.id")
         if stored_node is not None and int(stored_node) != node_id:
             raise ValueError(f"{log_dir / META_PROPERTIES} belongs to node {stored_node}, "

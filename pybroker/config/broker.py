@@ -71,8 +71,9 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "KRaft roles of this node. Accepted so Kafka's files load; pybroker is always a broker "
        "and never runs a KRaft controller.", na=True),
     _k("cluster.id", _S, None, None, _LOW,
-       "A fixed cluster id to use instead of a generated one. Kafka keeps the id in "
-       "meta.properties beside the data rather than in this file."),
+       "The cluster id to use when the log dir's meta.properties has none (instead of a "
+       "generated one). An id that differs from the one in meta.properties is refused at "
+       "start, as Kafka refuses a broker joining the wrong cluster."),
     _k("broker.rack", _S, None, None, _MEDIUM,
        "Rack or zone label of this broker, reported to clients for rack-aware placement."),
     _k("zookeeper.connect", _S, None, None, _HIGH,
