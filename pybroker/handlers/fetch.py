@@ -2,7 +2,8 @@
 
 A fetch with too little data waits in the purgatory for an append to one of its partitions,
 then reads again. The first batch found is returned whole even when larger than the limits,
-so a consumer can always make progress (Kafka's rule). Fetch sessions are not kept: every
+so a consumer can always make progress (Kafka's rule). The response as a whole is capped at
+the smaller of the request's max_bytes and the broker's fetch.max.bytes. Fetch sessions are not kept: every
 response carries session id 0, which clients treat as a full fetch.
 
 Records need no transforming on the way out (every version served carries magic-2 batches as
@@ -24,10 +25,11 @@ from pybroker.replica_manager import READ_COMMITTED
 SENDFILE_MIN_BATCH = 64 * 1024
 
 
-def _read_all(ctx: RequestContext, request: Container) -> tuple[list[dict], int, bool]:
+def _read_all(ctx: RequestContext, request: Container,
+              max_bytes: int) -> tuple[list[dict], int, bool]:
     manager = ctx.broker.replicas
     replica = request.replica_id >= 0
-    remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    remaining = max_bytes
     total = 0
     errors = False
     read_committed = request.isolation_level == READ_COMMITTED
@@ -60,13 +62,18 @@ def _read_all(ctx: RequestContext, request: Container) -> tuple[list[dict], int,
 async def handle(ctx: RequestContext, request: Container) -> dict:
     deadline = trio.current_time() + max(0, request.max_wait_ms) / 1000
     wanted = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    # As Kafka: the broker's fetch.max.bytes caps what any client asks for (a larger first
+    # batch still comes whole), and min_bytes cannot exceed the cap or it would never be met.
+    max_bytes = min(request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF,
+                    ctx.broker.config.fetch_max_bytes)
+    min_bytes = min(request.min_bytes, max_bytes)
     while True:
-        responses, total, errors = _read_all(ctx, request)
-        if total >= request.min_bytes or errors or not wanted:
+        responses, total, errors = _read_all(ctx, request, max_bytes)
+        if total >= min_bytes or errors or not wanted:
             break
         left = deadline - trio.current_time()
         if left <= 0 or not await ctx.broker.purgatory.wait_any(wanted, left):
-            responses, total, errors = _read_all(ctx, request)
+            responses, total, errors = _read_all(ctx, request, max_bytes)
             break
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 

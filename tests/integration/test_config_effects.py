@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from protocol.api_keys import ApiKey
+from protocol.messages import APIS
+from protocol.records.record import iter_records_in
 from pybroker.cluster.metadata import InconsistentClusterIdError, read_meta_properties
 from tests.helpers import broker_in_thread
+from tests.integration.clients import CONFLUENT
+from tests.integration.raw import create_topic, send_request
 
 TIMEOUT = 10
 CLUSTER_ID = "pybroker-test-cluster-1"
@@ -42,3 +47,38 @@ def test_cluster_id_is_used_for_new_data_and_a_mismatch_is_refused(tmp_path: Pat
             pass
     assert refused.group_contains(InconsistentClusterIdError, match="doesn't match stored",
                                   depth=None)
+
+
+def _fetch(bootstrap: str, topic: str, offset: int, max_bytes: int) -> bytes:
+    """One raw Fetch v12 of partition 0 asking for up to `max_bytes`; its records."""
+    body = APIS[ApiKey.FETCH].request.default(12)
+    body.update(dict(max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, topics=[
+        {"topic": topic, "partitions": [
+            {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20,
+             "current_leader_epoch": -1, "log_start_offset": -1, "last_fetched_epoch": -1}]}]))
+    part = send_request(bootstrap, ApiKey.FETCH, 12, body).responses[0].partitions[0]
+    assert part.error_code == 0, part
+    return bytes(part.records)
+
+
+def test_fetch_max_bytes_caps_every_fetch_response(tmp_path: Path) -> None:
+    """fetch.max.bytes caps a Fetch response below what the client asks for; a first batch
+    larger than the cap still comes whole, so a consumer (confluent-kafka, asking for 50 MB)
+    reads everything, batch by batch."""
+    from kafka import KafkaProducer
+    cap = 4096
+    with broker_in_thread(tmp_path / "logs", fetch_max_bytes=str(cap)) as info:
+        topic = topic_name("fetchcap")
+        create_topic(info.bootstrap, topic, 1)
+        producer = KafkaProducer(bootstrap_servers=info.bootstrap, linger_ms=0)
+        sizes = [1000] * 12 + [3 * cap] + [1000] * 3  # one batch each
+        for i, size in enumerate(sizes):
+            producer.send(topic, value=bytes([65 + i]) * size, partition=0).get(TIMEOUT)
+        producer.close(5)
+        capped = _fetch(info.bootstrap, topic, 0, 1 << 30)  # would carry all 27 KB
+        assert 0 < len(capped) <= cap
+        assert [r.offset for r in iter_records_in(capped)] == [0, 1, 2]
+        big = _fetch(info.bootstrap, topic, 12, 1 << 30)
+        assert [r.offset for r in iter_records_in(big)] == [12]  # over the cap, yet whole
+        got = CONFLUENT.consume(info.bootstrap, topic, [0], len(sizes))
+        assert [len(g.value) for g in got] == sizes
