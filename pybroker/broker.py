@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -268,6 +269,9 @@ class Broker:
             nursery.start_soon(self._every, DELETE_CHECK_INTERVAL_MS, self._delete_files)
             nursery.start_soon(self._every, self.config.log_flush_offset_checkpoint_interval_ms,
                                self._checkpoint)
+            nursery.start_soon(self._every,
+                               self.config.log_flush_start_offset_checkpoint_interval_ms,
+                               self._checkpoint_log_start)
             if self.config.log_cleaner_enable:
                 nursery.start_soon(self._every, self.config.log_cleaner_backoff_ms,
                                    self.clean_logs)
@@ -302,7 +306,10 @@ class Broker:
         await trio.to_thread.run_sync(self.logs.flush_dirty, int(time.time() * 1000))
 
     async def _checkpoint(self) -> None:
-        await trio.to_thread.run_sync(self.logs.checkpoint)
+        await trio.to_thread.run_sync(partial(self.logs.checkpoint, log_start_offsets=False))
+
+    async def _checkpoint_log_start(self) -> None:
+        await trio.to_thread.run_sync(partial(self.logs.checkpoint, recovery_points=False))
 
     async def clean_logs(self) -> int:
         """One pass of the log cleaner: compact every log that needs it, filthiest first.

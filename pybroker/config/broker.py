@@ -183,7 +183,8 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "How often the flusher looks for partitions due a flush; also log.flush.interval.ms's "
        "fallback."),
     _k("log.flush.offset.checkpoint.interval.ms", _I, 60000, at_least(0), _HIGH,
-       "How often each partition's recovery point (last flushed offset) is checkpointed."),
+       "How often each partition's recovery point (last flushed offset) and high watermark "
+       "are checkpointed."),
     _k("log.flush.start.offset.checkpoint.interval.ms", _I, 60000, at_least(0), _HIGH,
        "How often each partition's log start offset is checkpointed."),
     _k("log.segment.delete.delay.ms", _L, 60000, at_least(0), _HIGH,

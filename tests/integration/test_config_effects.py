@@ -2,6 +2,7 @@
 no key the docs call honoured is read nowhere)."""
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -12,8 +13,12 @@ from protocol.api_keys import ApiKey
 from protocol.messages import APIS
 from protocol.records.record import iter_records_in
 from pybroker.cluster.metadata import InconsistentClusterIdError, read_meta_properties
+from pybroker.storage.checkpoint import read_offsets
+from pybroker.storage.log_manager import (
+    HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+)
 from tests.helpers import broker_in_thread
-from tests.integration.clients import CONFLUENT
+from tests.integration.clients import CONFLUENT, Rec
 from tests.integration.raw import create_topic, send_request
 
 TIMEOUT = 10
@@ -82,3 +87,33 @@ def test_fetch_max_bytes_caps_every_fetch_response(tmp_path: Path) -> None:
         assert [r.offset for r in iter_records_in(big)] == [12]  # over the cap, yet whole
         got = CONFLUENT.consume(info.bootstrap, topic, [0], len(sizes))
         assert [len(g.value) for g in got] == sizes
+
+
+def _wait_for(predicate, timeout: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_log_start_offset_checkpoint_has_its_own_interval(tmp_path: Path) -> None:
+    """log.flush.start.offset.checkpoint.interval.ms drives the log-start-offset checkpoint
+    on its own timer: with it short and the recovery-point interval an hour, a DeleteRecords
+    (confluent-kafka admin) reaches log-start-offset-checkpoint while the recovery-point and
+    high-watermark checkpoints are not rewritten."""
+    from confluent_kafka import TopicPartition
+    logs = tmp_path / "logs"
+    with broker_in_thread(logs, log_flush_start_offset_checkpoint_interval_ms="100",
+                          log_flush_offset_checkpoint_interval_ms="3600000") as info:
+        topic = topic_name("lso-ckpt")
+        create_topic(info.bootstrap, topic, 1)
+        CONFLUENT.produce(info.bootstrap, topic, [Rec(None, b"v%d" % i, partition=0) for i in range(10)])
+        ck = AdminClient({"bootstrap.servers": info.bootstrap})
+        for future in ck.delete_records([TopicPartition(topic, 0, 6)]).values():
+            future.result(TIMEOUT)
+        assert _wait_for(lambda: read_offsets(logs / LOG_START_OFFSET_CHECKPOINT).get(
+            (topic, 0)) == 6)
+        assert (topic, 0) not in read_offsets(logs / RECOVERY_POINT_CHECKPOINT)
+        assert (topic, 0) not in read_offsets(logs / HIGH_WATERMARK_CHECKPOINT)
