@@ -56,8 +56,12 @@ class Broker:
         # Before the logs: loading them asks `log_config`, which caches topic configs here.
         self._topic_configs: dict[str, TopicConfig] = {}
         self.logs = LogManager([str(d) for d in self.log_dirs], config_for=self.log_config)
-        self.cleaner = LogCleaner(self.logs, max_map_entries=LogCleaner.max_map_entries_for(
-            int(config["log.cleaner.dedupe.buffer.size"]), config.log_cleaner_threads))
+        threads = config.log_cleaner_threads
+        self.cleaner = LogCleaner(
+            self.logs,
+            max_map_entries=LogCleaner.max_map_entries_for(
+                int(config["log.cleaner.dedupe.buffer.size"]), threads),
+            io_chunk=LogCleaner.io_chunk_for(int(config["log.cleaner.io.buffer.size"]), threads))
         self.producer_ids = ProducerIdManager(self.log_dirs[0])
         self.replicas = ReplicaManager(self)
         self.purgatory = Purgatory()
@@ -272,7 +276,8 @@ class Broker:
             nursery.start_soon(self._every,
                                self.config.log_flush_start_offset_checkpoint_interval_ms,
                                self._checkpoint_log_start)
-            if self.config.log_cleaner_enable:
+            # As Kafka: log.cleaner.threads=0 starts no cleaner thread, so nothing is cleaned.
+            if self.config.log_cleaner_enable and self.config.log_cleaner_threads > 0:
                 nursery.start_soon(self._every, self.config.log_cleaner_backoff_ms,
                                    self.clean_logs)
             nursery.start_soon(self.connections.reap)
@@ -312,29 +317,39 @@ class Broker:
         await trio.to_thread.run_sync(partial(self.logs.checkpoint, recovery_points=False))
 
     async def clean_logs(self) -> int:
-        """One pass of the log cleaner: compact every log that needs it, filthiest first.
+        """One pass of the log cleaner: compact every log that needs it, filthiest first,
+        up to log.cleaner.threads logs at a time (Kafka's cleaner threads).
 
         Planning and the final swap run here, on the event loop, between requests, so reads
         never see half a swap; reading, filtering, writing and fsyncing the cleaned segments
-        run in a worker thread, as does writing the checkpoint. A cancel (shutdown) abandons the thread and tells it to stop; it removes
-        its own files. Returns how many logs were cleaned.
+        run in worker threads, one log each, as does writing the checkpoint. A log is planned
+        by one worker only (it joins `done` before the next await). A cancel (shutdown)
+        abandons the threads and tells them to stop; each removes its own files. Returns how
+        many logs were cleaned.
         """
         cleaned = 0
         done: set[tuple[str, int]] = set()
-        while True:
-            plan = self.cleaner.grab_filthiest_log(int(time.time() * 1000), exclude=done)
-            if plan is None:
-                break
-            done.add(plan.topic_partition)
-            stop = threading.Event()
-            try:
-                result = await trio.to_thread.run_sync(self.cleaner.clean, plan, stop,
-                                                       abandon_on_cancel=True)
-            except BaseException:
-                stop.set()
-                raise
-            if self.cleaner.commit(result, write_checkpoint=False) is not None:
-                cleaned += 1
+
+        async def worker() -> None:
+            nonlocal cleaned
+            while True:
+                plan = self.cleaner.grab_filthiest_log(int(time.time() * 1000), exclude=done)
+                if plan is None:
+                    return
+                done.add(plan.topic_partition)
+                stop = threading.Event()
+                try:
+                    result = await trio.to_thread.run_sync(self.cleaner.clean, plan, stop,
+                                                           abandon_on_cancel=True)
+                except BaseException:
+                    stop.set()
+                    raise
+                if self.cleaner.commit(result, write_checkpoint=False) is not None:
+                    cleaned += 1
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(max(1, self.config.log_cleaner_threads)):
+                nursery.start_soon(worker)
         files = self.cleaner.checkpoint_files()
         if files:
             await trio.to_thread.run_sync(self.cleaner.write_checkpoint_files, files)

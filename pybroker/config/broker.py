@@ -222,13 +222,15 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("log.cleaner.enable", _B, True, None, _MEDIUM,
        "Run the log cleaner, which compacts topics whose cleanup.policy includes compact."),
     _k("log.cleaner.threads", _I, 1, at_least(0), _MEDIUM,
-       "Number of logs cleaned at the same time."),
+       "Number of logs cleaned at the same time, each in its own worker thread; 0 cleans "
+       "nothing (Kafka then starts no cleaner thread)."),
     _k("log.cleaner.backoff.ms", _L, 15000, at_least(0), _MEDIUM,
        "How long the cleaner sleeps when no log needs cleaning."),
     _k("log.cleaner.dedupe.buffer.size", _L, 134217728, None, _MEDIUM,
        "Memory for the key → offset map built while cleaning, over all cleaner threads."),
     _k("log.cleaner.io.buffer.size", _I, 524288, at_least(0), _MEDIUM,
-       "Read and write buffer memory of the cleaner, over all cleaner threads."),
+       "Read and write buffer memory of the cleaner, over all cleaner threads: each reads "
+       "and writes segments in chunks of this / threads / 2 bytes (a larger batch whole)."),
     _k("log.cleaner.delete.retention.ms", _L, 86400000, at_least(0), _MEDIUM,
        "How long delete markers (tombstones) stay in a compacted log, so that a consumer "
        "catching up still sees the deletion."),

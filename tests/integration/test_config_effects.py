@@ -2,11 +2,13 @@
 no key the docs call honoured is read nowhere)."""
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+import trio
 from confluent_kafka.admin import AdminClient
 
 from protocol.api_keys import ApiKey
@@ -17,7 +19,8 @@ from pybroker.storage.checkpoint import read_offsets
 from pybroker.storage.log_manager import (
     HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
 )
-from tests.helpers import broker_in_thread
+from pybroker.server import serve
+from tests.helpers import broker_config, broker_in_thread
 from tests.integration.clients import CONFLUENT, Rec
 from tests.integration.raw import create_topic, send_request
 
@@ -117,3 +120,46 @@ def test_log_start_offset_checkpoint_has_its_own_interval(tmp_path: Path) -> Non
             (topic, 0)) == 6)
         assert (topic, 0) not in read_offsets(logs / RECOVERY_POINT_CHECKPOINT)
         assert (topic, 0) not in read_offsets(logs / HIGH_WATERMARK_CHECKPOINT)
+
+
+def test_log_cleaner_threads_clean_logs_in_parallel(tmp_path: Path) -> None:
+    """log.cleaner.threads=2: two dirty compacted logs (written by kafka-python) are cleaned
+    at the same time, each in its own worker thread: each cleaning waits at a barrier for
+    the other, which only a parallel pass gets through. Both logs end up compacted."""
+    config = broker_config(tmp_path / "logs", log_cleaner_threads="2",
+                           log_cleaner_backoff_ms="3600000")  # only the pass run below
+    topics = [topic_name("par-a"), topic_name("par-b")]
+
+    def produce(bootstrap: str) -> None:
+        from kafka import KafkaProducer
+        producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+        for topic in topics:
+            create_topic(bootstrap, topic, 1, {
+                "cleanup.policy": "compact", "segment.bytes": "2048",
+                "min.cleanable.dirty.ratio": "0.01"})
+            for i in range(300):
+                producer.send(topic, key=b"k%d" % (i % 5), value=b"v%03d" % i, partition=0)
+                if i % 50 == 49:
+                    producer.flush(10)  # several batches, so several segments
+        producer.close(5)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            info = await nursery.start(serve, config)
+            await trio.to_thread.run_sync(produce, info.bootstrap)
+            cleaner = info.broker.cleaner
+            barrier = threading.Barrier(2, timeout=10)
+            real_clean = cleaner.clean
+
+            def clean(plan, stop=None):  # type: ignore[no-untyped-def]
+                barrier.wait()  # BrokenBarrierError unless both cleanings run at once
+                return real_clean(plan, stop)
+
+            cleaner.clean = clean
+            before = [info.broker.partition_log(topic, 0).size for topic in topics]
+            assert await info.broker.clean_logs() == 2
+            after = [info.broker.partition_log(topic, 0).size for topic in topics]
+            assert all(a < b // 2 for a, b in zip(after, before)), (before, after)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
