@@ -277,8 +277,10 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("offsets.topic.num.partitions", _I, 50, at_least(1), _HIGH,
        "Partitions of __consumer_offsets; fixed once the topic exists."),
     _k("offsets.topic.replication.factor", _SH, 3, at_least(1), _HIGH,
-       "Replicas of __consumer_offsets. The topic is not created until this many brokers "
-       "exist, so a single broker needs 1."),
+       "Replicas of __consumer_offsets. Set: as in Kafka, the topic is not created (groups "
+       "get COORDINATOR_NOT_AVAILABLE) until this many brokers exist, so a single broker "
+       "needs 1. Unset: 3, or the number of brokers if fewer (pybroker's difference, so that "
+       "a broker with no configuration serves groups; Kafka would not create the topic)."),
     _k("offsets.topic.segment.bytes", _I, 104857600, at_least(1), _HIGH,
        "Segment size of __consumer_offsets, kept small so it compacts and loads fast."),
     _k("offsets.retention.minutes", _I, 10080, at_least(1), _HIGH,

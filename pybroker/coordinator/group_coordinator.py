@@ -122,16 +122,19 @@ class GroupCoordinator:
     def ensure_topic(self) -> ErrorCode:
         """Create __consumer_offsets on first use (Kafka does so on the first FindCoordinator).
 
-        The replication factor is offsets.topic.replication.factor capped at the number of
-        brokers: Kafka would refuse to create the topic instead, leaving a single broker with
-        the default of 3 unable to serve any group.
+        An offsets.topic.replication.factor that is set is applied as Kafka applies it: while
+        fewer brokers exist the topic is not created and groups get COORDINATOR_NOT_AVAILABLE
+        (retried by clients). Left unset, it is Kafka's default of 3 capped at the number of
+        brokers, a deliberate difference: with Kafka's behaviour a single broker with no
+        configuration (the embedded default) could serve no group at all.
         """
         broker = self.broker
         if OFFSETS_TOPIC in broker.metadata.image.topics:
             return ErrorCode.NONE
         cfg = broker.config
-        replicas = max(1, min(cfg.offsets_topic_replication_factor,
-                              len(broker.metadata.image.brokers)))
+        replicas = cfg.offsets_topic_replication_factor
+        if "offsets.topic.replication.factor" not in cfg.explicit:
+            replicas = max(1, min(replicas, len(broker.metadata.image.brokers)))
         code, message = broker.create_topic(
             OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, replicas,
             {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)},

@@ -163,3 +163,42 @@ def test_log_cleaner_threads_clean_logs_in_parallel(tmp_path: Path) -> None:
             nursery.cancel_scope.cancel()
 
     trio.run(main)
+
+
+def _coordinator_error(bootstrap: str, group: str) -> int:
+    return send_request(bootstrap, ApiKey.FIND_COORDINATOR, 1,
+                        {"key": group, "key_type": 0}).error_code
+
+
+def test_offsets_topic_replication_factor_as_kafka_when_set(tmp_path: Path) -> None:
+    """Set to 3 on one broker: as in Kafka, __consumer_offsets is not created and groups get
+    COORDINATOR_NOT_AVAILABLE (a confluent-kafka group member never gets an assignment),
+    instead of a topic silently created with fewer replicas than configured."""
+    from confluent_kafka import Consumer
+    with broker_in_thread(tmp_path / "logs", offsets_topic_replication_factor="3") as info:
+        topic = topic_name("no-coord")
+        create_topic(info.bootstrap, topic, 1)
+        consumer = Consumer({"bootstrap.servers": info.bootstrap, "group.id": "g-rf3",
+                             "auto.offset.reset": "earliest"})
+        try:
+            consumer.subscribe([topic])
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                consumer.poll(0.2)
+            assert consumer.assignment() == []
+        finally:
+            consumer.close()
+        assert _coordinator_error(info.bootstrap, "g-rf3") == 15  # COORDINATOR_NOT_AVAILABLE
+        assert "__consumer_offsets" not in info.broker.metadata.image.topics
+
+
+@pytest.mark.parametrize("setting", [{}, {"offsets_topic_replication_factor": "1"}],
+                         ids=["unset", "1"])
+def test_offsets_topic_on_one_broker_unset_or_one(tmp_path: Path,
+                                                  setting: dict[str, str]) -> None:
+    """Unset (pybroker's documented difference: Kafka's 3 capped at the broker count) or 1
+    (Kafka's shipped server.properties): one broker serves groups."""
+    with broker_in_thread(tmp_path / "logs", **setting) as info:
+        assert _coordinator_error(info.bootstrap, "g-one") == 0
+        offsets = info.broker.metadata.image.topics["__consumer_offsets"]
+        assert offsets.replication_factor == 1
