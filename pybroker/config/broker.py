@@ -288,7 +288,9 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("offsets.retention.check.interval.ms", _L, 600000, at_least(1), _HIGH,
        "How often expired committed offsets are looked for."),
     _k("offsets.commit.timeout.ms", _I, 5000, at_least(1), _HIGH,
-       "How long an offset commit may wait for __consumer_offsets replicas."),
+       "How long an offset commit may wait for __consumer_offsets replicas. A single broker "
+       "has no replicas to wait for (a commit is complete once appended), so it takes effect "
+       "with replication.", inert="replication"),
     _k("offset.metadata.max.bytes", _I, 4096, None, _HIGH,
        "Largest metadata string accepted with a committed offset."),
     # --- transactions and producer state --------------------------------------------------------
