@@ -182,14 +182,17 @@ class Broker:
 
     def register_topic(self, name: str, partitions: int, replication_factor: int,
                        configs: dict[str, str], *, validate_only: bool = False,
-                       internal: bool = False) -> tuple[ErrorCode, str | None, TopicInfo | None]:
+                       internal: bool = False, assignments: list[list[int]] | None = None,
+                       ) -> tuple[ErrorCode, str | None, TopicInfo | None]:
         """Validate a new topic and record it in the metadata; the caller creates its logs
-        (`create_topic` at once, `create_topic_off_loop` in a worker thread)."""
+        (`create_topic` at once, `create_topic_off_loop` in a worker thread). `assignments`
+        (validated by the caller) are the partitions' replicas, leader first."""
         code, message = self.check_new_topic(name, partitions, replication_factor, configs)
         if code != ErrorCode.NONE or validate_only:
             return code, message, None
         info = self.metadata.create_topic(name, partitions, configs,
-                                          internal=internal or is_internal(name))
+                                          internal=internal or is_internal(name),
+                                          assignments=assignments)
         self._topic_configs.pop(name, None)
         log.info("created topic %s with %d partition(s)", name, partitions)
         self._warn_inert(name, configs)
@@ -209,11 +212,14 @@ class Broker:
 
     async def create_topic_off_loop(self, name: str, partitions: int,
                                     replication_factor: int, configs: dict[str, str], *,
-                                    validate_only: bool = False) -> tuple[ErrorCode, str | None]:
+                                    validate_only: bool = False,
+                                    assignments: list[list[int]] | None = None,
+                                    ) -> tuple[ErrorCode, str | None]:
         """Create a topic for a client (CreateTopics, auto-creation), its logs made in a
         worker thread; the caller holds `topic_changes`."""
         code, message, info = self.register_topic(name, partitions, replication_factor,
-                                                  configs, validate_only=validate_only)
+                                                  configs, validate_only=validate_only,
+                                                  assignments=assignments)
         if info is not None:
             await self.create_logs_off_loop(info)
         return code, message

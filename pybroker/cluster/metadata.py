@@ -165,10 +165,15 @@ class LocalMetadataStore:
 
     # -- changes (each saved before it is visible to clients) ---------------------------------
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str],
-                     internal: bool = False) -> TopicInfo:
+                     internal: bool = False,
+                     assignments: list[list[int]] | None = None) -> TopicInfo:
+        """Record a new topic. `assignments` gives each partition's replicas (the first is
+        the leader and all start in sync); without it every partition is on this broker."""
         node = self.image.controller_id
+        replicas = assignments or [[node]] * num_partitions
         info = TopicInfo(name, uuid.uuid4(),
-                         [PartitionState(i, node, 0, [node], [node]) for i in range(num_partitions)],
+                         [PartitionState(i, r[0], 0, list(r), list(r))
+                          for i, r in enumerate(replicas)],
                          dict(configs), internal)
         self.image.topics[name] = info
         self.save()

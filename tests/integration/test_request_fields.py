@@ -54,3 +54,56 @@ def test_authorized_operations_through_kafka_python(broker) -> None:
     finally:
         admin.close()
     assert set(cluster["authorized_operations"]) == {op.name for op in CLUSTER_OPS}
+
+
+# -- CreateTopics assignments -----------------------------------------------------------------
+
+@pytest.mark.parametrize("assignment", [{0: [5]}, {0: [0, 0]}, {0: [0], 1: []}],
+                         ids=["unknown-broker", "broker-twice", "no-replicas"])
+def test_create_topics_refuses_an_impossible_assignment(broker, assignment) -> None:
+    """kafka-python's replica_assignments naming a broker that does not exist (or one twice)
+    is refused with INVALID_REPLICA_ASSIGNMENT, as Kafka refuses it, and nothing is created;
+    it used to be counted for the replication factor and then dropped."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import InvalidReplicationAssignmentError
+    topic = topic_name("assign-bad")
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        with pytest.raises(InvalidReplicationAssignmentError):
+            admin.create_topics([NewTopic(topic, replica_assignments=assignment)])
+    finally:
+        admin.close()
+    assert topic not in broker.broker.metadata.image.topics
+
+
+def test_create_topics_assignment_becomes_the_replicas(broker) -> None:
+    """kafka-python's replica_assignments: the partitions are those of the assignment, on the
+    brokers it names (this one), leader first, as Metadata then reports them."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    topic = topic_name("assign")
+    node = broker.broker.node_id
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, replica_assignments={0: [node], 1: [node],
+                                                                   2: [node]})])
+        described = admin.describe_topics([topic])[0]
+    finally:
+        admin.close()
+    partitions = sorted(described["partitions"], key=lambda p: p["partition_index"])
+    assert [(p["partition_index"], p["leader_id"], p["replica_nodes"], p["isr_nodes"])
+            for p in partitions] == [(i, node, [node], [node]) for i in range(3)]
+
+
+def test_create_topics_assignment_partitions_must_be_consecutive(broker) -> None:
+    """Partitions 0 and 2 without 1: refused as Kafka refuses it (a raw request, since the
+    stock admin clients number the partitions themselves)."""
+    from protocol.api_keys import ApiKey
+    from tests.integration.raw import send_request
+    topic = topic_name("assign-gap")
+    resp = send_request(broker.bootstrap, ApiKey.CREATE_TOPICS, 5, {
+        "topics": [{"name": topic, "num_partitions": -1, "replication_factor": -1,
+                    "assignments": [{"partition_index": 0, "broker_ids": [0]},
+                                    {"partition_index": 2, "broker_ids": [0]}],
+                    "configs": []}], "timeout_ms": 5000, "validate_only": False})
+    assert resp.topics[0].error_code == 39
+    assert "consecutive" in resp.topics[0].error_message
