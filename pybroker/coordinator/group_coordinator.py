@@ -274,6 +274,10 @@ class GroupCoordinator:
 
     # -- the group protocol --------------------------------------------------------------------
     async def join(self, request: JoinRequest) -> JoinResult:
+        if request.reason:  # JoinGroup v8+: why the client (re)joins, logged as Kafka does
+            log.info("member %s (group instance id %s) joining group %s; client reason: %s",
+                     request.member_id or "(new)", request.group_instance_id,
+                     request.group_id, request.reason)
         return await self._wait_for(lambda token: self.state.join(request, self.now(), token))
 
     async def sync(self, request: SyncRequest) -> SyncResult:
@@ -288,6 +292,11 @@ class GroupCoordinator:
         return outcome.response
 
     def leave(self, group_id: str, members: Sequence[LeavingMember]) -> LeaveResult:
+        for member in members:  # LeaveGroup v5+ says why each member leaves; Kafka logs it
+            if member.reason:
+                log.info("member %s (group instance id %s) leaving group %s through explicit "
+                         "LeaveGroup; client reason: %s", member.member_id,
+                         member.group_instance_id, group_id, member.reason)
         outcome = self.state.leave(group_id, members, self.now())
         self._apply(outcome)
         assert outcome.response is not None

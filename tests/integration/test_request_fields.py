@@ -2,6 +2,8 @@
 Kafka acts on it, and shown with a stock client."""
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 
 import pytest
@@ -107,3 +109,44 @@ def test_create_topics_assignment_partitions_must_be_consecutive(broker) -> None
                     "configs": []}], "timeout_ms": 5000, "validate_only": False})
     assert resp.topics[0].error_code == 39
     assert "consecutive" in resp.topics[0].error_message
+
+
+# -- JoinGroup / LeaveGroup reasons -----------------------------------------------------------
+
+def test_leave_group_reason_is_logged(broker, caplog: pytest.LogCaptureFixture) -> None:
+    """kafka-python leaves its group with a reason (LeaveGroup v5): the broker logs it, as
+    Kafka's coordinator does, instead of dropping it."""
+    from kafka import KafkaConsumer
+    topic = topic_name("leave-reason")
+    create_topic(broker.bootstrap, topic, 1)
+    consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id="g-reason",
+                             consumer_timeout_ms=200)
+    try:
+        deadline = time.monotonic() + 20
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(200)
+        assert consumer.assignment()
+        with caplog.at_level(logging.INFO, logger="pybroker.coordinator.group_coordinator"):
+            consumer._coordinator.maybe_leave_group(reason="shutting down for a redeploy")
+    finally:
+        consumer.close()
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("leaving group g-reason" in line and "shutting down for a redeploy" in line
+               for line in lines), lines
+
+
+def test_join_group_reason_is_logged(broker, caplog: pytest.LogCaptureFixture) -> None:
+    """JoinGroup v8+ carries a reason (the Java client sends one on every rejoin); none of
+    the stock Python clients sends v8, so a raw request stands in."""
+    from protocol.api_keys import ApiKey
+    from tests.integration.raw import send_request
+    with caplog.at_level(logging.INFO, logger="pybroker.coordinator.group_coordinator"):
+        resp = send_request(broker.bootstrap, ApiKey.JOIN_GROUP, 9, {
+            "group_id": "g-join-reason", "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": 10000, "member_id": "", "group_instance_id": None,
+            "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}],
+            "reason": "rebalance failed: the member was fenced"})
+    assert resp.error_code == 79  # MEMBER_ID_REQUIRED: the first step of a v4+ join
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("joining group g-join-reason" in line
+               and "rebalance failed: the member was fenced" in line for line in lines), lines
