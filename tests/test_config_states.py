@@ -3,13 +3,14 @@ at start), or not applicable, and the docs table is the one generated from the k
 """
 from __future__ import annotations
 
+import functools
 import logging
 import pathlib
 
 import pytest
 
 from pybroker.config import (
-    BROKER_CONFIG_KEYS, FEATURES, TOPIC_CONFIG_KEYS, ConfigError, ConfigKey, KeyState,
+    ALL_TOPIC_CONFIG_SYNONYMS, BROKER_CONFIG_KEYS, FEATURES, TOPIC_CONFIG_KEYS, ConfigError, ConfigKey, KeyState,
     inert_topic_config_warnings, load_broker_config,
 )
 from pybroker.config.definitions import to_config_string
@@ -86,3 +87,37 @@ def test_inert_topic_keys_warn_when_set() -> None:
     warnings = inert_topic_config_warnings({name: "x" for name in inert} | {"retention.ms": "5"})
     assert len(warnings) == len(inert)
     assert all(name in line for name, line in zip(inert, warnings))
+
+
+# Where a key's effect is tested under the name of what it configures, not its own.
+TESTED_AS = {"log.cleaner.dedupe.buffer.size": "max_map_entries"}
+# Keys whose whole effect is on the configuration itself (which listeners are served), so
+# the configuration tests are where it shows.
+SHOWN_BY_CONFIG_TESTS = {"controller.listener.names", "listener.security.protocol.map"}
+
+
+@functools.cache
+def _test_sources() -> dict[str, str]:
+    here = pathlib.Path(__file__).resolve()
+    return {str(p): p.read_text() for p in (ROOT / "tests").rglob("*.py")
+            if p.resolve() != here and p.name != "test_config.py"}
+
+
+@pytest.mark.parametrize("item", [i for i in ALL_KEYS if i[1].state is KeyState.HONOURED],
+                         ids=_id)
+def test_every_honoured_key_is_exercised_by_a_test(item: tuple[str, ConfigKey]) -> None:
+    """'Honoured' is a claim a test must back: some test beyond the parsing tests sets the
+    key (by its name, its underscore form in broker overrides, a topic config it supplies
+    the default of, or the name of what it configures)."""
+    _, key = item
+    if key.name in SHOWN_BY_CONFIG_TESTS:
+        assert key.name in (ROOT / "tests" / "test_config.py").read_text()
+        return
+    names = [key.name] + [topic for topic, chain in ALL_TOPIC_CONFIG_SYNONYMS.items()
+                          if any(broker_name == key.name for broker_name, _ in chain)]
+    forms = {form for name in names for form in (name, name.replace(".", "_"))}
+    if key.name in TESTED_AS:
+        forms.add(TESTED_AS[key.name])
+    sources = _test_sources()
+    assert any(form in text for text in sources.values() for form in forms), \
+        f"no test sets {key.name}: test its effect, or mark it inert or not applicable"

@@ -202,3 +202,68 @@ def test_offsets_topic_on_one_broker_unset_or_one(tmp_path: Path,
         assert _coordinator_error(info.bootstrap, "g-one") == 0
         offsets = info.broker.metadata.image.topics["__consumer_offsets"]
         assert offsets.replication_factor == 1
+
+
+def test_default_replication_factor_applies_to_topics_without_one(tmp_path: Path) -> None:
+    """default.replication.factor=3 on one broker: a topic created without a factor
+    (confluent-kafka's NewTopic default of -1) is refused as Kafka refuses it."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import NewTopic
+    with broker_in_thread(tmp_path / "logs", default_replication_factor="3") as info:
+        ck = AdminClient({"bootstrap.servers": info.bootstrap})
+        topic = topic_name("rf-default")
+        with pytest.raises(KafkaException) as refused:
+            ck.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(TIMEOUT)
+        assert refused.value.args[0].code() == 38  # INVALID_REPLICATION_FACTOR
+
+
+def test_group_max_session_timeout_refuses_longer_sessions(tmp_path: Path) -> None:
+    """group.max.session.timeout.ms: a member asking for a longer session is refused with
+    INVALID_SESSION_TIMEOUT; one within it joins."""
+    def join(bootstrap: str, session_ms: int) -> int:
+        return send_request(bootstrap, ApiKey.JOIN_GROUP, 5, {
+            "group_id": "g-session", "session_timeout_ms": session_ms,
+            "rebalance_timeout_ms": 10000, "member_id": "", "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}]}).error_code
+
+    with broker_in_thread(tmp_path / "logs", group_max_session_timeout_ms="10000") as info:
+        assert join(info.bootstrap, 20000) == 26  # INVALID_SESSION_TIMEOUT
+        assert join(info.bootstrap, 10000) == 79  # MEMBER_ID_REQUIRED: accepted, step one
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> int:
+    """The group's committed offset of partition 0 (kafka-python's committed()); -1 if none."""
+    from kafka import KafkaConsumer, TopicPartition as KpTP
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                             enable_auto_commit=False)
+    try:
+        offset = consumer.committed(KpTP(topic, 0))
+    finally:
+        consumer.close(autocommit=False)
+    return -1 if offset is None else offset
+
+
+@pytest.mark.parametrize(("minutes", "interval_ms", "expired"), [
+    ("1", "100", True), ("10", "100", False), ("1", "3600000", False)],
+    ids=["expired-and-checked", "within-retention", "not-checked-yet"])
+def test_offsets_retention_minutes_and_check_interval(tmp_path: Path, minutes: str,
+                                                      interval_ms: str, expired: bool) -> None:
+    """offsets.retention.minutes says when an empty group's committed offsets expire and
+    offsets.retention.check.interval.ms how often that is looked at. The group coordinator's
+    clock is moved two minutes ahead instead of waiting for them."""
+    from kafka import KafkaConsumer, TopicPartition as KpTP
+    from kafka.structs import OffsetAndMetadata
+    with broker_in_thread(tmp_path / "logs", offsets_retention_minutes=minutes,
+                          offsets_retention_check_interval_ms=interval_ms) as info:
+        topic = topic_name("retained")
+        create_topic(info.bootstrap, topic, 1)
+        consumer = KafkaConsumer(bootstrap_servers=info.bootstrap, group_id="g-retention",
+                                 enable_auto_commit=False)
+        consumer.commit({KpTP(topic, 0): OffsetAndMetadata(7, "", -1)})
+        consumer.close(autocommit=False)
+        assert _committed(info.bootstrap, "g-retention", topic) == 7
+        groups = info.broker.groups
+        groups._clock = lambda: int(time.time() * 1000) + 120_000
+        time.sleep(1.0)  # ten checks at 100 ms
+        assert _committed(info.bootstrap, "g-retention", topic) == (-1 if expired else 7)
