@@ -247,3 +247,19 @@ def test_unknown_key_is_a_warning(config_file: Path, tmp_path: Path) -> None:
     warnings = [ln for ln in server.lines if " WARNING " in ln]
     for key in ("some.unknown.key", "another.unknown.key"):  # each reported once
         assert len([ln for ln in warnings if key in ln]) == 1, server.stderr
+
+
+def test_inert_key_is_a_one_line_warning_at_start(config_file: Path, tmp_path: Path) -> None:
+    """A key whose feature is not built yet (zookeeper.connect: replication) starts the
+    broker, with one warning line at start that names the key and the feature."""
+    server = Server(_module_args(config_file, tmp_path / "logs",
+                                 "--override", "zookeeper.connect=localhost:2181"))
+    try:
+        server.wait_started()
+        rc, _ = server.signal_and_wait(signal.SIGTERM)
+    finally:
+        server.kill()
+    assert rc == 0, server.stderr
+    warnings = [ln for ln in server.lines if " WARNING " in ln and "zookeeper.connect" in ln]
+    assert len(warnings) == 1, server.stderr
+    assert "no effect yet" in warnings[0] and "replication" in warnings[0]
