@@ -2,6 +2,7 @@
 no key the docs call honoured is read nowhere)."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -267,3 +268,17 @@ def test_offsets_retention_minutes_and_check_interval(tmp_path: Path, minutes: s
         groups._clock = lambda: int(time.time() * 1000) + 120_000
         time.sleep(1.0)  # ten checks at 100 ms
         assert _committed(info.bootstrap, "g-retention", topic) == (-1 if expired else 7)
+
+
+def test_inert_topic_config_is_warned_about(broker, caplog: pytest.LogCaptureFixture) -> None:
+    """A topic created (confluent-kafka admin) with unclean.leader.election.enable, which
+    only replication will use, is created, and the broker logs one line naming the key."""
+    from confluent_kafka.admin import NewTopic
+    topic = topic_name("inert-topic")
+    ck = AdminClient({"bootstrap.servers": broker.bootstrap})
+    with caplog.at_level(logging.WARNING, logger="pybroker.broker"):
+        ck.create_topics([NewTopic(topic, num_partitions=1, config={
+            "unclean.leader.election.enable": "true"})])[topic].result(TIMEOUT)
+    lines = [r.getMessage() for r in caplog.records if topic in r.getMessage()]
+    assert len(lines) == 1 and "unclean.leader.election.enable" in lines[0], lines
+    assert "replication" in lines[0]
