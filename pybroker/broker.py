@@ -72,6 +72,7 @@ class Broker:
         self.topic_changes = trio.Lock()
         for topic in self.metadata.image.topics.values():
             self._open_partitions(topic)
+            self._warn_inert(topic.name, topic.configs)  # at every start, as broker keys
         self.groups = GroupCoordinator(self)
         self.groups.load()
 

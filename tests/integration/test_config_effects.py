@@ -282,3 +282,22 @@ def test_inert_topic_config_is_warned_about(broker, caplog: pytest.LogCaptureFix
     lines = [r.getMessage() for r in caplog.records if topic in r.getMessage()]
     assert len(lines) == 1 and "unclean.leader.election.enable" in lines[0], lines
     assert "replication" in lines[0]
+
+
+def test_inert_topic_config_is_warned_about_at_every_start(tmp_path: Path,
+                                                           caplog: pytest.LogCaptureFixture
+                                                           ) -> None:
+    """A topic kept with an inert config is named again at the next start, like an inert
+    broker key, so the warning is not lost in an old log."""
+    from confluent_kafka.admin import NewTopic
+    topic = topic_name("inert-kept")
+    with broker_in_thread(tmp_path / "logs") as info:
+        ck = AdminClient({"bootstrap.servers": info.bootstrap})
+        ck.create_topics([NewTopic(topic, num_partitions=1, config={
+            "follower.replication.throttled.replicas": "*"})])[topic].result(TIMEOUT)
+    caplog.clear()  # the warning at creation
+    with caplog.at_level(logging.WARNING, logger="pybroker.broker"):
+        with broker_in_thread(tmp_path / "logs"):
+            pass
+    lines = [r.getMessage() for r in caplog.records if topic in r.getMessage()]
+    assert len(lines) == 1 and "follower.replication.throttled.replicas" in lines[0], lines
