@@ -24,9 +24,9 @@ Every key pybroker accepts is in one of these states:
 - **honoured**: it acts as in Kafka, or as its description says where pybroker differs on
   purpose.
 - **inert until *feature***: the feature that uses it is not built yet. The key is accepted
-  (so Kafka's own files load), and setting it logs a one-line warning at start (for a topic
-  key: when a topic is created or altered with it). Values that could only work with the
-  feature are refused at start. Features: {features}.
+  (so Kafka's own files load), and setting it logs a one-line warning at start (a topic
+  key: when a topic is created or altered with it, and at every start while a topic has
+  it). Values that could only work with the feature are refused at start. Features: {features}.
 - **not applicable**: it tunes a part of Kafka that pybroker has no counterpart for (thread
   pools, KRaft controllers, preallocated files); accepted silently, the description says why.
 
