@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,8 @@ import trio
 from protocol.errors import ErrorCode
 from pybroker.cluster.metadata import LocalMetadataStore, TopicInfo
 from pybroker.cluster.topic_names import invalid_topic_reason, is_internal
-from pybroker.config import BrokerConfig, ConfigError, TopicConfig, resolve_topic_config, \
-    validate_topic_configs
+from pybroker.config import BrokerConfig, ConfigError, TopicConfig, \
+    inert_topic_config_warnings, resolve_topic_config, validate_topic_configs
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIdManager
 from pybroker.purgatory import Purgatory
@@ -58,12 +59,17 @@ class Broker:
     def _build(self, config: BrokerConfig) -> None:
         listener = config.broker_listeners[0]
         self.metadata = LocalMetadataStore(self.log_dirs[0], self.node_id, listener.host,
-                                           listener.port, config.broker_rack)
+                                           listener.port, config.broker_rack,
+                                           config.cluster_id)
         # Before the logs: loading them asks `log_config`, which caches topic configs here.
         self._topic_configs: dict[str, TopicConfig] = {}
         self.logs = LogManager([str(d) for d in self.log_dirs], config_for=self.log_config)
-        self.cleaner = LogCleaner(self.logs, max_map_entries=LogCleaner.max_map_entries_for(
-            int(config["log.cleaner.dedupe.buffer.size"]), config.log_cleaner_threads))
+        threads = config.log_cleaner_threads
+        self.cleaner = LogCleaner(
+            self.logs,
+            max_map_entries=LogCleaner.max_map_entries_for(
+                int(config["log.cleaner.dedupe.buffer.size"]), threads),
+            io_chunk=LogCleaner.io_chunk_for(int(config["log.cleaner.io.buffer.size"]), threads))
         self.producer_ids = ProducerIdManager(self.log_dirs[0])
         self.replicas = ReplicaManager(self)
         self.purgatory = Purgatory()
@@ -72,6 +78,7 @@ class Broker:
         self.topic_changes = trio.Lock()
         for topic in self.metadata.image.topics.values():
             self._open_partitions(topic)
+            self._warn_inert(topic.name, topic.configs)  # at every start, as broker keys
         self.groups = GroupCoordinator(self)
         self.groups.load()
 
@@ -175,16 +182,20 @@ class Broker:
 
     def register_topic(self, name: str, partitions: int, replication_factor: int,
                        configs: dict[str, str], *, validate_only: bool = False,
-                       internal: bool = False) -> tuple[ErrorCode, str | None, TopicInfo | None]:
+                       internal: bool = False, assignments: list[list[int]] | None = None,
+                       ) -> tuple[ErrorCode, str | None, TopicInfo | None]:
         """Validate a new topic and record it in the metadata; the caller creates its logs
-        (`create_topic` at once, `create_topic_off_loop` in a worker thread)."""
+        (`create_topic` at once, `create_topic_off_loop` in a worker thread). `assignments`
+        (validated by the caller) are the partitions' replicas, leader first."""
         code, message = self.check_new_topic(name, partitions, replication_factor, configs)
         if code != ErrorCode.NONE or validate_only:
             return code, message, None
         info = self.metadata.create_topic(name, partitions, configs,
-                                          internal=internal or is_internal(name))
+                                          internal=internal or is_internal(name),
+                                          assignments=assignments)
         self._topic_configs.pop(name, None)
         log.info("created topic %s with %d partition(s)", name, partitions)
+        self._warn_inert(name, configs)
         return ErrorCode.NONE, None, info
 
     def create_topic(self, name: str, partitions: int, replication_factor: int,
@@ -201,11 +212,14 @@ class Broker:
 
     async def create_topic_off_loop(self, name: str, partitions: int,
                                     replication_factor: int, configs: dict[str, str], *,
-                                    validate_only: bool = False) -> tuple[ErrorCode, str | None]:
+                                    validate_only: bool = False,
+                                    assignments: list[list[int]] | None = None,
+                                    ) -> tuple[ErrorCode, str | None]:
         """Create a topic for a client (CreateTopics, auto-creation), its logs made in a
         worker thread; the caller holds `topic_changes`."""
         code, message, info = self.register_topic(name, partitions, replication_factor,
-                                                  configs, validate_only=validate_only)
+                                                  configs, validate_only=validate_only,
+                                                  assignments=assignments)
         if info is not None:
             await self.create_logs_off_loop(info)
         return code, message
@@ -242,7 +256,12 @@ class Broker:
         self.metadata.add_partitions(name, total)
         await self.create_logs_off_loop(self.metadata.image.topics[name])
 
+    def _warn_inert(self, topic: str, configs: dict[str, str]) -> None:
+        for warning in inert_topic_config_warnings(configs):
+            log.warning("topic %s: %s", topic, warning)
+
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._warn_inert(name, configs)
         self.metadata.set_topic_configs(name, configs)
         self._topic_configs.pop(name, None)
         config = self.log_config(name)
@@ -261,7 +280,11 @@ class Broker:
             nursery.start_soon(self._every, DELETE_CHECK_INTERVAL_MS, self._delete_files)
             nursery.start_soon(self._every, self.config.log_flush_offset_checkpoint_interval_ms,
                                self._checkpoint)
-            if self.config.log_cleaner_enable:
+            nursery.start_soon(self._every,
+                               self.config.log_flush_start_offset_checkpoint_interval_ms,
+                               self._checkpoint_log_start)
+            # As Kafka: log.cleaner.threads=0 starts no cleaner thread, so nothing is cleaned.
+            if self.config.log_cleaner_enable and self.config.log_cleaner_threads > 0:
                 nursery.start_soon(self._every, self.config.log_cleaner_backoff_ms,
                                    self.clean_logs)
             await nursery.start(self.groups.run)
@@ -294,32 +317,45 @@ class Broker:
         await trio.to_thread.run_sync(self.logs.flush_dirty, int(time.time() * 1000))
 
     async def _checkpoint(self) -> None:
-        await trio.to_thread.run_sync(self.logs.checkpoint)
+        await trio.to_thread.run_sync(partial(self.logs.checkpoint, log_start_offsets=False))
+
+    async def _checkpoint_log_start(self) -> None:
+        await trio.to_thread.run_sync(partial(self.logs.checkpoint, recovery_points=False))
 
     async def clean_logs(self) -> int:
-        """One pass of the log cleaner: compact every log that needs it, filthiest first.
+        """One pass of the log cleaner: compact every log that needs it, filthiest first,
+        up to log.cleaner.threads logs at a time (Kafka's cleaner threads).
 
         Planning and the final swap run here, on the event loop, between requests, so reads
         never see half a swap; reading, filtering, writing and fsyncing the cleaned segments
-        run in a worker thread, as does writing the checkpoint. A cancel (shutdown) abandons the thread and tells it to stop; it removes
-        its own files. Returns how many logs were cleaned.
+        run in worker threads, one log each, as does writing the checkpoint. A log is planned
+        by one worker only (it joins `done` before the next await). A cancel (shutdown)
+        abandons the threads and tells them to stop; each removes its own files. Returns how
+        many logs were cleaned.
         """
         cleaned = 0
         done: set[tuple[str, int]] = set()
-        while True:
-            plan = self.cleaner.grab_filthiest_log(int(time.time() * 1000), exclude=done)
-            if plan is None:
-                break
-            done.add(plan.topic_partition)
-            stop = threading.Event()
-            try:
-                result = await trio.to_thread.run_sync(self.cleaner.clean, plan, stop,
-                                                       abandon_on_cancel=True)
-            except BaseException:
-                stop.set()
-                raise
-            if self.cleaner.commit(result, write_checkpoint=False) is not None:
-                cleaned += 1
+
+        async def worker() -> None:
+            nonlocal cleaned
+            while True:
+                plan = self.cleaner.grab_filthiest_log(int(time.time() * 1000), exclude=done)
+                if plan is None:
+                    return
+                done.add(plan.topic_partition)
+                stop = threading.Event()
+                try:
+                    result = await trio.to_thread.run_sync(self.cleaner.clean, plan, stop,
+                                                           abandon_on_cancel=True)
+                except BaseException:
+                    stop.set()
+                    raise
+                if self.cleaner.commit(result, write_checkpoint=False) is not None:
+                    cleaned += 1
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(max(1, self.config.log_cleaner_threads)):
+                nursery.start_soon(worker)
         files = self.cleaner.checkpoint_files()
         if files:
             await trio.to_thread.run_sync(self.cleaner.write_checkpoint_files, files)

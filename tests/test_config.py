@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import logging
 import pathlib
+import re
 import subprocess
 import sys
 
 import pytest
 
 from pybroker.config import (
-    BROKER_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_CONFIG_SYNONYMS, ConfigError, ConfigSource,
-    ConfigType, Listener, describe_broker_config, describe_topic_config, load_broker_config,
-    load_properties, parse_properties, resolve_topic_config, validate_topic_configs,
+    BROKER_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_CONFIG_SYNONYMS, BrokerConfig, ConfigError,
+    ConfigSource, ConfigType, Listener, describe_broker_config, describe_topic_config,
+    load_broker_config, load_properties, parse_properties, resolve_topic_config,
+    validate_topic_configs,
 )
 from pybroker.config.definitions import to_config_string
 
@@ -230,13 +232,31 @@ def test_config_dir_has_the_expected_files() -> None:
             "cluster/server-3.properties"} <= names
 
 
+def _inert_keys_warned(config: BrokerConfig) -> dict[str, str]:
+    """The keys `config` warned about as inert, each with the feature its warning names;
+    fails on any other warning."""
+    warned = {}
+    for message in config.warnings:
+        match = re.fullmatch(r"Configuration '([a-z.]+)' has no effect yet: it is used by "
+                             r"([a-z]+) \(.*\), which pybroker does not have yet", message)
+        assert match, message
+        warned[match.group(1)] = match.group(2)
+    return warned
+
+
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.relative_to(CONFIG_DIR).as_posix())
-def test_shipped_file_loads_without_warnings(path: pathlib.Path,
-                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_shipped_file_warns_only_about_inert_keys(path: pathlib.Path,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """The single-broker file loads silently; the cluster files, written for replication,
+    say at start that their ZooKeeper and transaction-log settings do nothing yet."""
     with caplog.at_level(logging.WARNING, logger="pybroker.config"):
         config = load_broker_config(path, {})
-    assert config.warnings == ()
-    assert caplog.records == []
+    expected = {} if path.name == "server.properties" else {
+        "zookeeper.connect": "replication",
+        "transaction.state.log.replication.factor": "transactions",
+        "transaction.state.log.min.isr": "transactions"}
+    assert _inert_keys_warned(config) == expected
+    assert [r.getMessage() for r in caplog.records] == list(config.warnings)
 
 
 def test_single_broker_file_values() -> None:
@@ -247,8 +267,8 @@ def test_single_broker_file_values() -> None:
     assert config.log_dirs == ("/tmp/pybroker-logs",)
     assert config.group_initial_rebalance_delay_ms == 0
     assert config.offsets_topic_replication_factor == 1
-    assert config.transaction_state_log_replication_factor == 1
-    assert config.transaction_state_log_min_isr == 1
+    # Commented out (inert until transactions land), so Kafka's defaults stand.
+    assert config.transaction_state_log_replication_factor == 3
     assert config.log_retention_ms == 168 * 3600000
     assert config["log.flush.interval.messages"] == 2**63 - 1  # commented out: Kafka's default
 
@@ -305,20 +325,56 @@ group.initial.rebalance.delay.ms=0
 """
 
 
-def test_kafka_kraft_style_file_loads_without_warnings() -> None:
+def test_kafka_kraft_style_file_loads_warning_only_about_inert_keys() -> None:
     config = load_broker_config(None, parse_properties(KAFKA_KRAFT_STYLE))
-    assert config.warnings == ()
+    assert _inert_keys_warned(config) == {
+        "inter.broker.listener.name": "replication",
+        "transaction.state.log.replication.factor": "transactions",
+        "transaction.state.log.min.isr": "transactions"}
     assert config.listeners == (Listener("PLAINTEXT", "", 9092), Listener("CONTROLLER", "", 9093))
     assert config.advertised_listeners == (Listener("PLAINTEXT", "localhost", 9092),)
     assert config.broker_listeners == (Listener("PLAINTEXT", "", 9092),)
     assert config.process_roles == ("broker", "controller")
 
 
-def test_kafka_zookeeper_style_file_loads_without_warnings() -> None:
+def test_kafka_zookeeper_style_file_loads_and_says_zookeeper_does_nothing_yet() -> None:
+    """It loads (a file written for Kafka is never an error), but not silently: a broker that
+    ignored zookeeper.connect without a word would pass for a cluster member."""
     config = load_broker_config(None, parse_properties(KAFKA_ZOOKEEPER_STYLE))
-    assert config.warnings == ()
+    assert _inert_keys_warned(config) == {"zookeeper.connect": "replication",
+                                          "zookeeper.connection.timeout.ms": "replication"}
     assert config.node_id == 0
     assert config.zookeeper_connect == "localhost:2181"
+
+
+@pytest.mark.parametrize("given", [
+    {"listeners": "SSL://127.0.0.1:9093"},
+    {"listeners": "SASL_SSL://127.0.0.1:9093"},
+    {"listeners": "SASL_PLAINTEXT://127.0.0.1:9093"},
+    # A custom name mapped to a secure protocol is as secure-looking as SSL:// itself.
+    {"listeners": "EXTERNAL://127.0.0.1:9093",
+     "listener.security.protocol.map": "EXTERNAL:SASL_SSL,PLAINTEXT:PLAINTEXT"},
+], ids=["SSL", "SASL_SSL", "SASL_PLAINTEXT", "mapped-name"])
+def test_secure_listener_is_refused_not_served_as_plaintext(given: dict[str, str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_broker_config(None, given)
+    message = str(info.value)
+    assert message.startswith("Invalid value ") and "listeners" in message
+    assert "not support" in message and "\n" not in message
+
+
+def test_second_client_listener_is_refused_not_dropped() -> None:
+    with pytest.raises(ConfigError, match="one client listener; 2 are given"):
+        load_broker_config(None, {
+            "listeners": "PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:9093",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"})
+
+
+def test_plaintext_listener_under_another_name_is_served() -> None:
+    config = load_broker_config(None, {
+        "listeners": "CLIENT://127.0.0.1:9092",
+        "listener.security.protocol.map": "CLIENT:PLAINTEXT"})
+    assert config.broker_listeners == (Listener("CLIENT", "127.0.0.1", 9092),)
 
 
 def test_controller_listener_gets_plaintext_when_no_map_is_given() -> None:
@@ -401,8 +457,10 @@ def test_invalid_values_give_kafkas_message(given: dict[str, str], message: str)
     ({"process.roles": "broker,worker"}, "process.roles"),
     ({"listener.security.protocol.map": "PLAINTEXT:QUIC"}, "listener.security.protocol.map"),
     ({"inter.broker.listener.name": "NOPE"}, "inter.broker.listener.name"),
-    ({"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "SSL"},
+    ({"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "PLAINTEXT"},
      "inter.broker.listener.name"),
+    ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol"),
+    ({"security.inter.broker.protocol": "SASL_PLAINTEXT"}, "security.inter.broker.protocol"),
     ({"node.id": "-1"}, "node.id"),
     ({"offsets.topic.replication.factor": "40000"}, "offsets.topic.replication.factor"),
     ({"log.retention.check.interval.ms": "0"}, "log.retention.check.interval.ms"),

@@ -101,16 +101,35 @@ def write_atomically(path: Path, text: str) -> None:
         os.close(dir_fd)
 
 
+class InconsistentClusterIdError(ConfigError):
+    """The configured cluster.id is not the one the data belongs to (Kafka's
+    InconsistentClusterIdException): starting would mix two clusters' data."""
+
+
+def resolve_cluster_id(stored: str | None, configured: str | None) -> str:
+    """The cluster id: meta.properties' if it has one, else `cluster.id`, else a new one.
+
+    A configured id that differs from the stored one is refused, as Kafka refuses a broker
+    whose ZooKeeper cluster id does not match its meta.properties.
+    """
+    if stored and configured and stored != configured:
+        raise InconsistentClusterIdError("cluster.id", configured, "", message=(
+            f"The Cluster ID {configured} doesn't match stored clusterId {stored} in "
+            "meta.properties. The broker is trying to join the wrong cluster. Configured "
+            "cluster.id may be wrong."))
+    return stored or configured or new_cluster_id()
+
+
 class LocalMetadataStore:
     """One broker's metadata, persisted in its first log dir."""
 
     def __init__(self, log_dir: Path, node_id: int, host: str, port: int,
-                 rack: str | None = None) -> None:
+                 rack: str | None = None, cluster_id: str | None = None) -> None:
         self.log_dir = log_dir
         self.rack = rack
         log_dir.mkdir(parents=True, exist_ok=True)
         props = read_meta_properties(log_dir)
-        cluster_id = props.get("cluster.id") or new_cluster_id()
+        cluster_id = resolve_cluster_id(props.get("cluster.id"), cluster_id)
         stored_node = props.get("node.id")
         if stored_node is not None and int(stored_node) != node_id:
             raise ConfigError("node.id", node_id, "", message=(
@@ -149,10 +168,15 @@ class LocalMetadataStore:
 
     # -- changes (each saved before it is visible to clients) ---------------------------------
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str],
-                     internal: bool = False) -> TopicInfo:
+                     internal: bool = False,
+                     assignments: list[list[int]] | None = None) -> TopicInfo:
+        """Record a new topic. `assignments` gives each partition's replicas (the first is
+        the leader and all start in sync); without it every partition is on this broker."""
         node = self.image.controller_id
+        replicas = assignments or [[node]] * num_partitions
         info = TopicInfo(name, uuid.uuid4(),
-                         [PartitionState(i, node, 0, [node], [node]) for i in range(num_partitions)],
+                         [PartitionState(i, r[0], 0, list(r), list(r))
+                          for i, r in enumerate(replicas)],
                          dict(configs), internal)
         self.image.topics[name] = info
         self.save()

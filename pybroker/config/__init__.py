@@ -12,19 +12,22 @@ from pybroker.config.broker import (
     BrokerConfig, Listener, describe_broker_config, load_broker_config,
 )
 from pybroker.config.definitions import (
-    ConfigEntry, ConfigError, ConfigKey, ConfigSource, ConfigSynonym, ConfigType,
+    FEATURES, ConfigEntry, ConfigError, ConfigKey, ConfigSource, ConfigSynonym, ConfigType,
+    KeyState,
 )
 from pybroker.config.properties import load_properties, parse_properties
 from pybroker.config.topic import (
     TOPIC_CONFIG_DEFS, TOPIC_CONFIG_KEYS, TOPIC_CONFIG_SYNONYMS, TopicConfig,
-    describe_topic_config, resolve_topic_config, validate_topic_configs,
+    describe_topic_config, inert_topic_config_warnings, resolve_topic_config,
+    validate_topic_configs,
 )
 
 __all__ = [
     "ALL_TOPIC_CONFIG_SYNONYMS", "BROKER_CONFIG_DEFS", "BROKER_CONFIG_KEYS",
     "BROKER_SYNONYM_GROUPS", "BrokerConfig", "ConfigEntry", "ConfigError", "ConfigKey",
-    "ConfigSource", "ConfigSynonym", "ConfigType", "Listener", "TOPIC_CONFIG_DEFS",
-    "TOPIC_CONFIG_KEYS", "TOPIC_CONFIG_SYNONYMS", "TopicConfig", "describe_broker_config",
-    "describe_topic_config", "load_broker_config", "load_properties", "parse_properties",
-    "resolve_topic_config", "validate_topic_configs",
+    "ConfigSource", "ConfigSynonym", "ConfigType", "FEATURES", "KeyState", "Listener",
+    "TOPIC_CONFIG_DEFS", "TOPIC_CONFIG_KEYS", "TOPIC_CONFIG_SYNONYMS", "TopicConfig",
+    "describe_broker_config", "describe_topic_config", "inert_topic_config_warnings",
+    "load_broker_config", "load_properties", "parse_properties", "resolve_topic_config",
+    "validate_topic_configs",
 ]

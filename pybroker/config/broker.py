@@ -12,7 +12,10 @@ Differences from Kafka, on purpose:
 - Every broker key is read-only in DescribeConfigs: there is no dynamic broker configuration.
 
 As in Kafka, unknown keys are reported (`BrokerConfig.warnings`, and logged), never fatal: a
-typo costs a warning, and files written for another Kafka version still load.
+typo costs a warning, and files written for another Kafka version still load. No known key is
+a silent promise either: each is honoured, inert until a named feature lands (setting it is
+reported the same way), or not applicable, with the reason in its doc (`KeyState`; the table
+in docs/CONFIG.md is generated from this one).
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from typing import Generic, Iterator, Mapping, NamedTuple, TypeVar, cast, overlo
 
 from pybroker.config.definitions import (
     INT32_MAX, INT64_MAX, ConfigEntry, ConfigError, ConfigKey, ConfigSource, ConfigType,
-    Importance, ListOf, NonEmptyUniqueList, OneOf, Validator, at_least, between,
+    Importance, KeyState, ListOf, NonEmptyUniqueList, OneOf, Validator, at_least, between,
     kafka_synonym_order, to_config_string,
 )
 from pybroker.config.properties import load_properties
@@ -47,8 +50,14 @@ _MINUTE_MS = 60 * 1000
 
 
 def _k(name: str, type_: ConfigType, default: object, validator: Validator | None,
-       importance: Importance, doc: str) -> ConfigKey:
-    return ConfigKey(name, type_, default, validator, importance, doc)
+       importance: Importance, doc: str, *, inert: str | None = None, na: bool = False,
+       refused: tuple[object, ...] = ()) -> ConfigKey:
+    """One row of the table; `inert` names the feature an unbuilt key waits for, `na` marks a
+    Kafka internal pybroker has no counterpart for (see KeyState)."""
+    state = (KeyState.INERT if inert else KeyState.NOT_APPLICABLE if na
+             else KeyState.HONOURED)
+    return ConfigKey(name, type_, default, validator, importance, doc, state=state,
+                     feature=inert, refused_values=refused)
 
 
 BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
@@ -60,23 +69,24 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "The ZooKeeper-era name of node.id, kept so older configuration files work."),
     _k("process.roles", _LS, (), ListOf(("broker", "controller"), unique=True), _HIGH,
        "KRaft roles of this node. Accepted so Kafka's files load; pybroker is always a broker "
-       "and never runs a KRaft controller."),
+       "and never runs a KRaft controller.", na=True),
     _k("cluster.id", _S, None, None, _LOW,
-       "A fixed cluster id to use instead of a generated one. Kafka keeps the id in "
-       "meta.properties beside the data rather than in this file."),
+       "The cluster id to use when the log dir's meta.properties has none (instead of a "
+       "generated one). An id that differs from the one in meta.properties is refused at "
+       "start, as Kafka refuses a broker joining the wrong cluster."),
     _k("broker.rack", _S, None, None, _MEDIUM,
        "Rack or zone label of this broker, reported to clients for rack-aware placement."),
     _k("zookeeper.connect", _S, None, None, _HIGH,
        "ZooKeeper connection string, host:port[,host:port...][/chroot]. Unset: a single broker "
-       "keeps its metadata in local files. Set: several brokers coordinate through ZooKeeper."),
+       "keeps its metadata in local files. Set: several brokers coordinate through ZooKeeper.", inert="replication"),
     _k("zookeeper.connection.timeout.ms", _I, None, None, _HIGH,
-       "How long to wait for ZooKeeper at start. Unset: zookeeper.session.timeout.ms."),
+       "How long to wait for ZooKeeper at start. Unset: zookeeper.session.timeout.ms.", inert="replication"),
     _k("zookeeper.session.timeout.ms", _I, 18000, None, _HIGH,
-       "ZooKeeper session timeout: a broker silent this long loses its registration."),
+       "ZooKeeper session timeout: a broker silent this long loses its registration.", inert="replication"),
     _k("controller.quorum.voters", _LS, (), None, _HIGH,
-       "KRaft controller voters. Accepted for compatibility; unused."),
+       "KRaft controller voters. Accepted for compatibility; unused.", na=True),
     _k("controller.quorum.bootstrap.servers", _LS, (), None, _HIGH,
-       "KRaft controller bootstrap addresses. Accepted for compatibility; unused."),
+       "KRaft controller bootstrap addresses. Accepted for compatibility; unused.", na=True),
     _k("controller.listener.names", _S, None, None, _HIGH,
        "Listener names used by KRaft controllers. pybroker leaves them out of the addresses it "
        "advertises to clients."),
@@ -84,7 +94,8 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("listeners", _LS, ("PLAINTEXT://127.0.0.1:9092",), NonEmptyUniqueList(), _HIGH,
        "Where to accept connections: comma-separated NAME://host:port. An empty host binds all "
        "interfaces and port 0 picks a free port. pybroker defaults to 127.0.0.1 (Kafka binds "
-       "all interfaces) so a new broker is not exposed to the network."),
+       "all interfaces) so a new broker is not exposed to the network. Only one PLAINTEXT "
+       "client listener is served; SSL and SASL listeners, or several, are refused at start."),
     _k("advertised.listeners", _LS, None, NonEmptyUniqueList(), _HIGH,
        "Addresses handed to clients in Metadata when they differ from the bound ones (NAT, "
        "containers). Unset: listeners. 0.0.0.0 is refused: no client can connect to it."),
@@ -93,15 +104,15 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Security protocol of each listener name, as NAME:PROTOCOL pairs."),
     _k("inter.broker.listener.name", _S, None, None, _MEDIUM,
        "Listener brokers use to reach each other; must be an advertised listener. Only one of "
-       "this and security.inter.broker.protocol may be set."),
+       "this and security.inter.broker.protocol may be set.", inert="replication"),
     _k("security.inter.broker.protocol", _S, "PLAINTEXT", OneOf(SECURITY_PROTOCOLS), _MEDIUM,
-       "Protocol brokers use to reach each other, when inter.broker.listener.name is unset."),
+       "Protocol brokers use to reach each other, when inter.broker.listener.name is unset.", inert="replication", refused=("SSL", "SASL_PLAINTEXT", "SASL_SSL")),
     _k("num.network.threads", _I, 3, at_least(1), _HIGH,
-       "Kafka's network thread count. Accepted; pybroker serves each connection as a task."),
+       "Kafka's network thread count. Accepted; pybroker serves each connection as a task.", na=True),
     _k("num.io.threads", _I, 8, at_least(1), _HIGH,
-       "Kafka's request handler thread count. Accepted; unused."),
+       "Kafka's request handler thread count. Accepted; unused.", na=True),
     _k("background.threads", _I, 10, at_least(1), _HIGH,
-       "Kafka's background thread count. Accepted; unused."),
+       "Kafka's background thread count. Accepted; unused.", na=True),
     # Kafka's default for both is 102400. pybroker's is -1: fixed 100 KB buffers cost 20-30 %
     # of large-record produce and consume throughput here against Linux's autotuning (more
     # partial writes, each a wait on the event loop). A configured value is applied as Kafka
@@ -125,7 +136,7 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Most client connections open at once from one address."),
     _k("queued.max.requests", _I, 500, at_least(1), _HIGH,
        "Kafka's request queue bound. Accepted; pybroker handles one request per connection at "
-       "a time, so connections are their own back-pressure."),
+       "a time, so connections are their own back-pressure.", na=True),
     # --- logs -----------------------------------------------------------------------------------
     _k("num.partitions", _I, 1, at_least(1), _MEDIUM,
        "Partitions of a topic created without an explicit count (auto-created, or -1)."),
@@ -172,7 +183,8 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "How often the flusher looks for partitions due a flush; also log.flush.interval.ms's "
        "fallback."),
     _k("log.flush.offset.checkpoint.interval.ms", _I, 60000, at_least(0), _HIGH,
-       "How often each partition's recovery point (last flushed offset) is checkpointed."),
+       "How often each partition's recovery point (last flushed offset) and high watermark "
+       "are checkpointed."),
     _k("log.flush.start.offset.checkpoint.interval.ms", _I, 60000, at_least(0), _HIGH,
        "How often each partition's log start offset is checkpointed."),
     _k("log.segment.delete.delay.ms", _L, 60000, at_least(0), _HIGH,
@@ -180,9 +192,9 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "already under way can finish."),
     _k("log.preallocate", _B, False, None, _MEDIUM,
        "Kafka creates segment files at their full size up front (for Windows file systems). "
-       "Accepted; pybroker's segment files grow as they are written."),
+       "Accepted; pybroker's segment files grow as they are written.", na=True),
     _k("num.recovery.threads.per.data.dir", _I, 1, at_least(1), _HIGH,
-       "Kafka's log recovery thread count. Accepted; unused."),
+       "Kafka's log recovery thread count. Accepted; unused.", na=True),
     _k("log.message.timestamp.type", _S, "CreateTime", OneOf(TIMESTAMP_TYPES), _MEDIUM,
        "Record timestamps kept: the producer's (CreateTime) or the broker's clock at append "
        "(LogAppendTime)."),
@@ -193,7 +205,7 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("log.message.downconversion.enable", _B, True, None, _LOW,
        "Whether a fetch by an old client (message format v0/v1) may be served by converting "
        "batches down to its format. Accepted; unused: Fetch is served from v4, whose clients "
-       "read magic-2 batches, so nothing is ever converted (as in Kafka 4)."),
+       "read magic-2 batches, so nothing is ever converted (as in Kafka 4).", na=True),
     _k("auto.create.topics.enable", _B, True, None, _HIGH,
        "Create a topic with default settings when a Metadata request that allows it names an "
        "unknown topic."),
@@ -210,13 +222,15 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("log.cleaner.enable", _B, True, None, _MEDIUM,
        "Run the log cleaner, which compacts topics whose cleanup.policy includes compact."),
     _k("log.cleaner.threads", _I, 1, at_least(0), _MEDIUM,
-       "Number of logs cleaned at the same time."),
+       "Number of logs cleaned at the same time, each in its own worker thread; 0 cleans "
+       "nothing (Kafka then starts no cleaner thread)."),
     _k("log.cleaner.backoff.ms", _L, 15000, at_least(0), _MEDIUM,
        "How long the cleaner sleeps when no log needs cleaning."),
     _k("log.cleaner.dedupe.buffer.size", _L, 134217728, None, _MEDIUM,
        "Memory for the key → offset map built while cleaning, over all cleaner threads."),
     _k("log.cleaner.io.buffer.size", _I, 524288, at_least(0), _MEDIUM,
-       "Read and write buffer memory of the cleaner, over all cleaner threads."),
+       "Read and write buffer memory of the cleaner, over all cleaner threads: each reads "
+       "and writes segments in chunks of this / threads / 2 bytes (a larger batch whole)."),
     _k("log.cleaner.delete.retention.ms", _L, 86400000, at_least(0), _MEDIUM,
        "How long delete markers (tombstones) stay in a compacted log, so that a consumer "
        "catching up still sees the deletion."),
@@ -231,24 +245,24 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Replicas of a topic created without an explicit factor (auto-created, or -1)."),
     _k("replica.fetch.max.bytes", _I, 1048576, at_least(0), _MEDIUM,
        "Bytes a follower asks for per partition in one fetch (a larger first batch still "
-       "comes through)."),
+       "comes through).", inert="replication"),
     _k("replica.fetch.wait.max.ms", _I, 500, None, _MEDIUM,
-       "How long a follower's fetch waits at the leader for new data."),
+       "How long a follower's fetch waits at the leader for new data.", inert="replication"),
     _k("replica.fetch.min.bytes", _I, 1, None, _MEDIUM,
-       "Bytes a follower's fetch waits for before returning early."),
+       "Bytes a follower's fetch waits for before returning early.", inert="replication"),
     _k("replica.lag.time.max.ms", _L, 30000, None, _HIGH,
-       "A follower that has not caught up within this long leaves the in-sync replicas."),
+       "A follower that has not caught up within this long leaves the in-sync replicas.", inert="replication"),
     _k("replica.socket.timeout.ms", _I, 30000, None, _HIGH,
-       "Network timeout of a follower's requests to the leader."),
+       "Network timeout of a follower's requests to the leader.", inert="replication"),
     _k("replica.high.watermark.checkpoint.interval.ms", _L, 5000, None, _HIGH,
-       "How often high watermarks are checkpointed to disk."),
+       "How often high watermarks are checkpointed to disk.", inert="replication"),
     _k("num.replica.fetchers", _I, 1, None, _HIGH,
-       "Fetcher tasks per source broker used by followers."),
+       "Fetcher tasks per source broker used by followers.", inert="replication"),
     _k("unclean.leader.election.enable", _B, False, None, _HIGH,
        "Allow a replica outside the in-sync set to become leader, losing acknowledged writes, "
-       "rather than leave a partition offline."),
+       "rather than leave a partition offline.", inert="replication"),
     _k("auto.leader.rebalance.enable", _B, True, None, _HIGH,
-       "Move leadership back to preferred replicas in the background."),
+       "Move leadership back to preferred replicas in the background.", inert="replication"),
     _k("fetch.max.bytes", _I, 57671680, at_least(1024), _MEDIUM,
        "Upper bound on one Fetch response, whatever the client asks for."),
     # --- consumer groups and committed offsets --------------------------------------------------
@@ -263,8 +277,10 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("offsets.topic.num.partitions", _I, 50, at_least(1), _HIGH,
        "Partitions of __consumer_offsets; fixed once the topic exists."),
     _k("offsets.topic.replication.factor", _SH, 3, at_least(1), _HIGH,
-       "Replicas of __consumer_offsets. The topic is not created until this many brokers "
-       "exist, so a single broker needs 1."),
+       "Replicas of __consumer_offsets. Set: as in Kafka, the topic is not created (groups "
+       "get COORDINATOR_NOT_AVAILABLE) until this many brokers exist, so a single broker "
+       "needs 1. Unset: 3, or the number of brokers if fewer (pybroker's difference, so that "
+       "a broker with no configuration serves groups; Kafka would not create the topic)."),
     _k("offsets.topic.segment.bytes", _I, 104857600, at_least(1), _HIGH,
        "Segment size of __consumer_offsets, kept small so it compacts and loads fast."),
     _k("offsets.retention.minutes", _I, 10080, at_least(1), _HIGH,
@@ -272,30 +288,33 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("offsets.retention.check.interval.ms", _L, 600000, at_least(1), _HIGH,
        "How often expired committed offsets are looked for."),
     _k("offsets.commit.timeout.ms", _I, 5000, at_least(1), _HIGH,
-       "How long an offset commit may wait for __consumer_offsets replicas."),
+       "How long a write of the group coordinator (an offset commit, a group's assignment) "
+       "waits for __consumer_offsets to commit it (its high watermark to pass it) before the "
+       "client is answered COORDINATOR_NOT_AVAILABLE. A single broker's append commits at "
+       "once."),
     _k("offset.metadata.max.bytes", _I, 4096, None, _HIGH,
        "Largest metadata string accepted with a committed offset."),
     # --- transactions and producer state --------------------------------------------------------
     _k("transaction.state.log.num.partitions", _I, 50, at_least(1), _HIGH,
-       "Partitions of __transaction_state; fixed once the topic exists."),
+       "Partitions of __transaction_state; fixed once the topic exists.", inert="transactions"),
     _k("transaction.state.log.replication.factor", _SH, 3, at_least(1), _HIGH,
-       "Replicas of __transaction_state; a single broker needs 1."),
+       "Replicas of __transaction_state; a single broker needs 1.", inert="transactions"),
     _k("transaction.state.log.min.isr", _I, 2, at_least(1), _HIGH,
-       "min.insync.replicas of __transaction_state; a single broker needs 1."),
+       "min.insync.replicas of __transaction_state; a single broker needs 1.", inert="transactions"),
     _k("transaction.state.log.segment.bytes", _I, 104857600, at_least(1), _HIGH,
-       "Segment size of __transaction_state."),
+       "Segment size of __transaction_state.", inert="transactions"),
     _k("transactional.id.expiration.ms", _I, 604800000, at_least(1), _HIGH,
-       "Forget a transactional id that has not been used for this long."),
+       "Forget a transactional id that has not been used for this long.", inert="transactions"),
     _k("transaction.max.timeout.ms", _I, 900000, at_least(1), _HIGH,
-       "Longest transaction timeout a producer may ask for."),
+       "Longest transaction timeout a producer may ask for.", inert="transactions"),
     _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, 10000, at_least(1),
-       _LOW, "How often timed-out transactions are looked for and aborted."),
+       _LOW, "How often timed-out transactions are looked for and aborted.", inert="transactions"),
     _k("producer.id.expiration.ms", _I, 86400000, at_least(1), _LOW,
        "Forget an idempotent producer's sequence state after this long without writes."),
     _k("share.coordinator.state.topic.replication.factor", _SH, 3, at_least(1), _LOW,
-       "Kafka 4 share groups. Accepted so Kafka 4's server.properties loads; unused."),
+       "Kafka 4 share groups. Accepted so Kafka 4's server.properties loads; unused.", na=True),
     _k("share.coordinator.state.topic.min.isr", _SH, 2, at_least(1), _LOW,
-       "Kafka 4 share groups. Accepted so Kafka 4's server.properties loads; unused."),
+       "Kafka 4 share groups. Accepted so Kafka 4's server.properties loads; unused.", na=True),
 )
 
 BROKER_CONFIG_DEFS: Mapping[str, ConfigKey] = MappingProxyType(
@@ -395,8 +414,10 @@ class BrokerConfig(Mapping[str, object]):
         values: dict[str, object] = {}
         for key in BROKER_CONFIG_KEYS:
             values[key.name] = key.parse(props[key.name]) if key.name in props else key.default
-        warnings = tuple(_unknown_key_warning(name) for name in props
-                         if name not in BROKER_CONFIG_DEFS)
+        warnings = tuple(_unknown_key_warning(name) if key is None else key.inert_warning()
+                         for name in props
+                         for key in (BROKER_CONFIG_DEFS.get(name),)
+                         if key is None or key.state is KeyState.INERT)
         for message in warnings:
             logger.warning("%s", message)
         self._values = values
@@ -589,7 +610,33 @@ class BrokerConfig(Mapping[str, object]):
                                   "set advertised.listeners to a reachable host")
         self.advertised_listeners: tuple[Listener, ...] = tuple(
             item for item in advertised if item.name not in self.controller_listener_names)
+        self._refuse_unserved_listeners()
         self.inter_broker_listener_name: str = self._inter_broker_listener_name()
+
+    def _refuse_unserved_listeners(self) -> None:
+        """Refuse the client listeners this broker cannot serve as configured.
+
+        Without TLS and SASL, an SSL/SASL listener would speak plaintext Kafka: a user who
+        asked for encryption or authentication would silently get neither. And only one
+        client listener is bound: a second one would be dropped without a word. Both are
+        refused at start until the security work (and binding every listener) lands.
+        """
+        raw = ",".join(cast("tuple[str, ...]", self._values["listeners"]))
+        served = self.broker_listeners
+        for item in served:
+            protocol = self.listener_security_protocol_map[item.name]
+            if protocol != "PLAINTEXT":
+                raise ConfigError("listeners", raw,
+                                  f"Listener {item.name} uses security protocol {protocol}, "
+                                  "which pybroker does not support yet (no TLS or SASL); "
+                                  "only PLAINTEXT listeners can be served")
+        if not served:
+            raise ConfigError("listeners", raw, "Every listener is a controller listener; "
+                                                "clients need one to connect to")
+        if len(served) > 1:
+            raise ConfigError("listeners", raw,
+                              f"pybroker serves one client listener; {len(served)} are given "
+                              f"({', '.join(item.name for item in served)})")
 
     def _protocol_map(self) -> dict[str, str]:
         raw = cast(str, self._values["listener.security.protocol.map"])

@@ -174,12 +174,39 @@ def between(minimum: int | float, maximum: int | float) -> Range:
 # --- keys ---------------------------------------------------------------------------------------
 
 
+class KeyState(enum.Enum):
+    """What the broker does with a key it accepts: no key is a silent promise.
+
+    - HONOURED: acts as in Kafka (or as its doc says, where the difference is deliberate).
+    - INERT: belongs to a feature not built yet (`ConfigKey.feature`); accepted, so Kafka's
+      files load, but setting it logs a one-line warning at start naming the key and that
+      feature. Values that could only work with the feature are refused (`refused_values`).
+    - NOT_APPLICABLE: tunes a part of Kafka pybroker has no counterpart for (thread pools,
+      KRaft controllers, preallocation); accepted silently, the doc says why.
+
+    As a feature lands, its keys move from INERT to HONOURED.
+    """
+
+    HONOURED = "honoured"
+    INERT = "inert"
+    NOT_APPLICABLE = "not applicable"
+
+
+# The features INERT keys wait for: the open issues that will make them work.
+FEATURES = {
+    "replication": "replication (several brokers, coordinated through ZooKeeper)",
+    "transactions": "transactions (the transaction coordinator)",
+    "security": "security (TLS and SASL listeners)",
+}
+
+
 @dataclass(frozen=True)
 class ConfigKey:
     """One declared configuration: Kafka's name, type, parsed default, validator and our doc.
 
     `default` is the parsed Python value (int, float, bool, str, tuple of str) or None when the
     key has no default and something else decides (e.g. `log.retention.ms` falls back to hours).
+    `state` says whether the broker acts on it (see KeyState); an INERT key names its `feature`.
     """
 
     name: str
@@ -189,18 +216,36 @@ class ConfigKey:
     importance: Importance
     doc: str
     sensitive: bool = field(default=False)
+    state: KeyState = field(default=KeyState.HONOURED)
+    feature: str | None = field(default=None)
+    refused_values: tuple[object, ...] = field(default=())
 
     def __post_init__(self) -> None:
         # As Kafka's ConfigKey does: a default that fails its own validator is a bug in the table.
         if self.default is not None and self.validator is not None:
             self.validator.check(self.name, self.default)
+        if (self.state is KeyState.INERT) != (self.feature in FEATURES):
+            raise ValueError(f"{self.name}: an inert key, and only one, names its feature")
+        if self.refused_values and self.feature is None:
+            raise ValueError(f"{self.name}: refused values name the feature they wait for")
 
     def parse(self, raw: str) -> object:
         """Parse and validate one raw string; raises ConfigError with Kafka's wording."""
         value = parse_value(self.name, self.type, raw)
         if value is not None and self.validator is not None:
             self.validator.check(self.name, value)
+        if value in self.refused_values:
+            raise ConfigError(self.name, value,
+                              f"Needs {FEATURES[self.feature or '']}, which pybroker does "
+                              "not have yet")
         return value
+
+    def inert_warning(self) -> str | None:
+        """The one line logged when this key is set, or None if setting it takes effect."""
+        if self.state is not KeyState.INERT:
+            return None
+        return (f"Configuration '{self.name}' has no effect yet: it is used by "
+                f"{FEATURES[self.feature or '']}, which pybroker does not have yet")
 
     def valid_values(self) -> str:
         return self.validator.describe() if self.validator is not None else ""

@@ -21,7 +21,7 @@ from pybroker.config.broker import (
 )
 from pybroker.config.definitions import (
     INT64_MAX, ConfigEntry, ConfigError, ConfigKey, ConfigSource, ConfigSynonym, ConfigType,
-    ListOf, OneOf, ThrottledReplicas, Validator, at_least, between, kafka_synonym_order,
+    KeyState, ListOf, OneOf, ThrottledReplicas, Validator, at_least, between, kafka_synonym_order,
     to_config_string,
 )
 
@@ -30,8 +30,12 @@ _B, _S, _I, _L, _D, _LS = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT
 
 
 def _t(name: str, type_: ConfigType, default: object, validator: Validator | None,
-       doc: str) -> ConfigKey:
-    return ConfigKey(name, type_, default, validator, "medium", doc)
+       doc: str, *, inert: str | None = None, na: bool = False) -> ConfigKey:
+    """One row; `inert` and `na` as in the broker table (see KeyState)."""
+    state = (KeyState.INERT if inert else KeyState.NOT_APPLICABLE if na
+             else KeyState.HONOURED)
+    return ConfigKey(name, type_, default, validator, "medium", doc, state=state,
+                     feature=inert)
 
 
 TOPIC_CONFIG_KEYS: tuple[ConfigKey, ...] = (
@@ -50,18 +54,18 @@ TOPIC_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _t("flush.ms", _L, INT64_MAX, at_least(0),
        "fsync once the oldest unflushed write is this old. Default: leave it to the OS."),
     _t("follower.replication.throttled.replicas", _LS, (), ThrottledReplicas(),
-       "Replicas whose follower-side replication is throttled. Accepted; not enforced."),
+       "Replicas whose follower-side replication is throttled. Accepted; not enforced.", inert="replication"),
     _t("index.interval.bytes", _I, 4096, at_least(0),
        "Bytes of log between two entries of the sparse offset and time indexes."),
     _t("leader.replication.throttled.replicas", _LS, (), ThrottledReplicas(),
-       "Replicas whose leader-side replication is throttled. Accepted; not enforced."),
+       "Replicas whose leader-side replication is throttled. Accepted; not enforced.", inert="replication"),
     _t("max.compaction.lag.ms", _L, INT64_MAX, at_least(1),
        "A record becomes eligible for compaction at the latest after this long."),
     _t("max.message.bytes", _I, 1048588, at_least(0),
        "Largest record batch accepted for this topic, after compression."),
     _t("message.downconversion.enable", _B, True, None,
        "Whether fetches by old clients may be served by converting batches to their format. "
-       "Accepted; unused: Fetch is served from v4 (magic-2 batches only), as in Kafka 4."),
+       "Accepted; unused: Fetch is served from v4 (magic-2 batches only), as in Kafka 4.", na=True),
     _t("message.timestamp.after.max.ms", _L, INT64_MAX, at_least(0),
        "With CreateTime, refuse batches timestamped further than this in the future."),
     _t("message.timestamp.before.max.ms", _L, INT64_MAX, at_least(0),
@@ -76,7 +80,7 @@ TOPIC_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "With acks=all, in-sync replicas that must hold a write before it is acknowledged."),
     _t("preallocate", _B, False, None,
        "Kafka creates segment files at their full size up front. Accepted; pybroker's "
-       "segment files grow as they are written."),
+       "segment files grow as they are written.", na=True),
     _t("retention.bytes", _L, -1, None,
        "Delete the oldest segments while a partition is larger than this; -1: no limit."),
     _t("retention.ms", _L, 604800000, at_least(-1),
@@ -90,7 +94,7 @@ TOPIC_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _t("segment.ms", _L, 604800000, at_least(1),
        "Start a new segment once the active one is this old, so retention can act on it."),
     _t("unclean.leader.election.enable", _B, False, None,
-       "Allow an out-of-sync replica to become leader, losing acknowledged writes."),
+       "Allow an out-of-sync replica to become leader, losing acknowledged writes.", inert="replication"),
 )
 
 TOPIC_CONFIG_DEFS: Mapping[str, ConfigKey] = MappingProxyType(
@@ -182,6 +186,14 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
     lags = {name: parsed.get(name, TOPIC_CONFIG_DEFS[name].default)
             for name in ("min.compaction.lag.ms", "max.compaction.lag.ms")}
     _check_compaction_lags(lags)
+
+
+def inert_topic_config_warnings(configs: Mapping[str, str | None]) -> list[str]:
+    """One line for each override that has no effect yet (an INERT topic key), to be logged
+    when a topic is created or altered with it, as the broker's inert keys are at start."""
+    keys = (TOPIC_CONFIG_DEFS.get(name) for name in configs)
+    return [warning for key in keys if key is not None
+            for warning in (key.inert_warning(),) if warning is not None]
 
 
 def resolve_topic_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> TopicConfig:

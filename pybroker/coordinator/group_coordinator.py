@@ -123,16 +123,19 @@ class GroupCoordinator:
     def ensure_topic(self) -> ErrorCode:
         """Create __consumer_offsets on first use (Kafka does so on the first FindCoordinator).
 
-        The replication factor is offsets.topic.replication.factor capped at the number of
-        brokers: Kafka would refuse to create the topic instead, leaving a single broker with
-        the default of 3 unable to serve any group.
+        An offsets.topic.replication.factor that is set is applied as Kafka applies it: while
+        fewer brokers exist the topic is not created and groups get COORDINATOR_NOT_AVAILABLE
+        (retried by clients). Left unset, it is Kafka's default of 3 capped at the number of
+        brokers, a deliberate difference: with Kafka's behaviour a single broker with no
+        configuration (the embedded default) could serve no group at all.
         """
         broker = self.broker
         if OFFSETS_TOPIC in broker.metadata.image.topics:
             return ErrorCode.NONE
         cfg = broker.config
-        replicas = max(1, min(cfg.offsets_topic_replication_factor,
-                              len(broker.metadata.image.brokers)))
+        replicas = cfg.offsets_topic_replication_factor
+        if "offsets.topic.replication.factor" not in cfg.explicit:
+            replicas = max(1, min(replicas, len(broker.metadata.image.brokers)))
         code, message = broker.create_topic(
             OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, replicas,
             {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)},
@@ -281,6 +284,10 @@ class GroupCoordinator:
 
     # -- the group protocol --------------------------------------------------------------------
     async def join(self, request: JoinRequest) -> JoinResult:
+        if request.reason:  # JoinGroup v8+: why the client (re)joins, logged as Kafka does
+            log.info("member %s (group instance id %s) joining group %s; client reason: %s",
+                     request.member_id or "(new)", request.group_instance_id,
+                     request.group_id, request.reason)
         return await self._wait_for(lambda token: self.state.join(request, self.now(), token))
 
     async def sync(self, request: SyncRequest) -> SyncResult:
@@ -295,6 +302,11 @@ class GroupCoordinator:
         return outcome.response
 
     async def leave(self, group_id: str, members: Sequence[LeavingMember]) -> LeaveResult:
+        for member in members:  # LeaveGroup v5+ says why each member leaves; Kafka logs it
+            if member.reason:
+                log.info("member %s (group instance id %s) leaving group %s through explicit "
+                         "LeaveGroup; client reason: %s", member.member_id,
+                         member.group_instance_id, group_id, member.reason)
         outcome = self.state.leave(group_id, members, self.now())
         await self._apply(outcome)
         assert outcome.response is not None

@@ -29,9 +29,6 @@ TopicPartition = tuple[str, int]
 T = TypeVar("T")
 _S = GroupState
 CLASSIC_GROUP_TYPE = "classic"
-# AclOperation bits a classic group supports (READ 3, DELETE 6, DESCRIBE 8): with no
-# authorizer every client is allowed all of them.
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
 """CreateTopics: -1 partitions or replication factor means the broker's default.
 
+A manual assignment (`assignments`) is validated as Kafka validates it and becomes the
+partitions' replicas, the first of each leading; on one broker that is this broker alone.
+
 The logs are created in a worker thread before the answer (1,000 partitions take ~0.65 s of
 file system calls); `topic_changes` keeps a DeleteTopics from running meanwhile."""
 from __future__ import annotations
@@ -23,14 +26,20 @@ async def _create(ctx: RequestContext, request: Container) -> list[dict]:
     for topic in request.topics:
         partitions = topic.num_partitions
         rf = topic.replication_factor
+        assignments = None
         if topic.assignments:
             if partitions != -1 or rf != -1:
                 code, message = (ErrorCode.INVALID_REQUEST, "Both numPartitions or "
                                  "replicationFactor and replicasAssignments were set.")
                 results.append(_result(topic.name, code, message))
                 continue
-            partitions = len(topic.assignments)
-            rf = len(topic.assignments[0].broker_ids)
+            assignments, message = _replica_assignment(topic.assignments,
+                                                       set(broker.metadata.image.brokers))
+            if assignments is None:
+                results.append(_result(topic.name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                       message))
+                continue
+            partitions, rf = len(assignments), len(assignments[0])
         if partitions == -1:
             partitions = broker.config.num_partitions
         if rf == -1:
@@ -42,7 +51,8 @@ async def _create(ctx: RequestContext, request: Container) -> list[dict]:
             continue
         seen.add(topic.name)
         code, message = await broker.create_topic_off_loop(
-            topic.name, partitions, rf, configs, validate_only=request.validate_only)
+            topic.name, partitions, rf, configs, validate_only=request.validate_only,
+            assignments=assignments)
         entry = _result(topic.name, code, message)
         if code == ErrorCode.NONE:
             info = broker.metadata.image.topics.get(topic.name)
@@ -51,6 +61,32 @@ async def _create(ctx: RequestContext, request: Container) -> list[dict]:
                          configs=_configs(ctx, topic.name, configs))
         results.append(entry)
     return results
+
+
+def _replica_assignment(entries: list[Container], brokers: set[int]
+                        ) -> tuple[list[list[int]] | None, str | None]:
+    """Each partition's replicas from a manual assignment, or None and why it is refused.
+
+    Kafka's checks (AdminZkClient.validateReplicaAssignment), with its messages: partitions
+    0..n-1 each given once, no partition without replicas or with a broker twice, the same
+    replica count everywhere, and only brokers that exist. The first replica leads.
+    """
+    by_partition = {entry.partition_index: list(entry.broker_ids) for entry in entries}
+    if len(by_partition) != len(entries) or sorted(by_partition) != list(range(len(entries))):
+        return None, "Partitions should be a consecutive 0-based integer sequence"
+    replicas = [by_partition[i] for i in range(len(entries))]
+    for partition, ids in enumerate(replicas):
+        if not ids:
+            return None, f"Partition {partition} has no replicas in the assignment"
+        if len(set(ids)) != len(ids):
+            return None, f"Duplicate replica assignment found: {partition} -> {ids}"
+        unknown = sorted(set(ids) - brokers)
+        if unknown:
+            return None, ("Unknown broker(s) in replica assignment: "
+                          f"{', '.join(map(str, unknown))}.")
+    if len({len(ids) for ids in replicas}) != 1:
+        return None, "All partitions should have the same number of replicas"
+    return replicas, None
 
 
 def _configs(ctx: RequestContext, name: str, overrides: dict[str, str]) -> list[dict]:

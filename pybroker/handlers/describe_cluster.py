@@ -1,8 +1,12 @@
-"""DescribeCluster: the cluster id, the controller and the brokers (for the admin client)."""
+"""DescribeCluster: the cluster id, the controller and the brokers (for the admin client).
+
+Asked for the cluster's authorized operations, it answers every cluster operation: there is
+no authorizer, and Kafka without one allows them all."""
 from __future__ import annotations
 
 from construct import Container
 
+from protocol.acl_operations import CLUSTER_OPERATIONS, authorized_operations
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.handlers.base import Handler, RequestContext
@@ -19,7 +23,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     return {"throttle_time_ms": 0, "error_code": 0, "endpoint_type": BROKERS_ENDPOINT,
             "cluster_id": image.cluster_id, "controller_id": image.controller_id,
             "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                        for b in image.brokers.values()]}
+                        for b in image.brokers.values()],
+            "cluster_authorized_operations": authorized_operations(
+                request.include_cluster_authorized_operations, CLUSTER_OPERATIONS)}
 
 
 HANDLER = Handler(ApiKey.DESCRIBE_CLUSTER, 0, 1, handle)

@@ -11,15 +11,13 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.coordinator.group_offsets import GROUP_AUTHORIZED_OPERATIONS
+from protocol.acl_operations import GROUP_OPERATIONS, authorized_operations
 from pybroker.handlers.base import Handler, RequestContext
-
-OPERATIONS_NOT_REQUESTED = -(1 << 31)
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    operations = (GROUP_AUTHORIZED_OPERATIONS if ctx.version >= 3
-                  and request.include_authorized_operations else OPERATIONS_NOT_REQUESTED)
+    operations = authorized_operations(
+        ctx.version >= 3 and request.include_authorized_operations, GROUP_OPERATIONS)
     groups = []
     for group_id in request.groups:
         d = ctx.broker.groups.describe_group(group_id)

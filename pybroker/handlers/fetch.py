@@ -2,8 +2,9 @@
 
 A fetch with too little data waits in the purgatory for an append to one of its partitions,
 then reads again. The first batch found is returned whole even when larger than the limits,
-so a consumer can always make progress (Kafka's rule). Fetch sessions are not kept: every
-response carries session id 0, which clients treat as a full fetch.
+so a consumer can always make progress (Kafka's rule). The response as a whole is capped at
+the smaller of the request's max_bytes and the broker's fetch.max.bytes. Fetch sessions are
+not kept: every response carries session id 0, which clients treat as a full fetch.
 
 Records need no transforming on the way out (every version served carries magic-2 batches as
 stored), so large ones go from the segment file to the socket with sendfile: the log hands
@@ -25,9 +26,10 @@ from pybroker.purgatory import Watch
 SENDFILE_MIN_BATCH = 64 * 1024
 
 
-def _read_all(ctx: RequestContext, request: Container) -> tuple[list[dict], int, bool]:
+def _read_all(ctx: RequestContext, request: Container,
+              max_bytes: int) -> tuple[list[dict], int, bool]:
     manager = ctx.broker.replicas
-    remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    remaining = max_bytes
     total = 0
     errors = False
     read_committed = request.isolation_level == READ_COMMITTED
@@ -65,13 +67,18 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     # Consumers may see only committed data; followers wait for the log end (they are what
     # moves the high watermark).
     watch = Watch.LOG_END if request.replica_id >= 0 else Watch.HIGH_WATERMARK
+    # As Kafka: the broker's fetch.max.bytes caps what any client asks for (a larger first
+    # batch still comes whole), and min_bytes cannot exceed the cap or it would never be met.
+    max_bytes = min(request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF,
+                    ctx.broker.config.fetch_max_bytes)
+    min_bytes = min(request.min_bytes, max_bytes)
     while True:
-        responses, total, errors = _read_all(ctx, request)
-        if total >= request.min_bytes or errors or not wanted:
+        responses, total, errors = _read_all(ctx, request, max_bytes)
+        if total >= min_bytes or errors or not wanted:
             break
         left = deadline - trio.current_time()
         if left <= 0 or not await ctx.broker.purgatory.wait_any(wanted, left, watch):
-            responses, total, errors = _read_all(ctx, request)
+            responses, total, errors = _read_all(ctx, request, max_bytes)
             break
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 

@@ -3,11 +3,14 @@
 Topics a client asks about that do not exist are created when both the request
 (`allow_auto_topic_creation`, implied before v4) and `auto.create.topics.enable` allow it.
 Creation is synchronous here, so a new topic is returned ready, not LEADER_NOT_AVAILABLE.
+Asked for authorized operations (v8+), it answers every topic (and cluster) operation: there
+is no authorizer, and Kafka without one allows them all.
 """
 from __future__ import annotations
 
 from construct import Container
 
+from protocol.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.cluster.metadata import TopicInfo
@@ -65,6 +68,11 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                               else _error_entry(name, code))
             else:
                 topics.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    if ctx.version >= 8 and request.include_topic_authorized_operations:
+        operations = authorized_operations(True, TOPIC_OPERATIONS)
+        for entry in topics:
+            if entry["name"]:  # a topic id nobody knows names no resource to authorize
+                entry["topic_authorized_operations"] = operations
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
@@ -72,6 +80,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
         "topics": topics,
+        "cluster_authorized_operations": authorized_operations(
+            8 <= ctx.version <= 10 and request.include_cluster_authorized_operations,
+            CLUSTER_OPERATIONS),
     }
 
 

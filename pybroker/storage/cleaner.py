@@ -89,8 +89,10 @@ CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 # with a short bytes key costs ~128 bytes, so the same budget buys ~1M keys.
 DEFAULT_MAX_MAP_ENTRIES = 1 << 20
 MAP_ENTRY_BYTES = 128
-READ_CHUNK = 1 << 20
-WRITE_CHUNK = 1 << 20
+# Kafka's log.cleaner.io.buffer.size: the read and write buffers of all cleaner threads
+# together; each thread reads and writes in chunks of size / threads / 2 (a batch larger than
+# a chunk is still read whole).
+DEFAULT_IO_BUFFER_SIZE = 524288
 _MAX_HORIZON = 1 << 62  # keeps baseTimestamp and every re-based delta inside an int64
 
 TopicPartition = tuple[str, int]
@@ -199,9 +201,11 @@ class LogCleaner:
     """
 
     def __init__(self, logs: LogManager, *,
-                 max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES) -> None:
+                 max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
+                 io_chunk: int = DEFAULT_IO_BUFFER_SIZE // 2) -> None:
         self.logs = logs
         self.max_map_entries = max(1, max_map_entries)
+        self.io_chunk = max(HEADER_SIZE, io_chunk)
         self._checkpoints: dict[TopicPartition, int] = {}
         for log_dir in logs.log_dirs:
             self._checkpoints.update(read_offsets(log_dir / CLEANER_CHECKPOINT))
@@ -216,6 +220,12 @@ class LogCleaner:
     def max_map_entries_for(dedupe_buffer_size: int, threads: int = 1) -> int:
         """Map capacity for Kafka's log.cleaner.dedupe.buffer.size (see MAP_ENTRY_BYTES)."""
         return max(1, dedupe_buffer_size // max(threads, 1) // MAP_ENTRY_BYTES)
+
+    @staticmethod
+    def io_chunk_for(io_buffer_size: int, threads: int = 1) -> int:
+        """Read and write chunk for Kafka's log.cleaner.io.buffer.size: Kafka gives each
+        cleaner thread size / threads / 2 for its read buffer and as much for its write one."""
+        return io_buffer_size // max(threads, 1) // 2
 
     # -- checkpoints ---------------------------------------------------------------------------
     def first_dirty_offset(self, plog: PartitionLog) -> int:
@@ -397,7 +407,7 @@ class LogCleaner:
         offset_map: dict[bytes, int] = {}
         end = plan.first_dirty
         for src in plan.sources[plan.first_dirty_index:]:
-            for header, batch in _read_batches(src, stop):
+            for header, batch in _read_batches(src, stop, self.io_chunk):
                 if header.is_control:
                     continue
                 base = header.base_offset
@@ -433,13 +443,14 @@ class LogCleaner:
             if group is None:
                 group = self._start_group(plan, src, result)
                 group.changed.append(self._write_source(plan, group, src, offset_map, result,
-                                                        stats, stop))
+                                                        stats, stop, self.io_chunk))
                 continue
             cleaned = group.cleaned
             assert cleaned is not None
             mark = cleaned.size
             group.sources.append(src)
-            changed = self._write_source(plan, group, src, offset_map, result, stats, stop)
+            changed = self._write_source(plan, group, src, offset_map, result, stats, stop,
+                                         self.io_chunk)
             group.changed.append(changed)
             if cleaned.size > mark and (
                     cleaned.size > config.segment_bytes
@@ -475,9 +486,9 @@ class LogCleaner:
     @staticmethod
     def _write_source(plan: CleaningPlan, group: _Group, src: _Source,
                       offset_map: dict[bytes, int], result: CleanResult,
-                      stats: CleanerStats, stop: threading.Event | None) -> bool:
-        """Append the batches `src` keeps to the group's cleaned segment; whether anything
-        differs from `src`."""
+                      stats: CleanerStats, stop: threading.Event | None, chunk: int) -> bool:
+        """Append the batches `src` keeps to the group's cleaned segment, `chunk` bytes at a
+        time; whether anything differs from `src`."""
         cleaned = group.cleaned
         assert cleaned is not None
         now = plan.now_ms
@@ -487,7 +498,7 @@ class LogCleaner:
         appended: list[tuple[int, int, int, int, int]] = []
         stats.bytes_before += src.size
         stats.bytes_read += src.size
-        for header, batch in _read_batches(src, stop):
+        for header, batch in _read_batches(src, stop, chunk):
             out = _filter_batch(header, batch, offset_map, now, new_horizon, stats)
             if out is None:
                 changed = True
@@ -499,7 +510,7 @@ class LogCleaner:
                 result.next_horizon = min(result.next_horizon, horizon)
             appended.append((len(pending), len(data), header.base_offset, last_offset, max_ts))
             pending += data
-            if len(pending) >= WRITE_CHUNK:
+            if len(pending) >= chunk:
                 cleaned.append(pending, appended)
                 pending, appended = bytearray(), []
         if pending:
@@ -609,10 +620,11 @@ def _remove_cleaned_files(directory: Path, base: int) -> None:
         (directory / (segment_file_name(base, suffix) + CLEANED_SUFFIX)).unlink(missing_ok=True)
 
 
-def _read_batches(src: _Source, stop: threading.Event | None,
+def _read_batches(src: _Source, stop: threading.Event | None, chunk: int,
                   ) -> Iterator[tuple[BatchHeader, memoryview]]:
-    """Every batch of a segment, through the cleaner's own descriptor, in chunks."""
-    pos, end, want = 0, src.size, READ_CHUNK
+    """Every batch of a segment, through the cleaner's own descriptor, in `chunk`-byte reads
+    (a longer one for a batch larger than that)."""
+    pos, end, want = 0, src.size, chunk
     while pos < end:
         if stop is not None and stop.is_set():
             raise CleaningAborted()
@@ -633,7 +645,7 @@ def _read_batches(src: _Source, stop: threading.Event | None,
             want = need
             continue
         pos += consumed
-        want = READ_CHUNK
+        want = chunk
 
 
 def _records_data(header: BatchHeader, batch: memoryview) -> bytes:

@@ -199,26 +199,35 @@ class LogManager:
                 flushed += 1
         return flushed
 
-    def checkpoint(self) -> None:
-        """Write the recovery point, log start and high watermark checkpoints of every dir,
-        and the leader-epoch checkpoints that a moved log start left pending. Blocking: the
-        broker runs it in a worker thread."""
+    def checkpoint(self, *, recovery_points: bool = True, log_start_offsets: bool = True) -> None:
+        """Write the checkpoints of every dir: recovery points and high watermarks (with the
+        leader-epoch checkpoints that a moved log start left pending), and log start offsets.
+        The two groups can be written alone because Kafka gives them separate intervals
+        (log.flush.offset.checkpoint.interval.ms, log.flush.start.offset.checkpoint.interval.ms).
+        Blocking: the broker runs it in a worker thread."""
         for log_dir in self.log_dirs:
-            self._checkpoint_dir(log_dir, self._logs_in(log_dir))
+            self._checkpoint_dir(log_dir, self._logs_in(log_dir),
+                                 recovery_points=recovery_points,
+                                 log_start_offsets=log_start_offsets)
+        if not recovery_points:
+            return
         for plog in self.logs():
             try:
                 plog.leader_epoch_cache.write_pending()
             except FileNotFoundError:
                 pass  # the log was deleted meanwhile: its directory is gone
 
-    def _checkpoint_dir(self, log_dir: Path, logs: list[PartitionLog]) -> None:
+    def _checkpoint_dir(self, log_dir: Path, logs: list[PartitionLog], *,
+                        recovery_points: bool = True, log_start_offsets: bool = True) -> None:
         live = [lg for lg in logs if lg.dir.exists()]
-        write_offsets(log_dir / RECOVERY_POINT_CHECKPOINT,
-                      {(lg.topic, lg.partition): lg.recovery_point for lg in live})
-        write_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT,
-                      {(lg.topic, lg.partition): lg.log_start_offset for lg in live})
-        write_offsets(log_dir / HIGH_WATERMARK_CHECKPOINT,
-                      {(lg.topic, lg.partition): lg.high_watermark for lg in live})
+        if recovery_points:
+            write_offsets(log_dir / RECOVERY_POINT_CHECKPOINT,
+                          {(lg.topic, lg.partition): lg.recovery_point for lg in live})
+            write_offsets(log_dir / HIGH_WATERMARK_CHECKPOINT,
+                          {(lg.topic, lg.partition): lg.high_watermark for lg in live})
+        if log_start_offsets:
+            write_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT,
+                          {(lg.topic, lg.partition): lg.log_start_offset for lg in live})
 
     def cleanup(self, now_ms: int) -> int:
         """Retention over every log; returns the number of segments deleted."""

@@ -179,6 +179,19 @@ def test_invalid_value_exits_with_one_line(config_file: Path, tmp_path: Path) ->
     assert "abc" in result.stderr
 
 
+@pytest.mark.parametrize("listeners", ["SSL://127.0.0.1:0", "SASL_SSL://127.0.0.1:0",
+                                       "SASL_PLAINTEXT://127.0.0.1:0",
+                                       "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"])
+def test_secure_listener_exits_with_one_line(config_file: Path, tmp_path: Path,
+                                             listeners: str) -> None:
+    """Never plaintext on a port the operator configured for TLS or SASL."""
+    result = _run_failing([sys.executable, "-m", "pybroker", str(config_file),
+                           "--override", f"listeners={listeners}",
+                           "--override", f"advertised.listeners={listeners}",
+                           "--override", f"log.dirs={tmp_path / 'logs'}"])
+    assert "does not support yet" in result.stderr
+
+
 def test_override_without_equals_is_an_error(config_file: Path, tmp_path: Path) -> None:
     result = _run_failing(_module_args(config_file, tmp_path / "logs",
                                        "--override", "num.partitions"))
@@ -300,3 +313,19 @@ def test_version() -> None:
     # One source of truth: the installed metadata reads pybroker.__version__.
     from importlib.metadata import version
     assert version("pybroker") == pybroker.__version__
+
+
+def test_inert_key_is_a_one_line_warning_at_start(config_file: Path, tmp_path: Path) -> None:
+    """A key whose feature is not built yet (zookeeper.connect: replication) starts the
+    broker, with one warning line at start that names the key and the feature."""
+    server = Server(_module_args(config_file, tmp_path / "logs",
+                                 "--override", "zookeeper.connect=localhost:2181"))
+    try:
+        server.wait_started()
+        rc, _ = server.signal_and_wait(signal.SIGTERM)
+    finally:
+        server.kill()
+    assert rc == 0, server.stderr
+    warnings = [ln for ln in server.lines if " WARNING " in ln and "zookeeper.connect" in ln]
+    assert len(warnings) == 1, server.stderr
+    assert "no effect yet" in warnings[0] and "replication" in warnings[0]

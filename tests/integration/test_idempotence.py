@@ -262,3 +262,34 @@ def test_idle_producers_expire(tmp_path) -> None:  # type: ignore[no-untyped-def
         while active(info.bootstrap, topic):
             assert time.monotonic() < deadline, "the idle producer was never expired"
             time.sleep(0.1)
+
+
+def test_init_producer_id_without_transactional_id_is_always_fresh(broker) -> None:
+    """kafka-python's KIP-360 recovery (InitProducerId v3+ naming its own id and epoch, no
+    transactional id) gets a new producer id at epoch 0, as from Kafka: the broker never
+    bumps the epoch of an id a client merely names, so no client can fence another's
+    idempotent producer. The producer carries on under the new id without loss."""
+    from kafka import KafkaProducer
+    topic = f"fresh-pid-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 1)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True)
+    try:
+        for i in range(5):
+            producer.send(topic, value=b"before-%d" % i, partition=0)
+        producer.flush(10)
+        manager = producer._transaction_manager
+        before = manager.producer_id_and_epoch
+        assert before.producer_id >= 0 and before.epoch == 0
+        manager.bump_producer_id_and_epoch()  # what an OutOfOrderSequence error triggers
+        _wait_for(lambda: not manager.is_bumping_epoch(), what="the InitProducerId answer")
+        after = manager.producer_id_and_epoch
+        assert after.producer_id != before.producer_id, (before, after)
+        assert after.epoch == 0
+        for i in range(5):
+            producer.send(topic, value=b"after-%d" % i, partition=0)
+        producer.flush(10)
+    finally:
+        producer.close(5)
+    got = CONFLUENT.consume(broker.bootstrap, topic, [0], 10)
+    assert [g.value for g in got] == [b"before-%d" % i for i in range(5)] + \
+        [b"after-%d" % i for i in range(5)]

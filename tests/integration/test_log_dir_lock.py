@@ -140,3 +140,11 @@ def test_a_log_dir_of_another_node_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "meta.properties").write_text("version=1\ncluster.id=abc\nnode.id=7\n")
     result = _second_start(tmp_path, 0)
     assert "belongs to node 7" in result.stderr.strip().splitlines()[-1], result.stderr
+
+
+def test_a_log_dir_of_another_cluster_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "meta.properties").write_text("version=1\ncluster.id=abc\nnode.id=0\n")
+    result = _run_failing([sys.executable, "-m", "pybroker", "--defaults",
+                           "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                           "--override", f"log.dirs={tmp_path}", "--override", "cluster.id=xyz"])
+    assert "doesn't match stored clusterId abc" in result.stderr.strip().splitlines()[-1]

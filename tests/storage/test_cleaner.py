@@ -513,3 +513,35 @@ def test_replace_segments_takes_cleaned_files_through_the_commit_point(tmp_path:
     assert {r.key: (r.offset, r.value) for r in read_all(plog)} == \
         {k: v[:2] for k, v in latest.items()}
     assert not [n for n in log_files(plog) if n.endswith((CLEANED_SUFFIX, SWAP_SUFFIX))]
+
+
+def test_io_chunk_bounds_every_read_but_a_larger_batch(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """log.cleaner.io.buffer.size: the cleaner reads segments in chunks of size / threads / 2
+    (Kafka's per-thread read buffer); a batch larger than a chunk is still read whole."""
+    import pybroker.storage.cleaner as cleaner_module
+
+    assert LogCleaner.io_chunk_for(524288, 1) == 262144
+    assert LogCleaner.io_chunk_for(524288, 4) == 65536
+    logs = open_logs(tmp_path, dataclasses.replace(COMPACT, segment_bytes=1 << 20))
+    plog = logs.get_or_create("t", 0)
+    latest = updates(plog, 2_000, 50, per_batch=10)
+    big = b"B" * 20_000
+    latest[b"big"] = (put(plog, b"big", big), big, T0)
+    plog.roll()
+    reads: list[int] = []
+    real_pread = os.pread
+
+    def pread(fd: int, n: int, offset: int) -> bytes:
+        data = real_pread(fd, n, offset)
+        reads.append(len(data))
+        return data
+
+    monkeypatch.setattr(cleaner_module.os, "pread", pread)
+    assert LogCleaner(logs, io_chunk=4096).clean_log(plog) is not None
+    monkeypatch.undo()
+    assert plog.segments[0].size > 4096 * 4  # what used to be read in one go
+    assert max(reads) > 20_000  # the big batch, whole
+    assert {n for n in reads if n > 4096} == {max(reads)}
+    assert {k: (o, v) for k, (o, v, _) in as_map(plog).items()} == \
+        {k: (o, v) for k, (o, v, _) in latest.items()}

@@ -1,0 +1,70 @@
+"""The configuration table of the docs (docs/CONFIG.md), generated from the key tables.
+
+One table is the truth: `BROKER_CONFIG_KEYS` and `TOPIC_CONFIG_KEYS` say what each key does and
+whether the broker acts on it (`KeyState`); this renders them so the docs cannot drift (a test
+compares the file with `render()`). Regenerate with
+`python -m pybroker.config.doc_table > docs/CONFIG.md`.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from pybroker.config.broker import BROKER_CONFIG_KEYS
+from pybroker.config.definitions import FEATURES, ConfigKey, KeyState, to_config_string
+from pybroker.config.topic import TOPIC_CONFIG_KEYS
+
+_HEADER = """\
+# Configuration keys
+
+Generated from `pybroker/config/broker.py` and `pybroker/config/topic.py` by
+`python -m pybroker.config.doc_table > docs/CONFIG.md`; a test fails when this file is stale.
+
+Every key pybroker accepts is in one of these states:
+
+- **honoured**: it acts as in Kafka, or as its description says where pybroker differs on
+  purpose.
+- **inert until *feature***: the feature that uses it is not built yet. The key is accepted
+  (so Kafka's own files load), and setting it logs a one-line warning at start (a topic
+  key: when a topic is created or altered with it, and at every start while a topic has
+  it). Values that could only work with the feature are refused at start. Features: {features}.
+- **not applicable**: it tunes a part of Kafka that pybroker has no counterpart for (thread
+  pools, KRaft controllers, preallocated files); accepted silently, the description says why.
+
+Keys pybroker does not know are reported with a warning at start and otherwise ignored, as
+Kafka does. Listeners: one PLAINTEXT client listener is served; an SSL, SASL_SSL or
+SASL_PLAINTEXT listener, or a second client listener, is refused at start.
+"""
+
+
+def _state(key: ConfigKey) -> str:
+    if key.state is KeyState.INERT:
+        text = f"inert until {key.feature}"
+        if key.refused_values:
+            text += "; refused: " + ", ".join(str(v) for v in key.refused_values)
+        return text
+    return key.state.value
+
+
+def _cell(text: str | None) -> str:
+    return "" if text is None else text.replace("|", "\\|")
+
+
+def _table(keys: Iterable[ConfigKey]) -> list[str]:
+    lines = ["| key | state | default | description |", "| --- | --- | --- | --- |"]
+    for key in sorted(keys, key=lambda k: k.name):
+        default = to_config_string(key.default)
+        lines.append(f"| `{key.name}` | {_state(key)} | "
+                     f"{'`' + _cell(default) + '`' if default else ''} | {_cell(key.doc)} |")
+    return lines
+
+
+def render() -> str:
+    """docs/CONFIG.md as it should read."""
+    features = "; ".join(f"*{name}*: {text}" for name, text in FEATURES.items())
+    parts = [_HEADER.format(features=features), "## Broker keys (server.properties)", "",
+             *_table(BROKER_CONFIG_KEYS), "", "## Topic keys", "", *_table(TOPIC_CONFIG_KEYS)]
+    return "\n".join(parts) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")
