@@ -1,4 +1,6 @@
-"""The composition root: one broker's metadata, logs, replica manager, purgatory, coordinators.
+"""The composition root: builds one broker's parts, each from the narrow collaborators it
+uses (metadata store, logs, topic configs, replica manager, topic admin, purgatory, group
+coordinator), and hands handlers only `Services`, never itself.
 
 Built synchronously (opening the logs may recover segments after an unclean shutdown, so the
 server builds it in a worker thread); `run_background` owns the periodic work (retention,
@@ -16,21 +18,19 @@ from typing import Any
 
 import trio
 
-from protocol.errors import ErrorCode
-from pybroker.cluster.metadata import LocalMetadataStore, TopicInfo
-from pybroker.cluster.topic_names import invalid_topic_reason, is_internal
-from pybroker.config import BrokerConfig, ConfigError, TopicConfig, \
-    inert_topic_config_warnings, resolve_topic_config, validate_topic_configs
+from pybroker.cluster.metadata import LocalMetadataStore
+from pybroker.cluster.topic_configs import TopicConfigs
+from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIdManager
+from pybroker.handlers.base import Services
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
 from pybroker.storage.cleaner import LogCleaner
 from pybroker.storage.log_dir_lock import LogDirLocks
-from pybroker.storage.log_manager import LogManager, remove_dirs
-from pybroker.storage.log_config import LogConfig
-from pybroker.storage.partition_log import PartitionLog
+from pybroker.storage.log_manager import LogManager
 from pybroker.storage.segment import LogSegment
+from pybroker.topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
 # How often `.deleted` segment files are looked at; file.delete.delay.ms is counted from the
@@ -61,9 +61,10 @@ class Broker:
         self.metadata = LocalMetadataStore(self.log_dirs[0], self.node_id, listener.host,
                                            listener.port, config.broker_rack,
                                            config.cluster_id)
-        # Before the logs: loading them asks `log_config`, which caches topic configs here.
-        self._topic_configs: dict[str, TopicConfig] = {}
-        self.logs = LogManager([str(d) for d in self.log_dirs], config_for=self.log_config)
+        # Before the logs: loading them asks each topic's log config.
+        self.topic_configs = TopicConfigs(config, self.metadata)
+        self.logs = LogManager([str(d) for d in self.log_dirs],
+                               config_for=self.topic_configs.log_config)
         threads = config.log_cleaner_threads
         self.cleaner = LogCleaner(
             self.logs,
@@ -71,204 +72,20 @@ class Broker:
                 int(config["log.cleaner.dedupe.buffer.size"]), threads),
             io_chunk=LogCleaner.io_chunk_for(int(config["log.cleaner.io.buffer.size"]), threads))
         self.producer_ids = ProducerIdManager(self.log_dirs[0])
-        self.replicas = ReplicaManager(self)
         self.purgatory = Purgatory()
-        # Held by whoever creates, grows or deletes topics for a client across an await (the
-        # logs are made in a worker thread): one change at a time, as Kafka's controller does.
-        self.topic_changes = trio.Lock()
+        self.replicas = ReplicaManager(self.node_id, self.metadata, self.logs,
+                                       self.topic_configs, self.purgatory)
+        self.topics = TopicAdmin(config, self.metadata, self.logs, self.topic_configs,
+                                 self.replicas, self.purgatory)
         for topic in self.metadata.image.topics.values():
-            self._open_partitions(topic)
-            self._warn_inert(topic.name, topic.configs)  # at every start, as broker keys
-        self.groups = GroupCoordinator(self)
+            self.topics.open_partitions(topic)
+            self.topics.warn_inert(topic.name, topic.configs)  # at every start, as broker keys
+        self.groups = GroupCoordinator(config, self.metadata, self.logs, self.replicas,
+                                       self.topics)
+        self.topics.on_deleted.append(self.groups.on_topic_deleted)
         self.groups.load()
-
-    # -- topics --------------------------------------------------------------------------------
-    def topic_config(self, topic: str) -> TopicConfig:
-        cached = self._topic_configs.get(topic)
-        if cached is None:
-            info = self.metadata.image.topics.get(topic)
-            cached = resolve_topic_config(self.config, info.configs if info else {})
-            self._topic_configs[topic] = cached
-        return cached
-
-    def log_config(self, topic: str) -> LogConfig:
-        tc = self.topic_config(topic)
-        return LogConfig(
-            segment_bytes=tc.segment_bytes, segment_ms=tc.max_segment_ms,
-            retention_ms=tc.retention_ms, retention_bytes=tc.retention_bytes,
-            index_interval_bytes=tc.index_interval_bytes,
-            segment_index_bytes=tc.segment_index_bytes,
-            flush_messages=tc.flush_messages, flush_ms=tc.flush_ms,
-            message_timestamp_type=tc.message_timestamp_type,
-            max_message_bytes=tc.max_message_bytes,
-            file_delete_delay_ms=tc.file_delete_delay_ms,
-            cleanup_policy=",".join(sorted(tc.cleanup_policy)),
-            delete_retention_ms=tc.delete_retention_ms,
-            min_cleanable_dirty_ratio=tc.min_cleanable_dirty_ratio,
-            min_compaction_lag_ms=tc.min_compaction_lag_ms,
-            max_compaction_lag_ms=tc.max_compaction_lag_ms,
-            producer_id_expiration_ms=self.config.producer_id_expiration_ms,
-            segment_jitter_ms=tc.segment_jitter_ms)
-
-    def _create_logs(self, topic: TopicInfo, config: LogConfig) -> None:
-        """This broker's logs of the topic's partitions, created where missing. Thread-safe
-        (the log manager locks), so new topics' logs are made in a worker thread."""
-        for p in topic.partitions:
-            if self.node_id in p.replicas:
-                self.logs.get_or_create(
-                    topic.name, p.partition, config,
-                    leader_epoch=p.leader_epoch if p.leader == self.node_id else None)
-
-    async def create_logs_off_loop(self, topic: TopicInfo) -> None:
-        """Create a new topic's (or new partitions') logs in a worker thread: a directory and
-        three files each, ~0.65 ms a partition, which for 1,000 partitions stalled every
-        client for as long. Until a partition's log exists it answers NOT_LEADER_OR_FOLLOWER,
-        which clients retry, as in Kafka while a new leader creates its log. Callers hold
-        `topic_changes`, so a deletion cannot run meanwhile and leave a log behind."""
-        await trio.to_thread.run_sync(self._create_logs, topic, self.log_config(topic.name))
-
-    def _open_partitions(self, topic: TopicInfo) -> None:
-        self._create_logs(topic, self.log_config(topic.name))
-        # Leaders take up their partitions now: with this broker the only in-sync replica,
-        # everything in its log is committed (Kafka's makeLeader moves the high watermark the
-        # same way). Without this the high watermark read back from a stale checkpoint after
-        # an unclean shutdown would hide acknowledged records until the next write.
-        self.replicas.make_leaders(topic.name, topic.partitions)
-
-    def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
-        return self.logs.get(topic, partition)
-
-    def is_internal_topic(self, topic: str) -> bool:
-        info = self.metadata.image.topics.get(topic)
-        return bool(info and info.internal)
-
-    async def auto_create_topic(self, name: str) -> ErrorCode:
-        async with self.topic_changes:
-            code, _ = await self.create_topic_off_loop(
-                name, self.config.num_partitions, self.config.default_replication_factor, {})
-        if code == ErrorCode.TOPIC_ALREADY_EXISTS:
-            return ErrorCode.NONE
-        return code
-
-    def check_new_topic(self, name: str, partitions: int, replication_factor: int,
-                        configs: dict[str, str]) -> tuple[ErrorCode, str | None]:
-        reason = invalid_topic_reason(name)
-        if reason:
-            return ErrorCode.INVALID_TOPIC_EXCEPTION, reason
-        if name in self.metadata.image.topics:
-            return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
-        # As Kafka: '.' and '_' map to the same metric names, so such names may not coexist.
-        folded = name.replace(".", "_")
-        for existing in self.metadata.image.topics:
-            if existing.replace(".", "_") == folded:
-                return (ErrorCode.INVALID_TOPIC_EXCEPTION,
-                        f"Topic '{name}' collides with existing topic: {existing}")
-        if partitions <= 0:
-            return ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
-        brokers = len(self.metadata.image.brokers)
-        if replication_factor <= 0:
-            return (ErrorCode.INVALID_REPLICATION_FACTOR,
-                    "Replication factor must be larger than 0.")
-        if replication_factor > brokers:
-            return (ErrorCode.INVALID_REPLICATION_FACTOR,
-                    f"Unable to replicate the partition {replication_factor} time(s): "
-                    f"The target replication factor of {replication_factor} cannot be "
-                    f"reached because only {brokers} broker(s) are registered.")
-        try:
-            validate_topic_configs(configs)
-        except ConfigError as exc:
-            return ErrorCode.INVALID_CONFIG, str(exc)
-        return ErrorCode.NONE, None
-
-    def register_topic(self, name: str, partitions: int, replication_factor: int,
-                       configs: dict[str, str], *, validate_only: bool = False,
-                       internal: bool = False, assignments: list[list[int]] | None = None,
-                       ) -> tuple[ErrorCode, str | None, TopicInfo | None]:
-        """Validate a new topic and record it in the metadata; the caller creates its logs
-        (`create_topic` at once, `create_topic_off_loop` in a worker thread). `assignments`
-        (validated by the caller) are the partitions' replicas, leader first."""
-        code, message = self.check_new_topic(name, partitions, replication_factor, configs)
-        if code != ErrorCode.NONE or validate_only:
-            return code, message, None
-        info = self.metadata.create_topic(name, partitions, configs,
-                                          internal=internal or is_internal(name),
-                                          assignments=assignments)
-        self._topic_configs.pop(name, None)
-        log.info("created topic %s with %d partition(s)", name, partitions)
-        self._warn_inert(name, configs)
-        return ErrorCode.NONE, None, info
-
-    def create_topic(self, name: str, partitions: int, replication_factor: int,
-                     configs: dict[str, str], *, validate_only: bool = False,
-                     internal: bool = False) -> tuple[ErrorCode, str | None]:
-        """Create a topic and its logs on this thread: for __consumer_offsets, which the
-        group coordinator's synchronous code creates on first use."""
-        code, message, info = self.register_topic(name, partitions, replication_factor,
-                                                  configs, validate_only=validate_only,
-                                                  internal=internal)
-        if info is not None:
-            self._open_partitions(info)
-        return code, message
-
-    async def create_topic_off_loop(self, name: str, partitions: int,
-                                    replication_factor: int, configs: dict[str, str], *,
-                                    validate_only: bool = False,
-                                    assignments: list[list[int]] | None = None,
-                                    ) -> tuple[ErrorCode, str | None]:
-        """Create a topic for a client (CreateTopics, auto-creation), its logs made in a
-        worker thread; the caller holds `topic_changes`."""
-        code, message, info = self.register_topic(name, partitions, replication_factor,
-                                                  configs, validate_only=validate_only,
-                                                  assignments=assignments)
-        if info is not None:
-            await self.create_logs_off_loop(info)
-        return code, message
-
-    async def delete_topic(self, name: str) -> ErrorCode:
-        code, detached = await self.detach_topic(name)
-        remove_dirs(detached)
-        return code
-
-    async def detach_topic(self, name: str) -> tuple[ErrorCode, list[Path]]:
-        """Delete a topic, except for removing its files: returns the partitions' renamed
-        `*-delete` directories for the caller to remove (DeleteTopics does it in a worker
-        thread: removing a gigabyte of segments took ~240 ms, a stall for every client).
-        A crash before then leaves them to the next start, which removes them."""
-        info = self.metadata.image.topics.get(name)
-        if info is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
-        self.metadata.delete_topic(name)
-        detached = []
-        for p in info.partitions:
-            if self.logs.get(name, p.partition) is not None:
-                path = self.logs.detach(name, p.partition)
-                if path is not None:
-                    detached.append(path)
-            self.replicas.forget(name, p.partition)
-            self.purgatory.notify_all((name, p.partition))
-        self._topic_configs.pop(name, None)
-        await self.groups.on_topic_deleted(name)
-        log.info("deleted topic %s", name)
-        return ErrorCode.NONE, detached
-
-    async def add_partitions(self, name: str, total: int) -> None:
-        """CreatePartitions; the caller holds `topic_changes`."""
-        self.metadata.add_partitions(name, total)
-        await self.create_logs_off_loop(self.metadata.image.topics[name])
-
-    def _warn_inert(self, topic: str, configs: dict[str, str]) -> None:
-        for warning in inert_topic_config_warnings(configs):
-            log.warning("topic %s: %s", topic, warning)
-
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self._warn_inert(name, configs)
-        self.metadata.set_topic_configs(name, configs)
-        self._topic_configs.pop(name, None)
-        config = self.log_config(name)
-        for p in self.metadata.image.topics[name].partitions:
-            plog = self.logs.get(name, p.partition)
-            if plog is not None:
-                plog.config = config
+        self.services = Services(config, self.node_id, self.metadata, self.logs, self.replicas,
+                                 self.topics, self.groups, self.producer_ids, self.purgatory)
 
     # -- background work -----------------------------------------------------------------------
     async def run_background(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:

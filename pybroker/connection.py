@@ -18,18 +18,14 @@ import contextlib
 import logging
 import os
 import socket
-from typing import TYPE_CHECKING
-
 import trio
 
 from protocol.framing import NEED_DATA, FrameBuffer, FrameTooLarge
 from protocol.primitives import FileRegion
 from pybroker.dispatch import CloseConnection, dispatch
+from pybroker.handlers.base import Services
 from pybroker.connection_limits import ConnectionLimits
 from pybroker.idle import IdleConnections, IdleWatch
-
-if TYPE_CHECKING:
-    from pybroker.broker import Broker
 
 log = logging.getLogger(__name__)
 RECEIVE_SIZE = 256 * 1024
@@ -90,8 +86,8 @@ async def _send_region(fd: int, region: FileRegion) -> None:
         left -= sent
 
 
-async def _serve(broker: "Broker", fd: int, watch: IdleWatch, host: str, port: int) -> None:
-    frames = FrameBuffer(broker.config.socket_request_max_bytes)
+async def _serve(services: Services, fd: int, watch: IdleWatch, host: str, port: int) -> None:
+    frames = FrameBuffer(services.config.socket_request_max_bytes)
     readable = True
     while True:
         if not readable:
@@ -110,7 +106,7 @@ async def _serve(broker: "Broker", fd: int, watch: IdleWatch, host: str, port: i
             frame = frames.next_frame()
             if frame is NEED_DATA:
                 break
-            response = await dispatch(broker, frame, host, port)  # type: ignore[arg-type]
+            response = await dispatch(services, frame, host, port)
             if response is not None:
                 await send_parts(fd, response)
         # A short read drained the socket: wait for more (that yields). A full one may have
@@ -120,7 +116,7 @@ async def _serve(broker: "Broker", fd: int, watch: IdleWatch, host: str, port: i
             await trio.lowlevel.checkpoint()
 
 
-async def serve_connection(broker: "Broker", stream: trio.SocketStream, *,
+async def serve_connection(services: Services, stream: trio.SocketStream, *,
                            idle: IdleConnections, limits: ConnectionLimits) -> None:
     """Serve one accepted connection until it closes, idles out or misbehaves; `limits`
     decides whether it is served at all (max.connections, max.connections.per.ip)."""
@@ -128,16 +124,16 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream, *,
         host, port = stream.socket.getpeername()[:2]
     except OSError:
         host, port = "?", 0
-    if broker.config.socket_send_buffer_bytes != -1:  # Kafka sets it on each accepted socket
+    if services.config.socket_send_buffer_bytes != -1:  # Kafka sets it on each accepted socket
         with contextlib.suppress(OSError):  # already reset: the first read will say so
             stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF,
-                                     broker.config.socket_send_buffer_bytes)
+                                     services.config.socket_send_buffer_bytes)
     try:
         async with stream, limits.admit(host) as admitted:
             if not admitted:
                 return
             with idle.track() as watch:
-                await _serve(broker, stream.socket.fileno(), watch, host, port)
+                await _serve(services, stream.socket.fileno(), watch, host, port)
             if watch.fired:
                 log.info("closing idle connection from %s:%s", host, port)
     except (FrameTooLarge, CloseConnection) as exc:

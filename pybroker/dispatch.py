@@ -8,7 +8,7 @@ answers that one request with UNKNOWN_SERVER_ERROR where the API has somewhere t
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from construct import Container
 
@@ -20,10 +20,7 @@ from protocol.codec import (
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import APIS
 from pybroker.handlers import REGISTRY
-from pybroker.handlers.base import RequestContext
-
-if TYPE_CHECKING:
-    from pybroker.broker import Broker
+from pybroker.handlers.base import RequestContext, Services
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +29,7 @@ class CloseConnection(Exception):
     """The request cannot be answered; the connection is closed, nothing else is affected."""
 
 
-async def dispatch(broker: "Broker", frame: bytes, host: str,
+async def dispatch(services: Services, frame: bytes, host: str,
                    port: int) -> list[Any] | None:
     """The response frame for one request frame, as buffers for one gathered send, or None
     when no response is due (acks=0)."""
@@ -55,7 +52,7 @@ async def dispatch(broker: "Broker", frame: bytes, host: str,
 
     header = request.header
     handler = REGISTRY.get(header.api_key)
-    ctx = RequestContext(broker, header, host, port, REGISTRY)
+    ctx = RequestContext(services, header, host, port, REGISTRY, services.metadata.image)
     if handler is None:
         raise CloseConnection(f"no handler for API key {header.api_key}")
     if not handler.serves(header.api_version):

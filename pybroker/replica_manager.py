@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
@@ -26,13 +26,14 @@ from protocol.records.batch import (
 )
 from protocol.records.record import iter_records_in, recompress_batch
 from pybroker.config.definitions import INT64_MAX
-from pybroker.purgatory import Watch
+from pybroker.cluster.metadata import LocalMetadataStore
+from pybroker.cluster.topic_configs import TopicConfigs
+from pybroker.purgatory import Purgatory, Watch
 from pybroker.replica.partition import Partition
+from pybroker.storage.log_manager import LogManager
 from pybroker.storage.partition_log import OffsetOutOfRange, PartitionLog
 from pybroker.storage.producer_state import InvalidProducerEpoch, OutOfOrderSequence
 
-if TYPE_CHECKING:
-    from pybroker.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +83,13 @@ class ReadResult:
 
 
 class ReplicaManager:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    def __init__(self, node_id: int, metadata: LocalMetadataStore, logs: LogManager,
+                 topic_configs: TopicConfigs, purgatory: Purgatory) -> None:
+        self.node_id = node_id
+        self.metadata = metadata
+        self.logs = logs
+        self.topic_configs = topic_configs
+        self.purgatory = purgatory
         self._partitions: dict[tuple[str, int], Partition] = {}
 
     # -- the partitions this broker hosts ------------------------------------------------------
@@ -97,10 +103,10 @@ class ReplicaManager:
         is taken up here (make_leader) when the log exists, a log replaced by a new topic of
         the same name gets a new partition.
         """
-        state = self.broker.metadata.image.partition(topic, partition)
+        state = self.metadata.image.partition(topic, partition)
         if state is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
-        if state.leader != self.broker.node_id:
+        if state.leader != self.node_id:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
         part = self._partitions.get((topic, partition))
         if part is None or part.leader_epoch != state.leader_epoch or not part.is_leader:
@@ -113,12 +119,12 @@ class ReplicaManager:
         return ErrorCode.NONE, part
 
     def _become_leader(self, topic: str, partition: int, state: Any) -> Partition | None:
-        plog = self.broker.partition_log(topic, partition)
+        plog = self.logs.get(topic, partition)
         if plog is None:  # not created yet (in a worker thread): clients retry
             return None
         part = self._partitions.get((topic, partition))
         if part is None or part.log is not plog:
-            part = Partition(topic, partition, plog, self.broker.node_id)
+            part = Partition(topic, partition, plog, self.node_id)
             self._partitions[(topic, partition)] = part
         part.make_leader(state.leader_epoch, state.replicas, state.isr)
         return part
@@ -128,8 +134,12 @@ class ReplicaManager:
         partition states), where their logs exist: at start, so that a leader's high
         watermark covers its whole log before anyone reads (Kafka's makeLeader)."""
         for state in states:
-            if state.leader == self.broker.node_id:
+            if state.leader == self.node_id:
                 self._become_leader(topic, state.partition, state)
+
+    def _is_internal(self, topic: str) -> bool:
+        info = self.metadata.image.topics.get(topic)
+        return bool(info and info.internal)
 
     def forget(self, topic: str, partition: int) -> None:
         """The partition's log is gone (topic deleted)."""
@@ -151,15 +161,15 @@ class ReplicaManager:
         plog = part.log
         if acks == -1:  # as Kafka: with too small an ISR nothing is written
             code, message = part.check_min_isr(
-                self.broker.topic_config(topic).min_insync_replicas)
+                self.topic_configs.topic_config(topic).min_insync_replicas)
             if code != ErrorCode.NONE:
                 return AppendResult(code, message=message)
-        if not internal and topic.startswith("__") and self.broker.is_internal_topic(topic):
+        if not internal and topic.startswith("__") and self._is_internal(topic):
             return AppendResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                 message=f"Cannot append to internal topic {topic}")
         if not records:
             return AppendResult(ErrorCode.INVALID_RECORD, message="No records in the request")
-        tconfig = self.broker.topic_config(topic)
+        tconfig = self.topic_configs.topic_config(topic)
         if len(records) > tconfig.max_message_bytes:
             return AppendResult(
                 ErrorCode.MESSAGE_TOO_LARGE,
@@ -222,7 +232,7 @@ class ReplicaManager:
             return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
         except InvalidRecordError as exc:
             return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
-        purgatory = self.broker.purgatory
+        purgatory = self.purgatory
         purgatory.notify((topic, partition), Watch.LOG_END)
         # With the leader the only in-sync replica (one broker), the append commits at once.
         if part.maybe_increment_high_watermark():
@@ -248,7 +258,7 @@ class ReplicaManager:
                     done, code = True, ErrorCode.NOT_LEADER_OR_FOLLOWER
                 else:
                     done, code = part.check_enough_replicas_reach_offset(
-                        result.end_offset, self.broker.topic_config(tp[0]).min_insync_replicas)
+                        result.end_offset, self.topic_configs.topic_config(tp[0]).min_insync_replicas)
                 if done:
                     result.error = code
                 else:
@@ -259,7 +269,7 @@ class ReplicaManager:
             now = trio.current_time()
             if deadline is None:
                 deadline = now + max(0, timeout_ms) / 1000
-            if now >= deadline or not await self.broker.purgatory.wait_any(
+            if now >= deadline or not await self.purgatory.wait_any(
                     [tp for tp, _ in pending], deadline - now, Watch.HIGH_WATERMARK):
                 break
         for _, result in pending:
@@ -279,7 +289,7 @@ class ReplicaManager:
         plog = part.log
         if replica_id >= 0:
             if part.update_follower_fetch(replica_id, offset, int(time.time() * 1000)):
-                self.broker.purgatory.notify((topic, partition), Watch.HIGH_WATERMARK)
+                self.purgatory.notify((topic, partition), Watch.HIGH_WATERMARK)
             upper = plog.log_end_offset
         elif isolation_level == READ_COMMITTED:
             upper = plog.last_stable_offset

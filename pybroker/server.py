@@ -83,7 +83,7 @@ async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # typ
                      broker.node_id, host, bound_port, broker.metadata.image.cluster_id)
             task_status.started(ServerInfo(broker, host or "127.0.0.1", bound_port))
             await trio.serve_listeners(
-                partial(serve_connection, broker, idle=idle, limits=limits), listeners,
+                partial(serve_connection, broker.services, idle=idle, limits=limits), listeners,
                 handler_nursery=nursery)
     finally:
         with trio.CancelScope(shield=True):

@@ -22,7 +22,7 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 import trio
 
@@ -30,6 +30,8 @@ from protocol.errors import ErrorCode
 from protocol.records.batch import iter_batches
 from protocol.messages.topics import GROUP_METADATA_TOPIC
 from protocol.records.record import build_batch, decode_batch
+from pybroker.cluster.metadata import LocalMetadataStore
+from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_offsets import GroupDescription, GroupListing, TopicPartition
 from pybroker.coordinator.group_records import (
     GroupRecord, OffsetAndMetadata, decode_record, encode_record, record_group,
@@ -38,10 +40,10 @@ from pybroker.coordinator.group_state import (
     GroupConfig, GroupStateMachine, JoinRequest, JoinResult, LeaveResult, LeavingMember,
     Outcome, SyncRequest, SyncResult,
 )
-
-if TYPE_CHECKING:
-    from pybroker.broker import Broker
-    from pybroker.storage.partition_log import PartitionLog
+from pybroker.replica_manager import ReplicaManager
+from pybroker.storage.log_manager import LogManager
+from pybroker.storage.partition_log import PartitionLog
+from pybroker.topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +93,15 @@ def _failed(result: JoinResult | SyncResult, error: ErrorCode) -> JoinResult | S
 
 
 class GroupCoordinator:
-    def __init__(self, broker: "Broker", clock: Callable[[], int] | None = None) -> None:
-        self.broker = broker
-        cfg = broker.config
+    def __init__(self, config: BrokerConfig, metadata: LocalMetadataStore, logs: LogManager,
+                 replicas: ReplicaManager, topics: TopicAdmin,
+                 clock: Callable[[], int] | None = None) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.logs = logs
+        self.replicas = replicas
+        self.topics = topics
+        cfg = config
         self.state = GroupStateMachine(GroupConfig(
             min_session_timeout_ms=cfg.group_min_session_timeout_ms,
             max_session_timeout_ms=cfg.group_max_session_timeout_ms,
@@ -114,8 +122,8 @@ class GroupCoordinator:
     @property
     def num_partitions(self) -> int:
         """Fixed once the topic exists; until then, offsets.topic.num.partitions."""
-        info = self.broker.metadata.image.topics.get(OFFSETS_TOPIC)
-        return len(info.partitions) if info else self.broker.config.offsets_topic_num_partitions
+        info = self.metadata.image.topics.get(OFFSETS_TOPIC)
+        return len(info.partitions) if info else self.config.offsets_topic_num_partitions
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -129,14 +137,14 @@ class GroupCoordinator:
         brokers, a deliberate difference: with Kafka's behaviour a single broker with no
         configuration (the embedded default) could serve no group at all.
         """
-        broker = self.broker
-        if OFFSETS_TOPIC in broker.metadata.image.topics:
+        image = self.metadata.image
+        if OFFSETS_TOPIC in image.topics:
             return ErrorCode.NONE
-        cfg = broker.config
+        cfg = self.config
         replicas = cfg.offsets_topic_replication_factor
         if "offsets.topic.replication.factor" not in cfg.explicit:
-            replicas = max(1, min(replicas, len(broker.metadata.image.brokers)))
-        code, message = broker.create_topic(
+            replicas = max(1, min(replicas, len(image.brokers)))
+        code, message = self.topics.create_topic(
             OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, replicas,
             {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)},
             internal=True)
@@ -150,7 +158,7 @@ class GroupCoordinator:
         code = self.ensure_topic()
         if code:
             return code, -1, "", -1
-        image = self.broker.metadata.image
+        image = self.metadata.image
         state = image.partition(OFFSETS_TOPIC, self.partition_for(group_id))
         node = image.brokers.get(state.leader) if state is not None else None
         if node is None:
@@ -164,11 +172,11 @@ class GroupCoordinator:
         Runs once at start, before the broker listens. A record that cannot be decoded is
         logged and skipped: one bad record must not keep every group from loading.
         """
-        info = self.broker.metadata.image.topics.get(OFFSETS_TOPIC)
+        info = self.metadata.image.topics.get(OFFSETS_TOPIC)
         count = 0
         if info is not None:
             for p in info.partitions:
-                plog = self.broker.partition_log(OFFSETS_TOPIC, p.partition)
+                plog = self.logs.get(OFFSETS_TOPIC, p.partition)
                 if plog is None:
                     continue
                 for record in self._read_records(plog):
@@ -181,7 +189,7 @@ class GroupCoordinator:
         return count
 
     @staticmethod
-    def _read_records(plog: "PartitionLog") -> Iterator[GroupRecord]:
+    def _read_records(plog: PartitionLog) -> Iterator[GroupRecord]:
         offset, end = plog.log_start_offset, plog.log_end_offset
         while offset < end:
             data = plog.read(offset, _LOAD_READ_BYTES, max_offset=end)
@@ -229,12 +237,12 @@ class GroupCoordinator:
         for partition, batch_records in sorted(by_partition.items()):
             batch = build_batch([encode_record(r, now) for r in batch_records])
             try:
-                result = self.broker.replicas.append(OFFSETS_TOPIC, partition, batch,
+                result = self.replicas.append(OFFSETS_TOPIC, partition, batch,
                                                      internal=True, acks=-1)
                 if result.error == ErrorCode.NONE:
-                    await self.broker.replicas.wait_for_commit(
+                    await self.replicas.wait_for_commit(
                         [((OFFSETS_TOPIC, partition), result)],
-                        self.broker.config.offsets_commit_timeout_ms)
+                        self.config.offsets_commit_timeout_ms)
                 error = result.error
             except Exception:
                 log.exception("append to %s-%d failed", OFFSETS_TOPIC, partition)
@@ -392,7 +400,7 @@ class GroupCoordinator:
                 await self._wakeup.wait()
 
     async def _run_cleanup(self) -> None:
-        interval = max(self.broker.config.offsets_retention_check_interval_ms, 10) / 1000
+        interval = max(self.config.offsets_retention_check_interval_ms, 10) / 1000
         while True:
             await trio.sleep(interval)
             try:
@@ -402,5 +410,5 @@ class GroupCoordinator:
 
     async def cleanup(self) -> None:
         """Expire offsets and empty groups, and drop offsets of topics that are gone."""
-        topics = self.broker.metadata.image.topics
+        topics = self.metadata.image.topics
         await self._apply(self.state.cleanup(self.now(), lambda t: t in topics))

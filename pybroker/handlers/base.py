@@ -12,23 +12,50 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from construct import Container
 
 from protocol.errors import ErrorCode
+from pybroker.cluster.metadata import LocalMetadataStore, MetadataImage
+from pybroker.config import BrokerConfig
+from pybroker.coordinator.group_coordinator import GroupCoordinator
+from pybroker.coordinator.producer_ids import ProducerIdManager
+from pybroker.purgatory import Purgatory
+from pybroker.replica_manager import ReplicaManager
+from pybroker.storage.log_manager import LogManager
+from pybroker.topic_admin import TopicAdmin
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
     from protocol.headers import RequestHeader
+
+
+@dataclass(frozen=True)
+class Services:
+    """Everything a handler may use, built once by the composition root (Redpanda's
+    request_context accessors, Kafka's KafkaApis collaborators): never the broker itself."""
+
+    config: BrokerConfig
+    node_id: int
+    metadata: LocalMetadataStore
+    logs: LogManager
+    replicas: ReplicaManager
+    topics: TopicAdmin
+    groups: GroupCoordinator
+    producer_ids: ProducerIdManager
+    purgatory: Purgatory
 
 
 @dataclass
 class RequestContext:
-    """What a handler knows about the request beyond its body."""
+    """What a handler knows beyond the request's body: who asked, and the services its API
+    uses, with the metadata image as it was when the request arrived (`image`), which the
+    handler reads from start to end."""
 
-    broker: "Broker"
+    services: Services
     header: "RequestHeader"
     client_host: str
     client_port: int
     # The handlers this request was dispatched from: ApiVersions answers from it, without
     # importing the registry that imports it.
     registry: Mapping[int, "Handler"] = field(default_factory=dict)
+    # Taken by dispatch as the request arrives.
+    image: MetadataImage = field(default=None)  # type: ignore[assignment]
 
     @property
     def version(self) -> int:
@@ -37,6 +64,22 @@ class RequestContext:
     @property
     def client_id(self) -> str:
         return self.header.client_id or ""
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self.services.config
+
+    @property
+    def replicas(self) -> ReplicaManager:
+        return self.services.replicas
+
+    @property
+    def topics(self) -> TopicAdmin:
+        return self.services.topics
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        return self.services.groups
 
 
 HandleFn = Callable[[RequestContext, Container], Awaitable[Any]]

@@ -1,27 +1,26 @@
 """What DescribeConfigs, AlterConfigs and IncrementalAlterConfigs share: resource lookup."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from protocol.config_resources import ResourceType
 from protocol.errors import ErrorCode
 from pybroker.config import ConfigError, validate_topic_configs
-
-if TYPE_CHECKING:
-    from pybroker.broker import Broker
+from pybroker.handlers.base import RequestContext
 
 
-def check_resource(broker: "Broker", resource_type: int, name: str,
+def check_resource(ctx: RequestContext, resource_type: int, name: str,
                    *, altering: bool) -> tuple[ErrorCode, str | None]:
     """NONE if the resource exists and can be described (or altered) here."""
     if resource_type == ResourceType.TOPIC:
-        if name not in broker.metadata.image.topics:
+        if name not in ctx.image.topics:
             return (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     f"Topic '{name}' does not exist.")
         return ErrorCode.NONE, None
     if resource_type == ResourceType.BROKER:
-        if name not in ("", str(broker.node_id)):
-            return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}"
+        node_id = ctx.services.node_id
+        if name not in ("", str(node_id)):
+            return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {node_id}"
         if altering:
             return (ErrorCode.INVALID_REQUEST,
                     "Dynamic broker configs are not supported: edit server.properties")
@@ -34,17 +33,17 @@ def result(code: ErrorCode, message: str | None, resource_type: int, name: str) 
             "resource_name": name}
 
 
-def alter_topic_configs(broker: "Broker", request: Any,
+def alter_topic_configs(ctx: RequestContext, request: Any,
                         new_configs: Callable[[dict[str, str], Any], dict[str, str]]) -> dict:
     """AlterConfigs and IncrementalAlterConfigs: per resource, compute the topic's new
     overrides with `new_configs(current, resource)`, validate them, and apply them unless the
     request only validates. ConfigError from either step is INVALID_CONFIG for that resource."""
     responses = []
     for res in request.resources:
-        code, message = check_resource(broker, res.resource_type, res.resource_name,
+        code, message = check_resource(ctx, res.resource_type, res.resource_name,
                                        altering=True)
         if code == ErrorCode.NONE:
-            current = broker.metadata.image.topics[res.resource_name].configs
+            current = ctx.image.topics[res.resource_name].configs
             try:
                 configs = new_configs(current, res)
                 validate_topic_configs(configs)
@@ -52,7 +51,7 @@ def alter_topic_configs(broker: "Broker", request: Any,
                 code, message = ErrorCode.INVALID_CONFIG, str(exc)
             else:
                 if not request.validate_only:
-                    broker.set_topic_configs(res.resource_name, configs)
+                    ctx.topics.set_topic_configs(res.resource_name, configs)
         responses.append(result(code, message, res.resource_type, res.resource_name))
     return {"throttle_time_ms": 0, "responses": responses}
 

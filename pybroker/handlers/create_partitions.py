@@ -9,7 +9,7 @@ from pybroker.handlers.base import Handler, RequestContext
 
 
 def _check(ctx: RequestContext, name: str, count: int, assignments: list) -> tuple[ErrorCode, str | None]:
-    info = ctx.broker.metadata.image.topics.get(name)
+    info = ctx.image.topics.get(name)
     if info is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
     current = len(info.partitions)
@@ -23,7 +23,7 @@ def _check(ctx: RequestContext, name: str, count: int, assignments: list) -> tup
         return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"Increasing the number of partitions by {count - current} but "
                 f"{len(assignments)} assignments provided.")
-    brokers = set(ctx.broker.metadata.image.brokers)
+    brokers = set(ctx.image.brokers)
     for a in assignments or []:
         if not set(a.broker_ids) <= brokers:
             return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Unknown broker in the assignment."
@@ -32,11 +32,11 @@ def _check(ctx: RequestContext, name: str, count: int, assignments: list) -> tup
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     results = []
-    async with ctx.broker.topic_changes:
+    async with ctx.topics.changes:
         for topic in request.topics:
             code, message = _check(ctx, topic.name, topic.count, topic.assignments)
             if code == ErrorCode.NONE and not request.validate_only:
-                await ctx.broker.add_partitions(topic.name, topic.count)
+                await ctx.topics.add_partitions(topic.name, topic.count)
             results.append({"name": topic.name, "error_code": int(code),
                             "error_message": message})
     return {"throttle_time_ms": 0, "results": results}

@@ -15,12 +15,11 @@ from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    async with ctx.broker.topic_changes:
+    async with ctx.topics.changes:
         return {"throttle_time_ms": 0, "topics": await _create(ctx, request)}
 
 
 async def _create(ctx: RequestContext, request: Container) -> list[dict]:
-    broker = ctx.broker
     results = []
     seen: set[str] = set()
     for topic in request.topics:
@@ -34,28 +33,28 @@ async def _create(ctx: RequestContext, request: Container) -> list[dict]:
                 results.append(_result(topic.name, code, message))
                 continue
             assignments, message = _replica_assignment(topic.assignments,
-                                                       set(broker.metadata.image.brokers))
+                                                       set(ctx.image.brokers))
             if assignments is None:
                 results.append(_result(topic.name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                        message))
                 continue
             partitions, rf = len(assignments), len(assignments[0])
         if partitions == -1:
-            partitions = broker.config.num_partitions
+            partitions = ctx.config.num_partitions
         if rf == -1:
-            rf = broker.config.default_replication_factor
+            rf = ctx.config.default_replication_factor
         configs = {c.name: c.value for c in topic.configs if c.value is not None}
         if topic.name in seen:
             results.append(_result(topic.name, ErrorCode.INVALID_REQUEST,
                                    f"Topic {topic.name} appears more than once in the request."))
             continue
         seen.add(topic.name)
-        code, message = await broker.create_topic_off_loop(
+        code, message = await ctx.topics.create_topic_off_loop(
             topic.name, partitions, rf, configs, validate_only=request.validate_only,
             assignments=assignments)
         entry = _result(topic.name, code, message)
         if code == ErrorCode.NONE:
-            info = broker.metadata.image.topics.get(topic.name)
+            info = ctx.image.topics.get(topic.name)
             entry.update(num_partitions=partitions, replication_factor=rf,
                          topic_id=info.topic_id if info else entry.get("topic_id"),
                          configs=_configs(ctx, topic.name, configs))
@@ -93,7 +92,7 @@ def _configs(ctx: RequestContext, name: str, overrides: dict[str, str]) -> list[
     from pybroker.config import describe_topic_config
     return [{"name": e.name, "value": e.value, "read_only": e.read_only,
              "config_source": e.source, "is_sensitive": e.is_sensitive}
-            for e in describe_topic_config(ctx.broker.config, overrides)]
+            for e in describe_topic_config(ctx.config, overrides)]
 
 
 def _result(name: str, code: ErrorCode, message: str | None) -> dict:

@@ -10,7 +10,7 @@ from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    results = await ctx.broker.groups.delete_groups(list(request.groups_names))
+    results = await ctx.groups.delete_groups(list(request.groups_names))
     return {"throttle_time_ms": 0, "results": [
         {"group_id": g, "error_code": int(results.get(g, ErrorCode.NONE))}
         for g in request.groups_names]}

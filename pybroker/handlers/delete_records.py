@@ -9,13 +9,12 @@ from pybroker.handlers.base import Handler, RequestContext, partition_error_resp
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    broker = ctx.broker
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             low = -1
-            code, plog = broker.replicas.leader_log(topic.name, p.partition_index)
+            code, plog = ctx.replicas.leader_log(topic.name, p.partition_index)
             if plog is not None:
                 target = plog.high_watermark if p.offset == -1 else p.offset
                 if target < 0 or target > plog.high_watermark:

@@ -17,7 +17,7 @@ _ZERO = uuid.UUID(int=0)
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    if not ctx.broker.config.delete_topic_enable:
+    if not ctx.config.delete_topic_enable:
         # As Kafka: TOPIC_DELETION_DISABLED per topic from v3; older versions have no such
         # code, and the whole request fails with INVALID_REQUEST.
         return error_response(ctx, request, ErrorCode.TOPIC_DELETION_DISABLED
@@ -26,7 +26,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
-    async with ctx.broker.topic_changes:
+    async with ctx.topics.changes:
         responses, detached = await _detach(ctx, wanted)
     if detached:
         await trio.to_thread.run_sync(remove_dirs, detached)
@@ -37,8 +37,7 @@ async def _detach(ctx: RequestContext,
             wanted: list[tuple[str | None, uuid.UUID | None]]) -> tuple[list[dict], list[Path]]:
     """Delete the topics from the metadata and detach their logs; the renamed directories
     are returned for removal off the event loop."""
-    broker = ctx.broker
-    image = broker.metadata.image
+    image = ctx.image
     responses = []
     detached: list[Path] = []
     for name, topic_id in wanted:
@@ -63,7 +62,7 @@ async def _detach(ctx: RequestContext,
                               "error_message": "Internal topics cannot be deleted."})
             continue
         topic_id = info.topic_id
-        code, dirs = await broker.detach_topic(name)
+        code, dirs = await ctx.topics.detach_topic(name)
         detached.extend(dirs)
         responses.append({"name": name, "topic_id": topic_id, "error_code": int(code),
                           "error_message": None})

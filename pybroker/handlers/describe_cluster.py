@@ -15,7 +15,7 @@ BROKERS_ENDPOINT = 1
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    image = ctx.broker.metadata.image
+    image = ctx.image
     if request.endpoint_type != BROKERS_ENDPOINT:
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
                 "error_message": "Only the brokers endpoint type is served",

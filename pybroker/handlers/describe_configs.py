@@ -11,19 +11,18 @@ from pybroker.handlers.configs_common import ResourceType, check_resource, resul
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    broker = ctx.broker
     results = []
     for res in request.resources:
-        code, message = check_resource(broker, res.resource_type, res.resource_name,
+        code, message = check_resource(ctx, res.resource_type, res.resource_name,
                                        altering=False)
         entry = result(code, message, res.resource_type, res.resource_name)
         entry["configs"] = []
         if code == ErrorCode.NONE:
             if res.resource_type == ResourceType.TOPIC:
-                overrides = broker.metadata.image.topics[res.resource_name].configs
-                rows = describe_topic_config(broker.config, overrides)
+                overrides = ctx.image.topics[res.resource_name].configs
+                rows = describe_topic_config(ctx.config, overrides)
             else:
-                rows = describe_broker_config(broker.config)
+                rows = describe_broker_config(ctx.config)
             keys = set(res.configuration_keys) if res.configuration_keys else None
             entry["configs"] = [
                 {"name": row.name, "value": row.value, "read_only": row.read_only,

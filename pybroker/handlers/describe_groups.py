@@ -20,7 +20,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         ctx.version >= 3 and request.include_authorized_operations, GROUP_OPERATIONS)
     groups = []
     for group_id in request.groups:
-        d = ctx.broker.groups.describe_group(group_id)
+        d = ctx.groups.describe_group(group_id)
         groups.append({
             "error_code": int(d.error), "group_id": d.group_id, "group_state": d.state,
             "protocol_type": d.protocol_type, "protocol_data": d.protocol,

@@ -10,19 +10,18 @@ from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    broker = ctx.broker
-    image = broker.metadata.image
+    image = ctx.image
     if request.topics is None:
         wanted = {t.name: [p.partition for p in t.partitions] for t in image.topics.values()}
     else:
         wanted = {t.topic: list(t.partitions) for t in request.topics}
     results = []
-    for log_dir in broker.log_dirs:
+    for log_dir in ctx.services.logs.log_dirs:
         topics = []
         for name, partitions in wanted.items():
             entries = []
             for index in partitions:
-                plog = broker.partition_log(name, index)
+                plog = ctx.services.logs.get(name, index)
                 if plog is None or plog.dir.parent != log_dir:
                     continue
                 entries.append({"partition_index": index, "partition_size": plog.size,

@@ -9,12 +9,11 @@ from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    broker = ctx.broker
     topics = []
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
-            code, plog = broker.replicas.leader_log(topic.name, index)
+            code, plog = ctx.replicas.leader_log(topic.name, index)
             entry: dict = {"partition_index": index, "error_code": int(code),
                            "error_message": None, "active_producers": []}
             if plog is not None:

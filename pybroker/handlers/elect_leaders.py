@@ -9,7 +9,7 @@ from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    image = ctx.broker.metadata.image
+    image = ctx.image
     wanted = request.topic_partitions
     if wanted is None:
         wanted = [Container(topic=t.name, partitions=[p.partition for p in t.partitions])

@@ -28,7 +28,7 @@ SENDFILE_MIN_BATCH = 64 * 1024
 
 def _read_all(ctx: RequestContext, request: Container,
               max_bytes: int) -> tuple[list[dict], int, bool]:
-    manager = ctx.broker.replicas
+    manager = ctx.replicas
     remaining = max_bytes
     total = 0
     errors = False
@@ -70,14 +70,14 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     # As Kafka: the broker's fetch.max.bytes caps what any client asks for (a larger first
     # batch still comes whole), and min_bytes cannot exceed the cap or it would never be met.
     max_bytes = min(request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF,
-                    ctx.broker.config.fetch_max_bytes)
+                    ctx.config.fetch_max_bytes)
     min_bytes = min(request.min_bytes, max_bytes)
     while True:
         responses, total, errors = _read_all(ctx, request, max_bytes)
         if total >= min_bytes or errors or not wanted:
             break
         left = deadline - trio.current_time()
-        if left <= 0 or not await ctx.broker.purgatory.wait_any(wanted, left, watch):
+        if left <= 0 or not await ctx.services.purgatory.wait_any(wanted, left, watch):
             responses, total, errors = _read_all(ctx, request, max_bytes)
             break
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

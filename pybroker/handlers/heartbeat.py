@@ -8,7 +8,7 @@ from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    code = await ctx.broker.groups.heartbeat(request.group_id, request.member_id,
+    code = await ctx.groups.heartbeat(request.group_id, request.member_id,
                                        request.group_instance_id, request.generation_id)
     return {"throttle_time_ms": 0, "error_code": int(code)}
 

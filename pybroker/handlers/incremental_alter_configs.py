@@ -55,7 +55,7 @@ def apply_ops(current: dict[str, str], ops: list) -> dict[str, str]:
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    return alter_topic_configs(ctx.broker, request,
+    return alter_topic_configs(ctx, request,
                                lambda current, resource: apply_ops(current, resource.configs))
 
 

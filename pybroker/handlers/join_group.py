@@ -16,7 +16,7 @@ from pybroker.handlers.base import Handler, RequestContext
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     version = ctx.version
-    result = await ctx.broker.groups.join(JoinRequest(
+    result = await ctx.groups.join(JoinRequest(
         group_id=request.group_id,
         member_id=request.member_id,
         protocol_type=request.protocol_type,

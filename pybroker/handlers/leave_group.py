@@ -20,7 +20,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                    for m in request.members]
     else:
         leaving = [LeavingMember(request.member_id)]
-    result = await ctx.broker.groups.leave(request.group_id, leaving)
+    result = await ctx.groups.leave(request.group_id, leaving)
     if ctx.version >= 3:
         return {"throttle_time_ms": 0, "error_code": int(result.error), "members": [
             {"member_id": m.member_id, "group_instance_id": m.group_instance_id,

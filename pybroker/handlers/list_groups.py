@@ -9,7 +9,7 @@ from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    listed = ctx.broker.groups.list_groups(request.states_filter or (),
+    listed = ctx.groups.list_groups(request.states_filter or (),
                                            request.types_filter or ())
     return {"throttle_time_ms": 0, "error_code": 0, "groups": [
         {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,

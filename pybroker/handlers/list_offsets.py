@@ -8,7 +8,7 @@ from pybroker.handlers.base import Handler, RequestContext, partition_error_resp
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    manager = ctx.broker.replicas
+    manager = ctx.replicas
     topics = []
     for topic in request.topics:
         partitions = []

@@ -37,8 +37,7 @@ def _error_entry(name: str | None, code: ErrorCode, topic_id=None) -> dict:
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    broker = ctx.broker
-    image = broker.metadata.image
+    image = ctx.image
     requested = request.topics
     if ctx.version == 0 and requested == []:
         requested = None  # v0: an empty list means all topics
@@ -61,8 +60,8 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                 topics.append(topic_entry(info))
             elif invalid_topic_reason(name):
                 topics.append(_error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
-            elif allow_create and broker.config.auto_create_topics_enable:
-                code = await broker.auto_create_topic(name)
+            elif allow_create and ctx.config.auto_create_topics_enable:
+                code = await ctx.topics.auto_create_topic(name)
                 info = image.topics.get(name)
                 topics.append(topic_entry(info) if info and code == ErrorCode.NONE
                               else _error_entry(name, code))

@@ -19,8 +19,8 @@ DEFAULT_RETENTION = -1
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    groups = ctx.broker.groups
-    image = ctx.broker.metadata.image
+    groups = ctx.groups
+    image = ctx.image
     now = groups.now()
     expire = None
     if 2 <= ctx.version <= 4 and request.retention_time_ms != DEFAULT_RETENTION:

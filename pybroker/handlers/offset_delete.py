@@ -14,10 +14,10 @@ from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    image = ctx.broker.metadata.image
+    image = ctx.image
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     known = [tp for tp in wanted if image.partition(*tp) is not None]
-    top, results = await ctx.broker.groups.delete_offsets(request.group_id, known)
+    top, results = await ctx.groups.delete_offsets(request.group_id, known)
     if top:
         return {"error_code": int(top), "throttle_time_ms": 0, "topics": []}
     topics = []

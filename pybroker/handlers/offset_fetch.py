@@ -21,7 +21,7 @@ def _wanted(topics: list | None) -> list[tuple[str, int]] | None:
 
 def _fetch(ctx: RequestContext, group_id: str, topics: list | None,
            require_stable: bool) -> tuple[ErrorCode, list[dict]]:
-    code, found = ctx.broker.groups.fetch_offsets(group_id, _wanted(topics), require_stable)
+    code, found = ctx.groups.fetch_offsets(group_id, _wanted(topics), require_stable)
     by_topic: dict[str, list[dict]] = {}
     for topic, partition, value in found:
         by_topic.setdefault(topic, []).append({

@@ -10,12 +10,11 @@ from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    broker = ctx.broker
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            code, plog = broker.replicas.leader_log(topic.topic, p.partition,
+            code, plog = ctx.replicas.leader_log(topic.topic, p.partition,
                                                     p.current_leader_epoch)
             entry = {"partition": p.partition, "error_code": int(code), "leader_epoch": -1,
                      "end_offset": -1}

@@ -32,7 +32,7 @@ def _partition_response(index: int, code: ErrorCode, base_offset: int = -1,
 async def handle(ctx: RequestContext, request: Container) -> dict | None:
     if request.acks not in (-1, 0, 1):  # as Kafka: nothing is written
         return error_response(ctx, request, ErrorCode.INVALID_REQUIRED_ACKS)
-    manager = ctx.broker.replicas
+    manager = ctx.replicas
     refused = ErrorCode.NONE if request.transactional_id is None else \
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     appended: list[tuple[tuple[str, int], AppendResult]] = []

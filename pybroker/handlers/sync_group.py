@@ -13,7 +13,7 @@ from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    result = await ctx.broker.groups.sync(SyncRequest(
+    result = await ctx.groups.sync(SyncRequest(
         group_id=request.group_id,
         member_id=request.member_id,
         generation_id=request.generation_id,

@@ -31,7 +31,7 @@ def log_dir(tmp_path: Path) -> Path:
 def broker(log_dir: Path) -> Iterator[Broker]:
     b = Broker(broker_config(log_dir, group_min_session_timeout_ms="1000"))
     b.groups._clock = lambda: int(trio.current_time() * 1000)
-    b.create_topic("t", 2, 1, {})
+    b.topics.create_topic("t", 2, 1, {})
     yield b
     b.close()
 
@@ -68,7 +68,7 @@ async def test_join_waits_for_the_rebalance_and_sessions_expire(broker: Broker,
         await trio.sleep(6)
         group = groups.state.groups["g"]
         assert group.state.value == "Empty" and not group.members
-        plog = broker.partition_log(OFFSETS_TOPIC, groups.partition_for("g"))
+        plog = broker.logs.get(OFFSETS_TOPIC, groups.partition_for("g"))
         assert plog is not None and plog.log_end_offset >= 2
         nursery.cancel_scope.cancel()
 
@@ -142,7 +142,7 @@ async def test_offsets_topic_is_created_on_first_use(broker: Broker) -> None:
 async def test_deleting_a_topic_drops_its_offsets(broker: Broker) -> None:
     groups = broker.groups
     await groups.commit_offsets("g", "", None, -1, {("t", 0): OffsetAndMetadata(3, "", 0)})
-    assert await broker.delete_topic("t") == E.NONE
+    assert await broker.topics.delete_topic("t") == E.NONE
     assert groups.fetch_offsets("g", None) == (E.NONE, [])
 
 

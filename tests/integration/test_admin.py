@@ -85,7 +85,7 @@ def raw_produce(bootstrap: str, topic: str, partition: int, records: bytes | Non
 
 
 def high_watermark(broker, topic: str, partition: int = 0) -> int:  # type: ignore[no-untyped-def]
-    return broker.broker.partition_log(topic, partition).high_watermark
+    return broker.broker.logs.get(topic, partition).high_watermark
 
 
 # -- CreateTopics ------------------------------------------------------------------------------
@@ -575,7 +575,7 @@ def test_delete_records(broker, ck: AdminClient, kp) -> None:
     # beyond the high watermark: refused, nothing moves
     fs = ck.delete_records([TopicPartition(name, 0, 11)])
     assert ck_code(next(iter(fs.values()))) == KafkaError.OFFSET_OUT_OF_RANGE
-    assert broker.broker.partition_log(name, 0).log_start_offset == 4
+    assert broker.broker.logs.get(name, 0).log_start_offset == 4
     # -1: everything up to the high watermark
     fs = ck.delete_records([TopicPartition(name, 0, -1)])
     assert next(iter(fs.values())).result(TIMEOUT).low_watermark == 10
@@ -820,7 +820,7 @@ def test_produce_corrupt_crc(broker) -> None:
         resp = raw_produce(broker.bootstrap, name, 0, bytes(bad), conn=conn)
         assert resp.error_code == ErrorCode.CORRUPT_MESSAGE
         assert high_watermark(broker, name) == 0
-        assert broker.broker.partition_log(name, 0).size == 0
+        assert broker.broker.logs.get(name, 0).size == 0
         # the connection stays usable and the log unharmed
         resp = raw_produce(broker.bootstrap, name, 0, good, conn=conn)
         assert (resp.error_code, resp.base_offset) == (0, 0)

@@ -74,7 +74,7 @@ def test_newest_value_per_key_survives_at_its_original_offset(cleaning_broker: A
     newest = {key: (offset, value) for (key, value), offset in zip(records, offsets)}
     roll_offset = _roll(bootstrap, topic, 1000)
     _wait_for(lambda: _first_dirty(cleaning_broker, topic) == roll_offset, "the cleaner")
-    plog = cleaning_broker.broker.partition_log(topic, 0)
+    plog = cleaning_broker.broker.logs.get(topic, 0)
     assert plog.log_end_offset == roll_offset + 1 and plog.log_start_offset == 0
     assert plog.size < 16384  # from ~10,000 records to 101
 
@@ -106,7 +106,7 @@ def test_tombstones_disappear_after_delete_retention(cleaning_broker: Any) -> No
         **{k: (o, None) for (k, _), o in zip(dead, offsets[20:])},
         b"zz-roll": (roll_offset, b"roll")}
 
-    plog = cleaning_broker.broker.partition_log(topic, 0)
+    plog = cleaning_broker.broker.logs.get(topic, 0)
 
     def tombstones_gone() -> bool:
         return plog.size < 300  # 10 live records and the roll record, nothing else
@@ -154,14 +154,14 @@ def _offsets_topic_size(info: Any) -> int:
     topic = broker.metadata.image.topics.get(OFFSETS_TOPIC)
     if topic is None:
         return 0
-    return sum(broker.partition_log(OFFSETS_TOPIC, p.partition).size
+    return sum(broker.logs.get(OFFSETS_TOPIC, p.partition).size
                for p in topic.partitions)
 
 
 def _offsets_topic_log_end(info: Any) -> int:
     broker = info.broker
     topic = broker.metadata.image.topics[OFFSETS_TOPIC]
-    return sum(broker.partition_log(OFFSETS_TOPIC, p.partition).log_end_offset
+    return sum(broker.logs.get(OFFSETS_TOPIC, p.partition).log_end_offset
                for p in topic.partitions)
 
 
@@ -170,7 +170,7 @@ def test_topic_configs_reach_the_log(cleaning_broker: Any) -> None:
         "cleanup.policy": "compact,delete", "delete.retention.ms": "1234",
         "min.cleanable.dirty.ratio": "0.25", "min.compaction.lag.ms": "5",
         "max.compaction.lag.ms": "60000", "segment.ms": "120000"})
-    config = cleaning_broker.broker.partition_log("configured", 0).config
+    config = cleaning_broker.broker.logs.get("configured", 0).config
     assert (config.cleanup_policy, config.delete_retention_ms, config.min_cleanable_dirty_ratio,
             config.min_compaction_lag_ms, config.max_compaction_lag_ms) == \
         ("compact,delete", 1234, 0.25, 5, 60000)

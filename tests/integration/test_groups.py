@@ -391,7 +391,7 @@ def test_find_coordinator_versions(fast_broker: Any) -> None:
         [("a", 0, port), ("b", 0, port)]
     info = fast_broker.broker.metadata.image.topics["__consumer_offsets"]
     assert info.internal and len(info.partitions) == 5  # the test broker's setting
-    assert fast_broker.broker.topic_config("__consumer_offsets").compact
+    assert fast_broker.broker.topic_configs.topic_config("__consumer_offsets").compact
 
 
 def test_offset_fetch_layouts(fast_broker: Any) -> None:

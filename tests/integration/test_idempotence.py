@@ -61,7 +61,7 @@ class ProxiedBroker:
         self.proxy.close()
 
     def log_end_offset(self, topic: str, partition: int = 0) -> int:
-        plog = self.info.broker.partition_log(topic, partition)
+        plog = self.info.broker.logs.get(topic, partition)
         return plog.log_end_offset
 
 
@@ -238,7 +238,7 @@ def test_kafka_python_non_idempotent_acks(broker, acks: int) -> None:
     sent = _records(0, 50)
     KAFKA_PYTHON.produce(broker.bootstrap, topic, sent,
                          config={"acks": acks, "enable_idempotence": False})
-    _wait_for(lambda: broker.broker.partition_log(topic, 0).log_end_offset == 50,
+    _wait_for(lambda: broker.broker.logs.get(topic, 0).log_end_offset == 50,
               what="the acks=0 appends")
     check_same(sent, CONFLUENT.consume(broker.bootstrap, topic, [0], 50))
 

@@ -21,7 +21,7 @@ from tests.storage.util import batch
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
     b = Broker(broker_config(tmp_path / "logs"))
-    b.create_topic("t", 1, 1, {"min.insync.replicas": "2"})
+    b.topics.create_topic("t", 1, 1, {"min.insync.replicas": "2"})
     yield b
     b.close()
 
@@ -43,7 +43,7 @@ def _append(broker: Broker, topic: str = "t") -> list[tuple[tuple[str, int], App
 
 
 async def test_one_broker_answers_at_once_without_yielding(broker: Broker) -> None:
-    broker.create_topic("solo", 1, 1, {})
+    broker.topics.create_topic("solo", 1, 1, {})
     appended = _append(broker, "solo")
     with trio.CancelScope() as scope:
         scope.cancel()  # any checkpoint would raise Cancelled
