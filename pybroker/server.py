@@ -16,6 +16,7 @@ from functools import partial
 import trio
 
 from pybroker.broker import Broker
+from pybroker.config import ConfigError
 from pybroker.connection import serve_connection
 from pybroker.connection_limits import ConnectionLimits
 from pybroker.idle import IdleConnections
@@ -52,7 +53,19 @@ async def _bind(config) -> list[trio.SocketListener]:  # type: ignore[no-untyped
     return listeners
 
 
+def _refuse_what_cannot_run(config) -> None:  # type: ignore[no-untyped-def]
+    """A ZooKeeper-coordinated cluster is not built yet: three brokers started from
+    config/cluster/*.properties would each think they are alone (RF=3 topics fail, nothing is
+    replicated). Refuse, in one line, rather than pretend."""
+    if config.zookeeper_connect:
+        raise ConfigError("zookeeper.connect", config.zookeeper_connect, "", message=(
+            f"zookeeper.connect={config.zookeeper_connect}: several brokers coordinated "
+            "through ZooKeeper are not supported yet (replication is not built); remove "
+            "zookeeper.connect to run a single broker"))
+
+
 async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # type: ignore[no-untyped-def]
+    _refuse_what_cannot_run(config)
     host = config.broker_listeners[0].host
     # The port first: a start that fails because it is taken must not have opened (and
     # recovered, and marked) any log dir. Connections that arrive while the logs load wait

@@ -78,7 +78,9 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Rack or zone label of this broker, reported to clients for rack-aware placement."),
     _k("zookeeper.connect", _S, None, None, _HIGH,
        "ZooKeeper connection string, host:port[,host:port...][/chroot]. Unset: a single broker "
-       "keeps its metadata in local files. Set: several brokers coordinate through ZooKeeper.", inert="replication"),
+       "keeps its metadata in local files. Until replication lands a file with it still "
+       "loads, but the broker refuses to start with it rather than run alone.",
+       inert="replication"),
     _k("zookeeper.connection.timeout.ms", _I, None, None, _HIGH,
        "How long to wait for ZooKeeper at start. Unset: zookeeper.session.timeout.ms.", inert="replication"),
     _k("zookeeper.session.timeout.ms", _I, 18000, None, _HIGH,

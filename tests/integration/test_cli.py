@@ -316,16 +316,29 @@ def test_version() -> None:
 
 
 def test_inert_key_is_a_one_line_warning_at_start(config_file: Path, tmp_path: Path) -> None:
-    """A key whose feature is not built yet (zookeeper.connect: replication) starts the
+    """A key whose feature is not built yet (replica.lag.time.max.ms: replication) starts the
     broker, with one warning line at start that names the key and the feature."""
     server = Server(_module_args(config_file, tmp_path / "logs",
-                                 "--override", "zookeeper.connect=localhost:2181"))
+                                 "--override", "replica.lag.time.max.ms=10000"))
     try:
         server.wait_started()
         rc, _ = server.signal_and_wait(signal.SIGTERM)
     finally:
         server.kill()
     assert rc == 0, server.stderr
-    warnings = [ln for ln in server.lines if " WARNING " in ln and "zookeeper.connect" in ln]
+    warnings = [ln for ln in server.lines
+                if " WARNING " in ln and "replica.lag.time.max.ms" in ln]
     assert len(warnings) == 1, server.stderr
     assert "no effect yet" in warnings[0] and "replication" in warnings[0]
+
+
+def test_zookeeper_connect_is_refused_at_start(tmp_path: Path) -> None:
+    """The three-broker example must not start three brokers that each think they are alone
+    (issue #10): one line, exit non-zero, the log dir untouched."""
+    log_dir = tmp_path / "logs"
+    result = _run_failing([sys.executable, "-m", "pybroker",
+                           str(ROOT / "config" / "cluster" / "server-1.properties"),
+                           *LISTENER_OVERRIDES, "--override", f"log.dirs={log_dir}"])
+    assert "several brokers coordinated through ZooKeeper are not supported yet" in \
+        result.stderr.strip().splitlines()[-1]
+    assert not log_dir.exists()
