@@ -21,11 +21,7 @@ from protocol.messages.list_offsets import (
     MAX_TIMESTAMP,
 )
 from protocol.primitives import FileRegion
-from protocol.records.batch import (
-    BatchHeader, Compression, CorruptRecordError, InvalidRecordError, validate_batches,
-)
-from protocol.records.record import iter_records_in, recompress_batch
-from pybroker.config.definitions import INT64_MAX
+from protocol.records.types import RecordError
 from pybroker.cluster.metadata import LocalMetadataStore
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.purgatory import Purgatory, Watch
@@ -33,32 +29,11 @@ from pybroker.replica.partition import Partition
 from pybroker.storage.log_manager import LogManager
 from pybroker.storage.partition_log import OffsetOutOfRange, PartitionLog
 from pybroker.storage.producer_state import InvalidProducerEpoch, OutOfOrderSequence
+from pybroker.storage.validator import Rejected, error_code, validate_records
 
 
 log = logging.getLogger(__name__)
 
-
-
-# Checks of a producer's records that need them decoded; each runs only when its topic asks
-# for it, after the append path has made sure there is exactly one batch.
-
-def _check_compacted_keys(records: bytes) -> str | None:
-    """Compacted topics keep the newest record per key, so every record needs a key."""
-    if any(record.key is None for record in iter_records_in(records)):
-        return "Compacted topic cannot accept message without key"
-    return None
-
-
-def _check_timestamps(records: bytes, now: int, before_max_ms: int,
-                      after_max_ms: int) -> list[tuple[int, str]]:
-    """message.timestamp.before.max.ms / after.max.ms on a CreateTime topic: (index in the
-    batch, message) for each record stamped outside [now - before, now + after], in Kafka's
-    words. Records without a timestamp (-1) pass, as in Kafka."""
-    low, high = now - before_max_ms, now + after_max_ms
-    return [(index, f"Timestamp {record.timestamp} of message with offset {record.offset} is "
-                    f"out of range. The timestamp should be within [{low}, {high}]")
-            for index, record in enumerate(iter_records_in(records))
-            if record.timestamp != -1 and not low <= record.timestamp <= high]
 
 
 @dataclass
@@ -167,71 +142,20 @@ class ReplicaManager:
         if not internal and topic.startswith("__") and self._is_internal(topic):
             return AppendResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                 message=f"Cannot append to internal topic {topic}")
-        if not records:
-            return AppendResult(ErrorCode.INVALID_RECORD, message="No records in the request")
         tconfig = self.topic_configs.topic_config(topic)
-        if len(records) > tconfig.max_message_bytes:
-            return AppendResult(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                message=f"The request included a message larger than the max message size the "
-                        f"server will accept ({tconfig.max_message_bytes})")
+        now = int(time.time() * 1000)
         try:
-            batches = validate_batches(records)
-        except CorruptRecordError as exc:
-            return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
-        except InvalidRecordError as exc:
-            return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
-        if not internal:
-            if len(batches) != 1:
-                return AppendResult(ErrorCode.INVALID_RECORD, message=(
-                    "Produce requests must carry exactly one record batch per partition"))
-            header = batches[0][1]
-            if header.compression == Compression.ZSTD and produce_version < 7:
-                return AppendResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
-            if header.is_control:
-                return AppendResult(ErrorCode.INVALID_RECORD,
-                                    message="Clients may not write control records")
-            if header.is_transactional:
-                return AppendResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                    message="Transactions are not supported by this broker yet")
-        if tconfig.compact and not internal:
-            error = _check_compacted_keys(records)
-            if error is not None:
-                return AppendResult(ErrorCode.INVALID_RECORD, message=error)
-        codec = tconfig.stored_compression
-        if not internal and codec is not None and batches[0][1].compression != codec:
-            # compression.type names a codec the producer did not use: rebuild the batch with
-            # it, records decoded and encoded again (Kafka's LogValidator does the same).
-            try:
-                records = recompress_batch(records, codec)
-            except CorruptRecordError as exc:
-                return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
-            except InvalidRecordError as exc:
-                return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
-            batches = [(0, BatchHeader.unpack_from(records, 0))]  # built here: nothing to check
-        if not internal and not tconfig.log_append_time and (
-                tconfig.message_timestamp_before_max_ms < INT64_MAX
-                or tconfig.message_timestamp_after_max_ms < INT64_MAX):
-            # Only when limits are set: checking them means decoding every record.
-            bad = _check_timestamps(
-                records, int(time.time() * 1000), tconfig.message_timestamp_before_max_ms,
-                tconfig.message_timestamp_after_max_ms)
-            if bad:
-                return AppendResult(
-                    ErrorCode.INVALID_TIMESTAMP, record_errors=bad,
-                    message="One or more records have been rejected due to invalid timestamp")
-        append_time = int(time.time() * 1000) if tconfig.log_append_time else None
+            valid = validate_records(records, tconfig, produce_version=produce_version,
+                                     internal=internal, now_ms=now)
+        except Rejected as rejected:
+            return AppendResult(rejected.code, message=rejected.message,
+                                record_errors=rejected.record_errors)
+        append_time = now if tconfig.log_append_time else None
         try:
-            info = plog.append(records, leader_epoch=part.leader_epoch,
-                               log_append_time=append_time, batches=batches)
-        except OutOfOrderSequence as exc:
-            return AppendResult(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, message=str(exc))
-        except InvalidProducerEpoch as exc:
-            return AppendResult(ErrorCode.INVALID_PRODUCER_EPOCH, message=str(exc))
-        except CorruptRecordError as exc:
-            return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
-        except InvalidRecordError as exc:
-            return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
+            info = plog.append(valid.records, leader_epoch=part.leader_epoch,
+                               log_append_time=append_time, batches=valid.batches)
+        except (RecordError, OutOfOrderSequence, InvalidProducerEpoch) as exc:
+            return AppendResult(error_code(exc), message=str(exc))
         purgatory = self.purgatory
         purgatory.notify((topic, partition), Watch.LOG_END)
         # With the leader the only in-sync replica (one broker), the append commits at once.

@@ -281,6 +281,9 @@ def test_init_producer_id_without_transactional_id_is_always_fresh(broker) -> No
         before = manager.producer_id_and_epoch
         assert before.producer_id >= 0 and before.epoch == 0
         manager.bump_producer_id_and_epoch()  # what an OutOfOrderSequence error triggers
+        # The error path wakes the sender thread itself; called directly, the request would
+        # wait until the sender's poll times out (flaky: 1 run in 2 timed out here).
+        producer._sender.wakeup()
         _wait_for(lambda: not manager.is_bumping_epoch(), what="the InitProducerId answer")
         after = manager.producer_id_and_epoch
         assert after.producer_id != before.producer_id, (before, after)
