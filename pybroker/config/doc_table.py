@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from pybroker.config.broker import BROKER_CONFIG_KEYS
+from pybroker.config.broker_keys import BROKER_CONFIG_KEYS
 from pybroker.config.definitions import FEATURES, ConfigKey, KeyState, to_config_string
 from pybroker.config.topic import TOPIC_CONFIG_KEYS
 
