@@ -2,7 +2,8 @@
 
 `batch` is what the broker uses on Produce, Fetch and recovery (headers, CRC32C, in-place
 patches; batches stay opaque bytes). `record`, `compression` and `legacy` serve the tools,
-tests, compaction and the broker's own control and internal records.
+tests, compaction and the broker's own control and internal records; `record_filter` is
+compaction's record-level rewrite of a batch.
 """
 from protocol.records.batch import (
     HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, MIN_BATCH_LENGTH, BatchHeader, Compression,

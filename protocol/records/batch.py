@@ -44,7 +44,7 @@ __all__ = [
     "Compression", "BatchHeader", "RecordError", "InvalidRecordError", "CorruptRecordError",
     "UnsupportedCompressionError",
     "iter_batches", "walk_batches", "validate_batches", "compute_crc", "verify_crc",
-    "set_base_offset", "set_partition_leader_epoch", "set_log_append_time",
+    "set_base_offset", "set_partition_leader_epoch", "set_log_append_time", "pack_batch",
 ]
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -335,6 +335,28 @@ def verify_crc(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeade
         return compute_crc(buf, pos, header) == header.crc
     except ValueError:
         return False
+
+
+# -- assembling a batch from its fields --------------------------------------------------------
+
+def pack_batch(payload: bytes | bytearray, *, base_offset: int, partition_leader_epoch: int,
+               attributes: int, last_offset_delta: int, base_timestamp: int,
+               max_timestamp: int, producer_id: int, producer_epoch: int, base_sequence: int,
+               records_count: int) -> bytes:
+    """A whole magic-2 batch: the header over `payload` (the records section, compressed as
+    `attributes` says), with batchLength and the CRC32C filled in.
+
+    The one place a batch is assembled from its fields, so that building a batch
+    (`record.build_batch`) and rewriting one (`record_filter.filter_batch`) cannot disagree
+    on the layout or on what the CRC covers.
+    """
+    out = bytearray(HEADER_SIZE + len(payload))
+    HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch,
+                     MAGIC_V2, 0, attributes, last_offset_delta, base_timestamp, max_timestamp,
+                     producer_id, producer_epoch, base_sequence, records_count)
+    out[HEADER_SIZE:] = payload
+    _U32.pack_into(out, CRC, compute_crc(out, 0, len(out)))
+    return bytes(out)
 
 
 # -- in-place patches (the broker's side of append) --------------------------------------------

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from protocol.records.batch import (
-    CONTROL, CREATE_TIME, CRC, HEADER, HEADER_SIZE, LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC_V2,
-    MIN_BATCH_LENGTH, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
-    TIMESTAMP_TYPE, TRANSACTIONAL, BatchHeader, compute_crc, iter_batches, verify_crc,
+    CONTROL, CREATE_TIME, HEADER_SIZE, LOG_APPEND_TIME, MAGIC_V2, MIN_BATCH_LENGTH,
+    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, TIMESTAMP_TYPE,
+    TRANSACTIONAL, BatchHeader, iter_batches, pack_batch, verify_crc,
 )
 from protocol.records.compression import compress, decompress
 from protocol.records.types import Compression, CorruptRecordError, InvalidRecordError
@@ -32,7 +32,7 @@ from protocol.records.types import Compression, CorruptRecordError, InvalidRecor
 __all__ = [
     "Record", "DecodedRecord", "ControlType", "ControlRecord",
     "encode_records", "decode_records", "decode_batch", "iter_records_in",
-    "build_control_batch", "decode_control_record", "build_batch",
+    "build_control_batch", "decode_control_record", "build_batch", "records_data",
 ]
 
 Headers = tuple[tuple[str, bytes | None], ...]
@@ -183,6 +183,15 @@ def decode_records(data: bytes, count: int, base_offset: int, base_timestamp: in
     return out
 
 
+def records_data(header: BatchHeader, batch: bytes | bytearray | memoryview) -> bytes:
+    """The records section of the batch at the start of `batch` (`header` being its header),
+    decompressed: what record-level readers walk. CorruptRecordError if it does not
+    decompress."""
+    payload = memoryview(batch)[HEADER_SIZE:header.size]
+    codec = header.compression
+    return bytes(payload) if codec is Compression.NONE else decompress(codec, payload)
+
+
 def decode_batch(batch_bytes: bytes | bytearray | memoryview, *,
                  check_crc: bool = False) -> list[DecodedRecord]:
     """Decode the batch at the start of `batch_bytes`, decompressing as needed.
@@ -198,9 +207,7 @@ def decode_batch(batch_bytes: bytes | bytearray | memoryview, *,
         raise InvalidRecordError(f"batch of {header.size} bytes does not fit the buffer")
     if check_crc and not verify_crc(batch_bytes, 0, header):
         raise CorruptRecordError("crc mismatch")
-    payload = memoryview(batch_bytes)[HEADER_SIZE:header.size]
-    codec = header.compression
-    data = bytes(payload) if codec is Compression.NONE else decompress(codec, payload)
+    data = records_data(header, batch_bytes)
     append_time = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None
     return decode_records(data, header.records_count, header.base_offset,
                           header.base_timestamp, append_time)
@@ -327,11 +334,9 @@ def build_batch(records: Iterable[Record], *, base_offset: int = 0,
         attributes |= TRANSACTIONAL
     if control:
         attributes |= CONTROL
-    out = bytearray(HEADER_SIZE + len(body))
-    HEADER.pack_into(
-        out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, 0,
-        attributes, len(records) - 1, base_timestamp, max(timestamps), producer_id,
-        producer_epoch, base_sequence, len(records))
-    out[HEADER_SIZE:] = body
-    struct.pack_into(">I", out, CRC, compute_crc(out, 0, len(out)))
-    return bytes(out)
+    return pack_batch(body, base_offset=base_offset,
+                      partition_leader_epoch=partition_leader_epoch, attributes=attributes,
+                      last_offset_delta=len(records) - 1, base_timestamp=base_timestamp,
+                      max_timestamp=max(timestamps), producer_id=producer_id,
+                      producer_epoch=producer_epoch, base_sequence=base_sequence,
+                      records_count=len(records))

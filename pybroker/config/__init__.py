@@ -2,14 +2,17 @@
 
 - `properties`: reading Java `.properties` files (`server.properties`).
 - `definitions`: how a key is typed, parsed and validated; ConfigError; DescribeConfigs types.
-- `broker`: the broker key table, `BrokerConfig`, `load_broker_config`.
+- `broker_keys`: the broker key table and its synonym tables, declared once.
+- `broker`: `BrokerConfig` (precedence, cross-key rules), `load_broker_config`, describe.
 - `topic`: topic config keys, synonyms to broker keys, `TopicConfig`, validation, describe.
 
 No trio here: configuration is read before the event loop starts and by the tools.
 """
 from pybroker.config.broker import (
-    ALL_TOPIC_CONFIG_SYNONYMS, BROKER_CONFIG_DEFS, BROKER_CONFIG_KEYS, BROKER_SYNONYM_GROUPS,
     BrokerConfig, Listener, describe_broker_config, load_broker_config,
+)
+from pybroker.config.broker_keys import (
+    ALL_TOPIC_CONFIG_SYNONYMS, BROKER_CONFIG_DEFS, BROKER_CONFIG_KEYS, BROKER_SYNONYM_GROUPS,
 )
 from pybroker.config.definitions import (
     FEATURES, ConfigEntry, ConfigError, ConfigKey, ConfigSource, ConfigSynonym, ConfigType,

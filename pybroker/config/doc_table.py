@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from pybroker.config.broker import BROKER_CONFIG_KEYS
+from pybroker.config.broker_keys import BROKER_CONFIG_KEYS
 from pybroker.config.definitions import FEATURES, ConfigKey, KeyState, to_config_string
 from pybroker.config.topic import TOPIC_CONFIG_KEYS
 
 _HEADER = """\
 # Configuration keys
 
-Generated from `pybroker/config/broker.py` and `pybroker/config/topic.py` by
+Generated from `pybroker/config/broker_keys.py` and `pybroker/config/topic.py` by
 `python -m pybroker.config.doc_table > docs/CONFIG.md`; a test fails when this file is stale.
 
 Every key pybroker accepts is in one of these states:

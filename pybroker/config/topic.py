@@ -15,9 +15,10 @@ from types import MappingProxyType
 from typing import Iterator, Mapping, cast
 
 from protocol.records.batch import Compression
-from pybroker.config.broker import (
+from pybroker.config.broker import BrokerConfig
+from pybroker.config.broker_keys import (
     ALL_TOPIC_CONFIG_SYNONYMS, BROKER_CONFIG_KEYS, BROKER_SYNONYM_GROUPS, CLEANUP_POLICIES,
-    COMPRESSION_TYPES, TIMESTAMP_TYPES, BrokerConfig,
+    COMPRESSION_TYPES, TIMESTAMP_TYPES,
 )
 from pybroker.config.definitions import (
     INT64_MAX, ConfigEntry, ConfigError, ConfigKey, ConfigSource, ConfigSynonym, ConfigType,

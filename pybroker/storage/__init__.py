@@ -8,6 +8,8 @@
     time_index       timestamp -> offset, 12-byte entries
     leader_epoch_cache   leader-epoch-checkpoint, for OffsetForLeaderEpoch
     producer_state   idempotent producers' sequences, snapshot files
+    cleaner_manager  compaction's bookkeeping: what to clean next, cleaner checkpoints
+    cleaner          compaction: the offset map, cleaned segments, the swap
     checkpoint       Kafka's text checkpoint files
     log_config       the settings storage acts on
 

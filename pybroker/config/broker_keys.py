@@ -1,0 +1,357 @@
+"""The broker key table: every `server.properties` key this broker knows, declared once.
+
+`BROKER_CONFIG_KEYS` is the one table of keys. Names, types, defaults and validators are
+Kafka's (3.x, the last line with ZooKeeper mode) unless the doc says otherwise; the doc strings
+are ours. A few keys are accepted only so that Kafka's own configuration files load without
+noise (thread counts, KRaft controller settings); their docs say so. Beside it are the synonym
+tables (which broker keys supply a topic's default, which broker keys stand for one another).
+
+Defaults that differ from Kafka's, on purpose:
+- `node.id` / `broker.id` default to 0, not "must be set", so a broker starts with no file.
+- `listeners` defaults to `PLAINTEXT://127.0.0.1:9092` rather than all interfaces, so a broker
+  started for a test or a laptop is not reachable from the network.
+
+No known key is a silent promise: each is honoured, inert until a named feature lands (setting
+it is reported at start), or not applicable, with the reason in its doc (`KeyState`; the table
+in docs/CONFIG.md is generated from this one). The table is data only, kept apart from
+`broker.BrokerConfig` (parsing, precedence, cross-key rules) so each reads on its own.
+"""
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Mapping
+
+from pybroker.config.definitions import (
+    INT32_MAX, INT64_MAX, ConfigKey, ConfigType, Importance, KeyState, ListOf,
+    NonEmptyUniqueList, OneOf, Validator, at_least, between,
+)
+
+_B, _S, _I, _SH, _L, _D, _LS = (
+    ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.SHORT, ConfigType.LONG,
+    ConfigType.DOUBLE, ConfigType.LIST)
+_HIGH: Importance = "high"
+_MEDIUM: Importance = "medium"
+_LOW: Importance = "low"
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+CLEANUP_POLICIES = ("compact", "delete")
+_HOUR_MS = 60 * 60 * 1000
+_MINUTE_MS = 60 * 1000
+
+
+def _k(name: str, type_: ConfigType, default: object, validator: Validator | None,
+       importance: Importance, doc: str, *, inert: str | None = None, na: bool = False,
+       refused: tuple[object, ...] = ()) -> ConfigKey:
+    """One row of the table; `inert` names the feature an unbuilt key waits for, `na` marks a
+    Kafka internal pybroker has no counterpart for (see KeyState)."""
+    state = (KeyState.INERT if inert else KeyState.NOT_APPLICABLE if na
+             else KeyState.HONOURED)
+    return ConfigKey(name, type_, default, validator, importance, doc, state=state,
+                     feature=inert, refused_values=refused)
+
+
+BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    # --- identity and cluster -------------------------------------------------------------------
+    _k("node.id", _I, 0, at_least(0), _HIGH,
+       "This broker's id in the cluster. Same setting as broker.id (either name works; if both "
+       "are given they must agree). pybroker defaults to 0; Kafka requires it."),
+    _k("broker.id", _I, 0, at_least(0), _HIGH,
+       "The ZooKeeper-era name of node.id, kept so older configuration files work."),
+    _k("process.roles", _LS, (), ListOf(("broker", "controller"), unique=True), _HIGH,
+       "KRaft roles of this node. Accepted so Kafka's files load; pybroker is always a broker "
+       "and never runs a KRaft controller.", na=True),
+    _k("cluster.id", _S, None, None, _LOW,
+       "The cluster id to use when the log dir's meta.properties has none (instead of a "
+       "generated one). An id that differs from the one in meta.properties is refused at "
+       "start, as Kafka refuses a broker joining the wrong cluster."),
+    _k("broker.rack", _S, None, None, _MEDIUM,
+       "Rack or zone label of this broker, reported to clients for rack-aware placement."),
+    _k("zookeeper.connect", _S, None, None, _HIGH,
+       "ZooKeeper connection string, host:port[,host:port...][/chroot]. Unset: a single broker "
+       "keeps its metadata in local files. Until replication lands a file with it still "
+       "loads, but the broker refuses to start with it rather than run alone.",
+       inert="replication"),
+    _k("zookeeper.connection.timeout.ms", _I, None, None, _HIGH,
+       "How long to wait for ZooKeeper at start. Unset: zookeeper.session.timeout.ms.", inert="replication"),
+    _k("zookeeper.session.timeout.ms", _I, 18000, None, _HIGH,
+       "ZooKeeper session timeout: a broker silent this long loses its registration.", inert="replication"),
+    _k("controller.quorum.voters", _LS, (), None, _HIGH,
+       "KRaft controller voters. Accepted for compatibility; unused.", na=True),
+    _k("controller.quorum.bootstrap.servers", _LS, (), None, _HIGH,
+       "KRaft controller bootstrap addresses. Accepted for compatibility; unused.", na=True),
+    _k("controller.listener.names", _S, None, None, _HIGH,
+       "Listener names used by KRaft controllers. pybroker leaves them out of the addresses it "
+       "advertises to clients."),
+    # --- network --------------------------------------------------------------------------------
+    _k("listeners", _LS, ("PLAINTEXT://127.0.0.1:9092",), NonEmptyUniqueList(), _HIGH,
+       "Where to accept connections: comma-separated NAME://host:port. An empty host binds all "
+       "interfaces and port 0 picks a free port. pybroker defaults to 127.0.0.1 (Kafka binds "
+       "all interfaces) so a new broker is not exposed to the network. Only one PLAINTEXT "
+       "client listener is served; SSL and SASL listeners, or several, are refused at start."),
+    _k("advertised.listeners", _LS, None, NonEmptyUniqueList(), _HIGH,
+       "Addresses handed to clients in Metadata when they differ from the bound ones (NAT, "
+       "containers). Unset: listeners. 0.0.0.0 is refused: no client can connect to it."),
+    _k("listener.security.protocol.map", _S,
+       "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT", None, _LOW,
+       "Security protocol of each listener name, as NAME:PROTOCOL pairs."),
+    _k("inter.broker.listener.name", _S, None, None, _MEDIUM,
+       "Listener brokers use to reach each other; must be an advertised listener. Only one of "
+       "this and security.inter.broker.protocol may be set.", inert="replication"),
+    _k("security.inter.broker.protocol", _S, "PLAINTEXT", OneOf(SECURITY_PROTOCOLS), _MEDIUM,
+       "Protocol brokers use to reach each other, when inter.broker.listener.name is unset.", inert="replication", refused=("SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    _k("num.network.threads", _I, 3, at_least(1), _HIGH,
+       "Kafka's network thread count. Accepted; pybroker serves each connection as a task.", na=True),
+    _k("num.io.threads", _I, 8, at_least(1), _HIGH,
+       "Kafka's request handler thread count. Accepted; unused.", na=True),
+    _k("background.threads", _I, 10, at_least(1), _HIGH,
+       "Kafka's background thread count. Accepted; unused.", na=True),
+    # Kafka's default for both is 102400. pybroker's is -1: fixed 100 KB buffers cost 20-30 %
+    # of large-record produce and consume throughput here against Linux's autotuning (more
+    # partial writes, each a wait on the event loop). A configured value is applied as Kafka
+    # applies it (Kafka's own server.properties sets 102400).
+    _k("socket.send.buffer.bytes", _I, -1, None, _HIGH,
+       "SO_SNDBUF of client connections; -1 (pybroker's default; Kafka's is 102400) keeps "
+       "the operating system's autotuning."),
+    _k("socket.receive.buffer.bytes", _I, -1, None, _HIGH,
+       "SO_RCVBUF of client connections, set on the listening socket; -1 (pybroker's "
+       "default; Kafka's is 102400) keeps the operating system's autotuning."),
+    _k("socket.request.max.bytes", _I, 104857600, at_least(1), _HIGH,
+       "Largest request accepted. A larger frame is refused from its length prefix, before "
+       "any of it is buffered."),
+    _k("socket.listen.backlog.size", _I, 50, at_least(1), _MEDIUM,
+       "Length of the queue of connections not yet accepted, per listening socket."),
+    _k("connections.max.idle.ms", _L, 600000, None, _MEDIUM,
+       "Close a client connection that has sent nothing for this long."),
+    _k("max.connections", _I, INT32_MAX, at_least(0), _MEDIUM,
+       "Most client connections open at once; new ones wait beyond it."),
+    _k("max.connections.per.ip", _I, INT32_MAX, at_least(0), _MEDIUM,
+       "Most client connections open at once from one address."),
+    _k("queued.max.requests", _I, 500, at_least(1), _HIGH,
+       "Kafka's request queue bound. Accepted; pybroker handles one request per connection at "
+       "a time, so connections are their own back-pressure.", na=True),
+    # --- logs -----------------------------------------------------------------------------------
+    _k("num.partitions", _I, 1, at_least(1), _MEDIUM,
+       "Partitions of a topic created without an explicit count (auto-created, or -1)."),
+    _k("log.dir", _LS, ("/tmp/kafka-logs",), NonEmptyUniqueList(), _HIGH,
+       "Data directory, used only when log.dirs is unset."),
+    _k("log.dirs", _LS, None, NonEmptyUniqueList(), _HIGH,
+       "Comma-separated data directories, partitions spread over them. Wins over log.dir."),
+    _k("log.segment.bytes", _I, 1073741824, at_least(14), _HIGH,
+       "Start a new segment file when the active one would grow past this size."),
+    _k("log.roll.ms", _L, None, at_least(1), _HIGH,
+       "Start a new segment once the active one is this old, full or not. Unset: "
+       "log.roll.hours."),
+    _k("log.roll.hours", _I, 168, at_least(1), _HIGH,
+       "log.roll.ms in hours; used when log.roll.ms is unset."),
+    _k("log.roll.jitter.ms", _L, None, at_least(0), _HIGH,
+       "Random time taken off the roll age so that partitions do not all roll together. "
+       "Unset: log.roll.jitter.hours."),
+    _k("log.roll.jitter.hours", _I, 0, at_least(0), _HIGH,
+       "log.roll.jitter.ms in hours; used when log.roll.jitter.ms is unset."),
+    _k("log.retention.ms", _L, None, None, _HIGH,
+       "Delete segments whose newest record is older than this; -1 (any negative) keeps data "
+       "forever. Wins over log.retention.minutes and log.retention.hours."),
+    _k("log.retention.minutes", _I, None, None, _HIGH,
+       "Retention in minutes; used when log.retention.ms is unset. Wins over hours."),
+    _k("log.retention.hours", _I, 168, None, _HIGH,
+       "Retention in hours; used when neither log.retention.ms nor .minutes is set."),
+    _k("log.retention.bytes", _L, -1, None, _HIGH,
+       "Delete the oldest segments while a partition is larger than this; -1: no size limit."),
+    _k("log.retention.check.interval.ms", _L, 300000, at_least(1), _MEDIUM,
+       "How often the broker looks for segments that retention allows it to delete."),
+    _k("log.cleanup.policy", _LS, ("delete",), ListOf(CLEANUP_POLICIES), _MEDIUM,
+       "What happens to old segments: delete them, compact them (keep the newest record of "
+       "each key), or both (compact,delete)."),
+    _k("log.index.size.max.bytes", _I, 10485760, at_least(4), _MEDIUM,
+       "Size each offset index file is preallocated to; a segment rolls when its index is full."),
+    _k("log.index.interval.bytes", _I, 4096, at_least(0), _MEDIUM,
+       "Bytes of log between two entries of the sparse offset and time indexes."),
+    _k("log.flush.interval.messages", _L, INT64_MAX, at_least(1), _HIGH,
+       "fsync a partition after this many appended messages. Default: never by count."),
+    _k("log.flush.interval.ms", _L, None, at_least(0), _HIGH,
+       "fsync a partition once its oldest unflushed write is this old. Unset: "
+       "log.flush.scheduler.interval.ms."),
+    _k("log.flush.scheduler.interval.ms", _L, INT64_MAX, at_least(0), _HIGH,
+       "How often the flusher looks for partitions due a flush; also log.flush.interval.ms's "
+       "fallback."),
+    _k("log.flush.offset.checkpoint.interval.ms", _I, 60000, at_least(0), _HIGH,
+       "How often each partition's recovery point (last flushed offset) and high watermark "
+       "are checkpointed."),
+    _k("log.flush.start.offset.checkpoint.interval.ms", _I, 60000, at_least(0), _HIGH,
+       "How often each partition's log start offset is checkpointed."),
+    _k("log.segment.delete.delay.ms", _L, 60000, at_least(0), _HIGH,
+       "Time between a segment leaving the log and its files being deleted, so that reads "
+       "already under way can finish."),
+    _k("log.preallocate", _B, False, None, _MEDIUM,
+       "Kafka creates segment files at their full size up front (for Windows file systems). "
+       "Accepted; pybroker's segment files grow as they are written.", na=True),
+    _k("num.recovery.threads.per.data.dir", _I, 1, at_least(1), _HIGH,
+       "Kafka's log recovery thread count. Accepted; unused.", na=True),
+    _k("log.message.timestamp.type", _S, "CreateTime", OneOf(TIMESTAMP_TYPES), _MEDIUM,
+       "Record timestamps kept: the producer's (CreateTime) or the broker's clock at append "
+       "(LogAppendTime)."),
+    _k("log.message.timestamp.before.max.ms", _L, INT64_MAX, at_least(0), _MEDIUM,
+       "With CreateTime, refuse a batch whose timestamp is further than this in the past."),
+    _k("log.message.timestamp.after.max.ms", _L, INT64_MAX, at_least(0), _MEDIUM,
+       "With CreateTime, refuse a batch whose timestamp is further than this in the future."),
+    _k("log.message.downconversion.enable", _B, True, None, _LOW,
+       "Whether a fetch by an old client (message format v0/v1) may be served by converting "
+       "batches down to its format. Accepted; unused: Fetch is served from v4, whose clients "
+       "read magic-2 batches, so nothing is ever converted (as in Kafka 4).", na=True),
+    _k("auto.create.topics.enable", _B, True, None, _HIGH,
+       "Create a topic with default settings when a Metadata request that allows it names an "
+       "unknown topic."),
+    _k("delete.topic.enable", _B, True, None, _HIGH,
+       "Allow DeleteTopics; when false it fails with TOPIC_DELETION_DISABLED."),
+    _k("min.insync.replicas", _I, 1, at_least(1), _HIGH,
+       "With acks=all, how many in-sync replicas must hold a write before it is acknowledged."),
+    _k("compression.type", _S, "producer", OneOf(COMPRESSION_TYPES), _HIGH,
+       "Compression kept on disk: producer keeps the producer's; a codec name recompresses; "
+       "uncompressed stores plain records."),
+    _k("message.max.bytes", _I, 1048588, at_least(0), _HIGH,
+       "Largest record batch accepted, after compression."),
+    # --- log cleaner (compaction) ---------------------------------------------------------------
+    _k("log.cleaner.enable", _B, True, None, _MEDIUM,
+       "Run the log cleaner, which compacts topics whose cleanup.policy includes compact."),
+    _k("log.cleaner.threads", _I, 1, at_least(0), _MEDIUM,
+       "Number of logs cleaned at the same time, each in its own worker thread; 0 cleans "
+       "nothing (Kafka then starts no cleaner thread)."),
+    _k("log.cleaner.backoff.ms", _L, 15000, at_least(0), _MEDIUM,
+       "How long the cleaner sleeps when no log needs cleaning."),
+    _k("log.cleaner.dedupe.buffer.size", _L, 134217728, None, _MEDIUM,
+       "Memory for the key → offset map built while cleaning, over all cleaner threads."),
+    _k("log.cleaner.io.buffer.size", _I, 524288, at_least(0), _MEDIUM,
+       "Read and write buffer memory of the cleaner, over all cleaner threads: each reads "
+       "and writes segments in chunks of this / threads / 2 bytes (a larger batch whole)."),
+    _k("log.cleaner.delete.retention.ms", _L, 86400000, at_least(0), _MEDIUM,
+       "How long delete markers (tombstones) stay in a compacted log, so that a consumer "
+       "catching up still sees the deletion."),
+    _k("log.cleaner.min.cleanable.ratio", _D, 0.5, between(0, 1), _MEDIUM,
+       "Compact a log only when at least this fraction of it has not been compacted yet."),
+    _k("log.cleaner.min.compaction.lag.ms", _L, 0, at_least(0), _MEDIUM,
+       "A record stays uncompacted at least this long."),
+    _k("log.cleaner.max.compaction.lag.ms", _L, INT64_MAX, at_least(1), _MEDIUM,
+       "A record becomes eligible for compaction at the latest after this long."),
+    # --- replication ----------------------------------------------------------------------------
+    _k("default.replication.factor", _I, 1, at_least(1), _MEDIUM,
+       "Replicas of a topic created without an explicit factor (auto-created, or -1)."),
+    _k("replica.fetch.max.bytes", _I, 1048576, at_least(0), _MEDIUM,
+       "Bytes a follower asks for per partition in one fetch (a larger first batch still "
+       "comes through).", inert="replication"),
+    _k("replica.fetch.wait.max.ms", _I, 500, None, _MEDIUM,
+       "How long a follower's fetch waits at the leader for new data.", inert="replication"),
+    _k("replica.fetch.min.bytes", _I, 1, None, _MEDIUM,
+       "Bytes a follower's fetch waits for before returning early.", inert="replication"),
+    _k("replica.lag.time.max.ms", _L, 30000, None, _HIGH,
+       "A follower that has not caught up within this long leaves the in-sync replicas.", inert="replication"),
+    _k("replica.socket.timeout.ms", _I, 30000, None, _HIGH,
+       "Network timeout of a follower's requests to the leader.", inert="replication"),
+    _k("replica.high.watermark.checkpoint.interval.ms", _L, 5000, None, _HIGH,
+       "How often high watermarks are checkpointed to disk.", inert="replication"),
+    _k("num.replica.fetchers", _I, 1, None, _HIGH,
+       "Fetcher tasks per source broker used by followers.", inert="replication"),
+    _k("unclean.leader.election.enable", _B, False, None, _HIGH,
+       "Allow a replica outside the in-sync set to become leader, losing acknowledged writes, "
+       "rather than leave a partition offline.", inert="replication"),
+    _k("auto.leader.rebalance.enable", _B, True, None, _HIGH,
+       "Move leadership back to preferred replicas in the background.", inert="replication"),
+    _k("fetch.max.bytes", _I, 57671680, at_least(1024), _MEDIUM,
+       "Upper bound on one Fetch response, whatever the client asks for."),
+    # --- consumer groups and committed offsets --------------------------------------------------
+    _k("group.initial.rebalance.delay.ms", _I, 3000, None, _MEDIUM,
+       "How long a new group waits for more members before its first rebalance."),
+    _k("group.min.session.timeout.ms", _I, 6000, None, _MEDIUM,
+       "Shortest session timeout a group member may ask for."),
+    _k("group.max.session.timeout.ms", _I, 1800000, None, _MEDIUM,
+       "Longest session timeout a group member may ask for."),
+    _k("group.max.size", _I, INT32_MAX, at_least(1), _MEDIUM,
+       "Most members one consumer group may have."),
+    _k("offsets.topic.num.partitions", _I, 50, at_least(1), _HIGH,
+       "Partitions of __consumer_offsets; fixed once the topic exists."),
+    _k("offsets.topic.replication.factor", _SH, 3, at_least(1), _HIGH,
+       "Replicas of __consumer_offsets. Set: as in Kafka, the topic is not created (groups "
+       "get COORDINATOR_NOT_AVAILABLE) until this many brokers exist, so a single broker "
+       "needs 1. Unset: 3, or the number of brokers if fewer (pybroker's difference, so that "
+       "a broker with no configuration serves groups; Kafka would not create the topic)."),
+    _k("offsets.topic.segment.bytes", _I, 104857600, at_least(1), _HIGH,
+       "Segment size of __consumer_offsets, kept small so it compacts and loads fast."),
+    _k("offsets.retention.minutes", _I, 10080, at_least(1), _HIGH,
+       "How long committed offsets of an empty group (or an unsubscribed topic) are kept."),
+    _k("offsets.retention.check.interval.ms", _L, 600000, at_least(1), _HIGH,
+       "How often expired committed offsets are looked for."),
+    _k("offsets.commit.timeout.ms", _I, 5000, at_least(1), _HIGH,
+       "How long a write of the group coordinator (an offset commit, a group's assignment) "
+       "waits for __consumer_offsets to commit it (its high watermark to pass it) before the "
+       "client is answered COORDINATOR_NOT_AVAILABLE. A single broker's append commits at "
+       "once."),
+    _k("offset.metadata.max.bytes", _I, 4096, None, _HIGH,
+       "Largest metadata string accepted with a committed offset."),
+    # --- transactions and producer state --------------------------------------------------------
+    _k("transaction.state.log.num.partitions", _I, 50, at_least(1), _HIGH,
+       "Partitions of __transaction_state; fixed once the topic exists.", inert="transactions"),
+    _k("transaction.state.log.replication.factor", _SH, 3, at_least(1), _HIGH,
+       "Replicas of __transaction_state; a single broker needs 1.", inert="transactions"),
+    _k("transaction.state.log.min.isr", _I, 2, at_least(1), _HIGH,
+       "min.insync.replicas of __transaction_state; a single broker needs 1.", inert="transactions"),
+    _k("transaction.state.log.segment.bytes", _I, 104857600, at_least(1), _HIGH,
+       "Segment size of __transaction_state.", inert="transactions"),
+    _k("transactional.id.expiration.ms", _I, 604800000, at_least(1), _HIGH,
+       "Forget a transactional id that has not been used for this long.", inert="transactions"),
+    _k("transaction.max.timeout.ms", _I, 900000, at_least(1), _HIGH,
+       "Longest transaction timeout a producer may ask for.", inert="transactions"),
+    _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, 10000, at_least(1),
+       _LOW, "How often timed-out transactions are looked for and aborted.", inert="transactions"),
+    _k("producer.id.expiration.ms", _I, 86400000, at_least(1), _LOW,
+       "Forget an idempotent producer's sequence state after this long without writes."),
+    _k("share.coordinator.state.topic.replication.factor", _SH, 3, at_least(1), _LOW,
+       "Kafka 4 share groups. Accepted so Kafka 4's server.properties loads; unused.", na=True),
+    _k("share.coordinator.state.topic.min.isr", _SH, 2, at_least(1), _LOW,
+       "Kafka 4 share groups. Accepted so Kafka 4's server.properties loads; unused.", na=True),
+)
+
+BROKER_CONFIG_DEFS: Mapping[str, ConfigKey] = MappingProxyType(
+    {key.name: key for key in BROKER_CONFIG_KEYS})
+
+# Topic config → the broker keys that supply its default, first set wins, with the factor that
+# turns the broker unit into the topic's (hours → ms). Kafka's ServerTopicConfigSynonyms.
+ALL_TOPIC_CONFIG_SYNONYMS: Mapping[str, tuple[tuple[str, int], ...]] = MappingProxyType({
+    "cleanup.policy": (("log.cleanup.policy", 1),),
+    "compression.type": (("compression.type", 1),),
+    "delete.retention.ms": (("log.cleaner.delete.retention.ms", 1),),
+    "file.delete.delay.ms": (("log.segment.delete.delay.ms", 1),),
+    "flush.messages": (("log.flush.interval.messages", 1),),
+    "flush.ms": (("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)),
+    "index.interval.bytes": (("log.index.interval.bytes", 1),),
+    "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", 1),),
+    "max.message.bytes": (("message.max.bytes", 1),),
+    "message.downconversion.enable": (("log.message.downconversion.enable", 1),),
+    "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
+    "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
+    "message.timestamp.type": (("log.message.timestamp.type", 1),),
+    "min.cleanable.dirty.ratio": (("log.cleaner.min.cleanable.ratio", 1),),
+    "min.compaction.lag.ms": (("log.cleaner.min.compaction.lag.ms", 1),),
+    "min.insync.replicas": (("min.insync.replicas", 1),),
+    "preallocate": (("log.preallocate", 1),),
+    "retention.bytes": (("log.retention.bytes", 1),),
+    "retention.ms": (("log.retention.ms", 1), ("log.retention.minutes", _MINUTE_MS),
+                     ("log.retention.hours", _HOUR_MS)),
+    "segment.bytes": (("log.segment.bytes", 1),),
+    "segment.index.bytes": (("log.index.size.max.bytes", 1),),
+    "segment.jitter.ms": (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", _HOUR_MS)),
+    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", _HOUR_MS)),
+    "unclean.leader.election.enable": (("unclean.leader.election.enable", 1),),
+})
+
+# Broker keys that stand for one another in DescribeConfigs (Kafka's
+# DynamicBrokerConfig.brokerConfigSynonyms). Note the flush pair is one-way, as in Kafka.
+_GROUPS = (
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+)
+BROKER_SYNONYM_GROUPS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    **{name: group for group in _GROUPS for name in group},
+    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+})

@@ -1,0 +1,259 @@
+"""Topic administration through confluent-kafka's AdminClient, kafka-python's KafkaAdminClient
+and raw requests: CreateTopics (configs, validate_only, bad replication factor, existing and
+invalid names, a wide topic created off the event loop), DeleteTopics (files removed, a topic
+deleted while being created, delete.topic.enable=false) and CreatePartitions.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from tests.helpers import broker_in_thread
+from tests.integration.admin_helpers import (
+    TIMEOUT, ck_code, high_watermark, partition_dirs, topic_name,
+)
+from tests.integration.clients import CONFLUENT, KAFKA_PYTHON, Rec
+from tests.integration.raw import RawConnection, create_topic, send_request
+
+
+INVALID_NAMES = ["bad/name", "..", "a" * 250, "a b", ".", "", "ümlaut"]
+
+
+# -- CreateTopics ------------------------------------------------------------------------------
+
+def test_create_topics_confluent(broker, ck: AdminClient) -> None:
+    name = topic_name("ct")
+    fs = ck.create_topics([NewTopic(name, 3, 1, config={"retention.ms": "123456",
+                                                        "cleanup.policy": "compact"})])
+    assert ck_code(fs[name]) == 0
+    md = ck.list_topics(name, timeout=TIMEOUT).topics[name]
+    assert md.error is None
+    assert sorted(md.partitions) == [0, 1, 2]
+    for p in md.partitions.values():
+        assert p.leader == 0 and p.replicas == [0] and p.isrs == [0]
+    assert len([d for d in partition_dirs(broker, name)]) == 3
+
+    # validate_only: accepted, nothing created
+    other = topic_name("ct-validate")
+    fs = ck.create_topics([NewTopic(other, 2, 1)], validate_only=True)
+    assert ck_code(fs[other]) == 0
+    assert other not in ck.list_topics(timeout=TIMEOUT).topics
+    assert not partition_dirs(broker, other)
+
+    cases = {
+        NewTopic(topic_name("rf3"), 1, 3): KafkaError.INVALID_REPLICATION_FACTOR,
+        NewTopic(name, 1, 1): KafkaError.TOPIC_ALREADY_EXISTS,
+        NewTopic(topic_name("badcfg"), 1, 1, config={"retention.ms": "soon"}):
+            KafkaError.INVALID_CONFIG,
+        NewTopic(topic_name("unknowncfg"), 1, 1, config={"no.such.config": "1"}):
+            KafkaError.INVALID_CONFIG,
+    }
+    for new_topic, code in cases.items():
+        fs = ck.create_topics([new_topic])
+        assert ck_code(fs[new_topic.topic]) == code, new_topic.topic
+    # validate_only reports the same errors
+    fs = ck.create_topics([NewTopic(name, 1, 1)], validate_only=True)
+    assert ck_code(fs[name]) == KafkaError.TOPIC_ALREADY_EXISTS
+
+
+@pytest.mark.parametrize("bad", INVALID_NAMES[:4])
+def test_create_topic_invalid_name_confluent(broker, ck: AdminClient, bad: str) -> None:
+    fs = ck.create_topics([NewTopic(bad, 1, 1)])
+    assert ck_code(fs[bad]) == KafkaError.TOPIC_EXCEPTION
+    assert bad not in ck.list_topics(timeout=TIMEOUT).topics
+
+
+def test_create_topics_kafka_python(broker, kp) -> None:
+    name = topic_name("ctkp")
+    result = kp.create_topics({name: {"num_partitions": 2, "replication_factor": 1,
+                                      "configs": {"segment.bytes": "1048576"}}})
+    assert [t["error_code"] for t in result["topics"]] == [0]
+    assert len(kp.describe_topics([name])[0]["partitions"]) == 2
+    # default partitions and replication factor (-1)
+    dflt = topic_name("ctkp-default")
+    result = kp.create_topics([dflt])
+    assert result["topics"][0]["error_code"] == 0
+    assert len(kp.describe_topics([dflt])[0]["partitions"]) == 1  # num.partitions=1
+
+    validate = topic_name("ctkp-validate")
+    result = kp.create_topics({validate: {"num_partitions": 1}}, validate_only=True)
+    assert result["topics"][0]["error_code"] == 0
+    assert validate not in kp.list_topics()
+
+    def code_for(spec: dict) -> int:
+        result = kp.create_topics(spec, raise_errors=False)
+        return result["topics"][0]["error_code"]
+
+    assert code_for({topic_name("rf3"): {"num_partitions": 1, "replication_factor": 3}}) \
+        == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert code_for({name: {"num_partitions": 1}}) == ErrorCode.TOPIC_ALREADY_EXISTS
+    assert code_for({topic_name("zero"): {"num_partitions": 0}}) == ErrorCode.INVALID_PARTITIONS
+    for bad in INVALID_NAMES:
+        assert code_for({bad: {"num_partitions": 1}}) == ErrorCode.INVALID_TOPIC_EXCEPTION, bad
+    assert not any(t in kp.list_topics() for t in INVALID_NAMES)
+    # '.' and '_' collide, as in Kafka
+    dotted = topic_name("dots.and_unders")
+    assert code_for({dotted: {"num_partitions": 1}}) == 0
+    colliding = dotted.replace(".", "_")
+    assert code_for({colliding: {"num_partitions": 1}}) == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+WIDE = 2000  # partitions: ~1.3 s of file system calls to create here
+
+
+def _create_in_background(bootstrap: str, name: str) -> threading.Thread:
+    creator = threading.Thread(target=create_topic, args=(bootstrap, name, WIDE), daemon=True)
+    creator.start()
+    return creator
+
+
+def _wait_registered(broker, name: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + TIMEOUT
+    while name not in broker.broker.metadata.image.topics:
+        assert time.monotonic() < deadline, f"{name} never registered"
+        time.sleep(0.001)
+
+
+def test_a_wide_topic_is_created_while_other_clients_are_served(broker) -> None:
+    """A topic's logs are made in a worker thread: the broker answers other connections
+    while a 2,000-partition topic is being created, and CreateTopics answers once every
+    partition takes records."""
+    name = topic_name("wide")
+    with RawConnection(broker.bootstrap) as conn:
+        conn.request(ApiKey.API_VERSIONS, 0, {})
+        creator = _create_in_background(broker.bootstrap, name)
+        _wait_registered(broker, name)
+        answered_meanwhile = 0
+        while creator.is_alive():
+            assert conn.request(ApiKey.API_VERSIONS, 0, {}).error_code == 0
+            answered_meanwhile += creator.is_alive()
+        creator.join()
+    # Creating the logs on the event loop answered none (at most one or two in the gap
+    # between the CreateTopics answer and its reader noticing).
+    assert answered_meanwhile >= 10
+    assert len(partition_dirs(broker, name)) == WIDE
+    ends = [0, WIDE - 1]
+    CONFLUENT.produce(broker.bootstrap, name, [Rec(b"k", b"v", partition=p) for p in ends])
+    got = KAFKA_PYTHON.consume(broker.bootstrap, name, ends, 2)
+    assert sorted(g.partition for g in got) == ends
+
+
+def test_a_topic_deleted_while_being_created_leaves_no_log(broker) -> None:
+    """DeleteTopics waits for a creation in progress instead of racing its worker thread,
+    which would leave logs behind that no topic owns."""
+    name = topic_name("wide-doomed")
+    creator = _create_in_background(broker.bootstrap, name)
+    _wait_registered(broker, name)
+    resp = send_request(broker.bootstrap, ApiKey.DELETE_TOPICS, 4,
+                        {"topic_names": [name], "timeout_ms": 10000})
+    assert resp.responses[0].error_code == 0
+    creator.join()
+    assert name not in broker.broker.metadata.image.topics
+    assert not partition_dirs(broker, name)
+    assert not [tp for tp in broker.broker.logs._logs if tp[0] == name]
+
+
+# -- DeleteTopics ------------------------------------------------------------------------------
+
+def _wait_gone(broker, topic: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + 5
+    while partition_dirs(broker, topic):
+        assert time.monotonic() < deadline, partition_dirs(broker, topic)
+        time.sleep(0.05)
+
+
+def test_delete_topics(broker, ck: AdminClient, kp) -> None:
+    a, b = topic_name("del-ck"), topic_name("del-kp")
+    for name in (a, b):
+        create_topic(broker.bootstrap, name, 2)
+        CONFLUENT.produce(broker.bootstrap, name,
+                          [Rec(b"k", b"v" * 100, partition=p) for p in (0, 1)])
+        assert len(partition_dirs(broker, name)) == 2
+    assert ck_code(ck.delete_topics([a])[a]) == 0
+    _wait_gone(broker, a)
+    assert a not in ck.list_topics(timeout=TIMEOUT).topics
+
+    kp.delete_topics([b])  # raises on an error code
+    _wait_gone(broker, b)
+    assert b not in kp.list_topics()
+
+    missing = topic_name("del-missing")
+    assert ck_code(ck.delete_topics([missing])[missing]) == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+    # a topic re-created under the same name starts empty
+    create_topic(broker.bootstrap, a, 1)
+    assert high_watermark(broker, a) == 0
+    CONFLUENT.produce(broker.bootstrap, a, [Rec(b"new", b"life", partition=0)])
+    got = KAFKA_PYTHON.consume(broker.bootstrap, a, [0], 1)
+    assert [(g.offset, g.value) for g in got] == [(0, b"life")]
+
+
+def test_delete_topic_enable_false(tmp_path: Path) -> None:
+    """delete.topic.enable=false: DeleteTopics fails with TOPIC_DELETION_DISABLED (from v3;
+    INVALID_REQUEST before, as in Kafka) and the topic keeps its data."""
+    with broker_in_thread(tmp_path / "logs", delete_topic_enable="false") as info:
+        name = topic_name("kept")
+        create_topic(info.bootstrap, name, 1)
+        CONFLUENT.produce(info.bootstrap, name, [Rec(b"k", b"still here", partition=0)])
+        ck = AdminClient({"bootstrap.servers": info.bootstrap})
+        assert ck_code(ck.delete_topics([name])[name]) == KafkaError.TOPIC_DELETION_DISABLED
+        for version, code in ((1, ErrorCode.INVALID_REQUEST),
+                              (3, ErrorCode.TOPIC_DELETION_DISABLED)):
+            resp = send_request(info.bootstrap, ApiKey.DELETE_TOPICS, version,
+                                {"topic_names": [name], "timeout_ms": 10000})
+            assert resp.responses[0].error_code == code
+        assert name in info.broker.metadata.image.topics
+        assert [g.value for g in KAFKA_PYTHON.consume(info.bootstrap, name, [0], 1)] == \
+            [b"still here"]
+
+
+def test_deleted_topic_files_are_removed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """DeleteTopics removes the partitions' directories (in a worker thread) before it
+    answers, leaving no `*-delete` directory behind."""
+    from protocol.api_keys import ApiKey
+    from tests.helpers import broker_in_thread
+    from tests.integration.raw import create_topic, send_request
+
+    logs = tmp_path / "logs"
+    with broker_in_thread(logs) as info:
+        create_topic(info.bootstrap, "doomed", 3)
+        assert (logs / "doomed-0").is_dir()
+        resp = send_request(info.bootstrap, ApiKey.DELETE_TOPICS, 4,
+                            {"topic_names": ["doomed"], "timeout_ms": 10000})
+        assert resp.responses[0].error_code == 0
+        assert not [p for p in logs.iterdir() if p.name.startswith("doomed")]
+
+
+# -- CreatePartitions --------------------------------------------------------------------------
+
+def test_create_partitions(broker, ck: AdminClient, kp) -> None:
+    name = topic_name("cp")
+    create_topic(broker.bootstrap, name, 1)
+    fs = ck.create_partitions([NewPartitions(name, 3)], validate_only=True)
+    assert ck_code(fs[name]) == 0
+    assert len(ck.list_topics(name, timeout=TIMEOUT).topics[name].partitions) == 1
+
+    assert ck_code(ck.create_partitions([NewPartitions(name, 3)])[name]) == 0
+    assert len(ck.list_topics(name, timeout=TIMEOUT).topics[name].partitions) == 3
+    assert len(partition_dirs(broker, name)) == 3
+    assert ck_code(ck.create_partitions([NewPartitions(name, 2)])[name]) == \
+        KafkaError.INVALID_PARTITIONS
+    assert ck_code(ck.create_partitions([NewPartitions(name, 3)])[name]) == \
+        KafkaError.INVALID_PARTITIONS
+    missing = topic_name("cp-missing")
+    assert ck_code(ck.create_partitions([NewPartitions(missing, 3)])[missing]) == \
+        KafkaError.UNKNOWN_TOPIC_OR_PART
+
+    kp.create_partitions({name: 5})
+    assert len(kp.describe_topics([name])[0]["partitions"]) == 5
+    # the new partitions take writes
+    CONFLUENT.produce(broker.bootstrap, name, [Rec(b"k", b"in the new partition", partition=4)])
+    got = KAFKA_PYTHON.consume(broker.bootstrap, name, [4], 1)
+    assert [g.value for g in got] == [b"in the new partition"]
