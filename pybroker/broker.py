@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -97,14 +98,20 @@ class Broker:
             producer_id_expiration_ms=self.config.producer_id_expiration_ms,
             segment_jitter_ms=tc.segment_jitter_ms)
 
-    def _create_logs(self, topic: TopicInfo, config: LogConfig) -> None:
+    def _create_logs(self, topic: TopicInfo, config: LogConfig, *, sync_once: bool = False,
+                     ) -> None:
         """This broker's logs of the topic's partitions, created where missing. Thread-safe
-        (the log manager locks), so new topics' logs are made in a worker thread."""
+        (the log manager locks), so new topics' logs are made in a worker thread. With
+        `sync_once` (in a worker thread) their files are made durable by one sync of each log
+        dir rather than a fsync each: 10,000 partitions took 10 s."""
         for p in topic.partitions:
             if self.node_id in p.replicas:
                 self.logs.get_or_create(
                     topic.name, p.partition, config,
-                    leader_epoch=p.leader_epoch if p.leader == self.node_id else None)
+                    leader_epoch=p.leader_epoch if p.leader == self.node_id else None,
+                    sync=not sync_once)
+        if sync_once:
+            self.logs.sync()
 
     async def create_logs_off_loop(self, topic: TopicInfo) -> None:
         """Create a new topic's (or new partitions') logs in a worker thread: a directory and
@@ -112,7 +119,8 @@ class Broker:
         client for as long. Until a partition's log exists it answers NOT_LEADER_OR_FOLLOWER,
         which clients retry, as in Kafka while a new leader creates its log. Callers hold
         `topic_changes`, so a deletion cannot run meanwhile and leave a log behind."""
-        await trio.to_thread.run_sync(self._create_logs, topic, self.log_config(topic.name))
+        await trio.to_thread.run_sync(partial(self._create_logs, topic,
+                                              self.log_config(topic.name), sync_once=True))
 
     def _open_partitions(self, topic: TopicInfo) -> None:
         self._create_logs(topic, self.log_config(topic.name))

@@ -17,6 +17,7 @@ import trio
 
 from pybroker.broker import Broker
 from pybroker.connection import serve_connection
+from pybroker.open_files import raise_open_files_limit
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class ServerInfo:
 async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # type: ignore[no-untyped-def]
     listener_spec = config.broker_listeners[0]
     host, port = listener_spec.host, listener_spec.port
+    raise_open_files_limit()  # before the logs: their descriptor cache is sized from it
     # Shielded: a cancel (SIGTERM) while the logs load still gets the broker closed below,
     # flushed and marked cleanly shut down, instead of dropping it half-open.
     with trio.CancelScope(shield=True):
