@@ -15,6 +15,7 @@ from functools import partial
 
 import trio
 
+from pybroker.accept import serve_listeners_draining
 from pybroker.broker import Broker
 from pybroker.connection import serve_connection
 from pybroker.open_files import raise_open_files_limit
@@ -59,8 +60,8 @@ async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # typ
             log.info("pybroker node %d listening on %s:%d (cluster id %s)",
                      broker.node_id, host, bound_port, broker.metadata.image.cluster_id)
             task_status.started(ServerInfo(broker, host or "127.0.0.1", bound_port))
-            await trio.serve_listeners(partial(serve_connection, broker), listeners,
-                                       handler_nursery=nursery)
+            await serve_listeners_draining(partial(serve_connection, broker), listeners,
+                                           handler_nursery=nursery)
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(broker.close)
