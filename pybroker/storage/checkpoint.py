@@ -37,12 +37,15 @@ def write_checkpoint(path: Path, entries: Iterable[str], *, version: int = VERSI
     lines = list(entries)
     text = f"{version}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
     if new:
-        with open(path, "x", encoding="utf-8") as f:
-            f.write(text)
-            if sync:
-                f.flush()
-                os.fsync(f.fileno())
-        return
+        try:
+            with open(path, "x", encoding="utf-8") as f:
+                f.write(text)
+                if sync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            return
+        except FileExistsError:
+            pass  # it appeared meanwhile: replace it atomically, as any other
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)

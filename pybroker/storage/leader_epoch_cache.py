@@ -43,7 +43,7 @@ class EpochEntry:
 
 class LeaderEpochFileCache:
     def __init__(self, directory: Path) -> None:
-        self.path = directory / LEADER_EPOCH_CHECKPOINT
+        self._dir = directory
         self._entries: list[EpochEntry] = []
         self._pending = False  # entries changed since the file was last written
         # Held while writing, so a deferred write in a worker thread cannot put an older list
@@ -68,6 +68,10 @@ class LeaderEpochFileCache:
                 log.warning("ignoring out-of-order entry in %s: %s", self.path, entry)
                 continue
             self._entries.append(entry)
+
+    @property
+    def path(self) -> Path:
+        return self._dir / LEADER_EPOCH_CHECKPOINT
 
     @property
     def entries(self) -> list[EpochEntry]:

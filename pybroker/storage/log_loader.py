@@ -57,7 +57,7 @@ def load_segments(directory: Path, config: LogConfig, *, initial_offset: int,
     try:
         names = set(os.listdir(directory))
     except FileNotFoundError:
-        directory.mkdir(parents=True)
+        directory.mkdir(parents=True, exist_ok=True)
         return [LogSegment(directory, initial_offset, config, create=True, files=files)]
     if any(name.endswith(SWAP_SUFFIX) for name in names):
         _complete_swaps(directory, config)

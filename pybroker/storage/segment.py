@@ -30,7 +30,6 @@ import random
 import struct
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.primitives import FileRegion
@@ -38,6 +37,7 @@ from protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, walk_
 from pybroker.storage.abstract_index import CorruptIndexError
 from pybroker.storage.files import FileCache, fsync_directory, fsync_file
 from pybroker.storage.log_config import LogConfig
+from pybroker.storage.log_info import FileSlice, SegmentRead
 from pybroker.storage.offset_index import OffsetIndex
 from pybroker.storage.time_index import TimeIndex
 
@@ -73,32 +73,6 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentRead:
-    """Whole batches read from one segment: `records` starts at file `position`."""
-
-    position: int
-    records: bytes | FileRegion
-    first_offset: int
-    next_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class FileSlice:
-    """A byte range of a segment file, for a zero-copy (sendfile) Fetch path.
-
-    The file descriptor stays valid while the segment is open; segments removed by retention
-    are only closed after `file.delete.delay.ms`, which is what makes handing it out safe.
-    """
-
-    path: Path
-    fd: int
-    position: int
-    length: int
-    first_offset: int
-    next_offset: int
 
 
 class _Walk:
@@ -164,13 +138,13 @@ class LogSegment:
         self.files = files if files is not None else FileCache(0)
         self.directory = directory
         self.base_offset = base_offset
-        self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + file_suffix)
+        self._log_name = segment_file_name(base_offset, LOG_SUFFIX) + file_suffix
         self.offset_index = OffsetIndex(
             directory / (segment_file_name(base_offset, INDEX_SUFFIX) + file_suffix),
-            base_offset, config.segment_index_bytes)
+            base_offset, config.segment_index_bytes, directory=directory)
         self.time_index = TimeIndex(
             directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
-            base_offset, config.segment_index_bytes)
+            base_offset, config.segment_index_bytes, directory=directory)
         self.index_interval_bytes = config.index_interval_bytes
         self.created_ms = _now_ms()
         # segment.jitter.ms: taken off this segment's roll age, drawn once as Kafka does, so
@@ -197,7 +171,7 @@ class LogSegment:
         self._indexes_checked = False
         # Where reads ended: offset -> file position of the batch that follows (see
         # `translate_offset`). A consumer's next fetch starts exactly there.
-        self._read_ends: dict[int, int] = {}
+        self._read_ends: dict[int, int] | None = None  # created by the first read
         # Tail state, computed on first need (see module docstring).
         self._tail_loaded = False
         self._next_offset = base_offset
@@ -206,7 +180,16 @@ class LogSegment:
         self._rolling_timestamp: int | None = None
 
     def __repr__(self) -> str:
-        return f"LogSegment({self.log_path.name}, size={self._size})"
+        return f"LogSegment({self._log_name}, size={self._size})"
+
+    @property
+    def log_path(self) -> Path:
+        """Built on use from the directory and a name: a Path per segment cost ~300 bytes."""
+        return self.directory / self._log_name
+
+    @log_path.setter
+    def log_path(self, path: Path) -> None:  # renames stay in the directory
+        self._log_name = path.name
 
     # -- files -------------------------------------------------------------------------------
     @property
@@ -458,7 +441,7 @@ class LogSegment:
         batches between the index entry and its own (tens of them when batches are small).
         """
         self.ensure_indexes()
-        position = self._read_ends.get(offset)
+        position = self._read_ends.get(offset) if self._read_ends is not None else None
         if position is not None and position >= start_position:
             # The batch there is the answer (it starts where a read of whole batches ended):
             # read its header alone rather than walking a chunk of batches.
@@ -524,7 +507,9 @@ class LogSegment:
 
     def _remember_read_end(self, next_offset: int, position: int) -> None:
         ends = self._read_ends
-        if len(ends) >= 64:  # a few consumers per partition; forget all rather than track age
+        if ends is None:
+            ends = self._read_ends = {}
+        elif len(ends) >= 64:  # a few consumers per partition; forget all rather than track age
             ends.clear()
         ends[next_offset] = position
 
@@ -625,7 +610,7 @@ class LogSegment:
         self.offset_index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
         removed = self._size - position
-        self._read_ends.clear()
+        self._read_ends = None
         os.ftruncate(self.fd, position)
         self._size = position
         self._bytes_since_last_index_entry = 0
@@ -640,7 +625,7 @@ class LogSegment:
         valid_end = self._reindex(verify_crc=True)
         truncated = self._size - valid_end
         if truncated:
-            self._read_ends.clear()
+            self._read_ends = None
             os.ftruncate(self.fd, valid_end)
             self._size = valid_end
             self._rolling_timestamp = None
