@@ -128,6 +128,10 @@ class LogRetention:
         for `LogSegment.delete`. Closing is cheap while the files are still linked, and on the
         event loop no sendfile can be midway through one; unlinking, when the file system
         frees the blocks, is the slow part the broker leaves to a worker thread."""
+        if not self._pending_deletes:
+            # The broker asks every log every second: with 30,000 logs, taking each lock and
+            # reading the clock was 15% of its CPU while they were being written to.
+            return []
         now = _now_ms() if now_ms is None else now_ms
         with self._lock:
             due = [s for deadline, s in self._pending_deletes if deadline <= now]
