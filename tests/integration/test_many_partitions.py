@@ -4,7 +4,8 @@ The broker runs as a subprocess whose open-file limit (soft and hard: it raises 
 is far below the number of partitions it hosts, so holding a file per partition, or three
 per partition while recovering, fails with EMFILE. It takes a record on every partition from
 a stock client with acks=all, is killed with SIGKILL, must start again, and must serve every
-acknowledged record.
+acknowledged record. PYBROKER_TEST_PARTITIONS changes the count (5,000 by default: ~35 s
+here, most of it creating the partitions' files).
 """
 from __future__ import annotations
 
@@ -98,8 +99,8 @@ def test_kill_9_with_more_partitions_than_descriptors(tmp_path: Path) -> None:
             timeout=120)
         recovered_in = time.monotonic() - t0
         log_text = "".join(broker.stderr_lines)
-        assert "no clean shutdown marker" in log_text
-        assert f"recovered {PARTITIONS + 0} log(s)" in log_text or "recovered" in log_text
+        assert f"no clean shutdown marker; recovered {PARTITIONS} log(s)" in log_text
+        assert "open-file limit (RLIMIT_NOFILE): soft 1024, hard 1024" in log_text
         assert "Too many open files" not in log_text
         got = _read_all(broker.bootstrap, "wide", PARTITIONS, len(acked))
         missing = [p for p, value in acked.items() if got.get(p) != [value]]
