@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from pybroker.storage.files import FileCache, sync_filesystem
 from pybroker.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from pybroker.storage.log_config import LogConfig
@@ -50,7 +52,8 @@ def test_descriptors_stay_within_the_cache(tmp_path: Path) -> None:
     assert _open_under(tmp_path) == 0
 
 
-def test_recovery_after_a_crash_holds_few_files(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 3])
+def test_recovery_after_a_crash_holds_few_files(tmp_path: Path, workers: int) -> None:
     manager = LogManager([str(tmp_path)], default_config=SMALL, files=FileCache(8))
     _fill(manager, 40, 20)
     ends = {(lg.topic, lg.partition): lg.log_end_offset for lg in manager.logs()}
@@ -58,7 +61,8 @@ def test_recovery_after_a_crash_holds_few_files(tmp_path: Path) -> None:
     manager.files.close_all()
     assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
     cache = FileCache(8)
-    again = LogManager([str(tmp_path)], default_config=SMALL, files=cache)
+    again = LogManager([str(tmp_path)], default_config=SMALL, files=cache,
+                       load_workers=workers)
     assert not again.had_clean_shutdown
     assert {(lg.topic, lg.partition): lg.log_end_offset for lg in again.logs()} == ends
     assert all(lg.recovery_point == lg.log_end_offset for lg in again.logs())
