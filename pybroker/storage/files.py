@@ -26,6 +26,7 @@ is durable, so checkpoints that record "fsynced up to here" are written once per
 from __future__ import annotations
 
 import ctypes
+import errno
 import logging
 import os
 import resource
@@ -86,16 +87,30 @@ class FileCache:
                 pass
             return fd
         with self._lock:
-            while len(self._open) >= self.capacity:
-                victim, _ = self._open.popitem(last=False)
-                victim_fd, victim._fd = victim._fd, None
-                if victim_fd is not None:
-                    os.close(victim_fd)
-            fd = os.open(owner._cached_path(), os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+            self._evict_to(self.capacity - 1)
+            try:
+                fd = os.open(owner._cached_path(), os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+            except OSError as exc:
+                # Out of descriptors all the same (sockets use the other half of the limit):
+                # give back half of ours and try once more rather than fail the request.
+                if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self._open:
+                    raise
+                log.warning("out of file descriptors (%s); closing %d cached segment files",
+                            os.strerror(exc.errno), (len(self._open) + 1) // 2)
+                self._evict_to(len(self._open) // 2)
+                fd = os.open(owner._cached_path(), os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
             owner._fd = fd
             self._open[owner] = None
             self.opens += 1
         return fd
+
+    def _evict_to(self, size: int) -> None:
+        """Close least recently used descriptors until at most `size` stay (lock held)."""
+        while len(self._open) > max(size, 0):
+            victim, _ = self._open.popitem(last=False)
+            victim_fd, victim._fd = victim._fd, None
+            if victim_fd is not None:
+                os.close(victim_fd)
 
     def close(self, owner: CachedFile) -> None:
         """Close the owner's descriptor, if it has one, and forget it."""

@@ -84,3 +84,31 @@ def test_index_files_hold_no_descriptor(tmp_path: Path) -> None:
 
 def test_sync_filesystem(tmp_path: Path) -> None:
     assert sync_filesystem(tmp_path) in (True, False)  # False only without syncfs(2)
+
+
+def test_out_of_descriptors_gives_cached_ones_back(tmp_path: Path) -> None:
+    """EMFILE while the cache holds descriptors: half are closed and the open retried."""
+    import resource
+
+    cache = FileCache(64)
+    manager = LogManager([str(tmp_path)], default_config=SMALL, files=cache)
+    _fill(manager, 40, 1)
+    assert len(cache) == 40
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 4096), hard))  # fewer to hog
+    hog: list[int] = []
+    try:
+        while True:  # use up every descriptor the process may have
+            try:
+                hog.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError:
+                break
+        cache.close(manager.get("t", 1).active_segment)  # partition 1 has no descriptor now
+        hog.append(os.open(os.devnull, os.O_RDONLY))  # and the process none to spare
+        data = manager.get("t", 1).read(0, 1 << 20)  # EMFILE, then half the cache given back
+        assert data.next_offset == 3 and len(cache) <= 21
+    finally:
+        for fd in hog:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    manager.close()
