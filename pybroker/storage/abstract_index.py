@@ -48,10 +48,9 @@ class AbstractIndex:
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int, *,
                  directory: Path | None = None) -> None:
-        """`directory`: the segment's Path object, shared rather than one per file (a broker
-        holds 100,000 indexes; a Path costs ~300 bytes, its name as a str ~70)."""
-        self._dir = directory if directory is not None and path.parent == directory \
-            else path.parent
+        """`directory`: the segment's Path object (`path`'s parent), shared rather than one
+        per file (a broker holds 100,000 indexes; a Path costs ~300 bytes, a name ~70)."""
+        self._dir = directory if directory is not None else path.parent
         self._name = path.name
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry_size)
