@@ -20,6 +20,7 @@ from protocol.headers import (
     encode_response_header, peek_request_prefix, response_header_version,
 )
 from protocol.messages import APIS
+from protocol.metadata_response import EncodedBody
 from protocol.messages.api import Api
 
 _DECODE_ERRORS = (ConstructError, struct.error, UnicodeDecodeError, ValueError, OverflowError,
@@ -122,7 +123,8 @@ def encode_response_parts(api_key: int, version: int, correlation_id: int,
     """The same frame as `encode_response`, as buffers for one gathered send: record sets
     are referenced, not copied."""
     api = APIS[api_key]
-    parts = api.response.encode_parts(body, version)
+    # A body a handler encoded itself (protocol.metadata_response) goes out as it is.
+    parts = [body] if isinstance(body, EncodedBody) else api.response.encode_parts(body, version)
     header = encode_response_header(
         correlation_id, response_header_version(api_key, version in api.flexible))
     size = len(header) + sum(len(p) for p in parts)

@@ -15,11 +15,13 @@ from functools import partial
 
 import trio
 
+from pybroker.accept import serve_listeners_draining
 from pybroker.broker import Broker
 from pybroker.config import ConfigError
 from pybroker.connection import serve_connection
 from pybroker.connection_limits import ConnectionLimits
 from pybroker.idle import IdleConnections
+from pybroker.open_files import raise_open_files_limit
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,7 @@ def _refuse_what_cannot_run(config) -> None:  # type: ignore[no-untyped-def]
 
 async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # type: ignore[no-untyped-def]
     _refuse_what_cannot_run(config)
+    raise_open_files_limit()  # before the logs: their descriptor cache is sized from it
     host = config.broker_listeners[0].host
     # The port first: a start that fails because it is taken must not have opened (and
     # recovered, and marked) any log dir. Connections that arrive while the logs load wait
@@ -95,7 +98,7 @@ async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # typ
             log.info("pybroker node %d listening on %s:%d (cluster id %s)",
                      broker.node_id, host, bound_port, broker.metadata.image.cluster_id)
             task_status.started(ServerInfo(broker, host or "127.0.0.1", bound_port))
-            await trio.serve_listeners(
+            await serve_listeners_draining(
                 partial(serve_connection, broker.services, idle=idle, limits=limits), listeners,
                 handler_nursery=nursery)
     finally:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -49,20 +50,27 @@ class TopicAdmin:
         self.on_deleted: list[Callable[[str], Awaitable[None]]] = []
 
     # -- this broker's logs of a topic ---------------------------------------------------------
-    def _create_logs(self, topic: TopicInfo, config: LogConfig) -> None:
+    def _create_logs(self, topic: TopicInfo, config: LogConfig, *,
+                     sync_once: bool = False) -> None:
         """This broker's logs of the topic's partitions, created where missing. Thread-safe
-        (the log manager locks), so new topics' logs are made in a worker thread."""
+        (the log manager locks), so new topics' logs are made in a worker thread. With
+        `sync_once` (in a worker thread) their files are made durable by one sync of each log
+        dir rather than a fsync each: 10,000 partitions took 10 s."""
         for p in topic.partitions:
             if self.node_id in p.replicas:
                 self.logs.get_or_create(
                     topic.name, p.partition, config,
-                    leader_epoch=p.leader_epoch if p.leader == self.node_id else None)
+                    leader_epoch=p.leader_epoch if p.leader == self.node_id else None,
+                    sync=not sync_once)
+        if sync_once:
+            self.logs.sync()
 
     async def create_logs_off_loop(self, topic: TopicInfo) -> None:
         """A new topic's (or new partitions') logs, made in a worker thread; callers hold
         `changes`, so a deletion cannot run meanwhile and leave a log behind."""
-        await trio.to_thread.run_sync(self._create_logs, topic,
-                                      self.topic_configs.log_config(topic.name))
+        await trio.to_thread.run_sync(partial(
+            self._create_logs, topic, self.topic_configs.log_config(topic.name),
+            sync_once=True))
 
     def open_partitions(self, topic: TopicInfo) -> None:
         """The topic's logs, created where missing, and its leaderships taken up: with this

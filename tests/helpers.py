@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -65,9 +66,12 @@ class BrokerProcess:
     """`python -m pybroker` as a child process, so a test can kill -9 it."""
 
     def __init__(self, log_dir: Path, port: int = 0, config: str | None = None,
-                 **overrides: str) -> None:
-        """With `config`, the file is used as given but for port and log dir."""
+                 open_files: int | None = None, **overrides: str) -> None:
+        """With `config`, the file is used as given but for port and log dir. `open_files`
+        sets the child's RLIMIT_NOFILE, soft and hard (`ulimit -Hn`: the broker raises its
+        soft limit to the hard one)."""
         self.config = config
+        self.open_files = open_files
         self.log_dir = log_dir
         self.port = port
         self.overrides = overrides
@@ -86,7 +90,9 @@ class BrokerProcess:
         for k, v in self.overrides.items():
             args += ["--override", f"{k.replace('_', '.')}={v}"]
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+                                     preexec_fn=(self._limit_open_files
+                                                 if self.open_files is not None else None))
         deadline = time.monotonic() + timeout
         assert self.proc.stderr is not None
         while time.monotonic() < deadline:
@@ -100,6 +106,10 @@ class BrokerProcess:
                 threading.Thread(target=self._drain, daemon=True).start()
                 return self
         raise RuntimeError("broker did not start:\n" + "".join(self.stderr_lines))
+
+    def _limit_open_files(self) -> None:
+        assert self.open_files is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
 
     def _drain(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None

@@ -140,12 +140,16 @@ class LocalMetadataStore:
                              f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
         self.image = MetadataImage(cluster_id, node_id,
                                    {node_id: BrokerInfo(node_id, host, port, rack)}, {})
+        # Bumped by every change, so what is derived from the image (the Metadata handler's
+        # encoded topic entries) knows when to be rebuilt.
+        self.changes = 0
         self._load()
 
     def set_endpoint(self, host: str, port: int) -> None:
         """The advertised endpoint, once the listener knows its port."""
         node = self.image.controller_id
         self.image.brokers[node] = BrokerInfo(node, host, port, self.rack)
+        self.changes += 1
 
     def _load(self) -> None:
         path = self.log_dir / METADATA_FILE
@@ -159,6 +163,7 @@ class LocalMetadataStore:
                 t.get("internal", False))
 
     def save(self) -> None:
+        self.changes += 1
         data = {"version": 1, "topics": [
             {"name": t.name, "topic_id": str(t.topic_id), "internal": t.internal,
              "configs": t.configs,

@@ -120,8 +120,11 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("socket.request.max.bytes", _I, 104857600, at_least(1), _HIGH,
        "Largest request accepted. A larger frame is refused from its length prefix, before "
        "any of it is buffered."),
-    _k("socket.listen.backlog.size", _I, 50, at_least(1), _MEDIUM,
-       "Length of the queue of connections not yet accepted, per listening socket."),
+    _k("socket.listen.backlog.size", _I, 1024, at_least(1), _MEDIUM,
+       "Length of the queue of connections not yet accepted, per listening socket (capped by "
+       "net.core.somaxconn). pybroker's default is 1024, Kafka's 50: Kafka accepts on a "
+       "thread of its own, pybroker between requests, and 1,000 clients connecting at once "
+       "overflowed a queue of 50 (each dropped SYN costs its client a 1 s retransmit)."),
     _k("connections.max.idle.ms", _L, 600000, None, _MEDIUM,
        "Close a client connection that has sent nothing for this long."),
     _k("max.connections", _I, INT32_MAX, at_least(0), _MEDIUM,

@@ -2,9 +2,14 @@
 
 Theory of operation. An index is sparse and only ever grows at the end while its segment is
 active, so it is kept as two parallel `array`s in memory (keys searched with `bisect`, no file
-reads per lookup) and written append-only to its file with one `os.write` per entry. Kafka
-preallocates and mmaps its index files; an append-only file gives the same on-disk bytes
-without the trim-on-close step, and a torn last entry is caught by the size check.
+reads per lookup). The file is written append-only, but not per entry and through no
+descriptor kept open: entries not yet in the file are appended (open, one write, close) when
+the segment rolls, is flushed (then fsynced) or closes. A broker with 50,000 partitions thus
+holds no index descriptors at all. What the file may lack after a crash is only what lies past
+the recovery point, which loading re-validates and re-indexes from the log anyway. Kafka
+preallocates and mmaps its index files (dirty pages that are written back when the kernel
+likes); an append-only file gives the same on-disk bytes without the trim-on-close step, and
+a torn last entry is caught by the size check.
 
 Indexes are loaded lazily, on the first lookup or append: a broker opening thousands of
 partitions after a clean shutdown reads none of the old segments' indexes until somebody asks.
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from array import array
 from pathlib import Path
 from typing import ClassVar
@@ -23,6 +29,10 @@ from typing import ClassVar
 __all__ = ["AbstractIndex", "CorruptIndexError"]
 
 _LITTLE_ENDIAN = sys.byteorder == "little"
+# Serialises file writes, truncations and renames of every index: `flush` writes from a worker
+# thread while the event loop may roll, truncate or rename. One lock for all (held for one
+# short write) rather than one per index: a broker may have 100,000 indexes.
+_FILE_LOCK = threading.Lock()
 
 
 class CorruptIndexError(Exception):
@@ -36,14 +46,24 @@ class AbstractIndex:
     key_type: ClassVar[str]
     value_type: ClassVar[str] = "I"
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
-        self.path = path
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, *,
+                 directory: Path | None = None) -> None:
+        """`directory`: the segment's Path object (`path`'s parent), shared rather than one
+        per file (a broker holds 100,000 indexes; a Path costs ~300 bytes, a name ~70)."""
+        self._dir = directory if directory is not None else path.parent
+        self._name = path.name
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry_size)
         self._keys: array[int] = array(self.key_type)
         self._values: array[int] = array(self.value_type)
         self._loaded = False
-        self._fd: int | None = None
+        self._written = 0  # entries that are in the file
+        self._dirty = False  # the file changed since it was last fsynced
+        self._deleted = False
+
+    @property
+    def path(self) -> Path:
+        return self._dir / self._name
 
     # -- loading -----------------------------------------------------------------------------
     def _ensure_loaded(self) -> None:
@@ -60,6 +80,7 @@ class AbstractIndex:
         keys, values = self._decode(data)
         self._check_entries(keys, values)
         self._keys, self._values = keys, values
+        self._written = len(keys)
         self._loaded = True
 
     def _decode(self, data: bytes) -> tuple[array[int], array[int]]:
@@ -85,14 +106,23 @@ class AbstractIndex:
         """Load now (raising CorruptIndexError) rather than on first use."""
         self._ensure_loaded()
 
+    def mark_new(self) -> None:
+        """A new segment's index: empty, its file created by the first write (creating files
+        is what makes creating thousands of partitions slow; most never get an entry)."""
+        self._loaded = True
+
     def mark_empty(self) -> None:
         """Forget any entries without reading the file: used right before a rebuild."""
         self._keys = array(self.key_type)
         self._values = array(self.value_type)
         self._loaded = True
-        self._close_fd()
-        with open(self.path, "wb"):
-            pass
+        with _FILE_LOCK:
+            try:  # emptied, not created: the first entry creates it (see `mark_new`)
+                os.truncate(self.path, 0)
+            except FileNotFoundError:
+                pass
+            self._written = 0
+            self._dirty = True
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -113,10 +143,6 @@ class AbstractIndex:
         self._ensure_loaded()
         if len(self._keys) >= self.max_entries:
             raise CorruptIndexError(f"{self.path}: index is full ({self.max_entries} entries)")
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
-                               0o644)
-        os.write(self._fd, self._encode(key, value))
         self._keys.append(key)
         self._values.append(value)
 
@@ -127,49 +153,71 @@ class AbstractIndex:
             return
         del self._keys[count:]
         del self._values[count:]
-        if self._fd is not None:
-            os.ftruncate(self._fd, count * self.entry_size)
-        else:
-            try:
-                os.truncate(self.path, count * self.entry_size)
-            except FileNotFoundError:
-                pass
+        with _FILE_LOCK:
+            if self._written > count:
+                try:
+                    os.truncate(self.path, count * self.entry_size)
+                except FileNotFoundError:
+                    pass
+                self._written = count
+                self._dirty = True
 
     def reset(self) -> None:
         self._truncate_entries(0)
 
-    def flush(self) -> None:
-        """fsync; may run in a worker thread while a roll closes the writer on the loop."""
-        fd = self._fd
-        if fd is None:
-            return
-        try:
-            os.fsync(fd)
-        except OSError:
-            if self._fd == fd:
-                raise  # a real I/O error, not a descriptor closed under us
+    def write_pending(self, *, sync: bool = False) -> None:
+        """Append the entries the file lacks (and fsync it, with `sync`, if it changed).
 
-    def _close_fd(self) -> None:
-        # Forget the descriptor before closing it: a `flush` in a worker thread whose fsync
-        # fails on it must already see that it was closed under it, not a real I/O error.
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
+        Safe from a worker thread while the event loop appends entries: it writes those
+        present when it starts. A file renamed or deleted meanwhile is not recreated.
+        """
+        if not self._loaded:
+            return
+        with _FILE_LOCK:
+            keys, values = self._keys, self._values
+            n, written = len(keys), self._written
+            if n == written and not (sync and self._dirty):
+                return
+            if self._deleted:
+                return
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                             0o644)
+            except FileNotFoundError:
+                return  # the partition directory is gone (deleted)
+            try:
+                if n > written:
+                    encode = self._encode
+                    os.write(fd, b"".join(encode(keys[i], values[i])
+                                          for i in range(written, n)))
+                    self._written = n
+                    self._dirty = True
+                if sync:
+                    os.fsync(fd)
+                    self._dirty = False
+            finally:
+                os.close(fd)
+
+    def flush(self) -> None:
+        """Write what the file lacks and fsync it (a worker thread's job)."""
+        self.write_pending(sync=True)
 
     def close_writer(self) -> None:
-        """Stop holding a file descriptor once the segment is no longer written to."""
-        self._close_fd()
+        """Write what the file lacks once the segment is no longer written to."""
+        self.write_pending()
 
     def close(self) -> None:
-        self._close_fd()
+        self.write_pending()
 
     def delete(self) -> None:
-        self._close_fd()
-        self.path.unlink(missing_ok=True)
+        with _FILE_LOCK:
+            self.path.unlink(missing_ok=True)
+            self._deleted = True
 
     def rename(self, path: Path) -> None:
-        try:
-            os.rename(self.path, path)
-        except FileNotFoundError:
-            pass
-        self.path = path
+        with _FILE_LOCK:
+            try:
+                os.rename(self.path, path)
+            except FileNotFoundError:
+                pass
+            self._dir, self._name = path.parent, path.name

@@ -27,10 +27,25 @@ class CheckpointError(ValueError):
 
 
 def write_checkpoint(path: Path, entries: Iterable[str], *, version: int = VERSION,
-                     sync: bool = True) -> None:
-    """Replace `path` atomically with the given entry lines."""
+                     sync: bool = True, new: bool = False) -> None:
+    """Replace `path` atomically with the given entry lines.
+
+    `new`: the file does not exist yet, so it is written in place (one file created rather
+    than two, for a new partition): a crash midway leaves a file that fails to parse, which
+    readers treat as missing, as it was.
+    """
     lines = list(entries)
     text = f"{version}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
+    if new:
+        try:
+            with open(path, "x", encoding="utf-8") as f:
+                f.write(text)
+                if sync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            return
+        except FileExistsError:
+            pass  # it appeared meanwhile: replace it atomically, as any other
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)

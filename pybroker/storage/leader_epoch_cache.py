@@ -43,7 +43,7 @@ class EpochEntry:
 
 class LeaderEpochFileCache:
     def __init__(self, directory: Path) -> None:
-        self.path = directory / LEADER_EPOCH_CHECKPOINT
+        self._dir = directory
         self._entries: list[EpochEntry] = []
         self._pending = False  # entries changed since the file was last written
         # Held while writing, so a deferred write in a worker thread cannot put an older list
@@ -54,6 +54,9 @@ class LeaderEpochFileCache:
         except (CheckpointError, OSError) as exc:
             log.warning("ignoring unreadable %s: %s", self.path, exc)
             rows = None
+            self._exists = True
+        else:
+            self._exists = rows is not None
         for epoch, offset in rows or ():
             try:
                 entry = EpochEntry(int(epoch), int(offset))
@@ -67,6 +70,10 @@ class LeaderEpochFileCache:
             self._entries.append(entry)
 
     @property
+    def path(self) -> Path:
+        return self._dir / LEADER_EPOCH_CHECKPOINT
+
+    @property
     def entries(self) -> list[EpochEntry]:
         return list(self._entries)
 
@@ -78,21 +85,23 @@ class LeaderEpochFileCache:
     def earliest_entry(self) -> EpochEntry | None:
         return self._entries[0] if self._entries else None
 
-    def _flush(self) -> None:
+    def _flush(self, sync: bool = True) -> None:
         with self._write_lock:
             self._pending = False
             write_checkpoint(self.path,
-                             [f"{e.epoch} {e.start_offset}" for e in list(self._entries)])
+                             [f"{e.epoch} {e.start_offset}" for e in list(self._entries)],
+                             sync=sync, new=not self._exists)
+            self._exists = True
 
-    def write_pending(self) -> bool:
+    def write_pending(self, *, sync: bool = True) -> bool:
         """Write a change `truncate_from_start` deferred; True if there was one. Blocking (an
-        fsync): for a worker thread."""
+        fsync, unless the caller syncs the file system itself): for a worker thread."""
         if not self._pending:
             return False
-        self._flush()
+        self._flush(sync)
         return True
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, *, sync: bool = True) -> bool:
         """Note that `epoch` starts at `start_offset`; True if the cache changed.
 
         A repeat of the latest epoch is ignored. Entries that would break monotonicity (an
@@ -108,7 +117,7 @@ class LeaderEpochFileCache:
         self._entries = [e for e in self._entries
                          if e.epoch < epoch and e.start_offset < start_offset]
         self._entries.append(EpochEntry(epoch, start_offset))
-        self._flush()
+        self._flush(sync)
         return True
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
@@ -137,13 +146,21 @@ class LeaderEpochFileCache:
         i = bisect_right(starts, offset) - 1
         return self._entries[i].epoch if i >= 0 else UNDEFINED_EPOCH
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop epochs starting at or after `end_offset` (the log was truncated there)."""
+    def truncate_from_end(self, end_offset: int, *, defer: bool = False) -> None:
+        """Drop epochs starting at or after `end_offset` (the log was truncated there).
+
+        With `defer` the file is rewritten by `write_pending`: for loading, where the entries
+        dropped describe offsets that are not in the log (a crash before the write drops
+        them again at the next start), so the write need not hold up the start.
+        """
         starts = [e.start_offset for e in self._entries]
         keep = bisect_left(starts, end_offset)
         if keep < len(self._entries):
             del self._entries[keep:]
-            self._flush()
+            if defer:
+                self._pending = True
+            else:
+                self._flush()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Forget epochs wholly before a new log start offset; the epoch holding it now

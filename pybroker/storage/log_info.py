@@ -5,14 +5,17 @@ Each error maps to one Kafka error code, noted on the class; the handlers do the
 """
 from __future__ import annotations
 
+import sys
+
 from dataclasses import dataclass
+from pathlib import Path
 
 from protocol.primitives import FileRegion
 from protocol.records.batch import InvalidRecordError
 
 __all__ = [
     "AppendInfo", "FetchData", "OffsetOutOfRange", "MessageTooLarge", "UnexpectedAppendOffset",
-    "parse_topic_partition", "partition_dir_name",
+    "parse_topic_partition", "partition_dir_name", "SegmentRead", "FileSlice",
 ]
 
 
@@ -29,7 +32,7 @@ def parse_topic_partition(name: str) -> tuple[str, int]:
     topic, sep, partition = name.rpartition("-")
     if not sep or not topic or not partition.isdigit():
         raise ValueError(f"not a partition directory name: {name!r}")
-    return topic, int(partition)
+    return sys.intern(topic), int(partition)  # one copy of a topic's name, not one a partition
 
 
 class OffsetOutOfRange(Exception):
@@ -78,3 +81,29 @@ class FetchData:
     log_start_offset: int
     log_end_offset: int
     last_stable_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRead:
+    """Whole batches read from one segment: `records` starts at file `position`."""
+
+    position: int
+    records: bytes | FileRegion
+    first_offset: int
+    next_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """A byte range of a segment file, for a zero-copy (sendfile) Fetch path.
+
+    The descriptor comes from the log's descriptor cache (storage/files.py): valid until this
+    thread asks the cache for another file, so it is used at once, never across an await.
+    """
+
+    path: Path
+    fd: int
+    position: int
+    length: int
+    first_offset: int
+    next_offset: int

@@ -8,12 +8,16 @@ Kafka's LogLoader, reduced to what a log needs at open:
 - a cleaning that had committed (its segment renamed `*.swap`) but not finished is completed,
   as Kafka does: the segments the swap file covers (base offsets from its base to its next
   offset) are deleted and the `.swap` suffix is dropped;
-- a segment whose `.index` or `.timeindex` is missing gets them rebuilt from its log;
+- a segment whose `.index` or `.timeindex` is missing gets them rebuilt from its log, unless
+  the log is too small to have index entries (index files are created by their first
+  entry, so a segment of less than `index.interval.bytes` may have none);
 - after a clean shutdown only the active segment's tail is re-checked (CRC of the few batches
   after its last index entry: one short read), so opening thousands of partitions stays fast;
 - after an unclean shutdown every segment from the one holding the recovery point onward is
   re-validated batch by batch; at the first torn or corrupt batch the segment is truncated
-  there and every later segment is deleted (nothing after a hole can be trusted).
+  there and every later segment is deleted (nothing after a hole can be trusted). Recovered
+  segments are fsynced one by one, or (`sync=False`) left for the caller to sync the whole
+  file system once: the log manager does, for thousands of partitions at a time.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import os
 from pathlib import Path
 
 from pybroker.storage.abstract_index import CorruptIndexError
+from pybroker.storage.files import FileCache
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.segment import (
     CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
@@ -42,14 +47,21 @@ def _offset_of(name: str, suffix: str) -> int | None:
 
 
 def load_segments(directory: Path, config: LogConfig, *, initial_offset: int,
-                  recovery_point: int, clean: bool) -> list[LogSegment]:
+                  recovery_point: int, clean: bool, files: FileCache | None = None,
+                  sync: bool = True) -> list[LogSegment]:
     """The directory's segments in offset order, recovered as the module docstring says.
 
-    Creates the directory and an empty segment at `initial_offset` for a new log.
+    Creates the directory and an empty segment at `initial_offset` for a new log. `files`
+    lends the segments their descriptors.
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    _complete_swaps(directory, config)
-    names = set(os.listdir(directory))
+    try:
+        names = set(os.listdir(directory))
+    except FileNotFoundError:
+        directory.mkdir(parents=True, exist_ok=True)
+        return [LogSegment(directory, initial_offset, config, create=True, files=files)]
+    if any(name.endswith(SWAP_SUFFIX) for name in names):
+        _complete_swaps(directory, config)
+        names = set(os.listdir(directory))
     bases: set[int] = set()
     for name in names:
         if name.endswith((DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX)):
@@ -66,18 +78,20 @@ def load_segments(directory: Path, config: LogConfig, *, initial_offset: int,
 
     segments: list[LogSegment] = []
     for base in sorted(bases):
-        segment = LogSegment(directory, base, config)
+        segment = LogSegment(directory, base, config, files=files)
         if (segment.offset_index.path.name not in names
-                or segment.time_index.path.name not in names):
+                or segment.time_index.path.name not in names) \
+                and segment.size > config.index_interval_bytes:
             log.info("%s: rebuilding missing index files", segment.log_path)
             segment.rebuild_indexes()
+            segment.write_indexes()
         segments.append(segment)
     if not segments:
-        return [LogSegment(directory, initial_offset, config, create=True)]
+        return [LogSegment(directory, initial_offset, config, create=True, files=files)]
     if clean:
         _check_active_segment(segments[-1])
     else:
-        _recover(segments, recovery_point)
+        _recover(segments, recovery_point, sync)
     return segments
 
 
@@ -139,15 +153,21 @@ def _check_active_segment(active: LogSegment) -> None:
             log.warning("%s: truncated %d invalid bytes", active.log_path, truncated)
 
 
-def _recover(segments: list[LogSegment], recovery_point: int) -> None:
+def _recover(segments: list[LogSegment], recovery_point: int, sync: bool) -> None:
     """Re-validate from the segment holding the recovery point; truncate at the first bad
-    batch and drop every segment after it. Recovered segments are fsynced, so the caller may
-    move the recovery point to the log end."""
+    batch and drop every segment after it. Recovered segments are fsynced (or, without
+    `sync`, left for the caller to sync), so the recovery point may move to the log end."""
     for i, segment in enumerate(segments):
         if i + 1 < len(segments) and segments[i + 1].base_offset <= recovery_point:
             continue
         truncated = segment.recover()
-        segment.flush()
+        if sync:
+            segment.flush()
+        elif i + 1 < len(segments):
+            # Below the recovery point next time, so its indexes must be on disk. Not the
+            # active segment's: it is re-validated after every crash, and creating two index
+            # files per partition was most of the time recovery of 5,000 partitions took.
+            segment.write_indexes()
         if truncated:
             later = segments[i + 1:]
             log.warning("%s: truncated %d invalid bytes after an unclean shutdown; dropping "
@@ -157,4 +177,4 @@ def _recover(segments: list[LogSegment], recovery_point: int) -> None:
             del segments[i + 1:]
             return
         if i + 1 == len(segments):
-            log.info("%s: recovered, no invalid bytes", segment.log_path)
+            log.debug("%s: recovered, no invalid bytes", segment.log_path)

@@ -40,13 +40,13 @@ import threading
 import time
 import uuid
 from bisect import bisect_right
-from collections.abc import Callable
 from pathlib import Path
 
 from protocol.records.batch import (
     BatchHeader, InvalidRecordError, set_base_offset, set_log_append_time, set_partition_leader_epoch,
     validate_batches, walk_batches,
 )
+from pybroker.storage.files import FileCache
 from pybroker.storage.leader_epoch_cache import LeaderEpochFileCache
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.log_info import (
@@ -54,6 +54,7 @@ from pybroker.storage.log_info import (
     parse_topic_partition, partition_dir_name,
 )
 from pybroker.storage.log_loader import load_segments
+from pybroker.storage.log_retention import LogRetention
 from pybroker.storage.producer_state import (
     SNAPSHOT_SUFFIX, DuplicateBatch, InvalidProducerEpoch,
     OutOfOrderSequence, ProducerStateManager,
@@ -72,17 +73,28 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
+# Below this many bytes to walk, loading replays producer state rather than a clean stop
+# writing a snapshot (about what a clean start reads of the active segment anyway).
+SNAPSHOT_MIN_REPLAY_BYTES = 16 * 1024
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class PartitionLog:
+class PartitionLog(LogRetention):
     """The segmented log of one partition replica."""
 
     def __init__(self, directory: str | os.PathLike[str], config: LogConfig | None = None, *,
                  log_start_offset: int | None = None, recovery_point: int = 0,
-                 high_watermark: int | None = None, had_clean_shutdown: bool = True) -> None:
+                 high_watermark: int | None = None, had_clean_shutdown: bool = True,
+                 files: FileCache | None = None, sync_recovery: bool = True) -> None:
+        """`files` lends segments their descriptors (default: a cache of this log's own).
+        Without `sync_recovery`, segments recovered after an unclean shutdown are not fsynced
+        and the recovery point stays where it was: the caller syncs the file system, then
+        calls `mark_synced`."""
         self.dir = Path(directory)
+        self.files = files if files is not None else FileCache(64)
         self.topic, self.partition = parse_topic_partition(self.dir.name)
         self.config = config or LogConfig()
         self.segments: list[LogSegment] = []
@@ -97,7 +109,8 @@ class PartitionLog:
         self.recovery_point = 0
         self.high_watermark = 0
         self.producer_state = ProducerStateManager(self.dir)
-        self._load(log_start_offset, recovery_point, high_watermark, had_clean_shutdown)
+        self._load(log_start_offset, recovery_point, high_watermark, had_clean_shutdown,
+                   sync_recovery)
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, start={self.log_start_offset}, "
@@ -105,12 +118,13 @@ class PartitionLog:
 
     # -- loading -------------------------------------------------------------------------------
     def _load(self, log_start_offset: int | None, recovery_point: int,
-              high_watermark: int | None, clean: bool) -> None:
+              high_watermark: int | None, clean: bool, sync: bool) -> None:
         for segment in load_segments(self.dir, self.config, initial_offset=log_start_offset or 0,
-                                     recovery_point=recovery_point, clean=clean):
+                                     recovery_point=recovery_point, clean=clean,
+                                     files=self.files, sync=sync):
             self._add_segment(segment)
         self.log_end_offset = self.active_segment.read_next_offset()
-        if not clean:  # everything up to the log end has just been validated and fsynced
+        if not clean and sync:  # everything up to the log end was just validated and fsynced
             recovery_point = self.log_end_offset
         start = max(log_start_offset or 0, self.segments[0].base_offset)
         self.log_start_offset = min(start, self.log_end_offset)
@@ -119,7 +133,10 @@ class PartitionLog:
         self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
 
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        # Deferred: an epoch starting at the log end of an empty log is dropped at every
+        # start, and a write (with fsync) per partition made starts slow. A crash before the
+        # checkpoint writes it only means dropping it again.
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset, defer=True)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self._load_producer_state()
 
@@ -133,6 +150,14 @@ class PartitionLog:
                                                                     self.log_start_offset)
         for i in range(max(self._segment_index(start), 0), len(self.segments)):
             state.replay(self.segments[i].batches_from(start))
+
+    def set_files(self, files: FileCache) -> None:
+        """Take segment descriptors from `files` from now on (a log loaded in a worker with
+        a private cache joins the broker's)."""
+        with self._lock:
+            self.files = files
+            for segment in self.segments:
+                segment.set_files(files)
 
     def _add_segment(self, segment: LogSegment) -> None:
         self.segments.append(segment)
@@ -291,7 +316,7 @@ class PartitionLog:
             self.segments.pop()
             self._base_offsets.pop()
             active.delete()
-        segment = LogSegment(self.dir, base_offset, self.config, create=True)
+        segment = LogSegment(self.dir, base_offset, self.config, create=True, files=self.files)
         self._add_segment(segment)
         # Kafka snapshots producer state at every roll, so loading replays one segment at most.
         self.producer_state.take_snapshot(base_offset)
@@ -428,115 +453,13 @@ class PartitionLog:
             self.segments.clear()
             self._base_offsets.clear()
             self._remove_segments(removed)
-            self._add_segment(LogSegment(self.dir, offset, self.config, create=True))
+            self._add_segment(LogSegment(self.dir, offset, self.config, create=True,
+                                         files=self.files))
             self.log_end_offset = self.high_watermark = offset
             self.log_start_offset = self.recovery_point = offset
             self.leader_epoch_cache.clear()
             self.producer_state.truncate_fully()
             self._unflushed_messages = 0
-
-    # -- retention -----------------------------------------------------------------------------
-    def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: make `offset` the log start; returns the new log start offset.
-
-        OffsetOutOfRange above the high watermark (only committed data may be deleted).
-        Segments wholly below the new start are deleted right away.
-        """
-        with self._lock:
-            if offset > self.high_watermark or offset < 0:
-                raise OffsetOutOfRange(offset, self.log_start_offset, self.high_watermark)
-            if offset > self.log_start_offset:
-                self.log_start_offset = offset
-                self.leader_epoch_cache.truncate_from_start(offset)
-                self._delete_oldest(lambda seg, nxt: nxt.base_offset <= self.log_start_offset)
-            return self.log_start_offset
-
-    def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Apply retention; returns the number of segments deleted (renamed `.deleted`: the
-        files go with `delete_pending_files`).
-
-        In order: segments wholly below the log start; then, if the cleanup policy includes
-        "delete", segments whose largest timestamp is older than retention.ms, then the oldest
-        segments while the log stays at or above retention.bytes without them. The active
-        segment is never deleted, nor any segment holding data at or above the high watermark.
-        Producer ids idle for producer.id.expiration.ms are forgotten on the same schedule.
-        """
-        now = _now_ms() if now_ms is None else now_ms
-        with self._lock:
-            deleted = self._delete_oldest(
-                lambda seg, nxt: nxt.base_offset <= self.log_start_offset, now)
-            config = self.config
-            if config.delete_enabled and config.retention_ms >= 0:
-                deleted += self._delete_oldest(
-                    lambda seg, nxt: now - seg.largest_timestamp > config.retention_ms, now)
-            if config.delete_enabled and config.retention_bytes >= 0:
-                excess = self.size - config.retention_bytes
-
-                def over_size(seg: LogSegment, nxt: LogSegment) -> bool:
-                    nonlocal excess
-                    if excess - seg.size < 0:
-                        return False
-                    excess -= seg.size
-                    return True
-
-                deleted += self._delete_oldest(over_size, now)
-            self.producer_state.remove_expired(now, config.producer_id_expiration_ms)
-            return deleted
-
-    def _delete_oldest(self, predicate: Callable[[LogSegment, LogSegment], bool],
-                       now_ms: int | None = None) -> int:
-        """Delete segments from the oldest while predicate(segment, next segment) holds."""
-        count = 0
-        for i in range(len(self.segments) - 1):
-            segment, following = self.segments[i], self.segments[i + 1]
-            if following.base_offset > self.high_watermark or not predicate(segment, following):
-                break
-            count += 1
-        if not count:
-            return 0
-        removed = self.segments[:count]
-        del self.segments[:count]
-        del self._base_offsets[:count]
-        self._remove_segments(removed, now_ms)
-        first = self.segments[0].base_offset
-        if first > self.log_start_offset:
-            self.log_start_offset = first
-            self.leader_epoch_cache.truncate_from_start(first)
-        self.high_watermark = max(self.high_watermark, self.log_start_offset)
-        self.recovery_point = max(self.recovery_point, self.log_start_offset)
-        self.producer_state.delete_snapshots_before(first)
-        return count
-
-    def _remove_segments(self, segments: list[LogSegment], now_ms: int | None = None) -> None:
-        """Rename to `.deleted` now; they are closed and unlinked once file.delete.delay.ms
-        has passed (`close_due_deletes`), so a reader holding a descriptor (a sendfile in
-        flight) finishes first."""
-        now = _now_ms() if now_ms is None else now_ms
-        deadline = now + max(0, self.config.file_delete_delay_ms)
-        for segment in segments:
-            segment.rename_for_deletion()
-            self._pending_deletes.append((deadline, segment))
-
-    def close_due_deletes(self, now_ms: int | None = None) -> list[LogSegment]:
-        """Forget and close the `.deleted` segments whose delay has passed, and return them
-        for `LogSegment.delete`. Closing is cheap while the files are still linked, and on the
-        event loop no sendfile can be midway through one; unlinking, when the file system
-        frees the blocks, is the slow part the broker leaves to a worker thread."""
-        now = _now_ms() if now_ms is None else now_ms
-        with self._lock:
-            due = [s for deadline, s in self._pending_deletes if deadline <= now]
-            if due:
-                self._pending_deletes = [(d, s) for d, s in self._pending_deletes if d > now]
-        for segment in due:
-            segment.close()
-        return due
-
-    def delete_pending_files(self, now_ms: int | None = None) -> int:
-        """Close and unlink the `.deleted` segments whose delay has passed; returns how many."""
-        due = self.close_due_deletes(now_ms)
-        for segment in due:
-            segment.delete()
-        return len(due)
 
     # -- compaction ----------------------------------------------------------------------------
     def replace_segments(self, cleaned: LogSegment, old: list[LogSegment]) -> bool:
@@ -569,6 +492,7 @@ class PartitionLog:
             if not cleaned.log_path.name.endswith(SWAP_SUFFIX):
                 cleaned.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
                 fsync_directory(self.dir)
+            cleaned.set_files(self.files)  # written with the cleaner's own descriptors
             self.segments[i:i + len(old)] = [cleaned]
             self._base_offsets[i:i + len(old)] = [cleaned.base_offset]
             self._remove_segments(old)
@@ -621,16 +545,40 @@ class PartitionLog:
             return True
         return False
 
-    def close(self) -> None:
-        """Flush, snapshot producer state at the log end, release every file."""
+    def close(self, *, sync: bool = True) -> None:
+        """Flush, snapshot producer state at the log end, release every file.
+
+        Without producer ids to keep, the snapshot is skipped when replaying the log after
+        the last one costs less than writing it (a few KB: an idle or nearly empty log, of
+        which a broker may have tens of thousands). Without `sync` nothing is fsynced and the recovery point stays: the log
+        manager syncs each log dir's file system once, then calls `mark_synced` (a fsync per
+        file made a clean stop of 10,000 partitions take 8 s).
+        """
         with self._lock:
             if self._closed:
                 return
-            self.flush()
-            if self.producer_state.producers or self.log_end_offset > self.log_start_offset:
-                self.producer_state.take_snapshot(self.log_end_offset, sync=True)
-            self.leader_epoch_cache.write_pending()
+            if sync:
+                self.flush()
+            else:
+                for segment in self.segments:
+                    segment.write_indexes()
+            state = self.producer_state
+            if state.last_snapshot_offset != self.log_end_offset and (
+                    state.producers or self._bytes_to_replay() > SNAPSHOT_MIN_REPLAY_BYTES):
+                state.take_snapshot(self.log_end_offset, sync=sync)
+            self.leader_epoch_cache.write_pending(sync=sync)
             self._close_files()
+
+    def _bytes_to_replay(self) -> int:
+        """At most how many bytes loading would walk to rebuild producer state."""
+        snapshot = self.producer_state.last_snapshot_offset
+        start = self.log_start_offset if snapshot is None else snapshot
+        return sum(s.size for s in self.segments[max(self._segment_index(start), 0):])
+
+    def mark_synced(self) -> None:
+        """The caller synced the file system after an unclean load or a `close(sync=False)`:
+        everything up to the log end is durable, so the recovery point moves there."""
+        self.recovery_point = max(self.recovery_point, self.log_end_offset)
 
     def _close_files(self) -> None:
         self._closed = True

@@ -14,9 +14,13 @@ What a segment knows about its tail (next offset, largest timestamp and where it
 computed lazily from the last index entries plus a scan of the few batches after them, so
 opening a log never reads whole segments.
 
+The `.log` descriptor is not the segment's own: it comes from a `FileCache` (`files`), which
+may close it to open another file, so at most a bounded number are open however many segments
+exist (`files.py`). Index files hold no descriptor at all (`abstract_index`).
+
 Nothing here is thread-safe by itself; `PartitionLog` serialises structural changes. `flush`
 may run in a worker thread while the event loop appends, which is safe because appends only add
-bytes and fsync covers whatever has been written.
+bytes and fsync covers whatever has been written; it fsyncs through a descriptor of its own.
 """
 from __future__ import annotations
 
@@ -26,13 +30,14 @@ import random
 import struct
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.primitives import FileRegion
 from protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, walk_batches
 from pybroker.storage.abstract_index import CorruptIndexError
+from pybroker.storage.files import FileCache, fsync_directory, fsync_file
 from pybroker.storage.log_config import LogConfig
+from pybroker.storage.log_info import FileSlice, SegmentRead
 from pybroker.storage.offset_index import OffsetIndex
 from pybroker.storage.time_index import TimeIndex
 
@@ -70,47 +75,6 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def fsync_directory(path: Path) -> None:
-    """Make renames and creations in `path` durable (a no-op where directories cannot be
-    opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentRead:
-    """Whole batches read from one segment: `records` starts at file `position`."""
-
-    position: int
-    records: bytes | FileRegion
-    first_offset: int
-    next_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class FileSlice:
-    """A byte range of a segment file, for a zero-copy (sendfile) Fetch path.
-
-    The file descriptor stays valid while the segment is open; segments removed by retention
-    are only closed after `file.delete.delay.ms`, which is what makes handing it out safe.
-    """
-
-    path: Path
-    fd: int
-    position: int
-    length: int
-    first_offset: int
-    next_offset: int
-
-
 class _Walk:
     """Iterate (file position, header) over whole batches from `start`, reading in chunks.
 
@@ -129,12 +93,14 @@ class _Walk:
         self.reason: str | None = None
 
     def __iter__(self) -> Iterator[tuple[int, BatchHeader]]:
-        fd = self.segment.fd
-        end = self.segment.size
+        segment = self.segment
+        end = segment.size
         pos = self.start
         want = self.chunk
         while pos < end:
-            buf = os.pread(fd, min(want, end - pos), pos)
+            # The descriptor is asked for at every read: the caller may use other files of
+            # the same cache between two batches.
+            buf = os.pread(segment.fd, min(want, end - pos), pos)
             if not buf:
                 self.reason = f"short read at {pos}"
                 return
@@ -165,17 +131,20 @@ class LogSegment:
     """A `.log` file and its two indexes, named by `base_offset`."""
 
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, *,
-                 create: bool = False, file_suffix: str = "") -> None:
-        """`file_suffix` (`.cleaned`, `.swap`) names files that are not yet part of the log."""
+                 create: bool = False, file_suffix: str = "",
+                 files: FileCache | None = None) -> None:
+        """`file_suffix` (`.cleaned`, `.swap`) names files that are not yet part of the log.
+        `files` lends the `.log` descriptor (default: a small cache of the segment's own)."""
+        self.files = files if files is not None else FileCache(0)
         self.directory = directory
         self.base_offset = base_offset
-        self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + file_suffix)
+        self._log_name = segment_file_name(base_offset, LOG_SUFFIX) + file_suffix
         self.offset_index = OffsetIndex(
             directory / (segment_file_name(base_offset, INDEX_SUFFIX) + file_suffix),
-            base_offset, config.segment_index_bytes)
+            base_offset, config.segment_index_bytes, directory=directory)
         self.time_index = TimeIndex(
             directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
-            base_offset, config.segment_index_bytes)
+            base_offset, config.segment_index_bytes, directory=directory)
         self.index_interval_bytes = config.index_interval_bytes
         self.created_ms = _now_ms()
         # segment.jitter.ms: taken off this segment's roll age, drawn once as Kafka does, so
@@ -185,19 +154,24 @@ class LogSegment:
         self.closed = False
         self._fd: int | None = None
         if create:
-            self._fd = os.open(self.log_path,
-                               os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-            self._size = os.fstat(self._fd).st_size
+            # Created and closed: creating logs runs in a worker thread, which must not take
+            # descriptors from the event loop's cache; the first append opens it there.
+            fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+                         0o644)
+            try:
+                self._size = os.fstat(fd).st_size
+            finally:
+                os.close(fd)
             for index in (self.offset_index, self.time_index):
                 if not index.path.exists():
-                    index.mark_empty()
+                    index.mark_new()
         else:
             self._size = os.stat(self.log_path).st_size
         self._bytes_since_last_index_entry = 0
         self._indexes_checked = False
         # Where reads ended: offset -> file position of the batch that follows (see
         # `translate_offset`). A consumer's next fetch starts exactly there.
-        self._read_ends: dict[int, int] = {}
+        self._read_ends: dict[int, int] | None = None  # created by the first read
         # Tail state, computed on first need (see module docstring).
         self._tail_loaded = False
         self._next_offset = base_offset
@@ -206,17 +180,34 @@ class LogSegment:
         self._rolling_timestamp: int | None = None
 
     def __repr__(self) -> str:
-        return f"LogSegment({self.log_path.name}, size={self._size})"
+        return f"LogSegment({self._log_name}, size={self._size})"
+
+    @property
+    def log_path(self) -> Path:
+        """Built on use from the directory and a name: a Path per segment cost ~300 bytes."""
+        return self.directory / self._log_name
+
+    @log_path.setter
+    def log_path(self, path: Path) -> None:  # renames stay in the directory
+        self._log_name = path.name
 
     # -- files -------------------------------------------------------------------------------
     @property
     def fd(self) -> int:
-        """The `.log` file descriptor, opened on first use (old segments may never need one)."""
-        if self._fd is None:
-            if self.closed:
-                raise ValueError(f"{self.log_path} is closed")
-            self._fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
-        return self._fd
+        """The `.log` file descriptor, from the cache (opened on demand). Valid until this
+        thread asks the same cache for another file: use it at once, never across an await."""
+        if self.closed:
+            raise ValueError(f"{self.log_path} is closed")
+        return self.files.get(self)
+
+    def _cached_path(self) -> Path:
+        return self.log_path
+
+    def set_files(self, files: FileCache) -> None:
+        """Take descriptors from `files` from now on (a log loaded or a segment cleaned with
+        a private cache joins the broker's); closes the one held."""
+        self.files.close(self)
+        self.files = files
 
     @property
     def size(self) -> int:
@@ -232,23 +223,26 @@ class LogSegment:
         May run in a worker thread while another thread closes the segment (retention,
         truncation): an fsync failing because the file was closed meanwhile is not an error.
         """
-        fd = self._fd
         try:
-            if fd is not None and not self.closed:
-                os.fsync(fd)
+            if not self.closed:
+                fsync_file(self.log_path)
             self.offset_index.flush()
             self.time_index.flush()
         except OSError:
             if not self.closed:
                 raise
 
+    def write_indexes(self) -> None:
+        """Append the index entries their files lack, without fsync (the caller syncs the
+        whole file system once: recovery, clean shutdown)."""
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
+
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self.files.close(self)
         self.offset_index.close()
         self.time_index.close()
 
@@ -447,7 +441,7 @@ class LogSegment:
         batches between the index entry and its own (tens of them when batches are small).
         """
         self.ensure_indexes()
-        position = self._read_ends.get(offset)
+        position = self._read_ends.get(offset) if self._read_ends is not None else None
         if position is not None and position >= start_position:
             # The batch there is the answer (it starts where a read of whole batches ended):
             # read its header alone rather than walking a chunk of batches.
@@ -513,7 +507,9 @@ class LogSegment:
 
     def _remember_read_end(self, next_offset: int, position: int) -> None:
         ends = self._read_ends
-        if len(ends) >= 64:  # a few consumers per partition; forget all rather than track age
+        if ends is None:
+            ends = self._read_ends = {}
+        elif len(ends) >= 64:  # a few consumers per partition; forget all rather than track age
             ends.clear()
         ends[next_offset] = position
 
@@ -614,7 +610,7 @@ class LogSegment:
         self.offset_index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
         removed = self._size - position
-        self._read_ends.clear()
+        self._read_ends = None
         os.ftruncate(self.fd, position)
         self._size = position
         self._bytes_since_last_index_entry = 0
@@ -629,7 +625,7 @@ class LogSegment:
         valid_end = self._reindex(verify_crc=True)
         truncated = self._size - valid_end
         if truncated:
-            self._read_ends.clear()
+            self._read_ends = None
             os.ftruncate(self.fd, valid_end)
             self._size = valid_end
             self._rolling_timestamp = None

@@ -30,8 +30,9 @@ class TimeIndex(AbstractIndex):
     entry_size = 12
     key_type = "q"
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int = 10485760) -> None:
-        super().__init__(path, base_offset, max_index_size)
+    def __init__(self, path: Path, base_offset: int, max_index_size: int = 10485760, *,
+                 directory: Path | None = None) -> None:
+        super().__init__(path, base_offset, max_index_size, directory=directory)
 
     def _decode(self, data: bytes) -> tuple[array[int], array[int]]:
         timestamps = array("q")

@@ -32,6 +32,9 @@ Workloads (names for --workloads):
 - start: pybroker's start-to-listening with 1,000 partitions on disk (median of 3 restarts,
   bench_broker.bench_many_partitions). The peer has nothing on disk to load; its start time
   (Popen to accepting connections) is shown for reference.
+- partitions: pybroker alone with 1,000 / 10,000 / 50,000 partitions (--partition-counts;
+  --quick stops at 10,000): create, one record each, RSS, clean stop, start, kill -9 and
+  start again (bench_partitions). Once per count, not per round.
 Idle RSS (2 s after start) is always measured.
 
 `--profile DIR` records pybroker with py-spy during each workload (bench_broker.Profiler).
@@ -63,13 +66,16 @@ from tests.bench.bench_broker import (  # noqa: E402
     QUIET, Profiler, Throughput, bench_consume, bench_latency, bench_many_partitions,
     bench_produce, consumer, create_topic, status_kb,
 )
+from tests.bench.bench_partitions import (  # noqa: E402
+    COUNTS as PARTITION_COUNTS, QUICK_COUNTS as QUICK_PARTITION_COUNTS, bench_partitions,
+)
 from tests.helpers import BrokerProcess  # noqa: E402
 from tests.peer import PeerBroker, PeerUnavailable  # noqa: E402
 
 SIZES = (100, 1024, 10240)
 PARTITIONS = (1, 8)
 ACKS = ("1", "all")
-WORKLOADS = ("throughput", "latency", "scale", "start")
+WORKLOADS = ("throughput", "latency", "scale", "start", "partitions")
 FULL_COUNTS = {100: 3_000_000, 1024: 1_000_000, 10240: 150_000}
 QUICK_COUNTS = {100: 1_000_000, 1024: 300_000, 10240: 40_000}
 PEER_NOTE = ("The peer (Tansu, memory://) keeps data in memory and pays nothing for disk; "
@@ -386,6 +392,45 @@ SCALE = {
 }
 
 
+def partitions_metrics(n: int) -> dict[str, Metric]:
+    section = f"partitions: {n:,} on one broker"
+    return {
+        "create": Metric(section, "create topic", "s", "lower", 10.0 if n == 10_000 else None,
+                         on_ratio=False, fmt="{:.2f}"),
+        "produce": Metric(section, "one record to each, acks=all", "s", "lower",
+                          on_ratio=False, fmt="{:.2f}"),
+        "missing": Metric(section, "records not acknowledged", "count", "lower", 0,
+                          on_ratio=False, fmt="{:.0f}"),
+        "rss": Metric(section, "RSS", "MB", "lower", on_ratio=False),
+        "per": Metric(section, "RSS per partition", "KB", "lower", 4.0, on_ratio=False,
+                      fmt="{:.2f}"),
+        "stop": Metric(section, "clean stop", "s", "lower", 2.0, on_ratio=False,
+                       fmt="{:.2f}"),
+        "start": Metric(section, "start after clean stop", "s", "lower", on_ratio=False,
+                        fmt="{:.2f}"),
+        "kill": Metric(section, "start after kill -9", "s", "lower", 30.0, on_ratio=False,
+                       fmt="{:.2f}"),
+    }
+
+
+def run_partitions(results: Results, tmp: Path, counts: Iterable[int]) -> None:
+    for n in counts:
+        settle()
+        with _stderr_silenced():  # the producer's retries of the stopped broker are loud
+            r = bench_partitions(tmp / f"partitions-{n}", n)
+        m = partitions_metrics(n)
+        for key, value in (("create", r.create_s), ("produce", r.produce_s),
+                           ("missing", n - r.delivered), ("rss", r.rss_mb),
+                           ("per", r.rss_per_partition_kb), ("stop", r.clean_stop_s),
+                           ("start", r.start_after_clean_s), ("kill", r.start_after_kill_s)):
+            results.add(m[key], "pybroker", value)
+        _progress("pybroker", f"partitions {n}",
+                  f"create {r.create_s:.2f}s produce {r.produce_s:.2f}s "
+                  f"RSS {r.rss_mb:.0f} MB ({r.rss_per_partition_kb:.2f} KB/partition) "
+                  f"stop {r.clean_stop_s:.2f}s start {r.start_after_clean_s:.2f}s "
+                  f"after kill -9 {r.start_after_kill_s:.2f}s")
+
+
 def settle() -> None:
     """Let the page cache write back what earlier workloads left dirty (pybroker's segments:
     gigabytes after the throughput runs), so that the writeback does not land in the next
@@ -433,6 +478,7 @@ class Plan:
     latency_seconds: float = 10.0
     consume: bool = True
     idle_rss: bool = True  # wait 2 s after start and measure idle RSS
+    partition_counts: tuple[int, ...] = PARTITION_COUNTS
 
 
 def measure(plan: Plan, profile_dir: Path | None = None,
@@ -472,6 +518,8 @@ def measure(plan: Plan, profile_dir: Path | None = None,
                 start_s, rss = bench_many_partitions(tmp / "many")
             results.add(START_MANY, "pybroker", start_s * 1000)
             results.add(RSS_MANY, "pybroker", rss)
+        if "partitions" in plan.workloads:
+            run_partitions(results, tmp, plan.partition_counts)
         results.notes.append(PEER_NOTE)
         results.notes.append(
             f"Medians of {plan.rounds} round(s); ratio = pybroker / peer (for CPU, RSS and "
@@ -502,6 +550,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", default="1,8", help="partition counts (default 1,8)")
     parser.add_argument("--acks", default="1,all", help="acks settings (default 1,all)")
     parser.add_argument("--count", type=int, help="records per throughput run (all sizes)")
+    parser.add_argument("--partition-counts",
+                        help="partition counts of the partitions workload (default "
+                             "1000,10000,50000; with --quick 1000,10000)")
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="record pybroker with py-spy during each workload into DIR")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write results as JSON")
@@ -519,7 +570,10 @@ def main(argv: list[str] | None = None) -> int:
     plan = Plan(rounds=max(1, args.rounds), workloads=workloads, sizes=sizes,
                 partitions=tuple(int(p) for p in args.partitions.split(",")),
                 acks=tuple(a for a in args.acks.split(",") if a),
-                counts=counts, latency_seconds=3.0 if args.quick else 10.0)
+                counts=counts, latency_seconds=3.0 if args.quick else 10.0,
+                partition_counts=tuple(int(n) for n in args.partition_counts.split(","))
+                if args.partition_counts else
+                (QUICK_PARTITION_COUNTS if args.quick else PARTITION_COUNTS))
     try:
         results = measure(plan, args.profile)
     except PeerUnavailable as exc:

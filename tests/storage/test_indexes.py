@@ -45,6 +45,8 @@ def test_offset_index_truncate_and_reload(tmp_path: Path) -> None:
     index = OffsetIndex(path, 0)
     for i in range(1, 11):
         index.append(i * 10, i * 100)
+    index.write_pending()
+    assert path.stat().st_size == 80
     index.truncate_to(55)  # keeps 10..50
     assert index.entries == 5
     assert path.stat().st_size == 40

@@ -28,6 +28,11 @@ def test_files_named_by_base_offset(tmp_path: Path) -> None:
     segment = LogSegment(tmp_path, 42, CONFIG, create=True)
     _fill(segment, 1, base=42)
     segment.close()
+    # Index files are created by their first entry: a new partition creates one file.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["00000000000000000042.log"]
+    segment = LogSegment(tmp_path, 42, CONFIG)
+    _fill(segment, 20, base=44)
+    segment.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "00000000000000000042.index", "00000000000000000042.log",
         "00000000000000000042.timeindex"]

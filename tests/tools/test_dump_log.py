@@ -23,6 +23,10 @@ def _segment(kafka, tool, bootstrap, name) -> Path:  # type: ignore[no-untyped-d
     assert tool(*send, stdin=b"first\nsecond\n").rc == 0
     assert tool(*send, "--property", "parse.key=true", "--property", "parse.headers=true",
                 "--compression-codec", "gzip", stdin=b"h:1\tkey\tthird\n").rc == 0
+    # The active segment's index entries reach its files when the log is flushed, rolls or
+    # closes (storage/abstract_index.py), as Kafka's reach them when the kernel writes back
+    # its mmap: flush, as an operator would before reading a live segment's index.
+    kafka.broker.logs.get(t, 0).flush()
     return Path(kafka.broker.config.log_dirs[0]) / f"{t}-0" / "00000000000000000000.log"
 
 
