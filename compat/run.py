@@ -78,7 +78,7 @@ def run_matrix(clients: list[str] | None = None, scenarios: list[str] | None = N
                jobs: int = 4, log_dir: Path | None = None,
                progress: Callable[[str], None] | None = None) -> dict:
     """Start a broker, run the cells, return the matrix as a dict (the matrix.json shape)."""
-    from tests.helpers import broker_in_thread
+    from pybroker.testing import broker_in_thread
 
     adapters = all_adapters()
     clients = list(adapters) if clients is None else [_client_name(c) for c in clients]
