@@ -75,14 +75,15 @@ class Broker:
         self.purgatory = Purgatory()
         self.replicas = ReplicaManager(self.node_id, self.metadata, self.logs,
                                        self.topic_configs, self.purgatory)
-        self.topics = TopicAdmin(config, self.metadata, self.logs, self.topic_configs,
-                                 self.replicas, self.purgatory)
+        self.topics = TopicAdmin(config, self.metadata)
+        self.replicas.load_image(self.metadata.image)
         for topic in self.metadata.image.topics.values():
-            self.topics.open_partitions(topic)
             self.topics.warn_inert(topic.name, topic.configs)  # at every start, as broker keys
         self.groups = GroupCoordinator(config, self.metadata, self.logs, self.replicas,
                                        self.topics)
-        self.topics.on_deleted.append(self.groups.on_topic_deleted)
+        # Who follows the store's changes, in order: stale topic configs first.
+        self.metadata.listeners += [self.topic_configs.apply_delta, self.replicas.apply_delta,
+                                    self.groups.apply_delta]
         self.groups.load()
         self.services = Services(config, self.node_id, self.metadata, self.logs, self.replicas,
                                  self.topics, self.groups, self.producer_ids, self.purgatory)

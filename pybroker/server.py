@@ -31,6 +31,8 @@ class ServerInfo:
     broker: Broker
     host: str
     port: int
+    # The serving loop's token: another thread runs code in it with trio.from_thread.
+    token: trio.lowlevel.TrioToken | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -97,7 +99,8 @@ async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # typ
             nursery.start_soon(idle.reap)
             log.info("pybroker node %d listening on %s:%d (cluster id %s)",
                      broker.node_id, host, bound_port, broker.metadata.image.cluster_id)
-            task_status.started(ServerInfo(broker, host or "127.0.0.1", bound_port))
+            task_status.started(ServerInfo(broker, host or "127.0.0.1", bound_port,
+                                           trio.lowlevel.current_trio_token()))
             await serve_listeners_draining(
                 partial(serve_connection, broker.services, idle=idle, limits=limits), listeners,
                 handler_nursery=nursery)

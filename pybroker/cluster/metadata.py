@@ -1,8 +1,16 @@
 """The metadata image handlers read, and the local store that keeps it on one broker.
 
-Handlers never assume "I am the leader of everything": they ask the image. On one broker the
-image is loaded from, and saved to, a JSON file in the first log dir (`pybroker-metadata.json`,
-written atomically); a ZooKeeper-backed store can later provide the same image.
+Theory of operation. A `MetadataImage` is immutable: brokers, topics with their configs, and
+each partition's replicas, leader, leader epoch and ISR. A request reads the one image it
+started with (its context holds it) from start to end. Every change goes through the store,
+which builds the next image, persists it, publishes it, and then hands the `MetadataDelta`
+(what changed) to its listeners in order: the replica manager creates and deletes this
+broker's logs and takes up or gives up leaderships from it (Kafka's applyDelta), the group
+coordinator forgets a deleted topic's offsets. Admin handlers never touch logs themselves:
+one broker is a cluster of one on the same path a ZooKeeper-backed store will take.
+
+On one broker the image is saved to a JSON file in the first log dir
+(`pybroker-metadata.json`, written atomically in a worker thread before it is published).
 `meta.properties` holds the cluster id and node id, in Kafka's format.
 """
 from __future__ import annotations
@@ -11,8 +19,11 @@ import base64
 import json
 import os
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import trio
 
 from pybroker.config.definitions import ConfigError
 
@@ -28,21 +39,21 @@ class BrokerInfo:
     rack: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class PartitionState:
     partition: int
     leader: int
     leader_epoch: int
-    replicas: list[int]
-    isr: list[int]
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class TopicInfo:
     name: str
     topic_id: uuid.UUID
-    partitions: list[PartitionState]
-    configs: dict[str, str] = field(default_factory=dict)
+    partitions: tuple[PartitionState, ...]
+    configs: Mapping[str, str] = field(default_factory=dict)
     internal: bool = False
 
     @property
@@ -50,12 +61,14 @@ class TopicInfo:
         return len(self.partitions[0].replicas) if self.partitions else 0
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class MetadataImage:
+    """One state of the cluster's metadata; never changed, replaced by the store."""
+
     cluster_id: str
     controller_id: int
-    brokers: dict[int, BrokerInfo]
-    topics: dict[str, TopicInfo]
+    brokers: Mapping[int, BrokerInfo]
+    topics: Mapping[str, TopicInfo]
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for topic in self.topics.values():
@@ -68,6 +81,21 @@ class MetadataImage:
         if info is None or not 0 <= partition < len(info.partitions):
             return None
         return info.partitions[partition]
+
+
+@dataclass(frozen=True)
+class MetadataDelta:
+    """What one change of the store changed, for the listeners that follow it."""
+
+    created_topics: frozenset[str] = frozenset()
+    # Topics whose partitions were added or whose replicas, leader or ISR changed: name ->
+    # partition indexes (a new topic lists all of its partitions).
+    changed_partitions: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    deleted_topics: Mapping[str, TopicInfo] = field(default_factory=dict)
+    changed_configs: frozenset[str] = frozenset()
+
+
+DeltaListener = Callable[[MetadataImage, MetadataDelta], Awaitable[None]]
 
 
 def new_cluster_id() -> str:
@@ -126,6 +154,7 @@ class LocalMetadataStore:
     def __init__(self, log_dir: Path, node_id: int, host: str, port: int,
                  rack: str | None = None, cluster_id: str | None = None) -> None:
         self.log_dir = log_dir
+        self.node_id = node_id
         self.rack = rack
         log_dir.mkdir(parents=True, exist_ok=True)
         props = read_meta_properties(log_dir)
@@ -138,67 +167,129 @@ class LocalMetadataStore:
         if not props:
             write_atomically(log_dir / META_PROPERTIES,
                              f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
+        # One broker is its own controller.
         self.image = MetadataImage(cluster_id, node_id,
-                                   {node_id: BrokerInfo(node_id, host, port, rack)}, {})
+                                   {node_id: BrokerInfo(node_id, host, port, rack)},
+                                   self._load())
         # Bumped by every change, so what is derived from the image (the Metadata handler's
         # encoded topic entries) knows when to be rebuilt.
         self.changes = 0
-        self._load()
+        self.listeners: list[DeltaListener] = []
+        self._writing = trio.Lock()
 
-    def set_endpoint(self, host: str, port: int) -> None:
-        """The advertised endpoint, once the listener knows its port."""
-        node = self.image.controller_id
-        self.image.brokers[node] = BrokerInfo(node, host, port, self.rack)
-        self.changes += 1
-
-    def _load(self) -> None:
+    def _load(self) -> dict[str, TopicInfo]:
         path = self.log_dir / METADATA_FILE
         if not path.exists():
-            return
+            return {}
         data = json.loads(path.read_text())
-        for t in data["topics"]:
-            self.image.topics[t["name"]] = TopicInfo(
-                t["name"], uuid.UUID(t["topic_id"]),
-                [PartitionState(**p) for p in t["partitions"]], dict(t["configs"]),
-                t.get("internal", False))
+        return {t["name"]: TopicInfo(
+            t["name"], uuid.UUID(t["topic_id"]),
+            tuple(PartitionState(p["partition"], p["leader"], p["leader_epoch"],
+                                 tuple(p["replicas"]), tuple(p["isr"]))
+                  for p in t["partitions"]),
+            dict(t["configs"]), t.get("internal", False)) for t in data["topics"]}
 
-    def save(self) -> None:
-        self.changes += 1
+    def _save(self, image: MetadataImage) -> None:
         data = {"version": 1, "topics": [
             {"name": t.name, "topic_id": str(t.topic_id), "internal": t.internal,
-             "configs": t.configs,
-             "partitions": [vars(p) for p in t.partitions]}
-            for t in self.image.topics.values()]}
+             "configs": dict(t.configs),
+             "partitions": [{"partition": p.partition, "leader": p.leader,
+                             "leader_epoch": p.leader_epoch, "replicas": list(p.replicas),
+                             "isr": list(p.isr)} for p in t.partitions]}
+            for t in image.topics.values()]}
         write_atomically(self.log_dir / METADATA_FILE, json.dumps(data, indent=1))
 
+    def set_endpoint(self, host: str, port: int) -> None:
+        """The advertised endpoint, once the listener knows its port (not persisted)."""
+        node = self.node_id
+        brokers = {**self.image.brokers, node: BrokerInfo(node, host, port, self.rack)}
+        self.image = replace(self.image, brokers=brokers)
+        self.changes += 1
+
+    async def _publish(self, change: Callable[[Mapping[str, TopicInfo]],
+                                              tuple[dict[str, TopicInfo], MetadataDelta]]
+                       ) -> MetadataDelta:
+        """Apply `change` to the current topics, persist the next image (fsync in a worker
+        thread), make it current, then let the listeners apply the delta. Changes are
+        serialised here, so none is lost; listeners run after the lock is released, so one
+        may write to the store in turn (the group coordinator creating its topic)."""
+        async with self._writing:
+            topics, delta = change(self.image.topics)
+            image = replace(self.image, topics=topics)
+            await trio.to_thread.run_sync(self._save, image)
+            self.image = image
+            self.changes += 1
+        for listener in self.listeners:
+            await listener(image, delta)
+        return delta
+
     # -- changes (each saved before it is visible to clients) ---------------------------------
-    def create_topic(self, name: str, num_partitions: int, configs: dict[str, str],
-                     internal: bool = False,
-                     assignments: list[list[int]] | None = None) -> TopicInfo:
+    async def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str],
+                           internal: bool = False,
+                           assignments: list[list[int]] | None = None) -> TopicInfo:
         """Record a new topic. `assignments` gives each partition's replicas (the first is
-        the leader and all start in sync); without it every partition is on this broker."""
-        node = self.image.controller_id
+        the leader and all start in sync); without it every partition is on this broker.
+        KeyError if it exists (the caller checks first)."""
+        node = self.node_id
         replicas = assignments or [[node]] * num_partitions
         info = TopicInfo(name, uuid.uuid4(),
-                         [PartitionState(i, r[0], 0, list(r), list(r))
-                          for i, r in enumerate(replicas)],
+                         tuple(PartitionState(i, r[0], 0, tuple(r), tuple(r))
+                               for i, r in enumerate(replicas)),
                          dict(configs), internal)
-        self.image.topics[name] = info
-        self.save()
+
+        def change(topics: Mapping[str, TopicInfo]) -> tuple[dict[str, TopicInfo],
+                                                             MetadataDelta]:
+            if name in topics:
+                raise KeyError(name)
+            return {**topics, name: info}, MetadataDelta(
+                created_topics=frozenset({name}),
+                changed_partitions={name: frozenset(range(len(info.partitions)))})
+        await self._publish(change)
         return info
 
-    def delete_topic(self, name: str) -> TopicInfo:
-        info = self.image.topics.pop(name)
-        self.save()
-        return info
+    async def delete_topic(self, name: str) -> TopicInfo:
+        """KeyError if there is no such topic."""
+        def change(topics: Mapping[str, TopicInfo]) -> tuple[dict[str, TopicInfo],
+                                                             MetadataDelta]:
+            rest = dict(topics)
+            info = rest.pop(name)
+            return rest, MetadataDelta(deleted_topics={name: info})
+        delta = await self._publish(change)
+        return delta.deleted_topics[name]
 
-    def add_partitions(self, name: str, total: int) -> None:
-        info = self.image.topics[name]
-        node = self.image.controller_id
-        for i in range(len(info.partitions), total):
-            info.partitions.append(PartitionState(i, node, 0, [node], [node]))
-        self.save()
+    async def add_partitions(self, name: str, total: int) -> None:
+        node = self.node_id
 
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.image.topics[name].configs = dict(configs)
-        self.save()
+        def change(topics: Mapping[str, TopicInfo]) -> tuple[dict[str, TopicInfo],
+                                                             MetadataDelta]:
+            info = topics[name]
+            added = tuple(PartitionState(i, node, 0, (node,), (node,))
+                          for i in range(len(info.partitions), total))
+            return ({**topics, name: replace(info, partitions=info.partitions + added)},
+                    MetadataDelta(changed_partitions={
+                        name: frozenset(p.partition for p in added)}))
+        await self._publish(change)
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        def change(topics: Mapping[str, TopicInfo]) -> tuple[dict[str, TopicInfo],
+                                                             MetadataDelta]:
+            return ({**topics, name: replace(topics[name], configs=dict(configs))},
+                    MetadataDelta(changed_configs=frozenset({name})))
+        await self._publish(change)
+
+    async def alter_partition(self, topic: str, partition: int, *,
+                              leader: int | None = None, leader_epoch: int | None = None,
+                              isr: tuple[int, ...] | None = None) -> None:
+        """A partition's new leader, leader epoch or ISR (an election, an ISR change)."""
+        def change(topics: Mapping[str, TopicInfo]) -> tuple[dict[str, TopicInfo],
+                                                             MetadataDelta]:
+            info = topics[topic]
+            old = info.partitions[partition]
+            new = replace(old, leader=old.leader if leader is None else leader,
+                          leader_epoch=old.leader_epoch if leader_epoch is None
+                          else leader_epoch,
+                          isr=old.isr if isr is None else tuple(isr))
+            parts = info.partitions[:partition] + (new,) + info.partitions[partition + 1:]
+            return ({**topics, topic: replace(info, partitions=parts)},
+                    MetadataDelta(changed_partitions={topic: frozenset({partition})}))
+        await self._publish(change)

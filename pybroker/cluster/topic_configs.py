@@ -7,7 +7,7 @@ cost; `invalidate` is called by whoever changes a topic's configs (or deletes th
 """
 from __future__ import annotations
 
-from pybroker.cluster.metadata import LocalMetadataStore
+from pybroker.cluster.metadata import LocalMetadataStore, MetadataDelta, MetadataImage
 from pybroker.config import BrokerConfig, TopicConfig, resolve_topic_config
 from pybroker.storage.log_config import LogConfig
 
@@ -50,3 +50,8 @@ class TopicConfigs:
             max_compaction_lag_ms=tc.max_compaction_lag_ms,
             producer_id_expiration_ms=self.config.producer_id_expiration_ms,
             segment_jitter_ms=tc.segment_jitter_ms)
+
+    async def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
+        """A store listener, first in line: forget what the change made stale."""
+        for topic in (*delta.created_topics, *delta.deleted_topics, *delta.changed_configs):
+            self.invalidate(topic)

@@ -30,7 +30,7 @@ from protocol.errors import ErrorCode
 from protocol.records.batch import iter_batches
 from protocol.messages.topics import GROUP_METADATA_TOPIC
 from protocol.records.record import build_batch, decode_batch
-from pybroker.cluster.metadata import LocalMetadataStore
+from pybroker.cluster.metadata import LocalMetadataStore, MetadataDelta, MetadataImage
 from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_offsets import GroupDescription, GroupListing, TopicPartition
 from pybroker.coordinator.group_records import (
@@ -128,7 +128,7 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 
-    def ensure_topic(self) -> ErrorCode:
+    async def ensure_topic(self) -> ErrorCode:
         """Create __consumer_offsets on first use (Kafka does so on the first FindCoordinator).
 
         An offsets.topic.replication.factor that is set is applied as Kafka applies it: while
@@ -144,7 +144,7 @@ class GroupCoordinator:
         replicas = cfg.offsets_topic_replication_factor
         if "offsets.topic.replication.factor" not in cfg.explicit:
             replicas = max(1, min(replicas, len(image.brokers)))
-        code, message = self.topics.create_topic(
+        code, message = await self.topics.create_topic(
             OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, replicas,
             {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)},
             internal=True)
@@ -153,9 +153,9 @@ class GroupCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
 
-    def coordinator_for(self, group_id: str) -> tuple[ErrorCode, int, str, int]:
+    async def coordinator_for(self, group_id: str) -> tuple[ErrorCode, int, str, int]:
         """(error, node id, host, port) of the leader of the group's partition."""
-        code = self.ensure_topic()
+        code = await self.ensure_topic()
         if code:
             return code, -1, "", -1
         image = self.metadata.image
@@ -227,7 +227,7 @@ class GroupCoordinator:
         timed out is still in the log and may be committed later: loading replays it then, as
         Kafka's does (the client was told its fate is unknown, and retries). On one broker the
         append commits at once and this never yields."""
-        code = self.ensure_topic()
+        code = await self.ensure_topic()
         if code:
             return code
         by_partition: dict[int, list[GroupRecord]] = defaultdict(list)
@@ -362,6 +362,11 @@ class GroupCoordinator:
     def list_groups(self, states: Sequence[str] = (),
                     types: Sequence[str] = ()) -> list[GroupListing]:
         return self.state.list_groups(states, types)
+
+    async def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
+        """A metadata store listener: a deleted topic's committed offsets go with it."""
+        for topic in delta.deleted_topics:
+            await self.on_topic_deleted(topic)
 
     async def on_topic_deleted(self, topic: str) -> None:
         """Committed offsets of a deleted topic go with it (Kafka's onPartitionsDeleted)."""

@@ -13,7 +13,7 @@ def _replace(current: dict[str, str], resource: Container) -> dict[str, str]:
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    return alter_topic_configs(ctx, request, _replace)
+    return await alter_topic_configs(ctx, request, _replace)
 
 
 HANDLER = Handler(ApiKey.ALTER_CONFIGS, 0, 2, handle, alter_error_response)

@@ -33,7 +33,7 @@ def result(code: ErrorCode, message: str | None, resource_type: int, name: str) 
             "resource_name": name}
 
 
-def alter_topic_configs(ctx: RequestContext, request: Any,
+async def alter_topic_configs(ctx: RequestContext, request: Any,
                         new_configs: Callable[[dict[str, str], Any], dict[str, str]]) -> dict:
     """AlterConfigs and IncrementalAlterConfigs: per resource, compute the topic's new
     overrides with `new_configs(current, resource)`, validate them, and apply them unless the
@@ -51,7 +51,7 @@ def alter_topic_configs(ctx: RequestContext, request: Any,
                 code, message = ErrorCode.INVALID_CONFIG, str(exc)
             else:
                 if not request.validate_only:
-                    ctx.topics.set_topic_configs(res.resource_name, configs)
+                    await ctx.topics.set_topic_configs(res.resource_name, configs)
         responses.append(result(code, message, res.resource_type, res.resource_name))
     return {"throttle_time_ms": 0, "responses": responses}
 

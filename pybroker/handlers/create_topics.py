@@ -49,7 +49,7 @@ async def _create(ctx: RequestContext, request: Container) -> list[dict]:
                                    f"Topic {topic.name} appears more than once in the request."))
             continue
         seen.add(topic.name)
-        code, message = await ctx.topics.create_topic_off_loop(
+        code, message = await ctx.topics.create_topic(
             topic.name, partitions, rf, configs, validate_only=request.validate_only,
             assignments=assignments)
         entry = _result(topic.name, code, message)

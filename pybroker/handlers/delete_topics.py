@@ -1,17 +1,14 @@
-"""DeleteTopics, by name or (v6+) by topic id; the partitions' files are removed in a worker
-thread, off the event loop, before the answer."""
+"""DeleteTopics, by name or (v6+) by topic id. The store's change is followed by the replica
+manager, which removes the partitions' files in a worker thread before the answer."""
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
-import trio
 from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.handlers.base import Handler, RequestContext
-from pybroker.storage.log_manager import remove_dirs
 
 _ZERO = uuid.UUID(int=0)
 
@@ -27,19 +24,14 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     else:
         wanted = [(name, None) for name in request.topic_names]
     async with ctx.topics.changes:
-        responses, detached = await _detach(ctx, wanted)
-    if detached:
-        await trio.to_thread.run_sync(remove_dirs, detached)
+        responses = await _delete(ctx, wanted)
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-async def _detach(ctx: RequestContext,
-            wanted: list[tuple[str | None, uuid.UUID | None]]) -> tuple[list[dict], list[Path]]:
-    """Delete the topics from the metadata and detach their logs; the renamed directories
-    are returned for removal off the event loop."""
+async def _delete(ctx: RequestContext,
+                  wanted: list[tuple[str | None, uuid.UUID | None]]) -> list[dict]:
     image = ctx.image
     responses = []
-    detached: list[Path] = []
     for name, topic_id in wanted:
         if name is None and topic_id not in (None, _ZERO):
             info = image.topic_by_id(topic_id)
@@ -62,11 +54,10 @@ async def _detach(ctx: RequestContext,
                               "error_message": "Internal topics cannot be deleted."})
             continue
         topic_id = info.topic_id
-        code, dirs = await ctx.topics.detach_topic(name)
-        detached.extend(dirs)
+        code = await ctx.topics.delete_topic(name)
         responses.append({"name": name, "topic_id": topic_id, "error_code": int(code),
                           "error_message": None})
-    return responses, detached
+    return responses
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:

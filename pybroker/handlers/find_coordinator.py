@@ -17,7 +17,7 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
-def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
+async def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
     if key_type == TRANSACTION_KEY_TYPE:
         code, node, host, port = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         message: str | None = "Transactions are not supported by this broker yet"
@@ -25,7 +25,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
         code, node, host, port = ErrorCode.INVALID_REQUEST, -1, "", -1
         message = f"Unknown coordinator key type {key_type}"
     else:
-        code, node, host, port = ctx.groups.coordinator_for(key)
+        code, node, host, port = await ctx.groups.coordinator_for(key)
         message = code.message if code else None
     return {"key": key, "error_code": int(code), "error_message": message, "node_id": node,
             "host": host, "port": port}
@@ -34,8 +34,8 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
 async def handle(ctx: RequestContext, request: Container) -> dict:
     if ctx.version >= 4:
         return {"throttle_time_ms": 0, "coordinators": [
-            _lookup(ctx, key, request.key_type) for key in request.coordinator_keys]}
-    found = _lookup(ctx, request.key, request.key_type)
+            await _lookup(ctx, key, request.key_type) for key in request.coordinator_keys]}
+    found = await _lookup(ctx, request.key, request.key_type)
     del found["key"]
     return {"throttle_time_ms": 0, **found}
 

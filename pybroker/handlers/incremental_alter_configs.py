@@ -55,8 +55,8 @@ def apply_ops(current: dict[str, str], ops: list) -> dict[str, str]:
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    return alter_topic_configs(ctx, request,
-                               lambda current, resource: apply_ops(current, resource.configs))
+    return await alter_topic_configs(ctx, request,
+                                     lambda current, resource: apply_ops(current, resource.configs))
 
 
 HANDLER = Handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle, alter_error_response)

@@ -5,7 +5,7 @@ The coordinator's clock is pointed at trio's, so session timeouts pass in virtua
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, AsyncIterator
 
 import pytest
 import trio
@@ -28,10 +28,10 @@ def log_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def broker(log_dir: Path) -> Iterator[Broker]:
+async def broker(log_dir: Path) -> AsyncIterator[Broker]:
     b = Broker(broker_config(log_dir, group_min_session_timeout_ms="1000"))
     b.groups._clock = lambda: int(trio.current_time() * 1000)
-    b.topics.create_topic("t", 2, 1, {})
+    await b.topics.create_topic("t", 2, 1, {})
     yield b
     b.close()
 
@@ -132,7 +132,7 @@ async def test_restart_loads_offsets_and_groups(broker: Broker, log_dir: Path) -
 
 async def test_offsets_topic_is_created_on_first_use(broker: Broker) -> None:
     assert OFFSETS_TOPIC not in broker.metadata.image.topics
-    code, node, host, port = broker.groups.coordinator_for("g")
+    code, node, host, port = await broker.groups.coordinator_for("g")
     assert code == E.NONE and node == broker.node_id
     info = broker.metadata.image.topics[OFFSETS_TOPIC]
     assert info.internal and len(info.partitions) == broker.config.offsets_topic_num_partitions
@@ -152,7 +152,7 @@ async def test_a_commit_is_answered_and_applied_only_once_committed(
     ISR is the test double): until it passes the records, nothing is answered or applied;
     after offsets.commit.timeout.ms the commit fails, retriably, and is not applied."""
     groups = broker.groups
-    assert groups.ensure_topic() == E.NONE
+    assert await groups.ensure_topic() == E.NONE
     partition = groups.partition_for("g")
     code, part = broker.replicas.leader_partition(OFFSETS_TOPIC, partition)
     assert code == E.NONE and part is not None

@@ -108,7 +108,7 @@ def test_auto_create_follows_each_clients_default(broker) -> None:
     """CLIENTS.md section 4: a librdkafka consumer asks with allow_auto_topic_creation=false
     and must not create the topic; librdkafka's and kafka-python's producers create it."""
     from confluent_kafka import Consumer, Producer
-    image = broker.broker.metadata.image
+    store = broker.broker.metadata  # each change publishes a new image
     by_consumer = topic_name("ck-consumer")
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
     try:
@@ -116,12 +116,12 @@ def test_auto_create_follows_each_clients_default(broker) -> None:
         assert md.topics[by_consumer].error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     finally:
         consumer.close()
-    assert by_consumer not in image.topics
+    assert by_consumer not in store.image.topics
 
     by_producer = topic_name("ck-producer")
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     assert producer.list_topics(by_producer, timeout=TIMEOUT).topics[by_producer].error is None
-    assert by_producer in image.topics
+    assert by_producer in store.image.topics
 
     from kafka import KafkaProducer
     by_kp = topic_name("kp-producer")
@@ -130,7 +130,7 @@ def test_auto_create_follows_each_clients_default(broker) -> None:
         assert kp_producer.partitions_for(by_kp) == {0}
     finally:
         kp_producer.close(5)
-    assert by_kp in image.topics
+    assert by_kp in store.image.topics
 
 
 def test_trailing_bytes_after_a_complete_request_are_ignored(broker) -> None:

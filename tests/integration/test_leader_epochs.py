@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
+
+import trio
 
 from compat.wire import create_topic, request
 from protocol.api_keys import ApiKey
@@ -45,7 +48,8 @@ def _epoch_end(bootstrap: str, topic: str, epoch: int) -> object:
 def test_stale_and_future_epochs_are_fenced(broker) -> None:  # type: ignore[no-untyped-def]
     create_topic(broker.bootstrap, "epochs")
     CONFLUENT.produce(broker.bootstrap, "epochs", [Rec(b"k", b"before")])
-    broker.broker.metadata.image.partition("epochs", 0).leader_epoch = EPOCH  # an election
+    trio.from_thread.run(partial(broker.broker.metadata.alter_partition, "epochs", 0,
+                                 leader_epoch=EPOCH), trio_token=broker.token)  # an election
     for ask in (_fetch, _list_offsets, _epoch_end):
         assert ask(broker.bootstrap, "epochs", EPOCH - 1).error_code == E.FENCED_LEADER_EPOCH
         assert ask(broker.bootstrap, "epochs", EPOCH + 1).error_code == E.UNKNOWN_LEADER_EPOCH

@@ -4,7 +4,7 @@ it exists only as the partition's follower state, moved by replica fetches."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, AsyncIterator
 
 import pytest
 import trio
@@ -19,9 +19,9 @@ from tests.storage.util import batch
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
     b = Broker(broker_config(tmp_path / "logs"))
-    b.topics.create_topic("t", 1, 1, {"min.insync.replicas": "2"})
+    await b.topics.create_topic("t", 1, 1, {"min.insync.replicas": "2"})
     yield b
     b.close()
 
@@ -43,7 +43,7 @@ def _append(broker: Broker, topic: str = "t") -> list[tuple[tuple[str, int], App
 
 
 async def test_one_broker_answers_at_once_without_yielding(broker: Broker) -> None:
-    broker.topics.create_topic("solo", 1, 1, {})
+    await broker.topics.create_topic("solo", 1, 1, {})
     appended = _append(broker, "solo")
     with trio.CancelScope() as scope:
         scope.cancel()  # any checkpoint would raise Cancelled
