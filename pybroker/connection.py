@@ -86,7 +86,8 @@ async def _send_region(fd: int, region: FileRegion) -> None:
         left -= sent
 
 
-async def _serve(services: Services, fd: int, watch: IdleWatch, host: str, port: int) -> None:
+async def _serve(services: Services, fd: int, watch: IdleWatch, host: str, port: int,
+                 listener: str) -> None:
     frames = FrameBuffer(services.config.socket_request_max_bytes)
     readable = True
     while True:
@@ -106,7 +107,7 @@ async def _serve(services: Services, fd: int, watch: IdleWatch, host: str, port:
             frame = frames.next_frame()
             if frame is NEED_DATA:
                 break
-            response = await dispatch(services, frame, host, port)
+            response = await dispatch(services, frame, host, port, listener)
             if response is not None:
                 await send_parts(fd, response)
         # A short read drained the socket: wait for more (that yields). A full one may have
@@ -117,7 +118,8 @@ async def _serve(services: Services, fd: int, watch: IdleWatch, host: str, port:
 
 
 async def serve_connection(services: Services, stream: trio.SocketStream, *,
-                           idle: IdleConnections, limits: ConnectionLimits) -> None:
+                           idle: IdleConnections, limits: ConnectionLimits,
+                           listener: str | None = None) -> None:
     """Serve one accepted connection until it closes, idles out or misbehaves; `limits`
     decides whether it is served at all (max.connections, max.connections.per.ip)."""
     try:
@@ -133,7 +135,7 @@ async def serve_connection(services: Services, stream: trio.SocketStream, *,
             if not admitted:
                 return
             with idle.track() as watch:
-                await _serve(services, stream.socket.fileno(), watch, host, port)
+                await _serve(services, stream.socket.fileno(), watch, host, port, listener)
             if watch.fired:
                 log.info("closing idle connection from %s:%s", host, port)
     except (FrameTooLarge, CloseConnection) as exc:

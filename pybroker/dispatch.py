@@ -29,8 +29,8 @@ class CloseConnection(Exception):
     """The request cannot be answered; the connection is closed, nothing else is affected."""
 
 
-async def dispatch(services: Services, frame: bytes, host: str,
-                   port: int) -> list[Any] | None:
+async def dispatch(services: Services, frame: bytes, host: str, port: int,
+                   listener: str | None = None) -> list[Any] | None:
     """The response frame for one request frame, as buffers for one gathered send, or None
     when no response is due (acks=0)."""
     try:
@@ -52,7 +52,8 @@ async def dispatch(services: Services, frame: bytes, host: str,
 
     header = request.header
     handler = REGISTRY.get(header.api_key)
-    ctx = RequestContext(services, header, host, port, REGISTRY, services.metadata.image)
+    ctx = RequestContext(services, header, host, port, REGISTRY, services.metadata.image,
+                         listener)
     if handler is None:
         raise CloseConnection(f"no handler for API key {header.api_key}")
     if not handler.serves(header.api_version):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import trio
@@ -33,15 +33,16 @@ class ServerInfo:
     port: int
     # The serving loop's token: another thread runs code in it with trio.from_thread.
     token: trio.lowlevel.TrioToken | None = None
+    # The bound port of every listener, by name (`port` is the first's).
+    ports: dict[str, int] = field(default_factory=dict)
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
 
-async def _bind(config) -> list[trio.SocketListener]:  # type: ignore[no-untyped-def]
-    """The listening sockets, or an OSError naming the listener that could not be bound."""
-    spec = config.broker_listeners[0]
+async def _bind(config, spec) -> list[trio.SocketListener]:  # type: ignore[no-untyped-def]
+    """One listener's sockets, or an OSError naming the listener that could not be bound."""
     try:
         listeners = await trio.open_tcp_listeners(spec.port, host=spec.host or None,
                                                   backlog=config.socket_listen_backlog_size)
@@ -55,6 +56,37 @@ async def _bind(config) -> list[trio.SocketListener]:  # type: ignore[no-untyped
             listener.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF,
                                        config.socket_receive_buffer_bytes)
     return listeners
+
+
+async def _bind_all(config) -> dict[str, list[trio.SocketListener]]:  # type: ignore[no-untyped-def]
+    """Every client listener of `listeners`, by name; all or none."""
+    bound: dict[str, list[trio.SocketListener]] = {}
+    try:
+        for spec in config.broker_listeners:
+            bound[spec.name] = await _bind(config, spec)
+    except BaseException:
+        await _close_all(bound)
+        raise
+    return bound
+
+
+async def _close_all(bound: dict[str, list[trio.SocketListener]]) -> None:
+    for sockets in bound.values():
+        for listener in sockets:
+            await trio.aclose_forcefully(listener)
+
+
+def _advertised(config, bound: dict[str, list[trio.SocketListener]]  # type: ignore[no-untyped-def]
+                ) -> dict[str, tuple[str, int]]:
+    """Each listener's advertised endpoint: advertised.listeners' entry of the same name, with
+    the bound port for port 0 and the listener's host (else localhost) for an empty host."""
+    advertised = {item.name: item for item in config.advertised_listeners}
+    endpoints = {}
+    for spec in config.broker_listeners:
+        bound_port = bound[spec.name][0].socket.getsockname()[1]
+        ad = advertised.get(spec.name, spec)
+        endpoints[spec.name] = (ad.host or spec.host or "localhost", ad.port or bound_port)
+    return endpoints
 
 
 def _refuse_what_cannot_run(config) -> None:  # type: ignore[no-untyped-def]
@@ -71,11 +103,11 @@ def _refuse_what_cannot_run(config) -> None:  # type: ignore[no-untyped-def]
 async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # type: ignore[no-untyped-def]
     _refuse_what_cannot_run(config)
     raise_open_files_limit()  # before the logs: their descriptor cache is sized from it
-    host = config.broker_listeners[0].host
-    # The port first: a start that fails because it is taken must not have opened (and
+    first = config.broker_listeners[0]
+    # The ports first: a start that fails because one is taken must not have opened (and
     # recovered, and marked) any log dir. Connections that arrive while the logs load wait
     # in the backlog.
-    listeners = await _bind(config)
+    bound = await _bind_all(config)
     try:
         # Shielded: a cancel (SIGTERM) while the logs load still gets the broker closed below,
         # flushed and marked cleanly shut down, instead of dropping it half-open. Building it
@@ -83,27 +115,32 @@ async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # typ
         with trio.CancelScope(shield=True):
             broker = await trio.to_thread.run_sync(Broker, config)
     except BaseException:
-        for listener in listeners:
-            await trio.aclose_forcefully(listener)
+        await _close_all(bound)
         raise
     try:
-        bound_port = listeners[0].socket.getsockname()[1]
-        advertised = config.advertised_listeners[0]
-        broker.metadata.set_endpoint(advertised.host or host or "localhost",
-                                     advertised.port or bound_port)
+        broker.metadata.set_endpoints(_advertised(config, bound))
         # The connection layer is the server's: the broker never sees sockets.
         idle = IdleConnections(config.connections_max_idle_ms)
         limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip)
+        ports = {name: sockets[0].socket.getsockname()[1] for name, sockets in bound.items()}
         async with trio.open_nursery() as nursery:
             await nursery.start(broker.run_background)
             nursery.start_soon(idle.reap)
-            log.info("pybroker node %d listening on %s:%d (cluster id %s)",
-                     broker.node_id, host, bound_port, broker.metadata.image.cluster_id)
-            task_status.started(ServerInfo(broker, host or "127.0.0.1", bound_port,
-                                           trio.lowlevel.current_trio_token()))
-            await serve_listeners_draining(
-                partial(serve_connection, broker.services, idle=idle, limits=limits), listeners,
-                handler_nursery=nursery)
+            others = "".join(f"; listener {spec.name} on {spec.host or '0.0.0.0'}:"
+                             f"{ports[spec.name]}" for spec in config.broker_listeners[1:])
+            log.info("pybroker node %d listening on %s:%d (cluster id %s)%s",
+                     broker.node_id, first.host, ports[first.name],
+                     broker.metadata.image.cluster_id, others)
+            task_status.started(ServerInfo(broker, first.host or "127.0.0.1", ports[first.name],
+                                           trio.lowlevel.current_trio_token(), ports))
+            for name, sockets in bound.items():
+                # Each connection knows its listener: Metadata answers that listener's
+                # endpoints (Kafka's rule).
+                nursery.start_soon(partial(
+                    serve_listeners_draining,
+                    partial(serve_connection, broker.services, idle=idle, limits=limits,
+                            listener=name),
+                    sockets, handler_nursery=nursery))
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(broker.close)

@@ -363,11 +363,11 @@ def test_secure_listener_is_refused_not_served_as_plaintext(given: dict[str, str
     assert "not support" in message and "\n" not in message
 
 
-def test_second_client_listener_is_refused_not_dropped() -> None:
-    with pytest.raises(ConfigError, match="one client listener; 2 are given"):
-        load_broker_config(None, {
-            "listeners": "PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:9093",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"})
+def test_every_plaintext_client_listener_is_served() -> None:
+    config = load_broker_config(None, {
+        "listeners": "PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:9093",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"})
+    assert [item.name for item in config.broker_listeners] == ["PLAINTEXT", "INTERNAL"]
 
 
 def test_plaintext_listener_under_another_name_is_served() -> None:

@@ -33,10 +33,21 @@ META_PROPERTIES = "meta.properties"
 
 @dataclass(frozen=True)
 class BrokerInfo:
+    """A broker and its advertised endpoints, one per listener name: a client is told the
+    endpoints of the listener it came in on (Kafka's rule), so `host`/`port` are only the
+    first listener's, for whoever does not say."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+
+    def endpoint(self, listener: str | None) -> tuple[str, int] | None:
+        """(host, port) on `listener`; None if the broker has no such listener."""
+        if not self.endpoints or listener is None:
+            return self.host, self.port
+        return self.endpoints.get(listener)
 
 
 @dataclass(frozen=True)
@@ -199,10 +210,13 @@ class LocalMetadataStore:
             for t in image.topics.values()]}
         write_atomically(self.log_dir / METADATA_FILE, json.dumps(data, indent=1))
 
-    def set_endpoint(self, host: str, port: int) -> None:
-        """The advertised endpoint, once the listener knows its port (not persisted)."""
+    def set_endpoints(self, endpoints: Mapping[str, tuple[str, int]]) -> None:
+        """The advertised endpoint of each listener, once they are bound (not persisted);
+        the first is the broker's default."""
         node = self.node_id
-        brokers = {**self.image.brokers, node: BrokerInfo(node, host, port, self.rack)}
+        host, port = next(iter(endpoints.values()))
+        brokers = {**self.image.brokers,
+                   node: BrokerInfo(node, host, port, self.rack, dict(endpoints))}
         self.image = replace(self.image, brokers=brokers)
         self.changes += 1
 

@@ -288,9 +288,8 @@ class BrokerConfig(Mapping[str, object]):
         """Refuse the client listeners this broker cannot serve as configured.
 
         Without TLS and SASL, an SSL/SASL listener would speak plaintext Kafka: a user who
-        asked for encryption or authentication would silently get neither. And only one
-        client listener is bound: a second one would be dropped without a word. Both are
-        refused at start until the security work (and binding every listener) lands.
+        asked for encryption or authentication would silently get neither: refused at start
+        until the security work lands. Every PLAINTEXT client listener is served.
         """
         raw = ",".join(cast("tuple[str, ...]", self._values["listeners"]))
         served = self.broker_listeners
@@ -304,10 +303,6 @@ class BrokerConfig(Mapping[str, object]):
         if not served:
             raise ConfigError("listeners", raw, "Every listener is a controller listener; "
                                                 "clients need one to connect to")
-        if len(served) > 1:
-            raise ConfigError("listeners", raw,
-                              f"pybroker serves one client listener; {len(served)} are given "
-                              f"({', '.join(item.name for item in served)})")
 
     def _protocol_map(self) -> dict[str, str]:
         raw = cast(str, self._values["listener.security.protocol.map"])

@@ -31,8 +31,9 @@ Every key pybroker accepts is in one of these states:
   pools, KRaft controllers, preallocated files); accepted silently, the description says why.
 
 Keys pybroker does not know are reported with a warning at start and otherwise ignored, as
-Kafka does. Listeners: one PLAINTEXT client listener is served; an SSL, SASL_SSL or
-SASL_PLAINTEXT listener, or a second client listener, is refused at start.
+Kafka does. Listeners: every PLAINTEXT client listener is served, each answering Metadata
+with its own advertised endpoints; an SSL, SASL_SSL or SASL_PLAINTEXT listener is refused at
+start.
 """
 
 

@@ -153,17 +153,20 @@ class GroupCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
 
-    async def coordinator_for(self, group_id: str) -> tuple[ErrorCode, int, str, int]:
-        """(error, node id, host, port) of the leader of the group's partition."""
+    async def coordinator_for(self, group_id: str, listener: str | None = None
+                              ) -> tuple[ErrorCode, int, str, int]:
+        """(error, node id, host, port) of the leader of the group's partition, as reached
+        through `listener` (the one the asking client came in on)."""
         code = await self.ensure_topic()
         if code:
             return code, -1, "", -1
         image = self.metadata.image
         state = image.partition(OFFSETS_TOPIC, self.partition_for(group_id))
         node = image.brokers.get(state.leader) if state is not None else None
-        if node is None:
+        endpoint = node.endpoint(listener) if node is not None else None
+        if node is None or endpoint is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        return ErrorCode.NONE, node.node_id, node.host, node.port
+        return ErrorCode.NONE, node.node_id, endpoint[0], endpoint[1]
 
     # -- loading -------------------------------------------------------------------------------
     def load(self) -> int:

@@ -56,6 +56,8 @@ class RequestContext:
     registry: Mapping[int, "Handler"] = field(default_factory=dict)
     # Taken by dispatch as the request arrives.
     image: MetadataImage = field(default=None)  # type: ignore[assignment]
+    # The listener the request came in on: answers name that listener's endpoints.
+    listener: str | None = None
 
     @property
     def version(self) -> int:

@@ -22,8 +22,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                 "endpoint_type": request.endpoint_type, "cluster_id": image.cluster_id}
     return {"throttle_time_ms": 0, "error_code": 0, "endpoint_type": BROKERS_ENDPOINT,
             "cluster_id": image.cluster_id, "controller_id": image.controller_id,
-            "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                        for b in image.brokers.values()],
+            "brokers": [{"broker_id": b.node_id, "host": ep[0], "port": ep[1], "rack": b.rack}
+                        for b in image.brokers.values()
+                        for ep in (b.endpoint(ctx.listener),) if ep is not None],
             "cluster_authorized_operations": authorized_operations(
                 request.include_cluster_authorized_operations, CLUSTER_OPERATIONS)}
 

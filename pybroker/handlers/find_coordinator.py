@@ -25,7 +25,7 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
         code, node, host, port = ErrorCode.INVALID_REQUEST, -1, "", -1
         message = f"Unknown coordinator key type {key_type}"
     else:
-        code, node, host, port = await ctx.groups.coordinator_for(key)
+        code, node, host, port = await ctx.groups.coordinator_for(key, ctx.listener)
         message = code.message if code else None
     return {"key": key, "error_code": int(code), "error_message": message, "node_id": node,
             "host": host, "port": port}

@@ -112,7 +112,9 @@ async def handle(ctx: RequestContext, request: Container) -> EncodedBody:
                                              ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                              operations=topic_ops))
     return encode_metadata_response(
-        version, [(b.node_id, b.host, b.port, b.rack) for b in image.brokers.values()],
+        # The brokers as reached through the listener this client came in on (Kafka's rule).
+        version, [(b.node_id, ep[0], ep[1], b.rack) for b in image.brokers.values()
+                  for ep in (b.endpoint(ctx.listener),) if ep is not None],
         image.cluster_id, image.controller_id, topics,
         cluster_authorized_operations=authorized_operations(
             8 <= version <= 10 and request.include_cluster_authorized_operations,
