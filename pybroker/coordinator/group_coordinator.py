@@ -114,6 +114,9 @@ class GroupCoordinator:
         self._waiters: dict[int, _Waiter] = {}
         self._wakeup: trio.Event | None = None
         self._sleeping_until = math.inf
+        # The partitions of __consumer_offsets this broker leads, and whose groups it has
+        # loaded: it coordinates exactly their groups (Kafka's ownedPartitions).
+        self.owned: set[int] = set()
 
     def now(self) -> int:
         return self._clock()
@@ -180,11 +183,12 @@ class GroupCoordinator:
         if info is not None:
             for p in info.partitions:
                 plog = self.logs.get(OFFSETS_TOPIC, p.partition)
-                if plog is None:
+                if plog is None or p.leader != self.config.node_id:
                     continue
                 for record in self._read_records(plog):
                     self.state.replay(record)
                     count += 1
+                self.owned.add(p.partition)
         self.state.after_load(self.now())
         if count:
             log.info("loaded %d record(s) of %s: %d group(s)", count, OFFSETS_TOPIC,
@@ -299,13 +303,22 @@ class GroupCoordinator:
             log.info("member %s (group instance id %s) joining group %s; client reason: %s",
                      request.member_id or "(new)", request.group_instance_id,
                      request.group_id, request.reason)
+        code = await self._coordinates(request.group_id)
+        if code:
+            return JoinResult(code, request.member_id)
         return await self._wait_for(lambda token: self.state.join(request, self.now(), token))
 
     async def sync(self, request: SyncRequest) -> SyncResult:
+        code = await self._coordinates(request.group_id)
+        if code:
+            return SyncResult(code)
         return await self._wait_for(lambda token: self.state.sync(request, self.now(), token))
 
     async def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
                         generation_id: int) -> ErrorCode:
+        code = await self._coordinates(group_id)
+        if code:
+            return code
         outcome = self.state.heartbeat(group_id, member_id, group_instance_id, generation_id,
                                        self.now())
         await self._apply(outcome)
@@ -318,6 +331,9 @@ class GroupCoordinator:
                 log.info("member %s (group instance id %s) leaving group %s through explicit "
                          "LeaveGroup; client reason: %s", member.member_id,
                          member.group_instance_id, group_id, member.reason)
+        code = await self._coordinates(group_id)
+        if code:
+            return LeaveResult(code)
         outcome = self.state.leave(group_id, members, self.now())
         await self._apply(outcome)
         assert outcome.response is not None
@@ -328,6 +344,9 @@ class GroupCoordinator:
                              generation_id: int,
                              offsets: Mapping[TopicPartition, OffsetAndMetadata]
                              ) -> dict[TopicPartition, ErrorCode]:
+        code = await self._coordinates(group_id)
+        if code:
+            return {tp: code for tp in offsets}
         outcome = self.state.commit_offsets(group_id, member_id, group_instance_id,
                                             generation_id, offsets, self.now())
         error = await self._apply(outcome)
@@ -339,10 +358,15 @@ class GroupCoordinator:
     def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None,
                       require_stable: bool = False
                       ) -> tuple[ErrorCode, list[tuple[str, int, OffsetAndMetadata | None]]]:
+        if OFFSETS_TOPIC in self.metadata.image.topics and not self._owns(group_id):
+            return ErrorCode.NOT_COORDINATOR, []
         return self.state.fetch_offsets(group_id, partitions, require_stable)
 
     async def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
                              ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        code = await self._coordinates(group_id)
+        if code:
+            return code, {}
         outcome = self.state.delete_offsets(group_id, partitions)
         error = await self._apply(outcome)
         assert outcome.response is not None
@@ -352,14 +376,17 @@ class GroupCoordinator:
         return top, per_partition
 
     async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
-        outcome = self.state.delete_groups(group_ids)
+        codes = {g: await self._coordinates(g) for g in group_ids}
+        outcome = self.state.delete_groups([g for g in group_ids if not codes[g]])
         error = await self._apply(outcome)
         assert outcome.response is not None
-        if error:
-            return {g: code or error for g, code in outcome.response.items()}
-        return outcome.response
+        answers = {g: code or error for g, code in outcome.response.items()} if error \
+            else outcome.response
+        return {g: codes[g] or answers[g] for g in group_ids}
 
     def describe_group(self, group_id: str) -> GroupDescription:
+        if OFFSETS_TOPIC in self.metadata.image.topics and not self._owns(group_id):
+            return GroupDescription(group_id, ErrorCode.NOT_COORDINATOR, "", "", "")
         return self.state.describe_group(group_id)
 
     def list_groups(self, states: Sequence[str] = (),
@@ -367,9 +394,42 @@ class GroupCoordinator:
         return self.state.list_groups(states, types)
 
     async def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
-        """A metadata store listener: a deleted topic's committed offsets go with it."""
+        """A metadata store listener: the coordinator follows the leadership of
+        __consumer_offsets partitions (loads a partition's groups when this broker becomes
+        its leader, Kafka's onElection; forgets them when another does, onResignation), and
+        a deleted topic's committed offsets go with it."""
+        for index in sorted(delta.changed_partitions.get(OFFSETS_TOPIC, ())):
+            state = image.topics[OFFSETS_TOPIC].partitions[index]
+            if state.leader == self.config.node_id and index not in self.owned:
+                await self._load_partition(index)
+            elif state.leader != self.config.node_id and index in self.owned:
+                self.owned.discard(index)
+                self._deliver(self.state.unload(self._owns).completions)
+                log.info("resigned as coordinator of %s-%d", OFFSETS_TOPIC, index)
         for topic in delta.deleted_topics:
             await self.on_topic_deleted(topic)
+
+    async def _load_partition(self, index: int) -> None:
+        plog = self.logs.get(OFFSETS_TOPIC, index)
+        if plog is not None:  # read off the loop, replayed on it
+            records = await trio.to_thread.run_sync(lambda: list(self._read_records(plog)))
+            for record in records:
+                self.state.replay(record)
+            self.state.after_load(self.now())
+        self.owned.add(index)
+
+    def _owns(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.owned
+
+    async def _coordinates(self, group_id: str) -> ErrorCode:
+        """NONE if this broker coordinates the group, else NOT_COORDINATOR (its partition is
+        led elsewhere). Before __consumer_offsets exists it is created, as FindCoordinator
+        would, so a client that skips FindCoordinator on one broker is served."""
+        if OFFSETS_TOPIC not in self.metadata.image.topics:
+            code = await self.ensure_topic()
+            if code:
+                return code
+        return ErrorCode.NONE if self._owns(group_id) else ErrorCode.NOT_COORDINATOR
 
     async def on_topic_deleted(self, topic: str) -> None:
         """Committed offsets of a deleted topic go with it (Kafka's onPartitionsDeleted)."""

@@ -523,6 +523,21 @@ class GroupStateMachine(OffsetOperations):
             for member in group.members.values():
                 self._schedule_heartbeat(group, member, now_ms)
 
+    def unload(self, owned: Callable[[str], bool]) -> Outcome[None]:
+        """Forget every group, and its offsets, that `owned(group_id)` no longer covers: its
+        partition of __consumer_offsets is led elsewhere now (Kafka's onResignation). A
+        request waiting in a join or a sync is answered NOT_COORDINATOR, so that its client
+        looks the coordinator up again; the groups' timers fire into nothing."""
+        for group_id in [g for g in self.groups if not owned(g)]:
+            group = self.groups.pop(group_id)
+            for member in group.members.values():
+                self._complete(member.awaiting_join,
+                               JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+                self._complete(member.awaiting_sync, SyncResult(ErrorCode.NOT_COORDINATOR))
+        for group_id in [g for g in self.offsets if not owned(g)]:
+            del self.offsets[group_id]
+        return self._finish(None)
+
     def persist_failed(self, group_ids: set[str], now_ms: int) -> Outcome[None]:
         """The records of an outcome could not be written. Membership already moved on in
         memory, so make every affected group rebalance: its members rejoin and the next

@@ -180,3 +180,36 @@ async def test_a_commit_is_answered_and_applied_only_once_committed(
                              replica_id=1)  # the follower has it all: committed
     assert answered == {("t", 0): E.NONE}
     assert groups.fetch_offsets("g", None) == (E.NONE, [("t", 0, value)])
+
+
+def _group_on_another_partition(groups: Any, other_than: int) -> str:
+    return next(g for g in (f"other-{i}" for i in range(1000))
+                if groups.partition_for(g) != other_than)
+
+
+async def test_the_coordinator_follows_the_leadership_of_its_partitions(broker: Broker) -> None:
+    """Another broker elected leader of the group's __consumer_offsets partition (the store's
+    delta): the group is unloaded and its requests answered NOT_COORDINATOR; leadership back:
+    the group is loaded again from the log. Groups of other partitions never notice."""
+    groups = broker.groups
+    value = OffsetAndMetadata(5, "", 0)
+    assert await groups.commit_offsets("g", "", None, -1, {("t", 0): value}) == \
+        {("t", 0): E.NONE}
+    index = groups.partition_for("g")
+    other = _group_on_another_partition(groups, index)
+    assert await groups.commit_offsets(other, "", None, -1, {("t", 1): value}) == \
+        {("t", 1): E.NONE}
+
+    await broker.metadata.alter_partition(OFFSETS_TOPIC, index, leader=1, leader_epoch=1)
+    assert index not in groups.owned
+    assert groups.fetch_offsets("g", None) == (E.NOT_COORDINATOR, [])
+    assert await groups.commit_offsets("g", "", None, -1, {("t", 0): value}) == \
+        {("t", 0): E.NOT_COORDINATOR}
+    assert (await groups.join(join_request())).error == E.NOT_COORDINATOR
+    assert await groups.heartbeat("g", "m", None, 1) == E.NOT_COORDINATOR
+    assert groups.describe_group("g").error == E.NOT_COORDINATOR
+    assert groups.fetch_offsets(other, None) == (E.NONE, [("t", 1, value)])
+
+    await broker.metadata.alter_partition(OFFSETS_TOPIC, index, leader=0, leader_epoch=2)
+    assert index in groups.owned
+    assert groups.fetch_offsets("g", None) == (E.NONE, [("t", 0, value)])  # from the log
