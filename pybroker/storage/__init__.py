@@ -19,7 +19,7 @@ server runs in worker threads.
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.log_manager import LogManager
 from pybroker.storage.partition_log import (
-    AppendInfo, FetchData, FileSlice, MessageTooLarge, OffsetOutOfRange, PartitionLog,
+    AppendInfo, FetchData, MessageTooLarge, OffsetOutOfRange, PartitionLog,
     UnexpectedAppendOffset,
 )
 from pybroker.storage.producer_state import (
@@ -27,7 +27,7 @@ from pybroker.storage.producer_state import (
 )
 
 __all__ = [
-    "LogConfig", "LogManager", "PartitionLog", "AppendInfo", "FetchData", "FileSlice",
+    "LogConfig", "LogManager", "PartitionLog", "AppendInfo", "FetchData",
     "OffsetOutOfRange", "MessageTooLarge", "UnexpectedAppendOffset", "ProducerStateManager",
     "DuplicateBatch", "InvalidProducerEpoch", "OutOfOrderSequence",
 ]

@@ -8,14 +8,13 @@ from __future__ import annotations
 import sys
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from protocol.primitives import FileRegion
 from protocol.records.batch import InvalidRecordError
 
 __all__ = [
     "AppendInfo", "FetchData", "OffsetOutOfRange", "MessageTooLarge", "UnexpectedAppendOffset",
-    "parse_topic_partition", "partition_dir_name", "SegmentRead", "FileSlice",
+    "parse_topic_partition", "partition_dir_name", "SegmentRead",
 ]
 
 
@@ -89,21 +88,5 @@ class SegmentRead:
 
     position: int
     records: bytes | FileRegion
-    first_offset: int
-    next_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class FileSlice:
-    """A byte range of a segment file, for a zero-copy (sendfile) Fetch path.
-
-    The descriptor comes from the log's descriptor cache (storage/files.py): valid until this
-    thread asks the cache for another file, so it is used at once, never across an await.
-    """
-
-    path: Path
-    fd: int
-    position: int
-    length: int
     first_offset: int
     next_offset: int

@@ -37,12 +37,12 @@ from protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, walk_
 from pybroker.storage.abstract_index import CorruptIndexError
 from pybroker.storage.files import FileCache, fsync_directory, fsync_file
 from pybroker.storage.log_config import LogConfig
-from pybroker.storage.log_info import FileSlice, SegmentRead
+from pybroker.storage.log_info import SegmentRead
 from pybroker.storage.offset_index import OffsetIndex
 from pybroker.storage.time_index import TimeIndex
 
 __all__ = [
-    "LogSegment", "SegmentRead", "FileSlice", "AppendedBatch", "segment_file_name",
+    "LogSegment", "SegmentRead", "AppendedBatch", "segment_file_name",
     "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "DELETED_SUFFIX", "CLEANED_SUFFIX",
     "SWAP_SUFFIX", "INT32_MAX", "fsync_directory",
 ]
@@ -512,20 +512,6 @@ class LogSegment:
         elif len(ends) >= 64:  # a few consumers per partition; forget all rather than track age
             ends.clear()
         ends[next_offset] = position
-
-    def read_slice(self, offset: int, max_size: int, *, max_offset: int,
-                   min_one_message: bool = True) -> FileSlice | None:
-        """Like `read`, but only locate the bytes: reads batch headers, never batch bodies."""
-        found = self.translate_offset(offset)
-        if found is None:
-            return None
-        position, first = found
-        fd = self.fd
-        if first.last_offset >= max_offset or (first.size > max_size and not min_one_message):
-            return FileSlice(self.log_path, fd, position, 0, first.base_offset,
-                             first.base_offset)
-        length, next_offset = self._slice_from(position, first, max_size, max_offset)
-        return FileSlice(self.log_path, fd, position, length, first.base_offset, next_offset)
 
     def _slice_from(self, position: int, first: BatchHeader, max_size: int,
                     max_offset: int, stop_below: int = 0) -> tuple[int, int]:
