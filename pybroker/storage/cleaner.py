@@ -64,8 +64,7 @@ from pybroker.storage.cleaner_manager import (
 )
 from pybroker.storage.log_config import LONG_MAX
 from pybroker.storage.segment import (
-    CLEANED_SUFFIX, INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
-    LogSegment, fsync_directory, segment_file_name,
+    CLEANED_SUFFIX, INT32_MAX, SWAP_SUFFIX, LogSegment, fsync_directory, segment_file_names,
 )
 
 if TYPE_CHECKING:
@@ -349,8 +348,8 @@ class LogCleaner:
         cleaned.time_index.maybe_append(cleaned.max_timestamp_so_far,
                                         cleaned.offset_of_max_timestamp, skip_full_check=True)
         cleaned.flush()
-        cleaned.offset_index.close_writer()
-        cleaned.time_index.close_writer()
+        for index in cleaned.indexes:
+            index.close_writer()
         stats.bytes_after += cleaned.size
 
     # -- phase 3: committing -------------------------------------------------------------------
@@ -424,8 +423,8 @@ class LogCleaner:
 # -- reading segments --------------------------------------------------------------------------
 
 def _remove_cleaned_files(directory: Path, base: int) -> None:
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-        (directory / (segment_file_name(base, suffix) + CLEANED_SUFFIX)).unlink(missing_ok=True)
+    for name in segment_file_names(base, CLEANED_SUFFIX):
+        (directory / name).unlink(missing_ok=True)
 
 
 def _read_batches(src: SourceSegment, stop: threading.Event | None, chunk: int,
