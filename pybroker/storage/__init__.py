@@ -4,6 +4,7 @@
     partition_log    one partition: append, read, roll, truncate, retention, offsets
     log_loader       opening a partition directory, recovery after a crash
     segment          one .log file with its .index and .timeindex
+    batch_walk       reading a .log's batches in chunks (segment, cleaner)
     offset_index     offset -> file position, 8-byte entries
     time_index       timestamp -> offset, 12-byte entries
     leader_epoch_cache   leader-epoch-checkpoint, for OffsetForLeaderEpoch

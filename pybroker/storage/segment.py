@@ -27,14 +27,14 @@ from __future__ import annotations
 import logging
 import os
 import random
-import struct
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from protocol.primitives import FileRegion
-from protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, walk_batches
+from protocol.records.batch import HEADER_SIZE, BatchHeader, walk_batches
 from pybroker.storage.abstract_index import AbstractIndex, CorruptIndexError
+from pybroker.storage.batch_walk import BatchWalk
 from pybroker.storage.files import FileCache, fsync_directory, fsync_file
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.log_info import SegmentRead
@@ -63,8 +63,6 @@ INT32_MAX = 2**31 - 1
 
 SCAN_CHUNK = 16 * 1024  # forward scans from an index entry: about 2 intervals
 RECOVERY_CHUNK = 1024 * 1024  # whole-segment walks (recovery, rebuild, replay)
-
-_I32 = struct.Struct(">i")
 
 # (position of the batch inside the appended bytes, its size, base offset, last offset,
 #  max timestamp)
@@ -100,58 +98,6 @@ def parse_segment_file_name(name: str, file_suffix: str = "") -> tuple[int, str]
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-class _Walk:
-    """Iterate (file position, header) over whole batches from `start`, reading in chunks.
-
-    Stops at the first batch that is torn (runs past the end of the file), has a bad magic or
-    length, or (with `verify_crc`) a CRC mismatch; `valid_end` and `reason` then say where and
-    why. A batch cut by a chunk boundary is not an error: the next chunk starts at it.
-    """
-
-    def __init__(self, segment: LogSegment, start: int, *, verify_crc: bool,
-                 chunk: int) -> None:
-        self.segment = segment
-        self.start = start
-        self.verify_crc = verify_crc
-        self.chunk = chunk
-        self.valid_end = start
-        self.reason: str | None = None
-
-    def __iter__(self) -> Iterator[tuple[int, BatchHeader]]:
-        segment = self.segment
-        end = segment.size
-        pos = self.start
-        want = self.chunk
-        while pos < end:
-            # The descriptor is asked for at every read: the caller may use other files of
-            # the same cache between two batches.
-            buf = os.pread(segment.fd, min(want, end - pos), pos)
-            if not buf:
-                self.reason = f"short read at {pos}"
-                return
-            batches, valid, reason = walk_batches(buf, verify_crc=self.verify_crc)
-            for rel, header in batches:
-                yield pos + rel, header
-            chunk_end = pos + len(buf)
-            pos += valid
-            self.valid_end = pos
-            if reason is None:
-                want = self.chunk
-                continue
-            if reason.startswith("torn tail") and chunk_end < end:
-                # Cut by the chunk, not by the file: read again from this batch, whole.
-                want = self.chunk
-                if len(buf) - valid >= LOG_OVERHEAD:
-                    need = _I32.unpack_from(buf, valid + 8)[0] + LOG_OVERHEAD
-                    if pos + need > end:
-                        self.reason = f"torn tail: batch at {pos} needs {need} bytes"
-                        return
-                    want = max(want, need)
-                continue
-            self.reason = reason
-            return
 
 
 class LogSegment:
@@ -235,6 +181,10 @@ class LogSegment:
 
     def _cached_path(self) -> Path:
         return self.log_path
+
+    def _walk(self, start: int, *, chunk: int, verify_crc: bool = False) -> BatchWalk:
+        """The batches from file position `start` to the current end (see `BatchWalk`)."""
+        return BatchWalk(self.fileno, start, self._size, chunk=chunk, verify_crc=verify_crc)
 
     def set_files(self, files: FileCache) -> None:
         """Take descriptors from `files` from now on (a log loaded or a segment cleaned with
@@ -342,7 +292,7 @@ class LogSegment:
         _, position = self.offset_index.lookup(2**63 - 1)
         ts, ts_offset = self.time_index.last_entry()
         next_offset, max_ts, max_offset = self.base_offset, ts, ts_offset
-        for _, header in _Walk(self, position, verify_crc=False, chunk=SCAN_CHUNK):
+        for _, header in self._walk(position, chunk=SCAN_CHUNK):
             next_offset = header.next_offset
             if header.max_timestamp > max_ts:
                 max_ts, max_offset = header.max_timestamp, header.base_offset
@@ -381,7 +331,7 @@ class LogSegment:
         """
         self.ensure_indexes(strict=True)
         _, position = self.offset_index.last_entry()
-        walk = _Walk(self, position, verify_crc=True, chunk=RECOVERY_CHUNK)
+        walk = self._walk(position, verify_crc=True, chunk=RECOVERY_CHUNK)
         for _ in walk:
             pass
         if walk.reason is None and walk.valid_end != self._size:
@@ -486,8 +436,7 @@ class LogSegment:
                     return position, header
         if position is None:
             _, position = self.offset_index.lookup(offset)
-        for pos, header in _Walk(self, max(position, start_position), verify_crc=False,
-                                 chunk=SCAN_CHUNK):
+        for pos, header in self._walk(max(position, start_position), chunk=SCAN_CHUNK):
             if header.last_offset >= offset:
                 return pos, header
         return None
@@ -577,7 +526,7 @@ class LogSegment:
         """Every batch from the one holding `offset` to the end (producer-state replay)."""
         self.ensure_indexes()
         _, position = self.offset_index.lookup(offset)
-        for pos, header in _Walk(self, position, verify_crc=False, chunk=RECOVERY_CHUNK):
+        for pos, header in self._walk(position, chunk=RECOVERY_CHUNK):
             if header.last_offset >= offset:
                 yield pos, header
 
@@ -594,7 +543,7 @@ class LogSegment:
         self.ensure_indexes()
         _, ts_offset = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(ts_offset, start_offset))
-        for pos, header in _Walk(self, position, verify_crc=False, chunk=SCAN_CHUNK):
+        for pos, header in self._walk(position, chunk=SCAN_CHUNK):
             if header.max_timestamp < timestamp or header.last_offset < start_offset:
                 continue
             for record in decode_batch(self.read_batch(pos, header)):
@@ -663,7 +612,7 @@ class LogSegment:
         self._next_offset = self.base_offset
         self._tail_loaded = True
         self._indexes_checked = True
-        walk = _Walk(self, 0, verify_crc=verify_crc, chunk=RECOVERY_CHUNK)
+        walk = self._walk(0, verify_crc=verify_crc, chunk=RECOVERY_CHUNK)
         valid_end = 0
         expected = self.base_offset
         for pos, header in walk:
