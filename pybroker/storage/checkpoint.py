@@ -3,8 +3,9 @@
 Used for `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
 `replication-offset-checkpoint` (topic partition offset) and `leader-epoch-checkpoint`
 (epoch start_offset). The format is Kafka's so that an operator can read them with `cat` and
-recognise them. Writes go to a temporary file that is fsynced and renamed over the old one,
-so a crash leaves either the old or the new checkpoint, never half of one.
+recognise them. Writes replace the old file atomically (`files.write_atomically`: a temporary
+file fsynced, renamed over it, the directory fsynced), so a crash leaves either the old or the
+new checkpoint, never half of one.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from pybroker.storage.files import write_atomically
 __all__ = [
     "CheckpointError", "write_checkpoint", "read_checkpoint", "write_offsets", "read_offsets",
 ]
@@ -46,13 +48,7 @@ def write_checkpoint(path: Path, entries: Iterable[str], *, version: int = VERSI
             return
         except FileExistsError:
             pass  # it appeared meanwhile: replace it atomically, as any other
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        if sync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomically(path, text, sync=sync)
 
 
 def read_checkpoint(path: Path, fields: int, *, version: int = VERSION) -> list[list[str]] | None:

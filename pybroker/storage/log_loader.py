@@ -26,7 +26,7 @@ import os
 from pathlib import Path
 
 from pybroker.storage.abstract_index import CorruptIndexError
-from pybroker.storage.files import FileCache
+from pybroker.storage.files import TMP_SUFFIX, FileCache
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.segment import (
     CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, LogSegment, fsync_directory,
@@ -57,7 +57,7 @@ def load_segments(directory: Path, config: LogConfig, *, initial_offset: int,
     bases: set[int] = set()
     indexes: list[tuple[int, str]] = []  # (base offset, name) of every index file
     for name in names:
-        if name.endswith((DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX)):
+        if name.endswith((DELETED_SUFFIX, TMP_SUFFIX, CLEANED_SUFFIX)):
             (directory / name).unlink(missing_ok=True)
             continue
         parsed = parse_segment_file_name(name)
