@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from protocol.topic_partition import TopicPartition
 from pybroker.storage.files import write_atomically
 __all__ = [
     "CheckpointError", "write_checkpoint", "read_checkpoint", "write_offsets", "read_offsets",
@@ -77,12 +78,12 @@ def read_checkpoint(path: Path, fields: int, *, version: int = VERSION) -> list[
     return body
 
 
-def write_offsets(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
+def write_offsets(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
     """A per-log-dir offset checkpoint: `topic partition offset` lines."""
     write_checkpoint(path, (f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())))
 
 
-def read_offsets(path: Path) -> dict[tuple[str, int], int]:
+def read_offsets(path: Path) -> dict[TopicPartition, int]:
     """The entries of an offset checkpoint; empty (with a warning) if missing or unreadable.
 
     Treating a broken file as empty is safe for every use: recovery points fall back to full
@@ -93,7 +94,7 @@ def read_offsets(path: Path) -> dict[tuple[str, int], int]:
     except (CheckpointError, OSError) as exc:
         log.warning("ignoring unreadable checkpoint %s: %s", path, exc)
         return {}
-    out: dict[tuple[str, int], int] = {}
+    out: dict[TopicPartition, int] = {}
     for topic, partition, offset in rows or ():
         try:
             out[(topic, int(partition))] = int(offset)

@@ -59,8 +59,9 @@ from typing import TYPE_CHECKING
 from protocol.records.batch import HEADER_SIZE, BatchHeader, InvalidRecordError, iter_batches
 from pybroker.storage.batch_walk import BatchWalk
 from protocol.records.record_filter import filter_batch, keyed_offsets
+from protocol.topic_partition import TopicPartition
 from pybroker.storage.cleaner_manager import (
-    CLEANER_CHECKPOINT, CleaningPlan, LogCleanerManager, SourceSegment, TopicPartition,
+    CLEANER_CHECKPOINT, CleaningPlan, LogCleanerManager, SourceSegment,
 )
 from pybroker.storage.log_config import LONG_MAX
 from pybroker.storage.segment import (

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from protocol.primitives import FileRegion
 from protocol.records.batch import InvalidRecordError
+from protocol.topic_partition import TopicPartition
 
 __all__ = [
     "AppendInfo", "FetchData", "OffsetOutOfRange", "MessageTooLarge", "UnexpectedAppendOffset",
@@ -22,7 +23,7 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
-def parse_topic_partition(name: str) -> tuple[str, int]:
+def parse_topic_partition(name: str) -> TopicPartition:
     """Split `<topic>-<partition>` at the last dash (topic names may contain dashes).
 
     ValueError for anything else, including the `-delete` / `-future` / `-stray` names Kafka
