@@ -18,6 +18,7 @@ from typing import Any
 
 import trio
 
+from protocol.topic_partition import TopicPartition
 from pybroker.cluster.metadata import LocalMetadataStore
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.config import BrokerConfig
@@ -152,7 +153,7 @@ class Broker:
         many logs were cleaned.
         """
         cleaned = 0
-        done: set[tuple[str, int]] = set()
+        done: set[TopicPartition] = set()
 
         async def worker() -> None:
             nonlocal cleaned

@@ -17,9 +17,9 @@ from collections import defaultdict
 
 import trio
 
-__all__ = ["Purgatory", "Watch", "TopicPartition"]
+from protocol.topic_partition import TopicPartition
 
-TopicPartition = tuple[str, int]
+__all__ = ["Purgatory", "Watch"]
 
 
 class Watch(enum.Enum):

@@ -24,6 +24,7 @@ from protocol.messages.list_offsets import (
 )
 from protocol.primitives import FileRegion
 from protocol.records.types import RecordError
+from protocol.topic_partition import TopicPartition
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataDelta, MetadataImage, TopicInfo
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.purgatory import Purgatory, Watch
@@ -67,7 +68,7 @@ class ReplicaManager:
         self.logs = logs
         self.topic_configs = topic_configs
         self.purgatory = purgatory
-        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._partitions: dict[TopicPartition, Partition] = {}
 
     # -- the partitions this broker hosts ------------------------------------------------------
     def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1
@@ -225,7 +226,7 @@ class ReplicaManager:
                             append_time if append_time is not None else -1,
                             plog.log_start_offset)
 
-    async def wait_for_commit(self, appended: list[tuple[tuple[str, int], AppendResult]],
+    async def wait_for_commit(self, appended: list[tuple[TopicPartition, AppendResult]],
                               timeout_ms: int) -> None:
         """acks=all: wait until the high watermark passes each successful append, for at most
         `timeout_ms` (Kafka's DelayedProduce). Each result's error becomes what the wait

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -26,6 +25,7 @@ from pathlib import Path
 import trio
 
 from pybroker.config.definitions import ConfigError
+from pybroker.storage.files import write_atomically
 
 METADATA_FILE = "pybroker-metadata.json"
 META_PROPERTIES = "meta.properties"
@@ -124,20 +124,6 @@ def read_meta_properties(log_dir: Path) -> dict[str, str]:
                 key, _, value = line.partition("=")
                 props[key.strip()] = value.strip()
     return props
-
-
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class InconsistentClusterIdError(ConfigError):

@@ -30,9 +30,10 @@ from protocol.errors import ErrorCode
 from protocol.records.batch import iter_batches
 from protocol.messages.topics import GROUP_METADATA_TOPIC
 from protocol.records.record import build_batch, decode_batch
+from protocol.topic_partition import TopicPartition
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataDelta, MetadataImage
 from pybroker.config import BrokerConfig
-from pybroker.coordinator.group_offsets import GroupDescription, GroupListing, TopicPartition
+from pybroker.coordinator.group_offsets import GroupDescription, GroupListing
 from pybroker.coordinator.group_records import (
     GroupRecord, OffsetAndMetadata, decode_record, encode_record, record_group,
 )

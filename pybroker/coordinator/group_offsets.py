@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from protocol.errors import ErrorCode
+from protocol.topic_partition import TopicPartition
 from pybroker.coordinator.group_metadata import (
     CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member,
 )
@@ -25,7 +26,6 @@ from pybroker.coordinator.group_types import GroupConfig, Outcome
 if TYPE_CHECKING:
     from pybroker.coordinator.timers import Timers
 
-TopicPartition = tuple[str, int]
 T = TypeVar("T")
 _S = GroupState
 CLASSIC_GROUP_TYPE = "classic"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pybroker.cluster.metadata import write_atomically
+from pybroker.storage.files import write_atomically
 
 BLOCK_SIZE = 1000
 FILE_NAME = "producer-ids"

@@ -12,6 +12,7 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from protocol.topic_partition import TopicPartition
 from pybroker.coordinator.group_records import OffsetAndMetadata
 from pybroker.handlers.base import Handler, RequestContext, partition_error_response
 
@@ -25,8 +26,8 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     expire = None
     if 2 <= ctx.version <= 4 and request.retention_time_ms != DEFAULT_RETENTION:
         expire = now + request.retention_time_ms
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    unknown: set[tuple[str, int]] = set()
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    unknown: set[TopicPartition] = set()
     for topic in request.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)

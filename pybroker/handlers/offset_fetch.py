@@ -10,10 +10,11 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from protocol.topic_partition import TopicPartition
 from pybroker.handlers.base import Handler, RequestContext
 
 
-def _wanted(topics: list | None) -> list[tuple[str, int]] | None:
+def _wanted(topics: list | None) -> list[TopicPartition] | None:
     if topics is None:
         return None
     return [(t.name, p) for t in topics for p in t.partition_indexes]

@@ -14,6 +14,7 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from protocol.topic_partition import TopicPartition
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.replica_manager import AppendResult
 
@@ -35,7 +36,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
     manager = ctx.replicas
     refused = ErrorCode.NONE if request.transactional_id is None else \
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    appended: list[tuple[tuple[str, int], AppendResult]] = []
+    appended: list[tuple[TopicPartition, AppendResult]] = []
     for topic in request.topic_data:
         for pd in topic.partition_data:
             if refused != ErrorCode.NONE:

@@ -4,6 +4,7 @@
     partition_log    one partition: append, read, roll, truncate, retention, offsets
     log_loader       opening a partition directory, recovery after a crash
     segment          one .log file with its .index and .timeindex
+    batch_walk       reading a .log's batches in chunks (segment, cleaner)
     offset_index     offset -> file position, 8-byte entries
     time_index       timestamp -> offset, 12-byte entries
     leader_epoch_cache   leader-epoch-checkpoint, for OffsetForLeaderEpoch
@@ -19,7 +20,7 @@ server runs in worker threads.
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.log_manager import LogManager
 from pybroker.storage.partition_log import (
-    AppendInfo, FetchData, FileSlice, MessageTooLarge, OffsetOutOfRange, PartitionLog,
+    AppendInfo, FetchData, MessageTooLarge, OffsetOutOfRange, PartitionLog,
     UnexpectedAppendOffset,
 )
 from pybroker.storage.producer_state import (
@@ -27,7 +28,7 @@ from pybroker.storage.producer_state import (
 )
 
 __all__ = [
-    "LogConfig", "LogManager", "PartitionLog", "AppendInfo", "FetchData", "FileSlice",
+    "LogConfig", "LogManager", "PartitionLog", "AppendInfo", "FetchData",
     "OffsetOutOfRange", "MessageTooLarge", "UnexpectedAppendOffset", "ProducerStateManager",
     "DuplicateBatch", "InvalidProducerEpoch", "OutOfOrderSequence",
 ]

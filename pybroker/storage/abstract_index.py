@@ -165,6 +165,11 @@ class AbstractIndex:
     def reset(self) -> None:
         self._truncate_entries(0)
 
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry for `offset` or later: each index keys on offsets differently,
+        and the segment truncates all of its indexes alike."""
+        raise NotImplementedError
+
     def write_pending(self, *, sync: bool = False) -> None:
         """Append the entries the file lacks (and fsync it, with `sync`, if it changed).
 

@@ -3,8 +3,9 @@
 Used for `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
 `replication-offset-checkpoint` (topic partition offset) and `leader-epoch-checkpoint`
 (epoch start_offset). The format is Kafka's so that an operator can read them with `cat` and
-recognise them. Writes go to a temporary file that is fsynced and renamed over the old one,
-so a crash leaves either the old or the new checkpoint, never half of one.
+recognise them. Writes replace the old file atomically (`files.write_atomically`: a temporary
+file fsynced, renamed over it, the directory fsynced), so a crash leaves either the old or the
+new checkpoint, never half of one.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from protocol.topic_partition import TopicPartition
+from pybroker.storage.files import write_atomically
 __all__ = [
     "CheckpointError", "write_checkpoint", "read_checkpoint", "write_offsets", "read_offsets",
 ]
@@ -46,13 +49,7 @@ def write_checkpoint(path: Path, entries: Iterable[str], *, version: int = VERSI
             return
         except FileExistsError:
             pass  # it appeared meanwhile: replace it atomically, as any other
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        if sync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomically(path, text, sync=sync)
 
 
 def read_checkpoint(path: Path, fields: int, *, version: int = VERSION) -> list[list[str]] | None:
@@ -81,12 +78,12 @@ def read_checkpoint(path: Path, fields: int, *, version: int = VERSION) -> list[
     return body
 
 
-def write_offsets(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
+def write_offsets(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
     """A per-log-dir offset checkpoint: `topic partition offset` lines."""
     write_checkpoint(path, (f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())))
 
 
-def read_offsets(path: Path) -> dict[tuple[str, int], int]:
+def read_offsets(path: Path) -> dict[TopicPartition, int]:
     """The entries of an offset checkpoint; empty (with a warning) if missing or unreadable.
 
     Treating a broken file as empty is safe for every use: recovery points fall back to full
@@ -97,7 +94,7 @@ def read_offsets(path: Path) -> dict[tuple[str, int], int]:
     except (CheckpointError, OSError) as exc:
         log.warning("ignoring unreadable checkpoint %s: %s", path, exc)
         return {}
-    out: dict[tuple[str, int], int] = {}
+    out: dict[TopicPartition, int] = {}
     for topic, partition, offset in rows or ():
         try:
             out[(topic, int(partition))] = int(offset)

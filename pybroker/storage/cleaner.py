@@ -56,16 +56,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from protocol.records.batch import HEADER_SIZE, MAGIC_V2, BatchHeader, InvalidRecordError, \
-    iter_batches
+from protocol.records.batch import HEADER_SIZE, BatchHeader, InvalidRecordError, iter_batches
+from pybroker.storage.batch_walk import BatchWalk
 from protocol.records.record_filter import filter_batch, keyed_offsets
+from protocol.topic_partition import TopicPartition
 from pybroker.storage.cleaner_manager import (
-    CLEANER_CHECKPOINT, CleaningPlan, LogCleanerManager, SourceSegment, TopicPartition,
+    CLEANER_CHECKPOINT, CleaningPlan, LogCleanerManager, SourceSegment,
 )
 from pybroker.storage.log_config import LONG_MAX
 from pybroker.storage.segment import (
-    CLEANED_SUFFIX, INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
-    LogSegment, fsync_directory, segment_file_name,
+    CLEANED_SUFFIX, INT32_MAX, SWAP_SUFFIX, LogSegment, fsync_directory, segment_file_names,
 )
 
 if TYPE_CHECKING:
@@ -349,8 +349,8 @@ class LogCleaner:
         cleaned.time_index.maybe_append(cleaned.max_timestamp_so_far,
                                         cleaned.offset_of_max_timestamp, skip_full_check=True)
         cleaned.flush()
-        cleaned.offset_index.close_writer()
-        cleaned.time_index.close_writer()
+        for index in cleaned.indexes:
+            index.close_writer()
         stats.bytes_after += cleaned.size
 
     # -- phase 3: committing -------------------------------------------------------------------
@@ -424,34 +424,22 @@ class LogCleaner:
 # -- reading segments --------------------------------------------------------------------------
 
 def _remove_cleaned_files(directory: Path, base: int) -> None:
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-        (directory / (segment_file_name(base, suffix) + CLEANED_SUFFIX)).unlink(missing_ok=True)
+    for name in segment_file_names(base, CLEANED_SUFFIX):
+        (directory / name).unlink(missing_ok=True)
 
 
 def _read_batches(src: SourceSegment, stop: threading.Event | None, chunk: int,
                   ) -> Iterator[tuple[BatchHeader, memoryview]]:
-    """Every batch of a segment, through the cleaner's own descriptor, in `chunk`-byte reads
-    (a longer one for a batch larger than that)."""
-    pos, end, want = 0, src.size, chunk
-    while pos < end:
+    """Every batch of a segment up to its size at planning time, through the cleaner's own
+    descriptor, in `chunk`-byte reads (see `BatchWalk`). The segments cleaned are below the
+    active one, so where the walk stops short (a torn or malformed batch) the segment is
+    corrupt: InvalidRecordError, and the log is left alone. A set `stop` aborts between
+    batches."""
+    walk = BatchWalk(lambda: src.fd, 0, src.size, chunk=chunk)
+    for pos, header in walk:
         if stop is not None and stop.is_set():
             raise CleaningAborted()
-        buf = memoryview(os.pread(src.fd, min(want, end - pos), pos))
-        consumed = 0
-        for rel, header in iter_batches(buf):
-            if header.magic != MAGIC_V2:
-                raise InvalidRecordError(f"{src.segment.log_path}: magic {header.magic} "
-                                         f"at {pos + rel}")
-            consumed = rel + header.size
-            yield header, buf[rel:consumed]
-        if consumed == 0:
-            if len(buf) < HEADER_SIZE:
-                raise InvalidRecordError(f"{src.segment.log_path}: torn batch at {pos}")
-            need = BatchHeader.unpack_from(buf).size
-            if need <= len(buf) or pos + need > end:
-                raise InvalidRecordError(f"{src.segment.log_path}: torn batch at {pos}")
-            want = need
-            continue
-        pos += consumed
-        want = chunk
+        yield header, walk.batch(pos, header)
+    if walk.reason is not None:
+        raise InvalidRecordError(f"{src.segment.log_path}: {walk.reason}")
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from protocol.topic_partition import TopicPartition
 from pybroker.storage.checkpoint import read_offsets, write_offsets
 from pybroker.storage.log_config import LONG_MAX
 from pybroker.storage.segment import LogSegment
@@ -39,16 +40,13 @@ if TYPE_CHECKING:
     from pybroker.storage.log_manager import LogManager
     from pybroker.storage.partition_log import PartitionLog
 
-__all__ = ["LogCleanerManager", "CleaningPlan", "SourceSegment", "CLEANER_CHECKPOINT",
-           "TopicPartition"]
+__all__ = ["LogCleanerManager", "CleaningPlan", "SourceSegment", "CLEANER_CHECKPOINT"]
 
 # The cleaner's one logger, as before planning had a module of its own: log settings that
 # name it keep covering every cleaner message.
 log = logging.getLogger("pybroker.storage.cleaner")
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
-
-TopicPartition = tuple[str, int]
 
 
 def _now_ms() -> int:

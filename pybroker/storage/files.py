@@ -22,6 +22,9 @@ across an await. Other threads never take descriptors from a shared cache: `LogS
 fsync per file made closing or recovering 10,000 partitions take seconds; `sync_filesystem`
 is one `syncfs(2)` for the file system of a log dir, after which every file written before it
 is durable, so checkpoints that record "fsynced up to here" are written once per log dir.
+
+Small files that are rewritten whole (checkpoints, producer-state snapshots, the metadata and
+producer-id files) are replaced by `write_atomically`, the one temp-file-and-rename here.
 """
 from __future__ import annotations
 
@@ -36,10 +39,12 @@ from pathlib import Path
 from typing import Protocol
 
 __all__ = ["FileCache", "CachedFile", "sync_filesystem", "can_sync_filesystem", "fsync_file",
-           "fsync_directory",
+           "fsync_directory", "write_atomically", "TMP_SUFFIX",
            "cache_capacity_for_limit", "MIN_CAPACITY"]
 
 log = logging.getLogger(__name__)
+
+TMP_SUFFIX = ".tmp"  # a file `write_atomically` had not renamed yet (see there)
 
 # Below this a cache could close a descriptor its caller is still holding within one
 # operation (a read walks one segment; a roll touches two).
@@ -196,3 +201,28 @@ def fsync_directory(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def write_atomically(path: Path, data: bytes | str, *, sync: bool = True) -> None:
+    """Replace `path` by a file holding `data` (text as UTF-8), so that a crash leaves the old
+    content or the new, never a mix: written to `<name>.tmp`, fsynced, renamed over `path`,
+    then the directory fsynced. Without that last fsync the rename itself may not survive a
+    power loss, and the caller would have acted on a file the disk then forgets (a lost
+    leader-epoch entry answers OffsetForLeaderEpoch wrongly); Kafka's
+    `Utils.atomicMoveWithFallback` flushes the parent directory likewise.
+
+    `sync=False` fsyncs nothing: for callers that sync the whole file system once after many
+    writes (syncfs covers the data, the rename and the directory), and for files loading can
+    do without (a producer-state snapshot at a roll). It is still atomic against a crash of
+    the process. A `.tmp` left by a crash midway is removed by the log loader in a partition
+    directory, and overwritten by the next write anywhere else.
+    """
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    with open(tmp, "wb") as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+    if sync:
+        fsync_directory(path.parent)

@@ -8,14 +8,14 @@ from __future__ import annotations
 import sys
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from protocol.primitives import FileRegion
 from protocol.records.batch import InvalidRecordError
+from protocol.topic_partition import TopicPartition
 
 __all__ = [
     "AppendInfo", "FetchData", "OffsetOutOfRange", "MessageTooLarge", "UnexpectedAppendOffset",
-    "parse_topic_partition", "partition_dir_name", "SegmentRead", "FileSlice",
+    "parse_topic_partition", "partition_dir_name", "SegmentRead",
 ]
 
 
@@ -23,7 +23,7 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
-def parse_topic_partition(name: str) -> tuple[str, int]:
+def parse_topic_partition(name: str) -> TopicPartition:
     """Split `<topic>-<partition>` at the last dash (topic names may contain dashes).
 
     ValueError for anything else, including the `-delete` / `-future` / `-stray` names Kafka
@@ -89,21 +89,5 @@ class SegmentRead:
 
     position: int
     records: bytes | FileRegion
-    first_offset: int
-    next_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class FileSlice:
-    """A byte range of a segment file, for a zero-copy (sendfile) Fetch path.
-
-    The descriptor comes from the log's descriptor cache (storage/files.py): valid until this
-    thread asks the cache for another file, so it is used at once, never across an await.
-    """
-
-    path: Path
-    fd: int
-    position: int
-    length: int
     first_offset: int
     next_offset: int

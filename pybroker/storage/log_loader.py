@@ -26,24 +26,16 @@ import os
 from pathlib import Path
 
 from pybroker.storage.abstract_index import CorruptIndexError
-from pybroker.storage.files import FileCache
+from pybroker.storage.files import TMP_SUFFIX, FileCache
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.segment import (
-    CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
-    LogSegment, fsync_directory,
+    CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, LogSegment, fsync_directory,
+    parse_segment_file_name,
 )
 
 __all__ = ["load_segments"]
 
 log = logging.getLogger(__name__)
-
-
-def _offset_of(name: str, suffix: str) -> int | None:
-    if name.endswith(suffix):
-        stem = name[:-len(suffix)]
-        if stem.isdigit():
-            return int(stem)
-    return None
 
 
 def load_segments(directory: Path, config: LogConfig, *, initial_offset: int,
@@ -63,24 +55,25 @@ def load_segments(directory: Path, config: LogConfig, *, initial_offset: int,
         _complete_swaps(directory, config)
         names = set(os.listdir(directory))
     bases: set[int] = set()
+    indexes: list[tuple[int, str]] = []  # (base offset, name) of every index file
     for name in names:
-        if name.endswith((DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX)):
+        if name.endswith((DELETED_SUFFIX, TMP_SUFFIX, CLEANED_SUFFIX)):
             (directory / name).unlink(missing_ok=True)
             continue
-        base = _offset_of(name, LOG_SUFFIX)
-        if base is not None:
-            bases.add(base)
-    for name in names:
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            base = _offset_of(name, suffix)
-            if base is not None and base not in bases:
-                (directory / name).unlink(missing_ok=True)
+        parsed = parse_segment_file_name(name)
+        if parsed is not None:
+            if parsed[1] == LOG_SUFFIX:
+                bases.add(parsed[0])
+            else:
+                indexes.append((parsed[0], name))
+    for base, name in indexes:
+        if base not in bases:
+            (directory / name).unlink(missing_ok=True)
 
     segments: list[LogSegment] = []
     for base in sorted(bases):
         segment = LogSegment(directory, base, config, files=files)
-        if (segment.offset_index.path.name not in names
-                or segment.time_index.path.name not in names) \
+        if any(index.path.name not in names for index in segment.indexes) \
                 and segment.size > config.index_interval_bytes:
             log.info("%s: rebuilding missing index files", segment.log_path)
             segment.rebuild_indexes()
@@ -104,14 +97,12 @@ def _complete_swaps(directory: Path, config: LogConfig) -> None:
     (one whose records were all cleaned away); such a segment survives with superseded
     records only, which the next cleaning removes again. Nothing committed is lost.
     """
-    names = os.listdir(directory)
-    swaps = sorted(base for name in names
-                   if (base := _offset_of(name, LOG_SUFFIX + SWAP_SUFFIX)) is not None)
-    for name in names:  # swap indexes without a swap log: the rename never got that far
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            base = _offset_of(name, suffix + SWAP_SUFFIX)
-            if base is not None and base not in swaps:
-                (directory / name).unlink(missing_ok=True)
+    swap_files = [(parsed, name) for name in os.listdir(directory)
+                  if (parsed := parse_segment_file_name(name, SWAP_SUFFIX)) is not None]
+    swaps = sorted(base for (base, suffix), _ in swap_files if suffix == LOG_SUFFIX)
+    for (base, _), name in swap_files:
+        if base not in swaps:  # swap indexes without a swap log: the rename never got that far
+            (directory / name).unlink(missing_ok=True)
     if not swaps:
         return
     ranges = []
@@ -123,14 +114,10 @@ def _complete_swaps(directory: Path, config: LogConfig) -> None:
         finally:
             segment.close()
     for name in os.listdir(directory):
-        if name.endswith(SWAP_SUFFIX):
-            continue
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            base = _offset_of(name, suffix)
-            if base is not None and any(lo <= base < hi for lo, hi in ranges):
-                log.info("%s: deleting %s, replaced by an interrupted cleaning", directory,
-                         name)
-                (directory / name).unlink(missing_ok=True)
+        parsed = parse_segment_file_name(name)  # None for the `.swap` files themselves
+        if parsed is not None and any(lo <= parsed[0] < hi for lo, hi in ranges):
+            log.info("%s: deleting %s, replaced by an interrupted cleaning", directory, name)
+            (directory / name).unlink(missing_ok=True)
     for base in swaps:
         segment = LogSegment(directory, base, config, file_suffix=SWAP_SUFFIX)
         segment.change_file_suffixes(SWAP_SUFFIX, "")

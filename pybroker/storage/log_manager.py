@@ -42,6 +42,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from protocol.topic_partition import TopicPartition
 from pybroker.storage.checkpoint import read_offsets, write_offsets
 from pybroker.storage.files import MIN_CAPACITY, FileCache, can_sync_filesystem, \
     fsync_directory, sync_filesystem
@@ -62,8 +63,6 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
-
-TopicPartition = tuple[str, int]
 
 
 def remove_dirs(paths: list[Path]) -> None:

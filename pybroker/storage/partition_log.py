@@ -60,12 +60,12 @@ from pybroker.storage.producer_state import (
     OutOfOrderSequence, ProducerStateManager,
 )
 from pybroker.storage.segment import (
-    CLEANED_SUFFIX, SWAP_SUFFIX, AppendedBatch, FileSlice, LogSegment, fsync_directory,
+    CLEANED_SUFFIX, SWAP_SUFFIX, AppendedBatch, LogSegment, fsync_directory,
     segment_file_name,
 )
 
 __all__ = [
-    "PartitionLog", "LogConfig", "AppendInfo", "FetchData", "FileSlice", "OffsetOutOfRange",
+    "PartitionLog", "LogConfig", "AppendInfo", "FetchData", "OffsetOutOfRange",
     "MessageTooLarge", "UnexpectedAppendOffset", "OutOfOrderSequence", "InvalidProducerEpoch",
     "parse_topic_partition", "partition_dir_name",
 ]
@@ -355,26 +355,6 @@ class PartitionLog(LogRetention):
                                      self.last_stable_offset)
         return FetchData(b"", -1, offset, self.high_watermark, self.log_start_offset, leo,
                          self.last_stable_offset)
-
-    def read_slice(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
-                   min_one_message: bool = True) -> FileSlice | None:
-        """Like `read`, but the location of the bytes in a segment file (for sendfile).
-
-        None when there is nothing to return. The descriptor belongs to the segment: use it
-        before yielding to other work that could close the log.
-        """
-        self._check_read_offset(offset)
-        limit = self.log_end_offset if max_offset is None else min(max_offset,
-                                                                   self.log_end_offset)
-        if offset >= limit:
-            return None
-        segments = self.segments
-        for i in range(max(self._segment_index(offset), 0), len(segments)):
-            found = segments[i].read_slice(offset, max_bytes, max_offset=limit,
-                                           min_one_message=min_one_message)
-            if found is not None:
-                return found if found.length else None
-        return None
 
     def offset_for_timestamp(self, timestamp: int, *, max_offset: int | None = None,
                              ) -> tuple[int, int] | None:

@@ -33,6 +33,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from protocol.records.batch import NO_SEQUENCE, BatchHeader
+from pybroker.storage.files import write_atomically
 
 __all__ = [
     "ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "DuplicateBatch",
@@ -254,7 +255,9 @@ class ProducerStateManager:
         return sorted(out)
 
     def take_snapshot(self, offset: int, *, sync: bool = False) -> Path:
-        """Write the current state as of `offset` (atomically: temp file then rename)."""
+        """Write the current state as of `offset`, atomically (`write_atomically`). Not
+        fsynced unless `sync`: a roll writes one on the event loop, and a snapshot lost in a
+        crash only means replaying more of the log at the next load."""
         body = bytearray()
         for entry in self.producers.values():
             body += _ENTRY.pack(entry.producer_id, entry.producer_epoch, entry.last_timestamp,
@@ -267,13 +270,7 @@ class ProducerStateManager:
         crc = crc32c(count + body)
         data = _FILE_HEADER.pack(_MAGIC, _VERSION, crc, len(self.producers)) + body
         path = self._snapshot_path(offset)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            if sync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomically(path, data, sync=sync)
         self.last_snapshot_offset = offset
         return path
 

@@ -27,24 +27,25 @@ from __future__ import annotations
 import logging
 import os
 import random
-import struct
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from protocol.primitives import FileRegion
-from protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, walk_batches
-from pybroker.storage.abstract_index import CorruptIndexError
+from protocol.records.batch import HEADER_SIZE, BatchHeader, walk_batches
+from pybroker.storage.abstract_index import AbstractIndex, CorruptIndexError
+from pybroker.storage.batch_walk import BatchWalk
 from pybroker.storage.files import FileCache, fsync_directory, fsync_file
 from pybroker.storage.log_config import LogConfig
-from pybroker.storage.log_info import FileSlice, SegmentRead
+from pybroker.storage.log_info import SegmentRead
 from pybroker.storage.offset_index import OffsetIndex
 from pybroker.storage.time_index import TimeIndex
 
 __all__ = [
-    "LogSegment", "SegmentRead", "FileSlice", "AppendedBatch", "segment_file_name",
-    "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "DELETED_SUFFIX", "CLEANED_SUFFIX",
-    "SWAP_SUFFIX", "INT32_MAX", "fsync_directory",
+    "LogSegment", "SegmentRead", "AppendedBatch", "segment_file_name", "segment_file_names",
+    "parse_segment_file_name", "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX",
+    "SEGMENT_SUFFIXES", "DELETED_SUFFIX", "CLEANED_SUFFIX", "SWAP_SUFFIX", "INT32_MAX",
+    "fsync_directory",
 ]
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,9 @@ log = logging.getLogger(__name__)
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+# Every file of a segment, the `.log` first: the one list of them, so that a file added to
+# segments (Kafka's `.txnindex`) is created, renamed, deleted and recovered everywhere.
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"  # a segment the log cleaner is still writing
 SWAP_SUFFIX = ".swap"  # a cleaned segment committed to replace the segments it covers
@@ -59,8 +63,6 @@ INT32_MAX = 2**31 - 1
 
 SCAN_CHUNK = 16 * 1024  # forward scans from an index entry: about 2 intervals
 RECOVERY_CHUNK = 1024 * 1024  # whole-segment walks (recovery, rebuild, replay)
-
-_I32 = struct.Struct(">i")
 
 # (position of the batch inside the appended bytes, its size, base offset, last offset,
 #  max timestamp)
@@ -71,60 +73,31 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+def segment_file_names(base_offset: int, file_suffix: str = "") -> tuple[str, ...]:
+    """The names of the segment at `base_offset`'s files, in SEGMENT_SUFFIXES order, each
+    followed by `file_suffix` (`.cleaned`, `.swap`): for code that handles a segment's files
+    by name, before or without opening it (loading, removing a cleaning's leftovers)."""
+    return tuple(segment_file_name(base_offset, suffix) + file_suffix
+                 for suffix in SEGMENT_SUFFIXES)
+
+
+def parse_segment_file_name(name: str, file_suffix: str = "") -> tuple[int, str] | None:
+    """(base offset, one of SEGMENT_SUFFIXES) if `name` is a segment file followed by
+    `file_suffix`, else None: `00000000000000000042.index` -> (42, ".index"), but
+    `00000000000000000042.index.swap` only with `file_suffix=".swap"`."""
+    if file_suffix:
+        if not name.endswith(file_suffix):
+            return None
+        name = name[:-len(file_suffix)]
+    stem, dot, rest = name.partition(".")
+    suffix = dot + rest
+    if suffix in SEGMENT_SUFFIXES and stem.isdigit():
+        return int(stem), suffix
+    return None
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-class _Walk:
-    """Iterate (file position, header) over whole batches from `start`, reading in chunks.
-
-    Stops at the first batch that is torn (runs past the end of the file), has a bad magic or
-    length, or (with `verify_crc`) a CRC mismatch; `valid_end` and `reason` then say where and
-    why. A batch cut by a chunk boundary is not an error: the next chunk starts at it.
-    """
-
-    def __init__(self, segment: LogSegment, start: int, *, verify_crc: bool,
-                 chunk: int) -> None:
-        self.segment = segment
-        self.start = start
-        self.verify_crc = verify_crc
-        self.chunk = chunk
-        self.valid_end = start
-        self.reason: str | None = None
-
-    def __iter__(self) -> Iterator[tuple[int, BatchHeader]]:
-        segment = self.segment
-        end = segment.size
-        pos = self.start
-        want = self.chunk
-        while pos < end:
-            # The descriptor is asked for at every read: the caller may use other files of
-            # the same cache between two batches.
-            buf = os.pread(segment.fd, min(want, end - pos), pos)
-            if not buf:
-                self.reason = f"short read at {pos}"
-                return
-            batches, valid, reason = walk_batches(buf, verify_crc=self.verify_crc)
-            for rel, header in batches:
-                yield pos + rel, header
-            chunk_end = pos + len(buf)
-            pos += valid
-            self.valid_end = pos
-            if reason is None:
-                want = self.chunk
-                continue
-            if reason.startswith("torn tail") and chunk_end < end:
-                # Cut by the chunk, not by the file: read again from this batch, whole.
-                want = self.chunk
-                if len(buf) - valid >= LOG_OVERHEAD:
-                    need = _I32.unpack_from(buf, valid + 8)[0] + LOG_OVERHEAD
-                    if pos + need > end:
-                        self.reason = f"torn tail: batch at {pos} needs {need} bytes"
-                        return
-                    want = max(want, need)
-                continue
-            self.reason = reason
-            return
 
 
 class LogSegment:
@@ -138,13 +111,12 @@ class LogSegment:
         self.files = files if files is not None else FileCache(0)
         self.directory = directory
         self.base_offset = base_offset
-        self._log_name = segment_file_name(base_offset, LOG_SUFFIX) + file_suffix
-        self.offset_index = OffsetIndex(
-            directory / (segment_file_name(base_offset, INDEX_SUFFIX) + file_suffix),
-            base_offset, config.segment_index_bytes, directory=directory)
-        self.time_index = TimeIndex(
-            directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
-            base_offset, config.segment_index_bytes, directory=directory)
+        self._log_name, index_name, time_index_name = segment_file_names(base_offset,
+                                                                         file_suffix)
+        self.offset_index = OffsetIndex(directory / index_name, base_offset,
+                                        config.segment_index_bytes, directory=directory)
+        self.time_index = TimeIndex(directory / time_index_name, base_offset,
+                                    config.segment_index_bytes, directory=directory)
         self.index_interval_bytes = config.index_interval_bytes
         self.created_ms = _now_ms()
         # segment.jitter.ms: taken off this segment's roll age, drawn once as Kafka does, so
@@ -162,7 +134,7 @@ class LogSegment:
                 self._size = os.fstat(fd).st_size
             finally:
                 os.close(fd)
-            for index in (self.offset_index, self.time_index):
+            for index in self.indexes:
                 if not index.path.exists():
                     index.mark_new()
         else:
@@ -193,6 +165,13 @@ class LogSegment:
 
     # -- files -------------------------------------------------------------------------------
     @property
+    def indexes(self) -> tuple[AbstractIndex, ...]:
+        """The index files, in SEGMENT_SUFFIXES order after the `.log`: flushed, closed,
+        renamed and deleted with it. Built on use, not held: a tuple per segment costs memory
+        across 100,000 segments."""
+        return self.offset_index, self.time_index
+
+    @property
     def fd(self) -> int:
         """The `.log` file descriptor, from the cache (opened on demand). Valid until this
         thread asks the same cache for another file: use it at once, never across an await."""
@@ -202,6 +181,10 @@ class LogSegment:
 
     def _cached_path(self) -> Path:
         return self.log_path
+
+    def _walk(self, start: int, *, chunk: int, verify_crc: bool = False) -> BatchWalk:
+        """The batches from file position `start` to the current end (see `BatchWalk`)."""
+        return BatchWalk(self.fileno, start, self._size, chunk=chunk, verify_crc=verify_crc)
 
     def set_files(self, files: FileCache) -> None:
         """Take descriptors from `files` from now on (a log loaded or a segment cleaned with
@@ -218,7 +201,7 @@ class LogSegment:
         return self._size == 0
 
     def flush(self) -> None:
-        """fsync the log and both indexes.
+        """fsync the log and its indexes.
 
         May run in a worker thread while another thread closes the segment (retention,
         truncation): an fsync failing because the file was closed meanwhile is not an error.
@@ -226,8 +209,8 @@ class LogSegment:
         try:
             if not self.closed:
                 fsync_file(self.log_path)
-            self.offset_index.flush()
-            self.time_index.flush()
+            for index in self.indexes:
+                index.flush()
         except OSError:
             if not self.closed:
                 raise
@@ -235,23 +218,23 @@ class LogSegment:
     def write_indexes(self) -> None:
         """Append the index entries their files lack, without fsync (the caller syncs the
         whole file system once: recovery, clean shutdown)."""
-        self.offset_index.write_pending()
-        self.time_index.write_pending()
+        for index in self.indexes:
+            index.write_pending()
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
         self.files.close(self)
-        self.offset_index.close()
-        self.time_index.close()
+        for index in self.indexes:
+            index.close()
 
     def delete(self) -> None:
-        """Close and remove the three files (whichever still exist)."""
+        """Close and remove the segment's files (whichever still exist)."""
         self.close()
         self.log_path.unlink(missing_ok=True)
-        self.offset_index.delete()
-        self.time_index.delete()
+        for index in self.indexes:
+            index.delete()
 
     def rename_for_deletion(self) -> None:
         """Append `.deleted` to the file names; open descriptors keep working until `delete`.
@@ -261,17 +244,17 @@ class LogSegment:
         new_log = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
         os.rename(self.log_path, new_log)
         self.log_path = new_log
-        for index in (self.offset_index, self.time_index):
+        for index in self.indexes:
             index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
 
     def change_file_suffixes(self, old: str, new: str) -> None:
-        """Rename the three files from `<name><old>` to `<name><new>` (Kafka's
+        """Rename the segment's files from `<name><old>` to `<name><new>` (Kafka's
         changeFileSuffixes); open descriptors keep working.
 
         The indexes go first and the `.log` last: loading keys on the `.log` name, and an
         index whose log is elsewhere is just rebuilt or removed.
         """
-        for index in (self.offset_index, self.time_index):
+        for index in self.indexes:
             index.rename(_replace_suffix(index.path, old, new))
         new_log = _replace_suffix(self.log_path, old, new)
         os.rename(self.log_path, new_log)
@@ -292,8 +275,8 @@ class LogSegment:
         if self._indexes_checked:
             return
         try:
-            self.offset_index.load()
-            self.time_index.load()
+            for index in self.indexes:
+                index.load()
             self.offset_index.check_positions(self._size)
         except CorruptIndexError as exc:
             if strict:
@@ -309,7 +292,7 @@ class LogSegment:
         _, position = self.offset_index.lookup(2**63 - 1)
         ts, ts_offset = self.time_index.last_entry()
         next_offset, max_ts, max_offset = self.base_offset, ts, ts_offset
-        for _, header in _Walk(self, position, verify_crc=False, chunk=SCAN_CHUNK):
+        for _, header in self._walk(position, chunk=SCAN_CHUNK):
             next_offset = header.next_offset
             if header.max_timestamp > max_ts:
                 max_ts, max_offset = header.max_timestamp, header.base_offset
@@ -348,7 +331,7 @@ class LogSegment:
         """
         self.ensure_indexes(strict=True)
         _, position = self.offset_index.last_entry()
-        walk = _Walk(self, position, verify_crc=True, chunk=RECOVERY_CHUNK)
+        walk = self._walk(position, verify_crc=True, chunk=RECOVERY_CHUNK)
         for _ in walk:
             pass
         if walk.reason is None and walk.valid_end != self._size:
@@ -384,8 +367,8 @@ class LogSegment:
         """Seal the indexes when a newer segment takes over appends."""
         self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
                                      skip_full_check=True)
-        self.offset_index.close_writer()
-        self.time_index.close_writer()
+        for index in self.indexes:
+            index.close_writer()
 
     # -- appending ---------------------------------------------------------------------------
     def append(self, data: bytes | bytearray | memoryview,
@@ -453,8 +436,7 @@ class LogSegment:
                     return position, header
         if position is None:
             _, position = self.offset_index.lookup(offset)
-        for pos, header in _Walk(self, max(position, start_position), verify_crc=False,
-                                 chunk=SCAN_CHUNK):
+        for pos, header in self._walk(max(position, start_position), chunk=SCAN_CHUNK):
             if header.last_offset >= offset:
                 return pos, header
         return None
@@ -513,20 +495,6 @@ class LogSegment:
             ends.clear()
         ends[next_offset] = position
 
-    def read_slice(self, offset: int, max_size: int, *, max_offset: int,
-                   min_one_message: bool = True) -> FileSlice | None:
-        """Like `read`, but only locate the bytes: reads batch headers, never batch bodies."""
-        found = self.translate_offset(offset)
-        if found is None:
-            return None
-        position, first = found
-        fd = self.fd
-        if first.last_offset >= max_offset or (first.size > max_size and not min_one_message):
-            return FileSlice(self.log_path, fd, position, 0, first.base_offset,
-                             first.base_offset)
-        length, next_offset = self._slice_from(position, first, max_size, max_offset)
-        return FileSlice(self.log_path, fd, position, length, first.base_offset, next_offset)
-
     def _slice_from(self, position: int, first: BatchHeader, max_size: int,
                     max_offset: int, stop_below: int = 0) -> tuple[int, int]:
         """(length, next offset) of the whole batches from `first` at `position` that fit
@@ -558,7 +526,7 @@ class LogSegment:
         """Every batch from the one holding `offset` to the end (producer-state replay)."""
         self.ensure_indexes()
         _, position = self.offset_index.lookup(offset)
-        for pos, header in _Walk(self, position, verify_crc=False, chunk=RECOVERY_CHUNK):
+        for pos, header in self._walk(position, chunk=RECOVERY_CHUNK):
             if header.last_offset >= offset:
                 yield pos, header
 
@@ -575,7 +543,7 @@ class LogSegment:
         self.ensure_indexes()
         _, ts_offset = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(ts_offset, start_offset))
-        for pos, header in _Walk(self, position, verify_crc=False, chunk=SCAN_CHUNK):
+        for pos, header in self._walk(position, chunk=SCAN_CHUNK):
             if header.max_timestamp < timestamp or header.last_offset < start_offset:
                 continue
             for record in decode_batch(self.read_batch(pos, header)):
@@ -607,8 +575,8 @@ class LogSegment:
         if found is None:
             return 0
         position, header = found
-        self.offset_index.truncate_to(header.base_offset)
-        self.time_index.truncate_to(header.base_offset)
+        for index in self.indexes:
+            index.truncate_to(header.base_offset)
         removed = self._size - position
         self._read_ends = None
         os.ftruncate(self.fd, position)
@@ -636,15 +604,15 @@ class LogSegment:
         self._reindex(verify_crc=False)
 
     def _reindex(self, *, verify_crc: bool) -> int:
-        self.offset_index.mark_empty()
-        self.time_index.mark_empty()
+        for index in self.indexes:
+            index.mark_empty()
         self._bytes_since_last_index_entry = 0
         self._max_timestamp = -1
         self._offset_of_max_timestamp = self.base_offset
         self._next_offset = self.base_offset
         self._tail_loaded = True
         self._indexes_checked = True
-        walk = _Walk(self, 0, verify_crc=verify_crc, chunk=RECOVERY_CHUNK)
+        walk = self._walk(0, verify_crc=verify_crc, chunk=RECOVERY_CHUNK)
         valid_end = 0
         expected = self.base_offset
         for pos, header in walk:

@@ -136,20 +136,6 @@ def test_offset_out_of_range(tmp_path: Path) -> None:
     assert exc.value.log_start_offset == 6
 
 
-def test_read_slice_matches_read(tmp_path: Path) -> None:
-    import os
-
-    plog = open_log(tmp_path)
-    fill(plog, 40)
-    for offset, max_bytes in ((0, 1000), (7, 1), (50, 3000), (100, 10**6)):
-        data = plog.read(offset, max_bytes)
-        piece = plog.read_slice(offset, max_bytes)
-        assert piece is not None
-        assert os.pread(piece.fd, piece.length, piece.position) == data.records
-        assert piece.next_offset == data.next_offset
-    assert plog.read_slice(plog.log_end_offset, 1000) is None
-
-
 def test_offset_for_timestamp_is_exact(tmp_path: Path) -> None:
     plog = open_log(tmp_path)
     # Out-of-order timestamps inside batches: the answer is the first record in offset order
