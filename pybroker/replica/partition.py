@@ -32,9 +32,17 @@ from pybroker.storage.partition_log import PartitionLog
 __all__ = ["Partition", "FollowerState", "NO_EPOCH"]
 
 NO_EPOCH = -1
+# ISRs are few distinct sets shared by many partitions (on one broker, all are {0}): one
+# frozenset each instead of one per partition.
+_ISRS: dict[frozenset[int], frozenset[int]] = {}
 
 
-@dataclass
+def _isr(members: "tuple[int, ...] | list[int] | frozenset[int]") -> frozenset[int]:
+    isr = frozenset(members)
+    return _ISRS.setdefault(isr, isr)
+
+
+@dataclass(slots=True)
 class FollowerState:
     """What the leader knows of one follower: its log end offset (-1: unknown since this
     broker became leader) and the last time it had fetched up to the leader's log end."""
@@ -44,6 +52,10 @@ class FollowerState:
 
 
 class Partition:
+    # One per hosted partition: slots keep tens of thousands of them small.
+    __slots__ = ("topic", "partition", "log", "local_id", "leader_id", "leader_epoch",
+                 "replicas", "isr", "followers")
+
     def __init__(self, topic: str, partition: int, log: PartitionLog, local_id: int) -> None:
         self.topic = topic
         self.partition = partition
@@ -77,7 +89,7 @@ class Partition:
         new = not self.is_leader or leader_epoch != self.leader_epoch
         self.leader_id = self.local_id
         self.replicas = tuple(replicas)
-        self.isr = frozenset(isr)
+        self.isr = _isr(isr)
         if new:
             self.leader_epoch = leader_epoch
             self.followers = {r: FollowerState() for r in self.replicas if r != self.local_id}
@@ -115,7 +127,7 @@ class Partition:
     def set_isr(self, isr: tuple[int, ...] | list[int] | frozenset[int]) -> None:
         """Adopt a new ISR (decided elsewhere: the ISR rules, or the store on a change), then
         let the high watermark move if the shrink allows it."""
-        self.isr = frozenset(isr)
+        self.isr = _isr(isr)
         self.maybe_increment_high_watermark()
 
     def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
