@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Iterable
 from functools import partial
-from typing import Any
 
 import trio
 
@@ -25,7 +24,8 @@ from protocol.messages.list_offsets import (
 from protocol.primitives import FileRegion
 from protocol.records.types import RecordError
 from protocol.topic_partition import TopicPartition
-from pybroker.cluster.metadata import LocalMetadataStore, MetadataDelta, MetadataImage, TopicInfo
+from pybroker.cluster.metadata import LocalMetadataStore, MetadataDelta, MetadataImage, \
+    PartitionState, TopicInfo
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.purgatory import Purgatory, Watch
 from pybroker.replica.partition import Partition
@@ -99,7 +99,8 @@ class ReplicaManager:
             return code, None
         return ErrorCode.NONE, part
 
-    def _become_leader(self, topic: str, partition: int, state: Any) -> Partition | None:
+    def _become_leader(self, topic: str, partition: int,
+                       state: PartitionState) -> Partition | None:
         plog = self.logs.get(topic, partition)
         if plog is None:  # not created yet (in a worker thread): clients retry
             return None

@@ -111,8 +111,6 @@ class TopicAdmin:
         """Delete a topic; its logs go with the store's delta (renamed `*-delete`, removed in
         a worker thread; a crash before then leaves them to the next start, which removes
         them)."""
-        if name not in self.metadata.image.topics:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         try:
             await self.metadata.delete_topic(name)
         except KeyError:

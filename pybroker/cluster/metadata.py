@@ -107,6 +107,8 @@ class MetadataDelta:
 
 
 DeltaListener = Callable[[MetadataImage, MetadataDelta], Awaitable[None]]
+# What a change of the store makes of the current topics: the next topics and the delta.
+TopicsChange = tuple[dict[str, TopicInfo], MetadataDelta]
 
 
 def new_cluster_id() -> str:
@@ -206,8 +208,7 @@ class LocalMetadataStore:
         self.image = replace(self.image, brokers=brokers)
         self.changes += 1
 
-    async def _publish(self, change: Callable[[Mapping[str, TopicInfo]],
-                                              tuple[dict[str, TopicInfo], MetadataDelta]]
+    async def _publish(self, change: Callable[[Mapping[str, TopicInfo]], TopicsChange]
                        ) -> MetadataDelta:
         """Apply `change` to the current topics, persist the next image (fsync in a worker
         thread), make it current, then let the listeners apply the delta. Changes are
@@ -237,8 +238,7 @@ class LocalMetadataStore:
                                for i, r in enumerate(replicas)),
                          dict(configs), internal)
 
-        def change(topics: Mapping[str, TopicInfo]) -> tuple[dict[str, TopicInfo],
-                                                             MetadataDelta]:
+        def change(topics: Mapping[str, TopicInfo]) -> TopicsChange:
             if name in topics:
                 raise KeyError(name)
             return {**topics, name: info}, MetadataDelta(
@@ -249,8 +249,7 @@ class LocalMetadataStore:
 
     async def delete_topic(self, name: str) -> TopicInfo:
         """KeyError if there is no such topic."""
-        def change(topics: Mapping[str, TopicInfo]) -> tuple[dict[str, TopicInfo],
-                                                             MetadataDelta]:
+        def change(topics: Mapping[str, TopicInfo]) -> TopicsChange:
             rest = dict(topics)
             info = rest.pop(name)
             return rest, MetadataDelta(deleted_topics={name: info})
@@ -260,8 +259,7 @@ class LocalMetadataStore:
     async def add_partitions(self, name: str, total: int) -> None:
         node = self.node_id
 
-        def change(topics: Mapping[str, TopicInfo]) -> tuple[dict[str, TopicInfo],
-                                                             MetadataDelta]:
+        def change(topics: Mapping[str, TopicInfo]) -> TopicsChange:
             info = topics[name]
             added = tuple(PartitionState(i, node, 0, (node,), (node,))
                           for i in range(len(info.partitions), total))
@@ -271,8 +269,7 @@ class LocalMetadataStore:
         await self._publish(change)
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        def change(topics: Mapping[str, TopicInfo]) -> tuple[dict[str, TopicInfo],
-                                                             MetadataDelta]:
+        def change(topics: Mapping[str, TopicInfo]) -> TopicsChange:
             return ({**topics, name: replace(topics[name], configs=dict(configs))},
                     MetadataDelta(changed_configs=frozenset({name})))
         await self._publish(change)
@@ -281,8 +278,7 @@ class LocalMetadataStore:
                               leader: int | None = None, leader_epoch: int | None = None,
                               isr: tuple[int, ...] | None = None) -> None:
         """A partition's new leader, leader epoch or ISR (an election, an ISR change)."""
-        def change(topics: Mapping[str, TopicInfo]) -> tuple[dict[str, TopicInfo],
-                                                             MetadataDelta]:
+        def change(topics: Mapping[str, TopicInfo]) -> TopicsChange:
             info = topics[topic]
             old = info.partitions[partition]
             new = replace(old, leader=old.leader if leader is None else leader,

@@ -22,7 +22,7 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import trio
 
@@ -183,13 +183,8 @@ class GroupCoordinator:
         count = 0
         if info is not None:
             for p in info.partitions:
-                plog = self.logs.get(OFFSETS_TOPIC, p.partition)
-                if plog is None or p.leader != self.config.node_id:
-                    continue
-                for record in self._read_records(plog):
-                    self.state.replay(record)
-                    count += 1
-                self.owned.add(p.partition)
+                if p.leader == self.config.node_id:
+                    count += self._adopt(p.partition, self._records_of(p.partition))
         self.state.after_load(self.now())
         if count:
             log.info("loaded %d record(s) of %s: %d group(s)", count, OFFSETS_TOPIC,
@@ -359,7 +354,7 @@ class GroupCoordinator:
     def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None,
                       require_stable: bool = False
                       ) -> tuple[ErrorCode, list[tuple[str, int, OffsetAndMetadata | None]]]:
-        if OFFSETS_TOPIC in self.metadata.image.topics and not self._owns(group_id):
+        if self._led_elsewhere(group_id):
             return ErrorCode.NOT_COORDINATOR, []
         return self.state.fetch_offsets(group_id, partitions, require_stable)
 
@@ -386,7 +381,7 @@ class GroupCoordinator:
         return {g: codes[g] or answers[g] for g in group_ids}
 
     def describe_group(self, group_id: str) -> GroupDescription:
-        if OFFSETS_TOPIC in self.metadata.image.topics and not self._owns(group_id):
+        if self._led_elsewhere(group_id):
             return GroupDescription(group_id, ErrorCode.NOT_COORDINATOR, "", "", "")
         return self.state.describe_group(group_id)
 
@@ -411,16 +406,30 @@ class GroupCoordinator:
             await self.on_topic_deleted(topic)
 
     async def _load_partition(self, index: int) -> None:
+        """onElection: the partition's records read off the loop, replayed on it."""
+        records = await trio.to_thread.run_sync(lambda: list(self._records_of(index)))
+        self._adopt(index, records)
+        self.state.after_load(self.now())
+
+    def _records_of(self, index: int) -> Iterable[GroupRecord]:
         plog = self.logs.get(OFFSETS_TOPIC, index)
-        if plog is not None:  # read off the loop, replayed on it
-            records = await trio.to_thread.run_sync(lambda: list(self._read_records(plog)))
-            for record in records:
-                self.state.replay(record)
-            self.state.after_load(self.now())
+        return () if plog is None else self._read_records(plog)
+
+    def _adopt(self, index: int, records: Iterable[GroupRecord]) -> int:
+        """Replay a led partition's records and own it; the number of records applied."""
+        count = 0
+        for record in records:
+            self.state.replay(record)
+            count += 1
         self.owned.add(index)
+        return count
 
     def _owns(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self.owned
+
+    def _led_elsewhere(self, group_id: str) -> bool:
+        """For reads, which create nothing: the group's partition exists and is not ours."""
+        return OFFSETS_TOPIC in self.metadata.image.topics and not self._owns(group_id)
 
     async def _coordinates(self, group_id: str) -> ErrorCode:
         """NONE if this broker coordinates the group, else NOT_COORDINATOR (its partition is
