@@ -12,6 +12,10 @@ one broker is a cluster of one on the same path a ZooKeeper-backed store will ta
 On one broker the image is saved to a JSON file in the first log dir
 (`pybroker-metadata.json`, written atomically in a worker thread before it is published).
 `meta.properties` holds the cluster id and node id, in Kafka's format.
+
+The value types (`MetadataImage`, `TopicInfo`, `PartitionState`, `BrokerInfo`,
+`MetadataDelta`) live in `cluster/image.py`, free of trio, so the controller's pure decisions
+can use them; they are re-exported here.
 """
 from __future__ import annotations
 
@@ -19,91 +23,25 @@ import base64
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import trio
 
+from pybroker.cluster.image import (  # re-exported: the store's users import them from here
+    BrokerInfo, MetadataDelta, MetadataImage, PartitionState, TopicInfo,
+)
 from pybroker.config.definitions import ConfigError
 from pybroker.storage.files import write_atomically
 
 METADATA_FILE = "pybroker-metadata.json"
 META_PROPERTIES = "meta.properties"
 
-
-@dataclass(frozen=True)
-class BrokerInfo:
-    """A broker and its advertised endpoints, one per listener name: a client is told the
-    endpoints of the listener it came in on (Kafka's rule), so `host`/`port` are only the
-    first listener's, for whoever does not say."""
-
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-    endpoints: Mapping[str, tuple[str, int]] = field(default_factory=dict)
-
-    def endpoint(self, listener: str | None) -> tuple[str, int] | None:
-        """(host, port) on `listener`; None if the broker has no such listener."""
-        if not self.endpoints or listener is None:
-            return self.host, self.port
-        return self.endpoints.get(listener)
-
-
-@dataclass(frozen=True)
-class PartitionState:
-    partition: int
-    leader: int
-    leader_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-
-
-@dataclass(frozen=True, eq=False)
-class TopicInfo:
-    name: str
-    topic_id: uuid.UUID
-    partitions: tuple[PartitionState, ...]
-    configs: Mapping[str, str] = field(default_factory=dict)
-    internal: bool = False
-
-    @property
-    def replication_factor(self) -> int:
-        return len(self.partitions[0].replicas) if self.partitions else 0
-
-
-@dataclass(frozen=True, eq=False)
-class MetadataImage:
-    """One state of the cluster's metadata; never changed, replaced by the store."""
-
-    cluster_id: str
-    controller_id: int
-    brokers: Mapping[int, BrokerInfo]
-    topics: Mapping[str, TopicInfo]
-
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        for topic in self.topics.values():
-            if topic.topic_id == topic_id:
-                return topic
-        return None
-
-    def partition(self, topic: str, partition: int) -> PartitionState | None:
-        info = self.topics.get(topic)
-        if info is None or not 0 <= partition < len(info.partitions):
-            return None
-        return info.partitions[partition]
-
-
-@dataclass(frozen=True)
-class MetadataDelta:
-    """What one change of the store changed, for the listeners that follow it."""
-
-    created_topics: frozenset[str] = frozenset()
-    # Topics whose partitions were added or whose replicas, leader or ISR changed: name ->
-    # partition indexes (a new topic lists all of its partitions).
-    changed_partitions: Mapping[str, frozenset[int]] = field(default_factory=dict)
-    deleted_topics: Mapping[str, TopicInfo] = field(default_factory=dict)
-    changed_configs: frozenset[str] = frozenset()
+__all__ = [
+    "BrokerInfo", "DeltaListener", "InconsistentClusterIdError", "LocalMetadataStore",
+    "MetadataDelta", "MetadataImage", "PartitionState", "TopicInfo", "TopicsChange",
+    "new_cluster_id", "read_meta_properties", "resolve_cluster_id",
+]
 
 
 DeltaListener = Callable[[MetadataImage, MetadataDelta], Awaitable[None]]

@@ -1,0 +1,88 @@
+"""The metadata image's value types: brokers, topics, partitions, and what a change changed.
+
+Theory of operation. These are plain frozen values with no I/O, no trio and no store, so the
+controller's decisions (`pybroker.controller`), which must stay pure and clock-free, can take
+and return them without importing the store that persists them (`cluster/metadata.py`, which
+re-exports every name here, so existing imports keep working). A new image is made with
+`dataclasses.replace`, never by mutation.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """A broker and its advertised endpoints, one per listener name: a client is told the
+    endpoints of the listener it came in on (Kafka's rule), so `host`/`port` are only the
+    first listener's, for whoever does not say."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    endpoints: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+
+    def endpoint(self, listener: str | None) -> tuple[str, int] | None:
+        """(host, port) on `listener`; None if the broker has no such listener."""
+        if not self.endpoints or listener is None:
+            return self.host, self.port
+        return self.endpoints.get(listener)
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: tuple[PartitionState, ...]
+    configs: Mapping[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+@dataclass(frozen=True, eq=False)
+class MetadataImage:
+    """One state of the cluster's metadata; never changed, replaced by the store."""
+
+    cluster_id: str
+    controller_id: int
+    brokers: Mapping[int, BrokerInfo]
+    topics: Mapping[str, TopicInfo]
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        for topic in self.topics.values():
+            if topic.topic_id == topic_id:
+                return topic
+        return None
+
+    def partition(self, topic: str, partition: int) -> PartitionState | None:
+        info = self.topics.get(topic)
+        if info is None or not 0 <= partition < len(info.partitions):
+            return None
+        return info.partitions[partition]
+
+
+@dataclass(frozen=True)
+class MetadataDelta:
+    """What one change of the store changed, for the listeners that follow it."""
+
+    created_topics: frozenset[str] = frozenset()
+    # Topics whose partitions were added or whose replicas, leader or ISR changed: name ->
+    # partition indexes (a new topic lists all of its partitions).
+    changed_partitions: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    deleted_topics: Mapping[str, TopicInfo] = field(default_factory=dict)
+    changed_configs: frozenset[str] = frozenset()
