@@ -20,7 +20,9 @@ from pybroker.config.definitions import to_config_string
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CONFIG_DIR = ROOT / "config"
-SHIPPED = sorted(CONFIG_DIR.rglob("*.properties"))
+# Broker configs; config/zookeeper.properties is ZooKeeper's (bin/zookeeper-server-start.sh).
+SHIPPED = sorted(path for path in CONFIG_DIR.rglob("*.properties")
+                 if path.name != "zookeeper.properties")
 
 
 def _entry(entries, name):
