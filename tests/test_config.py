@@ -20,7 +20,9 @@ from pybroker.config.definitions import to_config_string
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CONFIG_DIR = ROOT / "config"
-SHIPPED = sorted(CONFIG_DIR.rglob("*.properties"))
+# Broker configs; config/zookeeper.properties is ZooKeeper's (bin/zookeeper-server-start.sh).
+SHIPPED = sorted(path for path in CONFIG_DIR.rglob("*.properties")
+                 if path.name != "zookeeper.properties")
 
 
 def _entry(entries, name):
@@ -387,6 +389,73 @@ def test_ipv6_listener_and_port_zero() -> None:
     config = load_broker_config(None, {"listeners": "PLAINTEXT://[::1]:0"})
     assert config.listeners == (Listener("PLAINTEXT", "::1", 0),)
     assert config.listeners[0].url == "PLAINTEXT://[::1]:0"
+
+
+# --- Kafka 0.8's listener keys ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("given, listener", [
+    ({"port": "9093", "host.name": "127.0.0.1"}, "PLAINTEXT://127.0.0.1:9093"),
+    ({"port": "9093"}, "PLAINTEXT://127.0.0.1:9093"),  # pybroker's loopback default host
+    ({"host.name": ""}, "PLAINTEXT://:9092"),  # every interface, Kafka's default port
+    ({"host.name": "::1", "port": "0"}, "PLAINTEXT://[::1]:0"),
+])
+def test_port_and_host_name_make_the_listener_when_listeners_is_unset(
+        given: dict[str, str], listener: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="pybroker.config"):
+        config = load_broker_config(None, given)
+    assert [item.url for item in config.listeners] == [listener]
+    assert [item.url for item in config.advertised_listeners] == [listener]
+    assert config.warnings == tuple(f"Configuration '{name}' is deprecated: use "
+                                    f"listeners={listener}"
+                                    for name in ("port", "host.name") if name in given)
+    assert [r.getMessage() for r in caplog.records] == list(config.warnings)
+
+
+def test_listeners_wins_over_port_and_host_name() -> None:
+    config = load_broker_config(None, {"listeners": "PLAINTEXT://127.0.0.1:9094",
+                                       "port": "9093", "host.name": "0.0.0.0"})
+    assert config.listeners == (Listener("PLAINTEXT", "127.0.0.1", 9094),)
+    assert config.warnings == (
+        "Configuration 'port' is deprecated and ignored: listeners is set",
+        "Configuration 'host.name' is deprecated and ignored: listeners is set")
+
+
+@pytest.mark.parametrize("given, advertised", [
+    ({"advertised.host.name": "broker1.example"}, "PLAINTEXT://broker1.example:9092"),
+    ({"advertised.port": "19092"}, "PLAINTEXT://127.0.0.1:19092"),
+    ({"port": "9093", "advertised.host.name": "b", "advertised.port": "1"}, "PLAINTEXT://b:1"),
+    ({"listeners": "INTERNAL://:0,PLAINTEXT://10.0.0.1:0",
+      "listener.security.protocol.map": "INTERNAL:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+      "advertised.host.name": "public.example"}, "PLAINTEXT://public.example:0"),
+])
+def test_advertised_host_name_and_port_replace_the_plaintext_listeners(
+        given: dict[str, str], advertised: str) -> None:
+    config = load_broker_config(None, given)
+    assert [item.url for item in config.advertised_listeners] == [advertised]
+    assert all(f"use advertised.listeners={advertised}" in message
+               for message in config.warnings if "'advertised." in message)
+
+
+def test_advertised_listeners_wins_over_advertised_host_name() -> None:
+    config = load_broker_config(None, {"advertised.listeners": "PLAINTEXT://a:1",
+                                       "advertised.host.name": "b", "advertised.port": "2"})
+    assert [item.url for item in config.advertised_listeners] == ["PLAINTEXT://a:1"]
+    assert config.warnings == tuple(
+        f"Configuration '{name}' is deprecated and ignored: advertised.listeners is set"
+        for name in ("advertised.host.name", "advertised.port"))
+
+
+@pytest.mark.parametrize("given, key", [
+    ({"advertised.port": "1", "listeners": "INTERNAL://:0",
+      "listener.security.protocol.map": "INTERNAL:PLAINTEXT"}, "advertised.port"),
+    ({"port": "65536"}, "port"),
+    ({"advertised.host.name": "0.0.0.0"}, "advertised.listeners"),
+])
+def test_legacy_listener_key_errors(given: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_broker_config(None, given)
+    assert caught.value.key == key
 
 
 # --- unknown keys and invalid values ---------------------------------------------------------------

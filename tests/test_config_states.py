@@ -71,7 +71,8 @@ def test_leaving_inert_keys_unset_is_silent() -> None:
     assert load_broker_config(None, {}).warnings == ()
 
 
-@pytest.mark.parametrize("key", [k for k in BROKER_CONFIG_KEYS if k.state is not KeyState.INERT
+@pytest.mark.parametrize("key", [k for k in BROKER_CONFIG_KEYS
+                                 if k.state in (KeyState.HONOURED, KeyState.NOT_APPLICABLE)
                                  and k.name not in ("log.dir", "log.dirs")],
                          ids=lambda k: k.name)
 def test_setting_an_honoured_or_not_applicable_broker_key_is_silent(key: ConfigKey) -> None:
@@ -79,6 +80,25 @@ def test_setting_an_honoured_or_not_applicable_broker_key_is_silent(key: ConfigK
     if not value:
         pytest.skip("no default to set it to")
     assert load_broker_config(None, {key.name: value}).warnings == ()
+
+
+# Each deprecated key, and the key of today its warning names.
+DEPRECATED = {"port": "listeners", "host.name": "listeners",
+              "advertised.host.name": "advertised.listeners",
+              "advertised.port": "advertised.listeners"}
+
+
+def test_the_deprecated_keys_are_the_known_ones() -> None:
+    assert {k.name for k in BROKER_CONFIG_KEYS if k.state is KeyState.DEPRECATED} == \
+        set(DEPRECATED)
+
+
+@pytest.mark.parametrize("name", sorted(DEPRECATED))
+def test_setting_a_deprecated_key_warns_once_naming_todays_key(name: str) -> None:
+    value = {"port": "9092", "host.name": "127.0.0.1", "advertised.host.name": "h",
+             "advertised.port": "1"}[name]
+    (warning,) = load_broker_config(None, {name: value}).warnings
+    assert warning.startswith(f"Configuration '{name}' is deprecated: use {DEPRECATED[name]}=")
 
 
 def test_inert_topic_keys_warn_when_set() -> None:
@@ -103,7 +123,8 @@ def _test_sources() -> dict[str, str]:
             if p.resolve() != here and p.name != "test_config.py"}
 
 
-@pytest.mark.parametrize("item", [i for i in ALL_KEYS if i[1].state is KeyState.HONOURED],
+@pytest.mark.parametrize("item", [i for i in ALL_KEYS
+                                  if i[1].state in (KeyState.HONOURED, KeyState.DEPRECATED)],
                          ids=_id)
 def test_every_honoured_key_is_exercised_by_a_test(item: tuple[str, ConfigKey]) -> None:
     """'Honoured' is a claim a test must back: some test beyond the parsing tests sets the

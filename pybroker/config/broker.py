@@ -10,7 +10,8 @@ Differences from Kafka, on purpose (the defaults that differ are listed in broke
 As in Kafka, unknown keys are reported (`BrokerConfig.warnings`, and logged), never fatal: a
 typo costs a warning, and files written for another Kafka version still load. No known key is
 a silent promise either: each is honoured, inert until a named feature lands (setting it is
-reported the same way), or not applicable, with the reason in its doc (`KeyState`; the table
+reported the same way), not applicable, or deprecated (Kafka 0.8's port and host.name: honoured,
+reported the same way), with the reason in its doc (`KeyState`; the table
 in docs/CONFIG.md is generated from broker_keys).
 """
 from __future__ import annotations
@@ -99,6 +100,10 @@ class BrokerConfig(Mapping[str, object]):
         self.log_dirs: tuple[str, ...] = cast(
             "tuple[str, ...]", values["log.dirs"] if values["log.dirs"] is not None
             else values["log.dir"])
+        deprecated = self._legacy_listener_keys()
+        for message in deprecated:
+            logger.warning("%s", message)
+        self.warnings += deprecated
         self._resolve_listeners()
         self._frozen = True
 
@@ -250,6 +255,46 @@ class BrokerConfig(Mapping[str, object]):
             values["node.id"] = values["broker.id"]
         else:
             values["broker.id"] = values["node.id"]
+
+    def _legacy_listener_keys(self) -> tuple[str, ...]:
+        """Kafka 0.8's port, host.name, advertised.host.name and advertised.port, read as
+        Kafka 2.x read them: with listeners unset, the one listener is
+        PLAINTEXT://host.name:port; with advertised.listeners unset, the PLAINTEXT listener is
+        advertised at advertised.host.name:advertised.port (each defaulting to the listener's
+        own). Today's key wins when set too. Returns one warning per old key given, naming the
+        key to use (Kafka 3.0 removed the old ones: a file relying on them does not load there).
+        """
+        values, explicit = self._values, self.explicit
+        warnings = []
+        bind = [name for name in ("port", "host.name") if name in explicit]
+        if bind and "listeners" in explicit:
+            warnings += [f"Configuration '{name}' is deprecated and ignored: listeners is set"
+                         for name in bind]
+        elif bind:
+            url = Listener("PLAINTEXT", cast(str, values["host.name"]),
+                           cast(int, values["port"])).url
+            values["listeners"] = (url,)
+            warnings += [f"Configuration '{name}' is deprecated: use listeners={url}"
+                         for name in bind]
+        advertise = [name for name in ("advertised.host.name", "advertised.port")
+                     if name in explicit]
+        if advertise and "advertised.listeners" in explicit:
+            warnings += [f"Configuration '{name}' is deprecated and ignored: "
+                         "advertised.listeners is set" for name in advertise]
+        elif advertise:
+            plaintext = next((match for match in map(_LISTENER.fullmatch, cast(
+                "tuple[str, ...]", values["listeners"])) if match and
+                match.group(1).upper() == "PLAINTEXT"), None)
+            if plaintext is None:
+                raise ConfigError(advertise[0], values[advertise[0]],
+                                  "There is no PLAINTEXT listener to advertise")
+            host, port = values["advertised.host.name"], values["advertised.port"]
+            url = Listener("PLAINTEXT", plaintext.group(2) if host is None else cast(str, host),
+                           int(plaintext.group(3)) if port is None else cast(int, port)).url
+            values["advertised.listeners"] = (url,)
+            warnings += [f"Configuration '{name}' is deprecated: use advertised.listeners={url}"
+                         for name in advertise]
+        return tuple(warnings)
 
     def _resolve_listeners(self) -> None:
         values = self._values

@@ -12,7 +12,8 @@ Defaults that differ from Kafka's, on purpose:
   started for a test or a laptop is not reachable from the network.
 
 No known key is a silent promise: each is honoured, inert until a named feature lands (setting
-it is reported at start), or not applicable, with the reason in its doc (`KeyState`; the table
+it is reported at start), not applicable, or deprecated (honoured, and reported at start), with
+the reason in its doc (`KeyState`; the table
 in docs/CONFIG.md is generated from this one). The table is data only, kept apart from
 `broker.BrokerConfig` (parsing, precedence, cross-key rules) so each reads on its own.
 """
@@ -43,11 +44,11 @@ _MINUTE_MS = 60 * 1000
 
 def _k(name: str, type_: ConfigType, default: object, validator: Validator | None,
        importance: Importance, doc: str, *, inert: str | None = None, na: bool = False,
-       refused: tuple[object, ...] = ()) -> ConfigKey:
+       deprecated: bool = False, refused: tuple[object, ...] = ()) -> ConfigKey:
     """One row of the table; `inert` names the feature an unbuilt key waits for, `na` marks a
-    Kafka internal pybroker has no counterpart for (see KeyState)."""
+    Kafka internal pybroker has no counterpart for, `deprecated` an older name (see KeyState)."""
     state = (KeyState.INERT if inert else KeyState.NOT_APPLICABLE if na
-             else KeyState.HONOURED)
+             else KeyState.DEPRECATED if deprecated else KeyState.HONOURED)
     return ConfigKey(name, type_, default, validator, importance, doc, state=state,
                      feature=inert, refused_values=refused)
 
@@ -93,6 +94,23 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("advertised.listeners", _LS, None, NonEmptyUniqueList(), _HIGH,
        "Addresses handed to clients in Metadata when they differ from the bound ones (NAT, "
        "containers). Unset: listeners. 0.0.0.0 is refused: no client can connect to it."),
+    # Kafka 0.8's listener keys, deprecated in 0.10 and removed in 3.0; older files carry them.
+    _k("port", _I, 9092, between(0, 65535), _HIGH,
+       "Deprecated (Kafka 0.8; removed in Kafka 3.0): the port of the one listener. When "
+       "listeners is unset, port and host.name make it PLAINTEXT://host.name:port; when it "
+       "is set they are ignored. Either way setting it logs a one-line warning naming "
+       "listeners.", deprecated=True),
+    _k("host.name", _S, "127.0.0.1", None, _HIGH,
+       "Deprecated (Kafka 0.8; removed in Kafka 3.0): the host of the one listener, with port "
+       "(see port). pybroker's default is 127.0.0.1, as for listeners; Kafka's was empty "
+       "(every interface), which host.name= (empty) still gives.", deprecated=True),
+    _k("advertised.host.name", _S, None, None, _HIGH,
+       "Deprecated (Kafka 0.8; removed in Kafka 3.0): the host advertised for the PLAINTEXT "
+       "listener when advertised.listeners is unset (ignored when it is set). Setting it logs "
+       "a one-line warning naming advertised.listeners.", deprecated=True),
+    _k("advertised.port", _I, None, between(0, 65535), _HIGH,
+       "Deprecated (Kafka 0.8; removed in Kafka 3.0): the port advertised for the PLAINTEXT "
+       "listener, as advertised.host.name.", deprecated=True),
     _k("listener.security.protocol.map", _S,
        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT", None, _LOW,
        "Security protocol of each listener name, as NAME:PROTOCOL pairs."),

@@ -183,6 +183,8 @@ class KeyState(enum.Enum):
       feature. Values that could only work with the feature are refused (`refused_values`).
     - NOT_APPLICABLE: tunes a part of Kafka pybroker has no counterpart for (thread pools,
       KRaft controllers, preallocation); accepted silently, the doc says why.
+    - DEPRECATED: an older Kafka name for (part of) a key of today; honoured as Kafka read it
+      then, and setting it logs a one-line warning at start naming the key to use.
 
     As a feature lands, its keys move from INERT to HONOURED.
     """
@@ -190,6 +192,7 @@ class KeyState(enum.Enum):
     HONOURED = "honoured"
     INERT = "inert"
     NOT_APPLICABLE = "not applicable"
+    DEPRECATED = "deprecated"
 
 
 # The features INERT keys wait for: the open issues that will make them work.

@@ -29,6 +29,9 @@ Every key pybroker accepts is in one of these states:
   it). Values that could only work with the feature are refused at start. Features: {features}.
 - **not applicable**: it tunes a part of Kafka that pybroker has no counterpart for (thread
   pools, KRaft controllers, preallocated files); accepted silently, the description says why.
+- **deprecated**: an older Kafka name (Kafka 0.8's `port`, `host.name`, ...) for part of a
+  key of today. Honoured as Kafka read it then, and setting it logs a one-line warning at
+  start naming the key to use instead.
 
 Keys pybroker does not know are reported with a warning at start and otherwise ignored, as
 Kafka does. Listeners: every PLAINTEXT client listener is served, each answering Metadata
