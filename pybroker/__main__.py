@@ -87,14 +87,32 @@ def _overrides(items: list[str]) -> dict[str, str]:
     return out
 
 
+async def _serve_remembering(config, started: list,  # type: ignore[no-untyped-def]
+                             ) -> None:
+    async with trio.open_nursery() as nursery:
+        started.append(await nursery.start(serve, config))
+
+
 async def _run(config) -> None:  # type: ignore[no-untyped-def]
     # The signal receiver is open before the broker starts, so that a SIGTERM arriving while
     # it loads its logs or just after it logs "listening" still shuts it down gracefully.
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(serve, config)
+            started: list = []
+            nursery.start_soon(_serve_remembering, config, started)
             async for signum in signals:
                 log.info("received %s, shutting down", signal.Signals(signum).name)
+                if started:
+                    # A cluster member hands its leaderships over first (controlled
+                    # shutdown), while it still serves; a second signal stops it at once.
+                    async with trio.open_nursery() as inner:
+                        async def second_signal() -> None:
+                            async for _ in signals:
+                                inner.cancel_scope.cancel()
+                                return
+                        inner.start_soon(second_signal)
+                        await started[0].broker.controlled_shutdown()
+                        inner.cancel_scope.cancel()
                 nursery.cancel_scope.cancel()
                 break
 

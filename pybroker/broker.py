@@ -19,13 +19,16 @@ from typing import Any
 import trio
 
 from protocol.topic_partition import TopicPartition
-from pybroker.cluster.metadata import LocalMetadataStore
+from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
+from pybroker.cluster.zk_store import ZkMetadataStore
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.config import BrokerConfig
+from pybroker.controller.controller import Controller
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIdManager
 from pybroker.handlers.base import Services
 from pybroker.purgatory import Purgatory
+from pybroker.replica.fetcher import FetchSettings, ReplicaFetchers
 from pybroker.replica_manager import ReplicaManager
 from pybroker.storage.cleaner import LogCleaner
 from pybroker.storage.log_dir_lock import LogDirLocks
@@ -59,9 +62,29 @@ class Broker:
 
     def _build(self, config: BrokerConfig) -> None:
         listener = config.broker_listeners[0]
-        self.metadata = LocalMetadataStore(self.log_dirs[0], self.node_id, listener.host,
-                                           listener.port, config.broker_rack,
-                                           config.cluster_id)
+        self.zk_store: ZkMetadataStore | None = None
+        self.controller: Controller | None = None
+        self.metadata: MetadataStore
+        if config.zookeeper_connect:
+            # A cluster member: blocking connect and read (this runs in a worker thread).
+            self.metadata = self.zk_store = ZkMetadataStore(
+                config.zookeeper_connect, self.log_dirs[0], self.node_id,
+                rack=config.broker_rack, cluster_id=config.cluster_id,
+                session_timeout_ms=config.zookeeper_session_timeout_ms,
+                connection_timeout_ms=(config["zookeeper.connection.timeout.ms"]
+                                       or config.zookeeper_session_timeout_ms))
+        else:
+            self.metadata = LocalMetadataStore(self.log_dirs[0], self.node_id, listener.host,
+                                               listener.port, config.broker_rack,
+                                               config.cluster_id)
+        try:
+            self._build_parts(config)
+        except BaseException:
+            if self.zk_store is not None:
+                self.zk_store.close()
+            raise
+
+    def _build_parts(self, config: BrokerConfig) -> None:
         # Before the logs: loading them asks each topic's log config.
         self.topic_configs = TopicConfigs(config, self.metadata)
         self.logs = LogManager([str(d) for d in self.log_dirs],
@@ -77,6 +100,20 @@ class Broker:
         self.replicas = ReplicaManager(self.node_id, self.metadata, self.logs,
                                        self.topic_configs, self.purgatory)
         self.topics = TopicAdmin(config, self.metadata)
+        if self.zk_store is not None:
+            self.replicas.fetchers = ReplicaFetchers(self.replicas, FetchSettings(
+                self.node_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
+                min_bytes=config["replica.fetch.min.bytes"],
+                max_bytes=config["replica.fetch.response.max.bytes"],
+                partition_max_bytes=config.replica_fetch_max_bytes,
+                backoff_ms=config["replica.fetch.backoff.ms"],
+                socket_timeout_ms=config["replica.socket.timeout.ms"]), self._endpoint_of)
+            self.controller = Controller(
+                self.zk_store,
+                unclean_leader_election=config.unclean_leader_election_enable,
+                auto_leader_rebalance=config["auto.leader.rebalance.enable"],
+                imbalance_percent=config["leader.imbalance.per.broker.percentage"],
+                imbalance_check_interval_s=config["leader.imbalance.check.interval.seconds"])
         self.replicas.load_image(self.metadata.image)
         for topic in self.metadata.image.topics.values():
             self.topics.warn_inert(topic.name, topic.configs)  # at every start, as broker keys
@@ -85,13 +122,28 @@ class Broker:
         # Who follows the store's changes, in order: stale topic configs first.
         self.metadata.listeners += [self.topic_configs.apply_delta, self.replicas.apply_delta,
                                     self.groups.apply_delta]
+        if self.controller is not None:
+            self.metadata.listeners.append(self.controller.apply_delta)
         self.groups.load()
         self.services = Services(config, self.node_id, self.metadata, self.logs, self.replicas,
                                  self.topics, self.groups, self.producer_ids, self.purgatory)
 
+    def _endpoint_of(self, node: int) -> tuple[str, int] | None:
+        """Where followers reach a leader: its first (inter-broker) listener."""
+        info = self.metadata.image.brokers.get(node)
+        return None if info is None else (info.host, info.port)
+
     # -- background work -----------------------------------------------------------------------
     async def run_background(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
+            if self.zk_store is not None:
+                # Registered (and following ZooKeeper) before anything else runs.
+                await nursery.start(self.zk_store.run)
+                assert self.replicas.fetchers is not None and self.controller is not None
+                await nursery.start(self.replicas.fetchers.run)
+                await nursery.start(self.replicas.run_isr_maintenance,
+                                    self.config.replica_lag_time_max_ms)
+                await nursery.start(self.controller.run)
             nursery.start_soon(self._every, self.config.log_retention_check_interval_ms,
                                self._retention)
             nursery.start_soon(self._every, self.config.log_flush_scheduler_interval_ms,
@@ -180,9 +232,38 @@ class Broker:
             await trio.to_thread.run_sync(self.cleaner.write_checkpoint_files, files)
         return cleaned
 
-    def close(self) -> None:
-        """Flush, checkpoint and mark the logs cleanly shut down, then let the dirs go."""
+    async def controlled_shutdown(self) -> None:
+        """Before a clean stop of a cluster member (controlled.shutdown.enable): ask the
+        controller to move this broker's leaderships away and wait until it has, so clients
+        fail over at once instead of after the session timeout. Gives up after Kafka's
+        retries and backoff; the broker stops anyway."""
+        store = self.zk_store
+        if store is None or not self.config["controlled.shutdown.enable"]:
+            return
+        node = self.node_id
+
+        def leads_nothing_replicated(image: Any) -> bool:
+            return not any(p.leader == node and len(p.replicas) > 1
+                           and any(r in image.brokers and r != node for r in p.isr)
+                           for t in image.topics.values() for p in t.partitions)
         try:
+            await store.announce_shutdown()
+        except Exception as exc:
+            log.warning("controlled shutdown could not be announced: %s", exc)
+            return
+        attempts = self.config["controlled.shutdown.max.retries"] + 1
+        wait_s = max(self.config["controlled.shutdown.retry.backoff.ms"] / 1000, 1.0)
+        if await store.wait_for(leads_nothing_replicated, attempts * wait_s):
+            log.info("controlled shutdown: broker %d leads no replicated partition", node)
+        else:
+            log.warning("controlled shutdown did not complete; stopping anyway")
+
+    def close(self) -> None:
+        """Leave the cluster, flush, checkpoint and mark the logs cleanly shut down, then let
+        the dirs go."""
+        try:
+            if self.zk_store is not None:
+                self.zk_store.close()
             self.logs.close()
         finally:
             self.dir_locks.release()

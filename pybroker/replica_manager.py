@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Iterable
 from functools import partial
+from typing import Any
 
 import trio
 
@@ -24,10 +25,11 @@ from protocol.messages.list_offsets import (
 from protocol.primitives import FileRegion
 from protocol.records.types import RecordError
 from protocol.topic_partition import TopicPartition
-from pybroker.cluster.metadata import LocalMetadataStore, MetadataDelta, MetadataImage, \
+from pybroker.cluster.metadata import MetadataStore, MetadataDelta, MetadataImage, \
     PartitionState, TopicInfo
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.purgatory import Purgatory, Watch
+from pybroker.replica.fetcher import ReplicaFetchers
 from pybroker.replica.partition import Partition
 from pybroker.storage.log_manager import LogManager, remove_dirs
 from pybroker.storage.partition_log import OffsetOutOfRange, PartitionLog
@@ -61,10 +63,13 @@ class ReadResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    # For a follower whose log has diverged from the leader's: (epoch, end offset) to
+    # truncate to (Fetch v12's DivergingEpoch); None otherwise.
+    diverging_epoch: tuple[int, int] | None = None
 
 
 class ReplicaManager:
-    def __init__(self, node_id: int, metadata: LocalMetadataStore, logs: LogManager,
+    def __init__(self, node_id: int, metadata: MetadataStore, logs: LogManager,
                  topic_configs: TopicConfigs, purgatory: Purgatory) -> None:
         self.node_id = node_id
         self.metadata = metadata
@@ -72,6 +77,11 @@ class ReplicaManager:
         self.topic_configs = topic_configs
         self.purgatory = purgatory
         self._partitions: dict[TopicPartition, Partition] = {}
+        # In a cluster: the fetchers that copy the partitions this broker follows, and the
+        # led partitions whose ISR may need to grow (a follower caught up).
+        self.fetchers: ReplicaFetchers | None = None
+        self._isr_candidates: set[TopicPartition] = set()
+        self._isr_wakeup = trio.Event()
 
     # -- the partitions this broker hosts ------------------------------------------------------
     def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1
@@ -87,7 +97,7 @@ class ReplicaManager:
         state = self.metadata.image.partition(topic, partition)
         if state is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
-        if state.leader != self.node_id:
+        if state.leader != self.node_id or not self.metadata.session_valid:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
         part = self._partitions.get((topic, partition))
         if part is None or part.leader_epoch != state.leader_epoch or not part.is_leader:
@@ -108,7 +118,12 @@ class ReplicaManager:
         if part is None or part.log is not plog:
             part = Partition(topic, partition, plog, self.node_id)
             self._partitions[(topic, partition)] = part
-        part.make_leader(state.leader_epoch, state.replicas, state.isr)
+        if part.make_leader(state.leader_epoch, state.replicas, state.isr,
+                            now_ms=int(time.time() * 1000)):
+            if self.fetchers is not None:
+                self.fetchers.unfollow((topic, partition))
+            log.info("broker %d leads %s-%d at epoch %d (ISR %s)", self.node_id, topic,
+                     partition, state.leader_epoch, list(state.isr))
         return part
 
     def _is_internal(self, topic: str) -> bool:
@@ -137,12 +152,29 @@ class ReplicaManager:
     def _take_up(self, info: TopicInfo, partitions: Iterable[int]) -> None:
         for index in partitions:
             state = info.partitions[index]
+            tp = (info.name, index)
             if state.leader == self.node_id:
+                was_leading = tp in self._partitions and self._partitions[tp].is_leader
                 self._become_leader(info.name, index, state)
-            else:
-                part = self._partitions.get((info.name, index))
-                if part is not None:
-                    part.make_follower(state.leader, state.leader_epoch, state.replicas)
+                if not was_leading:
+                    self.purgatory.notify_all(tp)
+                continue
+            part = self._partitions.get(tp)
+            if part is None and self.node_id in state.replicas:
+                plog = self.logs.get(info.name, index)
+                if plog is not None:
+                    part = self._partitions[tp] = Partition(info.name, index, plog,
+                                                            self.node_id)
+            if part is None:
+                continue
+            if part.make_follower(state.leader, state.leader_epoch, state.replicas):
+                # Waiting acks=all produces and fetches learn they are not at the leader.
+                self.purgatory.notify_all(tp)
+            if self.fetchers is not None:
+                if state.leader >= 0 and self.node_id in state.replicas:
+                    self.fetchers.follow(tp, state.leader, state.leader_epoch)
+                else:
+                    self.fetchers.unfollow(tp)
 
     def load_image(self, image: MetadataImage) -> None:
         """At start (blocking, before the broker listens): every hosted partition's log,
@@ -188,6 +220,8 @@ class ReplicaManager:
     def forget(self, topic: str, partition: int) -> None:
         """The partition's log is gone (topic deleted)."""
         self._partitions.pop((topic, partition), None)
+        if self.fetchers is not None:
+            self.fetchers.unfollow((topic, partition))
 
     def leader_log(self, topic: str, partition: int, current_leader_epoch: int = -1
                    ) -> tuple[ErrorCode, PartitionLog | None]:
@@ -271,7 +305,7 @@ class ReplicaManager:
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
              replica_id: int = -1, isolation_level: int = 0,
              min_one_message: bool = True, region_min_batch: int = 0,
-             current_leader_epoch: int = -1) -> ReadResult:
+             current_leader_epoch: int = -1, last_fetched_epoch: int = -1) -> ReadResult:
         """`region_min_batch`: see `PartitionLog.read` (records as a FileRegion for sendfile
         when they start with a batch at least that large). A follower's read (`replica_id`
         >= 0) up to the log end also says it has everything below `offset`, which may commit
@@ -280,9 +314,23 @@ class ReplicaManager:
         if part is None:
             return ReadResult(code)
         plog = part.log
+        if last_fetched_epoch >= 0:
+            # As Kafka's Partition.readRecords: the fetcher's last epoch must end, in this
+            # log, at or after where it fetches from; else it truncates first.
+            epoch, end = plog.end_offset_for_epoch(last_fetched_epoch)
+            if epoch < 0:  # older than any epoch here: the fetcher starts over
+                return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, b"", plog.high_watermark,
+                                  plog.last_stable_offset, plog.log_start_offset)
+            if epoch < last_fetched_epoch or end < offset:
+                return ReadResult(ErrorCode.NONE, b"", plog.high_watermark,
+                                  plog.last_stable_offset, plog.log_start_offset,
+                                  diverging_epoch=(epoch, end))
         if replica_id >= 0:
             if part.update_follower_fetch(replica_id, offset, int(time.time() * 1000)):
                 self.purgatory.notify((topic, partition), Watch.HIGH_WATERMARK)
+            if replica_id not in part.isr and part.can_join_isr(replica_id):
+                self._isr_candidates.add((topic, partition))
+                self._isr_wakeup.set()
             upper = plog.log_end_offset
         elif isolation_level == READ_COMMITTED:
             upper = plog.last_stable_offset
@@ -325,3 +373,118 @@ class ReplicaManager:
             return ErrorCode.NONE, -1, -1, -1
         offset, ts = found
         return ErrorCode.NONE, offset, ts, epoch
+
+    # -- following (a cluster) -------------------------------------------------------------------
+    def fetch_position(self, tp: TopicPartition) -> tuple[int, int, int] | None:
+        """Where the fetcher of a followed partition fetches from: (the log end, the epoch of
+        the last batch, the log start); None while the log does not exist."""
+        part = self._partitions.get(tp)
+        if part is None or part.is_leader or part.log.closed:
+            return None
+        plog = part.log
+        return plog.log_end_offset, plog.latest_epoch, plog.log_start_offset
+
+    def apply_fetched(self, tp: TopicPartition, leader_epoch: int, data: Any) -> ErrorCode:
+        """One partition of a fetch response from the leader at `leader_epoch`: truncate where
+        the logs diverge, append the batches unchanged, and move the follower's high
+        watermark to min(the leader's, this log's end). Returns the error the fetcher backs
+        off on (NONE when it can fetch again at once)."""
+        part = self._partitions.get(tp)
+        if part is None or part.is_leader or part.leader_epoch != leader_epoch:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        plog = part.log
+        code = ErrorCode(data.error_code)
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            return self._out_of_range(part, data)
+        if code != ErrorCode.NONE:
+            return code
+        diverging = data.get("diverging_epoch")
+        if diverging is not None and diverging.end_offset >= 0:
+            self._truncate_diverging(part, diverging.epoch, diverging.end_offset)
+            return ErrorCode.NONE
+        records = data.records
+        if records:
+            try:
+                plog.append_as_follower(records)
+            except Exception as exc:  # a torn or unexpected batch: fetch it again
+                log.warning("replica %s-%d: cannot append fetched batches: %s", tp[0], tp[1],
+                            exc)
+                return ErrorCode.CORRUPT_MESSAGE
+        part.follow_leader_high_watermark(data.high_watermark)
+        return ErrorCode.NONE
+
+    def _truncate_diverging(self, part: Partition, epoch: int, end_offset: int) -> None:
+        """Kafka's getOffsetTruncationState: truncate to the leader's end of `epoch`, or, if
+        this log's history of that epoch is shorter or differs, to where ours ends (the next
+        fetch asks again with the earlier epoch)."""
+        plog = part.log
+        ours_epoch, ours_end = plog.end_offset_for_epoch(epoch)
+        if ours_epoch == epoch:
+            target = min(end_offset, ours_end, plog.log_end_offset)
+        elif ours_epoch >= 0:
+            target = min(ours_end, plog.log_end_offset)
+        else:
+            target = min(end_offset, plog.log_end_offset)
+        if plog.truncate_to(target):
+            log.info("replica %s-%d truncated to %d (leader epoch %d ends at %d there)",
+                     part.topic, part.partition, target, epoch, end_offset)
+        # An epoch entry with no batches (left from leading) must go too, or the next
+        # fetch names it again.
+        plog.leader_epoch_cache.truncate_from_end(plog.log_end_offset)
+
+    def _out_of_range(self, part: Partition, data: Any) -> ErrorCode:
+        """The leader has nothing this log can continue from (it starts after our end, or
+        knows none of our epochs): start over, empty, at the leader's log start. Only this
+        replica's copy is dropped; the leader has everything committed."""
+        plog = part.log
+        log.warning("replica %s-%d has no history in common with the leader: starting over "
+                    "at offset %d", part.topic, part.partition, data.log_start_offset)
+        plog.truncate_fully_and_start_at(max(0, data.log_start_offset))
+        return ErrorCode.NONE
+
+    # -- the ISR (as leader) ---------------------------------------------------------------------
+    async def run_isr_maintenance(self, lag_time_max_ms: int, *,
+                                  task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Shrink the ISR of led partitions whose followers fell behind for longer than
+        replica.lag.time.max.ms (checked every half of it, as Kafka), and grow it when a
+        follower caught up (at once). The new ISR is written to the store by this broker as
+        leader, conditionally on the state it read; only then is it used."""
+        interval = max(lag_time_max_ms, 20) / 2000
+        next_shrink = trio.current_time() + interval
+        task_status.started()
+        while True:
+            with trio.move_on_at(next_shrink):
+                await self._isr_wakeup.wait()
+            self._isr_wakeup = trio.Event()
+            now = trio.current_time()
+            if now >= next_shrink:
+                candidates = [tp for tp, p in self._partitions.items() if p.is_leader
+                              and len(p.replicas) > 1]
+                next_shrink = now + interval
+            else:
+                candidates = list(self._isr_candidates)
+            self._isr_candidates.clear()
+            for tp in candidates:
+                try:
+                    await self._maybe_change_isr(tp, lag_time_max_ms)
+                except Exception:  # never take the broker down; the next round retries
+                    log.exception("ISR change of %s-%d failed", tp[0], tp[1])
+
+    async def _maybe_change_isr(self, tp: TopicPartition, lag_time_max_ms: int) -> None:
+        part = self._partitions.get(tp)
+        if part is None or not part.is_leader:
+            return
+        now_ms = int(time.time() * 1000)
+        isr = set(part.isr)
+        isr -= part.out_of_sync_replicas(now_ms, lag_time_max_ms)
+        isr |= {r for r in part.replicas if r not in isr and part.can_join_isr(r)}
+        if isr == set(part.isr) or not isr:
+            return
+        new_isr = tuple(r for r in part.replicas if r in isr)
+        alter = getattr(self.metadata, "alter_isr", None)
+        if alter is None:
+            return
+        old = sorted(part.isr)
+        if await alter(tp[0], tp[1], part.leader_epoch, new_isr):
+            log.info("ISR of %s-%d %s from %s to %s", tp[0], tp[1],
+                     "expands" if len(new_isr) > len(old) else "shrinks", old, list(new_isr))

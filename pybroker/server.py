@@ -17,7 +17,7 @@ import trio
 
 from pybroker.accept import serve_listeners_draining
 from pybroker.broker import Broker
-from pybroker.config import ConfigError
+
 from pybroker.connection import serve_connection
 from pybroker.connection_limits import ConnectionLimits
 from pybroker.idle import IdleConnections
@@ -89,19 +89,7 @@ def _advertised(config, bound: dict[str, list[trio.SocketListener]]  # type: ign
     return endpoints
 
 
-def _refuse_what_cannot_run(config) -> None:  # type: ignore[no-untyped-def]
-    """A ZooKeeper-coordinated cluster is not built yet: three brokers started from
-    config/cluster/*.properties would each think they are alone (RF=3 topics fail, nothing is
-    replicated). Refuse, in one line, rather than pretend."""
-    if config.zookeeper_connect:
-        raise ConfigError("zookeeper.connect", config.zookeeper_connect, "", message=(
-            f"zookeeper.connect={config.zookeeper_connect}: several brokers coordinated "
-            "through ZooKeeper are not supported yet (replication is not built); remove "
-            "zookeeper.connect to run a single broker"))
-
-
 async def serve(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # type: ignore[no-untyped-def]
-    _refuse_what_cannot_run(config)
     raise_open_files_limit()  # before the logs: their descriptor cache is sized from it
     first = config.broker_listeners[0]
     # The ports first: a start that fails because one is taken must not have opened (and

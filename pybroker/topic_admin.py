@@ -11,13 +11,15 @@ them.
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Mapping
 
 import trio
 
-from protocol.errors import ErrorCode
-from pybroker.cluster.metadata import LocalMetadataStore
+from protocol.errors import ErrorCode, KafkaError
+from pybroker.cluster.metadata import MetadataStore
 from pybroker.cluster.topic_names import invalid_topic_reason, is_internal
+from pybroker.controller.assignment import assign_added_partitions, assign_replicas
 from pybroker.config import BrokerConfig, ConfigError, inert_topic_config_warnings, \
     validate_topic_configs
 
@@ -27,10 +29,11 @@ log = logging.getLogger(__name__)
 
 
 class TopicAdmin:
-    def __init__(self, config: BrokerConfig, metadata: LocalMetadataStore) -> None:
+    def __init__(self, config: BrokerConfig, metadata: MetadataStore) -> None:
         self.config = config
         self.metadata = metadata
         self.changes = trio.Lock()
+        self._rng = random.Random()
 
     def warn_inert(self, topic: str, configs: Mapping[str, str]) -> None:
         for warning in inert_topic_config_warnings(dict(configs)):
@@ -79,6 +82,11 @@ class TopicAdmin:
         code, message = self.check_new_topic(name, partitions, replication_factor, configs)
         if code != ErrorCode.NONE or validate_only:
             return code, message
+        if assignments is None:
+            try:
+                assignments = self.assign(partitions, replication_factor)
+            except KafkaError as exc:
+                return exc.code, exc.message
         try:
             await self.metadata.create_topic(name, partitions, configs,
                                              internal=internal or is_internal(name),
@@ -89,6 +97,16 @@ class TopicAdmin:
         self.warn_inert(name, configs)
         return ErrorCode.NONE, None
 
+    def _brokers(self) -> dict[int, str | None]:
+        return {b.node_id: b.rack for b in self.metadata.image.brokers.values()}
+
+    def assign(self, partitions: int, replication_factor: int) -> list[list[int]]:
+        """Replicas for a new topic over the registered brokers (Kafka's
+        assignReplicasToBrokers: round-robin from a random start, rack-aware when every
+        broker has a rack). KafkaError INVALID_REPLICATION_FACTOR and the like."""
+        return [list(r) for r in assign_replicas(self._brokers(), partitions,
+                                                 replication_factor, rng=self._rng)]
+
     async def auto_create_topic(self, name: str) -> ErrorCode:
         async with self.changes:
             code, _ = await self.create_topic(
@@ -97,9 +115,15 @@ class TopicAdmin:
             return ErrorCode.NONE
         return code
 
-    async def add_partitions(self, name: str, total: int) -> None:
-        """CreatePartitions; the caller holds `changes`."""
-        await self.metadata.add_partitions(name, total)
+    async def add_partitions(self, name: str, total: int,
+                             assignments: list[list[int]] | None = None) -> None:
+        """CreatePartitions; the caller holds `changes`. Without `assignments` the new
+        partitions continue the topic's round-robin over the registered brokers."""
+        if assignments is None:
+            existing = [p.replicas for p in self.metadata.image.topics[name].partitions]
+            assignments = [list(r) for r in assign_added_partitions(
+                existing, self._brokers(), total, rng=self._rng)]
+        await self.metadata.add_partitions(name, total, assignments)
 
     # -- configs -------------------------------------------------------------------------------
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:

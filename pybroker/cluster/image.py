@@ -24,6 +24,10 @@ class BrokerInfo:
     port: int
     rack: str | None = None
     endpoints: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+    # In a ZooKeeper cluster: the registration's czxid, new at every registration (Kafka's
+    # broker epoch), and whether the broker asked for a controlled shutdown.
+    epoch: int = -1
+    shutting_down: bool = False
 
     def endpoint(self, listener: str | None) -> tuple[str, int] | None:
         """(host, port) on `listener`; None if the broker has no such listener."""
@@ -86,3 +90,32 @@ class MetadataDelta:
     changed_partitions: Mapping[str, frozenset[int]] = field(default_factory=dict)
     deleted_topics: Mapping[str, TopicInfo] = field(default_factory=dict)
     changed_configs: frozenset[str] = frozenset()
+
+
+def diff_images(old: MetadataImage, new: MetadataImage) -> MetadataDelta:
+    """What changed from `old` to `new`: a topic whose id changed was deleted and created
+    again; a partition is changed when its replicas, leader, epoch or ISR differ."""
+    created: set[str] = set()
+    deleted: dict[str, TopicInfo] = {}
+    changed: dict[str, frozenset[int]] = {}
+    configs: set[str] = set()
+    for name, info in old.topics.items():
+        now = new.topics.get(name)
+        if now is None or now.topic_id != info.topic_id:
+            deleted[name] = info
+    for name, info in new.topics.items():
+        before = old.topics.get(name)
+        if before is None or name in deleted:
+            created.add(name)
+            changed[name] = frozenset(range(len(info.partitions)))
+            continue
+        if before is info:
+            continue
+        moved = frozenset(p.partition for p in info.partitions
+                          if p.partition >= len(before.partitions)
+                          or p != before.partitions[p.partition])
+        if moved:
+            changed[name] = moved
+        if dict(before.configs) != dict(info.configs):
+            configs.add(name)
+    return MetadataDelta(frozenset(created), changed, deleted, frozenset(configs))

@@ -25,11 +25,12 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
 import trio
 
 from pybroker.cluster.image import (  # re-exported: the store's users import them from here
-    BrokerInfo, MetadataDelta, MetadataImage, PartitionState, TopicInfo,
+    BrokerInfo, MetadataDelta, MetadataImage, PartitionState, TopicInfo, diff_images,
 )
 from pybroker.config.definitions import ConfigError
 from pybroker.storage.files import write_atomically
@@ -39,12 +40,40 @@ META_PROPERTIES = "meta.properties"
 
 __all__ = [
     "BrokerInfo", "DeltaListener", "InconsistentClusterIdError", "LocalMetadataStore",
+    "MetadataStore", "diff_images",
     "MetadataDelta", "MetadataImage", "PartitionState", "TopicInfo", "TopicsChange",
     "new_cluster_id", "read_meta_properties", "resolve_cluster_id",
 ]
 
 
 DeltaListener = Callable[[MetadataImage, MetadataDelta], Awaitable[None]]
+
+
+class MetadataStore(Protocol):
+    """What the broker's parts ask of a metadata store: the local one (one broker) or the
+    ZooKeeper one (a cluster)."""
+
+    node_id: int
+    image: MetadataImage
+    changes: int
+    listeners: list[DeltaListener]
+    # False while this broker must not lead (its ZooKeeper session is lost).
+    session_valid: bool
+
+    def set_endpoints(self, endpoints: Mapping[str, tuple[str, int]]) -> None: ...
+
+    async def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str],
+                           internal: bool = False,
+                           assignments: list[list[int]] | None = None) -> TopicInfo: ...
+
+    async def delete_topic(self, name: str) -> TopicInfo: ...
+
+    async def add_partitions(self, name: str, total: int,
+                             assignments: list[list[int]] | None = None) -> None: ...
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
+
+
 # What a change of the store makes of the current topics: the next topics and the delta.
 TopicsChange = tuple[dict[str, TopicInfo], MetadataDelta]
 
@@ -112,6 +141,7 @@ class LocalMetadataStore:
         # encoded topic entries) knows when to be rebuilt.
         self.changes = 0
         self.listeners: list[DeltaListener] = []
+        self.session_valid = True  # one broker never loses the right to lead
         self._writing = trio.Lock()
 
     def _load(self) -> dict[str, TopicInfo]:
@@ -194,13 +224,16 @@ class LocalMetadataStore:
         delta = await self._publish(change)
         return delta.deleted_topics[name]
 
-    async def add_partitions(self, name: str, total: int) -> None:
+    async def add_partitions(self, name: str, total: int,
+                             assignments: list[list[int]] | None = None) -> None:
         node = self.node_id
 
         def change(topics: Mapping[str, TopicInfo]) -> TopicsChange:
             info = topics[name]
-            added = tuple(PartitionState(i, node, 0, (node,), (node,))
-                          for i in range(len(info.partitions), total))
+            first = len(info.partitions)
+            replicas = assignments or [[node]] * (total - first)
+            added = tuple(PartitionState(first + i, r[0], 0, tuple(r), tuple(r))
+                          for i, r in enumerate(replicas))
             return ({**topics, name: replace(info, partitions=info.partitions + added)},
                     MetadataDelta(changed_partitions={
                         name: frozenset(p.partition for p in added)}))

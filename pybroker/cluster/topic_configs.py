@@ -7,7 +7,7 @@ cost; `invalidate` is called by whoever changes a topic's configs (or deletes th
 """
 from __future__ import annotations
 
-from pybroker.cluster.metadata import LocalMetadataStore, MetadataDelta, MetadataImage
+from pybroker.cluster.metadata import MetadataDelta, MetadataImage, MetadataStore
 from pybroker.config import BrokerConfig, TopicConfig, resolve_topic_config
 from pybroker.storage.log_config import LogConfig
 
@@ -15,7 +15,7 @@ __all__ = ["TopicConfigs"]
 
 
 class TopicConfigs:
-    def __init__(self, config: BrokerConfig, metadata: LocalMetadataStore) -> None:
+    def __init__(self, config: BrokerConfig, metadata: MetadataStore) -> None:
         self.config = config
         self.metadata = metadata
         self._cache: dict[str, TopicConfig] = {}

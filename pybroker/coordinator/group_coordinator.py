@@ -31,7 +31,7 @@ from protocol.records.batch import iter_batches
 from protocol.messages.topics import GROUP_METADATA_TOPIC
 from protocol.records.record import build_batch, decode_batch
 from protocol.topic_partition import TopicPartition
-from pybroker.cluster.metadata import LocalMetadataStore, MetadataDelta, MetadataImage
+from pybroker.cluster.metadata import MetadataDelta, MetadataImage, MetadataStore
 from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_offsets import GroupDescription, GroupListing
 from pybroker.coordinator.group_records import (
@@ -94,7 +94,7 @@ def _failed(result: JoinResult | SyncResult, error: ErrorCode) -> JoinResult | S
 
 
 class GroupCoordinator:
-    def __init__(self, config: BrokerConfig, metadata: LocalMetadataStore, logs: LogManager,
+    def __init__(self, config: BrokerConfig, metadata: MetadataStore, logs: LogManager,
                  replicas: ReplicaManager, topics: TopicAdmin,
                  clock: Callable[[], int] | None = None) -> None:
         self.config = config

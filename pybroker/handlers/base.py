@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from construct import Container
 
 from protocol.errors import ErrorCode
-from pybroker.cluster.metadata import LocalMetadataStore, MetadataImage
+from pybroker.cluster.metadata import MetadataStore, MetadataImage
 from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIdManager
@@ -32,7 +32,7 @@ class Services:
 
     config: BrokerConfig
     node_id: int
-    metadata: LocalMetadataStore
+    metadata: MetadataStore
     logs: LogManager
     replicas: ReplicaManager
     topics: TopicAdmin

@@ -36,7 +36,10 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         for topic in request.topics:
             code, message = _check(ctx, topic.name, topic.count, topic.assignments)
             if code == ErrorCode.NONE and not request.validate_only:
-                await ctx.topics.add_partitions(topic.name, topic.count)
+                await ctx.topics.add_partitions(
+                    topic.name, topic.count,
+                    [list(a.broker_ids) for a in topic.assignments] if topic.assignments
+                    else None)
             results.append({"name": topic.name, "error_code": int(code),
                             "error_message": message})
     return {"throttle_time_ms": 0, "results": results}

@@ -43,12 +43,13 @@ def _read_all(ctx: RequestContext, request: Container,
                                   isolation_level=request.isolation_level,
                                   min_one_message=total == 0,
                                   region_min_batch=SENDFILE_MIN_BATCH,
-                                  current_leader_epoch=p.current_leader_epoch)
+                                  current_leader_epoch=p.current_leader_epoch,
+                                  last_fetched_epoch=p.get("last_fetched_epoch", -1))
             size = len(result.records)
             total += size
             remaining -= size
             errors = errors or result.error != ErrorCode.NONE
-            partitions.append({
+            entry = {
                 "partition_index": p.partition, "error_code": int(result.error),
                 "high_watermark": result.high_watermark,
                 "last_stable_offset": result.last_stable_offset,
@@ -56,7 +57,12 @@ def _read_all(ctx: RequestContext, request: Container,
                 "aborted_transactions": [] if read_committed else None,
                 "preferred_read_replica": -1,
                 "records": result.records,
-            })
+            }
+            if result.diverging_epoch is not None:
+                errors = True  # answer now: the follower must truncate before it waits
+                entry["diverging_epoch"] = {"epoch": result.diverging_epoch[0],
+                                            "end_offset": result.diverging_epoch[1]}
+            partitions.append(entry)
         responses.append({"topic": topic.topic, "partitions": partitions})
     return responses, total, errors
 

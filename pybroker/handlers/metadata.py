@@ -24,7 +24,7 @@ from protocol.metadata_response import (
     UNKNOWN_AUTHORIZED_OPERATIONS, EncodedBody, encode_metadata_response, encode_partitions,
     encode_topic,
 )
-from pybroker.cluster.metadata import LocalMetadataStore, TopicInfo
+from pybroker.cluster.metadata import MetadataStore, TopicInfo
 from pybroker.cluster.topic_names import invalid_topic_reason
 from pybroker.handlers.base import Handler, RequestContext
 
@@ -44,10 +44,10 @@ class _EncodedTopics:
         self.entries: dict[tuple[str, int, int], bytes] = {}
 
 
-_CACHES: WeakKeyDictionary[LocalMetadataStore, _EncodedTopics] = WeakKeyDictionary()
+_CACHES: WeakKeyDictionary[MetadataStore, _EncodedTopics] = WeakKeyDictionary()
 
 
-def encoded_topic(store: LocalMetadataStore, info: TopicInfo, version: int,
+def encoded_topic(store: MetadataStore, info: TopicInfo, version: int,
                   operations: int = UNKNOWN_AUTHORIZED_OPERATIONS) -> bytes:
     """The topic's response entry, from the cache unless the store changed since."""
     cache = _CACHES.get(store)

@@ -54,7 +54,7 @@ class FollowerState:
 class Partition:
     # One per hosted partition: slots keep tens of thousands of them small.
     __slots__ = ("topic", "partition", "log", "local_id", "leader_id", "leader_epoch",
-                 "replicas", "isr", "followers")
+                 "replicas", "isr", "followers", "epoch_start_offset")
 
     def __init__(self, topic: str, partition: int, log: PartitionLog, local_id: int) -> None:
         self.topic = topic
@@ -66,6 +66,9 @@ class Partition:
         self.replicas: tuple[int, ...] = ()
         self.isr: frozenset[int] = frozenset()
         self.followers: dict[int, FollowerState] = {}
+        # Where this leader's epoch began in the log: a follower joins the ISR only once it
+        # has reached it (KAFKA-7128).
+        self.epoch_start_offset = 0
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, leader={self.leader_id}, "
@@ -77,14 +80,15 @@ class Partition:
         return self.leader_id == self.local_id
 
     def make_leader(self, leader_epoch: int, replicas: tuple[int, ...] | list[int],
-                    isr: tuple[int, ...] | list[int] | frozenset[int]) -> bool:
+                    isr: tuple[int, ...] | list[int] | frozenset[int], now_ms: int = -1) -> bool:
         """Become (or stay) leader at `leader_epoch`; True if this is a new leadership.
 
         A new epoch starts at the log end (recorded in the leader-epoch cache only when the
         epoch is new to the log: a restart under the same epoch writes nothing). Followers'
         states start unknown, as in Kafka, so they cannot hold the high watermark back until
         they fetch — but an ISR member with an unknown offset does hold it: a new leader never
-        commits what a follower in the ISR may not have.
+        commits what a follower in the ISR may not have. Their caught-up time starts at
+        `now_ms`, so one that never fetches leaves the ISR after replica.lag.time.max.ms.
         """
         new = not self.is_leader or leader_epoch != self.leader_epoch
         self.leader_id = self.local_id
@@ -92,9 +96,15 @@ class Partition:
         self.isr = _isr(isr)
         if new:
             self.leader_epoch = leader_epoch
-            self.followers = {r: FollowerState() for r in self.replicas if r != self.local_id}
+            self.followers = {r: FollowerState(-1, now_ms)
+                              for r in self.replicas if r != self.local_id}
+            self.epoch_start_offset = self.log.log_end_offset
             if leader_epoch >= 0 and self.log.latest_epoch < leader_epoch:
                 self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+        else:
+            for r in self.replicas:  # a replica added by a reassignment
+                if r != self.local_id and r not in self.followers:
+                    self.followers[r] = FollowerState(-1, now_ms)
         self.maybe_increment_high_watermark()
         return new
 
@@ -140,6 +150,36 @@ class Partition:
         if fetch_offset >= self.log.log_end_offset:
             state.last_caught_up_ms = now_ms
         return self.maybe_increment_high_watermark()
+
+    def follow_leader_high_watermark(self, leader_high_watermark: int) -> None:
+        """As a follower: the high watermark is the leader's, as far as this log reaches
+        (Kafka's ReplicaFetcherThread), never moved backwards here (truncation does that)."""
+        hw = min(leader_high_watermark, self.log.log_end_offset)
+        if not self.is_leader and hw > self.log.high_watermark:
+            self.log.update_high_watermark(hw)
+
+    def out_of_sync_replicas(self, now_ms: int, lag_time_max_ms: int) -> set[int]:
+        """ISR followers to drop (Kafka's getOutOfSyncReplicas): not at the log end, and not
+        caught up with it for longer than replica.lag.time.max.ms."""
+        leo = self.log.log_end_offset
+        out = set()
+        for replica in self.isr:
+            state = self.followers.get(replica)
+            if replica == self.local_id or state is None:
+                continue
+            if state.log_end_offset != leo and now_ms - state.last_caught_up_ms > lag_time_max_ms:
+                out.add(replica)
+        return out
+
+    def can_join_isr(self, replica_id: int) -> bool:
+        """A follower outside the ISR may join once it has everything committed and has
+        reached the start of this leader's epoch (KAFKA-7128: else a follower that rejoins
+        with an old epoch's tail could later be elected without the new epoch's data)."""
+        state = self.followers.get(replica_id)
+        if state is None or not self.is_leader:
+            return False
+        return (state.log_end_offset >= self.log.high_watermark
+                and state.log_end_offset >= self.epoch_start_offset)
 
     def maybe_increment_high_watermark(self) -> bool:
         """Move the high watermark up to the smallest log end offset over the ISR (the leader

@@ -316,10 +316,10 @@ def test_version() -> None:
 
 
 def test_inert_key_is_a_one_line_warning_at_start(config_file: Path, tmp_path: Path) -> None:
-    """A key whose feature is not built yet (replica.lag.time.max.ms: replication) starts the
+    """A key whose feature is not built yet (transaction.state.log.num.partitions: transactions) starts the
     broker, with one warning line at start that names the key and the feature."""
     server = Server(_module_args(config_file, tmp_path / "logs",
-                                 "--override", "replica.lag.time.max.ms=10000"))
+                                 "--override", "transaction.state.log.num.partitions=10"))
     try:
         server.wait_started()
         rc, _ = server.signal_and_wait(signal.SIGTERM)
@@ -327,7 +327,7 @@ def test_inert_key_is_a_one_line_warning_at_start(config_file: Path, tmp_path: P
         server.kill()
     assert rc == 0, server.stderr
     warnings = [ln for ln in server.lines
-                if " WARNING " in ln and "replica.lag.time.max.ms" in ln]
+                if " WARNING " in ln and "transaction.state.log.num.partitions" in ln]
     assert len(warnings) == 1, server.stderr
     assert "no effect yet" in warnings[0] and "replication" in warnings[0]
 

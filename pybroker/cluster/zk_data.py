@@ -1,0 +1,219 @@
+"""Kafka's ZooKeeper layout: the znode paths and the JSON in them (Kafka's ZkData).
+
+Pure: bytes in, objects out. The paths and payloads are Kafka's own (3.9, the last
+ZooKeeper-mode release), so old tools that write ZooKeeper directly (`kafka-topics
+--zookeeper`) and people reading it with `zookeeper-shell` find what they expect. Brokers add
+one key of their own to their registration, `"impl":"pybroker"`, so that nothing mistakes a
+pybroker cluster for a Kafka one (they do not speak the controller RPCs).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+CLUSTER_ID = "/cluster/id"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+DELETE_TOPICS = "/admin/delete_topics"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+ISR_CHANGES = "/isr_change_notification"
+# Created at start when missing, as Kafka's KafkaZkClient.createTopLevelPaths does.
+PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, CONFIG_CHANGES, DELETE_TOPICS,
+                    ISR_CHANGES, "/config/brokers", "/config/users", "/config/clients")
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+
+def broker_path(node_id: int) -> str:
+    return f"{BROKER_IDS}/{node_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}"
+
+
+def state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def delete_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+def _json(data: Mapping[str, Any]) -> bytes:
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+def _load(raw: bytes) -> Any:
+    return json.loads(raw.decode()) if raw else None
+
+
+# -- /brokers/ids/N ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BrokerRegistration:
+    node_id: int
+    endpoints: Mapping[str, tuple[str, int]]  # listener name -> (host, port)
+    rack: str | None = None
+    shutting_down: bool = False
+    # The znode's czxid: a new number every time the broker registers (Kafka's broker epoch).
+    epoch: int = -1
+
+
+def encode_broker(node_id: int, endpoints: Mapping[str, tuple[str, int]],
+                  protocols: Mapping[str, str], rack: str | None = None,
+                  shutting_down: bool = False) -> bytes:
+    """Version 5 of Kafka's broker registration, plus the implementation marker."""
+    host, port = next(iter(endpoints.values()))
+    data: dict[str, Any] = {
+        "version": 5, "host": host, "port": port, "jmx_port": -1,
+        "timestamp": str(int(time.time() * 1000)),
+        "endpoints": [f"{name}://{h}:{p}" for name, (h, p) in endpoints.items()],
+        "listener_security_protocol_map": {name: protocols.get(name, name)
+                                           for name in endpoints},
+        "features": {}, "impl": "pybroker"}
+    if rack is not None:
+        data["rack"] = rack
+    if shutting_down:
+        data["shutting_down"] = True
+    return _json(data)
+
+
+def decode_broker(node_id: int, raw: bytes, czxid: int = -1) -> BrokerRegistration:
+    data = _load(raw) or {}
+    endpoints: dict[str, tuple[str, int]] = {}
+    for url in data.get("endpoints", []):
+        name, _, address = url.partition("://")
+        host, _, port = address.rpartition(":")
+        endpoints[name] = (host.strip("[]"), int(port))
+    if not endpoints and "host" in data:
+        endpoints["PLAINTEXT"] = (data["host"], int(data["port"]))
+    return BrokerRegistration(node_id, endpoints, data.get("rack"),
+                              bool(data.get("shutting_down", False)), czxid)
+
+
+# -- /brokers/topics/T -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TopicAssignment:
+    partitions: Mapping[int, tuple[int, ...]]
+    topic_id: uuid.UUID | None = None
+    adding: Mapping[int, tuple[int, ...]] | None = None
+    removing: Mapping[int, tuple[int, ...]] | None = None
+
+
+def encode_topic(assignment: TopicAssignment) -> bytes:
+    data: dict[str, Any] = {
+        "version": 3,
+        "partitions": {str(p): list(r) for p, r in sorted(assignment.partitions.items())},
+        "adding_replicas": {str(p): list(r) for p, r in (assignment.adding or {}).items()},
+        "removing_replicas": {str(p): list(r) for p, r in (assignment.removing or {}).items()},
+    }
+    if assignment.topic_id is not None:
+        data["topic_id"] = _topic_id_text(assignment.topic_id)
+    return _json(data)
+
+
+def decode_topic(raw: bytes) -> TopicAssignment:
+    data = _load(raw) or {}
+    topic_id = data.get("topic_id")
+    return TopicAssignment(
+        {int(p): tuple(r) for p, r in data.get("partitions", {}).items()},
+        _parse_topic_id(topic_id) if topic_id else None,
+        {int(p): tuple(r) for p, r in data.get("adding_replicas", {}).items()},
+        {int(p): tuple(r) for p, r in data.get("removing_replicas", {}).items()})
+
+
+def _topic_id_text(topic_id: uuid.UUID) -> str:
+    """Kafka writes topic ids in its URL-safe base64 form, as the tools print them."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def _parse_topic_id(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except ValueError:
+        return uuid.UUID(text)
+
+
+# -- /brokers/topics/T/partitions/P/state -----------------------------------------------------
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+
+
+def encode_state(state: LeaderAndIsr) -> bytes:
+    return _json({"version": 1, "leader": state.leader, "leader_epoch": state.leader_epoch,
+                  "isr": list(state.isr), "controller_epoch": state.controller_epoch})
+
+
+def decode_state(raw: bytes) -> LeaderAndIsr:
+    data = _load(raw)
+    return LeaderAndIsr(int(data["leader"]), int(data["leader_epoch"]),
+                        tuple(int(r) for r in data["isr"]), int(data["controller_epoch"]))
+
+
+# -- /controller, /config/topics/T, /latest_producer_id_block, /cluster/id ---------------------
+def encode_controller(node_id: int) -> bytes:
+    return _json({"version": 1, "brokerid": node_id, "timestamp": str(int(time.time() * 1000))})
+
+
+def decode_controller(raw: bytes | None) -> int:
+    data = _load(raw) if raw else None
+    return int(data["brokerid"]) if data else -1
+
+
+def encode_config(configs: Mapping[str, str]) -> bytes:
+    return _json({"version": 1, "config": dict(configs)})
+
+
+def decode_config(raw: bytes | None) -> dict[str, str]:
+    data = _load(raw) if raw else None
+    return {k: str(v) for k, v in (data or {}).get("config", {}).items()}
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    return _json({"version": 2, "entity_path": entity_path})
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _json({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(raw: bytes) -> str:
+    return str(_load(raw)["id"])
+
+
+def encode_producer_id_block(node_id: int, start: int, end: int) -> bytes:
+    return _json({"version": 1, "broker": node_id, "block_start": str(start),
+                  "block_end": str(end)})
+
+
+def decode_producer_id_block(raw: bytes | None) -> tuple[int, int] | None:
+    """(start, end) of the last block handed out, or None before the first."""
+    data = _load(raw) if raw else None
+    if not data:
+        return None
+    return int(data["block_start"]), int(data["block_end"])

@@ -1,0 +1,317 @@
+"""The controller of a ZooKeeper cluster: one broker elected to decide leaders.
+
+Theory of operation
+-------------------
+Every broker runs this task; one at a time is the controller. It is elected as Kafka's is
+(REPLICATION.md §2): `/controller` created as an ephemeral znode in the same ZooKeeper
+multi-op that bumps `/controller_epoch` from the value it read, so two brokers cannot both
+win; every later write of the controller is a multi-op that first checks `/controller_epoch`
+is still at the version it wrote. A controller that lost its session, or was replaced while
+paused, finds that check failing and resigns: a stale controller can write nothing.
+
+The controller does not push requests to brokers (Kafka's LeaderAndIsr RPCs): it writes
+partition-state znodes, each conditional on the version it read, and brokers follow them by
+their watches. What to write is decided by `decisions`, pure functions of the metadata image
+and the live brokers; this façade only reconciles: after every change of the image it asks
+what the image needs (a leader for a new or orphaned partition, dead brokers out of ISRs,
+leaderships moved off a broker shutting down, topics marked for deletion removed) and writes
+it. Acting on the latest snapshot, never on events, makes a missed or repeated watch harmless.
+
+A broker that re-registered (its registration's czxid changed: it restarted within the
+session timeout and waited for the old one to expire) is handled as failed and then back, as
+Kafka's controller handles a bounced broker.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+import trio
+
+from protocol.errors import ErrorCode
+from pybroker.cluster import zk_data as zd
+from pybroker.cluster.metadata import MetadataDelta, MetadataImage, PartitionState
+from pybroker.cluster.zk_store import NO_STATE_EPOCH, ZkMetadataStore
+from pybroker.controller import decisions
+from pybroker.controller.election import elect_preferred, elect_unclean_for, initial_state
+
+log = logging.getLogger(__name__)
+
+Change = tuple[str, PartitionState]
+
+
+class ControllerFenced(Exception):
+    """Another broker became controller: this one's writes are refused."""
+
+
+class Controller:
+    def __init__(self, store: ZkMetadataStore, *, unclean_leader_election: bool = False,
+                 auto_leader_rebalance: bool = True, imbalance_percent: int = 10,
+                 imbalance_check_interval_s: float = 300.0) -> None:
+        self.store = store
+        self.node_id = store.node_id
+        self.unclean = unclean_leader_election
+        self.auto_rebalance = auto_leader_rebalance
+        self.imbalance_percent = imbalance_percent
+        self.imbalance_check_interval_s = imbalance_check_interval_s
+        self.epoch = -1
+        self._epoch_version = -1
+        self.active = False
+        self._changed = trio.Event()
+        self._broker_epochs: dict[int, int] = {}
+        self._lock = trio.Lock()
+
+    # -- following the store -----------------------------------------------------------------------
+    async def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
+        self._changed.set()
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        next_rebalance = trio.current_time() + self.imbalance_check_interval_s
+        while True:
+            self._changed = trio.Event()
+            try:
+                await self._step()
+                if self.active and trio.current_time() >= next_rebalance:
+                    next_rebalance = trio.current_time() + self.imbalance_check_interval_s
+                    if self.auto_rebalance:
+                        await self._rebalance()
+            except ControllerFenced:
+                self._resign("another broker is controller")
+            except Exception:
+                log.exception("controller step failed; retrying")
+                await trio.sleep(0.5)
+            with trio.move_on_after(1.0):
+                await self._changed.wait()
+
+    async def _step(self) -> None:
+        store = self.store
+        image = store.image
+        if not store.session_valid:
+            if self.active:
+                self._resign("ZooKeeper session lost")
+            return
+        if self.active and image.controller_id not in (self.node_id, -1):
+            self._resign(f"broker {image.controller_id} is controller")
+        if not self.active and image.controller_id == -1:
+            await self._try_elect()
+        if self.active:
+            async with self._lock:
+                await self._reconcile(store.image)
+
+    def _resign(self, why: str) -> None:
+        if self.active:
+            log.info("broker %d resigns as controller (epoch %d): %s", self.node_id,
+                     self.epoch, why)
+        self.active = False
+        self._broker_epochs = {}
+
+    async def _try_elect(self) -> None:
+        won = await trio.to_thread.run_sync(self._elect)
+        if won:
+            self.active = True
+            log.info("broker %d is the controller (controller epoch %d)", self.node_id,
+                     self.epoch)
+            await self.store.refresh_now(("controller",))
+
+    def _elect(self) -> bool:
+        """Create /controller and bump /controller_epoch in one multi-op (blocking)."""
+        from kazoo.exceptions import NodeExistsError, NoNodeError
+
+        zk = self.store.zk
+        try:
+            raw, stat = zk.get(zd.CONTROLLER_EPOCH)
+        except NoNodeError:
+            try:
+                zk.create(zd.CONTROLLER_EPOCH, b"0", makepath=True)
+            except NodeExistsError:
+                pass
+            raw, stat = zk.get(zd.CONTROLLER_EPOCH)
+        epoch = int(raw.decode() or 0) + 1
+        txn = zk.transaction()
+        txn.create(zd.CONTROLLER, zd.encode_controller(self.node_id), ephemeral=True)
+        txn.set_data(zd.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
+        results = txn.commit()
+        if any(isinstance(r, Exception) for r in results):
+            return False
+        self.epoch, self._epoch_version = epoch, stat.version + 1
+        return True
+
+    # -- writing (every write fenced by /controller_epoch) --------------------------------------
+    def _commit(self, ops: list[Any]) -> list[Any]:
+        """Run `ops` (callables adding to a kazoo transaction) after the epoch check
+        (blocking). ControllerFenced if the epoch moved; the other results are returned."""
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        txn = self.store.zk.transaction()
+        txn.check(zd.CONTROLLER_EPOCH, self._epoch_version)
+        for op in ops:
+            op(txn)
+        results = txn.commit()
+        if isinstance(results[0], (BadVersionError, NoNodeError)):
+            raise ControllerFenced()
+        return results[1:]
+
+    async def _write_states(self, changes: Iterable[Change], *, create: bool = False) -> int:
+        """Write each partition's new leader, epoch and ISR, conditionally on the version
+        read; returns how many landed (a lost race is retried at the next change)."""
+        store = self.store
+        written = 0
+        for topic, state in changes:
+            data = zd.encode_state(zd.LeaderAndIsr(state.leader, state.leader_epoch,
+                                                   tuple(state.isr), self.epoch))
+            path = zd.state_path(topic, state.partition)
+            if create:
+                await trio.to_thread.run_sync(_ensure_parent, store.zk, topic, state.partition)
+                ops = [lambda txn, p=path, d=data: txn.create(p, d)]
+            else:
+                version = store.state_version(topic, state.partition)
+                ops = [lambda txn, p=path, d=data, v=version: txn.set_data(p, d, version=v)]
+            results = await trio.to_thread.run_sync(self._commit, ops)
+            if any(isinstance(r, Exception) for r in results):
+                log.info("controller: state of %s-%d changed meanwhile; will retry", topic,
+                         state.partition)
+                continue
+            written += 1
+            # Read back now, so the next decision starts from it rather than from an image
+            # that waits for the watch.
+            await store.refresh_now(("state", topic, state.partition))
+            log.info("controller: %s-%d leader %d epoch %d ISR %s", topic, state.partition,
+                     state.leader, state.leader_epoch, list(state.isr))
+        return written
+
+    # -- reconciling -------------------------------------------------------------------------------
+    async def _reconcile(self, image: MetadataImage) -> None:
+        live = frozenset(b for b, info in image.brokers.items())
+        bounced = frozenset(b for b in live if b in self._broker_epochs
+                            and self._broker_epochs[b] != image.brokers[b].epoch)
+        deleting = self.store.deleting
+        unclean = decisions.unclean_from_configs(image, self.unclean)
+        await self._delete_marked(image)
+        await self._write_states(self._new_partitions(image, live), create=True)
+        # Partitions without a state znode yet are the creation's business, above.
+        image = _with_states_only(image)
+        if bounced:  # failed, then back: elect away from it first
+            await self._write_states(decisions.on_brokers_failed(
+                image, live - bounced, unclean, deleting))
+            return  # the next image has those writes; decide the rest from it
+        changes = decisions.on_brokers_failed(image, live, unclean, deleting)
+        changes += decisions.on_brokers_started(image, live, unclean, deleting)
+        shutting = frozenset(b for b, info in image.brokers.items() if info.shutting_down)
+        if shutting:
+            changes += decisions.controlled_shutdown_moves(image, shutting, live, deleting)
+        await self._write_states(_last_per_partition(changes))
+        self._broker_epochs = {b: info.epoch for b, info in image.brokers.items()}
+
+    def _new_partitions(self, image: MetadataImage, live: frozenset[int]) -> list[Change]:
+        """Kafka's initializeLeaderAndIsrForPartitions: the first live replica leads, the live
+        replicas are the ISR, epoch 0; a partition with no live replica waits."""
+        out = []
+        for topic in image.topics.values():
+            if topic.name in self.store.deleting:
+                continue
+            for p in topic.partitions:
+                if p.leader_epoch != NO_STATE_EPOCH:
+                    continue
+                state = initial_state(p.partition, p.replicas, live)
+                if state is not None:
+                    out.append((topic.name, state))
+        return out
+
+    async def _delete_marked(self, image: MetadataImage) -> None:
+        for name in sorted(self.store.deleting):
+            info = image.topics.get(name)
+            paths = ([zd.topic_path(name), zd.config_path(name)] if info is not None else [])
+            await trio.to_thread.run_sync(self._delete_topic_znodes, name, paths)
+            log.info("controller: deleted topic %s", name)
+
+    def _delete_topic_znodes(self, name: str, paths: list[str]) -> None:
+        from kazoo.exceptions import NoNodeError
+
+        zk = self.store.zk
+        # Fenced first: a stale controller deletes nothing.
+        self._commit([])
+        for path in paths:
+            try:
+                zk.delete(path, recursive=True)
+            except NoNodeError:
+                pass
+        try:
+            zk.delete(zd.delete_path(name))
+        except NoNodeError:
+            pass
+
+    async def _rebalance(self) -> None:
+        image = self.store.image
+        live = frozenset(image.brokers)
+        moves = decisions.rebalance_moves(image, live, self.imbalance_percent,
+                                          self.store.deleting)
+        if moves:
+            log.info("controller: preferred leader election for %d partition(s)", len(moves))
+            await self._write_states(moves)
+
+    # -- requests the controller serves ------------------------------------------------------------
+    async def elect_leaders(self, election_type: int,
+                            partitions: list[tuple[str, int]] | None
+                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """ElectLeaders (type 0 preferred, 1 unclean) for `partitions` (None: all)."""
+        async with self._lock:
+            image = self.store.image
+            live = frozenset(image.brokers)
+            if partitions is None:
+                partitions = [(t.name, p.partition) for t in image.topics.values()
+                              for p in t.partitions]
+            results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+            for topic, index in partitions:
+                state = image.partition(topic, index)
+                if state is None:
+                    results[(topic, index)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                    continue
+                if election_type == 0:
+                    new, code = elect_preferred(state, live)
+                else:
+                    new, code = elect_unclean_for(state, live)
+                if new is not None and not await self._write_states([(topic, new)]):
+                    code = ErrorCode.NOT_CONTROLLER
+                results[(topic, index)] = (code, None if code == ErrorCode.NONE
+                                           else _election_message(code, topic, index))
+            return results
+
+
+def _election_message(code: ErrorCode, topic: str, partition: int) -> str:
+    if code == ErrorCode.ELECTION_NOT_NEEDED:
+        return "Leader election not needed for topic partition"
+    if code == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE:
+        return (f"Failed to elect leader for partition {topic}-{partition} under strategy "
+                "PreferredReplicaPartitionLeaderElectionStrategy")
+    if code == ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE:
+        return (f"Failed to elect leader for partition {topic}-{partition} under strategy "
+                "OfflinePartitionLeaderElectionStrategy")
+    return code.name
+
+
+def _last_per_partition(changes: list[Change]) -> list[Change]:
+    """One write per partition: decisions made from one image for the same partition (a
+    failure and a shutdown) — the later one wins, the next reconcile revisits it."""
+    seen: dict[tuple[str, int], Change] = {}
+    for topic, state in changes:
+        seen[(topic, state.partition)] = (topic, state)
+    return list(seen.values())
+
+
+def _with_states_only(image: MetadataImage) -> MetadataImage:
+    """The image without partitions that have no state znode yet (being created)."""
+    topics = {}
+    for name, info in image.topics.items():
+        if any(p.leader_epoch == NO_STATE_EPOCH for p in info.partitions):
+            continue
+        topics[name] = info
+    if len(topics) == len(image.topics):
+        return image
+    return replace(image, topics=topics)
+
+
+def _ensure_parent(zk: Any, topic: str, partition: int) -> None:
+    zk.ensure_path(zd.partition_path(topic, partition))

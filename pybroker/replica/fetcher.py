@@ -1,0 +1,228 @@
+"""Followers copy their leaders' logs with real Fetch requests (Kafka's ReplicaFetcherThread).
+
+Theory of operation
+-------------------
+One task per source broker fetches every partition this broker follows there, with Fetch v12
+and this broker's id as `replica_id`, from each log's end, naming the leader epoch it believes
+current and the epoch of its last batch (`last_fetched_epoch`). The leader answers with batches
+(appended unchanged, offsets and epochs kept), or with a diverging epoch when this log has
+batches the leader's history does not (a former leader's unreplicated tail): the follower
+truncates there and asks again (KIP-320's truncation through Fetch, which Kafka uses since
+2.7). A fetch long-polls on the leader (`replica.fetch.wait.max.ms`), so a quiet partition
+costs one request per wait, and an append wakes the follower at once.
+
+What the fetched data means for the log (append, truncate, the follower's high watermark) is
+the replica manager's business (`apply_fetched`); this module only moves requests. Which
+partitions follow whom comes from the metadata image through `follow` / `unfollow`; a response
+for a partition that meanwhile changed leader or epoch is dropped.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import trio
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from protocol.topic_partition import TopicPartition
+from pybroker.client.connection import BrokerConnection
+from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
+
+__all__ = ["ReplicaFetchers", "FollowerLogs", "FetchSettings"]
+
+log = logging.getLogger(__name__)
+FETCH_VERSION = 12
+
+
+class FollowerLogs(Protocol):
+    """What the fetchers need of the replica manager."""
+
+    def fetch_position(self, tp: TopicPartition) -> tuple[int, int, int] | None:
+        """(fetch offset, last fetched epoch, log start offset) or None if not hosted."""
+
+    def apply_fetched(self, tp: TopicPartition, leader_epoch: int, data: Any) -> ErrorCode:
+        """Apply one partition of a fetch response; the error the fetcher reacts to."""
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    node_id: int
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 10 * 1024 * 1024  # replica.fetch.response.max.bytes
+    partition_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
+    backoff_ms: int = 1000  # replica.fetch.backoff.ms
+    socket_timeout_ms: int = 30000  # replica.socket.timeout.ms
+
+
+@dataclass(frozen=True)
+class _Follow:
+    leader: int
+    epoch: int
+
+
+class ReplicaFetchers:
+    def __init__(self, logs: FollowerLogs, settings: FetchSettings,
+                 endpoint_of: Callable[[int], tuple[str, int] | None]) -> None:
+        self.logs = logs
+        self.settings = settings
+        self.endpoint_of = endpoint_of
+        self._follows: dict[TopicPartition, _Follow] = {}
+        self._running: set[int] = set()
+        self._wakeups: dict[int, trio.Event] = {}
+        # Partitions to leave out of the next fetches until this time (an epoch the leader
+        # does not know yet, a transient error).
+        self._backoff: dict[TopicPartition, float] = {}
+        self._nursery: trio.Nursery | None = None
+
+    # -- which partitions follow whom (from the metadata image) ---------------------------------
+    def follow(self, tp: TopicPartition, leader: int, leader_epoch: int) -> None:
+        old = self._follows.get(tp)
+        new = _Follow(leader, leader_epoch)
+        if old == new:
+            return
+        self._follows[tp] = new
+        self._backoff.pop(tp, None)
+        self._start(leader)
+        self._wake(leader)
+
+    def unfollow(self, tp: TopicPartition) -> None:
+        old = self._follows.pop(tp, None)
+        if old is not None:
+            self._wake(old.leader)
+
+    def following(self, tp: TopicPartition) -> tuple[int, int] | None:
+        f = self._follows.get(tp)
+        return (f.leader, f.epoch) if f else None
+
+    def _wake(self, leader: int) -> None:
+        event = self._wakeups.get(leader)
+        if event is not None:
+            event.set()
+
+    def _start(self, leader: int) -> None:
+        if self._nursery is not None and leader not in self._running:
+            self._running.add(leader)
+            self._nursery.start_soon(self._fetch_from, leader)
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                for leader in {f.leader for f in self._follows.values()}:
+                    self._start(leader)
+                task_status.started()
+                await trio.sleep_forever()
+            finally:  # stopping: later follows start nothing
+                self._nursery = None
+
+    # -- one source broker ---------------------------------------------------------------------
+    def _partitions_of(self, leader: int) -> dict[TopicPartition, _Follow]:
+        now = trio.current_time()
+        return {tp: f for tp, f in self._follows.items()
+                if f.leader == leader and self._backoff.get(tp, 0) <= now}
+
+    async def _fetch_from(self, leader: int) -> None:
+        settings = self.settings
+        try:
+            while any(f.leader == leader for f in self._follows.values()):
+                endpoint = self.endpoint_of(leader)
+                if endpoint is None:  # not registered (yet): the image will say
+                    await self._idle(leader, settings.backoff_ms / 1000)
+                    continue
+                failure: BaseException | None = None
+                async with trio.open_nursery() as nursery:
+                    # Caught inside the nursery: trio would wrap it in an ExceptionGroup.
+                    try:
+                        conn = await BrokerConnection.open(
+                            endpoint[0], endpoint[1], nursery=nursery,
+                            client_id=f"broker-{settings.node_id}-fetcher-{leader}",
+                            connect_timeout=settings.socket_timeout_ms / 1000,
+                            request_timeout=(settings.socket_timeout_ms
+                                             + settings.max_wait_ms) / 1000)
+                        try:
+                            await self._fetch_loop(leader, conn, endpoint)
+                        finally:
+                            await conn.aclose()
+                    except (KafkaConnectionError, KafkaTimeoutError, KafkaError, OSError) as exc:
+                        failure = exc
+                    except Exception as exc:  # a bug must not take the broker down
+                        log.exception("fetcher for broker %d failed", leader)
+                        failure = exc
+                    nursery.cancel_scope.cancel()
+                if failure is not None:
+                    log.info("fetching from broker %d at %s:%d failed: %s", leader,
+                             endpoint[0], endpoint[1], failure)
+                    await self._idle(leader, settings.backoff_ms / 1000)
+        finally:
+            self._running.discard(leader)
+            self._wakeups.pop(leader, None)
+        # Not in `finally`: a cancelled fetcher (the broker stopping) must not start another.
+        if any(f.leader == leader for f in self._follows.values()):
+            self._start(leader)  # a follow arrived as this task was ending
+
+    async def _idle(self, leader: int, seconds: float) -> None:
+        event = self._wakeups[leader] = trio.Event()
+        with trio.move_on_after(seconds):
+            await event.wait()
+
+    async def _fetch_loop(self, leader: int, conn: BrokerConnection,
+                          endpoint: tuple[str, int]) -> None:
+        settings = self.settings
+        while True:
+            if self.endpoint_of(leader) != endpoint:
+                return  # the broker moved (restarted elsewhere): reconnect
+            follows = self._partitions_of(leader)
+            if not any(f.leader == leader for f in self._follows.values()):
+                return
+            request, asked = self._request(follows)
+            if not asked:
+                await self._idle(leader, min(settings.backoff_ms / 1000, 0.1))
+                continue
+            response = await conn.request(ApiKey.FETCH, request, version=FETCH_VERSION)
+            if response.error_code:
+                log.info("fetch from broker %d failed: %s", leader,
+                         ErrorCode(response.error_code).name)
+                await self._idle(leader, settings.backoff_ms / 1000)
+                continue
+            for topic in response.responses:
+                for data in topic.partitions:
+                    tp = (topic.topic, data.partition_index)
+                    follow = self._follows.get(tp)
+                    if follow is None or follow != asked.get(tp):
+                        continue  # leadership moved while the fetch was out
+                    code = self.logs.apply_fetched(tp, follow.epoch, data)
+                    if code != ErrorCode.NONE:
+                        self._backoff[tp] = trio.current_time() + settings.backoff_ms / 1000
+                        if code not in (ErrorCode.UNKNOWN_LEADER_EPOCH,
+                                        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                        ErrorCode.FENCED_LEADER_EPOCH):
+                            log.warning("replica %s-%d fetching from broker %d: %s",
+                                        tp[0], tp[1], leader, code.name)
+
+    def _request(self, follows: dict[TopicPartition, _Follow]
+                 ) -> tuple[dict[str, Any], dict[TopicPartition, _Follow]]:
+        settings = self.settings
+        topics: dict[str, list[dict[str, Any]]] = {}
+        asked = {}
+        for tp, follow in follows.items():
+            position = self.logs.fetch_position(tp)
+            if position is None:
+                continue
+            offset, last_epoch, log_start = position
+            asked[tp] = follow
+            topics.setdefault(tp[0], []).append({
+                "partition": tp[1], "current_leader_epoch": follow.epoch,
+                "fetch_offset": offset, "last_fetched_epoch": last_epoch,
+                "log_start_offset": log_start,
+                "partition_max_bytes": settings.partition_max_bytes})
+        request = {
+            "replica_id": settings.node_id, "max_wait_ms": settings.max_wait_ms,
+            "min_bytes": settings.min_bytes, "max_bytes": settings.max_bytes,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [], "rack_id": ""}
+        return request, asked
