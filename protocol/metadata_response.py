@@ -35,8 +35,9 @@ class EncodedBody(bytes):
     as it is instead of building it from a dict)."""
 
 
-# (partition_index, leader_id, leader_epoch, replica_nodes, isr_nodes); error 0, none offline
-PartitionRow = tuple[int, int, int, Sequence[int], Sequence[int]]
+# (partition_index, leader_id, leader_epoch, replica_nodes, isr_nodes), optionally followed by
+# (error_code, offline_replicas); without them: error 0, none offline.
+PartitionRow = tuple  # type: ignore[type-arg]
 
 
 def _length(n: int, flexible: bool) -> bytes:
@@ -57,26 +58,21 @@ def _string(value: str | None, flexible: bool) -> bytes:
 def encode_partitions(rows: Sequence[PartitionRow], version: int) -> bytes:
     """The `partitions` array of a topic entry."""
     flexible = version >= FLEXIBLE_FROM
-    offline = _length(0, flexible) if version >= 5 else b""
+    none_offline = _length(0, flexible) if version >= 5 else b""
     tail = _NO_TAGS if flexible else b""
     out = [_length(len(rows), flexible)]
     append = out.append
-    if version >= 7:
-        head = _PARTITION_HEAD_EPOCH.pack
-        for index, leader, epoch, replicas, isr in rows:
-            append(head(0, index, leader, epoch))
-            append(_int32s(replicas, flexible))
-            append(_int32s(isr, flexible))
-            append(offline)
-            append(tail)
-    else:
-        head = _PARTITION_HEAD.pack
-        for index, leader, _, replicas, isr in rows:
-            append(head(0, index, leader))
-            append(_int32s(replicas, flexible))
-            append(_int32s(isr, flexible))
-            append(offline)
-            append(tail)
+    with_epoch = version >= 7
+    head = _PARTITION_HEAD_EPOCH.pack if with_epoch else _PARTITION_HEAD.pack
+    for row in rows:
+        index, leader, epoch, replicas, isr = row[:5]
+        error, offline = (row[5], row[6]) if len(row) > 5 else (0, ())
+        append(head(error, index, leader, epoch) if with_epoch else head(error, index, leader))
+        append(_int32s(replicas, flexible))
+        append(_int32s(isr, flexible))
+        if version >= 5:
+            append(_int32s(offline, flexible) if offline else none_offline)
+        append(tail)
     return b"".join(out)
 
 

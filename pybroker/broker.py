@@ -25,7 +25,8 @@ from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
 from pybroker.coordinator.group_coordinator import GroupCoordinator
-from pybroker.coordinator.producer_ids import ProducerIdManager
+from pybroker.coordinator.producer_ids import ProducerIdManager, ProducerIds, \
+    ZkProducerIdManager
 from pybroker.handlers.base import Services
 from pybroker.purgatory import Purgatory
 from pybroker.replica.fetcher import FetchSettings, ReplicaFetchers
@@ -95,7 +96,9 @@ class Broker:
             max_map_entries=LogCleaner.max_map_entries_for(
                 int(config["log.cleaner.dedupe.buffer.size"]), threads),
             io_chunk=LogCleaner.io_chunk_for(int(config["log.cleaner.io.buffer.size"]), threads))
-        self.producer_ids = ProducerIdManager(self.log_dirs[0])
+        self.producer_ids: ProducerIds = (
+            ZkProducerIdManager(self.zk_store.zk, self.node_id) if self.zk_store is not None
+            else ProducerIdManager(self.log_dirs[0]))
         self.purgatory = Purgatory()
         self.replicas = ReplicaManager(self.node_id, self.metadata, self.logs,
                                        self.topic_configs, self.purgatory)

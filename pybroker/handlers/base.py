@@ -15,7 +15,7 @@ from protocol.errors import ErrorCode
 from pybroker.cluster.metadata import MetadataStore, MetadataImage
 from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_coordinator import GroupCoordinator
-from pybroker.coordinator.producer_ids import ProducerIdManager
+from pybroker.coordinator.producer_ids import ProducerIds
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
 from pybroker.storage.log_manager import LogManager
@@ -37,7 +37,7 @@ class Services:
     replicas: ReplicaManager
     topics: TopicAdmin
     groups: GroupCoordinator
-    producer_ids: ProducerIdManager
+    producer_ids: ProducerIds
     purgatory: Purgatory
 
 
@@ -82,6 +82,13 @@ class RequestContext:
     @property
     def groups(self) -> GroupCoordinator:
         return self.services.groups
+
+    @property
+    def is_controller(self) -> bool:
+        """Whether this broker is the cluster's controller, as the request's image says
+        (a single broker always is). Topic changes are served by the controller only; the
+        others answer NOT_CONTROLLER and clients retry there (Kafka's rule)."""
+        return self.image.controller_id == self.services.node_id
 
 
 HandleFn = Callable[[RequestContext, Container], Awaitable[Any]]

@@ -31,6 +31,8 @@ def _check(ctx: RequestContext, name: str, count: int, assignments: list) -> tup
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    if not ctx.is_controller:
+        return error_response(ctx, request, ErrorCode.NOT_CONTROLLER)
     results = []
     async with ctx.topics.changes:
         for topic in request.topics:

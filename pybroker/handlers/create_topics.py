@@ -15,6 +15,8 @@ from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    if not ctx.is_controller:
+        return error_response(ctx, request, ErrorCode.NOT_CONTROLLER)
     async with ctx.topics.changes:
         return {"throttle_time_ms": 0, "topics": await _create(ctx, request)}
 

@@ -14,6 +14,8 @@ _ZERO = uuid.UUID(int=0)
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    if not ctx.is_controller:
+        return error_response(ctx, request, ErrorCode.NOT_CONTROLLER)
     if not ctx.config.delete_topic_enable:
         # As Kafka: TOPIC_DELETION_DISABLED per topic from v3; older versions have no such
         # code, and the whole request fails with INVALID_REQUEST.

@@ -21,7 +21,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         return {"throttle_time_ms": 0,
                 "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
                 "producer_id": -1, "producer_epoch": -1}
-    pid = ctx.services.producer_ids.next_id()
+    pid = await ctx.services.producer_ids.next_id()
     return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
 
 

@@ -56,12 +56,25 @@ def encoded_topic(store: MetadataStore, info: TopicInfo, version: int,
     key = (info.name, version, operations)
     data = cache.entries.get(key)
     if data is None:
-        rows = [(p.partition, p.leader, p.leader_epoch, p.replicas, p.isr)
-                for p in info.partitions]
+        live = store.image.brokers
+        rows = [_row(p, live) for p in info.partitions]
         data = cache.entries[key] = encode_topic(
             version, 0, info.name, info.topic_id, info.internal,
             encode_partitions(rows, version), operations)
     return data
+
+
+def _row(p, live) -> tuple:  # type: ignore[no-untyped-def]
+    """A partition as Metadata reports it: no live leader is LEADER_NOT_AVAILABLE with
+    leader -1 (Kafka's MetadataCache), and replicas on brokers that are not registered are
+    offline."""
+    offline = tuple(r for r in p.replicas if r not in live)
+    if p.leader < 0 or p.leader not in live:
+        return (p.partition, -1, p.leader_epoch, p.replicas, p.isr,
+                int(ErrorCode.LEADER_NOT_AVAILABLE), offline)
+    if offline:
+        return (p.partition, p.leader, p.leader_epoch, p.replicas, p.isr, 0, offline)
+    return (p.partition, p.leader, p.leader_epoch, p.replicas, p.isr)
 
 
 def _encoded_error(version: int, name: str | None, code: ErrorCode, topic_id=None, *,  # type: ignore[no-untyped-def]

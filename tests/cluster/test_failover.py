@@ -2,6 +2,7 @@
 (kafka-python): Kafka's three-broker quickstart, and acknowledged records through faults."""
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import NotEnoughReplicasError
 
-from tests.cluster.brokers import SESSION_TIMEOUT_MS, Cluster, running_cluster
+from tests.cluster.brokers import LAG_TIME_MS, SESSION_TIMEOUT_MS, Cluster, running_cluster
 from tests.cluster.checker import check
 from tests.cluster.workload import AckedProducer, read_all
 
@@ -130,3 +131,173 @@ def test_sigterm_moves_leadership_before_exit(tmp_path: Path, zookeeper
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap().split(","), acks="all")
         producer.send("calm", b"after").get(timeout=30)
         producer.close()
+
+
+def test_last_isr_member_down_leaves_the_partition_offline(tmp_path: Path, zookeeper
+                                                           ) -> None:  # type: ignore[no-untyped-def]
+    """Shrink the ISR to one broker, then kill it: the partition has no leader (the ISR keeps
+    its last member, as Kafka never empties it), Metadata says LEADER_NOT_AVAILABLE with
+    leader -1, and only that broker can lead again: when it comes back it does, with every
+    acknowledged record."""
+    with running_cluster(tmp_path, zookeeper.connect) as cluster:
+        create_topic(cluster, "last", min_isr=1)
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap().split(","), acks="all")
+        producer.send("last", b"kept").get(timeout=30)
+        producer.close()
+        last = cluster.leader("last", 0)
+        others = [n for n in cluster.ids if n != last]
+        for n in others:
+            cluster.kill(n)
+        cluster.wait_isr("last", 0, {last}, timeout=SESSION_TIMEOUT_MS / 1000 + 20)
+        cluster.kill(last)
+        # A broker outside the ISR comes back and becomes controller: it must not lead (no
+        # unclean election); the partition goes offline, keeping its last ISR member.
+        cluster.start(others[0])
+        cluster.wait_until(lambda: cluster.state("last", 0)["leader"] == -1,
+                           SESSION_TIMEOUT_MS / 1000 + 20, "the partition to go offline")
+        assert cluster.state("last", 0)["isr"] == [last]
+        from kafka import KafkaAdminClient
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap().split(","))
+        try:
+            meta = admin.describe_topics(["last"])[0]
+        finally:
+            admin.close()
+        part = meta["partitions"][0]
+        assert part["leader_id"] == -1 and part["error_code"] == 5  # LEADER_NOT_AVAILABLE
+        assert sorted(part["offline_replicas"]) == sorted([last, others[1]])
+        cluster.start(last)
+        cluster.wait_until(lambda: cluster.leader("last", 0) == last, 30, "the last ISR member")
+        consumer = KafkaConsumer("last", bootstrap_servers=cluster.bootstrap().split(","),
+                                 auto_offset_reset="earliest", consumer_timeout_ms=10000)
+        assert [m.value for m in consumer] == [b"kept"]
+        consumer.close()
+
+
+def test_producer_ids_are_unique_across_brokers(tmp_path: Path, zookeeper
+                                                ) -> None:  # type: ignore[no-untyped-def]
+    """Idempotent producers on different brokers get different producer ids: blocks come
+    from /latest_producer_id_block, claimed conditionally, and a restarted broker claims a
+    new block rather than reusing its old one."""
+    import trio
+
+    from protocol.api_keys import ApiKey
+    from pybroker.client.connection import BrokerConnection
+
+    async def pid_from(port: int) -> int:
+        async with trio.open_nursery() as nursery:
+            conn = await BrokerConnection.open("127.0.0.1", port, nursery=nursery)
+            response = await conn.request(ApiKey.INIT_PRODUCER_ID, {
+                "transactional_id": None, "transaction_timeout_ms": 60000,
+                "producer_id": -1, "producer_epoch": -1})
+            await conn.aclose()
+            nursery.cancel_scope.cancel()
+            assert response.error_code == 0
+            return response.producer_id
+
+    with running_cluster(tmp_path, zookeeper.connect) as cluster:
+        pids = [trio.run(pid_from, cluster.brokers[n].port) for n in cluster.ids for _ in range(2)]
+        cluster.kill(1)
+        cluster.start(1)
+        pids.append(trio.run(pid_from, cluster.brokers[1].port))
+        assert len(set(pids)) == len(pids), pids
+        block = json.loads(cluster.zk.get("/latest_producer_id_block")[0])
+        assert block["version"] == 1 and int(block["block_end"]) - int(block["block_start"]) == 999
+
+
+def test_paused_follower_leaves_the_isr_and_rejoins(tmp_path: Path, zookeeper
+                                                    ) -> None:  # type: ignore[no-untyped-def]
+    """A follower that stops fetching (SIGSTOP, shorter than the session) leaves the ISR
+    within replica.lag.time.max.ms while acks=all writes go on with the other two; resumed,
+    it catches up and rejoins, and the copies are identical."""
+    with running_cluster(tmp_path, zookeeper.connect) as cluster:
+        create_topic(cluster, "lagging")
+        leader = cluster.leader("lagging", 0)
+        follower = next(n for n in cluster.ids if n != leader)
+        producer = AckedProducer(cluster.bootstrap(), "lagging", rate=100).start()
+        try:
+            producer.wait_acked(50)
+            cluster.pause(follower)
+            paused = time.monotonic()
+            cluster.wait_isr("lagging", 0, set(cluster.ids) - {follower}, timeout=20)
+            assert time.monotonic() - paused < LAG_TIME_MS / 1000 + 5
+            before = producer.acked_count()
+            producer.wait_acked(before + 100, timeout=30)
+            cluster.resume(follower)
+            cluster.wait_isr("lagging", 0, set(cluster.ids), timeout=30)
+        finally:
+            history = producer.stop()
+        read_all(cluster.bootstrap(), "lagging", history, 1)
+        assert not check(history)
+        copies = {n: cluster.segment_bytes(n, "lagging", 0) for n in cluster.ids}
+        assert len(set(copies.values())) == 1
+
+
+def test_zombie_leader_paused_past_its_session(tmp_path: Path, zookeeper
+                                               ) -> None:  # type: ignore[no-untyped-def]
+    """SIGSTOP of a leader for longer than the ZooKeeper session: another broker takes over;
+    resumed, the old leader has acknowledged no acks=all write meanwhile, truncates what it
+    alone had, rejoins as a follower, and nothing acknowledged is lost."""
+    with running_cluster(tmp_path, zookeeper.connect) as cluster:
+        create_topic(cluster, "zombie")
+        old = cluster.leader("zombie", 0)
+        producer = AckedProducer(cluster.bootstrap(), "zombie", rate=100).start()
+        try:
+            producer.wait_acked(50)
+            cluster.pause(old)
+            cluster.wait_until(lambda: cluster.leader("zombie", 0) not in (old, -1),
+                               SESSION_TIMEOUT_MS / 1000 + 15, "a new leader")
+            before = producer.acked_count()
+            producer.wait_acked(before + 100, timeout=30)
+            cluster.resume(old)
+            cluster.wait_isr("zombie", 0, set(cluster.ids), timeout=40)
+        finally:
+            history = producer.stop()
+        read_all(cluster.bootstrap(), "zombie", history, 1)
+        assert not check(history)
+        copies = {n: cluster.segment_bytes(n, "zombie", 0) for n in cluster.ids}
+        assert len(set(copies.values())) == 1
+        assert any("registered broker" in ln for ln in cluster.brokers[old].stderr_lines[-200:])
+
+
+def test_consumer_group_resumes_after_its_coordinator_dies(tmp_path: Path, zookeeper
+                                                           ) -> None:  # type: ignore[no-untyped-def]
+    """__consumer_offsets is replicated (factor 3): kill -9 the leader of the group's
+    offsets partition, and a consumer of the group resumes from its committed offset on the
+    new coordinator."""
+    with running_cluster(tmp_path, zookeeper.connect) as cluster:
+        create_topic(cluster, "orders")
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap().split(","), acks="all")
+        for i in range(10):
+            producer.send("orders", b"o%d" % i)
+        producer.flush()
+        consumer = KafkaConsumer("orders", bootstrap_servers=cluster.bootstrap().split(","),
+                                 group_id="billing", auto_offset_reset="earliest",
+                                 enable_auto_commit=False, consumer_timeout_ms=10000)
+        first = []
+        for message in consumer:
+            first.append(message.value)
+            if len(first) == 6:
+                break
+        consumer.commit()
+        consumer.close()
+        offsets = json.loads(cluster.zk.get("/brokers/topics/__consumer_offsets")[0])
+        assert all(len(r) == 3 for r in offsets["partitions"].values())
+        from pybroker.coordinator.group_coordinator import partition_for
+        index = partition_for("billing", len(offsets["partitions"]))
+        coordinator = cluster.leader("__consumer_offsets", index)
+        cluster.kill(coordinator)
+        cluster.wait_until(lambda: cluster.leader("__consumer_offsets", index)
+                           not in (coordinator, -1), SESSION_TIMEOUT_MS / 1000 + 15,
+                           "a new coordinator")
+        for i in range(10, 12):
+            producer.send("orders", b"o%d" % i)
+        producer.flush()
+        producer.close()
+        consumer = KafkaConsumer("orders", bootstrap_servers=cluster.bootstrap(
+                                 exclude=(coordinator,)).split(","),
+                                 group_id="billing", auto_offset_reset="earliest",
+                                 enable_auto_commit=False, consumer_timeout_ms=15000)
+        rest = [m.value for m in consumer]
+        consumer.close()
+        assert first == [b"o%d" % i for i in range(6)]
+        assert rest == [b"o%d" % i for i in range(6, 12)]
