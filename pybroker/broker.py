@@ -53,37 +53,44 @@ class Broker:
         self.config = config
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
-        # Before anything reads or writes a log dir; held until `close`.
-        self.dir_locks = LogDirLocks(self.log_dirs)
+        # A cluster member reaches ZooKeeper first: a broker that cannot leaves its log
+        # dirs as they were.
+        self.zk_store: ZkMetadataStore | None = None
+        if config.zookeeper_connect:
+            self.zk_store = ZkMetadataStore(
+                config.zookeeper_connect, self.node_id, rack=config.broker_rack,
+                session_timeout_ms=config.zookeeper_session_timeout_ms,
+                connection_timeout_ms=(config["zookeeper.connection.timeout.ms"]
+                                       or config.zookeeper_session_timeout_ms))
+        try:
+            # Before anything reads or writes a log dir; held until `close`.
+            self.dir_locks = LogDirLocks(self.log_dirs)
+        except BaseException:
+            self._leave_zookeeper()
+            raise
         try:
             self._build(config)
         except BaseException:
             self.dir_locks.release()
+            self._leave_zookeeper()
             raise
+
+    def _leave_zookeeper(self) -> None:
+        if self.zk_store is not None:
+            self.zk_store.close()
 
     def _build(self, config: BrokerConfig) -> None:
         listener = config.broker_listeners[0]
-        self.zk_store: ZkMetadataStore | None = None
         self.controller: Controller | None = None
         self.metadata: MetadataStore
-        if config.zookeeper_connect:
-            # A cluster member: blocking connect and read (this runs in a worker thread).
-            self.metadata = self.zk_store = ZkMetadataStore(
-                config.zookeeper_connect, self.log_dirs[0], self.node_id,
-                rack=config.broker_rack, cluster_id=config.cluster_id,
-                session_timeout_ms=config.zookeeper_session_timeout_ms,
-                connection_timeout_ms=(config["zookeeper.connection.timeout.ms"]
-                                       or config.zookeeper_session_timeout_ms))
+        if self.zk_store is not None:
+            self.zk_store.attach(self.log_dirs[0], config.cluster_id)
+            self.metadata = self.zk_store
         else:
             self.metadata = LocalMetadataStore(self.log_dirs[0], self.node_id, listener.host,
                                                listener.port, config.broker_rack,
                                                config.cluster_id)
-        try:
-            self._build_parts(config)
-        except BaseException:
-            if self.zk_store is not None:
-                self.zk_store.close()
-            raise
+        self._build_parts(config)
 
     def _build_parts(self, config: BrokerConfig) -> None:
         # Before the logs: loading them asks each topic's log config.
@@ -265,8 +272,7 @@ class Broker:
         """Leave the cluster, flush, checkpoint and mark the logs cleanly shut down, then let
         the dirs go."""
         try:
-            if self.zk_store is not None:
-                self.zk_store.close()
+            self._leave_zookeeper()
             self.logs.close()
         finally:
             self.dir_locks.release()

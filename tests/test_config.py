@@ -249,12 +249,11 @@ def _inert_keys_warned(config: BrokerConfig) -> dict[str, str]:
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.relative_to(CONFIG_DIR).as_posix())
 def test_shipped_file_warns_only_about_inert_keys(path: pathlib.Path,
                                                   caplog: pytest.LogCaptureFixture) -> None:
-    """The single-broker file loads silently; the cluster files, written for replication,
-    say at start that their ZooKeeper and transaction-log settings do nothing yet."""
+    """The single-broker file loads silently; the cluster files say at start that their
+    transaction-log settings do nothing yet (transactions are not built)."""
     with caplog.at_level(logging.WARNING, logger="pybroker.config"):
         config = load_broker_config(path, {})
     expected = {} if path.name == "server.properties" else {
-        "zookeeper.connect": "replication",
         "transaction.state.log.replication.factor": "transactions",
         "transaction.state.log.min.isr": "transactions"}
     assert _inert_keys_warned(config) == expected
@@ -339,12 +338,13 @@ def test_kafka_kraft_style_file_loads_warning_only_about_inert_keys() -> None:
     assert config.process_roles == ("broker", "controller")
 
 
-def test_kafka_zookeeper_style_file_loads_and_says_zookeeper_does_nothing_yet() -> None:
-    """It loads (a file written for Kafka is never an error), but not silently: a broker that
-    ignored zookeeper.connect without a word would pass for a cluster member."""
+def test_kafka_zookeeper_style_file_loads_as_a_cluster_member() -> None:
+    """A file written for Kafka's ZooKeeper mode loads, and its ZooKeeper keys are honoured
+    (the broker joins the cluster there), so nothing is warned about them."""
     config = load_broker_config(None, parse_properties(KAFKA_ZOOKEEPER_STYLE))
-    assert _inert_keys_warned(config) == {"zookeeper.connect": "replication",
-                                          "zookeeper.connection.timeout.ms": "replication"}
+    assert _inert_keys_warned(config) == {}
+    assert config.zookeeper_connect == "localhost:2181"
+    assert config["zookeeper.connection.timeout.ms"] == 18000
     assert config.node_id == 0
     assert config.zookeeper_connect == "localhost:2181"
 

@@ -118,14 +118,15 @@ class ZkMetadataStore:
     """The metadata store of a broker in a ZooKeeper-coordinated cluster: the same image,
     deltas and change operations as `LocalMetadataStore`, kept in ZooKeeper."""
 
-    def __init__(self, connect: str, log_dir: Path, node_id: int, *, rack: str | None,
-                 cluster_id: str | None, session_timeout_ms: int,
-                 connection_timeout_ms: int) -> None:
+    def __init__(self, connect: str, node_id: int, *, rack: str | None,
+                 session_timeout_ms: int, connection_timeout_ms: int) -> None:
+        """Connect (blocking; ZooKeeperUnavailable after `connection_timeout_ms`). Nothing of
+        a log dir is touched until `attach`, so a broker that cannot reach ZooKeeper leaves
+        its dirs as they were."""
         from kazoo.client import KazooClient  # only a cluster member needs kazoo
 
         self.node_id = node_id
         self.rack = rack
-        self.log_dir = log_dir
         self.connect = connect
         self.session_timeout_ms = session_timeout_ms
         hosts, self.chroot = split_chroot(connect)
@@ -133,9 +134,6 @@ class ZkMetadataStore:
         self.zk = KazooClient(hosts=hosts + self.chroot, timeout=session_timeout_ms / 1000,
                               connection_retry={"max_tries": -1, "max_delay": 1.0})
         self._start_session(connection_timeout_ms)
-        for path in zd.PERSISTENT_PATHS:
-            self.zk.ensure_path(path)
-        self.cluster_id = self._cluster_id(cluster_id)
         self.listeners: list[DeltaListener] = []
         self.changes = 0
         # False from a lost session until this broker has registered again and re-read.
@@ -149,7 +147,16 @@ class ZkMetadataStore:
         self._endpoints: dict[str, tuple[str, int]] = {}
         self._registered = False
         self._session_lost = False
+        self._suspended = False
         self._shutting_down = False
+
+    def attach(self, log_dir: Path, cluster_id: str | None) -> None:
+        """With this broker's first log dir locked: agree on the cluster id with ZooKeeper
+        and meta.properties, then read the cluster's metadata (blocking)."""
+        self.log_dir = log_dir
+        for path in zd.PERSISTENT_PATHS:
+            self.zk.ensure_path(path)
+        self.cluster_id = self._cluster_id(cluster_id)
         self._read_all()
         self.image = build_image(self.cluster_id, self._cache)
         self.zk.add_listener(self._on_state)
@@ -278,12 +285,21 @@ class ZkMetadataStore:
         self._wakeup.set()
 
     def _on_state(self, state: str) -> None:
+        """kazoo drops every watch when the connection drops, even when the session lives
+        on (a ZooKeeper restart): on reconnecting, everything is read again, which sets them
+        again; a lost session also means registering again."""
         if state == "LOST":
             self._session_lost = True
             self.session_valid = False
             self._mark(("session",))
-        elif state == "CONNECTED" and self._session_lost:
-            self._mark(("session",))
+        elif state == "SUSPENDED":
+            self._suspended = True
+        elif state == "CONNECTED":
+            if self._session_lost:
+                self._mark(("session",))
+            elif self._suspended:
+                self._suspended = False
+                self._mark(("rearm",))
 
     # -- reading (worker thread) ---------------------------------------------------------------
     def _get(self, path: str) -> tuple[bytes, Any] | None:
@@ -384,6 +400,9 @@ class ZkMetadataStore:
                 self.register()
             self._read_all()
             self._session_lost = False
+            return
+        if ("rearm",) in keys:
+            self._read_all()
             return
         for key in sorted(keys, key=_read_order):
             self._read(key)

@@ -61,7 +61,12 @@ class Cluster:
         self.brokers[node].kill()
 
     def stop(self, node: int) -> int:
-        return self.brokers[node].stop()
+        import subprocess
+        try:
+            return self.brokers[node].stop()
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"broker {node} did not stop on SIGTERM:\n"
+                                 + "".join(self.brokers[node].stderr_lines[-40:])) from None
 
     def pause(self, node: int) -> None:
         proc = self.brokers[node].proc

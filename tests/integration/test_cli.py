@@ -329,16 +329,27 @@ def test_inert_key_is_a_one_line_warning_at_start(config_file: Path, tmp_path: P
     warnings = [ln for ln in server.lines
                 if " WARNING " in ln and "transaction.state.log.num.partitions" in ln]
     assert len(warnings) == 1, server.stderr
-    assert "no effect yet" in warnings[0] and "replication" in warnings[0]
+    assert "no effect yet" in warnings[0] and "transactions" in warnings[0]
 
 
-def test_zookeeper_connect_is_refused_at_start(tmp_path: Path) -> None:
-    """The three-broker example must not start three brokers that each think they are alone
-    (issue #10): one line, exit non-zero, the log dir untouched."""
+def _free_port() -> int:
+    import socket
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_cluster_file_without_zookeeper_fails_in_one_line(tmp_path: Path) -> None:
+    """The three-broker example started with no ZooKeeper running: after
+    zookeeper.connection.timeout.ms, one line naming ZooKeeper's address, exit non-zero, and
+    the log dir untouched (ZooKeeper is reached before any log dir is opened)."""
     log_dir = tmp_path / "logs"
+    port = _free_port()
     result = _run_failing([sys.executable, "-m", "pybroker",
                            str(ROOT / "config" / "cluster" / "server-1.properties"),
-                           *LISTENER_OVERRIDES, "--override", f"log.dirs={log_dir}"])
-    assert "several brokers coordinated through ZooKeeper are not supported yet" in \
-        result.stderr.strip().splitlines()[-1]
+                           *LISTENER_OVERRIDES, "--override", f"log.dirs={log_dir}",
+                           "--override", f"zookeeper.connect=127.0.0.1:{port}",
+                           "--override", "zookeeper.connection.timeout.ms=1500"])
+    assert f"ZooKeeper at 127.0.0.1:{port} did not answer within " \
+        "zookeeper.connection.timeout.ms=1500" in result.stderr.strip().splitlines()[-1]
     assert not log_dir.exists()
