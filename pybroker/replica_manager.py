@@ -8,11 +8,12 @@ log end for replicas). Records stay raw bytes: only the 61-byte batch headers ar
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from collections.abc import Iterable
 from functools import partial
-from typing import Any
+from typing import Any, NoReturn
 
 import trio
 
@@ -203,6 +204,22 @@ class ReplicaManager:
                 await trio.to_thread.run_sync(remove_dirs, detached)
         for name, indexes in delta.changed_partitions.items():
             info = image.topics[name]
+            # Replicas moved off this broker (a reassignment done): Kafka's StopReplica with
+            # delete — stop following and remove the log.
+            detached = []
+            for i in sorted(indexes):
+                if (self.node_id in info.partitions[i].replicas
+                        or self.logs.get(name, i) is None):
+                    continue
+                log.info("replica %s-%d moved off broker %d: removing its log", name, i,
+                         self.node_id)
+                self.forget(name, i)
+                self.purgatory.notify_all((name, i))
+                path = self.logs.detach(name, i)
+                if path is not None:
+                    detached.append(path)
+            if detached:
+                await trio.to_thread.run_sync(remove_dirs, detached)
             # Many new logs: one syncfs of each log dir beats a fsync per file (10,000 took
             # 10 s); a few: their own fsyncs, since syncfs also waits for every other dirty
             # page of the filesystem (a 1-partition topic after a large write waited seconds).
@@ -259,6 +276,8 @@ class ReplicaManager:
                                log_append_time=append_time, batches=valid.batches)
         except (RecordError, OutOfOrderSequence, InvalidProducerEpoch) as exc:
             return AppendResult(error_code(exc), message=str(exc))
+        except OSError as exc:
+            self.log_dir_failed(plog, exc)
         purgatory = self.purgatory
         purgatory.notify((topic, partition), Watch.LOG_END)
         # With the leader the only in-sync replica (one broker), the append commits at once.
@@ -354,6 +373,10 @@ class ReplicaManager:
         if part is None:
             return code, -1, -1, -1
         plog, epoch = part.log, part.leader_epoch
+        if plog.high_watermark < part.epoch_start_offset:
+            # A new leader whose high watermark has not yet reached where its epoch began
+            # (followers not caught up): it cannot say what is committed (Kafka's rule).
+            return ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1, -1
         # No tiered storage: the local log start is the log start, and nothing is tiered.
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return ErrorCode.NONE, plog.log_start_offset, -1, epoch
@@ -406,12 +429,26 @@ class ReplicaManager:
         if records:
             try:
                 plog.append_as_follower(records)
+            except OSError as exc:
+                self.log_dir_failed(plog, exc)
             except Exception as exc:  # a torn or unexpected batch: fetch it again
                 log.warning("replica %s-%d: cannot append fetched batches: %s", tp[0], tp[1],
                             exc)
                 return ErrorCode.CORRUPT_MESSAGE
         part.follow_leader_high_watermark(data.high_watermark)
         return ErrorCode.NONE
+
+    def log_dir_failed(self, plog: PartitionLog, exc: OSError) -> NoReturn:
+        """A write to a log failed (disk full, the dir gone or read-only): its log dir can
+        no longer be trusted. Kafka takes the dir offline and halts a broker whose dirs have
+        all failed; pybroker, which cannot serve a partition elsewhere on the same broker,
+        halts at once, as a kill -9 would: what was written stays in the page cache, the
+        next start recovers it, and the other replicas go on without this broker (it leaves
+        their ISRs)."""
+        log.critical("log dir of %s failed: %s; stopping this broker (as Kafka halts a broker "
+                     "whose log dirs have failed)", plog.dir, exc)
+        logging.shutdown()
+        os._exit(1)
 
     def _truncate_diverging(self, part: Partition, epoch: int, end_offset: int) -> None:
         """Kafka's getOffsetTruncationState: truncate to the leader's end of `epoch`, or, if

@@ -78,12 +78,15 @@ class BrokerProcess:
     """`python -m pybroker` as a child process, so a test can kill -9 it."""
 
     def __init__(self, log_dir: Path, port: int = 0, config: str | None = None,
-                 open_files: int | None = None, **overrides: str) -> None:
+                 open_files: int | None = None, file_size_limit: int | None = None,
+                 **overrides: str) -> None:
         """With `config`, the file is used as given but for port and log dir. `open_files`
         sets the child's RLIMIT_NOFILE, soft and hard (`ulimit -Hn`: the broker raises its
-        soft limit to the hard one)."""
+        soft limit to the hard one); `file_size_limit` its RLIMIT_FSIZE (`ulimit -f`: a
+        write past it fails, as on a full disk)."""
         self.config = config
         self.open_files = open_files
+        self.file_size_limit = file_size_limit
         self.log_dir = log_dir
         self.port = port
         self.overrides = overrides
@@ -102,9 +105,9 @@ class BrokerProcess:
         for k, v in self.overrides.items():
             args += ["--override", f"{k.replace('_', '.')}={v}"]
         env = dict(os.environ, PYTHONPATH=str(_SOURCE))
+        limited = self.open_files is not None or self.file_size_limit is not None
         self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=env, cwd=_SOURCE,
-                                     preexec_fn=(self._limit_open_files
-                                                 if self.open_files is not None else None))
+                                     preexec_fn=self._limit if limited else None)
         deadline = time.monotonic() + timeout
         assert self.proc.stderr is not None
         while time.monotonic() < deadline:
@@ -119,9 +122,12 @@ class BrokerProcess:
                 return self
         raise RuntimeError("broker did not start:\n" + "".join(self.stderr_lines))
 
-    def _limit_open_files(self) -> None:
-        assert self.open_files is not None
-        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
+    def _limit(self) -> None:
+        if self.open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
+        if self.file_size_limit is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE,
+                               (self.file_size_limit, self.file_size_limit))
 
     def _drain(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None

@@ -79,6 +79,58 @@ ELECT_LEADERS = Api(
     ],
 )
 
+ALTER_PARTITION_REASSIGNMENTS = Api(
+    45, 'AlterPartitionReassignments', versions='0', flexible='0+',
+    request=[
+        f('timeout_ms', 'int32', default=60000),
+        f('topics', [
+            f('name', 'string'),
+            f('partitions', [
+                f('partition_index', 'int32'),
+                f('replicas', '[]int32', nullable='0+', default=None),
+            ]),
+        ]),
+    ],
+    response=[
+        f('throttle_time_ms', 'int32'),
+        f('error_code', 'int16'),
+        f('error_message', 'string', nullable='0+'),
+        f('responses', [
+            f('name', 'string'),
+            f('partitions', [
+                f('partition_index', 'int32'),
+                f('error_code', 'int16'),
+                f('error_message', 'string', nullable='0+'),
+            ]),
+        ]),
+    ],
+)
+
+LIST_PARTITION_REASSIGNMENTS = Api(
+    46, 'ListPartitionReassignments', versions='0', flexible='0+',
+    request=[
+        f('timeout_ms', 'int32', default=60000),
+        f('topics', [
+            f('name', 'string'),
+            f('partition_indexes', '[]int32'),
+        ], nullable='0+', default=None),
+    ],
+    response=[
+        f('throttle_time_ms', 'int32'),
+        f('error_code', 'int16'),
+        f('error_message', 'string', nullable='0+'),
+        f('topics', [
+            f('name', 'string'),
+            f('partitions', [
+                f('partition_index', 'int32'),
+                f('replicas', '[]int32'),
+                f('adding_replicas', '[]int32'),
+                f('removing_replicas', '[]int32'),
+            ]),
+        ]),
+    ],
+)
+
 OFFSET_FOR_LEADER_EPOCH = Api(
     23, 'OffsetForLeaderEpoch', versions='2-4', flexible='4+',
     request=[

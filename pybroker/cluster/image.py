@@ -43,6 +43,10 @@ class PartitionState:
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    # A reassignment in progress (KIP-455): replicas being added to and removed from
+    # `replicas`, which meanwhile holds both the target and the original ones.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)

@@ -97,17 +97,19 @@ def build_image(cluster_id: str, cache: _Cache) -> MetadataImage:
     topics = {}
     for name, assignment in sorted(cache.assignments.items()):
         parts = []
+        adding, removing = assignment.adding or {}, assignment.removing or {}
         for index in range(len(assignment.partitions)):
             replicas = assignment.partitions.get(index)
             if replicas is None:  # partitions must be 0..n-1; a hole means a bad write
                 break
             cached = cache.states.get((name, index))
+            moving = (tuple(adding.get(index, ())), tuple(removing.get(index, ())))
             if cached is None:
-                parts.append(PartitionState(index, -1, NO_STATE_EPOCH, replicas, ()))
+                parts.append(PartitionState(index, -1, NO_STATE_EPOCH, replicas, (), *moving))
             else:
                 state = cached[0]
                 parts.append(PartitionState(index, state.leader, state.leader_epoch, replicas,
-                                            state.isr))
+                                            state.isr, *moving))
         topic_id = assignment.topic_id or uuid.uuid5(uuid.NAMESPACE_URL, name)
         topics[name] = TopicInfo(name, topic_id, tuple(parts), dict(cache.configs.get(name, {})),
                                  is_internal(name))
@@ -423,6 +425,9 @@ class ZkMetadataStore:
 
     def topic_version(self, topic: str) -> int:
         return self._cache.topic_versions.get(topic, -1)
+
+    def assignment(self, topic: str) -> zd.TopicAssignment | None:
+        return self._cache.assignments.get(topic)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Follow ZooKeeper: publish a new image whenever a watched znode changed."""

@@ -36,6 +36,8 @@ from pybroker.cluster.metadata import MetadataDelta, MetadataImage, PartitionSta
 from pybroker.cluster.zk_store import NO_STATE_EPOCH, ZkMetadataStore
 from pybroker.controller import decisions
 from pybroker.controller.election import elect_preferred, elect_unclean_for, initial_state
+from pybroker.controller.reassignment import ReassignmentStep, origin_replicas, \
+    reassignment_step, target_replicas, validate_target
 
 log = logging.getLogger(__name__)
 
@@ -164,8 +166,14 @@ class Controller:
                                                    tuple(state.isr), self.epoch))
             path = zd.state_path(topic, state.partition)
             if create:
-                await trio.to_thread.run_sync(_ensure_parent, store.zk, topic, state.partition)
-                ops = [lambda txn, p=path, d=data: txn.create(p, d)]
+                if not await trio.to_thread.run_sync(_ensure_parent, store.zk, topic,
+                                                     state.partition):
+                    continue  # the topic was deleted meanwhile
+                # Only while the topic's znode is the one read: never a state for a topic
+                # deleted (and perhaps created again) since.
+                ops = [lambda txn, t=zd.topic_path(topic), v=store.topic_version(topic):
+                       txn.check(t, v),
+                       lambda txn, p=path, d=data: txn.create(p, d)]
             else:
                 version = store.state_version(topic, state.partition)
                 ops = [lambda txn, p=path, d=data, v=version: txn.set_data(p, d, version=v)]
@@ -190,6 +198,7 @@ class Controller:
         deleting = self.store.deleting
         unclean = decisions.unclean_from_configs(image, self.unclean)
         await self._delete_marked(image)
+        image = self.store.image
         await self._write_states(self._new_partitions(image, live), create=True)
         # Partitions without a state znode yet are the creation's business, above.
         image = _with_states_only(image)
@@ -204,6 +213,7 @@ class Controller:
             changes += decisions.controlled_shutdown_moves(image, shutting, live, deleting)
         await self._write_states(_last_per_partition(changes))
         self._broker_epochs = {b: info.epoch for b, info in image.brokers.items()}
+        await self._advance_reassignments(self.store.image, live)
 
     def _new_partitions(self, image: MetadataImage, live: frozenset[int]) -> list[Change]:
         """Kafka's initializeLeaderAndIsrForPartitions: the first live replica leads, the live
@@ -226,6 +236,10 @@ class Controller:
             paths = ([zd.topic_path(name), zd.config_path(name)] if info is not None else [])
             await trio.to_thread.run_sync(self._delete_topic_znodes, name, paths)
             log.info("controller: deleted topic %s", name)
+        if self.store.deleting:
+            # Read back now: decisions made from an image that still had the topic would
+            # give its partitions (their states gone) new states.
+            await self.store.refresh_now(("topics",), ("deletes",))
 
     def _delete_topic_znodes(self, name: str, paths: list[str]) -> None:
         from kazoo.exceptions import NoNodeError
@@ -251,6 +265,106 @@ class Controller:
         if moves:
             log.info("controller: preferred leader election for %d partition(s)", len(moves))
             await self._write_states(moves)
+
+    # -- reassignments (KIP-455) ----------------------------------------------------------------
+    async def _advance_reassignments(self, image: MetadataImage, live: frozenset[int]) -> None:
+        """Every reassignment in progress takes its next step (Kafka re-runs
+        onPartitionReassignment whenever the ISR changes): done once every target replica
+        is in sync."""
+        for topic in image.topics.values():
+            steps = {}
+            for p in topic.partitions:
+                if not (p.adding_replicas or p.removing_replicas):
+                    continue
+                step = reassignment_step(p, target_replicas(p.replicas, p.removing_replicas),
+                                         p.adding_replicas, p.removing_replicas, live)
+                if (step.state is not p or step.adding != p.adding_replicas
+                        or step.removing != p.removing_replicas):
+                    steps[p.partition] = step
+            if steps:
+                await self._write_reassignment(topic.name, steps)
+
+    async def _write_reassignment(self, topic: str, steps: dict[int, ReassignmentStep]) -> bool:
+        """The topic znode (replicas, adding, removing) and the changed partition states, in
+        one multi-op fenced by the controller epoch and both versions."""
+        store = self.store
+        current = store.assignment(topic)
+        if current is None:
+            return False
+        partitions = dict(current.partitions)
+        adding = {k: v for k, v in (current.adding or {}).items()}
+        removing = {k: v for k, v in (current.removing or {}).items()}
+        image = store.image
+        ops = []
+        for index, step in steps.items():
+            partitions[index] = tuple(step.state.replicas)
+            for lists, values in ((adding, step.adding), (removing, step.removing)):
+                if values:
+                    lists[index] = tuple(values)
+                else:
+                    lists.pop(index, None)
+            old = image.partition(topic, index)
+            if old is not None and (step.state.leader, step.state.leader_epoch,
+                                    step.state.isr) != (old.leader, old.leader_epoch, old.isr):
+                data = zd.encode_state(zd.LeaderAndIsr(step.state.leader,
+                                                       step.state.leader_epoch,
+                                                       tuple(step.state.isr), self.epoch))
+                ops.append(lambda txn, p=zd.state_path(topic, index), d=data,
+                           v=store.state_version(topic, index): txn.set_data(p, d, version=v))
+        new = zd.TopicAssignment(partitions, current.topic_id, adding, removing)
+        ops.insert(0, lambda txn, d=zd.encode_topic(new), v=store.topic_version(topic):
+                   txn.set_data(zd.topic_path(topic), d, version=v))
+        results = await trio.to_thread.run_sync(self._commit, ops)
+        if any(isinstance(r, Exception) for r in results):
+            log.info("controller: reassignment of %s raced a change; will retry", topic)
+            return False
+        await store.refresh_now(("topic", topic),
+                                *(("state", topic, index) for index in steps))
+        for index, step in steps.items():
+            log.info("controller: %s-%d replicas %s%s", topic, index, list(step.state.replicas),
+                     " (reassignment done)" if step.done else
+                     f" adding {list(step.adding)} removing {list(step.removing)}")
+        return True
+
+    async def alter_reassignments(self, wanted: list[tuple[str, int, list[int] | None]]
+                                  ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments: start (or replace) a reassignment to the given
+        replicas, or cancel one (None)."""
+        async with self._lock:
+            image = self.store.image
+            live = frozenset(image.brokers)
+            results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+            by_topic: dict[str, dict[int, ReassignmentStep]] = {}
+            for topic, index, target in wanted:
+                state = image.partition(topic, index)
+                if state is None or state.leader_epoch == NO_STATE_EPOCH:
+                    results[(topic, index)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                               "The partition does not exist.")
+                    continue
+                if target is None:
+                    if not (state.adding_replicas or state.removing_replicas):
+                        results[(topic, index)] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+                        continue
+                    target = list(origin_replicas(state.replicas, state.adding_replicas))
+                problem = validate_target(state, target, state.adding_replicas, live)
+                if problem is not None:
+                    results[(topic, index)] = (problem.code, problem.message)
+                    continue
+                step = reassignment_step(state, target, state.adding_replicas,
+                                         state.removing_replicas, live)
+                by_topic.setdefault(topic, {})[index] = step
+                results[(topic, index)] = (ErrorCode.NONE, None)
+            for topic, steps in by_topic.items():
+                if not await self._write_reassignment(topic, steps):
+                    for index in steps:
+                        results[(topic, index)] = (ErrorCode.REQUEST_TIMED_OUT,
+                                                   "The partition changed meanwhile; retry.")
+            return results
+
+    def ongoing_reassignments(self) -> list[tuple[str, PartitionState]]:
+        """ListPartitionReassignments: partitions with replicas being added or removed."""
+        return [(t.name, p) for t in self.store.image.topics.values() for p in t.partitions
+                if p.adding_replicas or p.removing_replicas]
 
     # -- requests the controller serves ------------------------------------------------------------
     async def elect_leaders(self, election_type: int,
@@ -313,5 +427,17 @@ def _with_states_only(image: MetadataImage) -> MetadataImage:
     return replace(image, topics=topics)
 
 
-def _ensure_parent(zk: Any, topic: str, partition: int) -> None:
-    zk.ensure_path(zd.partition_path(topic, partition))
+def _ensure_parent(zk: Any, topic: str, partition: int) -> bool:
+    """The state znode's parents, under the topic's znode if it still exists (never
+    `ensure_path`, which would create a deleted topic's znode again); False if it does
+    not."""
+    from kazoo.exceptions import NodeExistsError, NoNodeError
+
+    for path in (zd.partitions_path(topic), zd.partition_path(topic, partition)):
+        try:
+            zk.create(path)
+        except NodeExistsError:
+            pass
+        except NoNodeError:
+            return False
+    return True

@@ -13,7 +13,7 @@ _MODULES = (
     "describe_log_dirs", "describe_producers", "elect_leaders", "offset_for_leader_epoch",
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
     "offset_commit", "offset_fetch", "offset_delete", "describe_groups", "list_groups",
-    "delete_groups",
+    "delete_groups", "alter_partition_reassignments", "list_partition_reassignments",
 )
 
 

@@ -14,6 +14,7 @@ from construct import Container
 from protocol.errors import ErrorCode
 from pybroker.cluster.metadata import MetadataStore, MetadataImage
 from pybroker.config import BrokerConfig
+from pybroker.controller.controller import Controller
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIds
 from pybroker.purgatory import Purgatory
@@ -39,6 +40,9 @@ class Services:
     groups: GroupCoordinator
     producer_ids: ProducerIds
     purgatory: Purgatory
+    # The controller of a ZooKeeper cluster (every broker has one; `ctx.is_controller` says
+    # whether this one is elected); None on a single broker.
+    controller: Controller | None = None
 
 
 @dataclass

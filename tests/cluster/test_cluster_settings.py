@@ -109,3 +109,56 @@ def json_replicas(cluster, topic: str) -> list[int]:  # type: ignore[no-untyped-
     import json
     raw, _ = cluster.zk.get(f"/brokers/topics/{topic}")
     return json.loads(raw)["partitions"]["0"]
+
+
+def test_reassignment_moves_a_partition_to_other_brokers(tmp_path: Path, zookeeper
+                                                         ) -> None:  # type: ignore[no-untyped-def]
+    """Four brokers, a partition on [1, 2, 3] moved to [2, 3, 4] with kafka-python's
+    AlterPartitionReassignments: listed as in progress while broker 4 catches up (adding 4,
+    removing 1), then done: replicas [2, 3, 4], broker 1's copy removed, broker 4's
+    byte-identical to the others, every record readable. Cancelling when nothing moves is
+    NO_REASSIGNMENT_IN_PROGRESS."""
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import NoReassignmentInProgressError
+
+    with running_cluster(tmp_path, zookeeper.connect, size=4) as cluster:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap().split(","))
+        try:
+            admin.create_topics([NewTopic("moving", replica_assignments={0: [1, 2, 3]},
+                                          topic_configs={"min.insync.replicas": "2"})])
+            cluster.wait_isr("moving", 0, {1, 2, 3})
+            producer = KafkaProducer(bootstrap_servers=cluster.bootstrap().split(","),
+                                     acks="all", linger_ms=20)
+            for i in range(3000):
+                producer.send("moving", b"%06d" % i + b"." * 500)
+            producer.flush(timeout=60)
+            tp = TopicPartition("moving", 0)
+            cluster.pause(4)  # registered still, but cannot catch up: the move waits
+            try:
+                result = admin.alter_partition_reassignments({tp: [2, 3, 4]})
+                assert result == {tp: None}
+                ongoing = admin.list_partition_reassignments()
+            finally:
+                cluster.resume(4)
+            assert ongoing == {tp: {"replicas": [2, 3, 4, 1], "adding_replicas": [4],
+                                    "removing_replicas": [1]}}, ongoing
+            cluster.wait_until(lambda: json_replicas(cluster, "moving") == [2, 3, 4], 60,
+                               "the reassignment to complete")
+            cluster.wait_isr("moving", 0, {2, 3, 4})
+            assert cluster.leader("moving", 0) in (2, 3, 4)
+            assert admin.list_partition_reassignments() == {}
+            result = admin.alter_partition_reassignments({tp: None})
+            assert result[tp] is NoReassignmentInProgressError
+            producer.send("moving", b"after").get(timeout=30)
+            producer.close()
+        finally:
+            admin.close()
+        cluster.wait_until(lambda: not (tmp_path / "broker-1" / "moving-0").exists(), 30,
+                           "broker 1's copy to be removed")
+        copies = {n: cluster.segment_bytes(n, "moving", 0) for n in (2, 3, 4)}
+        assert len(set(copies.values())) == 1
+        consumer = KafkaConsumer("moving", bootstrap_servers=cluster.bootstrap().split(","),
+                                 auto_offset_reset="earliest", consumer_timeout_ms=10000)
+        assert len(list(consumer)) == 3001
+        consumer.close()

@@ -301,3 +301,39 @@ def test_consumer_group_resumes_after_its_coordinator_dies(tmp_path: Path, zooke
         consumer.close()
         assert first == [b"o%d" % i for i in range(6)]
         assert rest == [b"o%d" % i for i in range(6, 12)]
+
+
+def test_a_follower_whose_disk_fills_goes_offline_alone(tmp_path: Path, zookeeper
+                                                        ) -> None:  # type: ignore[no-untyped-def]
+    """A follower's writes start failing (RLIMIT_FSIZE: a full disk): it stops with one
+    critical line instead of serving a log it can no longer trust, leaves the ISR, and the
+    other two go on acknowledging acks=all writes; nothing acknowledged is lost."""
+    cluster = Cluster(tmp_path, zookeeper.connect, **{"log.index.size.max.bytes": "4096"})
+    try:
+        cluster.start(1)
+        cluster.start(2)
+        cluster.broker(3, file_size_limit=256 * 1024).start(60)
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap().split(","))
+        try:  # broker 3 a follower: leader 1
+            admin.create_topics([NewTopic("full", replica_assignments={0: [1, 2, 3]},
+                                          topic_configs={"min.insync.replicas": "2"})])
+        finally:
+            admin.close()
+        cluster.wait_isr("full", 0, {1, 2, 3})
+        producer = AckedProducer(cluster.bootstrap(), "full", rate=400).start()
+        try:
+            producer.wait_acked(50)
+            cluster.wait_until(lambda: cluster.brokers[3].proc.poll() is not None, 60,
+                               "the broker with the full disk to stop")
+            before = producer.acked_count()
+            producer.wait_acked(before + 200, timeout=60)
+        finally:
+            history = producer.stop()
+        assert cluster.brokers[3].proc.returncode == 1
+        lines = [ln for ln in cluster.brokers[3].stderr_lines if "CRITICAL" in ln]
+        assert len(lines) == 1 and "failed" in lines[0], cluster.brokers[3].stderr_lines[-5:]
+        assert 3 not in cluster.state("full", 0)["isr"]
+        read_all(cluster.bootstrap(), "full", history, 1)
+        assert not check(history)
+    finally:
+        cluster.close()
