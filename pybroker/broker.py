@@ -126,7 +126,8 @@ class Broker:
             self.metadata.listeners.append(self.controller.apply_delta)
         self.groups.load()
         self.services = Services(config, self.node_id, self.metadata, self.logs, self.replicas,
-                                 self.topics, self.groups, self.producer_ids, self.purgatory)
+                                 self.topics, self.groups, self.producer_ids, self.purgatory,
+                                 self.controller)
 
     def _endpoint_of(self, node: int) -> tuple[str, int] | None:
         """Where followers reach a leader: its first (inter-broker) listener."""

@@ -23,6 +23,7 @@ from pybroker.topic_admin import TopicAdmin
 
 if TYPE_CHECKING:
     from protocol.headers import RequestHeader
+    from pybroker.controller.controller import Controller
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class Services:
     groups: GroupCoordinator
     producer_ids: ProducerIdManager
     purgatory: Purgatory
+    # The ZooKeeper-mode controller task (active on one broker at a time): ElectLeaders asks
+    # it. None on a single broker, which has no controller.
+    controller: "Controller | None" = None
 
 
 @dataclass
