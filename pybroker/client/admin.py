@@ -173,6 +173,39 @@ class Admin(GroupAdminMixin):
 
     # -- configs -------------------------------------------------------------------------------
 
+    async def elect_leaders(self, election_type: int,
+                            partitions: Iterable[TopicPartition] | None
+                            ) -> dict[TopicPartition, KafkaError | None]:
+        """ElectLeaders (type 0 preferred, 1 unclean) at the controller, for `partitions` or,
+        with None, every partition (the broker then reports only those that needed an
+        election). Each partition maps to None (elected) or its KafkaError; the controller
+        is found afresh while an answer says NOT_CONTROLLER, at the top or per partition. A
+        top-level error raises."""
+        wanted: dict[str, list[int]] | None = None
+        if partitions is not None:
+            wanted = {}
+            for tp in partitions:
+                wanted.setdefault(tp.topic, []).append(tp.partition)
+        body = {"election_type": election_type, "timeout_ms": self._timeout_ms,
+                "topic_partitions": None if wanted is None else
+                [{"topic": t, "partitions": ps} for t, ps in wanted.items()]}
+
+        async def attempt() -> Any:
+            conn = await self.client.controller()
+            resp = await conn.request(ApiKey.ELECT_LEADERS, body)
+            code = getattr(resp, "error_code", 0) or 0
+            if code:
+                raise KafkaError(code)
+            if any(p.error_code == ErrorCode.NOT_CONTROLLER
+                   for t in resp.replica_election_results for p in t.partition_result):
+                raise KafkaError(ErrorCode.NOT_CONTROLLER)
+            return resp.replica_election_results
+
+        results = await self.client.retrying(attempt, timeout=self.timeout, any_retriable=False)
+        return {TopicPartition(t.topic, p.partition_id):
+                KafkaError(p.error_code, p.error_message) if p.error_code else None
+                for t in results for p in t.partition_result}
+
     async def _config_node(self, resource: ConfigResource) -> int | None:
         """Broker configs are answered by that broker; everything else by any broker."""
         if resource.type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) \

@@ -17,6 +17,11 @@ made up in that last case: nothing is committed there anyway, so we skip the gro
 When the broker goes away the consumer keeps retrying and says so once on stderr, in the
 words of Kafka's clients ("Connection to node N (host:port) could not be established. Broker
 may not be available."); once per outage, not once per retry.
+
+`--zookeeper host:port[/chroot]` is what quickstarts before Kafka 2.0 typed (the old Scala
+consumer, removed in 2.0). There is no such consumer here: the brokers registered under
+/brokers/ids are looked up once and consumed from as with `--bootstrap-server`, after
+Kafka 1.x's deprecation warning on stderr.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ import trio
 
 from pybroker.client.cluster import TopicPartition
 from pybroker.client.consumer import Consumer, ConsumerRecord, parse_isolation_level
+from pybroker.tools import zk_admin
 from pybroker.tools.client_config import consumer_options
 from pybroker.tools.common import (
     INTERRUPTED, ArgumentParser, ToolError, UsageError, connect, err, load_properties,
@@ -43,6 +49,9 @@ def build_parser() -> ArgumentParser:
     p = ArgumentParser(PROG, "This tool helps to read data from Kafka topics and outputs it "
                        "to standard output.")
     p.add_argument("--bootstrap-server", help="REQUIRED: The server(s) to connect to.")
+    p.add_argument("--zookeeper", metavar="urls", help="DEPRECATED (the old consumer, "
+                   "Kafka < 2.0): the ZooKeeper connection string host:port[/chroot] of a "
+                   "pybroker cluster; its registered brokers are consumed from.")
     p.add_argument("--topic", help="The topic to consume on.")
     p.add_argument("--include", "--whitelist", dest="include", metavar="regex",
                    help="Regular expression specifying list of topics to include for "
@@ -157,7 +166,9 @@ def check_args(args: argparse.Namespace) -> None:
     elif args.offset is not None:
         raise UsageError("The partition is required when offset is specified.")
     parse_offset(args.offset, args.from_beginning)
-    if not args.bootstrap_server:
+    if args.zookeeper and args.bootstrap_server:
+        raise UsageError("Option [bootstrap-server] is not valid with [zookeeper].")
+    if not args.bootstrap_server and not args.zookeeper:
         raise UsageError('Missing required argument "[bootstrap-server]"')
     if args.formatter not in _FORMATTERS:
         raise UsageError(f"Unsupported formatter {args.formatter}: only the default message "
@@ -225,6 +236,8 @@ async def _main(args: argparse.Namespace) -> int:
     max_messages = args.max_messages if args.max_messages is not None else -1
     timeout = args.timeout_ms / 1000 if args.timeout_ms is not None and args.timeout_ms >= 0 \
         else None
+    if args.zookeeper:
+        args.bootstrap_server = await trio.to_thread.run_sync(_brokers_of, args.zookeeper)
     async with connect(args.bootstrap_server, props, default_client_id="console-consumer",
                        warn_when_unreachable=True) as client:
         consumer = Consumer(client, **options)
@@ -275,6 +288,15 @@ def _rewind(consumer: Consumer, unconsumed: list[ConsumerRecord]) -> None:
         consumer.seek(tp, offset)
 
 
+def _brokers_of(zookeeper: str) -> str:
+    """The registered brokers' addresses, found through ZooKeeper (blocking)."""
+    with zk_admin.open_zk(zookeeper) as zk:
+        servers = zk_admin.bootstrap_servers(zk)
+    if not servers:
+        raise ToolError(f"No brokers are registered in ZooKeeper at {zookeeper}")
+    return servers
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_argv(build_parser(), argv)
     if isinstance(args, int):
@@ -284,6 +306,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         err(str(exc))
         return exc.exit_code
+    if args.zookeeper:
+        err("Using the ConsoleConsumer with old consumer is deprecated and will be removed in "
+            "a future major release. Consider using the new consumer by passing "
+            "[bootstrap-server] instead of [zookeeper].")
     return run(_main, args)
 
 

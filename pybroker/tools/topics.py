@@ -6,6 +6,9 @@ IncludeList: ',' separates alternatives). Differences: errors go to stderr (Kafk
 "Error while executing topic command : ..." on stdout), and partition lines show
 `Elr: N/A  LastKnownElr: N/A`, which is what Kafka prints when the broker's metadata comes from
 Metadata rather than DescribeTopicPartitions.
+
+`--zookeeper host:port[/chroot]` (Kafka 0.8 to 2.x, removed in 3.0) works on ZooKeeper
+directly, as Kafka 2.8 did: see `topics_zk`.
 """
 from __future__ import annotations
 
@@ -17,25 +20,25 @@ from protocol.errors import ErrorCode, KafkaError
 from pybroker.client.admin import Admin, ConfigResource, NewTopic, ResourceType
 from pybroker.client.cluster import TopicMetadata, format_topic_id
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, UsageError, connect, include_list, load_properties, out,
-    parse_argv, run,
+    ArgumentParser, UsageError, connect, include_list, load_properties, out, parse_argv, run,
 )
+from pybroker.tools.topics_common import (
+    TopicMissing, parse_assignment, parse_configs, partition_line, topic_line,
+)
+from pybroker.tools.topics_zk import check_zookeeper_args, run_on_zookeeper
 
 PROG = "kafka-topics"
 ERROR_PREFIX = "Error while executing topic command : "
 _ACTIONS = ("create", "list", "alter", "describe", "delete")
 
 
-class TopicMissing(ToolError):
-    """Kafka's IllegalArgumentException path: the message alone, no prefix."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, plain=True)
-
-
 def build_parser() -> ArgumentParser:
     p = ArgumentParser(PROG, "Create, delete, describe, or change a topic.")
     p.add_argument("--bootstrap-server", help="REQUIRED: The Kafka server to connect to.")
+    p.add_argument("--zookeeper", metavar="hosts", help="DEPRECATED, The connection string "
+                   "for the zookeeper connection in the form host:port. Multiple hosts can be "
+                   "given to allow fail-over. (Kafka 2.x; works on a pybroker ZooKeeper "
+                   "cluster.)")
     p.add_argument("--command-config", help="Property file containing configs to be passed to "
                    "Admin Client.")
     for action, text in (("list", "List all available topics."),
@@ -72,6 +75,8 @@ def build_parser() -> ArgumentParser:
                    "the create request will not fail if the topic already exists.")
     p.add_argument("--exclude-internal", action="store_true", help="Exclude internal topics "
                    "when listing or describing topics.")
+    p.add_argument("--disable-rack-aware", action="store_true", help="Disable rack aware "
+                   "replica assignment (with --zookeeper).")
     p.add_argument("--partition-size-limit-per-response", type=int, help=argparse.SUPPRESS)
     return p
 
@@ -83,7 +88,9 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError("Command must include exactly one action: --list, --describe, "
                          "--create, --alter or --delete")
     action = actions[0]
-    if not args.bootstrap_server:
+    if args.zookeeper:
+        check_zookeeper_args(args, action)
+    elif not args.bootstrap_server:
         raise UsageError("--bootstrap-server must be specified")
     if action in ("create", "alter", "delete") and not args.topic:
         raise UsageError('Missing required argument "[topic]"')
@@ -114,33 +121,6 @@ def check_args(args: argparse.Namespace) -> None:
             args.partitions is not None or args.replication_factor is not None):
         raise UsageError('Option "[replica-assignment]" can\'t be used with option '
                          '"[partitions]" or "[replication-factor]"')
-
-
-def parse_configs(items: Sequence[str] | None) -> dict[str, str]:
-    configs: dict[str, str] = {}
-    for item in items or ():
-        parts = [x.strip() for x in item.split("=")]
-        if len(parts) != 2 or not parts[0]:
-            raise TopicMissing('requirement failed: Invalid topic config: all configs to be '
-                               'added must be in the format "key=val".')
-        configs[parts[0]] = parts[1]
-    return configs
-
-
-def parse_assignment(text: str) -> dict[int, list[int]]:
-    out_: dict[int, list[int]] = {}
-    for i, part in enumerate(text.split(",")):
-        try:
-            brokers = [int(b.strip()) for b in part.split(":")]
-        except ValueError:
-            raise UsageError(f"Invalid replica assignment '{text}'") from None
-        if len(set(brokers)) != len(brokers):
-            raise ToolError("Partition replica lists may not contain duplicate entries: "
-                            + ",".join(str(b) for b in brokers if brokers.count(b) > 1))
-        if out_ and len(brokers) != len(out_[0]):
-            raise ToolError(f"Partition {i} has different replication factor: {brokers}")
-        out_[i] = brokers
-    return out_
 
 
 async def _matching(admin: Admin, args: argparse.Namespace) -> dict[str, TopicMetadata]:
@@ -205,29 +185,20 @@ async def describe(admin: Admin, args: argparse.Namespace) -> None:
         min_isr = next((int(e.value) for e in entries
                         if e.name == "min.insync.replicas" and e.value), 1)
         if describe_configs and (not args.topics_with_overrides or overrides):
-            line = f"Topic: {name}"
-            if topic.topic_id.int:
-                line += f"\tTopicId: {format_topic_id(topic.topic_id)}"
-            line += (f"\tPartitionCount: {len(topic.partitions)}"
-                     f"\tReplicationFactor: {topic.replication_factor}"
-                     f"\tConfigs: " + ",".join(f"{e.name}={e.value}" for e in overrides))
-            out(line)
+            out(topic_line(name, topic.topic_id, len(topic.partitions),
+                           topic.replication_factor, {e.name: e.value for e in overrides}))
         if not describe_partitions:
             continue
         for index in sorted(topic.partitions):
             p = topic.partitions[index]
-            leader_alive = p.leader >= 0 and p.leader in brokers
+            leader = p.leader if p.leader >= 0 else None
             show = describe_configs or (
-                (args.under_replicated_partitions and len(p.isr) < len(p.replicas))
-                or (args.unavailable_partitions and not leader_alive)
-                or (args.under_min_isr_partitions and (p.leader < 0 or len(p.isr) < min_isr))
+                (args.under_replicated_partitions and len(p.replicas) - len(p.isr) > 0)
+                or (args.unavailable_partitions and (leader is None or leader not in brokers))
+                or (args.under_min_isr_partitions and (leader is None or len(p.isr) < min_isr))
                 or (args.at_min_isr_partitions and len(p.isr) == min_isr))
             if show:
-                out(f"\tTopic: {name}\tPartition: {index}"
-                    f"\tLeader: {p.leader if p.leader >= 0 else 'none'}"
-                    f"\tReplicas: {','.join(map(str, p.replicas))}"
-                    f"\tIsr: {','.join(map(str, p.isr))}"
-                    f"\tElr: N/A\tLastKnownElr: N/A")
+                out(partition_line(name, index, leader, p.replicas, p.isr))
 
 
 async def alter(admin: Admin, args: argparse.Namespace) -> None:
@@ -260,11 +231,13 @@ async def list_topics(admin: Admin, args: argparse.Namespace) -> None:
 
 
 async def _main(args: argparse.Namespace) -> int:
+    action = next(a for a in _ACTIONS if getattr(args, a))
+    if args.zookeeper:
+        return await run_on_zookeeper(args, action)
     props = load_properties(args.command_config) if args.command_config else {}
     async with connect(args.bootstrap_server, props, default_client_id="kafka-topics",
                        request_timeout=30.0) as client:
         admin = Admin(client)
-        action = next(a for a in _ACTIONS if getattr(args, a))
         await {"create": create, "list": list_topics, "describe": describe, "alter": alter,
                "delete": delete}[action](admin, args)
     return 0
