@@ -241,11 +241,6 @@ def test_zookeeper_create_list_describe(cluster: Cluster,
 
 
 
-# The controller sometimes writes the states of a topic it has just deleted again, which
-# re-creates /brokers/topics/T (empty) under them: a broker bug, reported with its
-# reproduction; not fixed here (the tools' side is done once the marker is written).
-@pytest.mark.xfail(reason="controller re-creates a deleted topic's state znodes (race between "
-                   "its deletion and new-partition initialisation)", strict=False)
 def test_zookeeper_delete_marks_and_the_controller_removes_the_topic(
         cluster: Cluster, tool: Callable[..., Result]) -> None:
     """`--zookeeper --delete` marks the topic (2.8's two lines); the controller removes it,
