@@ -58,6 +58,27 @@ class Cluster:
     def start(self, node: int | None = None, timeout: float = 60) -> None:
         for n in ([node] if node is not None else self.ids):
             self.broker(n).start(timeout)
+        self.wait_until(self._all_see_all, timeout, "every broker to see every live broker")
+
+    def _all_see_all(self) -> bool:
+        """Every live broker's Metadata lists every live broker: a registration reaches the
+        others' images a moment after it is written."""
+        import trio
+
+        from protocol.api_keys import ApiKey
+        from pybroker.client.connection import BrokerConnection
+
+        alive = sorted(self.alive())
+
+        async def seen(port: int) -> list[int]:
+            async with trio.open_nursery() as nursery:
+                conn = await BrokerConnection.open("127.0.0.1", port, nursery=nursery)
+                response = await conn.request(ApiKey.METADATA, {
+                    "topics": [], "allow_auto_topic_creation": False})
+                await conn.aclose()
+                nursery.cancel_scope.cancel()
+            return sorted(b.node_id for b in response.brokers)
+        return all(trio.run(seen, self.brokers[n].port) == alive for n in alive)
 
     def kill(self, node: int) -> None:
         self.brokers[node].kill()
