@@ -30,11 +30,13 @@ confluent-kafka (librdkafka) in this process, as in the other workloads. Figures
   acks=all request waits for a follower's round trip, so at 1,000 requests/s the queue grew
   without bound on a 2-CPU machine (p50 3.5 s) and the figure measured the backlog.
 
-The single broker runs while the cluster is stopped, so each has the machine's CPUs to itself.
+The single broker runs once the cluster has stopped, so each has the machine's CPUs to itself,
+and the page cache is synced before each throughput run.
 """
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import statistics
@@ -245,6 +247,10 @@ def _load(run: ClusterRun, which: str, bootstrap: str, pid: int, pids: tuple[int
           replication: int, count: int, partitions: tuple[int, ...], latency_seconds: float,
           progress) -> None:  # type: ignore[no-untyped-def]
     for n in partitions:
+        # The page cache writes back what the run before left dirty (gigabytes), not during
+        # this one (peer_bench.settle).
+        os.sync()
+        time.sleep(1)
         t = bench_produce(bootstrap, pid, f"{which}-{n}p", n, SIZE, count, "all",
                           replication=replication, cpu_pids=pids)
         run.throughput[which][n] = t

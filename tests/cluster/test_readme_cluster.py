@@ -80,8 +80,9 @@ def _why_no_private_namespace() -> str | None:
         return ("the cluster quickstart needs private network, mount and pid namespaces to own "
                 "ports 2181 and 9092-9094 and /tmp/zookeeper without touching this machine's; "
                 f"unshare said: {probe.stderr.strip()}")
-    if not Path("/usr/share/zookeeper/bin/zkEnv.sh").exists() and "ZOOKEEPER_HOME" not in os.environ:
-        return "zookeeper is not installed (bin/test installs it)"
+    home = Path(os.environ.get("ZOOKEEPER_HOME", "/usr/share/zookeeper"))  # as bin/_zookeeper
+    if not (home / "bin" / "zkEnv.sh").exists():
+        return f"zookeeper is not installed (no {home}/bin/zkEnv.sh; bin/test installs it)"
     return None
 
 
