@@ -249,14 +249,11 @@ def _inert_keys_warned(config: BrokerConfig) -> dict[str, str]:
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.relative_to(CONFIG_DIR).as_posix())
 def test_shipped_file_warns_only_about_inert_keys(path: pathlib.Path,
                                                   caplog: pytest.LogCaptureFixture) -> None:
-    """The single-broker file loads silently; the cluster files say at start that their
-    transaction-log settings do nothing yet (transactions are not built)."""
+    """Every shipped file loads silently: each key it sets takes effect (the transaction
+    log's keys, inert until transactions land, are there commented out)."""
     with caplog.at_level(logging.WARNING, logger="pybroker.config"):
         config = load_broker_config(path, {})
-    expected = {} if path.name == "server.properties" else {
-        "transaction.state.log.replication.factor": "transactions",
-        "transaction.state.log.min.isr": "transactions"}
-    assert _inert_keys_warned(config) == expected
+    assert _inert_keys_warned(config) == {}
     assert [r.getMessage() for r in caplog.records] == list(config.warnings)
 
 
@@ -276,13 +273,37 @@ def test_single_broker_file_values() -> None:
 
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_cluster_files_values(n: int) -> None:
+    """Kafka's quickstart cluster: ids 1-3 on ports 9092-9094, one data dir each, under the
+    /pybroker chroot of config/zookeeper.properties's server, RF 3 with min.insync 2."""
     config = load_broker_config(CONFIG_DIR / "cluster" / f"server-{n}.properties", {})
     assert config.node_id == n
     assert config.listeners == (Listener("PLAINTEXT", "127.0.0.1", 9091 + n),)
+    assert config.advertised_listeners == config.listeners
     assert config.log_dirs == (f"/tmp/pybroker-logs-{n}",)
-    assert config.zookeeper_connect == "127.0.0.1:2181"
+    zookeeper = load_properties(CONFIG_DIR / "zookeeper.properties")
+    assert config.zookeeper_connect == f"localhost:{zookeeper['clientPort']}/pybroker"
+    # ZooKeeper grants sessions of 2 to 20 ticks; zookeeper.properties keeps its default
+    # tickTime (3000 ms), so 6000 is the shortest it accepts as asked.
+    assert "tickTime" not in zookeeper
+    assert config["zookeeper.session.timeout.ms"] == 6000
     assert (config.default_replication_factor, config.min_insync_replicas) == (3, 2)
     assert config.offsets_topic_replication_factor == 3
+    assert config["unclean.leader.election.enable"] is False
+    # Inert until transactions land: commented out, so Kafka's defaults (3 and 2) stand.
+    assert config.transaction_state_log_replication_factor == 3
+
+
+def test_cluster_files_differ_only_in_identity_port_and_data_dir() -> None:
+    texts = [(CONFIG_DIR / "cluster" / f"server-{n}.properties").read_text()
+             for n in (1, 2, 3)]
+    for n, text in enumerate(texts, 1):
+        normalised = re.sub(r"server-\d\.properties", "server-N.properties", text)
+        normalised = normalised.replace(f"broker {n} of", "broker N of")
+        normalised = normalised.replace(f"node.id={n}", "node.id=N")
+        normalised = normalised.replace(f"127.0.0.1:{9091 + n}", "127.0.0.1:PORT")
+        normalised = normalised.replace(f"/tmp/pybroker-logs-{n}", "/tmp/pybroker-logs-N")
+        texts[n - 1] = normalised
+    assert texts[0] == texts[1] == texts[2]
 
 
 KAFKA_KRAFT_STYLE = """\
@@ -339,12 +360,10 @@ def test_kafka_kraft_style_file_loads_warning_only_about_inert_keys() -> None:
 
 
 def test_kafka_zookeeper_style_file_loads_as_a_cluster_member() -> None:
-    """A file written for Kafka's ZooKeeper mode loads, and its ZooKeeper keys are honoured
-    (the broker joins the cluster there), so nothing is warned about them."""
+    """Kafka's ZooKeeper-mode server.properties loads without a warning: zookeeper.connect and
+    its timeout make the broker a member of the cluster coordinated there (issue #11)."""
     config = load_broker_config(None, parse_properties(KAFKA_ZOOKEEPER_STYLE))
     assert _inert_keys_warned(config) == {}
-    assert config.zookeeper_connect == "localhost:2181"
-    assert config["zookeeper.connection.timeout.ms"] == 18000
     assert config.node_id == 0
     assert config.zookeeper_connect == "localhost:2181"
 

@@ -162,9 +162,9 @@ class Profiler:
 
 # --- clients ------------------------------------------------------------------------------
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    for future in admin.create_topics([NewTopic(name, partitions, 1)],
+    for future in admin.create_topics([NewTopic(name, partitions, replication)],
                                       operation_timeout=60, request_timeout=120).values():
         future.result()
 
@@ -195,9 +195,12 @@ class Latency:
 
 
 def bench_latency(bootstrap: str, pid: int, *, linger_ms: int, seconds: float,
-                  rate: int = 5000, size: int = 100, warmup: float = 1.0) -> Latency:
+                  rate: int = 5000, size: int = 100, warmup: float = 1.0, acks: str | int = 1,
+                  replication: int = 1, cpu_pids: tuple[int, ...] = ()) -> Latency:
+    """`cpu_pids`: the brokers whose CPU time is summed (default: `pid` alone)."""
     topic = f"latency-linger{linger_ms}-{next(_RUNS)}"
-    create_topic(bootstrap, topic, 1)
+    create_topic(bootstrap, topic, 1, replication)
+    pids = cpu_pids or (pid,)
     warm_count = int(rate * warmup)
     total = warm_count + int(rate * seconds)
     latencies: list[int] = []
@@ -230,14 +233,15 @@ def bench_latency(bootstrap: str, pid: int, *, linger_ms: int, seconds: float,
     thread = threading.Thread(target=consume, daemon=True)
     thread.start()
     ready.wait(30)
-    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": linger_ms, **QUIET})
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms,
+                  **QUIET})
     # Connect and fetch metadata before the clock starts; the consumer skips this record.
     p.produce(topic, STAMP.pack(0, PRIMER) + b"x" * (size - STAMP.size))
     p.flush(30)
     pad = b"p" * (size - STAMP.size)
     period_ns = 1_000_000_000 // rate
     start = time.perf_counter_ns()
-    cpu0 = cpu_seconds(pid)
+    cpu0 = sum(map(cpu_seconds, pids))
     sent = 0
     while sent < total:
         now = time.perf_counter_ns()
@@ -251,7 +255,7 @@ def bench_latency(bootstrap: str, pid: int, *, linger_ms: int, seconds: float,
     p.flush(30)
     done.set()
     thread.join(30)
-    cpu = cpu_seconds(pid) - cpu0
+    cpu = sum(map(cpu_seconds, pids)) - cpu0
     lat = sorted(x / 1e6 for x in latencies)
     return Latency(sent, len(latencies), sent / elapsed, percentile(lat, 0.50),
                    percentile(lat, 0.99), percentile(lat, 0.999), lat[-1] if lat else math.nan,
@@ -281,12 +285,15 @@ class Throughput:
 
 
 def bench_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: int,
-                  count: int, acks: str | int = 1) -> Throughput:
+                  count: int, acks: str | int = 1, replication: int = 1,
+                  cpu_pids: tuple[int, ...] = ()) -> Throughput:
     """Produce `count` records round-robin over the partitions and wait for every ack.
     Delivery is checked by delivery reports (errors only, so the client pays nothing per
     record), not by the topic's high watermark: the peer's ListOffsets(latest) lags a batch
-    behind what it stores."""
-    create_topic(bootstrap, topic, partitions)
+    behind what it stores. `cpu_pids`: the brokers whose CPU time is summed (default: `pid`
+    alone, whose peak RSS is reported)."""
+    create_topic(bootstrap, topic, partitions, replication)
+    pids = cpu_pids or (pid,)
     failed: list[str] = []
 
     def on_error(err: Any, msg: Any) -> None:
@@ -302,7 +309,7 @@ def bench_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: i
     payload = os.urandom(size)
     send = p.produce
     reset_peak_rss(pid)
-    cpu0, ccpu0, t0 = cpu_seconds(pid), client_cpu(), time.perf_counter()
+    cpu0, ccpu0, t0 = sum(map(cpu_seconds, pids)), client_cpu(), time.perf_counter()
     for i in range(count):
         while True:
             try:
@@ -312,7 +319,7 @@ def bench_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: i
                 p.poll(0.005)
     left = p.flush(300)
     elapsed = time.perf_counter() - t0
-    cpu, ccpu = cpu_seconds(pid) - cpu0, client_cpu() - ccpu0
+    cpu, ccpu = sum(map(cpu_seconds, pids)) - cpu0, client_cpu() - ccpu0
     hwm = status_kb(pid, "VmHWM")
     if left or failed:
         raise RuntimeError(f"{topic}: {left} records not delivered; errors: {failed}")

@@ -2,7 +2,7 @@
 
 Not a test (pytest does not collect `*_bench.py` nor `bench_*.py`); run it by hand:
 
-    bin/pybroker-bench [--quick] [--rounds N] [--workloads throughput,latency,scale,start]
+    bin/pybroker-bench [--quick] [--rounds N] [--workloads throughput,latency,scale,start,...]
                        [--sizes 100,1024,10240] [--partitions 1,8] [--acks 1,all]
                        [--profile DIR] [--json FILE]
 
@@ -35,6 +35,12 @@ Workloads (names for --workloads):
 - partitions: pybroker alone with 1,000 / 10,000 / 50,000 partitions (--partition-counts;
   --quick stops at 10,000): create, one record each, RSS, clean stop, start, kill -9 and
   start again (bench_partitions). Once per count, not per round.
+- cluster: no peer; three pybroker brokers (config/cluster) on a real ZooKeeper against one
+  broker (config/server.properties), in a table of its own (bench_cluster): failover time
+  after kill -9 and after SIGTERM of a partition's leader (median and max of --rounds runs,
+  default 10 for this workload), 1 KB acks=all produce throughput with RF 3 over one broker's
+  (target: ratio >= 0.4), broker CPU per MB produced (the three brokers' sum), end-to-end
+  latency. Not in the default set of workloads: it needs Debian's zookeeper.
 Idle RSS (2 s after start) is always measured.
 
 `--profile DIR` records pybroker with py-spy during each workload (bench_broker.Profiler).
@@ -66,6 +72,7 @@ from tests.bench.bench_broker import (  # noqa: E402
     QUIET, Profiler, Throughput, bench_consume, bench_latency, bench_many_partitions,
     bench_produce, consumer, create_topic, status_kb,
 )
+from tests.bench.bench_cluster import ClusterRun, bench_cluster, cpu_per_mb  # noqa: E402
 from tests.bench.bench_partitions import (  # noqa: E402
     COUNTS as PARTITION_COUNTS, QUICK_COUNTS as QUICK_PARTITION_COUNTS, bench_partitions,
 )
@@ -76,6 +83,8 @@ SIZES = (100, 1024, 10240)
 PARTITIONS = (1, 8)
 ACKS = ("1", "all")
 WORKLOADS = ("throughput", "latency", "scale", "start", "partitions")
+EXTRA_WORKLOADS = ("cluster",)  # only when named: it needs ZooKeeper, and not the peer
+CLUSTER_ROUNDS = 10
 FULL_COUNTS = {100: 3_000_000, 1024: 1_000_000, 10240: 150_000}
 QUICK_COUNTS = {100: 1_000_000, 1024: 300_000, 10240: 40_000}
 PEER_NOTE = ("The peer (Tansu, memory://) keeps data in memory and pays nothing for disk; "
@@ -215,6 +224,9 @@ class Results:
     values: dict[Metric, dict[str, list[float]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(list)))
     notes: list[str] = field(default_factory=list)
+    # The two columns compared (the ratio is the first over the second): pybroker against the
+    # peer, or (the cluster workload) the three-broker cluster against one broker.
+    columns: tuple[str, str] = ("pybroker", PeerBroker.name)
 
     def add(self, metric: Metric, broker: str, value: float) -> None:
         self.values[metric][broker].append(value)
@@ -224,7 +236,7 @@ class Results:
         return statistics.median(got) if got else None
 
     def ratio(self, metric: Metric) -> float | None:
-        mine, peer = self.median(metric, "pybroker"), self.median(metric, PeerBroker.name)
+        mine, peer = self.median(metric, self.columns[0]), self.median(metric, self.columns[1])
         if mine is None or peer is None or peer == 0:
             return None
         return mine / peer
@@ -232,7 +244,7 @@ class Results:
     def met(self, metric: Metric) -> bool | None:
         if metric.target is None:
             return None
-        value = self.ratio(metric) if metric.on_ratio else self.median(metric, "pybroker")
+        value = self.ratio(metric) if metric.on_ratio else self.median(metric, self.columns[0])
         if value is None:
             return None
         return value >= metric.target if metric.better == "higher" else value <= metric.target
@@ -251,12 +263,12 @@ class Results:
         return out
 
     def print_table(self, file: Any = sys.stdout) -> None:
-        rows = [("workload", "figure", "pybroker", PeerBroker.name, "ratio", "target")]
+        rows = [("workload", "figure", *self.columns, "ratio", "target")]
         last = None
         sections = list(dict.fromkeys(m.section for m in self.values))
         for m in sorted(self.values, key=lambda m: sections.index(m.section)):
-            mine, peer, ratio = self.median(m, "pybroker"), self.median(m, PeerBroker.name), \
-                self.ratio(m)
+            mine, peer, ratio = self.median(m, self.columns[0]), \
+                self.median(m, self.columns[1]), self.ratio(m)
             target = ""
             if m.target is not None:
                 sign = ">=" if m.better == "higher" else "<="
@@ -465,6 +477,58 @@ def run_scale(results: Results, brokers: list[Broker], rnd: int) -> None:
                                    f"{s.connection_errors} errors")
 
 
+CLUSTER_COLUMNS = ("3 brokers, RF 3", "1 broker")
+
+
+def cluster_results(run: ClusterRun) -> Results:
+    """The cluster workload's table: the cluster against one broker."""
+    results = Results(columns=CLUSTER_COLUMNS)
+    mine, single = CLUSTER_COLUMNS
+    for signal_name, values in (("kill -9", run.kill_s), ("SIGTERM", run.term_s)):
+        if not values:
+            continue
+        section = f"failover: {signal_name} of the leader"
+        for name, value in (("median", statistics.median(values)), ("max", max(values))):
+            results.add(Metric(section, f"acks=all writes stalled, {name} of {len(values)}",
+                               "s", "lower", on_ratio=False, fmt="{:.2f}"), mine, value)
+    for which, column in (("cluster", mine), ("single", single)):
+        for n, t in run.throughput[which].items():
+            section = f"produce 1 KB, acks=all, {n} partition{'s' if n > 1 else ''}"
+            results.add(Metric(section, "throughput", "MB/s", "higher", 0.4), column, t.mb_s)
+            results.add(Metric(section, "records/s", "k rec/s", fmt="{:,.1f}"), column,
+                        t.rec_s / 1000)
+            results.add(Metric(section, "broker CPU per MB produced", "CPU-s", "lower",
+                               fmt="{:.3f}"), column, cpu_per_mb(t))
+        if which in run.latency:
+            lat = run.latency[which]
+            section = "latency 1,000 rec/s, 1 KB, acks=all, linger.ms=5"
+            for q, value in (("p50", lat.p50), ("p99", lat.p99)):
+                results.add(Metric(section, q, "ms", "lower", fmt="{:.2f}"), column, value)
+    results.notes.append(
+        "Cluster: config/cluster/server-{1,2,3}.properties (6 s ZooKeeper sessions, "
+        "min.insync.replicas 2) on one ZooKeeper; 1 broker: config/server.properties. The "
+        "single broker runs after the cluster has stopped. Broker CPU is summed over the "
+        "brokers (three writes of each MB in the cluster). Failover: the longest time without an "
+        "acknowledged acks=all write (one every 5 ms) around the signal; after kill -9, from "
+        f"the kill to the first write acknowledged again. {os.cpu_count()} CPUs shared "
+        "by the brokers, ZooKeeper and the client.")
+    return results
+
+
+def run_cluster(plan: "Plan") -> Results:
+    # librdkafka reports every refused connection to a dead broker on fd 2: silenced, while
+    # the progress lines go to the terminal through a copy of it.
+    with os.fdopen(os.dup(2), "w") as terminal, _stderr_silenced():
+        def progress(phase: str, text: str) -> None:
+            print(f"  [{time.strftime('%H:%M:%S')}] {'cluster':>8} {phase}: {text}",
+                  file=terminal, flush=True)
+
+        run = bench_cluster(Path(tempfile.mkdtemp(prefix="cluster-bench-")),
+                            plan.cluster_rounds, plan.counts[1024], plan.partitions,
+                            plan.latency_seconds, progress)
+    return cluster_results(run)
+
+
 # --- the run ------------------------------------------------------------------------------
 
 @dataclass
@@ -479,6 +543,7 @@ class Plan:
     consume: bool = True
     idle_rss: bool = True  # wait 2 s after start and measure idle RSS
     partition_counts: tuple[int, ...] = PARTITION_COUNTS
+    cluster_rounds: int = CLUSTER_ROUNDS
 
 
 def measure(plan: Plan, profile_dir: Path | None = None,
@@ -542,9 +607,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="fewer records (1M/300k/40k for 100 B/1 KB/10 KB instead of "
                              "3M/1M/150k) and 3 s of latency instead of 10 s")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
+    parser.add_argument("--rounds", type=int,
+                        help=f"rounds (default 3; failover runs of the cluster workload: "
+                             f"{CLUSTER_ROUNDS})")
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
-                        help=f"comma-separated, from {','.join(WORKLOADS)} (default: all)")
+                        help=f"comma-separated, from {','.join(WORKLOADS + EXTRA_WORKLOADS)} "
+                             f"(default: {','.join(WORKLOADS)})")
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
                         help="record sizes in bytes for throughput (default 100,1024,10240)")
     parser.add_argument("--partitions", default="1,8", help="partition counts (default 1,8)")
@@ -558,31 +626,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write results as JSON")
     args = parser.parse_args(argv)
     workloads = tuple(w for w in args.workloads.split(",") if w)
-    unknown = set(workloads) - set(WORKLOADS)
+    unknown = set(workloads) - set(WORKLOADS + EXTRA_WORKLOADS)
     if unknown:
-        parser.error(f"unknown workloads {sorted(unknown)}; choose from {WORKLOADS}")
+        parser.error(f"unknown workloads {sorted(unknown)}; choose from "
+                     f"{WORKLOADS + EXTRA_WORKLOADS}")
     counts = dict(QUICK_COUNTS if args.quick else FULL_COUNTS)
     sizes = tuple(int(s) for s in args.sizes.split(","))
     for s in sizes:
         counts.setdefault(s, max(10_000, 150_000_000 // s if not args.quick else 50_000_000 // s))
         if args.count:
             counts[s] = args.count
-    plan = Plan(rounds=max(1, args.rounds), workloads=workloads, sizes=sizes,
+    plan = Plan(rounds=max(1, args.rounds or 3), workloads=workloads, sizes=sizes,
                 partitions=tuple(int(p) for p in args.partitions.split(",")),
                 acks=tuple(a for a in args.acks.split(",") if a),
                 counts=counts, latency_seconds=3.0 if args.quick else 10.0,
                 partition_counts=tuple(int(n) for n in args.partition_counts.split(","))
                 if args.partition_counts else
-                (QUICK_PARTITION_COUNTS if args.quick else PARTITION_COUNTS))
-    try:
-        results = measure(plan, args.profile)
-    except PeerUnavailable as exc:
-        print(f"the peer broker cannot run here: {exc}", file=sys.stderr)
-        return 2
-    print()
-    results.print_table()
+                (QUICK_PARTITION_COUNTS if args.quick else PARTITION_COUNTS),
+                cluster_rounds=CLUSTER_ROUNDS if args.rounds is None else max(1, args.rounds))
+    tables: list[Results] = []
+    if set(workloads) - set(EXTRA_WORKLOADS):
+        try:
+            tables.append(measure(plan, args.profile))
+        except PeerUnavailable as exc:
+            print(f"the peer broker cannot run here: {exc}", file=sys.stderr)
+            return 2
+    if "cluster" in workloads:
+        tables.append(run_cluster(plan))
+    for results in tables:
+        print()
+        results.print_table()
     if args.json:
-        args.json.write_text(json.dumps(results.to_json(), indent=1))
+        args.json.write_text(json.dumps({k: v for r in tables for k, v in r.to_json().items()},
+                                        indent=1))
     return 0
 
 

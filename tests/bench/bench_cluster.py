@@ -1,0 +1,275 @@
+"""The `cluster` workload of bin/pybroker-bench (issue #11): three brokers on a real ZooKeeper.
+
+The brokers are the shipped example, `config/cluster/server-{1,2,3}.properties` (6 s ZooKeeper
+sessions, RF 3, min.insync.replicas 2, Kafka's 30 s replica lag), each a `python -m pybroker`
+child process with only its port (a free one), log dir and `zookeeper.connect` (the bench's own
+ZooKeeper, tests/cluster/zookeeper.py, chroot /pybroker) overridden. The client is
+confluent-kafka (librdkafka) in this process, as in the other workloads. Figures:
+
+- failover: a prober produces one 100-byte record every 5 ms with acks=all (retries without
+  limit) to a one-partition RF 3 topic; the partition's leader (read from ZooKeeper) is killed
+  with SIGKILL, or stopped with SIGTERM (controlled shutdown: the broker hands its
+  leaderships over before it exits). The figure is the longest stall of the writes around the
+  signal: the largest gap between two successive acknowledgements, from 1 s before the signal
+  until writes flow again after the broker exited. After kill -9 that is the time from the
+  kill (the last acknowledgement before it, at most 5 ms earlier) to the first acks=all write
+  that succeeds again; after SIGTERM, the pause while the leadership moves, if any. After each
+  round the broker is started again and the ISR waited for to be full. Median and max over
+  `--rounds` rounds of each.
+- throughput: `count` 1 KB records, acks=all, linger.ms 5 (bench_broker.bench_produce), to a
+  topic of RF 3 on the three brokers, and to a topic of RF 1 on a single broker (the shipped
+  config/server.properties) measured in the same run, one after the other; the ratio is
+  cluster / single (the issue's aim: >= 0.4). Broker CPU is the sum over the three brokers
+  (utime + stime from /proc/<pid>/stat) over the produce run, per MB produced: each MB
+  produced is written three times, once by the leader and once by each follower.
+- latency: end-to-end p50/p99 (produce() to the consumer's poll(), which returns a record
+  only once the high watermark passed it, i.e. once the in-sync replicas have it) at 1,000
+  records/s of 1 KB, acks=all, linger.ms 5 (librdkafka's default), RF 3 against RF 1 on the
+  single broker (bench_broker.bench_latency). Not linger.ms 0: then every record is a request
+  of its own, a connection's requests are served one at a time (as in Kafka), and each
+  acks=all request waits for a follower's round trip, so at 1,000 requests/s the queue grew
+  without bound on a 2-CPU machine (p50 3.5 s) and the figure measured the backlog.
+
+The single broker runs once the cluster has stopped, so each has the machine's CPUs to itself,
+and the page cache is synced before each throughput run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Producer
+from kazoo.client import KazooClient
+
+from tests.bench.bench_broker import (
+    MB, QUIET, Latency, Throughput, bench_latency, bench_produce, create_topic,
+)
+from tests.cluster.zookeeper import run_zookeeper
+from tests.helpers import ROOT, BrokerProcess
+
+CLUSTER_CONFIG = ROOT / "config" / "cluster"
+SINGLE_CONFIG = ROOT / "config" / "server.properties"
+CHROOT = "/pybroker"
+SIZE = 1024
+PROBE_PERIOD_S = 0.005
+LATENCY_RATE = 1000
+LATENCY_LINGER_MS = 5
+
+
+@dataclass
+class ClusterRun:
+    """What bench_cluster measured; "cluster" is RF 3 on three brokers, "single" one broker."""
+
+    kill_s: list[float] = field(default_factory=list)  # failover after SIGKILL, per round
+    term_s: list[float] = field(default_factory=list)  # failover after SIGTERM, per round
+    throughput: dict[str, dict[int, Throughput]] = field(
+        default_factory=lambda: {"cluster": {}, "single": {}})  # by partition count
+    latency: dict[str, Latency] = field(default_factory=dict)
+
+
+class ThreeBrokers:
+    """The shipped three-broker example on the bench's ZooKeeper."""
+
+    def __init__(self, work_dir: Path, zk_connect: str) -> None:
+        self.work_dir = work_dir
+        self.zk_connect = zk_connect + CHROOT
+        self.brokers: dict[int, BrokerProcess] = {}
+        self.zk = KazooClient(hosts=self.zk_connect)
+
+    def start(self, node: int | None = None) -> None:
+        for n in [node] if node is not None else [1, 2, 3]:
+            old = self.brokers.get(n)
+            broker = BrokerProcess(self.work_dir / f"broker-{n}", port=old.port if old else 0,
+                                   config=str(CLUSTER_CONFIG / f"server-{n}.properties"),
+                                   zookeeper_connect=self.zk_connect)
+            self.brokers[n] = broker.start(timeout=120)
+        if not self.zk.connected:
+            self.zk.start(timeout=10)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return tuple(b.proc.pid for b in self.brokers.values()  # type: ignore[union-attr]
+                     if b.proc is not None and b.proc.poll() is None)
+
+    def state(self, topic: str) -> dict:  # type: ignore[type-arg]
+        raw, _ = self.zk.get(f"/brokers/topics/{topic}/partitions/0/state")
+        return json.loads(raw)
+
+    def wait_full_isr(self, topic: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if len(self.state(topic)["isr"]) == 3:
+                    return
+            except Exception:  # the state znode is not written yet
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"{topic}: ISR not full after {timeout} s: {self.state(topic)}")
+
+    def close(self) -> None:
+        for b in self.brokers.values():
+            if b.proc is not None and b.proc.poll() is None:
+                b.kill()
+        if self.zk.connected:
+            self.zk.stop()
+        self.zk.close()
+
+
+class Prober:
+    """acks=all records every PROBE_PERIOD_S from a thread; remembers when each was produced
+    and when its success was reported."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                  "linger.ms": 0, "message.timeout.ms": 120_000,
+                                  "retry.backoff.ms": 20, "retry.backoff.max.ms": 200,
+                                  "topic.metadata.refresh.fast.interval.ms": 50, **QUIET})
+        self.acked: list[tuple[float, float]] = []  # (produced at, acknowledged at)
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        def report(err, msg, sent: float) -> None:  # type: ignore[no-untyped-def]
+            if err is None:
+                self.acked.append((sent, time.monotonic()))
+            elif len(self.errors) < 5:
+                self.errors.append(str(err))
+
+        due = time.monotonic()
+        while not self._stop.is_set():
+            sent = time.monotonic()
+            self.producer.produce(self.topic, b"p" * 100,
+                                  on_delivery=lambda err, msg, sent=sent: report(err, msg, sent))
+            due += PROBE_PERIOD_S
+            while (left := due - time.monotonic()) > 0:  # poll() returns at each report
+                self.producer.poll(left)
+            due = max(due, time.monotonic() - PROBE_PERIOD_S)  # no burst after a stall
+        self.producer.flush(60)
+
+    def start(self) -> "Prober":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(120)
+
+    def wait_acked_after(self, t: float, timeout: float) -> None:
+        """Until a record produced at or after `t` is acknowledged."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(sent >= t for sent, _ in list(self.acked)):
+                return
+            time.sleep(0.01)
+        raise RuntimeError(f"no acks=all write succeeded within {timeout} s; errors: "
+                           f"{self.errors}")
+
+    def longest_stall(self, start: float, end: float) -> float:
+        """The largest gap between successive acknowledgements in [start, end]."""
+        times = sorted(acked for _, acked in list(self.acked) if start <= acked <= end)
+        return max((b - a for a, b in zip(times, times[1:])), default=end - start)
+
+
+def measure_failover(cluster: ThreeBrokers, rounds: int, progress) -> tuple[list[float], list[float]]:  # type: ignore[no-untyped-def]
+    create_topic(cluster.bootstrap, "failover", 1, 3)
+    cluster.wait_full_isr("failover")
+    prober = Prober(cluster.bootstrap, "failover").start()
+    kills: list[float] = []
+    terms: list[float] = []
+    try:
+        prober.wait_acked_after(time.monotonic(), 60)
+        for rnd in range(rounds):
+            for how, out in ((signal.SIGKILL, kills), (signal.SIGTERM, terms)):
+                leader = int(cluster.state("failover")["leader"])
+                proc = cluster.brokers[leader].proc
+                assert proc is not None
+                time.sleep(1.5)  # a steady prober before the signal
+                t = time.monotonic()
+                proc.send_signal(how)
+                proc.wait(60)
+                # Until writes flow again: one produced a second after the exit is acked.
+                prober.wait_acked_after(time.monotonic() + 1, 60)
+                out.append(prober.longest_stall(t - 1, time.monotonic()))
+                progress(f"failover {rnd + 1}/{rounds}",
+                         f"{how.name} of leader {leader}: acks=all writes stalled "
+                         f"{out[-1]:.2f} s")
+                cluster.start(leader)
+                cluster.wait_full_isr("failover")
+    finally:
+        prober.stop()
+    return kills, terms
+
+
+def bench_cluster(work_dir: Path, rounds: int, count: int, partitions: tuple[int, ...],
+                  latency_seconds: float, progress) -> ClusterRun:  # type: ignore[no-untyped-def]
+    """Failover, throughput and latency of the three-broker cluster, then of one broker.
+    `progress(phase, text)` is told each figure as it comes."""
+    run = ClusterRun()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with run_zookeeper(work_dir / "zookeeper") as zookeeper:
+            cluster = ThreeBrokers(work_dir / "cluster", zookeeper.connect)
+            try:
+                cluster.start()
+                if rounds:
+                    run.kill_s, run.term_s = measure_failover(cluster, rounds, progress)
+                first = cluster.brokers[1].proc.pid  # type: ignore[union-attr]
+                _load(run, "cluster", cluster.bootstrap, first, cluster.pids, 3, count,
+                      partitions, latency_seconds, progress)
+            finally:
+                cluster.close()
+        single = BrokerProcess(work_dir / "single", config=str(SINGLE_CONFIG)).start(120)
+        try:
+            pid = single.proc.pid  # type: ignore[union-attr]
+            _load(run, "single", single.bootstrap, pid, (pid,), 1, count, partitions,
+                  latency_seconds, progress)
+        finally:
+            single.stop()
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    return run
+
+
+def _load(run: ClusterRun, which: str, bootstrap: str, pid: int, pids: tuple[int, ...],
+          replication: int, count: int, partitions: tuple[int, ...], latency_seconds: float,
+          progress) -> None:  # type: ignore[no-untyped-def]
+    for n in partitions:
+        # The page cache writes back what the run before left dirty (gigabytes), not during
+        # this one (peer_bench.settle).
+        os.sync()
+        time.sleep(1)
+        t = bench_produce(bootstrap, pid, f"{which}-{n}p", n, SIZE, count, "all",
+                          replication=replication, cpu_pids=pids)
+        run.throughput[which][n] = t
+        progress(f"{which} produce 1 KB acks=all, {n} partition(s), RF {replication}",
+                 f"{t.mb_s:.1f} MB/s {t.rec_s:,.0f} rec/s, broker CPU "
+                 f"{cpu_per_mb(t):.3f} s/MB")
+    if latency_seconds:
+        lat = bench_latency(bootstrap, pid, linger_ms=LATENCY_LINGER_MS, seconds=latency_seconds,
+                            rate=LATENCY_RATE, size=SIZE, acks="all", replication=replication,
+                            cpu_pids=pids)
+        run.latency[which] = lat
+        progress(f"{which} latency", f"p50 {lat.p50:.2f} p99 {lat.p99:.2f} ms "
+                                     f"({lat.received} records)")
+
+
+def cpu_per_mb(t: Throughput) -> float:
+    """Broker CPU seconds (all brokers) per MB of record values produced."""
+    return t.broker_cpu / (t.records * t.size / MB)
+
+
+def summary(values: list[float]) -> tuple[float, float]:
+    return statistics.median(values), max(values)
