@@ -28,7 +28,7 @@ from pybroker.client.group_admin import GroupAdminMixin
 
 __all__ = ["Admin", "NewTopic", "ResourceType", "ConfigSource", "ConfigResource",
            "ConfigSynonym", "ConfigEntry", "AlterOpType", "AlterConfigOp", "OffsetSpec",
-           "ListOffsetsResult"]
+           "ListOffsetsResult", "PartitionReassignment"]
 
 V = TypeVar("V")
 Outcome = Any  # a value, or the exception that stopped it
@@ -92,6 +92,16 @@ class ListOffsetsResult:
     offset: int
     timestamp: int
     leader_epoch: int
+
+
+@dataclass(frozen=True)
+class PartitionReassignment:
+    """A reassignment in progress (KIP-455): the whole replica set while it moves, the
+    replicas being added (target, not yet in sync) and those to remove once they are."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
 
 
 class Admin(GroupAdminMixin):
@@ -205,6 +215,64 @@ class Admin(GroupAdminMixin):
         return {TopicPartition(t.topic, p.partition_id):
                 KafkaError(p.error_code, p.error_message) if p.error_code else None
                 for t in results for p in t.partition_result}
+
+    async def alter_partition_reassignments(
+            self, targets: Mapping[TopicPartition, Iterable[int] | None]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """AlterPartitionReassignments at the controller: move each partition to its target
+        replicas, or (None) cancel the move in progress. Each partition maps to None (started
+        or cancelled) or its KafkaError with the broker's message. The controller is found
+        afresh while it answers NOT_CONTROLLER, at the top or per partition; any other
+        top-level error raises."""
+        by_topic: dict[str, list[dict]] = {}
+        for tp, replicas in targets.items():
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition,
+                 "replicas": None if replicas is None else list(replicas)})
+        body = {"timeout_ms": self._timeout_ms,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+        async def attempt() -> Any:
+            conn = await self.client.controller()
+            resp = await conn.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body)
+            if resp.error_code:
+                raise KafkaError(resp.error_code, resp.error_message or None)
+            if any(p.error_code == ErrorCode.NOT_CONTROLLER
+                   for t in resp.responses for p in t.partitions):
+                raise KafkaError(ErrorCode.NOT_CONTROLLER)
+            return resp.responses
+
+        results = await self.client.retrying(attempt, timeout=self.timeout, any_retriable=False)
+        return {TopicPartition(t.name, p.partition_index):
+                KafkaError(p.error_code, p.error_message or None) if p.error_code else None
+                for t in results for p in t.partitions}
+
+    async def list_partition_reassignments(
+            self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """ListPartitionReassignments at the controller: the reassignments in progress among
+        `partitions` (None: all of them). A top-level error raises; NOT_CONTROLLER is retried
+        at the controller found afresh."""
+        wanted: dict[str, list[int]] | None = None
+        if partitions is not None:
+            wanted = {}
+            for tp in partitions:
+                wanted.setdefault(tp.topic, []).append(tp.partition)
+        body = {"timeout_ms": self._timeout_ms,
+                "topics": None if wanted is None else
+                [{"name": t, "partition_indexes": ps} for t, ps in wanted.items()]}
+
+        async def attempt() -> Any:
+            conn = await self.client.controller()
+            resp = await conn.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, body)
+            if resp.error_code:
+                raise KafkaError(resp.error_code, resp.error_message or None)
+            return resp.topics
+
+        topics = await self.client.retrying(attempt, timeout=self.timeout, any_retriable=False)
+        return {TopicPartition(t.name, p.partition_index): PartitionReassignment(
+                    tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+                for t in topics for p in t.partitions}
 
     async def _config_node(self, resource: ConfigResource) -> int | None:
         """Broker configs are answered by that broker; everything else by any broker."""
