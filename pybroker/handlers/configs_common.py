@@ -28,6 +28,13 @@ def check_resource(ctx: RequestContext, resource_type: int, name: str,
     return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
 
 
+def _only_deletes(resource: Any) -> bool:
+    """IncrementalAlterConfigs of nothing but DELETEs, or AlterConfigs of an empty set
+    (which replaces every dynamic config with none): on a broker that has no dynamic
+    configs, there is nothing to do."""
+    return all(getattr(c, "config_operation", None) == 1 for c in resource.configs)
+
+
 def result(code: ErrorCode, message: str | None, resource_type: int, name: str) -> dict:
     return {"error_code": int(code), "error_message": message, "resource_type": resource_type,
             "resource_name": name}
@@ -40,6 +47,13 @@ async def alter_topic_configs(ctx: RequestContext, request: Any,
     request only validates. ConfigError from either step is INVALID_CONFIG for that resource."""
     responses = []
     for res in request.resources:
+        if res.resource_type == ResourceType.BROKER and _only_deletes(res):
+            # Nothing dynamic to delete: done (Kafka's tools clear replication throttles on
+            # every broker this way when a reassignment completes).
+            code, message = check_resource(ctx, res.resource_type, res.resource_name,
+                                           altering=False)
+            responses.append(result(code, message, res.resource_type, res.resource_name))
+            continue
         code, message = check_resource(ctx, res.resource_type, res.resource_name,
                                        altering=True)
         if code == ErrorCode.NONE:

@@ -192,3 +192,21 @@ def test_alter_configs_legacy_replaces_overrides(broker, ck: AdminClient, kp) ->
                               incremental=True)
     assert result["topic"][name] == "OK"
     assert _overrides(ck, name) == {"retention.ms": "8000", "cleanup.policy": "delete,compact"}
+
+
+def test_deleting_broker_throttles_is_a_no_op_but_setting_them_is_refused(broker, ck: AdminClient
+                                                                          ) -> None:
+    """Kafka's kafka-reassign-partitions --verify deletes leader/follower.replication.throttled
+    .rate on every broker: with no dynamic broker configs there is nothing to delete, so it
+    succeeds; setting one is still refused (dynamic broker configs are not supported)."""
+    from confluent_kafka.admin import ResourceType
+    DELETE, SET = AlterConfigOpType.DELETE, AlterConfigOpType.SET
+
+    def on_broker(*ops: tuple[str, str | None, object]) -> int:
+        resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
+            ConfigEntry(key, value, incremental_operation=op) for key, value, op in ops])
+        return ck_code(next(iter(ck.incremental_alter_configs([resource]).values())))
+
+    assert on_broker(("leader.replication.throttled.rate", None, DELETE),
+                     ("follower.replication.throttled.rate", None, DELETE)) == 0
+    assert on_broker(("leader.replication.throttled.rate", "1000", SET)) != 0
