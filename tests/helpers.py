@@ -9,3 +9,18 @@ from pybroker.testing import BrokerProcess, broker_config, broker_in_thread
 __all__ = ["ROOT", "BrokerProcess", "broker_config", "broker_in_thread"]
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def venv_not_ready() -> str | None:
+    """Why bin/ scripts would install a virtual environment before running (so a test that
+    runs them without a network, or timed, cannot), or None when they run at once. bin/test
+    installs it with the test extras first, so under bin/test this is None."""
+    import os
+    venv = Path(os.environ.get("PYBROKER_VENV", ROOT / ".venv"))
+    stamp = next((s for s in (venv / ".installed", venv / ".installed-test") if s.exists()),
+                 venv / ".installed")
+    if not (venv / "bin" / "python").exists() or not stamp.exists():
+        return f"bin/_bootstrap would create {venv} first (no {stamp})"
+    if (ROOT / "pyproject.toml").stat().st_mtime > stamp.stat().st_mtime:
+        return "bin/_bootstrap would reinstall: pyproject.toml is newer than the venv stamp"
+    return None

@@ -73,6 +73,7 @@ class ReplicaFetchers:
         self._follows: dict[TopicPartition, _Follow] = {}
         self._running: set[int] = set()
         self._wakeups: dict[int, trio.Event] = {}
+        self._inflight: dict[int, trio.CancelScope] = {}
         # Partitions to leave out of the next fetches until this time (an epoch the leader
         # does not know yet, a transient error).
         self._backoff: dict[TopicPartition, float] = {}
@@ -88,6 +89,8 @@ class ReplicaFetchers:
         self._backoff.pop(tp, None)
         self._start(leader)
         self._wake(leader)
+        if old is not None and old.leader != leader:
+            self._wake(old.leader)
 
     def unfollow(self, tp: TopicPartition) -> None:
         old = self._follows.pop(tp, None)
@@ -99,9 +102,15 @@ class ReplicaFetchers:
         return (f.leader, f.epoch) if f else None
 
     def _wake(self, leader: int) -> None:
+        """The partitions fetched from `leader` changed: a fetcher idling wakes, and one
+        long-polling abandons its fetch (up to replica.fetch.wait.max.ms) to ask again for
+        the new set at once — a new leader's high watermark waits for this follower."""
         event = self._wakeups.get(leader)
         if event is not None:
             event.set()
+        scope = self._inflight.get(leader)
+        if scope is not None:
+            scope.cancel()
 
     def _start(self, leader: int) -> None:
         if self._nursery is not None and leader not in self._running:
@@ -182,7 +191,18 @@ class ReplicaFetchers:
             if not asked:
                 await self._idle(leader, min(settings.backoff_ms / 1000, 0.1))
                 continue
-            response = await conn.request(ApiKey.FETCH, request, version=FETCH_VERSION)
+            try:
+                with trio.CancelScope() as scope:
+                    self._inflight[leader] = scope
+                    response = await conn.request(ApiKey.FETCH, request,
+                                                  version=FETCH_VERSION)
+            finally:
+                self._inflight.pop(leader, None)
+            if scope.cancelled_caught:
+                # The partition set changed meanwhile. The leader answers a connection's
+                # requests in order, so the next fetch would wait behind the abandoned
+                # long poll: a new connection asks at once.
+                return
             if response.error_code:
                 log.info("fetch from broker %d failed: %s", leader,
                          ErrorCode(response.error_code).name)

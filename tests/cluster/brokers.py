@@ -154,8 +154,20 @@ class Cluster:
         raise AssertionError(f"timed out waiting for {what or check}: last {last!r}")
 
     def wait_isr(self, topic: str, partition: int, isr: set[int], timeout: float = 30) -> None:
-        self.wait_until(lambda: set(self.state(topic, partition)["isr"]) == isr, timeout,
-                        f"ISR of {topic}-{partition} to be {sorted(isr)}")
+        try:
+            self.wait_until(lambda: set(self.state(topic, partition)["isr"]) == isr, timeout,
+                            f"ISR of {topic}-{partition} to be {sorted(isr)}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; state {self.state(topic, partition)}\n"
+                                 + self.log_tail(f"{topic}-{partition}")) from None
+
+    def log_tail(self, about: str, lines: int = 15) -> str:
+        """The last lines each broker logged about `about` (a partition), for failures."""
+        out = []
+        for node, broker in sorted(self.brokers.items()):
+            mine = [ln for ln in broker.stderr_lines if about in ln][-lines:]
+            out.append(f"--- broker {node}:\n" + "".join(mine))
+        return "\n".join(out)
 
     def segment_bytes(self, node: int, topic: str, partition: int) -> bytes:
         directory = self.work_dir / f"broker-{node}" / f"{topic}-{partition}"

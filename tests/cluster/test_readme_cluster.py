@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.zookeeper import four_letter_word
-from tests.helpers import ROOT
+from tests.helpers import ROOT, venv_not_ready
 
 README = ROOT / "README.md"
 SESSION_TIMEOUT_S = 6  # zookeeper.session.timeout.ms of config/cluster/*.properties
@@ -71,6 +71,11 @@ def quickstart_steps() -> list[Step]:
 
 
 def _why_no_private_namespace() -> str | None:
+    # The steps run bin/ scripts inside a namespace with no network: they must not need to
+    # install anything first.
+    unready = venv_not_ready()
+    if unready is not None:
+        return unready
     for tool in ("unshare", "ip", "ps"):
         if shutil.which(tool) is None:
             return f"the cluster quickstart needs {tool} on PATH (a private namespace)"
@@ -125,8 +130,12 @@ def run_quickstart(workdir: Path) -> dict[str, object]:
                                             stdin=subprocess.DEVNULL, stdout=out,
                                             stderr=subprocess.STDOUT)
                 servers.append(proc)
-                _wait_serving(command, proc, _zookeeper_serving if "zookeeper" in command
-                              else lambda log=log: b"listening on" in log.read_bytes())
+                try:
+                    _wait_serving(command, proc, _zookeeper_serving if "zookeeper" in command
+                                  else lambda log=log: b"listening on" in log.read_bytes())
+                except RuntimeError as exc:
+                    tail = log.read_bytes()[-3000:].decode(errors="replace")
+                    raise RuntimeError(f"{exc}; its output ends:\n{tail}") from None
                 results.append({"command": command, "started": True})
                 continue
             if command.startswith("ps aux | grep server-1.properties"):

@@ -13,12 +13,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from pybroker import __version__
-from tests.helpers import ROOT
+from tests.helpers import ROOT, venv_not_ready
 
 BIN = ROOT / "bin"
 TOOLS = {
@@ -32,17 +31,7 @@ TOOLS = {
 }
 
 
-def _venv_ready() -> str | None:
-    """Why the shims cannot run here without installing, or None when they can."""
-    venv = Path(os.environ.get("PYBROKER_VENV", ROOT / ".venv"))
-    # bin/test installs with the test extras; that install serves the shims too.
-    stamp = next((s for s in (venv / ".installed", venv / ".installed-test") if s.exists()),
-                 venv / ".installed")
-    if not (venv / "bin" / "python").exists() or not stamp.exists():
-        return f"bin/_bootstrap would create {venv} first (no {stamp})"
-    if (ROOT / "pyproject.toml").stat().st_mtime > stamp.stat().st_mtime:
-        return "bin/_bootstrap would reinstall: pyproject.toml is newer than the venv stamp"
-    return None
+_venv_ready = venv_not_ready
 
 
 needs_venv = pytest.mark.skipif(_venv_ready() is not None, reason=str(_venv_ready()))
