@@ -512,7 +512,7 @@ class ReplicaManager:
         if part is None or not part.is_leader:
             return
         now_ms = int(time.time() * 1000)
-        isr = set(part.isr)
+        isr = set(part.isr) & set(part.replicas)  # a replica moved away leaves the ISR too
         isr -= part.out_of_sync_replicas(now_ms, lag_time_max_ms)
         isr |= {r for r in part.replicas if r not in isr and part.can_join_isr(r)}
         if isr == set(part.isr) or not isr:

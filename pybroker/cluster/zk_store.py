@@ -406,6 +406,11 @@ class ZkMetadataStore:
         if ("rearm",) in keys:
             self._read_all()
             return
+        # A partition's state and its topic's assignment are written together by the
+        # controller (a reassignment step: one multi-op), but their watches fire apart:
+        # reading the assignment with every state keeps the image from pairing a new ISR
+        # with old replicas (a leader would then let a removed replica back into the ISR).
+        keys = keys | {("topic", key[1]) for key in keys if key[0] == "state"}
         for key in sorted(keys, key=_read_order):
             self._read(key)
 
