@@ -222,6 +222,16 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _needed_under_tmp() -> list[Path]:
+    """The checkout and this Python, where they live under /tmp (a fresh clone in CI): the
+    namespace's private /tmp would hide them, so they are bound back in at the same paths."""
+    tmp = Path("/tmp")
+    wanted = {ROOT, Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent}
+    found = sorted({p.resolve() for p in wanted if p.resolve().is_relative_to(tmp)})
+    # Outermost first, and nothing inside another already bound.
+    return [p for p in found if not any(p != q and p.is_relative_to(q) for q in found)]
+
+
 # --- the test ------------------------------------------------------------------------------------
 
 def test_cluster_quickstart_runs_as_written(tmp_path: Path) -> None:
@@ -230,7 +240,12 @@ def test_cluster_quickstart_runs_as_written(tmp_path: Path) -> None:
         pytest.skip(reason)
     private_tmp = tmp_path / "tmp"
     private_tmp.mkdir()
-    inside = (f'ip link set lo up && mount --bind {private_tmp} /tmp && exec "$@"')
+    inside = (f'ip link set lo up && mkdir -p {private_tmp}/.host '
+              f'&& mount --bind /tmp {private_tmp}/.host && mount --rbind {private_tmp} /tmp'
+              + "".join(f' && mkdir -p {shlex.quote(str(p))} && mount --bind '
+                        f'{shlex.quote("/tmp/.host/" + str(p.relative_to("/tmp")))} '
+                        f'{shlex.quote(str(p))}' for p in _needed_under_tmp())
+              + ' && exec "$@"')
     done = subprocess.run(
         ["unshare", "--map-root-user", "--net", "--mount", "--pid", "--fork", "--mount-proc",
          "sh", "-c", inside, "sh", sys.executable, "-m", "tests.cluster.test_readme_cluster",
