@@ -514,7 +514,9 @@ class ReplicaManager:
         now_ms = int(time.time() * 1000)
         isr = set(part.isr) & set(part.replicas)  # a replica moved away leaves the ISR too
         isr -= part.out_of_sync_replicas(now_ms, lag_time_max_ms)
-        isr |= {r for r in part.replicas if r not in isr and part.can_join_isr(r)}
+        # Only replicas outside the current ISR may join: one just found out of sync still
+        # "has" the high watermark (it is what holds it back).
+        isr |= {r for r in part.replicas if r not in part.isr and part.can_join_isr(r)}
         if isr == set(part.isr) or not isr:
             return
         new_isr = tuple(r for r in part.replicas if r in isr)

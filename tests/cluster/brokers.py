@@ -43,10 +43,10 @@ class Cluster:
         self._zk: KazooClient | None = None
 
     # -- brokers ---------------------------------------------------------------------------------
-    def broker(self, node: int, file_size_limit: int | None = None,
+    def broker(self, node: int, file_size_limit: int | None = None, port: int = 0,
                **overrides: str) -> BrokerProcess:
         old = self.brokers.get(node)
-        port = old.port if old is not None else 0
+        port = old.port if old is not None else port
         proc = BrokerProcess(self.work_dir / f"broker-{node}", port=port,
                              file_size_limit=file_size_limit,
                              **{k.replace(".", "_"): v for k, v in

@@ -337,3 +337,51 @@ def test_a_follower_whose_disk_fills_goes_offline_alone(tmp_path: Path, zookeepe
         assert not check(history)
     finally:
         cluster.close()
+
+
+def test_follower_cut_off_from_the_leader_leaves_and_rejoins_the_isr(
+        tmp_path: Path, zookeeper) -> None:  # type: ignore[no-untyped-def]
+    """A network partition between one follower and the leader (both still reach ZooKeeper):
+    the leader's advertised address is a proxy that blackholes the follower's fetch
+    connections. The ISR shrinks within replica.lag.time.max.ms, acks=all writes go on with
+    the other two; healed, the follower catches up and rejoins, nothing acknowledged is lost,
+    the copies are identical."""
+    from tests.cluster.link_proxy import LinkProxy
+    from tests.cluster.zookeeper import free_port
+
+    real = free_port()
+    proxy = LinkProxy(real)
+    cluster = Cluster(tmp_path, zookeeper.connect)
+    try:
+        cluster.broker(1, port=real, **{
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"}).start(60)
+        cluster.start(2)
+        cluster.start(3)
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap().split(","))
+        try:
+            admin.create_topics([NewTopic("cut", replica_assignments={0: [1, 2, 3]},
+                                          topic_configs={"min.insync.replicas": "2"})])
+        finally:
+            admin.close()
+        cluster.wait_isr("cut", 0, {1, 2, 3})
+        producer = AckedProducer(cluster.bootstrap(), "cut", rate=100).start()
+        try:
+            producer.wait_acked(50)
+            proxy.cut("broker-3-fetcher")
+            cut_at = time.monotonic()
+            cluster.wait_isr("cut", 0, {1, 2}, timeout=LAG_TIME_MS / 1000 + 15)
+            assert time.monotonic() - cut_at < LAG_TIME_MS / 1000 + 10
+            before = producer.acked_count()
+            producer.wait_acked(before + 100, timeout=30)
+            assert cluster.leader("cut", 0) == 1
+            proxy.heal()
+            cluster.wait_isr("cut", 0, {1, 2, 3}, timeout=40)
+        finally:
+            history = producer.stop()
+        read_all(cluster.bootstrap(), "cut", history, 1)
+        assert not check(history)
+        copies = {n: cluster.segment_bytes(n, "cut", 0) for n in cluster.ids}
+        assert len(set(copies.values())) == 1
+    finally:
+        cluster.close()
+        proxy.close()
