@@ -336,9 +336,14 @@ def test_preferred_election_returns_leadership_to_the_preferred_replica(
     heal(cluster, 2, [("prefer", 0)])
     assert cluster.leader("prefer", 0) != 2
 
-    elected = tool(leader_election.main, "--bootstrap-server", cluster.bootstrap(),
-                   "--election-type", "preferred", "--all-topic-partitions")
-    assert elected.rc == 0, elected.err
+    def elect() -> Result | None:
+        # The controller's image follows ZooKeeper a moment after the ISR write the test
+        # waited for: until it has broker 2 back in the ISR there is nothing to elect.
+        result = tool(leader_election.main, "--bootstrap-server", cluster.bootstrap(),
+                      "--election-type", "preferred", "--all-topic-partitions")
+        assert result.rc == 0, result.err
+        return result if "prefer-0" in result.out else None
+    elected = cluster.wait_until(elect, 15, "the preferred election of prefer-0")
     assert "Successfully completed leader election (PREFERRED) for partitions " in elected.out
     assert "prefer-0" in elected.lines[0].split("partitions ", 1)[1].split(", ")
     assert cluster.leader("prefer", 0) == 2
