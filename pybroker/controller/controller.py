@@ -75,7 +75,12 @@ class Controller:
         while True:
             self._changed = trio.Event()
             try:
+                was_active = self.active
                 await self._step()
+                if self.active and not was_active:
+                    # As Kafka's onControllerFailover: the first check one interval after
+                    # becoming controller, not at once because the broker is old.
+                    next_rebalance = trio.current_time() + self.imbalance_check_interval_s
                 if self.active and trio.current_time() >= next_rebalance:
                     next_rebalance = trio.current_time() + self.imbalance_check_interval_s
                     if self.auto_rebalance:
