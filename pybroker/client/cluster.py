@@ -6,7 +6,6 @@ refreshes. Topic ids print the way Kafka prints them (`Uuid.toString`: URL-safe 
 """
 from __future__ import annotations
 
-import base64
 import uuid
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -14,6 +13,7 @@ from typing import NamedTuple
 from construct import Container
 
 from protocol.errors import ErrorCode
+from protocol.topic_id import format_topic_id
 from protocol.messages.topics import INTERNAL_TOPICS
 
 __all__ = ["TopicPartition", "BrokerNode", "PartitionMetadata", "TopicMetadata",
@@ -97,11 +97,6 @@ class ClusterMetadata:
             topics[t.name] = TopicMetadata(t.name, t.topic_id or ZERO_UUID, bool(t.is_internal),
                                            parts, ErrorCode.from_wire(t.error_code))
         return cls(brokers, topics, body.controller_id, body.cluster_id)
-
-
-def format_topic_id(topic_id: uuid.UUID) -> str:
-    """Kafka's textual form of a topic id: 22 characters of URL-safe base64."""
-    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
 
 
 def is_internal_topic(name: str) -> bool:

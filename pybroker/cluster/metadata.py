@@ -19,7 +19,6 @@ can use them; they are re-exported here.
 """
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -29,6 +28,7 @@ from typing import Protocol
 
 import trio
 
+from protocol.topic_id import format_topic_id
 from pybroker.cluster.image import (  # re-exported: the store's users import them from here
     BrokerInfo, MetadataDelta, MetadataImage, PartitionState, TopicInfo, diff_images,
 )
@@ -80,7 +80,7 @@ TopicsChange = tuple[dict[str, TopicInfo], MetadataDelta]
 
 def new_cluster_id() -> str:
     """A random 16-byte id in Kafka's URL-safe base64 form (22 characters)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return format_topic_id(uuid.uuid4())
 
 
 def read_meta_properties(log_dir: Path) -> dict[str, str]:

@@ -8,13 +8,14 @@ pybroker cluster for a Kafka one (they do not speak the controller RPCs).
 """
 from __future__ import annotations
 
-import base64
 import json
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from protocol.topic_id import format_topic_id, parse_topic_id
 
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
@@ -29,8 +30,6 @@ ISR_CHANGES = "/isr_change_notification"
 # Created at start when missing, as Kafka's KafkaZkClient.createTopLevelPaths does.
 PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, CONFIG_CHANGES, DELETE_TOPICS,
                     ISR_CHANGES, "/config/brokers", "/config/users", "/config/clients")
-
-PRODUCER_ID_BLOCK_SIZE = 1000
 
 
 def broker_path(node_id: int) -> str:
@@ -129,7 +128,7 @@ def encode_topic(assignment: TopicAssignment) -> bytes:
         "removing_replicas": {str(p): list(r) for p, r in (assignment.removing or {}).items()},
     }
     if assignment.topic_id is not None:
-        data["topic_id"] = _topic_id_text(assignment.topic_id)
+        data["topic_id"] = format_topic_id(assignment.topic_id)
     return _json(data)
 
 
@@ -138,21 +137,9 @@ def decode_topic(raw: bytes) -> TopicAssignment:
     topic_id = data.get("topic_id")
     return TopicAssignment(
         {int(p): tuple(r) for p, r in data.get("partitions", {}).items()},
-        _parse_topic_id(topic_id) if topic_id else None,
+        parse_topic_id(topic_id) if topic_id else None,
         {int(p): tuple(r) for p, r in data.get("adding_replicas", {}).items()},
         {int(p): tuple(r) for p, r in data.get("removing_replicas", {}).items()})
-
-
-def _topic_id_text(topic_id: uuid.UUID) -> str:
-    """Kafka writes topic ids in its URL-safe base64 form, as the tools print them."""
-    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
-
-
-def _parse_topic_id(text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-    except ValueError:
-        return uuid.UUID(text)
 
 
 # -- /brokers/topics/T/partitions/P/state -----------------------------------------------------

@@ -135,7 +135,7 @@ class ZkMetadataStore:
         self._ensure_chroot(KazooClient, hosts, connection_timeout_ms)
         self.zk = KazooClient(hosts=hosts + self.chroot, timeout=session_timeout_ms / 1000,
                               connection_retry={"max_tries": -1, "max_delay": 1.0})
-        self._start_session(connection_timeout_ms)
+        self._start(self.zk, connection_timeout_ms)
         self.listeners: list[DeltaListener] = []
         self.changes = 0
         # False from a lost session until this broker has registered again and re-read.
@@ -184,9 +184,6 @@ class ZkMetadataStore:
                 f"ZooKeeper at {self.connect} did not answer within "
                 f"zookeeper.connection.timeout.ms={timeout_ms}: {exc or type(exc).__name__}")
             ) from None
-
-    def _start_session(self, timeout_ms: int) -> None:
-        self._start(self.zk, timeout_ms)
 
     def _cluster_id(self, configured: str | None) -> str:
         """ZooKeeper's /cluster/id, created by the first broker; meta.properties must agree
@@ -423,10 +420,6 @@ class ZkMetadataStore:
     def state_version(self, topic: str, partition: int) -> int:
         cached = self._cache.states.get((topic, partition))
         return cached[1] if cached else -1
-
-    def controller_epoch_of(self, topic: str, partition: int) -> int:
-        cached = self._cache.states.get((topic, partition))
-        return cached[0].controller_epoch if cached else 0
 
     def topic_version(self, topic: str) -> int:
         return self._cache.topic_versions.get(topic, -1)

@@ -165,7 +165,7 @@ class Controller:
         """Write each partition's new leader, epoch and ISR, conditionally on the version
         read; returns how many landed (a lost race is retried at the next change)."""
         store = self.store
-        written = 0
+        written: list[tuple[str, str, int]] = []
         for topic, state in changes:
             data = zd.encode_state(zd.LeaderAndIsr(state.leader, state.leader_epoch,
                                                    tuple(state.isr), self.epoch))
@@ -187,13 +187,14 @@ class Controller:
                 log.info("controller: state of %s-%d changed meanwhile; will retry", topic,
                          state.partition)
                 continue
-            written += 1
-            # Read back now, so the next decision starts from it rather than from an image
-            # that waits for the watch.
-            await store.refresh_now(("state", topic, state.partition))
+            written.append(("state", topic, state.partition))
             log.info("controller: %s-%d leader %d epoch %d ISR %s", topic, state.partition,
                      state.leader, state.leader_epoch, list(state.isr))
-        return written
+        if written:
+            # Read back now, all at once, so the next decision starts from them rather than
+            # from an image that waits for the watches.
+            await store.refresh_now(*written)
+        return len(written)
 
     # -- reconciling -------------------------------------------------------------------------------
     async def _reconcile(self, image: MetadataImage) -> None:

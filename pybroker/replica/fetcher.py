@@ -97,10 +97,6 @@ class ReplicaFetchers:
         if old is not None:
             self._wake(old.leader)
 
-    def following(self, tp: TopicPartition) -> tuple[int, int] | None:
-        f = self._follows.get(tp)
-        return (f.leader, f.epoch) if f else None
-
     def _wake(self, leader: int) -> None:
         """The partitions fetched from `leader` changed: a fetcher idling wakes, and one
         long-polling abandons its fetch (up to replica.fetch.wait.max.ms) to ask again for
