@@ -1,9 +1,11 @@
 """Fixtures shared by the integration tests: a real broker on an ephemeral port."""
 from __future__ import annotations
 
+import io
 import os
+import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
@@ -37,3 +39,20 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # ty
         terminalreporter.section("performance figures")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def tool(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+         ) -> Callable[..., Any]:
+    """tool(main, *argv, stdin=b"...") -> Result(rc, out, err): a tool run in-process."""
+    from tests.helpers import Result
+
+    def call(main: Callable[[Sequence[str]], int], *argv: str,
+             stdin: bytes | None = None) -> Result:
+        capsys.readouterr()
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+        rc = main(list(argv))
+        captured = capsys.readouterr()
+        return Result(rc, captured.out, captured.err)
+    return call

@@ -2,6 +2,7 @@
 repository's root."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from pybroker.testing import BrokerProcess, broker_config, broker_in_thread
@@ -24,3 +25,16 @@ def venv_not_ready() -> str | None:
     if (ROOT / "pyproject.toml").stat().st_mtime > stamp.stat().st_mtime:
         return "bin/_bootstrap would reinstall: pyproject.toml is newer than the venv stamp"
     return None
+
+
+@dataclass
+class Result:
+    """What a command-line tool's main() did: its exit code and captured output."""
+
+    rc: int
+    out: str
+    err: str
+
+    @property
+    def lines(self) -> list[str]:
+        return self.out.splitlines()

@@ -17,19 +17,10 @@ import pytest
 
 from pybroker.tools import reassign_partitions
 from tests.cluster.brokers import SESSION_TIMEOUT_MS, Cluster, running_cluster
-from tests.cluster.test_tools_cluster import Result
-from tests.cluster.zookeeper import ZooKeeperNotInstalled, ZooKeeperProcess, run_zookeeper
+from tests.cluster.zookeeper import ZooKeeperProcess
+from tests.helpers import Result
 
 Tool = Callable[..., Result]
-
-
-@pytest.fixture(scope="module")
-def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
-    try:
-        with run_zookeeper(tmp_path_factory.mktemp("zookeeper")) as server:
-            yield server
-    except ZooKeeperNotInstalled as exc:
-        pytest.skip(f"{exc} (bin/test installs it)")
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,8 @@ replica, has a cluster of its own.
 """
 from __future__ import annotations
 
-import io
 import json
 import re
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -25,7 +22,8 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.tools import console_consumer, console_producer, leader_election, topics
 from tests.cluster.brokers import SESSION_TIMEOUT_MS, Cluster, running_cluster
-from tests.cluster.zookeeper import ZooKeeperNotInstalled, ZooKeeperProcess, run_zookeeper
+from tests.cluster.zookeeper import ZooKeeperProcess
+from tests.helpers import Result
 from tests.integration.raw import send_request
 
 FAILOVER_S = SESSION_TIMEOUT_MS / 1000 + 20
@@ -34,46 +32,11 @@ PARTITION_LINE = re.compile(
     r"\tReplicas: (?P<replicas>[\d,]+)\tIsr: (?P<isr>[\d,]*)\tElr: N/A\tLastKnownElr: N/A$")
 
 
-@dataclass
-class Result:
-    rc: int
-    out: str
-    err: str
-
-    @property
-    def lines(self) -> list[str]:
-        return self.out.splitlines()
-
-
-@pytest.fixture(scope="module")
-def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
-    try:
-        with run_zookeeper(tmp_path_factory.mktemp("zookeeper")) as server:
-            yield server
-    except ZooKeeperNotInstalled as exc:
-        pytest.skip(f"{exc} (bin/test installs it)")
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: ZooKeeperProcess
             ) -> Iterator[Cluster]:
     with running_cluster(tmp_path_factory.mktemp("cluster"), zk_server.connect) as c:
         yield c
-
-
-@pytest.fixture
-def tool(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-         ) -> Callable[..., Result]:
-    """tool(main, *argv, stdin=b"...") -> Result(rc, out, err)."""
-    def call(main: Callable[[Sequence[str]], int], *argv: str,
-             stdin: bytes | None = None) -> Result:
-        capsys.readouterr()
-        if stdin is not None:
-            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
-        rc = main(list(argv))
-        captured = capsys.readouterr()
-        return Result(rc, captured.out, captured.err)
-    return call
 
 
 def create(tool: Callable[..., Result], cluster: Cluster, name: str, partitions: int = 1,
