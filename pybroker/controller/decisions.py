@@ -115,7 +115,8 @@ def controlled_shutdown_moves(image: MetadataImage, shutting_down: int | Set[int
     leaves their ISR; those it follows in sync drop it from the ISR (never the last member).
     Kafka's `doControlledShutdown`. A led partition with no such replica is left as it is:
     the broker waits and asks again (`controlled.shutdown.max.retries`), and it exits once
-    `partitions_led_by` is empty. `shutting_down` may name several brokers shutting down at
+    it leads no partition that another live in-sync replica could take
+    (`Broker.controlled_shutdown`). `shutting_down` may name several brokers shutting down at
     once: none of them is chosen as a leader."""
     going = frozenset({shutting_down}) if isinstance(shutting_down, int) \
         else frozenset(shutting_down)
