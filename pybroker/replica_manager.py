@@ -84,15 +84,19 @@ class ReplicaManager:
         self._isr_candidates: set[TopicPartition] = set()
         self._isr_wakeup = trio.Event()
         # Set by the broker once its transaction coordinator exists: whether a partition is in
-        # the ongoing transaction of (producer id, epoch) (Kafka's KIP-890 verification).
-        self.txn_verifier: Callable[[int, int, TopicPartition], ErrorCode] | None = None
+        # the ongoing transaction of (transactional id, producer id, epoch) (Kafka's KIP-890
+        # verification).
+        self.txn_verifier: Callable[[str, int, int, TopicPartition], ErrorCode] | None = None
 
-    def verify_transaction(self, producer_id: int, producer_epoch: int,
+    def verify_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
                            tp: TopicPartition) -> ErrorCode:
         """NONE if `tp` belongs to the producer's ongoing transaction, else Kafka's error
-        (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH); NONE when no verifier is set."""
+        (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH); NONE when no verifier is set or the
+        transactional id is coordinated by another broker."""
         verifier = self.txn_verifier
-        return ErrorCode.NONE if verifier is None else verifier(producer_id, producer_epoch, tp)
+        if verifier is None:
+            return ErrorCode.NONE
+        return verifier(transactional_id, producer_id, producer_epoch, tp)
 
     # -- the partitions this broker hosts ------------------------------------------------------
     def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1
