@@ -11,7 +11,7 @@
 
 Layers, bottom up: `connection` (one broker: frames, correlation ids, negotiated versions),
 `client` (bootstrap, metadata, routing), `log_io` (one Produce or Fetch with raw batches),
-`admin` + `group_admin`, `producer`, `consumer` + `group` (classic membership, range
+`admin` + `group_admin` + `transaction_admin`, `producer`, `consumer` + `group` (classic membership, range
 assignor). Failures raise `KafkaError` (with Kafka's `ErrorCode`), `KafkaConnectionError` or
 `KafkaTimeoutError`, each with a message fit to show a person.
 """
@@ -30,6 +30,9 @@ from pybroker.client.group_admin import (
 )
 from pybroker.client.log_io import FetchedPartition, FetchPosition, fetch, produce_batch
 from pybroker.client.producer import DeliveryFuture, Producer, RecordMetadata
+from pybroker.client.transaction_admin import (
+    AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing,
+)
 
 __all__ = [
     "ErrorCode", "KafkaError", "KafkaConnectionError", "KafkaTimeoutError",
@@ -38,6 +41,7 @@ __all__ = [
     "Admin", "NewTopic", "ConfigResource", "ConfigEntry", "ConfigSource", "ResourceType",
     "AlterConfigOp", "AlterOpType", "OffsetSpec", "ListOffsetsResult",
     "GroupListing", "GroupDescription", "MemberDescription", "OffsetAndMetadata",
+    "TransactionListing", "TransactionDescription", "ProducerState", "AbortTransactionSpec",
     "Producer", "DeliveryFuture", "RecordMetadata", "Consumer", "ConsumerRecord",
     "fetch", "produce_batch", "FetchPosition", "FetchedPartition",
 ]

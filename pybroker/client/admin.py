@@ -5,8 +5,8 @@ partition's leader, a named broker) and returns plain values. Per-item failures 
 the result, keyed like the request, as exceptions (`KafkaError`, or `KafkaConnectionError`
 when a leader could not be reached), because a tool reports "this topic failed, that one
 worked" rather than stopping at the first error; a failure of the whole request raises.
-Group administration lives in `group_admin` and is mixed in here, so `Admin` is the one
-object a tool needs.
+Group administration lives in `group_admin` and transaction administration in
+`transaction_admin`; both are mixed in here, so `Admin` is the one object a tool needs.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from pybroker.client.cluster import ZERO_UUID, TopicMetadata, TopicPartition
 from pybroker.client.connection import BrokerConnection
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
 from pybroker.client.group_admin import GroupAdminMixin
+from pybroker.client.transaction_admin import TransactionAdminMixin
 
 __all__ = ["Admin", "NewTopic", "ResourceType", "ConfigSource", "ConfigResource",
            "ConfigSynonym", "ConfigEntry", "AlterOpType", "AlterConfigOp", "OffsetSpec",
@@ -104,7 +105,7 @@ class PartitionReassignment:
     removing_replicas: tuple[int, ...]
 
 
-class Admin(GroupAdminMixin):
+class Admin(GroupAdminMixin, TransactionAdminMixin):
     """Admin operations; `timeout` (seconds) bounds each one, retries included."""
 
     def __init__(self, client: KafkaClient, *, timeout: float | None = None,

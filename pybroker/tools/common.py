@@ -29,7 +29,7 @@ from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError, erro
 
 __all__ = ["ToolError", "UsageError", "ArgumentParser", "run", "out", "err",
            "load_properties", "parse_key_values", "connect", "stop_on_signals",
-           "INTERRUPTED", "split_list", "parse_argv", "include_list"]
+           "INTERRUPTED", "split_list", "parse_argv", "include_list", "pretty_table"]
 
 INTERRUPTED = 130  # what a shell reports for a command ended by SIGINT
 
@@ -80,6 +80,14 @@ def out(text: str = "", end: str = "\n") -> None:
 def err(text: str = "", end: str = "\n") -> None:
     sys.stderr.write(text + end)
     sys.stderr.flush()
+
+
+def pretty_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Kafka's ToolsUtils.prettyPrintTable: every column padded to its widest cell and
+    followed by a tab, the last one too (scripts that split Kafka's output on tabs expect it)."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    return ["".join(cell.ljust(w) + "\t" for cell, w in zip(row, widths))
+            for row in [list(headers), *rows]]
 
 
 def split_list(values: Sequence[str] | None) -> list[str]:

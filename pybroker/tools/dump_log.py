@@ -4,9 +4,12 @@ Kafka's DumpLogSegments over pybroker's files (which are laid out like Kafka's):
 "Dumping <file>", "Log starting offset: N", then a line per batch (`baseOffset: ... position:
 ... CreateTime: ... size: ... magic: 2 compresscodec: none crc: ... isvalid: true`), and with
 `--deep-iteration` or `--print-data-log` a `| offset: ...` line per record (payloads with
-`--print-data-log`, as UTF-8 text). `.index` prints `offset: N position: P`, `.timeindex`
-`timestamp: T offset: N`. Invalid trailing bytes and index entries that do not match the log
-are reported on stderr, as Kafka does.
+`--print-data-log`, as UTF-8 text; a transaction's control record as `endTxnMarker: COMMIT
+coordinatorEpoch: N`). `.index` prints `offset: N position: P`, `.timeindex` `timestamp: T
+offset: N`, `.txnindex` one line per aborted transaction (`version: 0 producerId: P
+firstOffset: F lastOffset: L lastStableOffset: S`, Kafka's 34-byte AbortedTxn entries).
+Invalid trailing bytes and index entries that do not match the log are reported on stderr, as
+Kafka does.
 
 One difference in checking indexes: pybroker's offset index records each indexed batch by its
 *base* offset (Kafka by its last offset), so an entry is checked against the batch's base
@@ -30,6 +33,9 @@ from pybroker.tools.common import ArgumentParser, ToolError, err, out, parse_arg
 PROG = "kafka-dump-log"
 _INDEX_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")
+# Kafka's AbortedTxn: version, producer id, first offset, last offset, last stable offset.
+_ABORTED_TXN = struct.Struct(">hqqqq")
+_ABORTED_TXN_VERSION = 0
 _CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 _TS_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 _LEGACY_MIN = 14  # crc, magic, attributes, key and value lengths
@@ -241,6 +247,20 @@ def dump_time_index(path: Path, args: argparse.Namespace) -> None:
             err(f"  Index timestamp: {timestamp}, Previously indexed timestamp: {before}")
 
 
+def dump_txn_index(path: Path, args: argparse.Namespace) -> None:
+    """Each aborted transaction; a torn last entry is left out, as Kafka's reader stops before
+    an incomplete one, and an entry of a newer version stops the dump, as in Kafka."""
+    data = path.read_bytes()
+    for at in range(0, len(data) - _ABORTED_TXN.size + 1, _ABORTED_TXN.size):
+        version, producer_id, first, last, lso = _ABORTED_TXN.unpack_from(data, at)
+        if version > _ABORTED_TXN_VERSION:
+            raise ToolError(f"Unexpected aborted transaction version {version} in transaction "
+                            f"index {path.resolve()}, current version is "
+                            f"{_ABORTED_TXN_VERSION}", plain=True)
+        out(f"version: {version} producerId: {producer_id} firstOffset: {first} "
+            f"lastOffset: {last} lastStableOffset: {lso}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_argv(build_parser(), argv)
     if isinstance(args, int):
@@ -263,6 +283,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 dump_index(path, args)
             elif suffix == ".timeindex":
                 dump_time_index(path, args)
+            elif suffix == ".txnindex":
+                dump_txn_index(path, args)
             else:
                 err(f"Ignoring unknown file {path}")
         except ToolError as exc:

@@ -27,7 +27,7 @@ TOOLS = {
     "kafka-delete-records": "delete_records", "kafka-producer-perf-test": "producer_perf_test",
     "kafka-consumer-perf-test": "consumer_perf_test", "kafka-dump-log": "dump_log",
     "kafka-leader-election": "leader_election",
-    "kafka-reassign-partitions": "reassign_partitions",
+    "kafka-reassign-partitions": "reassign_partitions", "kafka-transactions": "transactions",
 }
 
 
