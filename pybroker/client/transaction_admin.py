@@ -146,9 +146,13 @@ class TransactionAdminMixin:
         return out
 
     async def _describe_transaction(self, tid: str) -> TransactionDescription:
+        deadline = trio.current_time() + self.timeout
+
         async def attempt() -> tuple[int, Any]:
-            node = await self.client.find_coordinator(tid, key_type=TRANSACTION_KEY_TYPE,
-                                                      timeout=self.timeout)
+            # find_coordinator retries on its own: within what is left of this call's time.
+            node = await self.client.find_coordinator(
+                tid, key_type=TRANSACTION_KEY_TYPE,
+                timeout=max(0.0, deadline - trio.current_time()))
             conn = await self.client.connection_to(node)
             resp = await conn.request(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [tid]})
             state = next((s for s in resp.transaction_states if s.transactional_id == tid),
@@ -236,6 +240,8 @@ class TransactionAdminMixin:
                 raise KafkaError(code)
             raise KafkaError(code, _abort_error(spec, code))
 
+        # A topic the metadata does not know fails at once; a leader that moved is retried.
+        await self.client.leader(topic, partition, refresh=True)
         await self.client.retrying(attempt, timeout=self.timeout, codes=_LEADER_MOVED,
                                    any_retriable=False)
 
