@@ -14,6 +14,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+import trio
+
 from pybroker.tools import console_consumer, console_producer, dump_log, topics, transactions
 
 
@@ -172,6 +175,7 @@ def test_console_consumer_isolation_levels(tool, bootstrap, name) -> None:  # ty
     for value, commit in ((b"kept-1", True), (b"dropped", False), (b"kept-2", True)):
         producer.begin_transaction()
         producer.produce(t, value, partition=0)
+        assert producer.flush(10) == 0  # an abort would drop what is still queued
         if commit:
             producer.commit_transaction(30)
         else:
@@ -206,3 +210,56 @@ def test_describe_producers_of_an_idempotent_producer(tool, bootstrap, name) -> 
              "--topic", name("missing"), "--partition", "0")
     assert r.rc == 1 and r.err.startswith("Failed to describe producers for partition ")
     assert r.err.endswith(". Enable debug logging for additional detail.\n")
+
+
+async def _leave_unknown_transaction(bootstrap: str, topic: str) -> tuple[int, int]:
+    """A transactional batch whose producer no coordinator knows (an idempotent producer id,
+    no transactional id): the hanging transaction find-hanging exists to find."""
+    from protocol.api_keys import ApiKey
+    from protocol.errors import KafkaError
+    from protocol.records.record import Record, build_batch
+    from pybroker.client import TopicPartition, open_client
+    from pybroker.client.log_io import produce_batch
+
+    async with open_client(bootstrap) as client:
+        resp = await client.request(ApiKey.INIT_PRODUCER_ID, {
+            "transactional_id": None, "transaction_timeout_ms": 60000})
+        assert resp.error_code == 0
+        batch = build_batch([Record(None, b"stuck")], producer_id=resp.producer_id,
+                            producer_epoch=resp.producer_epoch, base_sequence=0,
+                            transactional=True)
+        try:
+            await produce_batch(client, TopicPartition(topic, 0), batch)
+        except KafkaError as exc:
+            pytest.skip(f"the broker refuses a transactional batch without a transactional id "
+                        f"({exc}), as Kafka does: no way to leave a hanging transaction")
+        return resp.producer_id, resp.producer_epoch
+
+
+def test_find_hanging_reports_an_unknown_producers_open_transaction_and_abort_ends_it(  # type: ignore[no-untyped-def]
+        tool, bootstrap, name) -> None:
+    t = _topic(tool, bootstrap, name)
+    base = (transactions.main, "--bootstrap-server", bootstrap)
+    producer_id, epoch = trio.run(_leave_unknown_transaction, bootstrap, t)
+    _send(tool, bootstrap, t, "after")
+
+    r = tool(*base, "find-hanging", "--topic", t)  # younger than 15 minutes: not yet a suspect
+    assert (r.rc, _table(r.out)) == (0, [list(transactions.HANGING_HEADERS)]), r.err
+    r = tool(*base, "find-hanging", "--broker-id", "0", "--max-transaction-timeout", "0")
+    assert r.rc == 0, r.err
+    header, *rows = _table(r.out)
+    assert header == list(transactions.HANGING_HEADERS)
+    mine = [row for row in rows if row[0] == t]
+    assert len(mine) == 1, rows
+    assert mine[0][1:6] == ["0", str(producer_id), str(epoch), "-1", "0"]
+    assert int(mine[0][6]) > 0 and mine[0][7] == "0"
+    assert _consume(tool, bootstrap, t, "--isolation-level", "read_committed") == []
+
+    # The form for brokers before 3.0; coordinator epoch -1 (no marker yet) is sent as 0.
+    r = tool(*base, "abort", "--topic", t, "--partition", "0", "--producer-id", str(producer_id),
+             "--producer-epoch", str(epoch), "--coordinator-epoch", "-1")
+    assert (r.rc, r.err) == (0, "")
+    assert _consume(tool, bootstrap, t, "--isolation-level", "read_committed") == ["after"]
+    r = tool(*base, "find-hanging", "--topic", t, "--partition", "0",
+             "--max-transaction-timeout", "0")
+    assert (r.rc, _table(r.out)) == (0, [list(transactions.HANGING_HEADERS)]), r.err
