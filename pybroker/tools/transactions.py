@@ -26,6 +26,7 @@ import time
 from typing import Sequence
 
 from protocol.errors import ErrorCode
+from pybroker import VERSION_LINE
 from pybroker.client.admin import Admin
 from pybroker.client.cluster import TopicPartition
 from pybroker.client.errors import (
@@ -57,6 +58,7 @@ def build_parser() -> ArgumentParser:
     p = ArgumentParser(PROG, "This tool is used to analyze the transactional state of producers "
                        "in the cluster. It can be used to detect and recover from hanging "
                        "transactions.")
+    p.add_argument("-v", action="version", version=VERSION_LINE, help=argparse.SUPPRESS)
     p.add_argument("--command-config", metavar="FILE", help="property file containing configs "
                    "to be passed to admin client")
     p.add_argument("--bootstrap-server", metavar="host:port", required=True,

@@ -72,6 +72,8 @@ def test_argument_combinations_are_refused_before_connecting(tool) -> None:  # t
     assert r.rc == 1 and "--bootstrap-server" in r.err
     r = tool(*base, "describe")
     assert r.rc == 1 and "--transactional-id" in r.err
+    r = tool(transactions.main, "-v")
+    assert r.rc == 0 and "pybroker" in r.out
     r = tool(*base, "list")  # well formed: the failure is the unreachable broker
     assert r.rc == 1 and "127.0.0.1:1" in r.err
 

@@ -82,6 +82,10 @@ def test_list_describe_and_producers_of_a_transaction_then_its_commit(  # type: 
     assert len(mine) == 1 and mine[0][3] == "Ongoing", rows
     coordinator, producer_id = mine[0][1], mine[0][2]
     assert int(producer_id) >= 0
+    r = tool(*base, "list", "--duration-filter", "0")  # running for more than 0 ms
+    assert [tid, coordinator, producer_id, "Ongoing"] in _table(r.out)
+    r = tool(*base, "list", "--duration-filter", "3600000")  # ... and for more than an hour
+    assert (r.rc, [row for row in _table(r.out) if row[0] == tid]) == (0, [])
 
     r = tool(*base, "describe", "--transactional-id", tid)
     assert r.rc == 0, r.err
