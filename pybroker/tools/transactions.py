@@ -32,7 +32,9 @@ from pybroker.client.cluster import TopicPartition
 from pybroker.client.errors import (
     KafkaConnectionError, KafkaError, KafkaTimeoutError, error_message,
 )
-from pybroker.client.transaction_admin import ProducerState, TransactionDescription
+from pybroker.client.transaction_admin import (
+    AbortTransactionSpec, ProducerState, TransactionDescription,
+)
 from pybroker.tools.common import (
     ArgumentParser, ToolError, connect, err, load_properties, out, parse_argv, pretty_table, run,
 )
@@ -209,8 +211,7 @@ async def abort(admin: Admin, args: argparse.Namespace) -> None:
                        f"{args.start_offset} on partition {tp}")
         producer_id, producer_epoch = found.producer_id, found.producer_epoch
         coordinator_epoch = found.coordinator_epoch or 0
-    spec = (f"AbortTransactionSpec(topicPartition={tp}, producerId={producer_id}, "
-            f"producerEpoch={producer_epoch}, coordinatorEpoch={coordinator_epoch})")
+    spec = AbortTransactionSpec(tp, producer_id, producer_epoch, coordinator_epoch)
     try:
         await admin.abort_transaction(tp.topic, tp.partition, producer_id, producer_epoch,
                                       coordinator_epoch)
