@@ -311,3 +311,103 @@ def test_aiokafka_transactions(broker) -> None:
     committed, everything = asyncio.run(main())
     assert committed == [f"{r}-{i}".encode() for r in (0, 2) for i in range(3)]
     assert everything == [f"{r}-{i}".encode() for r in range(3) for i in range(3)]
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+def _raw_txn_batch(producer_id: int, epoch: int, value: bytes = b"x") -> bytes:
+    from protocol.records.record import Record, build_batch
+
+    return build_batch([Record(key=None, value=value)], producer_id=producer_id,
+                       producer_epoch=epoch, base_sequence=0, transactional=True)
+
+
+def _raw_produce(bootstrap: str, topic: str, txn_id: str, batch: bytes, version: int) -> int:
+    from protocol.api_keys import ApiKey
+    from tests.integration.raw import send_request
+
+    body = {"transactional_id": txn_id, "acks": -1, "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
+    response = send_request(bootstrap, ApiKey.PRODUCE, version, body)
+    return response.responses[0].partition_responses[0].error_code
+
+
+def _raw(bootstrap: str, api: str, version: int, body: dict):  # type: ignore[no-untyped-def]
+    from protocol.api_keys import ApiKey
+    from tests.integration.raw import send_request
+
+    return send_request(bootstrap, getattr(ApiKey, api), version, body)
+
+
+def test_bad_transactional_requests_get_kafka_errors_and_store_nothing(broker) -> None:
+    from protocol.errors import ErrorCode
+
+    topic = _topic("bad")
+    create_topic(broker.bootstrap, topic, 1)
+    bootstrap = broker.bootstrap
+    # A transactional batch from a producer no coordinator knows.
+    assert _raw_produce(bootstrap, topic, "ghost", _raw_txn_batch(123456, 0), 9) == \
+        ErrorCode.INVALID_TXN_STATE
+    assert _raw_produce(bootstrap, topic, "ghost", _raw_txn_batch(123456, 0), 11) == \
+        ErrorCode.TRANSACTION_ABORTABLE
+    find = _raw(bootstrap, "FIND_COORDINATOR", 3, {"key": "bad-txn", "key_type": 1})
+    assert find.error_code == 0 and find.port == broker.port
+    init = _raw(bootstrap, "INIT_PRODUCER_ID", 4, {
+        "transactional_id": "bad-txn", "transaction_timeout_ms": 60000,
+        "producer_id": -1, "producer_epoch": -1})
+    assert init.error_code == 0
+    pid, epoch = init.producer_id, init.producer_epoch
+    # Its partition was never added to the transaction.
+    assert _raw_produce(bootstrap, topic, "bad-txn", _raw_txn_batch(pid, epoch), 9) == \
+        ErrorCode.INVALID_TXN_STATE
+    # A partition of a topic that does not exist fails the request; the others are skipped.
+    add = _raw(bootstrap, "ADD_PARTITIONS_TO_TXN", 3, {
+        "v3_and_below_transactional_id": "bad-txn", "v3_and_below_producer_id": pid,
+        "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [
+            {"name": "no-such-topic", "partitions": [0]}, {"name": topic, "partitions": [0]}]})
+    codes = {t.name: t.results_by_partition[0].partition_error_code
+             for t in add.results_by_topic_v3_and_below}
+    assert codes == {"no-such-topic": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                     topic: ErrorCode.OPERATION_NOT_ATTEMPTED}
+    # Ending a transaction that is not ongoing.
+    end = _raw(bootstrap, "END_TXN", 3, {"transactional_id": "bad-txn", "producer_id": pid,
+                                         "producer_epoch": epoch, "committed": True})
+    assert end.error_code == ErrorCode.INVALID_TXN_STATE
+    # A wrong epoch: PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH for clients before v2.
+    for version, expected in ((1, ErrorCode.INVALID_PRODUCER_EPOCH),
+                              (3, ErrorCode.PRODUCER_FENCED)):
+        end = _raw(bootstrap, "END_TXN", version, {
+            "transactional_id": "bad-txn", "producer_id": pid, "producer_epoch": epoch + 5,
+            "committed": False})
+        assert end.error_code == expected
+    # A wrong producer id.
+    end = _raw(bootstrap, "END_TXN", 3, {"transactional_id": "bad-txn", "producer_id": pid + 1,
+                                         "producer_epoch": epoch, "committed": True})
+    assert end.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    # A timeout above transaction.max.timeout.ms.
+    init = _raw(bootstrap, "INIT_PRODUCER_ID", 4, {
+        "transactional_id": "bad-timeout", "transaction_timeout_ms": 900001,
+        "producer_id": -1, "producer_epoch": -1})
+    assert init.error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+    # A fenced epoch after the transaction was added: the coordinator bumped the epoch.
+    add = _raw(bootstrap, "ADD_PARTITIONS_TO_TXN", 3, {
+        "v3_and_below_transactional_id": "bad-txn", "v3_and_below_producer_id": pid,
+        "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
+    assert add.results_by_topic_v3_and_below[0].results_by_partition[0] \
+        .partition_error_code == 0
+    for _ in range(50):  # fences the open transaction: aborted, then the epoch bumped again
+        again = _raw(bootstrap, "INIT_PRODUCER_ID", 4, {
+            "transactional_id": "bad-txn", "transaction_timeout_ms": 60000,
+            "producer_id": -1, "producer_epoch": -1})
+        if again.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
+            break
+        time.sleep(0.05)
+    assert again.error_code == 0 and again.producer_epoch == epoch + 2
+    assert _raw_produce(bootstrap, topic, "bad-txn", _raw_txn_batch(pid, epoch), 9) in (
+        ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_TXN_STATE,
+        ErrorCode.PRODUCER_FENCED)
+    # Nothing was stored but the abort marker of the fenced transaction, and the broker
+    # serves on.
+    assert ck_watermarks(bootstrap, topic, READ_UNCOMMITTED)[1] == 1
+    assert ck_read(bootstrap, topic, READ_COMMITTED) == {0: []}
