@@ -455,8 +455,19 @@ def test_load_then_pending_markers_completes_what_was_prepared(d: TxnDriver) -> 
     assert fresh.describe("committing").state is S.COMPLETE_COMMIT  # type: ignore[union-attr]
     assert fresh.describe("aborting").state is S.COMPLETE_ABORT  # type: ignore[union-attr]
     assert fresh.pending_markers() == []
-    # a loaded machine forgot the last epoch: a KIP-360 retry of an old epoch is fenced
-    assert fresh.describe("open").last_producer_epoch == -1  # type: ignore[union-attr]
+
+
+def test_the_last_epoch_lives_only_in_memory(d: TxnDriver) -> None:
+    """Record v0 has no last epoch: after a load, a KIP-360 retry is fenced (as in Kafka)."""
+    d.producer()
+    pid, epoch = d.producer()
+    assert d.init(expected_producer_id=pid, expected_epoch=epoch) == (E.NONE, pid, epoch + 1)
+    assert d.m.describe("t").last_producer_epoch == epoch  # type: ignore[union-attr]
+    fresh = d.loaded()
+    assert fresh.describe("t").last_producer_epoch == -1  # type: ignore[union-attr]
+    out = fresh.init_producer_id("t", 60_000, d.partition, 7, d.now, new_producer_id=None,
+                                 expected_producer_id=pid, expected_epoch=epoch)
+    assert out.response[0] == E.PRODUCER_FENCED and not out.records
 
 
 def test_load_skips_to_the_last_record_and_tombstones_remove(d: TxnDriver) -> None:
