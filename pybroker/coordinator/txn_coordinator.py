@@ -162,7 +162,7 @@ class TransactionCoordinator:
                                          self._records_of(p.partition))
         if count:
             log.info("loaded %d record(s) of %s: %d transactional id(s)", count, TXN_TOPIC,
-                     len(self.state.transactions))
+                     len(self.state))
         return count
 
     def _records_of(self, index: int) -> Iterable[tuple[str, TxnLogValue | None]]:
@@ -204,9 +204,8 @@ class TransactionCoordinator:
             self.state.replay(transactional_id, value, index, coordinator_epoch)
             count += 1
         self.owned[index] = coordinator_epoch
-        for job in self.state.pending_markers():
-            if self.partition_for(job.transactional_id) == index:
-                self._start_markers(job)
+        for job in self.state.pending_markers(index):
+            self._start_markers(job)
         return count
 
     async def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:

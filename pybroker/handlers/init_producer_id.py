@@ -13,7 +13,6 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
-from protocol.errors import ErrorCode
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.handlers.txn_errors import fenced_for
 
