@@ -411,3 +411,40 @@ def test_bad_transactional_requests_get_kafka_errors_and_store_nothing(broker) -
     # serves on.
     assert ck_watermarks(bootstrap, topic, READ_UNCOMMITTED)[1] == 1
     assert ck_read(bootstrap, topic, READ_COMMITTED) == {0: []}
+
+
+def test_transaction_state_topic_and_expiry_follow_the_broker_keys(tmp_path) -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    from protocol.errors import ErrorCode
+    from tests.helpers import broker_in_thread
+
+    with broker_in_thread(tmp_path / "logs", transaction_state_log_num_partitions="3",
+                          transaction_state_log_segment_bytes="1048576",
+                          transactional_id_expiration_ms="1000",
+                          transaction_abort_timed_out_transaction_cleanup_interval_ms="200"
+                          ) as info:
+        topic = _topic()
+        create_topic(info.bootstrap, topic, 1)
+        producer = ck_producer(info.bootstrap, "expiring")
+        producer.begin_transaction()
+        producer.produce(topic, value=b"v", partition=0)
+        producer.commit_transaction(30)
+        admin = AdminClient({"bootstrap.servers": info.bootstrap})
+        meta = admin.list_topics(timeout=10).topics["__transaction_state"]
+        assert len(meta.partitions) == 3
+        resource = ConfigResource("topic", "__transaction_state")
+        configs = admin.describe_configs([resource])[resource].result(10)
+        assert configs["segment.bytes"].value == "1048576"
+        assert configs["cleanup.policy"].value == "compact"
+        described = _raw(info.bootstrap, "DESCRIBE_TRANSACTIONS", 0,
+                         {"transactional_ids": ["expiring"]}).transaction_states[0]
+        assert described.error_code == 0 and described.transaction_state == "CompleteCommit"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # unused for transactional.id.expiration.ms: gone
+            described = _raw(info.bootstrap, "DESCRIBE_TRANSACTIONS", 0,
+                             {"transactional_ids": ["expiring"]}).transaction_states[0]
+            if described.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+                break
+            time.sleep(0.2)
+        assert described.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
