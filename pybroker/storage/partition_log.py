@@ -183,7 +183,7 @@ class PartitionLog(LogRetention):
                     on_complete = segment.txn_index.append_completed
                 state.replay(segment.batches_from(start), segment.read_marker, on_complete)
         state.on_high_watermark(self.high_watermark)
-        self._first_unstable = state.first_unstable_offset()
+        self._refresh_first_unstable()
 
     def set_files(self, files: FileCache) -> None:
         """Take segment descriptors from `files` from now on (a log loaded in a worker with
@@ -215,6 +215,13 @@ class PartitionLog(LogRetention):
         yet below the high watermark; None if there is none (Kafka's firstUnstableOffset)."""
         return self._first_unstable
 
+    def _refresh_first_unstable(self) -> None:
+        """Recompute the cached first unstable offset after a transaction changed. Never below
+        the log start: retention may delete the start of a transaction still open (Kafka's
+        maybeIncrementFirstUnstableOffset clamps it the same way)."""
+        first = self.producer_state.first_unstable_offset()
+        self._first_unstable = None if first is None else max(first, self.log_start_offset)
+
     @property
     def last_stable_offset(self) -> int:
         """What read_committed consumers may read up to: the high watermark, or the first
@@ -231,7 +238,7 @@ class PartitionLog(LogRetention):
         target = self.log_end_offset if offset is None else offset
         hw = self.high_watermark = min(max(target, self.log_start_offset), self.log_end_offset)
         if self._first_unstable is not None and self.producer_state.on_high_watermark(hw):
-            self._first_unstable = self.producer_state.first_unstable_offset()
+            self._refresh_first_unstable()
         return hw
 
     def ongoing_transactions(self) -> dict[int, int]:
@@ -348,7 +355,7 @@ class PartitionLog(LogRetention):
                     self._txn_completed(done)
             else:
                 state.update(header, base, last, timestamp=batch[4])
-        self._first_unstable = state.first_unstable_offset()
+        self._refresh_first_unstable()
 
     def _txn_completed(self, done: CompletedTxn) -> None:
         """A marker just written ended a transaction: an abort goes to the `.txnindex` of
@@ -415,7 +422,7 @@ class PartitionLog(LogRetention):
                     return None
 
             self.producer_state.replay(batches, read_marker, self._txn_completed)
-            self._first_unstable = self.producer_state.first_unstable_offset()
+            self._refresh_first_unstable()
         else:
             self.producer_state.replay(batches)
         self._after_append(messages)

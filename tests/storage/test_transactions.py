@@ -1,6 +1,7 @@
 """Transactions in the partition log: producer state, LSO, markers, `.txnindex`, restarts."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -370,6 +371,38 @@ def test_follower_replays_markers(tmp_path: Path) -> None:
     assert follower.log_end_offset == 15
 
 
+def test_retention_deletes_txnindex_files_and_keeps_open_transactions(tmp_path: Path) -> None:
+    plog, seq = open_log(tmp_path), Seq()
+    at = _aborts_across_segments(plog, seq)
+    plog.append(seq.txn(A), leader_epoch=0)  # 14..15: A opens again, in segment 10
+    plog.roll()
+    plain(plog)
+    plog.update_high_watermark()
+    assert plog.last_stable_offset == 14
+    plog.delete_records_before(15)  # into A's open transaction
+    plog.delete_old_segments(now_ms=0)
+    plog.delete_pending_files(now_ms=10**13)
+    assert files(plog.dir, ".txnindex") == ["00000000000000000010.txnindex"]
+    assert not [name for name in os.listdir(plog.dir) if name.endswith(".deleted")]
+    assert plog.aborted_transactions(15, plog.log_end_offset) == []
+    assert plog.ongoing_transactions() == {A: 14}
+    assert plog.first_unstable_offset == plog.last_stable_offset == 15, "clamped to the start"
+    marker(plog, A, commit=True)
+    plog.update_high_watermark()
+    assert plog.last_stable_offset == plog.log_end_offset
+    assert at["C_end"] == 12
+
+
+def test_cleaned_segment_files_are_renamed_with_their_txnindex(tmp_path: Path) -> None:
+    plog, seq = open_log(tmp_path), Seq()
+    _aborts_across_segments(plog, seq)
+    segment = plog.segments[1]
+    segment.change_file_suffixes("", ".swap")
+    assert files(plog.dir, ".txnindex.swap") == ["00000000000000000005.txnindex.swap"]
+    segment.change_file_suffixes(".swap", "")
+    assert segment.txn_index.entries and segment.txn_index.path.exists()
+
+
 def test_expiry_keeps_producers_with_open_transactions(tmp_path: Path) -> None:
     plog, seq = open_log(tmp_path), Seq()
     plog.append(seq.txn(A), leader_epoch=0)
@@ -385,3 +418,17 @@ def test_control_record_of_reads_the_marker() -> None:
     assert [h.producer_epoch for _, h in iter_batches(data)] == [3]
     with pytest.raises(InvalidRecordError):
         control_record_of(batch(1))
+
+
+def test_validator_serves_transactional_batches_but_not_client_markers() -> None:
+    from pybroker.config import load_broker_config, resolve_topic_config
+    from pybroker.storage.validator import Rejected, validate_records
+
+    topic = resolve_topic_config(load_broker_config(None, {}), {})
+    data = Seq().txn(A)
+    assert validate_records(data, topic, produce_version=9, internal=False,
+                            now_ms=0).records == data
+    with pytest.raises(Rejected) as exc:
+        validate_records(build_control_batch(A, 0, True, 0), topic, produce_version=9,
+                         internal=False, now_ms=0)
+    assert exc.value.code == ErrorCode.INVALID_RECORD
