@@ -117,8 +117,7 @@ class TransactionCoordinator:
             TXN_TOPIC, cfg.transaction_state_log_num_partitions, replicas,
             {"cleanup.policy": "compact", "compression.type": "uncompressed",
              "min.insync.replicas": str(min_isr),
-             "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
-             "unclean.leader.election.enable": "false"},
+             "segment.bytes": str(cfg.transaction_state_log_segment_bytes)},
             internal=True)
         if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
             log.error("cannot create %s: %s %s", TXN_TOPIC, code.name, message)

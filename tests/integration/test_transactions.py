@@ -244,6 +244,7 @@ def test_kafka_python_transactions(broker) -> None:
         producer.begin_transaction()
         for i in range(3):
             producer.send(topic, value=f"{round_}-{i}".encode(), partition=0)
+        producer.flush()  # else an abort drops the unsent batches in the client
         if commit:
             producer.commit_transaction()
         else:
