@@ -14,6 +14,7 @@ _MODULES = (
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
     "offset_commit", "offset_fetch", "offset_delete", "describe_groups", "list_groups",
     "delete_groups", "alter_partition_reassignments", "list_partition_reassignments",
+    "txn_offset_commit",
 )
 
 
