@@ -223,7 +223,9 @@ def check_entry(entry: ProducerStateEntry | None, header: BatchHeader) -> Duplic
             f"{entry.producer_epoch}")
     seq = header.base_sequence
     if epoch != entry.producer_epoch:
-        if seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+        # A batch without a sequence is the broker's own (a transactional offset commit):
+        # as Kafka checks sequences of clients' batches only, its epoch alone is checked.
+        if seq not in (0, NO_SEQUENCE) and entry.producer_epoch != NO_PRODUCER_EPOCH:
             raise OutOfOrderSequence(
                 f"producer {header.producer_id}: new epoch {epoch} must start at sequence 0, "
                 f"got {seq}")

@@ -85,6 +85,12 @@ def validate_records(records: bytes | bytearray | None, tconfig: TopicConfig, *,
         raise Rejected(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
     if header.is_control:
         raise Rejected(ErrorCode.INVALID_RECORD, "Clients may not write control records")
+    if header.has_producer_id and header.base_sequence < 0:
+        # Only the broker's own batches go without a sequence (its producer-state checks
+        # skip the sequence of those); a client's must number its batches (Kafka's rule).
+        raise Rejected(ErrorCode.INVALID_RECORD,
+                       f"Invalid sequence number {header.base_sequence} in a batch of "
+                       f"producer {header.producer_id}")
     # Transactional batches are served; whether the partition is in the producer's
     # transaction is checked above storage, and the producer-state rules by the log.
     if tconfig.compact and any(r.key is None for r in iter_records_in(records)):

@@ -316,11 +316,12 @@ def test_aiokafka_transactions(broker) -> None:
 
 # -- bad input -----------------------------------------------------------------------------------
 
-def _raw_txn_batch(producer_id: int, epoch: int, value: bytes = b"x") -> bytes:
+def _raw_txn_batch(producer_id: int, epoch: int, value: bytes = b"x", sequence: int = 0
+                   ) -> bytes:
     from protocol.records.record import Record, build_batch
 
     return build_batch([Record(key=None, value=value)], producer_id=producer_id,
-                       producer_epoch=epoch, base_sequence=0, transactional=True)
+                       producer_epoch=epoch, base_sequence=sequence, transactional=True)
 
 
 def _raw_produce(bootstrap: str, topic: str, txn_id: str, batch: bytes, version: int) -> int:
@@ -358,6 +359,9 @@ def test_bad_transactional_requests_get_kafka_errors_and_store_nothing(broker) -
         "producer_id": -1, "producer_epoch": -1})
     assert init.error_code == 0
     pid, epoch = init.producer_id, init.producer_epoch
+    # A client's batch without a sequence number (only the broker's own go without one).
+    assert _raw_produce(bootstrap, topic, "bad-txn", _raw_txn_batch(pid, epoch, sequence=-1),
+                        9) in (ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TXN_STATE)
     # Its partition was never added to the transaction.
     assert _raw_produce(bootstrap, topic, "bad-txn", _raw_txn_batch(pid, epoch), 9) == \
         ErrorCode.INVALID_TXN_STATE

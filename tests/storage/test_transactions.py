@@ -172,6 +172,22 @@ def test_marker_with_bumped_epoch_fences_the_old_producer(tmp_path: Path) -> Non
     assert plog.ongoing_transactions() == {A: 3}
 
 
+def test_broker_written_batch_without_sequence_is_checked_for_its_epoch_only(
+        tmp_path: Path) -> None:
+    """A transactional offset commit (written by the group coordinator, base sequence -1)
+    after an epoch bump: no sequence rule, as Kafka checks clients' sequences only."""
+    plog = open_log(tmp_path)
+    plog.append(batch(1, producer_id=A, producer_epoch=0, base_sequence=-1,
+                      transactional=True), leader_epoch=0)
+    marker(plog, A, commit=False, epoch=1)
+    plog.append(batch(1, producer_id=A, producer_epoch=2, base_sequence=-1,
+                      transactional=True), leader_epoch=0)
+    assert plog.ongoing_transactions() == {A: 2}
+    with pytest.raises(InvalidProducerEpoch):
+        plog.append(batch(1, producer_id=A, producer_epoch=1, base_sequence=-1,
+                          transactional=True), leader_epoch=0)
+
+
 def test_marker_from_older_coordinator_epoch_is_fenced(tmp_path: Path) -> None:
     plog, seq = open_log(tmp_path), Seq()
     plog.append(seq.txn(A), leader_epoch=0)
