@@ -14,12 +14,9 @@ _KNOWN_STATES = {s.kafka_name for s in TxnState}
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     states = list(request.state_filters or [])
-    unknown = [s for s in states if s not in _KNOWN_STATES]
-    found = ctx.services.transactions.list([s for s in states if s in _KNOWN_STATES],
-                                           request.producer_id_filters or [],
+    found = ctx.services.transactions.list(states, request.producer_id_filters or [],
                                            request.get("duration_filter", -1))
-    if states and len(unknown) == len(states):
-        found = []  # only unknown states asked for: nothing matches them
+    unknown = [s for s in states if s not in _KNOWN_STATES]
     return {"throttle_time_ms": 0, "error_code": 0, "unknown_state_filters": unknown,
             "transaction_states": [
                 {"transactional_id": t.transactional_id, "producer_id": t.producer_id,
