@@ -453,3 +453,40 @@ def test_transaction_state_topic_and_expiry_follow_the_broker_keys(tmp_path) -> 
                 break
             time.sleep(0.2)
         assert described.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+
+
+def test_read_committed_long_poll_wakes_when_the_transaction_commits(broker) -> None:
+    """A read_committed fetch waiting at the last stable offset is answered when the commit
+    moves it, not at the end of its max_wait_ms."""
+    import threading
+
+    topic = _topic()
+    create_topic(broker.bootstrap, topic, 1)
+    producer = ck_producer(broker.bootstrap, f"tx-{topic}")
+    producer.begin_transaction()
+    producer.produce(topic, value=b"pending", partition=0)
+    producer.flush(10)
+    got: dict[str, object] = {}
+
+    def long_poll() -> None:
+        started = time.monotonic()
+        response = _raw(broker.bootstrap, "FETCH", 11, {
+            "replica_id": -1, "max_wait_ms": 10000, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 1, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [{
+                "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+        got["after"] = time.monotonic() - started
+        got["partition"] = response.responses[0].partitions[0]
+
+    thread = threading.Thread(target=long_poll)
+    thread.start()
+    time.sleep(0.5)
+    assert thread.is_alive()  # nothing stable to read yet: it waits
+    producer.commit_transaction(30)
+    thread.join(15)
+    part = got["partition"]
+    assert got["after"] < 5  # type: ignore[operator]
+    assert part.last_stable_offset == part.high_watermark == 2  # type: ignore[attr-defined]
+    assert part.records and part.aborted_transactions == []  # type: ignore[attr-defined]
