@@ -25,6 +25,8 @@ from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
 from pybroker.coordinator.group_coordinator import GroupCoordinator
+from pybroker.coordinator.txn_coordinator import TransactionCoordinator
+from pybroker.coordinator.txn_markers import MarkerWriter
 from pybroker.coordinator.producer_ids import ProducerIdManager, ProducerIds, \
     ZkProducerIdManager
 from pybroker.handlers.base import Services
@@ -129,15 +131,23 @@ class Broker:
             self.topics.warn_inert(topic.name, topic.configs)  # at every start, as broker keys
         self.groups = GroupCoordinator(config, self.metadata, self.logs, self.replicas,
                                        self.topics)
+        markers = MarkerWriter(self.node_id, self.metadata, self.replicas, self.groups,
+                               commit_timeout_ms=config.offsets_commit_timeout_ms,
+                               endpoint_of=self._endpoint_of)
+        self.transactions = TransactionCoordinator(config, self.metadata, self.logs,
+                                                   self.replicas, self.topics, self.groups,
+                                                   self.producer_ids, markers)
+        self.replicas.txn_verifier = self.transactions.verify
         # Who follows the store's changes, in order: stale topic configs first.
         self.metadata.listeners += [self.topic_configs.apply_delta, self.replicas.apply_delta,
-                                    self.groups.apply_delta]
+                                    self.groups.apply_delta, self.transactions.apply_delta]
         if self.controller is not None:
             self.metadata.listeners.append(self.controller.apply_delta)
         self.groups.load()
+        self.transactions.load()
         self.services = Services(config, self.node_id, self.metadata, self.logs, self.replicas,
                                  self.topics, self.groups, self.producer_ids, self.purgatory,
-                                 self.controller)
+                                 self.transactions, self.controller)
 
     def _endpoint_of(self, node: int) -> tuple[str, int] | None:
         """Where followers reach a leader: its first (inter-broker) listener."""
@@ -170,6 +180,7 @@ class Broker:
                 nursery.start_soon(self._every, self.config.log_cleaner_backoff_ms,
                                    self.clean_logs)
             await nursery.start(self.groups.run)
+            await nursery.start(self.transactions.run)
             task_status.started()
 
     async def _every(self, interval_ms: int, job: Any) -> None:

@@ -67,6 +67,10 @@ class ReadResult:
     # For a follower whose log has diverged from the leader's: (epoch, end offset) to
     # truncate to (Fetch v12's DivergingEpoch); None otherwise.
     diverging_epoch: tuple[int, int] | None = None
+    # Under read_committed: (producer id, first offset) of each aborted transaction the
+    # records overlap, for the consumer to drop; None under read_uncommitted (Kafka sends
+    # null there, and a client given a list would drop records it must show).
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 class ReplicaManager:
@@ -301,6 +305,34 @@ class ReplicaManager:
                             append_time if append_time is not None else -1,
                             plog.log_start_offset)
 
+    def write_txn_marker(self, topic: str, partition: int, producer_id: int,
+                         producer_epoch: int, coordinator_epoch: int,
+                         commit: bool) -> AppendResult:
+        """Append a transaction's COMMIT or ABORT marker as the partition's leader (the
+        WriteTxnMarkers path); the caller waits for it to be replicated like an acks=all
+        produce. INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch here,
+        TRANSACTION_COORDINATOR_FENCED for one from an older coordinator."""
+        code, part = self.leader_partition(topic, partition)
+        if part is None:
+            return AppendResult(code)
+        plog = part.log
+        try:
+            info = plog.append_control_marker(producer_id, producer_epoch, coordinator_epoch,
+                                              commit, leader_epoch=part.leader_epoch)
+        except OSError as exc:
+            self.log_dir_failed(plog, exc)
+        except Exception as exc:
+            code = error_code(exc)
+            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                log.exception("marker for %s-%d failed", topic, partition)
+            return AppendResult(code, message=str(exc))
+        purgatory = self.purgatory
+        purgatory.notify((topic, partition), Watch.LOG_END)
+        if part.maybe_increment_high_watermark():
+            purgatory.notify((topic, partition), Watch.HIGH_WATERMARK)
+        return AppendResult(ErrorCode.NONE, info.first_offset, info.last_offset + 1, -1,
+                            plog.log_start_offset)
+
     async def wait_for_commit(self, appended: list[tuple[TopicPartition, AppendResult]],
                               timeout_ms: int) -> None:
         """acks=all: wait until the high watermark passes each successful append, for at most
@@ -376,8 +408,13 @@ class ReplicaManager:
         except OffsetOutOfRange:
             return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, b"", plog.high_watermark,
                               plog.last_stable_offset, plog.log_start_offset)
+        aborted = None
+        if isolation_level == READ_COMMITTED and replica_id < 0:
+            aborted = plog.aborted_transactions(offset, data.next_offset) \
+                if data.records else []
         return ReadResult(ErrorCode.NONE, data.records, plog.high_watermark,
-                          plog.last_stable_offset, plog.log_start_offset)
+                          plog.last_stable_offset, plog.log_start_offset,
+                          aborted_transactions=aborted)
 
     def list_offset(self, topic: str, partition: int, timestamp: int,
                     isolation_level: int, current_leader_epoch: int = -1

@@ -4,8 +4,8 @@ test can kill -9.
 The beginning of the testing kit (issue #16 builds on it): pybroker's own tests and the
 compatibility suite (`compat/`) use these, so neither imports the other. Brokers listen on
 an ephemeral loopback port and get test-friendly defaults: no initial rebalance delay (a
-group forms at once) and five `__consumer_offsets` partitions instead of fifty (less to
-create). Everything else is the broker's real defaults.
+group forms at once) and five `__consumer_offsets` and `__transaction_state` partitions
+instead of fifty (less to create). Everything else is the broker's real defaults.
 """
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ _SOURCE = Path(__file__).resolve().parents[1]
 def broker_config(log_dir: Path, **overrides: str):  # type: ignore[no-untyped-def]
     """A config on an ephemeral loopback port; overrides as keywords, `_` for `.`."""
     props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(log_dir),
-             "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "5"}
+             "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "5",
+             "transaction.state.log.num.partitions": "5"}
     props.update({k.replace("_", "."): v for k, v in overrides.items()})
     return load_broker_config(None, props)
 
@@ -101,7 +102,8 @@ class BrokerProcess:
             args.insert(3, self.config)
         else:
             args += ["--defaults", "--override", "group.initial.rebalance.delay.ms=0",
-                     "--override", "offsets.topic.num.partitions=5"]
+                     "--override", "offsets.topic.num.partitions=5",
+                     "--override", "transaction.state.log.num.partitions=5"]
         for k, v in self.overrides.items():
             args += ["--override", f"{k.replace('_', '.')}={v}"]
         env = dict(os.environ, PYTHONPATH=str(_SOURCE))

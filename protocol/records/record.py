@@ -32,7 +32,8 @@ from protocol.records.types import Compression, CorruptRecordError, InvalidRecor
 __all__ = [
     "Record", "DecodedRecord", "ControlType", "ControlRecord",
     "encode_records", "decode_records", "decode_batch", "iter_records_in",
-    "build_control_batch", "decode_control_record", "build_batch", "records_data",
+    "build_control_batch", "decode_control_record", "control_record_of", "build_batch",
+    "records_data",
 ]
 
 Headers = tuple[tuple[str, bytes | None], ...]
@@ -300,6 +301,17 @@ def decode_control_record(key: bytes | None, value: bytes | None) -> ControlReco
         raise InvalidRecordError("transaction marker value shorter than 6 bytes")
     _, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
     return ControlRecord(version, kind, coordinator_epoch)
+
+
+def control_record_of(batch_bytes: bytes | bytearray | memoryview) -> ControlRecord:
+    """The record of the control batch at the start of `batch_bytes` (a transaction marker
+    holds exactly one). InvalidRecordError if it is not a control batch or has no record."""
+    header = BatchHeader.unpack_from(batch_bytes, 0)
+    if not header.attributes & CONTROL:
+        raise InvalidRecordError("not a control batch")
+    for record in decode_batch(batch_bytes):
+        return decode_control_record(record.key, record.value)
+    raise InvalidRecordError("control batch without a record")
 
 
 # -- building (tools, tests, control and internal records; not the hot path) -------------------

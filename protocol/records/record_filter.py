@@ -12,7 +12,9 @@ it is whenever its timestamp delta does not change. A record is kept when it has
 newer offset for that key is in the map. Records without a key are dropped (Kafka does the
 same; a compacted topic refuses them at produce). A batch left with no record is dropped
 (Kafka keeps an empty batch for the last batch of an idempotent producer; producer state here
-is restored from snapshots, so nothing needs them). Control batches are kept as they are.
+is restored from snapshots, so nothing needs them). Control batches (transaction markers) go
+through `filter_control_batch`; which transactional batches are aborted, and so dropped whole,
+is the cleaner's knowledge, not this module's.
 
 What a rewritten batch preserves: offsets (never reassigned, so cleaning leaves gaps),
 timestamps, headers, the producer id, epoch and base sequence, the partition leader epoch,
@@ -27,6 +29,11 @@ tombstone; a batch that no longer keeps one gets its first record's timestamp ba
 baseTimestamp. So a consumer that reads from the start to the end within
 delete.retention.ms sees every delete. The horizon a batch keeps is returned, so the cleaner
 can clean the log again when it is reached.
+
+Transaction markers follow the same horizon (Kafka piggy-backs them on the tombstone logic):
+while any batch of its transaction is still in the log a marker is kept as it is (replaying
+the log without it would leave the transaction open); the first pass that finds none stamps
+it with the horizon, and a pass at or after that time drops it.
 """
 from __future__ import annotations
 
@@ -39,7 +46,7 @@ from protocol.records.compression import compress
 from protocol.records.record import get_varint, put_varint, records_data
 from protocol.records.types import Compression, InvalidRecordError
 
-__all__ = ["FilterCounts", "keyed_offsets", "filter_batch"]
+__all__ = ["FilterCounts", "keyed_offsets", "filter_batch", "filter_control_batch"]
 
 
 class FilterCounts(Protocol):
@@ -151,6 +158,38 @@ def filter_batch(header: BatchHeader, batch: memoryview, offset_map: dict[bytes,
         new_base_ts = old_base_ts + kept[0][4]  # back to the first record's own timestamp
     else:
         new_base_ts = old_base_ts
+    out, last, max_ts = _rebuild(header, data, kept, attributes, new_base_ts)
+    return out, last, max_ts, new_base_ts if keeps_tombstone else None
+
+
+def filter_control_batch(header: BatchHeader, batch: memoryview, removable: bool, now: int,
+                         new_horizon: int,
+                         ) -> tuple[bytes | memoryview, int, int, int | None] | None:
+    """A control batch as `filter_batch` returns a batch: kept as it is unless `removable`
+    (no batch of its transaction is left in the log); then stamped with `new_horizon` if it
+    has no horizon yet, dropped once `now` has reached the horizon it has (module docstring).
+    """
+    had_horizon = bool(header.attributes & DELETE_HORIZON)
+    horizon = header.base_timestamp if had_horizon else None
+    if not removable or had_horizon:
+        if horizon is not None and removable and now >= horizon:
+            return None
+        return batch, header.last_offset, header.max_timestamp, horizon
+    data = records_data(header, batch)
+    records = _parse_records(data, header.records_count)
+    if not records:
+        return None
+    out, last, max_ts = _rebuild(header, data, records, header.attributes | DELETE_HORIZON,
+                                 new_horizon)
+    return out, last, max_ts, new_horizon
+
+
+def _rebuild(header: BatchHeader, data: bytes, kept: list[_Rec], attributes: int,
+             new_base_ts: int) -> tuple[bytes, int, int]:
+    """The batch holding only `kept` of its records, with `attributes` and baseTimestamp
+    `new_base_ts` (every record keeps its own timestamp): (bytes, last offset, max ts)."""
+    old_base_ts = header.base_timestamp
+    base = header.base_offset
     body = bytearray()
     max_ts = -1
     for start, attrs_pos, ts_end, end, ts_delta, _, _, _ in kept:
@@ -176,4 +215,4 @@ def filter_batch(header: BatchHeader, batch: memoryview, offset_map: dict[bytes,
                      base_timestamp=new_base_ts, max_timestamp=max_ts,
                      producer_id=header.producer_id, producer_epoch=header.producer_epoch,
                      base_sequence=header.base_sequence, records_count=len(kept))
-    return out, base + last_delta, max_ts, new_base_ts if keeps_tombstone else None
+    return out, base + last_delta, max_ts

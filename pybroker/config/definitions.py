@@ -198,7 +198,6 @@ class KeyState(enum.Enum):
 # The features INERT keys wait for: the open issues that will make them work.
 FEATURES = {
     "replication": "replication (several brokers, coordinated through ZooKeeper)",
-    "transactions": "transactions (the transaction coordinator)",
     "security": "security (TLS and SASL listeners)",
 }
 

@@ -10,6 +10,9 @@ the log.
   partition, through the replica manager as leader) and replayed into the machine *before* any
   response or completion is released, so an acknowledged commit is in the log even if the
   process is killed right after; `load()` replays the whole topic at start.
+- transactions: a TxnOffsetCommit is written as one transactional batch of its producer and
+  stays pending until that producer's COMMIT or ABORT marker lands in the same partition; the
+  marker writer reports it through `on_txn_marker`, and loading finds it in the log.
 
 A group lives in partition `abs(javaHashCode(group_id)) % partitions` of `__consumer_offsets`,
 exactly as in Kafka, so the topic's contents line up with a Kafka cluster's.
@@ -29,13 +32,15 @@ import trio
 from protocol.errors import ErrorCode
 from protocol.records.batch import iter_batches
 from protocol.messages.topics import GROUP_METADATA_TOPIC
-from protocol.records.record import build_batch, decode_batch
+from protocol.records.record import ControlType, build_batch, decode_batch, decode_control_record
 from protocol.topic_partition import TopicPartition
 from pybroker.cluster.metadata import MetadataDelta, MetadataImage, MetadataStore
 from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_offsets import GroupDescription, GroupListing
+from pybroker.coordinator.group_offsets import FetchedOffset
 from pybroker.coordinator.group_records import (
-    GroupRecord, OffsetAndMetadata, decode_record, encode_record, record_group,
+    NO_PRODUCER_ID, GroupRecord, LogEntry, OffsetAndMetadata, TxnMarker, decode_record,
+    encode_record, record_group,
 )
 from pybroker.coordinator.group_state import (
     GroupConfig, GroupStateMachine, JoinRequest, JoinResult, LeaveResult, LeavingMember,
@@ -63,6 +68,22 @@ _APPEND_ERRORS = {
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+# How a failed transactional offset commit is reported (Kafka's maybeConvertOffsetCommitError):
+# the verification's errors, then the append's. INVALID_PRODUCER_EPOCH (a newer epoch wrote to
+# the partition), INVALID_TXN_STATE and TRANSACTION_ABORTABLE go to the client as they are.
+_TXN_COMMIT_ERRORS = {
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
 
 
@@ -192,7 +213,8 @@ class GroupCoordinator:
         return count
 
     @staticmethod
-    def _read_records(plog: PartitionLog) -> Iterator[GroupRecord]:
+    def _read_records(plog: PartitionLog) -> Iterator[LogEntry]:
+        """Every group record and transaction marker of the partition, in log order."""
         offset, end = plog.log_start_offset, plog.log_end_offset
         while offset < end:
             data = plog.read(offset, _LOAD_READ_BYTES, max_offset=end)
@@ -205,23 +227,50 @@ class GroupCoordinator:
                 continue
             view = memoryview(data.records)
             for pos, header in iter_batches(view):
-                if not header.is_control:
-                    for rec in decode_batch(view[pos:pos + header.size]):
-                        if rec.offset < offset:
-                            continue
-                        try:
-                            decoded = decode_record(rec.key, rec.value)
-                        except Exception as exc:  # construct, struct or UTF-8 errors
-                            log.warning("skipping undecodable %s record at %s-%d@%d: %s",
-                                        OFFSETS_TOPIC, plog.topic, plog.partition,
-                                        rec.offset, exc)
-                            continue
-                        if decoded is not None:
-                            yield decoded
+                producer = header.producer_id if header.is_transactional else NO_PRODUCER_ID
+                for rec in decode_batch(view[pos:pos + header.size]):
+                    if rec.offset < offset:
+                        continue
+                    try:
+                        decoded = (GroupCoordinator._marker(rec.key, rec.value)
+                                   if header.is_control else decode_record(rec.key, rec.value))
+                    except Exception as exc:  # construct, struct or UTF-8 errors
+                        log.warning("skipping undecodable %s record at %s-%d@%d: %s",
+                                    OFFSETS_TOPIC, plog.topic, plog.partition,
+                                    rec.offset, exc)
+                        continue
+                    if decoded is not None:
+                        yield LogEntry(decoded, header.base_offset, producer)
                 offset = max(offset, header.next_offset)
             offset = max(offset, data.next_offset)
 
+    @staticmethod
+    def _marker(key: bytes | None, value: bytes | None) -> TxnMarker | None:
+        control = decode_control_record(key, value)
+        if control.type not in (ControlType.COMMIT, ControlType.ABORT):
+            return None
+        return TxnMarker(control.type == ControlType.COMMIT)
+
     # -- persisting and answering --------------------------------------------------------------
+    async def _append(self, partition: int, batch: bytes) -> tuple[ErrorCode, int]:
+        """Append one batch to a partition of the topic as leader and wait until it is
+        committed (offsets.commit.timeout.ms): the replica manager's error, and where the
+        batch starts in the log."""
+        try:
+            result = self.replicas.append(OFFSETS_TOPIC, partition, batch,
+                                          internal=True, acks=-1)
+            if result.error == ErrorCode.NONE:
+                await self.replicas.wait_for_commit(
+                    [((OFFSETS_TOPIC, partition), result)],
+                    self.config.offsets_commit_timeout_ms)
+        except Exception:
+            log.exception("append to %s-%d failed", OFFSETS_TOPIC, partition)
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1
+        if result.error:
+            log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition,
+                        result.error.name)
+        return result.error, result.base_offset
+
     async def _persist(self, records: list[GroupRecord]) -> ErrorCode:
         """Append each partition's records as one batch, wait until it is committed (the
         high watermark passed it, within offsets.commit.timeout.ms), then replay it: nothing
@@ -239,22 +288,11 @@ class GroupCoordinator:
         now = self.now()
         for partition, batch_records in sorted(by_partition.items()):
             batch = build_batch([encode_record(r, now) for r in batch_records])
-            try:
-                result = self.replicas.append(OFFSETS_TOPIC, partition, batch,
-                                                     internal=True, acks=-1)
-                if result.error == ErrorCode.NONE:
-                    await self.replicas.wait_for_commit(
-                        [((OFFSETS_TOPIC, partition), result)],
-                        self.config.offsets_commit_timeout_ms)
-                error = result.error
-            except Exception:
-                log.exception("append to %s-%d failed", OFFSETS_TOPIC, partition)
-                error = ErrorCode.KAFKA_STORAGE_ERROR
+            error, base_offset = await self._append(partition, batch)
             if error:
-                log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, error.name)
                 return _APPEND_ERRORS.get(error, error)
             for record in batch_records:
-                self.state.replay(record)
+                self.state.replay(record, base_offset)
         return ErrorCode.NONE
 
     async def _apply(self, outcome: Outcome[Any]) -> ErrorCode:
@@ -351,9 +389,61 @@ class GroupCoordinator:
             return {tp: code or error for tp, code in outcome.response.items()}
         return outcome.response
 
+    async def commit_txn_offsets(self, transactional_id: str, group_id: str, producer_id: int,
+                                 producer_epoch: int, member_id: str,
+                                 group_instance_id: str | None, generation_id: int,
+                                 offsets: Mapping[TopicPartition, OffsetAndMetadata]
+                                 ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: the offsets, as one transactional batch of the producer, in the
+        group's partition; pending until the transaction's marker (`on_txn_marker`).
+
+        The partition must be in the producer's ongoing transaction (AddOffsetsToTxn put it
+        there; the transaction coordinator verifies it). `transactional_id` is only logged:
+        the producer id and epoch are what the log's producer state checks. TRANSACTION_ABORTABLE
+        is returned as it is; the handler turns it into INVALID_TXN_STATE for clients that
+        predate it (v0-3).
+        """
+        if not group_id:
+            return {tp: ErrorCode.INVALID_GROUP_ID for tp in offsets}
+        code = await self._coordinates(group_id)
+        if code:
+            return {tp: code for tp in offsets}
+        partition = self.partition_for(group_id)
+        code = self.replicas.verify_transaction(transactional_id, producer_id, producer_epoch,
+                                                (OFFSETS_TOPIC, partition))
+        if code == ErrorCode.INVALID_TXN_STATE:  # not in the transaction: abortable (v4+)
+            code = ErrorCode.TRANSACTION_ABORTABLE
+        if code:
+            log.debug("TxnOffsetCommit of %s (producer %d) to group %s refused: %s",
+                      transactional_id, producer_id, group_id, code.name)
+            return {tp: _TXN_COMMIT_ERRORS.get(code, code) for tp in offsets}
+        outcome = self.state.commit_txn_offsets(group_id, member_id, group_instance_id,
+                                                generation_id, offsets)
+        assert outcome.response is not None
+        if not outcome.records:
+            return outcome.response
+        now = self.now()
+        batch = build_batch([encode_record(r, now) for r in outcome.records],
+                            producer_id=producer_id, producer_epoch=producer_epoch,
+                            transactional=True)
+        error, base_offset = await self._append(partition, batch)
+        if error:
+            mapped = _TXN_COMMIT_ERRORS.get(error, error)
+            return {tp: code or mapped for tp, code in outcome.response.items()}
+        for record in outcome.records:
+            self.state.replay(record, base_offset, producer_id)
+        return outcome.response
+
+    def on_txn_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT or ABORT marker of `producer_id` was just appended to this partition of
+        __consumer_offsets (by the marker writer, on this broker as its leader): the
+        producer's offsets pending for the partition's groups take effect or go."""
+        self.state.complete_txn(producer_id, commit,
+                                lambda group_id: self.partition_for(group_id) == partition)
+
     def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None,
                       require_stable: bool = False
-                      ) -> tuple[ErrorCode, list[tuple[str, int, OffsetAndMetadata | None]]]:
+                      ) -> tuple[ErrorCode, list[tuple[str, int, FetchedOffset]]]:
         if self._led_elsewhere(group_id):
             return ErrorCode.NOT_COORDINATOR, []
         return self.state.fetch_offsets(group_id, partitions, require_stable)
@@ -411,15 +501,23 @@ class GroupCoordinator:
         self._adopt(index, records)
         self.state.after_load(self.now())
 
-    def _records_of(self, index: int) -> Iterable[GroupRecord]:
+    def _records_of(self, index: int) -> Iterable[LogEntry]:
         plog = self.logs.get(OFFSETS_TOPIC, index)
         return () if plog is None else self._read_records(plog)
 
-    def _adopt(self, index: int, records: Iterable[GroupRecord]) -> int:
-        """Replay a led partition's records and own it; the number of records applied."""
+    def _adopt(self, index: int, entries: Iterable[LogEntry]) -> int:
+        """Replay a led partition's records and own it; the number of records applied.
+
+        A transaction marker completes what its producer left pending in this partition;
+        offsets of a transaction with no marker yet stay pending (it is still open: its
+        marker will come through `on_txn_marker`)."""
         count = 0
-        for record in records:
-            self.state.replay(record)
+        for entry in entries:
+            if isinstance(entry.record, TxnMarker):
+                self.state.complete_txn(entry.producer_id, entry.record.commit,
+                                        lambda group_id: self.partition_for(group_id) == index)
+            else:
+                self.state.replay(entry.record, entry.log_offset, entry.producer_id)
             count += 1
         self.owned.add(index)
         return count

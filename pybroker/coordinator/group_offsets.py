@@ -6,11 +6,16 @@ in memory and returns the OffsetCommit / GroupMetadata records (tombstones for d
 `replay` applies them once they are in the log, and the very same `replay` rebuilds the state
 when `__consumer_offsets` is loaded at start. So an acknowledged commit is in the log before
 the client hears of it, and a restart reproduces exactly what clients were told.
+
+Transactional commits (TxnOffsetCommit) are validated here too; their records are replayed with
+the producer id of their transactional batch and wait in `pending` (`pending_txn_offsets`) until
+`complete_txn` sees the transaction's marker. Replay also learns each record's log offset, the
+order Kafka uses between a transactional and a plain commit of the same partition.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence, TypeVar, Union
 
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
@@ -18,8 +23,10 @@ from pybroker.coordinator.group_metadata import (
     CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member,
 )
 from pybroker.coordinator.group_records import (
-    GroupMetadataRecord, GroupRecord, OffsetAndMetadata, OffsetCommitRecord, OffsetKey,
+    NO_PRODUCER_ID, GroupMetadataRecord, GroupRecord, OffsetAndMetadata, OffsetCommitRecord,
+    OffsetKey,
 )
+from pybroker.coordinator.pending_txn_offsets import PendingTxnOffsets
 
 from pybroker.coordinator.group_types import GroupConfig, Outcome
 
@@ -28,6 +35,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _S = GroupState
+# What OffsetFetch gets for one partition: its committed offset, None without one, or
+# UNSTABLE_OFFSET_COMMIT (asked for stable offsets while one is pending in a transaction).
+FetchedOffset = Union[OffsetAndMetadata, ErrorCode, None]
 CLASSIC_GROUP_TYPE = "classic"
 
 
@@ -85,6 +95,15 @@ class OffsetOperations:
 
     def __init__(self) -> None:
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        # The log offset of each committed offset's record (a replay that names none counts
+        # as written after everything replayed before it).
+        self._committed_at: dict[str, dict[TopicPartition, int]] = {}
+        self._last_log_offset = -1
+        self.pending = PendingTxnOffsets()
+
+    def has_offsets(self, group_id: str) -> bool:
+        """Committed offsets, or a transaction that committed some and has not ended."""
+        return group_id in self.offsets or self.pending.has_open(group_id)
 
     # -- OffsetCommit --------------------------------------------------------------------------
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
@@ -100,6 +119,49 @@ class OffsetOperations:
                                       now_ms)
         if error:
             return self._finish({tp: error for tp in offsets})
+        return self._finish(self._offset_records(group_id, offsets))
+
+    # -- TxnOffsetCommit -----------------------------------------------------------------------
+    def commit_txn_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
+                           generation_id: int,
+                           offsets: Mapping[TopicPartition, OffsetAndMetadata]
+                           ) -> Outcome[dict[TopicPartition, ErrorCode]]:
+        """Validate a transactional commit and return its records, which the owner writes in
+        one transactional batch of the producer and replays as pending.
+
+        Kafka's rules (GroupCoordinator.handleTxnCommitOffsets): an unknown group is taken as
+        an Empty one (a producer that only stores offsets needs no membership); a member id,
+        instance id or generation (v3+) is checked as OffsetCommit checks it; but without any
+        of them the commit is accepted whatever the group's state, since v0-2 carry none. No
+        state refuses it (not even CompletingRebalance) and it is no heartbeat.
+        """
+        if not group_id:
+            return self._finish({tp: ErrorCode.INVALID_GROUP_ID for tp in offsets})
+        error = self._validate_txn_commit(group_id, member_id, group_instance_id,
+                                          generation_id)
+        if error:
+            return self._finish({tp: error for tp in offsets})
+        return self._finish(self._offset_records(group_id, offsets))
+
+    def _validate_txn_commit(self, group_id: str, member_id: str, instance_id: str | None,
+                             generation_id: int) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = Group(group_id)  # as Kafka creates it: Empty, generation 0, no members
+        elif group.state is _S.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.state is _S.EMPTY:
+            return ErrorCode.NONE
+        if generation_id >= 0 or member_id != "" or instance_id is not None:
+            error = group.validate_member(member_id, instance_id)
+            if error:
+                return error
+            if generation_id != group.generation:
+                return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def _offset_records(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+                        ) -> dict[TopicPartition, ErrorCode]:
         results: dict[TopicPartition, ErrorCode] = {}
         for (topic, partition), value in offsets.items():
             if len(value.metadata) > self.config.offset_metadata_max_bytes:
@@ -108,7 +170,22 @@ class OffsetOperations:
             self._records.append(
                 OffsetCommitRecord(OffsetKey(group_id, topic, partition), value))
             results[(topic, partition)] = ErrorCode.NONE
-        return self._finish(results)
+        return results
+
+    def complete_txn(self, producer_id: int, commit: bool,
+                     include: Callable[[str], bool] = lambda _: True) -> None:
+        """A COMMIT or ABORT marker of `producer_id` was written to (or read from) a partition
+        of __consumer_offsets; `include` says which groups live there. On commit each pending
+        offset becomes the committed one unless a record later in the log already replaced it
+        (a plain commit after the transactional one); on abort they are dropped."""
+        done = self.pending.complete(producer_id, include)
+        if not commit:
+            return
+        for group_id, offsets in done.items():
+            for tp, pending in offsets.items():
+                at = self._committed_at.get(group_id, {}).get(tp)
+                if at is None or at < pending.log_offset:
+                    self._store(group_id, tp, pending.value, pending.log_offset)
 
     def _validate_commit(self, group_id: str, member_id: str, instance_id: str | None,
                          generation_id: int, now: int) -> ErrorCode:
@@ -139,16 +216,20 @@ class OffsetOperations:
     # -- OffsetFetch ---------------------------------------------------------------------------
     def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None,
                       require_stable: bool = False
-                      ) -> tuple[ErrorCode, list[tuple[str, int, OffsetAndMetadata | None]]]:
-        """Committed offsets; None for a partition without one. `partitions` None = all.
+                      ) -> tuple[ErrorCode, list[tuple[str, int, FetchedOffset]]]:
+        """Committed offsets; None for a partition without one. `partitions` None = all
+        committed ones (a partition with only a pending offset is not listed, as in Kafka).
 
-        `require_stable` asks to fail with UNSTABLE_OFFSET_COMMIT while a transactional commit
-        is pending; without transactions nothing is ever pending, so it always succeeds.
+        With `require_stable`, a partition with an offset pending in a transaction gets
+        UNSTABLE_OFFSET_COMMIT in place of its offset: per partition, never for the whole
+        group (Kafka 3.9, every OffsetFetch version), so the consumer retries just that.
         """
         stored = self.offsets.get(group_id, {})
-        if partitions is None:
-            return ErrorCode.NONE, [(t, p, v) for (t, p), v in sorted(stored.items())]
-        return ErrorCode.NONE, [(t, p, stored.get((t, p))) for t, p in partitions]
+        wanted = sorted(stored) if partitions is None else partitions
+        unstable = self.pending.partitions(group_id) if require_stable else set()
+        return ErrorCode.NONE, [
+            (t, p, ErrorCode.UNSTABLE_OFFSET_COMMIT if (t, p) in unstable else stored.get((t, p)))
+            for t, p in wanted]
 
     # -- OffsetDelete and DeleteGroups ---------------------------------------------------------
     def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
@@ -186,21 +267,26 @@ class OffsetOperations:
             elif group.state is not _S.EMPTY or group.pending_members:
                 results[group_id] = ErrorCode.NON_EMPTY_GROUP
             else:
-                self._remove_offsets(group, list(self.offsets.get(group_id, {})))
-                self._records.append(GroupMetadataRecord(group_id, None))
+                # Offsets pending in a transaction are deleted too: tombstones for them, and
+                # the group's tombstone drops them (Kafka's deleteAllOffsets).
+                everything = set(self.offsets.get(group_id, {})) | self.pending.partitions(group_id)
+                if not self._remove_offsets(group, everything):
+                    self._records.append(GroupMetadataRecord(group_id, None))
                 results[group_id] = ErrorCode.NONE
         return self._finish(results)
 
     def _remove_offsets(self, group: Group, partitions: Iterable[TopicPartition]) -> bool:
-        """Tombstones for these offsets, and for the group itself if that leaves an Empty group
-        with nothing committed (Kafka's cleanupGroupMetadata). True if the group goes too."""
+        """Tombstones for these offsets (committed or pending in a transaction), and for the
+        group itself if that leaves an Empty group with nothing committed and no transaction
+        open (Kafka's cleanupGroupMetadata). True if the group goes too."""
         stored = self.offsets.get(group.group_id, {})
-        gone = {tp for tp in partitions if tp in stored}
+        pending = self.pending.partitions(group.group_id)
+        gone = {tp for tp in partitions if tp in stored or tp in pending}
         for topic, partition in sorted(gone):
             self._records.append(
                 OffsetCommitRecord(OffsetKey(group.group_id, topic, partition), None))
-        if (group.state is _S.EMPTY and len(gone) == len(stored)
-                and not group.pending_members):
+        if (group.state is _S.EMPTY and stored.keys() <= gone
+                and not group.pending_members and not self.pending.has_open(group.group_id)):
             self._records.append(GroupMetadataRecord(group.group_id, None))
             return True
         return False
@@ -209,12 +295,17 @@ class OffsetOperations:
     def cleanup(self, now_ms: int, topic_exists: Callable[[str], bool] = lambda _: True
                 ) -> Outcome[None]:
         """Expire offsets (offsets.retention.minutes, Kafka's KIP-211 rules), drop offsets of
-        topics that no longer exist, and delete Empty groups left with nothing committed."""
+        topics that no longer exist, and delete Empty groups left with nothing committed.
+
+        An offset with a transactional one pending for its partition does not expire, and a
+        group with an open transaction is not deleted (Kafka's cleanupExpiredOffsets)."""
         for group in list(self.groups.values()):
-            stored = self.offsets.get(group.group_id, {})
+            gid = group.group_id
+            stored = self.offsets.get(gid, {})
             expired = [tp for tp, value in stored.items()
-                       if not topic_exists(tp[0]) or self._is_expired(group, tp[0], value,
-                                                                      now_ms)]
+                       if not topic_exists(tp[0]) or (
+                           self._is_expired(group, tp[0], value, now_ms)
+                           and not self.pending.is_pending(gid, tp))]
             if expired or (group.state is _S.EMPTY and not stored):
                 self._remove_offsets(group, expired)
         return self._finish(None)
@@ -243,7 +334,8 @@ class OffsetOperations:
         gone = set(topics)
         for group in list(self.groups.values()):
             stored = self.offsets.get(group.group_id, {})
-            mine = [tp for tp in stored if tp[0] in gone]
+            mine = [tp for tp in set(stored) | self.pending.partitions(group.group_id)
+                    if tp[0] in gone]
             if mine:
                 self._remove_offsets(group, mine)
         return self._finish(None)
@@ -279,18 +371,34 @@ class OffsetOperations:
                 and (not wanted_states or g.state.value.lower() in wanted_states)]
 
     # -- replay --------------------------------------------------------------------------------
-    def replay(self, record: GroupRecord) -> None:
-        """Apply one record of __consumer_offsets: live after it is written, and at load."""
+    def replay(self, record: GroupRecord, log_offset: int | None = None,
+               producer_id: int = NO_PRODUCER_ID) -> None:
+        """Apply one record of __consumer_offsets: live after it is written, and at load.
+
+        `log_offset` is where its batch starts in the log; `producer_id` that of a
+        transactional batch, whose offset commits stay pending until the marker
+        (`complete_txn`). A tombstone removes pending offsets of its partition too.
+        """
+        if log_offset is None:
+            log_offset = self._last_log_offset + 1
+        self._last_log_offset = max(self._last_log_offset, log_offset)
         if isinstance(record, OffsetCommitRecord):
             key = record.key
+            tp = (key.topic, key.partition)
             if record.value is None:
                 stored = self.offsets.get(key.group)
                 if stored is not None:
-                    stored.pop((key.topic, key.partition), None)
+                    stored.pop(tp, None)
+                    self._committed_at.get(key.group, {}).pop(tp, None)
                     if not stored:
                         del self.offsets[key.group]
+                        self._committed_at.pop(key.group, None)
+                self.pending.remove_partition(key.group, tp)
                 return
-            self.offsets.setdefault(key.group, {})[(key.topic, key.partition)] = record.value
+            if producer_id != NO_PRODUCER_ID:
+                self.pending.add(producer_id, key.group, tp, record.value, log_offset)
+            else:
+                self._store(key.group, tp, record.value, log_offset)
             if key.group not in self.groups:
                 # Offsets without group metadata: a standalone consumer's group.
                 self.groups[key.group] = Group(key.group)
@@ -298,6 +406,8 @@ class OffsetOperations:
         group = self.groups.get(record.group)
         if record.value is None:
             self.offsets.pop(record.group, None)
+            self._committed_at.pop(record.group, None)
+            self.pending.remove_group(record.group)
             if group is not None:
                 self._forget(group)
             return
@@ -305,6 +415,11 @@ class OffsetOperations:
             if group is not None:
                 self._forget(group)
             self.groups[record.group] = Group.from_snapshot(record.group, record.value)
+
+    def _store(self, group_id: str, tp: TopicPartition, value: OffsetAndMetadata,
+               log_offset: int) -> None:
+        self.offsets.setdefault(group_id, {})[tp] = value
+        self._committed_at.setdefault(group_id, {})[tp] = log_offset
 
     def _forget(self, group: Group) -> None:
         """Take a group out of the coordinator: it is Dead to anyone still holding it."""

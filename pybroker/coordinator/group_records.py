@@ -29,7 +29,7 @@ from protocol.schema import Field, Message, Versions, f
 
 __all__ = [
     "OffsetKey", "OffsetAndMetadata", "MemberSnapshot", "GroupSnapshot",
-    "OffsetCommitRecord", "GroupMetadataRecord", "GroupRecord",
+    "OffsetCommitRecord", "GroupMetadataRecord", "GroupRecord", "TxnMarker", "LogEntry",
     "encode_record", "decode_record", "consumer_subscription_topics", "UnknownRecordVersion",
 ]
 
@@ -140,6 +140,28 @@ class GroupMetadataRecord:
 
 
 GroupRecord = Union[OffsetCommitRecord, GroupMetadataRecord]
+
+NO_PRODUCER_ID = -1
+
+
+@dataclass(frozen=True)
+class TxnMarker:
+    """A COMMIT or ABORT control record in __consumer_offsets: it ends, in that partition,
+    the transaction of its batch's producer, so that producer's pending offsets take effect
+    or are dropped."""
+
+    commit: bool
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """A record as read back from __consumer_offsets, with what replay needs beside its key
+    and value: where its batch starts (Kafka orders a transactional commit against a plain one
+    by it) and the producer of a transactional batch (NO_PRODUCER_ID for any other)."""
+
+    record: GroupRecord | TxnMarker
+    log_offset: int
+    producer_id: int = NO_PRODUCER_ID
 
 
 def record_group(record: GroupRecord) -> str:

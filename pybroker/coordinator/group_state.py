@@ -122,7 +122,7 @@ class GroupStateMachine(OffsetOperations):
         result = (self._join_new_member(group, req, now, token) if is_new
                   else self._join_known_member(group, req, now, token))
         if (result is not None and result.error and not group.members
-                and not group.pending_members and group.group_id not in self.offsets
+                and not group.pending_members and not self.has_offsets(group.group_id)
                 and group.generation == 0):
             del self.groups[group.group_id]  # a group this failed join created: forget it
         return result
@@ -536,6 +536,9 @@ class GroupStateMachine(OffsetOperations):
                 self._complete(member.awaiting_sync, SyncResult(ErrorCode.NOT_COORDINATOR))
         for group_id in [g for g in self.offsets if not owned(g)]:
             del self.offsets[group_id]
+            self._committed_at.pop(group_id, None)
+        for group_id in {g for g in self.pending.groups() if not owned(g)}:
+            self.pending.remove_group(group_id)
         return self._finish(None)
 
     def persist_failed(self, group_ids: set[str], now_ms: int) -> Outcome[None]:

@@ -17,6 +17,7 @@ from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIds
+from pybroker.coordinator.txn_coordinator import TransactionCoordinator
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
 from pybroker.storage.log_manager import LogManager
@@ -40,6 +41,7 @@ class Services:
     groups: GroupCoordinator
     producer_ids: ProducerIds
     purgatory: Purgatory
+    transactions: TransactionCoordinator
     # The controller of a ZooKeeper cluster (every broker has one; `ctx.is_controller` says
     # whether this one is elected); None on a single broker.
     controller: Controller | None = None

@@ -19,7 +19,6 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages.fetch import READ_COMMITTED
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.purgatory import Watch
 
@@ -32,7 +31,6 @@ def _read_all(ctx: RequestContext, request: Container,
     remaining = max_bytes
     total = 0
     errors = False
-    read_committed = request.isolation_level == READ_COMMITTED
     responses = []
     for topic in request.topics:
         partitions = []
@@ -54,7 +52,9 @@ def _read_all(ctx: RequestContext, request: Container,
                 "high_watermark": result.high_watermark,
                 "last_stable_offset": result.last_stable_offset,
                 "log_start_offset": result.log_start_offset,
-                "aborted_transactions": [] if read_committed else None,
+                "aborted_transactions": None if result.aborted_transactions is None else [
+                    {"producer_id": pid, "first_offset": first}
+                    for pid, first in result.aborted_transactions],
                 "preferred_read_replica": -1,
                 "records": result.records,
             }

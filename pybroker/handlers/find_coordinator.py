@@ -1,9 +1,8 @@
-"""FindCoordinator: which broker coordinates a group (or, later, a transactional id).
+"""FindCoordinator: which broker coordinates a group or a transactional id.
 
 v0-3 ask about one key; v4+ batch several (`coordinator_keys`) and answer each separately.
-Asking about a group creates `__consumer_offsets` if needed, as Kafka does; on one broker the
-coordinator is this broker. Transaction coordinators do not exist yet: such keys get the
-retriable COORDINATOR_NOT_AVAILABLE, so a transactional client waits rather than misbehaves.
+Asking creates `__consumer_offsets` (groups) or `__transaction_state` (transactional ids) if
+needed, as Kafka does; the coordinator is the leader of the key's partition of that topic.
 """
 from __future__ import annotations
 
@@ -18,9 +17,11 @@ TRANSACTION_KEY_TYPE = 1
 
 
 async def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
+    message: str | None
     if key_type == TRANSACTION_KEY_TYPE:
-        code, node, host, port = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        message: str | None = "Transactions are not supported by this broker yet"
+        code, node, host, port = await ctx.services.transactions.coordinator_for(
+            key, ctx.listener)
+        message = code.message if code else None
     elif key_type != GROUP_KEY_TYPE:
         code, node, host, port = ErrorCode.INVALID_REQUEST, -1, "", -1
         message = f"Unknown coordinator key type {key_type}"

@@ -1,8 +1,9 @@
 """OffsetFetch: committed offsets of a group (v1-7) or of several groups (v8+).
 
 Null topics (v2+) ask for every committed partition. A partition without a commit gets offset
--1 and empty metadata; metadata comes back exactly as committed. `require_stable` (v7+) could
-only fail while a transactional commit is pending, which needs transactions.
+-1 and empty metadata; metadata comes back exactly as committed. With `require_stable` (v7+)
+a partition whose offset is pending in an open transaction gets UNSTABLE_OFFSET_COMMIT, and the
+consumer retries it; the group-level error stays NONE (Kafka 3.9, every version).
 """
 from __future__ import annotations
 
@@ -25,12 +26,14 @@ def _fetch(ctx: RequestContext, group_id: str, topics: list | None,
     code, found = ctx.groups.fetch_offsets(group_id, _wanted(topics), require_stable)
     by_topic: dict[str, list[dict]] = {}
     for topic, partition, value in found:
+        error = value if isinstance(value, ErrorCode) else ErrorCode.NONE
+        stored = None if isinstance(value, ErrorCode) else value
         by_topic.setdefault(topic, []).append({
             "partition_index": partition,
-            "committed_offset": value.offset if value else -1,
-            "committed_leader_epoch": value.leader_epoch if value else -1,
-            "metadata": value.metadata if value else "",
-            "error_code": 0,
+            "committed_offset": stored.offset if stored else -1,
+            "committed_leader_epoch": stored.leader_epoch if stored else -1,
+            "metadata": stored.metadata if stored else "",
+            "error_code": int(error),
         })
     return code, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 

@@ -14,6 +14,7 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from protocol.records.batch import HEADER_SIZE, BatchHeader
 from protocol.topic_partition import TopicPartition
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.replica_manager import AppendResult
@@ -34,14 +35,16 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
     if request.acks not in (-1, 0, 1):  # as Kafka: nothing is written
         return error_response(ctx, request, ErrorCode.INVALID_REQUIRED_ACKS)
     manager = ctx.replicas
-    refused = ErrorCode.NONE if request.transactional_id is None else \
-        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    txn_id = request.transactional_id
     appended: list[tuple[TopicPartition, AppendResult]] = []
     for topic in request.topic_data:
         for pd in topic.partition_data:
+            refused = ErrorCode.NONE if txn_id is None else \
+                _verify(ctx, txn_id, topic.name, pd.index, pd.records)
             if refused != ErrorCode.NONE:
-                result = AppendResult(
-                    refused, message="Transactions are not supported by this broker yet")
+                result = AppendResult(refused, message=(
+                    f"Partition {topic.name}-{pd.index} is not in the ongoing transaction of "
+                    f"{txn_id!r} (add it with AddPartitionsToTxn first)"))
             else:
                 result = manager.append(topic.name, pd.index, pd.records,
                                         produce_version=ctx.version, acks=request.acks)
@@ -57,6 +60,24 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
                                 r.log_start_offset, r.message, r.record_errors)
             for pd in topic.partition_data for _, r in (next(results),)]}
         for topic in request.topic_data], "throttle_time_ms": 0}
+
+
+def _verify(ctx: RequestContext, transactional_id: str, topic: str, partition: int,
+            records: bytes | None) -> ErrorCode:
+    """A transactional batch may only go to a partition of its producer's ongoing
+    transaction (Kafka's KIP-890 verification): INVALID_TXN_STATE otherwise, which Produce
+    v11+ reports as the abortable TRANSACTION_ABORTABLE. The batch's own checks (CRC, a
+    fenced epoch) are the log's."""
+    if not records or len(records) < HEADER_SIZE:
+        return ErrorCode.NONE
+    header = BatchHeader.unpack_from(records, 0)
+    if not header.is_transactional:
+        return ErrorCode.NONE
+    code = ctx.replicas.verify_transaction(transactional_id, header.producer_id,
+                                           header.producer_epoch, (topic, partition))
+    if code == ErrorCode.INVALID_TXN_STATE and ctx.version >= 11:
+        return ErrorCode.TRANSACTION_ABORTABLE
+    return code
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict | None:

@@ -35,6 +35,13 @@ A cleaning pass over one log:
    even so; the only change that can come in between on a leader is retention, and what it had
    deleted comes back, below the checkpointed log start offset, until retention runs again.)
 
+Transactions: the cleanable range ends at the last stable offset, so every transaction with
+data in it has its marker. Aborted data is dropped whole, from the offset map as from the
+output; committed transactional data is compacted like any other; a marker is kept while its
+transaction has a batch left, then until its delete horizon (`cleaned_transactions`,
+`record_filter.filter_control_batch`). A cleaned segment's `.txnindex` holds the entries of
+the ABORT markers it keeps.
+
 Simplifications, deliberate: the offset map holds whole keys (Kafka holds MD5 digests, so no
 collision can ever drop a record here) and its cap is soft (the segment that fills it is
 finished). Keyless records and emptied batches are dropped (see `record_filter`). A log whose
@@ -56,9 +63,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from protocol.records.batch import HEADER_SIZE, BatchHeader, InvalidRecordError, iter_batches
+from protocol.records.batch import (
+    CONTROL, HEADER_SIZE, BatchHeader, InvalidRecordError, iter_batches,
+)
+from protocol.records.record import ControlRecord, control_record_of
+from protocol.records.record_filter import filter_batch, filter_control_batch, keyed_offsets
+from protocol.records.types import RecordError
 from pybroker.storage.batch_walk import BatchWalk
-from protocol.records.record_filter import filter_batch, keyed_offsets
+from pybroker.storage.cleaned_transactions import CleanedTransactions
 from protocol.topic_partition import TopicPartition
 from pybroker.storage.cleaner_manager import (
     CLEANER_CHECKPOINT, CleaningPlan, LogCleanerManager, SourceSegment,
@@ -71,6 +83,7 @@ from pybroker.storage.segment import (
 if TYPE_CHECKING:
     from pybroker.storage.log_manager import LogManager
     from pybroker.storage.partition_log import PartitionLog
+    from pybroker.storage.transaction_index import AbortedTxn
 
 __all__ = ["LogCleaner", "CleaningPlan", "CleanResult", "CleanerStats", "CLEANER_CHECKPOINT",
            "DEFAULT_MAX_MAP_ENTRIES"]
@@ -112,6 +125,8 @@ class CleanerStats:
     superseded: int = 0
     tombstones_removed: int = 0
     keyless_removed: int = 0
+    aborted_removed: int = 0  # records of aborted transactions
+    markers_removed: int = 0
     elapsed_s: float = 0.0
 
 
@@ -132,6 +147,8 @@ class CleanResult:
     next_horizon: int = LONG_MAX  # earliest delete horizon among the tombstones kept
     stats: CleanerStats | None = None
     error: BaseException | None = None
+    txns: CleanedTransactions | None = None  # the rewrite's walk
+    kept_aborts: list[AbortedTxn] = field(default_factory=list)  # entries of kept markers
 
 
 
@@ -202,6 +219,7 @@ class LogCleaner:
             result.end_offset = max(end, plan.first_dirty)
             stats.map_keys = len(offset_map)
             rewrite = [s for s in plan.sources if s.next_base <= result.end_offset]
+            result.txns = CleanedTransactions(plan.aborted)
             self._rewrite(plan, rewrite, offset_map, result, stats, stop)
             if stop is not None and stop.is_set():
                 raise CleaningAborted()
@@ -226,9 +244,13 @@ class LogCleaner:
                           stop: threading.Event | None) -> tuple[dict[bytes, int], int]:
         offset_map: dict[bytes, int] = {}
         end = plan.first_dirty
+        # Aborted records must not supersede anything: they are left out of the map.
+        txns = CleanedTransactions(plan.aborted) if plan.aborted else None
         for src in plan.sources[plan.first_dirty_index:]:
             for header, batch in _read_batches(src, stop, self.io_chunk):
-                if header.is_control:
+                if header.attributes & CONTROL:
+                    continue
+                if txns is not None and txns.is_aborted(header):
                     continue
                 for key, offset in keyed_offsets(header, batch):
                     offset_map[key] = offset
@@ -256,7 +278,7 @@ class LogCleaner:
         for src in sources:
             if group is not None and \
                     src.next_base - 1 - group.sources[0].segment.base_offset > INT32_MAX:
-                self._finish(group, stats)
+                self._finish(group, stats, result.kept_aborts)
                 group = None
             if group is None:
                 group = self._start_group(plan, src, result)
@@ -278,7 +300,7 @@ class LogCleaner:
                 cleaned.truncate_to(src.segment.base_offset)
                 group.sources.pop()
                 group.changed.pop()
-                self._finish(group, stats)
+                self._finish(group, stats, result.kept_aborts)
                 group = self._start_group(plan, src, result)
                 group.changed.append(changed)
                 assert group.cleaned is not None
@@ -286,7 +308,7 @@ class LogCleaner:
                     (rel, h.size, h.base_offset, h.last_offset, h.max_timestamp)
                     for rel, h in iter_batches(moved)])
         if group is not None:
-            self._finish(group, stats)
+            self._finish(group, stats, result.kept_aborts)
 
     @staticmethod
     def _start_group(plan: CleaningPlan, src: SourceSegment, result: CleanResult) -> _Group:
@@ -316,8 +338,24 @@ class LogCleaner:
         appended: list[tuple[int, int, int, int, int]] = []
         stats.bytes_before += src.size
         stats.bytes_read += src.size
+        txns = result.txns
+        assert txns is not None
         for header, batch in _read_batches(src, stop, chunk):
-            out = filter_batch(header, batch, offset_map, now, new_horizon, stats)
+            if header.attributes & CONTROL:
+                out = filter_control_batch(header, batch,
+                                           txns.marker_removable(header, _marker(batch)), now,
+                                           new_horizon)
+                if out is None:
+                    stats.markers_removed += 1
+                else:
+                    aborted = txns.aborted_ended_by(header.base_offset)
+                    if aborted is not None:
+                        result.kept_aborts.append(aborted)
+            elif txns.is_aborted(header):
+                stats.aborted_removed += header.records_count
+                out = None
+            else:
+                out = filter_batch(header, batch, offset_map, now, new_horizon, stats)
             if out is None:
                 changed = True
                 continue
@@ -336,9 +374,11 @@ class LogCleaner:
         return changed
 
     @staticmethod
-    def _finish(group: _Group, stats: CleanerStats) -> None:
+    def _finish(group: _Group, stats: CleanerStats,
+                kept_aborts: list[AbortedTxn] | None = None) -> None:
         """Seal and fsync the group's cleaned segment, or drop it when it would replace one
-        segment with identical bytes."""
+        segment with identical bytes. `kept_aborts`: the `.txnindex` entries of the ABORT
+        markers kept so far, of which the group's go to its segment."""
         cleaned = group.cleaned
         assert cleaned is not None
         if len(group.sources) == 1 and not any(group.changed):
@@ -346,6 +386,10 @@ class LogCleaner:
             group.cleaned = None
             stats.bytes_after += group.sources[0].size
             return
+        low, high = group.sources[0].segment.base_offset, group.sources[-1].next_base
+        for aborted in kept_aborts or ():
+            if low <= aborted.last_offset < high:
+                cleaned.txn_index.append(aborted)
         cleaned.time_index.maybe_append(cleaned.max_timestamp_so_far,
                                         cleaned.offset_of_max_timestamp, skip_full_check=True)
         cleaned.flush()
@@ -419,6 +463,13 @@ class LogCleaner:
             stats = self.commit(self.clean(plan))
             if stats is not None:
                 out.append(stats)
+
+
+def _marker(batch: memoryview) -> ControlRecord | None:
+    try:
+        return control_record_of(batch)
+    except RecordError:
+        return None
 
 
 # -- reading segments --------------------------------------------------------------------------

@@ -8,7 +8,8 @@ swap are `cleaner.LogCleaner`'s, which reports back through `done_cleaning` and
 `mark_uncleanable`.
 
 Planning (event-loop thread, `plan`, `grab_filthiest_log`): the cleanable range ends at the
-*first uncleanable offset*: the active segment's base, the high watermark, and, with
+*first uncleanable offset*: the active segment's base, the last stable offset (the high
+watermark, or the first offset of a transaction not yet decided and replicated), and, with
 min.compaction.lag.ms, the first segment holding a record younger than the lag; only whole
 segments below it count. The log is cleaned when its dirty ratio (dirty bytes / cleanable
 bytes) exceeds min.cleanable.dirty.ratio, when its oldest dirty record is older than
@@ -27,7 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,7 @@ from pybroker.storage.segment import LogSegment
 if TYPE_CHECKING:
     from pybroker.storage.log_manager import LogManager
     from pybroker.storage.partition_log import PartitionLog
+    from pybroker.storage.transaction_index import AbortedTxn
 
 __all__ = ["LogCleanerManager", "CleaningPlan", "SourceSegment", "CLEANER_CHECKPOINT"]
 
@@ -78,6 +80,9 @@ class CleaningPlan:
     dirty_bytes: int
     now_ms: int
     reason: str
+    # The aborted transactions of the cleanable range (`.txnindex` entries), read here on
+    # the event loop so that cleaning never reads an index the log may be appending to.
+    aborted: list[AbortedTxn] = field(default_factory=list)
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -184,6 +189,9 @@ class LogCleanerManager:
 
     @staticmethod
     def _open(plan: CleaningPlan) -> None:
+        """Give the chosen plan its descriptors and its aborted transactions."""
+        plan.aborted = plan.log.collect_aborted_transactions(
+            plan.sources[0].segment.base_offset, plan.first_uncleanable)
         try:
             for src in plan.sources:
                 src.fd = os.open(src.segment.log_path, os.O_RDONLY | os.O_CLOEXEC)
@@ -204,7 +212,7 @@ class LogCleanerManager:
         if len(segments) < 2:
             return None
         first_dirty = self.first_dirty_offset(plog)
-        limit = min(segments[-1].base_offset, plog.high_watermark)
+        limit = min(segments[-1].base_offset, plog.last_stable_offset)
         if config.min_compaction_lag_ms > 0:
             for seg, nxt in zip(segments, segments[1:]):
                 if nxt.base_offset > first_dirty and \

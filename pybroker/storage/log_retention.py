@@ -40,6 +40,8 @@ class LogRetention:
     leader_epoch_cache: LeaderEpochFileCache
     producer_state: ProducerStateManager
     size: int  # PartitionLog's property
+    _first_unstable: int | None
+    _refresh_first_unstable: Callable[[], None]  # PartitionLog's
 
     # -- retention -----------------------------------------------------------------------------
     def delete_records_before(self, offset: int) -> int:
@@ -55,6 +57,8 @@ class LogRetention:
                 self.log_start_offset = offset
                 self.leader_epoch_cache.truncate_from_start(offset)
                 self._delete_oldest(lambda seg, nxt: nxt.base_offset <= self.log_start_offset)
+                if self._first_unstable is not None:
+                    self._refresh_first_unstable()
             return self.log_start_offset
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
@@ -108,6 +112,8 @@ class LogRetention:
         if first > self.log_start_offset:
             self.log_start_offset = first
             self.leader_epoch_cache.truncate_from_start(first)
+            if self._first_unstable is not None:
+                self._refresh_first_unstable()
         self.high_watermark = max(self.high_watermark, self.log_start_offset)
         self.recovery_point = max(self.recovery_point, self.log_start_offset)
         self.producer_state.delete_snapshots_before(first)

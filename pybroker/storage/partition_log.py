@@ -20,6 +20,15 @@ idempotent batch is not written again: its original offsets are returned. Read: 
 segment list, then the segment's offset index, and return whole batches from the file with one
 pread. Records are never decoded on either path.
 
+Transactions. Producer state (`producer_state`) knows the open transactions and those whose
+marker the high watermark has not passed yet; the smallest first offset among them is the
+*first unstable offset*, and the *last stable offset* (what read_committed consumers may read)
+is the smaller of it and the high watermark. Both are cached, so without transactions reading
+the LSO is an attribute read and a comparison. A transactional batch opens its producer's
+transaction; a marker (`append_control_marker` on the leader, or a control batch in
+`append` / `append_as_follower`) ends it, and an ABORT adds an entry to the `.txnindex` of the
+segment the marker lands in, which `aborted_transactions` searches for Fetch.
+
 Loading (`log_loader`) trusts the files after a clean shutdown (only the active segment's tail
 is re-checked) and re-validates every segment from the recovery point otherwise.
 
@@ -43,9 +52,11 @@ from bisect import bisect_right
 from pathlib import Path
 
 from protocol.records.batch import (
-    BatchHeader, InvalidRecordError, set_base_offset, set_log_append_time, set_partition_leader_epoch,
-    validate_batches, walk_batches,
+    CONTROL, TRANSACTIONAL, BatchHeader, InvalidRecordError, set_base_offset,
+    set_log_append_time, set_partition_leader_epoch, validate_batches, walk_batches,
 )
+from protocol.records.record import ControlRecord, build_control_batch, control_record_of
+from protocol.records.types import RecordError
 from pybroker.storage.files import FileCache
 from pybroker.storage.leader_epoch_cache import LeaderEpochFileCache
 from pybroker.storage.log_config import LogConfig
@@ -56,19 +67,23 @@ from pybroker.storage.log_info import (
 from pybroker.storage.log_loader import load_segments
 from pybroker.storage.log_retention import LogRetention
 from pybroker.storage.producer_state import (
-    SNAPSHOT_SUFFIX, DuplicateBatch, InvalidProducerEpoch,
-    OutOfOrderSequence, ProducerStateManager,
+    SNAPSHOT_SUFFIX, CompletedTxn, DuplicateBatch, InvalidProducerEpoch, InvalidTxnState,
+    OutOfOrderSequence, ProducerStateManager, TransactionCoordinatorFenced,
 )
 from pybroker.storage.segment import (
     CLEANED_SUFFIX, SWAP_SUFFIX, AppendedBatch, LogSegment, fsync_directory,
     segment_file_name,
 )
+from pybroker.storage.transaction_index import AbortedTxn
 
 __all__ = [
     "PartitionLog", "LogConfig", "AppendInfo", "FetchData", "OffsetOutOfRange",
     "MessageTooLarge", "UnexpectedAppendOffset", "OutOfOrderSequence", "InvalidProducerEpoch",
-    "parse_topic_partition", "partition_dir_name",
+    "InvalidTxnState", "TransactionCoordinatorFenced", "parse_topic_partition",
+    "partition_dir_name",
 ]
+
+_TXN_OR_CONTROL = TRANSACTIONAL | CONTROL
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +124,7 @@ class PartitionLog(LogRetention):
         self.recovery_point = 0
         self.high_watermark = 0
         self.producer_state = ProducerStateManager(self.dir)
+        self._first_unstable: int | None = None  # see `first_unstable_offset`
         self._load(log_start_offset, recovery_point, high_watermark, had_clean_shutdown,
                    sync_recovery)
 
@@ -123,6 +139,10 @@ class PartitionLog(LogRetention):
                                      recovery_point=recovery_point, clean=clean,
                                      files=self.files, sync=sync):
             self._add_segment(segment)
+        # The segments the loader re-validated (from the one holding the recovery point):
+        # their `.txnindex` may lack entries, so replay rebuilds it (Kafka's recoverSegment).
+        rebuild_from = None if clean else \
+            self.segments[max(self._segment_index(recovery_point), 0)].base_offset
         self.log_end_offset = self.active_segment.read_next_offset()
         if not clean and sync:  # everything up to the log end was just validated and fsynced
             recovery_point = self.log_end_offset
@@ -138,18 +158,32 @@ class PartitionLog(LogRetention):
         # checkpoint writes it only means dropping it again.
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset, defer=True)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-        self._load_producer_state()
+        self._load_producer_state(rebuild_from)
 
-    def _load_producer_state(self) -> None:
-        """Newest snapshot not beyond the log end, then replay the batches after it."""
+    def _load_producer_state(self, rebuild_txn_index_from: int | None = None) -> None:
+        """Newest snapshot not beyond the log end, then replay the batches after it.
+
+        With `rebuild_txn_index_from`, the `.txnindex` of every segment from that base offset
+        on is rebuilt from the markers replayed, so the snapshot is one at or below it.
+        """
         state = self.producer_state
-        snapshot = state.load(self.log_end_offset)
-        if snapshot == self.log_end_offset:
-            return
-        start = self.log_start_offset if snapshot is None else max(snapshot,
-                                                                    self.log_start_offset)
-        for i in range(max(self._segment_index(start), 0), len(self.segments)):
-            state.replay(self.segments[i].batches_from(start))
+        rebuild = rebuild_txn_index_from
+        snapshot = state.load(self.log_end_offset, rebuild)
+        if rebuild is not None:
+            for segment in self.segments[max(self._segment_index(rebuild), 0):]:
+                if segment.base_offset >= rebuild:
+                    segment.txn_index.reset()
+        if snapshot != self.log_end_offset:
+            start = self.log_start_offset if snapshot is None else max(snapshot,
+                                                                        self.log_start_offset)
+            for i in range(max(self._segment_index(start), 0), len(self.segments)):
+                segment = self.segments[i]
+                on_complete = None
+                if rebuild is not None and segment.base_offset >= rebuild:
+                    on_complete = segment.txn_index.append_completed
+                state.replay(segment.batches_from(start), segment.read_marker, on_complete)
+        state.on_high_watermark(self.high_watermark)
+        self._refresh_first_unstable()
 
     def set_files(self, files: FileCache) -> None:
         """Take segment descriptors from `files` from now on (a log loaded in a worker with
@@ -176,15 +210,62 @@ class PartitionLog(LogRetention):
         return sum(s.size for s in self.segments)
 
     @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction that is open or whose marker is not
+        yet below the high watermark; None if there is none (Kafka's firstUnstableOffset)."""
+        return self._first_unstable
+
+    def _refresh_first_unstable(self) -> None:
+        """Recompute the cached first unstable offset after a transaction changed. Never below
+        the log start: retention may delete the start of a transaction still open (Kafka's
+        maybeIncrementFirstUnstableOffset clamps it the same way)."""
+        first = self.producer_state.first_unstable_offset()
+        self._first_unstable = None if first is None else max(first, self.log_start_offset)
+
+    @property
     def last_stable_offset(self) -> int:
-        """Without transactions every message below the high watermark is stable."""
-        return self.high_watermark
+        """What read_committed consumers may read up to: the high watermark, or the first
+        unstable offset if that is lower."""
+        first = self._first_unstable
+        hw = self.high_watermark
+        return hw if first is None or first >= hw else first
 
     def update_high_watermark(self, offset: int | None = None) -> int:
-        """Set the high watermark (default: the log end), clamped into [log start, log end]."""
+        """Set the high watermark (default: the log end), clamped into [log start, log end].
+
+        Completed transactions whose marker it passes stop holding the LSO back.
+        """
         target = self.log_end_offset if offset is None else offset
-        self.high_watermark = min(max(target, self.log_start_offset), self.log_end_offset)
-        return self.high_watermark
+        hw = self.high_watermark = min(max(target, self.log_start_offset), self.log_end_offset)
+        if self._first_unstable is not None and self.producer_state.on_high_watermark(hw):
+            self._refresh_first_unstable()
+        return hw
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of each open transaction, oldest first."""
+        return dict(self.producer_state.ongoing)
+
+    def aborted_transactions(self, start_offset: int, upper_offset: int,
+                             ) -> list[tuple[int, int]]:
+        """(producer id, first offset) of every aborted transaction overlapping
+        [start_offset, upper_offset), one per transaction: what a read_committed Fetch
+        returns beside records read from `start_offset` up to `upper_offset`."""
+        return [(txn.producer_id, txn.first_offset)
+                for txn in self.collect_aborted_transactions(start_offset, upper_offset)]
+
+    def collect_aborted_transactions(self, start_offset: int, upper_offset: int,
+                                     ) -> list[AbortedTxn]:
+        """The `.txnindex` entries overlapping [start_offset, upper_offset), from the
+        segment holding `start_offset` on, until an entry's last stable offset reaches
+        `upper_offset` (Kafka's collectAbortedTransactions)."""
+        out: list[AbortedTxn] = []
+        segments = self.segments
+        for i in range(max(self._segment_index(start_offset), 0), len(segments)):
+            found, complete = segments[i].txn_index.collect(start_offset, upper_offset)
+            out += found
+            if complete:
+                break
+        return out
 
     # -- appending -----------------------------------------------------------------------------
     def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int,
@@ -218,7 +299,9 @@ class PartitionLog(LogRetention):
         items = []
         appended: list[AppendedBatch] = []
         max_ts, offset_of_max, messages = -1, offset, 0
+        attributes = 0
         for pos, header in batches:
+            attributes |= header.attributes
             base, last = offset, offset + header.last_offset_delta
             set_base_offset(buf, pos, base)
             set_partition_leader_epoch(buf, pos, leader_epoch)
@@ -232,18 +315,66 @@ class PartitionLog(LogRetention):
                 max_ts, offset_of_max = ts, base
             messages += header.records_count
             offset = last + 1
-        duplicate = self.producer_state.check_append(items)
+        markers = self._read_markers(buf, batches) if attributes & CONTROL else None
+        duplicate = self.producer_state.check_append(items, markers)
         if duplicate is not None:
             return self._duplicate_info(duplicate, stamp)
         first_offset, last_offset = items[0][1], items[-1][2]
         self._write(buf, appended, first_offset, last_offset, max_ts, now)
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
-        for (header, base, last), batch in zip(items, appended):
-            self.producer_state.update(header, base, last, timestamp=batch[4])
+        if attributes & _TXN_OR_CONTROL:
+            self._update_transactions(items, appended, markers)
+        else:
+            for (header, base, last), batch in zip(items, appended):
+                self.producer_state.update(header, base, last, timestamp=batch[4])
         self._after_append(messages)
         return AppendInfo(first_offset, last_offset, max_ts, offset_of_max, append_time,
                           self.log_start_offset, messages, len(buf))
+
+    @staticmethod
+    def _read_markers(buf: bytearray, batches: list[tuple[int, BatchHeader]],
+                      ) -> dict[int, ControlRecord]:
+        """The record of each control batch, by index: a malformed one is refused."""
+        return {i: control_record_of(memoryview(buf)[pos:pos + header.size])
+                for i, (pos, header) in enumerate(batches) if header.attributes & CONTROL}
+
+    def _update_transactions(self, items: list[tuple[BatchHeader, int, int]],
+                             appended: list[AppendedBatch],
+                             markers: dict[int, ControlRecord] | None) -> None:
+        """Producer state after a leader append holding transactional or control batches."""
+        state = self.producer_state
+        for i, ((header, base, last), batch) in enumerate(zip(items, appended)):
+            marker = markers.get(i) if markers else None
+            if marker is not None and marker.coordinator_epoch is not None \
+                    and header.has_producer_id:
+                done = state.update_marker(header.producer_id, header.producer_epoch,
+                                           marker.coordinator_epoch, marker.is_commit, base,
+                                           batch[4])
+                if done is not None:
+                    self._txn_completed(done)
+            else:
+                state.update(header, base, last, timestamp=batch[4])
+        self._refresh_first_unstable()
+
+    def _txn_completed(self, done: CompletedTxn) -> None:
+        """A marker just written ended a transaction: an abort goes to the `.txnindex` of
+        the segment holding the marker."""
+        self.active_segment.txn_index.append_completed(done)
+
+    def append_control_marker(self, producer_id: int, producer_epoch: int,
+                              coordinator_epoch: int, commit: bool, *, leader_epoch: int,
+                              now_ms: int | None = None) -> AppendInfo:
+        """Write a COMMIT or ABORT marker for `producer_id` at the log end (the leader, for
+        WriteTxnMarkers). Raises InvalidProducerEpoch for an epoch older than the producer's,
+        TransactionCoordinatorFenced for an older coordinator epoch; a producer without an
+        open transaction still gets its marker (it completes nothing)."""
+        now = _now_ms() if now_ms is None else now_ms
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        batch = build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch,
+                                    timestamp=now, base_offset=self.log_end_offset,
+                                    partition_leader_epoch=leader_epoch)
+        return self.append(bytearray(batch), leader_epoch=leader_epoch, now_ms=now)
 
     def _duplicate_info(self, duplicate: DuplicateBatch, stamped: bool) -> AppendInfo:
         return AppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
@@ -266,7 +397,9 @@ class PartitionLog(LogRetention):
         appended: list[AppendedBatch] = []
         expected = self.log_end_offset
         max_ts, offset_of_max, messages = -1, batches[0][1].base_offset, 0
+        attributes = 0
         for pos, header in batches:
+            attributes |= header.attributes
             if header.base_offset < expected:
                 raise UnexpectedAppendOffset(f"batch at {pos} goes back to {header.base_offset}")
             appended.append((pos, header.size, header.base_offset, header.last_offset,
@@ -279,7 +412,19 @@ class PartitionLog(LogRetention):
         self._write(records, appended, first_offset, last_offset, max_ts, _now_ms())
         for _, header in batches:
             self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-        self.producer_state.replay(batches)
+        if attributes & _TXN_OR_CONTROL:
+            view = memoryview(records)
+
+            def read_marker(pos: int, header: BatchHeader) -> ControlRecord | None:
+                try:
+                    return control_record_of(view[pos:pos + header.size])
+                except RecordError:
+                    return None
+
+            self.producer_state.replay(batches, read_marker, self._txn_completed)
+            self._refresh_first_unstable()
+        else:
+            self.producer_state.replay(batches)
         self._after_append(messages)
         return AppendInfo(first_offset, last_offset, max_ts, offset_of_max, -1,
                           self.log_start_offset, messages, valid)
@@ -439,6 +584,7 @@ class PartitionLog(LogRetention):
             self.log_start_offset = self.recovery_point = offset
             self.leader_epoch_cache.clear()
             self.producer_state.truncate_fully()
+            self._first_unstable = None
             self._unflushed_messages = 0
 
     # -- compaction ----------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""One log segment: a `.log` of wire-format batches with its `.index` and `.timeindex`.
+"""One log segment: a `.log` of wire-format batches with its `.index`, `.timeindex` and, once
+a transaction aborts in it, `.txnindex`.
 
 Files are named by the segment's base offset, zero-padded to 20 digits, so `ls` sorts them in
 offset order (`00000000000000001234.log`), exactly as Kafka names them.
@@ -33,6 +34,8 @@ from pathlib import Path
 
 from protocol.primitives import FileRegion
 from protocol.records.batch import HEADER_SIZE, BatchHeader, walk_batches
+from protocol.records.record import ControlRecord, control_record_of
+from protocol.records.types import RecordError
 from pybroker.storage.abstract_index import AbstractIndex, CorruptIndexError
 from pybroker.storage.batch_walk import BatchWalk
 from pybroker.storage.files import FileCache, fsync_directory, fsync_file
@@ -40,10 +43,12 @@ from pybroker.storage.log_config import LogConfig
 from pybroker.storage.log_info import SegmentRead
 from pybroker.storage.offset_index import OffsetIndex
 from pybroker.storage.time_index import TimeIndex
+from pybroker.storage.transaction_index import TransactionIndex
 
 __all__ = [
     "LogSegment", "SegmentRead", "AppendedBatch", "segment_file_name", "segment_file_names",
     "parse_segment_file_name", "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
     "SEGMENT_SUFFIXES", "DELETED_SUFFIX", "CLEANED_SUFFIX", "SWAP_SUFFIX", "INT32_MAX",
     "fsync_directory",
 ]
@@ -53,9 +58,10 @@ log = logging.getLogger(__name__)
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-# Every file of a segment, the `.log` first: the one list of them, so that a file added to
-# segments (Kafka's `.txnindex`) is created, renamed, deleted and recovered everywhere.
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+TXN_INDEX_SUFFIX = ".txnindex"  # optional: only segments holding an ABORT marker have one
+# Every file of a segment, the `.log` first: the one list of them, so that each is created,
+# renamed, deleted and recovered everywhere.
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"  # a segment the log cleaner is still writing
 SWAP_SUFFIX = ".swap"  # a cleaned segment committed to replace the segments it covers
@@ -111,12 +117,15 @@ class LogSegment:
         self.files = files if files is not None else FileCache(0)
         self.directory = directory
         self.base_offset = base_offset
-        self._log_name, index_name, time_index_name = segment_file_names(base_offset,
-                                                                         file_suffix)
+        self._log_name, index_name, time_index_name, txn_index_name = segment_file_names(
+            base_offset, file_suffix)
         self.offset_index = OffsetIndex(directory / index_name, base_offset,
                                         config.segment_index_bytes, directory=directory)
         self.time_index = TimeIndex(directory / time_index_name, base_offset,
                                     config.segment_index_bytes, directory=directory)
+        # Not one of `indexes`: it is not derived from this segment's log alone (an aborted
+        # transaction may start in an earlier segment) and its file is optional.
+        self.txn_index = TransactionIndex(directory, txn_index_name)
         self.index_interval_bytes = config.index_interval_bytes
         self.created_ms = _now_ms()
         # segment.jitter.ms: taken off this segment's roll age, drawn once as Kafka does, so
@@ -211,6 +220,7 @@ class LogSegment:
                 fsync_file(self.log_path)
             for index in self.indexes:
                 index.flush()
+            self.txn_index.flush()
         except OSError:
             if not self.closed:
                 raise
@@ -235,6 +245,7 @@ class LogSegment:
         self.log_path.unlink(missing_ok=True)
         for index in self.indexes:
             index.delete()
+        self.txn_index.delete()
 
     def rename_for_deletion(self) -> None:
         """Append `.deleted` to the file names; open descriptors keep working until `delete`.
@@ -246,6 +257,8 @@ class LogSegment:
         self.log_path = new_log
         for index in self.indexes:
             index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+        txn = self.txn_index
+        txn.rename(txn.path.with_name(txn.path.name + DELETED_SUFFIX))
 
     def change_file_suffixes(self, old: str, new: str) -> None:
         """Rename the segment's files from `<name><old>` to `<name><new>` (Kafka's
@@ -256,6 +269,7 @@ class LogSegment:
         """
         for index in self.indexes:
             index.rename(_replace_suffix(index.path, old, new))
+        self.txn_index.rename(_replace_suffix(self.txn_index.path, old, new))
         new_log = _replace_suffix(self.log_path, old, new)
         os.rename(self.log_path, new_log)
         self.log_path = new_log
@@ -522,6 +536,16 @@ class LogSegment:
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
         return os.pread(self.fd, header.size, position)
 
+    def read_marker(self, position: int, header: BatchHeader) -> ControlRecord | None:
+        """The record of the control batch at `position` (producer-state replay reads each
+        marker to learn whether it commits or aborts); None if it cannot be read, which
+        replay treats as a control record of unknown type."""
+        try:
+            return control_record_of(self.read_batch(position, header))
+        except RecordError as exc:
+            log.warning("%s: unreadable control batch at %d: %s", self.log_path, position, exc)
+            return None
+
     def batches_from(self, offset: int) -> Iterator[tuple[int, BatchHeader]]:
         """Every batch from the one holding `offset` to the end (producer-state replay)."""
         self.ensure_indexes()
@@ -577,6 +601,7 @@ class LogSegment:
         position, header = found
         for index in self.indexes:
             index.truncate_to(header.base_offset)
+        self.txn_index.truncate_to(header.base_offset)
         removed = self._size - position
         self._read_ends = None
         os.ftruncate(self.fd, position)

@@ -18,7 +18,9 @@ from protocol.records.record import iter_records_in, recompress_batch
 from protocol.records.types import CorruptRecordError, InvalidRecordError, RecordError
 from pybroker.config import TopicConfig
 from pybroker.config.definitions import INT64_MAX
-from pybroker.storage.producer_state import InvalidProducerEpoch, OutOfOrderSequence
+from pybroker.storage.producer_state import (
+    InvalidProducerEpoch, InvalidTxnState, OutOfOrderSequence, TransactionCoordinatorFenced,
+)
 
 __all__ = ["Rejected", "Validated", "validate_records", "error_code"]
 
@@ -27,6 +29,8 @@ _ERROR_CODES: dict[type[Exception], ErrorCode] = {
     InvalidRecordError: ErrorCode.INVALID_RECORD,
     OutOfOrderSequence: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     InvalidProducerEpoch: ErrorCode.INVALID_PRODUCER_EPOCH,
+    InvalidTxnState: ErrorCode.INVALID_TXN_STATE,
+    TransactionCoordinatorFenced: ErrorCode.TRANSACTION_COORDINATOR_FENCED,
 }
 
 
@@ -81,9 +85,14 @@ def validate_records(records: bytes | bytearray | None, tconfig: TopicConfig, *,
         raise Rejected(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
     if header.is_control:
         raise Rejected(ErrorCode.INVALID_RECORD, "Clients may not write control records")
-    if header.is_transactional:
-        raise Rejected(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                       "Transactions are not supported by this broker yet")
+    if header.has_producer_id and header.base_sequence < 0:
+        # Only the broker's own batches go without a sequence (its producer-state checks
+        # skip the sequence of those); a client's must number its batches (Kafka's rule).
+        raise Rejected(ErrorCode.INVALID_RECORD,
+                       f"Invalid sequence number {header.base_sequence} in a batch of "
+                       f"producer {header.producer_id}")
+    # Transactional batches are served; whether the partition is in the producer's
+    # transaction is checked above storage, and the producer-state rules by the log.
     if tconfig.compact and any(r.key is None for r in iter_records_in(records)):
         # Compacted topics keep the newest record per key, so every record needs a key.
         raise Rejected(ErrorCode.INVALID_RECORD,

@@ -316,10 +316,11 @@ def test_version() -> None:
 
 
 def test_inert_key_is_a_one_line_warning_at_start(config_file: Path, tmp_path: Path) -> None:
-    """A key whose feature is not built yet (transaction.state.log.num.partitions: transactions) starts the
-    broker, with one warning line at start that names the key and the feature."""
+    """A key whose feature is not built yet (num.replica.fetchers: one fetcher task per
+    source broker is all replication has) starts the broker, with one warning line at start
+    that names the key and the feature."""
     server = Server(_module_args(config_file, tmp_path / "logs",
-                                 "--override", "transaction.state.log.num.partitions=10"))
+                                 "--override", "num.replica.fetchers=2"))
     try:
         server.wait_started()
         rc, _ = server.signal_and_wait(signal.SIGTERM)
@@ -327,9 +328,9 @@ def test_inert_key_is_a_one_line_warning_at_start(config_file: Path, tmp_path: P
         server.kill()
     assert rc == 0, server.stderr
     warnings = [ln for ln in server.lines
-                if " WARNING " in ln and "transaction.state.log.num.partitions" in ln]
+                if " WARNING " in ln and "num.replica.fetchers" in ln]
     assert len(warnings) == 1, server.stderr
-    assert "no effect yet" in warnings[0] and "transactions" in warnings[0]
+    assert "no effect yet" in warnings[0] and "replication" in warnings[0]
 
 
 def _free_port() -> int:

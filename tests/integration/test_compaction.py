@@ -186,3 +186,52 @@ def test_no_cleaning_when_the_cleaner_is_disabled(tmp_path: Path) -> None:
         time.sleep(0.5)
         assert len(KAFKA_PYTHON.consume(info.bootstrap, "kept", [0], 200)) == 200
     assert not (tmp_path / "logs" / CLEANER_CHECKPOINT).exists()
+
+
+def test_compaction_with_transactions(cleaning_broker: Any) -> None:
+    """Committed transactional records are compacted like any others, aborted ones are
+    removed, and read_committed and read_uncommitted consumers agree afterwards; the markers
+    stay while their transactions' records do."""
+    from tests.integration.test_transactions import (
+        READ_COMMITTED, READ_UNCOMMITTED, ck_producer,
+    )
+    from confluent_kafka import Consumer, TopicPartition
+
+    bootstrap, topic = cleaning_broker.bootstrap, "compacted-txn"
+    create_topic(bootstrap, topic, 1, {"cleanup.policy": "compact", "segment.bytes": "16384",
+                                       "segment.ms": "1000", "min.cleanable.dirty.ratio": "0.01"})
+    producer = ck_producer(bootstrap, "compacting")
+    expected: dict[bytes, bytes] = {}
+    for round_ in range(30):
+        producer.begin_transaction()
+        values = {b"key-%02d" % (i % 20): b"r%02d-%03d" % (round_, i) for i in range(40)}
+        for key, value in values.items():
+            producer.produce(topic, key=key, value=value, partition=0)
+        if round_ % 3 == 2:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+            expected.update(values)
+    roll_offset = _roll(bootstrap, topic, 1000)
+    _wait_for(lambda: _first_dirty(cleaning_broker, topic) == roll_offset, "the cleaner")
+
+    def read(isolation: str) -> list[tuple[bytes, bytes]]:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compacted-reader",
+                             "isolation.level": isolation, "enable.partition.eof": True,
+                             "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        out = []
+        try:
+            while True:
+                msg = consumer.poll(5)
+                assert msg is not None, "no end of partition"
+                if msg.error():
+                    break
+                out.append((msg.key(), msg.value()))
+        finally:
+            consumer.close()
+        return out
+
+    committed = read(READ_COMMITTED)
+    assert dict(committed[:-1]) == expected and len(committed) == len(expected) + 1
+    assert read(READ_UNCOMMITTED) == committed  # aborted records are gone from the log

@@ -1,0 +1,29 @@
+"""EndTxn: commit or abort the producer's transaction.
+
+Answered once the decision is durable in `__transaction_state` and the markers are on every
+partition (or after a bounded wait for an unreachable leader: the decision stands and the
+markers keep being retried). v5 (Kafka 4's transaction version 2, which bumps the epoch at
+every end) is not served: none of the clients speak it.
+"""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers.txn_errors import fenced_for
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    code = await ctx.services.transactions.end_transaction(
+        request.transactional_id, request.producer_id, request.producer_epoch,
+        request.committed)
+    return {"throttle_time_ms": 0, "error_code": int(fenced_for(code, ctx.version, 2))}
+
+
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(code)}
+
+
+HANDLER = Handler(ApiKey.END_TXN, 0, 4, handle, error_response)

@@ -1,0 +1,62 @@
+"""TxnOffsetCommit: a transactional producer stores a group's offsets inside its transaction.
+
+The offsets are written at once but take effect only when the transaction commits (its marker
+lands in the group's partition of __consumer_offsets); this is what `send_offsets_to_transaction`
+and Kafka Streams' exactly-once rely on. v3+ names the member and generation, checked as
+OffsetCommit checks them. As in Kafka, partitions of topics that do not exist get
+UNKNOWN_TOPIC_OR_PARTITION; TRANSACTION_ABORTABLE is answered only to v4 clients (older ones get
+INVALID_TXN_STATE), and COORDINATOR_LOAD_IN_PROGRESS only to v2+ (older ones could crash on it:
+KAFKA-7296). Null metadata is stored as "".
+"""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from protocol.topic_partition import TopicPartition
+from pybroker.coordinator.group_records import OffsetAndMetadata
+from pybroker.handlers.base import Handler, RequestContext, partition_error_response
+
+
+def _for_version(code: ErrorCode, version: int) -> ErrorCode:
+    if code == ErrorCode.TRANSACTION_ABORTABLE and version < 4:
+        return ErrorCode.INVALID_TXN_STATE
+    if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and version < 2:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return code
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    groups = ctx.groups
+    image = ctx.image
+    now = groups.now()
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    unknown: set[TopicPartition] = set()
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if image.partition(topic.name, p.partition_index) is None:
+                unknown.add(tp)
+                continue
+            offsets[tp] = OffsetAndMetadata(p.committed_offset, p.committed_metadata or "", now,
+                                            p.committed_leader_epoch)
+    results: dict[TopicPartition, ErrorCode] = {}
+    if offsets:
+        results = await groups.commit_txn_offsets(
+            request.transactional_id, request.group_id, request.producer_id,
+            request.producer_epoch, request.member_id, request.group_instance_id,
+            request.generation_id, offsets)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            code = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
+                    else _for_version(results.get(tp, ErrorCode.NONE), ctx.version))
+            partitions.append({"partition_index": p.partition_index, "error_code": int(code)})
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+HANDLER = Handler(ApiKey.TXN_OFFSET_COMMIT, 0, 4, handle, partition_error_response())
