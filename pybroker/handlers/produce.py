@@ -4,7 +4,8 @@ Advertised from v0 (librdkafka before 2.11.1 enables gzip, snappy and lz4 only w
 is in range) but served from v3, as Kafka 4 does: v0-2 get UNSUPPORTED_VERSION per partition.
 acks=-1 appends, then waits until the high watermark passes every batch, for at most the
 request's timeout_ms (REQUEST_TIMED_OUT after it); on one broker the append itself commits, so
-the wait ends at once without yielding.
+the wait ends at once without yielding. Transactional batches need the request's transactional
+id, and a partition of the producer's ongoing transaction (see `_verify`).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.records.batch import HEADER_SIZE, BatchHeader
+from protocol.records.batch import ATTRIBUTES, HEADER_SIZE, TRANSACTIONAL, BatchHeader
 from protocol.topic_partition import TopicPartition
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.replica_manager import AppendResult
@@ -36,6 +37,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
         return error_response(ctx, request, ErrorCode.INVALID_REQUIRED_ACKS)
     manager = ctx.replicas
     txn_id = request.transactional_id
+    if txn_id is None and _has_transactional_batch(request):
+        # As Kafka: transactional records need a transactional id (the whole request fails).
+        return error_response(ctx, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     appended: list[tuple[TopicPartition, AppendResult]] = []
     for topic in request.topic_data:
         for pd in topic.partition_data:
@@ -60,6 +64,15 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
                                 r.log_start_offset, r.message, r.record_errors)
             for pd in topic.partition_data for _, r in (next(results),)]}
         for topic in request.topic_data], "throttle_time_ms": 0}
+
+
+def _has_transactional_batch(request: Container) -> bool:
+    """Whether a partition's (first) batch is transactional: one byte read per partition,
+    the low byte of the big-endian attributes (the hot path stays header-free)."""
+    flag = ATTRIBUTES + 1
+    return any(pd.records is not None and len(pd.records) > flag
+               and pd.records[flag] & TRANSACTIONAL
+               for topic in request.topic_data for pd in topic.partition_data)
 
 
 def _verify(ctx: RequestContext, transactional_id: str, topic: str, partition: int,

@@ -347,6 +347,15 @@ def test_bad_transactional_requests_get_kafka_errors_and_store_nothing(broker) -
     topic = _topic("bad")
     create_topic(broker.bootstrap, topic, 1)
     bootstrap = broker.bootstrap
+    # Transactional records without a transactional id: the whole request fails (Kafka).
+    from protocol.api_keys import ApiKey
+    from tests.integration.raw import send_request
+    body = {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [
+                {"index": 0, "records": _raw_txn_batch(123456, 0)}]}]}
+    response = send_request(bootstrap, ApiKey.PRODUCE, 9, body)
+    assert response.responses[0].partition_responses[0].error_code == \
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     # A transactional batch from a producer no coordinator knows.
     assert _raw_produce(bootstrap, topic, "ghost", _raw_txn_batch(123456, 0), 9) == \
         ErrorCode.INVALID_TXN_STATE
