@@ -30,9 +30,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 import trio
 
 from protocol.errors import ErrorCode
-from protocol.records.batch import iter_batches
 from protocol.messages.topics import GROUP_METADATA_TOPIC
-from protocol.records.record import ControlType, build_batch, decode_batch, decode_control_record
+from protocol.records.record import ControlType, build_batch, decode_control_record
 from protocol.topic_partition import TopicPartition
 from pybroker.cluster.metadata import MetadataDelta, MetadataImage, MetadataStore
 from pybroker.config import BrokerConfig
@@ -42,6 +41,7 @@ from pybroker.coordinator.group_records import (
     NO_PRODUCER_ID, GroupRecord, LogEntry, OffsetAndMetadata, TxnMarker, decode_record,
     encode_record, record_group,
 )
+from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
 from pybroker.coordinator.group_state import (
     GroupConfig, GroupStateMachine, JoinRequest, JoinResult, LeaveResult, LeavingMember,
     Outcome, SyncRequest, SyncResult,
@@ -54,21 +54,7 @@ from pybroker.topic_admin import TopicAdmin
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = GROUP_METADATA_TOPIC
-_LOAD_READ_BYTES = 1 << 20
 T = TypeVar("T")
-
-# How a failed append to __consumer_offsets is reported to the client (Kafka's mapping): the
-# client retries or looks for the coordinator again.
-_APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
 
 # How a failed transactional offset commit is reported (Kafka's maybeConvertOffsetCommitError):
 # the verification's errors, then the append's. INVALID_PRODUCER_EPOCH (a newer epoch wrote to
@@ -85,21 +71,6 @@ _TXN_COMMIT_ERRORS = {
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
-
-
-def java_string_hash(text: str) -> int:
-    """Java's `String.hashCode`: over UTF-16 code units, wrapping at 32 bits, signed."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's `Utils.abs(groupId.hashCode) % partitions` (abs of MIN_VALUE is 0 there)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 @dataclass
@@ -124,6 +95,14 @@ class GroupCoordinator:
         self.replicas = replicas
         self.topics = topics
         cfg = config
+        self.topic = InternalTopic(
+            OFFSETS_TOPIC, metadata, topics, replicas,
+            partitions=cfg.offsets_topic_num_partitions,
+            replication_factor=cfg.offsets_topic_replication_factor,
+            replication_factor_set="offsets.topic.replication.factor" in cfg.explicit,
+            configs=lambda replicas: {"cleanup.policy": "compact",
+                                      "segment.bytes": str(cfg.offsets_topic_segment_bytes)},
+            commit_timeout_ms=cfg.offsets_commit_timeout_ms)
         self.state = GroupStateMachine(GroupConfig(
             min_session_timeout_ms=cfg.group_min_session_timeout_ms,
             max_session_timeout_ms=cfg.group_max_session_timeout_ms,
@@ -147,51 +126,21 @@ class GroupCoordinator:
     @property
     def num_partitions(self) -> int:
         """Fixed once the topic exists; until then, offsets.topic.num.partitions."""
-        info = self.metadata.image.topics.get(OFFSETS_TOPIC)
-        return len(info.partitions) if info else self.config.offsets_topic_num_partitions
+        return self.topic.num_partitions
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
+        return self.topic.partition_for(group_id)
 
     async def ensure_topic(self) -> ErrorCode:
-        """Create __consumer_offsets on first use (Kafka does so on the first FindCoordinator).
-
-        An offsets.topic.replication.factor that is set is applied as Kafka applies it: while
-        fewer brokers exist the topic is not created and groups get COORDINATOR_NOT_AVAILABLE
-        (retried by clients). Left unset, it is Kafka's default of 3 capped at the number of
-        brokers, a deliberate difference: with Kafka's behaviour a single broker with no
-        configuration (the embedded default) could serve no group at all.
-        """
-        image = self.metadata.image
-        if OFFSETS_TOPIC in image.topics:
-            return ErrorCode.NONE
-        cfg = self.config
-        replicas = cfg.offsets_topic_replication_factor
-        if "offsets.topic.replication.factor" not in cfg.explicit:
-            replicas = max(1, min(replicas, len(image.brokers)))
-        code, message = await self.topics.create_topic(
-            OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, replicas,
-            {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)},
-            internal=True)
-        if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            log.error("cannot create %s: %s %s", OFFSETS_TOPIC, code.name, message)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return ErrorCode.NONE
+        """Create __consumer_offsets on first use (see `InternalTopic.ensure` for the
+        replication factor)."""
+        return await self.topic.ensure()
 
     async def coordinator_for(self, group_id: str, listener: str | None = None
                               ) -> tuple[ErrorCode, int, str, int]:
         """(error, node id, host, port) of the leader of the group's partition, as reached
         through `listener` (the one the asking client came in on)."""
-        code = await self.ensure_topic()
-        if code:
-            return code, -1, "", -1
-        image = self.metadata.image
-        state = image.partition(OFFSETS_TOPIC, self.partition_for(group_id))
-        node = image.brokers.get(state.leader) if state is not None else None
-        endpoint = node.endpoint(listener) if node is not None else None
-        if node is None or endpoint is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        return ErrorCode.NONE, node.node_id, endpoint[0], endpoint[1]
+        return await self.topic.coordinator_for(group_id, listener)
 
     # -- loading -------------------------------------------------------------------------------
     def load(self) -> int:
@@ -215,34 +164,17 @@ class GroupCoordinator:
     @staticmethod
     def _read_records(plog: PartitionLog) -> Iterator[LogEntry]:
         """Every group record and transaction marker of the partition, in log order."""
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        while offset < end:
-            data = plog.read(offset, _LOAD_READ_BYTES, max_offset=end)
-            if not data.records:
-                # Nothing readable from here in this segment (compaction may leave gaps).
-                later = [s.base_offset for s in plog.segments if s.base_offset > offset]
-                if not later:
-                    break
-                offset = later[0]
+        for header, rec in InternalTopic.read(plog):
+            producer = header.producer_id if header.is_transactional else NO_PRODUCER_ID
+            try:
+                decoded = (GroupCoordinator._marker(rec.key, rec.value)
+                           if header.is_control else decode_record(rec.key, rec.value))
+            except Exception as exc:  # construct, struct or UTF-8 errors
+                log.warning("skipping undecodable %s record at %s-%d@%d: %s",
+                            OFFSETS_TOPIC, plog.topic, plog.partition, rec.offset, exc)
                 continue
-            view = memoryview(data.records)
-            for pos, header in iter_batches(view):
-                producer = header.producer_id if header.is_transactional else NO_PRODUCER_ID
-                for rec in decode_batch(view[pos:pos + header.size]):
-                    if rec.offset < offset:
-                        continue
-                    try:
-                        decoded = (GroupCoordinator._marker(rec.key, rec.value)
-                                   if header.is_control else decode_record(rec.key, rec.value))
-                    except Exception as exc:  # construct, struct or UTF-8 errors
-                        log.warning("skipping undecodable %s record at %s-%d@%d: %s",
-                                    OFFSETS_TOPIC, plog.topic, plog.partition,
-                                    rec.offset, exc)
-                        continue
-                    if decoded is not None:
-                        yield LogEntry(decoded, header.base_offset, producer)
-                offset = max(offset, header.next_offset)
-            offset = max(offset, data.next_offset)
+            if decoded is not None:
+                yield LogEntry(decoded, header.base_offset, producer)
 
     @staticmethod
     def _marker(key: bytes | None, value: bytes | None) -> TxnMarker | None:
@@ -253,23 +185,9 @@ class GroupCoordinator:
 
     # -- persisting and answering --------------------------------------------------------------
     async def _append(self, partition: int, batch: bytes) -> tuple[ErrorCode, int]:
-        """Append one batch to a partition of the topic as leader and wait until it is
-        committed (offsets.commit.timeout.ms): the replica manager's error, and where the
-        batch starts in the log."""
-        try:
-            result = self.replicas.append(OFFSETS_TOPIC, partition, batch,
-                                          internal=True, acks=-1)
-            if result.error == ErrorCode.NONE:
-                await self.replicas.wait_for_commit(
-                    [((OFFSETS_TOPIC, partition), result)],
-                    self.config.offsets_commit_timeout_ms)
-        except Exception:
-            log.exception("append to %s-%d failed", OFFSETS_TOPIC, partition)
-            return ErrorCode.KAFKA_STORAGE_ERROR, -1
-        if result.error:
-            log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition,
-                        result.error.name)
-        return result.error, result.base_offset
+        """Append one batch and wait until it is committed (offsets.commit.timeout.ms): the
+        replica manager's error, and where the batch starts in the log."""
+        return await self.topic.append(partition, batch)
 
     async def _persist(self, records: list[GroupRecord]) -> ErrorCode:
         """Append each partition's records as one batch, wait until it is committed (the
@@ -290,7 +208,7 @@ class GroupCoordinator:
             batch = build_batch([encode_record(r, now) for r in batch_records])
             error, base_offset = await self._append(partition, batch)
             if error:
-                return _APPEND_ERRORS.get(error, error)
+                return APPEND_ERRORS.get(error, error)
             for record in batch_records:
                 self.state.replay(record, base_offset)
         return ErrorCode.NONE

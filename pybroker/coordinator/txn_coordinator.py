@@ -31,14 +31,12 @@ import trio
 
 from protocol.errors import ErrorCode
 from protocol.messages.topics import TRANSACTION_STATE_TOPIC
-from protocol.records.batch import iter_batches
-from protocol.records.record import build_batch, decode_batch
+from protocol.records.record import build_batch
 from protocol.topic_partition import TopicPartition
 from pybroker.cluster.metadata import MetadataDelta, MetadataImage, MetadataStore
 from pybroker.config import BrokerConfig
-from pybroker.coordinator.group_coordinator import (
-    OFFSETS_TOPIC, _APPEND_ERRORS, GroupCoordinator, partition_for,
-)
+from pybroker.coordinator.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
+from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
 from pybroker.coordinator.producer_ids import ProducerIds
 from pybroker.coordinator.txn_markers import MarkerWriter
 from pybroker.coordinator.txn_records import TxnLogValue, decode_txn_record, encode_txn_record
@@ -55,7 +53,6 @@ __all__ = ["TransactionCoordinator", "TXN_TOPIC"]
 log = logging.getLogger(__name__)
 
 TXN_TOPIC = TRANSACTION_STATE_TOPIC
-_LOAD_READ_BYTES = 1 << 20
 # How long EndTxn waits for its markers before answering anyway (the outcome is durable).
 END_TXN_MARKER_WAIT_S = 10.0
 T = TypeVar("T")
@@ -74,6 +71,16 @@ class TransactionCoordinator:
         self.groups = groups
         self.producer_ids = producer_ids
         self.markers = markers
+        self.topic = InternalTopic(
+            TXN_TOPIC, metadata, topics, replicas,
+            partitions=config.transaction_state_log_num_partitions,
+            replication_factor=config.transaction_state_log_replication_factor,
+            replication_factor_set="transaction.state.log.replication.factor" in config.explicit,
+            configs=lambda replicas: {
+                "cleanup.policy": "compact", "compression.type": "uncompressed",
+                "min.insync.replicas": str(min(config.transaction_state_log_min_isr, replicas)),
+                "segment.bytes": str(config.transaction_state_log_segment_bytes)},
+            commit_timeout_ms=config.offsets_commit_timeout_ms)
         self.state = TxnStateMachine(TxnConfig(
             max_timeout_ms=config.transaction_max_timeout_ms,
             id_expiration_ms=config.transactional_id_expiration_ms))
@@ -90,53 +97,18 @@ class TransactionCoordinator:
         return self._clock()
 
     # -- the topic -----------------------------------------------------------------------------
-    @property
-    def num_partitions(self) -> int:
-        info = self.metadata.image.topics.get(TXN_TOPIC)
-        return len(info.partitions) if info else self.config.transaction_state_log_num_partitions
-
     def partition_for(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.num_partitions)
+        return self.topic.partition_for(transactional_id)
 
     async def ensure_topic(self) -> ErrorCode:
-        """Create __transaction_state on first use, as Kafka does on the first FindCoordinator
-        for a transactional id. An unset replication factor is Kafka's 3 capped at the number
-        of brokers and min.insync.replicas capped at it (the embedded single broker must serve
-        transactions without configuration, as for __consumer_offsets); set explicitly, they
-        are applied as Kafka applies them: with fewer brokers the topic is not created and
-        clients get COORDINATOR_NOT_AVAILABLE."""
-        image = self.metadata.image
-        if TXN_TOPIC in image.topics:
-            return ErrorCode.NONE
-        cfg = self.config
-        replicas = cfg.transaction_state_log_replication_factor
-        if "transaction.state.log.replication.factor" not in cfg.explicit:
-            replicas = max(1, min(replicas, len(image.brokers)))
-        min_isr = min(cfg.transaction_state_log_min_isr, replicas)
-        code, message = await self.topics.create_topic(
-            TXN_TOPIC, cfg.transaction_state_log_num_partitions, replicas,
-            {"cleanup.policy": "compact", "compression.type": "uncompressed",
-             "min.insync.replicas": str(min_isr),
-             "segment.bytes": str(cfg.transaction_state_log_segment_bytes)},
-            internal=True)
-        if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            log.error("cannot create %s: %s %s", TXN_TOPIC, code.name, message)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return ErrorCode.NONE
+        """Create __transaction_state on first use (see `InternalTopic.ensure` for the
+        replication factor); its min.insync.replicas is capped at the replication factor."""
+        return await self.topic.ensure()
 
     async def coordinator_for(self, transactional_id: str, listener: str | None = None
                               ) -> tuple[ErrorCode, int, str, int]:
         """(error, node id, host, port) of the leader of the id's partition."""
-        code = await self.ensure_topic()
-        if code:
-            return code, -1, "", -1
-        image = self.metadata.image
-        state = image.partition(TXN_TOPIC, self.partition_for(transactional_id))
-        node = image.brokers.get(state.leader) if state is not None else None
-        endpoint = node.endpoint(listener) if node is not None else None
-        if node is None or endpoint is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        return ErrorCode.NONE, node.node_id, endpoint[0], endpoint[1]
+        return await self.topic.coordinator_for(transactional_id, listener)
 
     def _coordinates(self, transactional_id: str) -> ErrorCode:
         if TXN_TOPIC not in self.metadata.image.topics:
@@ -170,31 +142,17 @@ class TransactionCoordinator:
 
     @staticmethod
     def _read_records(plog: PartitionLog) -> Iterator[tuple[str, TxnLogValue | None]]:
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        while offset < end:
-            data = plog.read(offset, _LOAD_READ_BYTES, max_offset=end)
-            if not data.records:
-                later = [s.base_offset for s in plog.segments if s.base_offset > offset]
-                if not later:
-                    break
-                offset = later[0]
+        for header, rec in InternalTopic.read(plog):
+            if header.is_control:
                 continue
-            view = memoryview(data.records)
-            for pos, header in iter_batches(view):
-                if not header.is_control:
-                    for rec in decode_batch(view[pos:pos + header.size]):
-                        if rec.offset < offset:
-                            continue
-                        try:
-                            decoded = decode_txn_record(rec.key, rec.value)
-                        except Exception as exc:  # construct, struct or UTF-8 errors
-                            log.warning("skipping undecodable %s record at %s-%d@%d: %s",
-                                        TXN_TOPIC, plog.topic, plog.partition, rec.offset, exc)
-                            continue
-                        if decoded is not None:
-                            yield decoded
-                offset = max(offset, header.next_offset)
-            offset = max(offset, data.next_offset)
+            try:
+                decoded = decode_txn_record(rec.key, rec.value)
+            except Exception as exc:  # construct, struct or UTF-8 errors
+                log.warning("skipping undecodable %s record at %s-%d@%d: %s",
+                            TXN_TOPIC, plog.topic, plog.partition, rec.offset, exc)
+                continue
+            if decoded is not None:
+                yield decoded
 
     def _adopt(self, index: int, coordinator_epoch: int,
                records: Iterable[tuple[str, TxnLogValue | None]]) -> int:
@@ -240,19 +198,9 @@ class TransactionCoordinator:
             error = ErrorCode.NOT_COORDINATOR if epoch is None else ErrorCode.NONE
             if not error:
                 batch = build_batch([encode_txn_record(t, v, now) for t, v in batch_records])
-                try:
-                    result = self.replicas.append(TXN_TOPIC, partition, batch, internal=True,
-                                                  acks=-1)
-                    if result.error == ErrorCode.NONE:
-                        await self.replicas.wait_for_commit(
-                            [((TXN_TOPIC, partition), result)],
-                            self.config.offsets_commit_timeout_ms)
-                    error = result.error
-                except Exception:
-                    log.exception("append to %s-%d failed", TXN_TOPIC, partition)
-                    error = ErrorCode.KAFKA_STORAGE_ERROR
+                error, _ = await self.topic.append(partition, batch)
             if error or self.owned.get(partition) != epoch:
-                code = _APPEND_ERRORS.get(error, error) or ErrorCode.NOT_COORDINATOR
+                code = APPEND_ERRORS.get(error, error) or ErrorCode.NOT_COORDINATOR
                 log.warning("append to %s-%d failed: %s", TXN_TOPIC, partition, code.name)
                 for transactional_id, _ in records:
                     self.state.persist_failed(transactional_id)

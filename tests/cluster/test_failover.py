@@ -282,7 +282,7 @@ def test_consumer_group_resumes_after_its_coordinator_dies(tmp_path: Path, zooke
         consumer.close()
         offsets = json.loads(cluster.zk.get("/brokers/topics/__consumer_offsets")[0])
         assert all(len(r) == 3 for r in offsets["partitions"].values())
-        from pybroker.coordinator.group_coordinator import partition_for
+        from pybroker.coordinator.internal_topic import partition_for
         index = partition_for("billing", len(offsets["partitions"]))
         coordinator = cluster.leader("__consumer_offsets", index)
         cluster.kill(coordinator)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pybroker.coordinator.group_coordinator import partition_for
+from pybroker.coordinator.internal_topic import partition_for
 from tests.cluster.brokers import SESSION_TIMEOUT_MS, running_cluster
 from tests.cluster.test_failover import create_topic
 from tests.integration.test_transactions import (

@@ -7,7 +7,7 @@ import pytest
 
 from protocol.records.record import build_batch
 from protocol.records.record import iter_records_in
-from pybroker.coordinator.group_coordinator import java_string_hash, partition_for
+from pybroker.coordinator.internal_topic import java_string_hash, partition_for
 from pybroker.coordinator.group_records import (
     GroupMetadataRecord, GroupRecord, GroupSnapshot, MemberSnapshot, OffsetAndMetadata,
     OffsetCommitRecord, OffsetKey, consumer_subscription_topics, decode_record, encode_record,
