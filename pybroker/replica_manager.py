@@ -315,6 +315,11 @@ class ReplicaManager:
         code, part = self.leader_partition(topic, partition)
         if part is None:
             return AppendResult(code)
+        # As Kafka's marker append (acks=all): not with too small an ISR; the writer retries.
+        code, message = part.check_min_isr(
+            self.topic_configs.topic_config(topic).min_insync_replicas)
+        if code != ErrorCode.NONE:
+            return AppendResult(code, message=message)
         plog = part.log
         try:
             info = plog.append_control_marker(producer_id, producer_epoch, coordinator_epoch,
