@@ -1,8 +1,9 @@
 """The common interface every client adapter implements, and the records they exchange.
 
 An adapter exposes what one client can do in the small vocabulary the scenarios speak:
-produce records, read them back (from the beginning, from an offset, from a timestamp, as a
-group that commits), run a long-lived group member, and administer topics and configs. A
+produce records (also in transactions), read them back (from the beginning, from an offset,
+from a timestamp, as a group that commits, under an isolation level to the end), run a
+long-lived group member, and administer topics and configs. A
 method the client cannot express raises `NotApplicable` with the reason, which the matrix shows
 as N/A with a footnote; `Adapter`'s own implementations all do, so an adapter only overrides
 what its client can do. Any other exception is a failure.
@@ -57,6 +58,19 @@ class Got:
     value: bytes | None
     headers: Headers = field(default=())
     timestamp: int = -1
+
+
+@dataclass(frozen=True)
+class Txn:
+    """One transaction to produce: its records (each with its partition), then commit or
+    abort."""
+
+    recs: tuple[Rec, ...]
+    commit: bool
+
+
+READ_COMMITTED = "read_committed"
+READ_UNCOMMITTED = "read_uncommitted"
 
 
 def next_offsets(got: list[Got]) -> dict[int, int]:
@@ -227,7 +241,7 @@ class Adapter:
     def cannot(self, feature: str) -> str | None:
         """Why the client cannot express `feature`, or None. Features: "partition" (produce to
         a chosen partition), "timestamp" (set a record's timestamp), "null-header-value",
-        "codec:<name>", "idempotence"."""
+        "codec:<name>", "idempotence", "transactions" (begin, commit and abort)."""
         return None
 
     # -- producing and consuming ----------------------------------------------------------------
@@ -238,10 +252,27 @@ class Adapter:
         adapter's (the integration tests choose acks or turn idempotence off this way)."""
         raise NotApplicable(f"{self.name} cannot produce")
 
+    def produce_transactions(self, bootstrap: str, topic: str, txns: list[Txn],
+                             transactional_id: str,
+                             while_open: Callable[[int], None] | None = None) -> None:
+        """Run `txns` in order with one transactional producer of id `transactional_id`: begin,
+        write the records, wait until each is acknowledged, call `while_open(i)` (the
+        transaction is still open: the scenario writes beside it), then commit or abort.
+        Clients that cannot say why in `cannot("transactions")`."""
+        raise NotApplicable(self.cannot("transactions") or f"{self.name} has no transactions")
+
     def consume(self, bootstrap: str, topic: str, partitions: list[int],
                 count: int) -> list[Got]:
         """Read `partitions` from the beginning, without a group, until `count` records."""
         raise NotApplicable(f"{self.name} cannot consume")
+
+    def consume_to_end(self, bootstrap: str, topic: str, partitions: list[int], count: int,
+                       isolation: str) -> tuple[list[Got], dict[int, int]]:
+        """Read `partitions` from the beginning under `isolation` (READ_COMMITTED or
+        READ_UNCOMMITTED) until `count` records and on until the end that level allows (past
+        the transaction markers); the records and, per partition, where the consumer ended up
+        (its position, or what it committed on closing) as the client reports it."""
+        raise NotApplicable(f"{self.name} cannot choose an isolation level")
 
     def consume_from(self, bootstrap: str, topic: str, partition: int, offset: int,
                      count: int) -> list[Got]:

@@ -17,10 +17,11 @@ from typing import Callable
 
 from compat import wire
 from compat.base import (
-    Adapter, Got, Member, NotApplicable, ProduceFailed, Rec, stop_all, wait_for,
+    READ_COMMITTED, READ_UNCOMMITTED, Adapter, Got, Member, NotApplicable, ProduceFailed, Rec,
+    Txn, stop_all, wait_for,
 )
 from protocol.records.batch import Compression
-from protocol.records.record import Record
+from protocol.records.record import Record, decode_control_record
 
 T0 = 1_700_000_000_000  # explicit timestamps: 2023-11-14
 
@@ -439,3 +440,94 @@ def partitions_100(a: Adapter, bootstrap: str) -> str | None:
     assert len(got) == len(read), "some records read twice"
     assert read == stored, f"read {len(read)} records, the broker holds {len(stored)}"
     return None
+
+
+# -- transactions ------------------------------------------------------------------------------
+
+def _transaction_writer(a: Adapter) -> tuple[Adapter, str | None]:
+    """The client that writes the transactions: `a`, or confluent-kafka (with the note) when
+    `a` cannot."""
+    reason = a.cannot("transactions")
+    if reason is None:
+        return a, None
+    from compat.clients.confluent import ADAPTER as confluent
+    if (missing := confluent.missing()) is not None:
+        raise NotApplicable(f"{reason}; and no writer for the read side: {missing}")
+    return confluent, f"read side only (written by confluent-kafka): {reason}"
+
+
+def _check_markers(bootstrap: str, topic: str, partition: int, txns: list[Txn]) -> None:
+    """The partition holds transactional data batches of one producer and, after each
+    transaction's records, its commit or abort marker: the writer really used transactions."""
+    markers, producers = [], set()
+    for header, recs in wire.batches(bootstrap, topic, partition):
+        if header.is_control:
+            markers.append(decode_control_record(recs[0].key, recs[0].value).is_commit)
+            producers.add(header.producer_id)
+        elif header.is_transactional:
+            producers.add(header.producer_id)
+    want = [t.commit for t in txns]
+    assert markers == want, f"partition {partition}: markers (commit=True) {markers}, not {want}"
+    assert len(producers) == 1, f"partition {partition}: transactional producer ids {producers}"
+
+
+@scenario("transactions", "Transactions: commit, abort, commit on two partitions with plain "
+          "records written while each is open; read_committed sees the committed and plain "
+          "ones and reaches the log end, read_uncommitted sees all")
+def transactions(a: Adapter, bootstrap: str) -> str | None:
+    writer, note = _transaction_writer(a)
+    topic = unique(a, "txn")
+    wire.create_topic(bootstrap, topic, 2)
+    txns = [Txn(tuple(Rec(f"k{t}-{i}".encode(), f"txn{t}-p{i % 2}-{i // 2}".encode(),
+                          partition=i % 2) for i in range(4)), commit)
+            for t, commit in enumerate((True, False, True))]
+    plain: list[tuple[int, bytes]] = []  # (partition, value), in the order written
+
+    def while_open(t: int) -> None:
+        # Inside the transaction's span of offsets (after its records, before its marker):
+        # read_committed must keep these, aborted or not is a property of the producer.
+        for p in (0, 1):
+            value = f"plain{t}-p{p}".encode()
+            wire.produce(bootstrap, topic, p, [Record(b"plain", value)])
+            plain.append((p, value))
+
+    writer.produce_transactions(bootstrap, topic, txns, f"compat-{topic}", while_open)
+    assert len(plain) == 2 * len(txns), f"while_open ran for {len(plain) // 2} of {len(txns)}"
+    everything: dict[int, list[bytes]] = {0: [], 1: []}
+    committed: dict[int, list[bytes]] = {0: [], 1: []}
+    for t, txn in enumerate(txns):
+        for r in txn.recs:
+            assert r.value is not None and r.partition is not None
+            everything[r.partition].append(r.value)
+            if txn.commit:
+                committed[r.partition].append(r.value)
+        for p, value in plain[2 * t:2 * t + 2]:
+            everything[p].append(value)
+            committed[p].append(value)
+    end = {}
+    for p in (0, 1):
+        _check_markers(bootstrap, topic, p, txns)
+        stored = [r for h, recs in wire.batches(bootstrap, topic, p) if not h.is_control
+                  for r in recs]
+        assert [r.value for r in stored] == everything[p], \
+            f"partition {p}: the broker holds {_short([r.value for r in stored])}"
+        end[p] = wire.list_offset(bootstrap, topic, p)
+        assert end[p] == len(everything[p]) + len(txns), \
+            f"partition {p}: log end {end[p]}, expected records and markers"
+    offset_of = {(p, r.value): r.offset for p in (0, 1)
+                 for h, recs in wire.batches(bootstrap, topic, p) if not h.is_control
+                 for r in recs}
+    for isolation, want in ((READ_COMMITTED, committed), (READ_UNCOMMITTED, everything)):
+        count = sum(len(v) for v in want.values())
+        got, positions = a.consume_to_end(bootstrap, topic, [0, 1], count, isolation)
+        for p in (0, 1):
+            have = sorted((g for g in got if g.partition == p), key=lambda g: g.offset)
+            assert [g.value for g in have] == want[p], \
+                f"{isolation}: read {_short([g.value for g in have])} from partition {p}, " \
+                f"expected {_short(want[p])}"
+            assert [g.offset for g in have] == [offset_of[(p, g.value)] for g in have], \
+                f"{isolation}: partition {p} read at offsets {[g.offset for g in have]}"
+        assert positions == end, \
+            f"{isolation}: the consumer ended at {positions}, the log ends at {end} " \
+            "(stuck before a transaction marker?)"
+    return note

@@ -6,7 +6,8 @@ import time
 from typing import Any, Awaitable, Callable
 
 from compat.base import (
-    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, Settings, ThreadMember, next_offsets,
+    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, Settings, ThreadMember, Txn,
+    next_offsets,
 )
 
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs config_source of a topic override
@@ -76,6 +77,39 @@ class AIOKafka(Adapter):
 
         asyncio.run(main())
 
+    def produce_transactions(self, bootstrap: str, topic: str, txns: list[Txn],
+                             transactional_id: str,
+                             while_open: Callable[[int], None] | None = None) -> None:
+        from aiokafka import AIOKafkaProducer
+        from aiokafka.errors import KafkaError
+
+        async def main() -> None:
+            producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5,
+                                        request_timeout_ms=10000,
+                                        transactional_id=transactional_id)
+            await producer.start()  # initialises the transactions too
+            try:
+                for i, txn in enumerate(txns):
+                    await producer.begin_transaction()
+                    futures = [await producer.send(topic, value=r.value, key=r.key,
+                                                   partition=r.partition,
+                                                   headers=list(r.headers) or None)
+                               for r in txn.recs]
+                    try:
+                        await asyncio.wait_for(asyncio.gather(*futures), TIMEOUT_S)
+                    except KafkaError as exc:
+                        raise ProduceFailed(repr(exc)) from exc
+                    if while_open is not None:
+                        while_open(i)
+                    if txn.commit:
+                        await producer.commit_transaction()
+                    else:
+                        await producer.abort_transaction()
+            finally:
+                await producer.stop()
+
+        asyncio.run(main())
+
     def _with_consumer(self, bootstrap: str, use: Callable[[Any], Awaitable[Any]],
                        **config: Any) -> Any:
         from aiokafka import AIOKafkaConsumer
@@ -103,6 +137,27 @@ class AIOKafka(Adapter):
             return await _read(c, count)
 
         return self._with_consumer(bootstrap, use, group_id=None)
+
+    def consume_to_end(self, bootstrap: str, topic: str, partitions: list[int], count: int,
+                       isolation: str) -> tuple[list[Got], dict[int, int]]:
+        from aiokafka import TopicPartition
+
+        async def use(c: Any) -> tuple[list[Got], dict[int, int]]:
+            tps = [TopicPartition(topic, p) for p in partitions]
+            c.assign(tps)
+            await c.seek_to_beginning(*tps)
+            got = await _read(c, count)
+            end = await c.end_offsets(tps)  # the last stable offset under read_committed
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and \
+                    any([await c.position(tp) < end[tp] for tp in tps]):
+                # past the trailing markers (nothing more is expected)
+                for msgs in (await c.getmany(timeout_ms=200)).values():
+                    got += [Got(m.partition, m.offset, m.key, m.value, tuple(m.headers or ()),
+                                m.timestamp) for m in msgs]
+            return got, {tp.partition: await c.position(tp) for tp in tps}
+
+        return self._with_consumer(bootstrap, use, group_id=None, isolation_level=isolation)
 
     def consume_from(self, bootstrap: str, topic: str, partition: int, offset: int,
                      count: int) -> list[Got]:

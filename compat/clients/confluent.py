@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from compat.base import (
-    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, Settings, ThreadMember, next_offsets,
+    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, Settings, ThreadMember, Txn,
+    next_offsets,
 )
 
 
@@ -73,12 +74,41 @@ class Confluent(Adapter):
             raise ProduceFailed(str(errors[0]))
         assert left == 0, f"{left} records not delivered"
 
-    def _assigned(self, bootstrap: str) -> Any:
+    def produce_transactions(self, bootstrap: str, topic: str, txns: list[Txn],
+                             transactional_id: str,
+                             while_open: Callable[[int], None] | None = None) -> None:
+        from confluent_kafka import Producer
+        errors: list = []
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            if err is not None:
+                errors.append(err)
+
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+                             "linger.ms": 5, "message.timeout.ms": 15000})
+        producer.init_transactions(TIMEOUT_S)
+        for i, txn in enumerate(txns):
+            producer.begin_transaction()
+            for r in txn.recs:
+                producer.produce(topic, value=r.value, key=r.key, partition=r.partition,
+                                 headers=list(r.headers) or None, on_delivery=on_delivery)
+            left = producer.flush(TIMEOUT_S)
+            if errors:
+                raise ProduceFailed(str(errors[0]))
+            assert left == 0, f"{left} records not delivered"
+            if while_open is not None:
+                while_open(i)
+            if txn.commit:
+                producer.commit_transaction(TIMEOUT_S)
+            else:
+                producer.abort_transaction(TIMEOUT_S)
+
+    def _assigned(self, bootstrap: str, **config: Any) -> Any:
         from confluent_kafka import Consumer
         # librdkafka insists on a group.id even for assign(); nothing is committed to it.
         return Consumer({"bootstrap.servers": bootstrap, "group.id": "compat-assign-only",
                          "enable.auto.commit": False, "enable.auto.offset.store": False,
-                         "fetch.wait.max.ms": 100})
+                         "fetch.wait.max.ms": 100, **config})
 
     def consume(self, bootstrap: str, topic: str, partitions: list[int],
                 count: int) -> list[Got]:
@@ -87,6 +117,36 @@ class Confluent(Adapter):
         try:
             c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
             return _read(c, count)
+        finally:
+            c.close()
+
+    def consume_to_end(self, bootstrap: str, topic: str, partitions: list[int], count: int,
+                       isolation: str) -> tuple[list[Got], dict[int, int]]:
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+        c = self._assigned(bootstrap, **{"isolation.level": isolation,
+                                         "enable.partition.eof": True})
+        try:
+            tps = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions]
+            c.assign(tps)
+            got: list[Got] = []
+            at_eof: set[int] = set()
+            deadline = time.monotonic() + TIMEOUT_S
+            # The end is each partition's end-of-partition event, raised once the fetch
+            # position reaches what the isolation level allows (markers skipped).
+            while (len(got) < count or len(at_eof) < len(partitions)) and \
+                    time.monotonic() < deadline:
+                m = c.poll(0.2)
+                if m is None:
+                    continue
+                if m.error() is not None:
+                    if m.error().code() == -191:  # _PARTITION_EOF
+                        at_eof.add(m.partition())
+                        continue
+                    raise RuntimeError(f"consumer error: {m.error()}")
+                at_eof.discard(m.partition())
+                got.append(_got(m))
+            return got, {tp.partition: tp.offset for tp in c.position(
+                [TopicPartition(topic, p) for p in partitions])}
         finally:
             c.close()
 

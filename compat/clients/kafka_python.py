@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 from compat.base import (
-    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, Settings, ThreadMember, next_offsets,
+    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, Settings, ThreadMember, Txn,
+    next_offsets,
 )
 
 # kafka-python 3.0.12 loads its schemas with deprecated importlib calls.
@@ -77,6 +78,37 @@ class KafkaPython(Adapter):
         finally:
             producer.close(5)
 
+    def produce_transactions(self, bootstrap: str, topic: str, txns: list[Txn],
+                             transactional_id: str,
+                             while_open: Callable[[int], None] | None = None) -> None:
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError
+        producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5,
+                                 request_timeout_ms=10000, transactional_id=transactional_id,
+                                 enable_idempotence=True)
+        try:
+            producer.init_transactions()
+            for i, txn in enumerate(txns):
+                producer.begin_transaction()
+                futures = [producer.send(topic, key=r.key, value=r.value, partition=r.partition,
+                                         headers=list(r.headers)) for r in txn.recs]
+                # Before an abort too: kafka-python drops the batches it has not sent yet
+                # when a transaction aborts, and the broker would see nothing of it.
+                producer.flush(TIMEOUT_S)
+                for fut in futures:
+                    try:
+                        fut.get(TIMEOUT_S)
+                    except KafkaError as exc:
+                        raise ProduceFailed(repr(exc)) from exc
+                if while_open is not None:
+                    while_open(i)
+                if txn.commit:
+                    producer.commit_transaction()
+                else:
+                    producer.abort_transaction()
+        finally:
+            producer.close(5)
+
     def _consumer(self, bootstrap: str, **config: Any) -> Any:
         from kafka import KafkaConsumer
         return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
@@ -91,6 +123,25 @@ class KafkaPython(Adapter):
             c.assign(tps)
             c.seek_to_beginning(*tps)
             return _read(c, count)
+        finally:
+            c.close()
+
+    def consume_to_end(self, bootstrap: str, topic: str, partitions: list[int], count: int,
+                       isolation: str) -> tuple[list[Got], dict[int, int]]:
+        from kafka import TopicPartition
+        c = self._consumer(bootstrap, group_id=None, isolation_level=isolation)
+        try:
+            tps = [TopicPartition(topic, p) for p in partitions]
+            c.assign(tps)
+            c.seek_to_beginning(*tps)
+            got = _read(c, count)
+            end = c.end_offsets(tps)  # the last stable offset under read_committed
+            deadline = time.monotonic() + 5
+            while any(c.position(tp) < end[tp] for tp in tps) and time.monotonic() < deadline:
+                for msgs in c.poll(timeout_ms=200).values():  # past the trailing markers
+                    got += [Got(m.partition, m.offset, m.key, m.value, tuple(m.headers),
+                                m.timestamp) for m in msgs]
+            return got, {tp.partition: c.position(tp) for tp in tps}
         finally:
             c.close()
 

@@ -4,8 +4,9 @@ Producing: one kcat run per stretch of consecutive records that share partition,
 null-value mode, since `-H` applies to a whole run and `-Z` (null values) to every empty value;
 a record's key is what comes before the first ':' of its line (`-K:`), a line without ':' has a
 null key. Consuming: `-f` with %K/%S (key/value lengths, -1 for null) to tell null from empty.
-Groups: `-G`, which commits through librdkafka's auto-commit and on close. kcat has no admin
-API and cannot set a record's timestamp.
+Groups: `-G`, which commits through librdkafka's auto-commit and on close. Isolation levels:
+`-X isolation.level`, with `-e` and without `-q`, so that kcat reports the offset where it
+reached each partition's end. kcat has no admin API and cannot set a record's timestamp.
 """
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ from compat.base import (
 KCAT = shutil.which("kcat") or "/usr/bin/kcat"
 # %K and %S are the key and value lengths, -1 for null: how empty is told from null.
 CONSUME_FORMAT = r"%p\t%o\t%K\t%S\t%T\t%h\t%k\t%s\n"
+_AT_END = re.compile(r"Reached end of topic (\S+) \[(\d+)\] at offset (\d+)")
+# One transaction per run (-X transactional.id): committed at the end of its input, aborted
+# on a signal; -p is for the whole run, so one transaction cannot span chosen partitions.
+NO_TRANSACTIONS = ("kcat's producer runs one transaction per run (-X transactional.id: "
+                   "committed at the end of input, aborted on a signal) and cannot place one "
+                   "transaction's records on chosen partitions")
 
 
 def producer_runs(recs: Sequence[Any]) -> list[tuple[list[str], bytes]]:
@@ -124,6 +131,8 @@ class Kcat(Adapter):
     def cannot(self, feature: str) -> str | None:
         if feature == "timestamp":
             return "kcat's producer cannot set a record's timestamp"
+        if feature == "transactions":
+            return NO_TRANSACTIONS
         return None
 
     # -- produce / consume ----------------------------------------------------------------------
@@ -154,6 +163,20 @@ class Kcat(Adapter):
             return self._consume(bootstrap, topic, partitions[0], "beginning", count)
         got = self._consume(bootstrap, topic, None, "beginning", count)  # every partition
         return [g for g in got if g.partition in partitions]
+
+    def consume_to_end(self, bootstrap: str, topic: str, partitions: list[int], count: int,
+                       isolation: str) -> tuple[list[Got], dict[int, int]]:
+        got: list[Got] = []
+        ends: dict[int, int] = {}
+        for p in partitions:  # -e ends a run at its partitions' end: the offset is reported
+            proc = _run(["-C", "-b", bootstrap, "-t", topic, "-p", str(p), "-o", "beginning",
+                         "-e", "-X", f"isolation.level={isolation}", "-f", CONSUME_FORMAT])
+            assert proc.returncode == 0, _last_line(proc.stderr)
+            got += parse_consumed(proc.stdout)
+            for t, part, offset in _AT_END.findall(proc.stderr.decode(errors="replace")):
+                if t == topic:
+                    ends[int(part)] = int(offset)
+        return got, ends
 
     def consume_from(self, bootstrap: str, topic: str, partition: int, offset: int,
                      count: int) -> list[Got]:

@@ -6,7 +6,9 @@ Producing: one line per record, `headers<TAB>key<TAB>value` with `parse.headers`
 and a `null.marker`, so null keys, values and header values can be written. Consuming: every
 `print.*` property on, tab-separated, with a `null.literal`, so null and empty are told apart.
 Seeking to a timestamp: kafka-get-offsets `--time`, then the console consumer at that offset.
-Groups: the console consumer with `--group`, which commits what it printed.
+Groups: the console consumer with `--group`, which commits what it printed. Isolation levels:
+the console consumer's `--isolation-level`, in a group of its own and until it is idle, so that
+what it commits on closing shows where it ended.
 """
 from __future__ import annotations
 
@@ -110,6 +112,8 @@ class PybrokerTools(Adapter):
                     "its partitioner places records")
         if feature == "timestamp":
             return "kafka-console-producer cannot set a record's timestamp (as Kafka's)"
+        if feature == "transactions":
+            return "kafka-console-producer has no transactions (as Kafka's)"
         if feature == "idempotence":
             return ("pybroker's client, behind kafka-console-producer, has no idempotent mode "
                     "(enable.idempotence is accepted and ignored)")
@@ -173,6 +177,18 @@ class PybrokerTools(Adapter):
     def consume_group(self, bootstrap: str, topic: str, group: str, count: int) -> list[Got]:
         return self._consume("--bootstrap-server", bootstrap, "--topic", topic,
                              "--group", group, "--from-beginning", count=count)
+
+    def consume_to_end(self, bootstrap: str, topic: str, partitions: list[int], count: int,
+                       isolation: str) -> tuple[list[Got], dict[int, int]]:
+        # No --max-messages: it reads on until idle (past the markers), then commits its
+        # position on closing, which kafka-consumer-groups reports.
+        group = f"compat-{isolation}-{os.getpid()}-{topic}"
+        proc = _tool("console_consumer", "--bootstrap-server", bootstrap, "--topic", topic,
+                     "--group", group, "--from-beginning", "--isolation-level", isolation,
+                     "--timeout-ms", "2000", *_PRINT_ALL)
+        got = [g for g in _parse(_ok(proc, "kafka-console-consumer").encode())
+               if g.partition in partitions]
+        return got, self.committed(bootstrap, group, topic, partitions)
 
     def committed(self, bootstrap: str, group: str, topic: str,
                   partitions: list[int]) -> dict[int, int]:
