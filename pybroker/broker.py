@@ -30,6 +30,7 @@ from pybroker.coordinator.txn_markers import MarkerWriter
 from pybroker.coordinator.producer_ids import ProducerIdManager, ProducerIds, \
     ZkProducerIdManager
 from pybroker.handlers.base import Services
+from pybroker.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
 from pybroker.replica.fetcher import FetchSettings, ReplicaFetchers
 from pybroker.replica_manager import ReplicaManager
@@ -147,7 +148,10 @@ class Broker:
         self.transactions.load()
         self.services = Services(config, self.node_id, self.metadata, self.logs, self.replicas,
                                  self.topics, self.groups, self.producer_ids, self.purgatory,
-                                 self.transactions, self.controller)
+                                 self.transactions, self.controller,
+                                 memory=MemoryPool(config.queued_max_request_bytes
+                                                   if config.queued_max_request_bytes > 0
+                                                   else None))
 
     def _endpoint_of(self, node: int) -> tuple[str, int] | None:
         """Where followers reach a leader: its first (inter-broker) listener."""

@@ -26,9 +26,12 @@ from pybroker.dispatch import CloseConnection, dispatch
 from pybroker.handlers.base import Services
 from pybroker.connection_limits import ConnectionLimits
 from pybroker.idle import IdleConnections, IdleWatch
+from pybroker.memory_pool import SMALL_FRAME
 
 log = logging.getLogger(__name__)
 RECEIVE_SIZE = 256 * 1024
+# A read while no large frame holds memory from the pool (see memory_pool.py).
+SMALL_READ = 64 * 1024
 MAX_IOV = 64
 
 
@@ -86,35 +89,72 @@ async def _send_region(fd: int, region: FileRegion) -> None:
         left -= sent
 
 
+def _in_memory(parts: list) -> int:
+    """Bytes of a response held in memory (a FileRegion goes out with sendfile: none)."""
+    return sum(len(p) for p in parts if type(p) is not FileRegion)
+
+
 async def _serve(services: Services, fd: int, watch: IdleWatch, host: str, port: int,
                  listener: str) -> None:
-    frames = FrameBuffer(services.config.socket_request_max_bytes)
+    pool = services.memory
+    limit = services.config.socket_request_max_bytes
+    if pool.capacity is not None:
+        limit = min(limit, pool.capacity)  # a frame the pool can never grant is refused
+    frames = FrameBuffer(limit)
     readable = True
-    while True:
-        if not readable:
-            watch.wait_starts()
-            await trio.lowlevel.wait_readable(fd)
-            watch.waiting = False
-        try:
-            data = os.read(fd, RECEIVE_SIZE)
-        except BlockingIOError:
-            readable = False
-            continue
-        if not data:
-            return
-        frames.receive_data(data)
+    reserved = 0  # taken from the pool for the frame being received, until it is answered
+    try:
         while True:
-            frame = frames.next_frame()
-            if frame is NEED_DATA:
-                break
-            response = await dispatch(services, frame, host, port, listener)
-            if response is not None:
-                await send_parts(fd, response)
-        # A short read drained the socket: wait for more (that yields). A full one may have
-        # left data behind: read again, but let other connections run first.
-        readable = len(data) == RECEIVE_SIZE
-        if readable:
-            await trio.lowlevel.checkpoint()
+            if not readable:
+                watch.wait_starts()
+                await trio.lowlevel.wait_readable(fd)
+                watch.waiting = False
+            # Until a large frame has its memory, read only a little: enough for small
+            # requests, and a bound on what a connection waiting for the pool holds.
+            want = RECEIVE_SIZE if reserved else SMALL_READ
+            try:
+                data = os.read(fd, want)
+            except BlockingIOError:
+                readable = False
+                continue
+            if not data:
+                return
+            frames.receive_data(data)
+            while True:
+                if not reserved:
+                    size = frames.pending_size()
+                    if size is not None and SMALL_FRAME < size <= limit:
+                        # Reserved before more of it is read; while the pool cannot grant
+                        # it, nothing is read from this connection (backpressure).
+                        await pool.allocate(size)
+                        reserved = size
+                frame = frames.next_frame()
+                if frame is NEED_DATA:
+                    break
+                response = await dispatch(services, frame, host, port, listener)
+                del frame
+                if response is not None:
+                    held = _in_memory(response)
+                    if held > SMALL_FRAME:
+                        pool.take(held)
+                        try:
+                            await send_parts(fd, response)
+                        finally:
+                            pool.release(held)
+                    else:
+                        await send_parts(fd, response)
+                    del response
+                if reserved:
+                    pool.release(reserved)
+                    reserved = 0
+            # A short read drained the socket: wait for more (that yields). A full one may
+            # have left data behind: read again, but let other connections run first.
+            readable = len(data) == want
+            if readable:
+                await trio.lowlevel.checkpoint()
+    finally:
+        if reserved:
+            pool.release(reserved)
 
 
 async def serve_connection(services: Services, stream: trio.SocketStream, *,

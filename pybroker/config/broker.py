@@ -161,6 +161,7 @@ class BrokerConfig(Mapping[str, object]):
     socket_send_buffer_bytes = _Key[int]("socket.send.buffer.bytes")
     socket_receive_buffer_bytes = _Key[int]("socket.receive.buffer.bytes")
     socket_request_max_bytes = _Key[int]("socket.request.max.bytes")
+    queued_max_request_bytes = _Key[int]("queued.max.request.bytes")
     socket_listen_backlog_size = _Key[int]("socket.listen.backlog.size")
     connections_max_idle_ms = _Key[int]("connections.max.idle.ms")
     max_connections = _Key[int]("max.connections")

@@ -148,6 +148,12 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Most client connections open at once; new ones wait beyond it."),
     _k("max.connections.per.ip", _I, INT32_MAX, at_least(0), _MEDIUM,
        "Most client connections open at once from one address."),
+    _k("queued.max.request.bytes", _L, 268435456, None, _MEDIUM,
+       "Memory request bodies (and fetch responses held in memory) may take at once; when it "
+       "is used up, connections stop reading until requests are answered (backpressure). A "
+       "frame larger than it is refused. Frames up to 64 KiB are served outside it. 0 or -1: "
+       "no bound (Kafka's default); pybroker's default is 256 MiB, so a broker is safe "
+       "without configuration."),
     _k("queued.max.requests", _I, 500, at_least(1), _HIGH,
        "Kafka's request queue bound. Accepted; pybroker handles one request per connection at "
        "a time, so connections are their own back-pressure.", na=True),

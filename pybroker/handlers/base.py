@@ -18,6 +18,7 @@ from pybroker.controller.controller import Controller
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIds
 from pybroker.coordinator.txn_coordinator import TransactionCoordinator
+from pybroker.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
 from pybroker.storage.log_manager import LogManager
@@ -45,6 +46,8 @@ class Services:
     # The controller of a ZooKeeper cluster (every broker has one; `ctx.is_controller` says
     # whether this one is elected); None on a single broker.
     controller: Controller | None = None
+    # What request bodies and in-memory responses may hold at once (queued.max.request.bytes).
+    memory: MemoryPool = field(default_factory=lambda: MemoryPool(None))
 
 
 @dataclass

@@ -78,13 +78,18 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     max_bytes = min(request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF,
                     ctx.config.fetch_max_bytes)
     min_bytes = min(request.min_bytes, max_bytes)
+    # What a response may hold in memory comes from the memory pool (connection.py accounts
+    # it while it is sent): under a flood of large requests fetches get smaller, never
+    # refused (the first batch still comes whole).
+    pool = ctx.services.memory
     while True:
-        responses, total, errors = _read_all(ctx, request, max_bytes)
+        responses, total, errors = _read_all(ctx, request, min(max_bytes, pool.available))
         if total >= min_bytes or errors or not wanted:
             break
         left = deadline - trio.current_time()
         if left <= 0 or not await ctx.services.purgatory.wait_any(wanted, left, watch):
-            responses, total, errors = _read_all(ctx, request, max_bytes)
+            responses, total, errors = _read_all(ctx, request,
+                                                 min(max_bytes, pool.available))
             break
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
