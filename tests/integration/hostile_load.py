@@ -434,6 +434,7 @@ class Measurement:
     dead_members: list[int] = field(default_factory=list)
     killed_at: int | None = None  # RSS at which the watchdog killed the broker
     open_fds: tuple[int, int, int] = (0, 0, 0)  # the broker's: before, during, after the flood
+    timeline: list[tuple[float, int]] = field(default_factory=list)  # (s from closing, RSS)
 
 
 def measure(broker: Any, specs: list[tuple[int, int]], *, duration: float,
@@ -488,7 +489,8 @@ def measure(broker: Any, specs: list[tuple[int, int]], *, duration: float,
             latencies=trips.latencies, round_trip_failures=trips.failures,
             acked=len(records.acked), unreadable=[], acked_errors=records.errors,
             killed_at=sampler.killed_at,
-            open_fds=(fds_before, fds_during, open_fds(broker.proc.pid)))
+            open_fds=(fds_before, fds_during, open_fds(broker.proc.pid)),
+            timeline=[(t - closed_at, v) for t, v in sampler.samples])
         if sampler.killed_at is None:
             result.unreadable = records.unreadable()
         if watch is not None:

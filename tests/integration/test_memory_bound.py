@@ -17,14 +17,20 @@ from tests.helpers import BrokerProcess
 from tests.integration.hostile_load import MB, Measurement, measure, percentiles
 
 POOL = 64 * MB
-# What the broker may hold beyond its idle size and its pool: the 64 KiB frames served outside
-# the pool (one per connection at most, 440 connections: under 28 MiB if all were mid-frame),
-# the per-connection state of 441 connections (trio task, socket, buffers: ~20 KiB each, ~9 MiB),
-# malloc's slack (up to 4 MiB of trimmable top, M_TRIM_THRESHOLD, per arena) and the normal
-# clients' requests and responses; calibrated in test runs below that.
-MARGIN = 96 * MB
-BACK_MARGIN = 100 * MB  # "back within 100 MB of idle in 10 s" (issue #20's Done when)
-ROUND_TRIP_LIMIT = 2.0  # seconds: a round trip during the flood, each
+# What the broker may hold beyond its idle size and its pool. Measured with the pool branch
+# (2 CPUs): 400 connections x 2 MiB frames peaked at idle + pool + 2..13 MiB; 40 x 30 MiB
+# frames (12 MiB pushed: only the pages written count) at idle + 26 MiB. The extra is each
+# waiting connection's one 64 KiB read outside the pool (400 x 64 KiB = 25 MiB at most), the
+# connections' trio tasks and sockets, malloc's 4 MiB trim threshold, and the normal clients'
+# requests. 48 MiB is that worst case (13) plus the 25 MiB the small reads may add, rounded
+# up; without a pool the same floods reach 520 and 842 MiB.
+MARGIN = 48 * MB
+# The issue's "back within 100 MB of idle in 10 s". With a 64 MiB pool the peak itself is
+# within it, so tests 1 and 2 check it only as stated; the third test scales it to the pool
+# (100 MB of the default 256 MiB pool: 25 MiB of 64) so that memory kept after a flood shows.
+BACK_MARGIN = 100 * MB
+SCALED_BACK_MARGIN = 25 * MB
+ROUND_TRIP_LIMIT = 2.0  # seconds: a round trip during the flood, each (measured: max 0.18)
 
 
 @pytest.fixture
@@ -80,3 +86,18 @@ def test_many_small_frames_stay_within_the_pool_and_the_group_holds(
     assert not m.closed_by_broker, f"frames within the pool refused: {m.closed_by_broker}"
     assert m.dead_members == [], _report(m)
     assert m.rebalance_events == 0 and m.joins == 0, f"the group rebalanced: {_report(m)}"
+
+
+def test_memory_is_given_back_after_a_flood(broker: BrokerProcess) -> None:
+    """40 connections fill the pool with 2 MiB frames (80 MiB offered) while the normal
+    clients work; after they close, RSS returns to idle + 25 MiB (the issue's 100 MB scaled
+    to the pool) within 10 s. Measured on the pool branch before a fix: it stays at the peak
+    (freed frames stay in malloc's heap, below tune_malloc's 32 MB mmap threshold and not at
+    its top); with MALLOC_MMAP_THRESHOLD_=65536 it is back in 0.2 s."""
+    specs = [(2 * MB, 2 * MB - 1)] * 40
+    m = measure(broker, specs, duration=3.0, stop_when_back=True, back_margin=SCALED_BACK_MARGIN)
+    print(_report(m))
+    assert m.peak > m.idle + POOL // 2, f"the flood did not fill the pool: {_report(m)}"
+    assert m.peak < m.idle + POOL + MARGIN, f"RSS over the pool's bound: {_report(m)}"
+    assert m.back_in is not None and m.back_in <= 10.0, \
+        f"RSS not back within 25 MiB of idle in 10 s: {m.rss_after}; {_report(m)}"
