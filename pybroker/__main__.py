@@ -9,9 +9,7 @@ than write to a log dir nobody chose; `--defaults` runs on the built-in defaults
 from __future__ import annotations
 
 import argparse
-import ctypes
 import logging
-import os
 import signal
 import sys
 from typing import NoReturn
@@ -20,6 +18,7 @@ import trio
 
 from pybroker import VERSION_LINE
 from pybroker.config import BROKER_CONFIG_DEFS, ConfigError, load_broker_config
+from pybroker.malloc_tuning import tune_malloc
 from pybroker.server import serve
 
 log = logging.getLogger("pybroker")
@@ -129,34 +128,6 @@ def _start_failure(exc: BaseException) -> OSError | ConfigError | None:
             if found is not None:
                 return found
     return None
-
-
-# glibc's mallopt parameters (malloc.h).
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
-
-
-def tune_malloc(mmap_threshold: int = 32 << 20, trim_threshold: int = 4 << 20) -> bool:
-    """Keep the broker's large buffers in the heap instead of fresh mmaps (glibc only).
-
-    Every Produce frame, receive buffer and record set is a buffer of 256 KB to a few MB.
-    Above glibc's mmap threshold (128 KB, raised only when such a block is freed, and not for
-    blocks a realloc shrank) each is an mmap, page faults on every page, and an munmap: a
-    256 KB receive of a 200-byte request cost ~10 us instead of ~1 us, and the page faults
-    were a third of the broker's CPU per produced MB. Raising the threshold to 32 MB removes
-    them. The trim threshold (free memory at the top of the heap kept rather than returned)
-    is set too, to 4 MB: under load it did as well as 64 MB, and after a burst the memory goes
-    back. The MALLOC_*_ environment variables, if set, win. Returns whether both were applied.
-    """
-    if any(k in os.environ for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")):
-        return False
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to tune
-        return False
-    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) and \
-        bool(mallopt(_M_TRIM_THRESHOLD, trim_threshold))
 
 
 def main(argv: list[str] | None = None) -> int:

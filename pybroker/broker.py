@@ -30,6 +30,7 @@ from pybroker.coordinator.txn_markers import MarkerWriter
 from pybroker.coordinator.producer_ids import ProducerIdManager, ProducerIds, \
     ZkProducerIdManager
 from pybroker.handlers.base import Services
+from pybroker.malloc_tuning import trim_malloc
 from pybroker.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
 from pybroker.replica.fetcher import FetchSettings, ReplicaFetchers
@@ -44,6 +45,10 @@ log = logging.getLogger(__name__)
 # How often `.deleted` segment files are looked at; file.delete.delay.ms is counted from the
 # rename, so a file goes at most this much later than its delay says.
 DELETE_CHECK_INTERVAL_MS = 1000
+# How often the memory pool's peak is looked at, and from which peak a drained burst is worth
+# giving back (blocks above 32 MB are mmapped and go back when freed anyway).
+MEMORY_CHECK_INTERVAL_MS = 1000
+TRIM_AFTER_PEAK = 32 << 20
 
 
 def _unlink(segments: list[LogSegment]) -> None:
@@ -174,6 +179,7 @@ class Broker:
             nursery.start_soon(self._every, self.config.log_flush_scheduler_interval_ms,
                                self._flush)
             nursery.start_soon(self._every, DELETE_CHECK_INTERVAL_MS, self._delete_files)
+            nursery.start_soon(self._every, MEMORY_CHECK_INTERVAL_MS, self._give_memory_back)
             nursery.start_soon(self._every, self.config.log_flush_offset_checkpoint_interval_ms,
                                self._checkpoint)
             nursery.start_soon(self._every,
@@ -195,6 +201,15 @@ class Broker:
                 await job()
             except Exception:
                 log.exception("background job %s failed", job.__name__)
+
+    async def _give_memory_back(self) -> None:
+        """After a burst of large requests has drained (the pool held at least
+        TRIM_AFTER_PEAK and now holds little), return the heap's free pages: buffers under the
+        mmap threshold stay resident otherwise while other clients keep the heap busy."""
+        pool = self.services.memory
+        if pool.peak >= TRIM_AFTER_PEAK and pool.used <= TRIM_AFTER_PEAK // 8:
+            pool.reset_peak()
+            await trio.to_thread.run_sync(trim_malloc)
 
     async def _retention(self) -> None:
         deleted = self.logs.cleanup(int(time.time() * 1000))

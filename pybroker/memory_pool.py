@@ -20,7 +20,9 @@ How it is used (`connection.py`):
   they hold is bounded per connection by one read;
 - a response held in memory (a fetch's small batches; large ones go out with sendfile and
   hold nothing) is accounted with `take`, which may overdraw: it is already built. Fetch reads
-  at most what the pool has left (always at least one batch), so the overdraw is bounded.
+  at most what the pool has left (always at least one batch), so the overdraw is bounded;
+- `peak` says how much was in use: once a burst has drained, the broker returns the heap's
+  free pages to the system (`malloc_tuning.trim_malloc`), or RSS stays at the burst's peak.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ class MemoryPool:
         """`capacity` in bytes; None for no bound (Kafka's -1)."""
         self.capacity = capacity
         self.used = 0
+        self.peak = 0  # the most used since `reset_peak` (when to give memory back)
         self._waiters: deque[tuple[int, trio.Event]] = deque()
 
     @property
@@ -61,6 +64,7 @@ class MemoryPool:
         """Reserve `size` bytes now if they are free and nobody queued first."""
         if self.capacity is None or (not self._waiters and self.used + size <= self.capacity):
             self.used += size
+            self.peak = max(self.peak, self.used)
             return True
         return False
 
@@ -85,6 +89,10 @@ class MemoryPool:
     def take(self, size: int) -> None:
         """Account `size` bytes that are already in memory (may overdraw the pool)."""
         self.used += size
+        self.peak = max(self.peak, self.used)
+
+    def reset_peak(self) -> None:
+        self.peak = self.used
 
     def release(self, size: int) -> None:
         self.used -= size
@@ -96,4 +104,5 @@ class MemoryPool:
                 self.used + waiters[0][0] <= self.capacity:
             size, event = waiters.popleft()
             self.used += size
+            self.peak = max(self.peak, self.used)
             event.set()
