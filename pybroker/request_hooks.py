@@ -16,7 +16,8 @@ decides the answer:
 Hooks are consulted in the order added; the first that answers decides. Each expires after
 `times` answers (None keeps it until `remove`); a None does not count. The object is shared
 by the test's thread and the broker's trio thread, so its state is behind one lock, and a
-handler is called outside it (a handler may add or remove hooks). This module is pure: the
+handler is called outside it (a handler may add or remove hooks). A handler that raises
+closes the client's connection, logged as an internal error. This module is pure: the
 dispatcher does the sleeping and the closing.
 """
 from __future__ import annotations
