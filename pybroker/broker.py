@@ -35,6 +35,7 @@ from pybroker.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
 from pybroker.replica.fetcher import FetchSettings, ReplicaFetchers
 from pybroker.replica_manager import ReplicaManager
+from pybroker.request_hooks import RequestHooks
 from pybroker.storage.cleaner import LogCleaner
 from pybroker.storage.log_dir_lock import LogDirLocks
 from pybroker.storage.log_manager import LogManager
@@ -57,8 +58,10 @@ def _unlink(segments: list[LogSegment]) -> None:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, hooks: RequestHooks | None = None) -> None:
+        """`hooks`: a test broker's request hooks (pybroker.request_hooks), None otherwise."""
         self.config = config
+        self.hooks = hooks
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
         # A cluster member reaches ZooKeeper first: a broker that cannot leaves its log
@@ -153,7 +156,7 @@ class Broker:
         self.transactions.load()
         self.services = Services(config, self.node_id, self.metadata, self.logs, self.replicas,
                                  self.topics, self.groups, self.producer_ids, self.purgatory,
-                                 self.transactions, self.controller,
+                                 self.transactions, self.controller, self.hooks,
                                  memory=MemoryPool(config.queued_max_request_bytes
                                                    if config.queued_max_request_bytes > 0
                                                    else None))

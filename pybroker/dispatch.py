@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import trio
 from construct import Container
 
 from protocol.api_keys import ApiKey
@@ -21,8 +22,12 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import APIS
 from pybroker.handlers import REGISTRY
 from pybroker.handlers.base import RequestContext, Services
+from pybroker.request_hooks import DELAY, DROP, HookRequest, RequestHooks, complete_response
 
 log = logging.getLogger(__name__)
+
+# The real handler answers (None is taken: no response).
+_NOT_HOOKED: Any = object()
 
 
 class CloseConnection(Exception):
@@ -56,6 +61,13 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
                          listener)
     if handler is None:
         raise CloseConnection(f"no handler for API key {header.api_key}")
+    if services.hooks is not None:  # a test broker's hooks may answer instead
+        hooked = await _consult_hooks(services.hooks, handler, ctx, request.body)
+        if hooked is None:
+            return None
+        if hooked is not _NOT_HOOKED:
+            return encode_response_parts(header.api_key, header.api_version,
+                                         header.correlation_id, hooked)
     if not handler.serves(header.api_version):
         body = _error_body(handler, ctx, request.body, ErrorCode.UNSUPPORTED_VERSION)
     else:
@@ -71,6 +83,27 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
         return None
     return encode_response_parts(header.api_key, header.api_version, header.correlation_id,
                                  body)
+
+
+async def _consult_hooks(hooks: RequestHooks, handler: Any, ctx: RequestContext,
+                         request: Container) -> Any:
+    """A test broker's answer from its hooks (pybroker.request_hooks), or _NOT_HOOKED when
+    the real handler is to answer."""
+    header = ctx.header
+    outcome = hooks.consult(HookRequest(header.api_key, APIS[header.api_key].name,
+                                        header.api_version, ctx.client_id, request))
+    if outcome is None:
+        return _NOT_HOOKED
+    if isinstance(outcome, DELAY):
+        await trio.sleep(outcome.seconds)
+        return _NOT_HOOKED
+    if outcome is DROP:
+        raise CloseConnection(f"a hook dropped {APIS[header.api_key].name}")
+    if header.api_key == ApiKey.PRODUCE and request.acks == 0:
+        return None  # acks=0 is never answered, not even by a hook
+    if isinstance(outcome, ErrorCode):
+        return _error_body(handler, ctx, request, outcome)
+    return complete_response(header.api_key, header.api_version, outcome)
 
 
 def _error_body(handler: Any, ctx: RequestContext, request: Container, code: ErrorCode) -> Any:

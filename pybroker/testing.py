@@ -18,12 +18,14 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Iterator
 
 import trio
 
 from pybroker.config import load_broker_config
+from pybroker.request_hooks import RequestHooks
 from pybroker.server import ServerInfo, serve
 
 __all__ = ["broker_config", "broker_in_thread", "BrokerProcess"]
@@ -42,15 +44,20 @@ def broker_config(log_dir: Path, **overrides: str):  # type: ignore[no-untyped-d
 
 
 @contextmanager
-def broker_in_thread(log_dir: Path, **overrides: str) -> Iterator[ServerInfo]:
-    """A real broker on an ephemeral port, served by trio in a background thread."""
+def broker_in_thread(log_dir: Path, hooks: RequestHooks | bool = False,
+                     **overrides: str) -> Iterator[ServerInfo]:
+    """A real broker on an ephemeral port, served by trio in a background thread. With
+    `hooks` (True for a fresh `RequestHooks`, or one to share) it records requests and
+    serves `info.broker.services.hooks` (pybroker.request_hooks)."""
     config = broker_config(log_dir, **overrides)
+    if hooks is True:
+        hooks = RequestHooks()
     started = threading.Event()
     box: dict = {}
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            box["info"] = await nursery.start(serve, config)
+            box["info"] = await nursery.start(partial(serve, config, hooks=hooks or None))
             box["token"] = trio.lowlevel.current_trio_token()
             box["cancel"] = nursery.cancel_scope.cancel
             started.set()

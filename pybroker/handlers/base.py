@@ -26,6 +26,7 @@ from pybroker.topic_admin import TopicAdmin
 
 if TYPE_CHECKING:
     from protocol.headers import RequestHeader
+    from pybroker.request_hooks import RequestHooks
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class Services:
     # The controller of a ZooKeeper cluster (every broker has one; `ctx.is_controller` says
     # whether this one is elected); None on a single broker.
     controller: Controller | None = None
+    # A test broker's request hooks and record (pybroker.request_hooks); None in production,
+    # where dispatch pays one attribute check for it.
+    hooks: "RequestHooks | None" = None
     # What request bodies and in-memory responses may hold at once (queued.max.request.bytes).
     memory: MemoryPool = field(default_factory=lambda: MemoryPool(None))
 
