@@ -191,7 +191,7 @@ class Cluster:
     def stop_broker(self, i: int, *, controlled: bool = False) -> None:
         """Stop broker `i`: its connections drop, its logs close cleanly and its ZooKeeper
         session ends, so the controller elects new leaders for what it led (a failure as the
-        others see it). `controlled=True` first asks the controller to move its leaderships
+        others see it); returns once every running broker sees it gone and leading nothing. `controlled=True` first asks the controller to move its leaderships
         away (Kafka's controlled shutdown), as a SIGTERM does."""
         info = self._servers.get(i)
         if info is None:
@@ -206,8 +206,14 @@ class Cluster:
         self._call(stop)
         survivors = set(self._servers)
         if survivors:
-            self.wait_until(lambda: self._all_see(survivors),
-                            f"the other brokers to see broker {i} gone")
+            self.wait_until(lambda: self._all_see(survivors) and not self._led_by(i),
+                            f"the other brokers to see broker {i} gone and lead in its place")
+
+    def _led_by(self, node: int) -> bool:
+        """Whether any running broker's image still has `node` leading a partition (the
+        controller gives each a new leader, or none when no other replica is in sync)."""
+        return any(p.leader == node for info in self._servers.values()
+                   for t in info.broker.metadata.image.topics.values() for p in t.partitions)
 
     def expire_session(self, i: int) -> None:
         """Expire broker `i`'s ZooKeeper session (as after a long pause): it leads nothing

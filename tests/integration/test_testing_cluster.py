@@ -108,3 +108,23 @@ def test_move_leader_is_followed_by_clients(cluster: Cluster) -> None:
         [b"x0", b"x1", b"x2", b"x3"]
     with pytest.raises(ValueError):
         cluster.move_leader(topic, 0, 7)
+
+
+def test_controller_stop_and_a_leaders_session_expiry(cluster: Cluster) -> None:
+    topic = "bounced"
+    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    controller = cluster.controller
+    cluster.stop_broker(controller)
+    assert cluster.controller not in (-1, controller)  # a survivor was elected
+    assert cluster.leader_of(topic, 0) not in (-1, controller)
+    cluster.start_broker(controller)
+    cluster.wait_for_isr(topic, 0)
+    # A leader whose session expired registers again at once, under a new epoch: the
+    # controller handles it as failed and back, and elects another leader.
+    leader = next(r for r in cluster.replicas_of(topic, 0) if r != cluster.controller)
+    cluster.move_leader(topic, 0, leader)
+    cluster.expire_session(leader)
+    cluster.wait_until(lambda: cluster.leader_of(topic, 0) not in (-1, leader),
+                       "a leader other than the expired one", 10)
+    cluster.wait_for_isr(topic, 0)
+    assert _produce(cluster.bootstrap, topic, [b"after"]) == [0]
