@@ -58,8 +58,11 @@ def _unlink(segments: list[LogSegment]) -> None:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, hooks: RequestHooks | None = None) -> None:
-        """`hooks`: a test broker's request hooks (pybroker.request_hooks), None otherwise."""
+    def __init__(self, config: BrokerConfig, hooks: RequestHooks | None = None, *,
+                 zk_client_class: Any = None) -> None:
+        """`hooks`: a test broker's request hooks (pybroker.request_hooks), None otherwise.
+        `zk_client_class` replaces kazoo's client (pybroker.testing's in-memory ZooKeeper
+        shared by the brokers of one process); only with zookeeper.connect set."""
         self.config = config
         self.hooks = hooks
         self.node_id: int = config.node_id
@@ -72,7 +75,8 @@ class Broker:
                 config.zookeeper_connect, self.node_id, rack=config.broker_rack,
                 session_timeout_ms=config.zookeeper_session_timeout_ms,
                 connection_timeout_ms=(config["zookeeper.connection.timeout.ms"]
-                                       or config.zookeeper_session_timeout_ms))
+                                       or config.zookeeper_session_timeout_ms),
+                client_class=zk_client_class)
         try:
             # Before anything reads or writes a log dir; held until `close`.
             self.dir_locks = LogDirLocks(self.log_dirs)

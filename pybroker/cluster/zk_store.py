@@ -121,19 +121,23 @@ class ZkMetadataStore:
     deltas and change operations as `LocalMetadataStore`, kept in ZooKeeper."""
 
     def __init__(self, connect: str, node_id: int, *, rack: str | None,
-                 session_timeout_ms: int, connection_timeout_ms: int) -> None:
+                 session_timeout_ms: int, connection_timeout_ms: int,
+                 client_class: Any = None) -> None:
         """Connect (blocking; ZooKeeperUnavailable after `connection_timeout_ms`). Nothing of
         a log dir is touched until `attach`, so a broker that cannot reach ZooKeeper leaves
-        its dirs as they were."""
-        from kazoo.client import KazooClient  # only a cluster member needs kazoo
+        its dirs as they were. `client_class` replaces kazoo's KazooClient (the in-memory
+        ZooKeeper of pybroker.testing's Cluster, `memory_zk`)."""
+        if client_class is None:
+            from kazoo.client import KazooClient  # only a cluster member needs kazoo
+            client_class = KazooClient
 
         self.node_id = node_id
         self.rack = rack
         self.connect = connect
         self.session_timeout_ms = session_timeout_ms
         hosts, self.chroot = split_chroot(connect)
-        self._ensure_chroot(KazooClient, hosts, connection_timeout_ms)
-        self.zk = KazooClient(hosts=hosts + self.chroot, timeout=session_timeout_ms / 1000,
+        self._ensure_chroot(client_class, hosts, connection_timeout_ms)
+        self.zk = client_class(hosts=hosts + self.chroot, timeout=session_timeout_ms / 1000,
                               connection_retry={"max_tries": -1, "max_delay": 1.0})
         self._start(self.zk, connection_timeout_ms)
         self.listeners: list[DeltaListener] = []

@@ -1,0 +1,337 @@
+"""`Cluster`: several real brokers in one process, coordinated without a ZooKeeper server.
+
+Each broker is the production broker with `zookeeper.connect` set: its own log dir and port,
+its ZooKeeper store (`cluster/zk_store.py`), its controller candidate, replica fetchers and
+ISR maintenance, all unchanged. What they share is an in-memory ZooKeeper
+(`cluster/memory_zk.py`) in place of kazoo's client, so elections, fencing, ISR changes and
+failover run the same code paths as in a real cluster, with no JVM and no server to install.
+
+All brokers run as tasks of one trio loop in a background thread, each under its own cancel
+scope: `stop_broker` cancels one (the broker closes cleanly and its ZooKeeper session ends, so
+its registration goes at once and the controller elects new leaders), `start_broker` serves it
+again on the same port and log dir. Test methods block the calling thread, so the class works
+under plain pytest, asyncio and trio tests alike; every wait has a timeout and raises
+`TimeoutError` with what it waited for.
+
+Broker ids are 0..brokers-1, and `i` in every method is a broker id.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from pybroker.cluster.memory_zk import MemoryZooKeeper
+from pybroker.config import load_broker_config
+from pybroker.server import ServerInfo, serve
+
+__all__ = ["Cluster"]
+
+# Test-friendly timings: a follower that stops fetching leaves the ISR within a second, and a
+# fetcher whose leader went away retries quickly.
+_DEFAULTS = {
+    "listeners": "PLAINTEXT://127.0.0.1:0",
+    "zookeeper.connect": "memory",
+    "zookeeper.session.timeout.ms": "6000",
+    "replica.lag.time.max.ms": "1000",
+    "replica.fetch.backoff.ms": "100",
+    "replica.fetch.wait.max.ms": "200",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "5",
+    "transaction.state.log.num.partitions": "5",
+}
+_TIMEOUT_S = 30.0
+
+
+class Cluster:
+    """`with Cluster(3) as cluster: ...` — `cluster.bootstrap` lists every broker."""
+
+    def __init__(self, brokers: int = 3, *, log_dir: str | Path | None = None,
+                 **config: Any) -> None:
+        """`config`: broker config keys for every broker, `_` standing for `.`
+        (`replica_lag_time_max_ms=500`) or given dotted through `**{"a.b": v}`."""
+        if brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        self.size = brokers
+        replication = str(min(3, brokers))
+        self.config = {**_DEFAULTS,
+                       "offsets.topic.replication.factor": replication,
+                       "default.replication.factor": replication,
+                       "transaction.state.log.replication.factor": replication,
+                       "transaction.state.log.min.isr": str(min(2, brokers)),
+                       **{k.replace("_", "."): str(v) for k, v in config.items()}}
+        self._own_dir = log_dir is None
+        self.root = Path(tempfile.mkdtemp(prefix="pybroker-cluster-")) if log_dir is None \
+            else Path(log_dir)
+        self.zookeeper = MemoryZooKeeper()
+        self.ports: dict[int, int] = {}
+        self._servers: dict[int, ServerInfo] = {}
+        self._scopes: dict[int, trio.CancelScope] = {}
+        self._done: dict[int, trio.Event] = {}
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._nursery: trio.Nursery | None = None
+        self._thread: threading.Thread | None = None
+        self._stop_loop: trio.Event | None = None
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def start(self) -> "Cluster":
+        """Start the loop and every broker; returns once each broker sees all of them and a
+        controller."""
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        async def main() -> None:
+            self._token = trio.lowlevel.current_trio_token()
+            self._stop_loop = trio.Event()
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                ready.set()
+                await self._stop_loop.wait()
+                nursery.cancel_scope.cancel()
+
+        def run() -> None:
+            try:
+                trio.run(main)
+            except BaseException as exc:  # reported by start, or lost at exit
+                failure.append(exc)
+            finally:
+                ready.set()
+
+        self._thread = threading.Thread(target=run, daemon=True, name="pybroker-cluster")
+        self._thread.start()
+        ready.wait(_TIMEOUT_S)
+        if failure:
+            raise failure[0]
+        try:
+            for node in range(self.size):
+                self._start(node)
+            self.wait_until(lambda: self._all_see(set(self._servers)),
+                            "every broker to see every broker and a controller")
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Stop every broker and the loop; remove the log dirs this cluster made."""
+        if self._thread is None:
+            return
+        for node in list(self._servers):
+            try:
+                self.stop_broker(node)
+            except Exception:  # stop the rest regardless
+                pass
+        if self._token is not None and self._stop_loop is not None:
+            try:
+                trio.from_thread.run_sync(self._stop_loop.set, trio_token=self._token)
+            except trio.RunFinishedError:
+                pass
+        self._thread.join(_TIMEOUT_S)
+        self._thread = None
+        if self._own_dir:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> "Cluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run the async `fn` in the cluster's loop and return its result."""
+        return trio.from_thread.run(fn, *args, trio_token=self._token)
+
+    # -- brokers -----------------------------------------------------------------------------------
+    def broker_config(self, node: int) -> Any:
+        props = dict(self.config, **{"broker.id": str(node),
+                                     "log.dirs": str(self.root / f"broker-{node}")})
+        if node in self.ports:  # the same port again: clients' bootstrap stays valid
+            props["listeners"] = f"PLAINTEXT://127.0.0.1:{self.ports[node]}"
+        return load_broker_config(None, props)
+
+    def _start(self, node: int) -> None:
+        config = self.broker_config(node)
+
+        async def serve_one(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+            done = self._done[node] = trio.Event()
+            try:
+                with trio.CancelScope() as scope:
+                    self._scopes[node] = scope
+                    await serve(config, zk_client_class=self.zookeeper.client,
+                                task_status=task_status)
+            finally:
+                self._servers.pop(node, None)
+                done.set()
+
+        async def start() -> ServerInfo:
+            assert self._nursery is not None
+            return await self._nursery.start(serve_one)
+
+        info = self._call(start)
+        self._servers[node] = info
+        self.ports[node] = info.port
+
+    def start_broker(self, i: int) -> None:
+        """Serve broker `i` again (same port, same log dir); returns once it is registered
+        and every running broker sees it."""
+        if i in self._servers:
+            raise ValueError(f"broker {i} is running")
+        if not 0 <= i < self.size:
+            raise ValueError(f"no broker {i} in a cluster of {self.size}")
+        self._start(i)
+        self.wait_until(lambda: self._all_see(set(self._servers)),
+                        f"every broker to see broker {i}")
+
+    def stop_broker(self, i: int, *, controlled: bool = False) -> None:
+        """Stop broker `i`: its connections drop, its logs close cleanly and its ZooKeeper
+        session ends, so the controller elects new leaders for what it led (a failure as the
+        others see it); returns once every running broker sees it gone and leading nothing. `controlled=True` first asks the controller to move its leaderships
+        away (Kafka's controlled shutdown), as a SIGTERM does."""
+        info = self._servers.get(i)
+        if info is None:
+            raise ValueError(f"broker {i} is not running")
+
+        async def stop() -> None:
+            if controlled:
+                await info.broker.controlled_shutdown()
+            self._scopes[i].cancel()
+            await self._done[i].wait()
+
+        self._call(stop)
+        survivors = set(self._servers)
+        if survivors:
+            self.wait_until(lambda: self._all_see(survivors) and not self._led_by(i),
+                            f"the other brokers to see broker {i} gone and lead in its place")
+
+    def _led_by(self, node: int) -> bool:
+        """Whether any running broker's image still has `node` leading a partition (the
+        controller gives each a new leader, or none when no other replica is in sync)."""
+        return any(p.leader == node for info in self._servers.values()
+                   for t in info.broker.metadata.image.topics.values() for p in t.partitions)
+
+    def expire_session(self, i: int) -> None:
+        """Expire broker `i`'s ZooKeeper session (as after a long pause): it leads nothing
+        until it has registered again, which it does at once."""
+        self._servers[i].broker.zk_store.zk.expire()  # type: ignore[union-attr]
+
+    @property
+    def running(self) -> list[int]:
+        return sorted(self._servers)
+
+    def server(self, i: int) -> ServerInfo:
+        """The running broker `i` (its `broker` for white-box assertions)."""
+        return self._servers[i]
+
+    @property
+    def bootstrap(self) -> str:
+        """Every broker's address, running or not (a client skips the stopped ones)."""
+        return ",".join(f"127.0.0.1:{self.ports[n]}" for n in sorted(self.ports))
+
+    # -- metadata ----------------------------------------------------------------------------------
+    def _image(self) -> Any:
+        """The image of the controller if one runs, else of any running broker."""
+        images = [info.broker.metadata.image for info in self._servers.values()]
+        if not images:
+            raise RuntimeError("no broker is running")
+        for image in images:
+            if image.controller_id in self._servers:
+                return self._servers[image.controller_id].broker.metadata.image
+        return images[0]
+
+    def _all_see(self, nodes: set[int]) -> bool:
+        for node in nodes:
+            info = self._servers.get(node)
+            if info is None:
+                return False
+            image = info.broker.metadata.image
+            if set(image.brokers) != nodes or image.controller_id not in nodes:
+                return False
+        return True
+
+    @property
+    def controller(self) -> int:
+        return self._image().controller_id
+
+    def leader_of(self, topic: str, partition: int = 0) -> int:
+        """The partition's leader as the controller wrote it (-1: none or unknown)."""
+        state = self._image().partition(topic, partition)
+        return -1 if state is None else state.leader
+
+    def isr_of(self, topic: str, partition: int = 0) -> tuple[int, ...]:
+        state = self._image().partition(topic, partition)
+        return () if state is None else tuple(state.isr)
+
+    def replicas_of(self, topic: str, partition: int = 0) -> tuple[int, ...]:
+        state = self._image().partition(topic, partition)
+        return () if state is None else tuple(state.replicas)
+
+    def wait_until(self, done: Callable[[], bool], what: str,
+                   timeout: float = _TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+            time.sleep(0.02)
+
+    def wait_for_isr(self, topic: str, partition: int, isr: set[int] | None = None,
+                     timeout: float = _TIMEOUT_S) -> None:
+        """Until the partition's ISR is `isr` (default: every replica) in every running
+        broker's image."""
+        def done() -> bool:
+            want = isr if isr is not None else set(self.replicas_of(topic, partition))
+            return all(set(getattr(info.broker.metadata.image.partition(topic, partition),
+                                   "isr", ())) == want for info in self._servers.values())
+        self.wait_until(done, f"the ISR of {topic}-{partition} to be {isr or 'all replicas'}",
+                        timeout)
+
+    # -- changes -----------------------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int = 1,
+                     replication_factor: int | None = None,
+                     config: Mapping[str, str] | None = None) -> None:
+        """Create a topic (as CreateTopics would) and wait until every running broker has a
+        leader for each partition and every replica is in sync."""
+        rf = replication_factor or min(3, self.size)
+        info = self._servers[self.controller]
+
+        async def create() -> Any:
+            return await info.broker.topics.create_topic(name, partitions, rf,
+                                                         dict(config or {}))
+        code, message = self._call(create)
+        if code.value != 0:
+            raise RuntimeError(f"creating {name}: {code.name} {message or ''}".strip())
+        for index in range(partitions):
+            self.wait_for_isr(name, index)
+
+    def move_leader(self, topic: str, partition: int, to: int) -> None:
+        """Make broker `to` the partition's leader the way an operator does: reorder the
+        replicas so `to` is preferred (a reassignment to the same set) and run a preferred
+        leader election, both through the controller. `to` must be an in-sync replica;
+        returns once every running broker's image has the new leader."""
+        replicas = self.replicas_of(topic, partition)
+        if to not in replicas:
+            raise ValueError(f"broker {to} is not a replica of {topic}-{partition} {replicas}")
+        if to not in self.isr_of(topic, partition):
+            raise ValueError(f"broker {to} is not in the ISR of {topic}-{partition}")
+        target = [to] + [r for r in replicas if r != to]
+        controller = self._servers[self.controller].broker.controller
+
+        async def move() -> Any:
+            moved = await controller.alter_reassignments([(topic, partition, target)])
+            code, message = moved[(topic, partition)]
+            if code.value != 0:
+                return code, message
+            elected = await controller.elect_leaders(0, [(topic, partition)])
+            return elected[(topic, partition)]
+        code, message = self._call(move)
+        if code.name not in ("NONE", "ELECTION_NOT_NEEDED"):
+            raise RuntimeError(f"moving the leader of {topic}-{partition} to {to}: "
+                               f"{code.name} {message or ''}".strip())
+        self.wait_until(lambda: all(
+            getattr(info.broker.metadata.image.partition(topic, partition), "leader", -1) == to
+            for info in self._servers.values()), f"broker {to} to lead {topic}-{partition}")
