@@ -192,6 +192,15 @@ def _on_a_thread(fn: Callable[[], T]) -> T:
     return box["value"]
 
 
+def _off_trio(fn: Callable[[], T]) -> T:
+    """fn() right here, or on a short-lived thread when called from a running trio loop."""
+    try:
+        trio.lowlevel.current_trio_token()
+    except RuntimeError:  # not in a trio loop: block right here
+        return fn()
+    return _on_a_thread(fn)
+
+
 class Broker:
     """A real broker for a test suite: an ephemeral loopback port, a temporary log dir.
 
@@ -281,7 +290,7 @@ class Broker:
             self._proc = None
         if self._stack is not None:
             stack, self._stack, self._info = self._stack, None, None
-            stack.close()
+            _off_trio(stack.close)
 
     @property
     def running(self) -> bool:
@@ -344,11 +353,7 @@ class Broker:
     def _in_broker(self, fn: Callable[[], Awaitable[T]]) -> T:
         """fn() on the broker's own trio loop, from any thread but that loop's."""
         token = self.server_info.token
-        try:
-            trio.lowlevel.current_trio_token()
-        except RuntimeError:  # not in a trio loop: block right here
-            return trio.from_thread.run(fn, trio_token=token)
-        return _on_a_thread(lambda: trio.from_thread.run(fn, trio_token=token))
+        return _off_trio(lambda: trio.from_thread.run(fn, trio_token=token))
 
     # -- request hooks (pybroker.request_hooks) ------------------------------------------------
     @property
