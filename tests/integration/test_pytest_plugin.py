@@ -4,7 +4,11 @@ the result is the same whether or not this environment has the `pytest11` entry 
 installed (tests/test_packaging.py checks the entry point itself, from a built wheel)."""
 from __future__ import annotations
 
+import re
+
 import pytest
+
+from tests.helpers import ROOT
 
 pytest_plugins = ["pytester"]
 
@@ -78,3 +82,14 @@ def test_kafka_cluster_runs_or_skips_with_a_reason(user_run) -> None:
         assert "needs pybroker.testing.Cluster" in result.stdout.str()
     else:
         result.assert_outcomes(passed=1)
+
+
+def test_the_client_examples_of_docs_testing_run(user_run, pytester: pytest.Pytester) -> None:
+    """docs/TESTING.md's `# test_*.py` blocks, as printed: the page says they were checked."""
+    text = (ROOT / "docs" / "TESTING.md").read_text()
+    examples = {m.group(1): block for block in re.findall(r"```python\n(.*?)```", text, re.S)
+                if (m := re.match(r"# (test_\w+)\.py\n", block))}
+    assert set(examples) == {"test_confluent", "test_kafka_python", "test_aiokafka"}
+    pytester.makepyfile(**examples)
+    result = user_run("", "-W", "ignore::DeprecationWarning")
+    result.assert_outcomes(passed=3)
