@@ -91,10 +91,11 @@ def kafka_cluster(pytestconfig: pytest.Config) -> Iterator[Any]:
         yield cluster
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(hookwrapper=True)  # the old style: pytest 7 has no wrapper=True
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                               ) -> Iterator[None]:
-    report = yield
+    outcome = yield
+    report = outcome.get_result()
     if report.failed and "kafka_broker" in getattr(item, "fixturenames", ()):
         broker = item.config.stash.get(_BROKER, None)
         if broker is not None:
@@ -102,4 +103,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
             if lines:
                 report.sections.append(
                     ("pybroker broker log", "\n".join(line.rstrip("\n") for line in lines)))
-    return report
