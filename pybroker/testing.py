@@ -9,26 +9,34 @@ instead of fifty (less to create). Everything else is the broker's real defaults
 """
 from __future__ import annotations
 
+import atexit
+import collections
+import logging
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Awaitable, Callable, Iterator, Mapping, TypeVar
 
 import trio
 
 from pybroker.config import load_broker_config
 from pybroker.request_hooks import RequestHooks
 from pybroker.server import ServerInfo, serve
+from pybroker.testing_cluster import Cluster
 
-__all__ = ["broker_config", "broker_in_thread", "BrokerProcess"]
+T = TypeVar("T")
+
+__all__ = ["broker_config", "broker_in_thread", "BrokerProcess", "Broker", "Cluster"]
 
 # The directory holding the pybroker package: a subprocess broker imports the same code.
 _SOURCE = Path(__file__).resolve().parents[1]
@@ -156,3 +164,226 @@ class BrokerProcess:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(20)
+
+
+class _RecentLog(logging.Handler):
+    """The last lines the in-process brokers logged: a failing test shows them."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(logging.INFO)
+        self.lines: collections.deque[str] = collections.deque(maxlen=size)
+        self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.lines.append(self.format(record))
+        except Exception:  # pragma: no cover - a bad log call must not break the broker
+            self.handleError(record)
+
+
+def _on_a_thread(fn: Callable[[], T]) -> T:
+    """fn() on a short-lived thread: trio.run and trio.from_thread refuse to be called from
+    inside a running trio loop (a trio test's), so a blocking helper hops off it."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="pybroker-admin", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _off_trio(fn: Callable[[], T]) -> T:
+    """fn() right here, or on a short-lived thread when called from a running trio loop."""
+    try:
+        trio.lowlevel.current_trio_token()
+    except RuntimeError:  # not in a trio loop: block right here
+        return fn()
+    return _on_a_thread(fn)
+
+
+class Broker:
+    """A real broker for a test suite: an ephemeral loopback port, a temporary log dir.
+
+    By default it is served by trio in a background thread of this process (so plain,
+    asyncio and trio tests can all use it, and request hooks reach it); `process=True` runs
+    it as `python -m pybroker` in a child process instead, for tests that kill -9 it.
+    Keywords are broker config keys with `_` for `.` (`num_partitions=3`); the defaults are
+    Kafka's but for the test-friendly ones of `broker_config`. The log dir is removed at
+    `stop()` unless `keep=True` or it was given as `log_dir`.
+    """
+
+    def __init__(self, process: bool = False, *, keep: bool = False,
+                 log_dir: str | os.PathLike[str] | None = None, log_lines: int = 200,
+                 **config: object) -> None:
+        self.process = process
+        self.keep = keep or log_dir is not None
+        self._given_log_dir = Path(log_dir) if log_dir is not None else None
+        self.log_dir: Path | None = self._given_log_dir
+        self.config = {k: _prop(v) for k, v in config.items()}
+        self.port = 0
+        self._stack: ExitStack | None = None
+        self._info: ServerInfo | None = None
+        self._proc: BrokerProcess | None = None
+        self._log = _RecentLog(log_lines)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> "Broker":
+        if self.running:
+            raise RuntimeError("the broker is already running")
+        if self.log_dir is None:
+            self.log_dir = Path(tempfile.mkdtemp(prefix="pybroker-test-"))
+        overrides = dict(self.config)
+        # A broker left running is stopped before the interpreter freezes its thread (else
+        # exit hangs on it); stop() takes this back.
+        atexit.register(self.stop)
+        if self.port:  # a restart keeps the port clients were told about
+            overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
+        if self.process:
+            self._proc = BrokerProcess(self.log_dir, port=self.port, **overrides).start()
+            self.port = self._proc.port
+            return self
+        stack = ExitStack()
+        logger = logging.getLogger("pybroker")
+        if logger.getEffectiveLevel() > logging.INFO:
+            # INFO is where the broker says what it did (topics, groups, elections).
+            previous = logger.level
+            logger.setLevel(logging.INFO)
+            stack.callback(logger.setLevel, previous)
+        logger.addHandler(self._log)
+        stack.callback(logger.removeHandler, self._log)
+        try:
+            self._info = stack.enter_context(broker_in_thread(self.log_dir, hooks=True,
+                                                              **overrides))
+        except BaseException:
+            stack.close()
+            raise
+        self._stack = stack
+        self.port = self._info.port
+        return self
+
+    def stop(self) -> None:
+        """Stop the broker (SIGTERM in process mode) and remove a temporary log dir."""
+        atexit.unregister(self.stop)
+        self._halt()
+        if not self.keep and self.log_dir is not None:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+            self.log_dir = None
+            self.port = 0
+
+    def restart(self) -> "Broker":
+        """Stop and start again on the same port with the same log dir (what survives is
+        what the broker wrote to disk)."""
+        self._halt()
+        return self.start()
+
+    def kill(self) -> None:
+        """SIGKILL the broker process; restart() brings it back on the same port and logs."""
+        if not self.process:
+            raise RuntimeError("kill() needs Broker(process=True): a broker in this process's "
+                               "thread cannot be killed without killing the test run")
+        assert self._proc is not None, "the broker is not running"
+        self._proc.kill()
+        self._proc = None
+
+    def _halt(self) -> None:
+        if self._proc is not None:
+            self._proc.stop()
+            self._proc = None
+        if self._stack is not None:
+            stack, self._stack, self._info = self._stack, None, None
+            _off_trio(stack.close)
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None or self._stack is not None
+
+    def __enter__(self) -> "Broker":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- what a test uses ----------------------------------------------------------------------
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def server_info(self) -> ServerInfo:
+        """The in-process server (thread mode only): its broker, port and trio token."""
+        if self._info is None:
+            raise RuntimeError("server_info is for a running Broker() in thread mode"
+                               + (" (this one is process=True)" if self.process else ""))
+        return self._info
+
+    def recent_log(self, lines: int = 50) -> list[str]:
+        """The broker's last log lines (thread mode: every in-process broker's INFO and
+        above; process mode: the child's stderr)."""
+        if self.process:
+            return list(self._proc.stderr_lines[-lines:]) if self._proc is not None else []
+        return list(self._log.lines)[-lines:]
+
+    def create_topic(self, name: str, partitions: int = 1,
+                     config: Mapping[str, object] | None = None) -> None:
+        """Create a topic and return once it has a leader with its log made (in process:
+        the topic admin; in a subprocess: CreateTopics). KafkaError if the broker refuses."""
+        configs = {k: _prop(v) for k, v in (config or {}).items()}
+        if self._info is not None:
+            self._in_broker(lambda: self._create_here(name, partitions, configs))
+        else:
+            _on_a_thread(lambda: trio.run(self._create_over_wire, name, partitions, configs))
+
+    async def _create_here(self, name: str, partitions: int, configs: dict[str, str]) -> None:
+        from protocol.errors import KafkaError
+        topics = self.server_info.broker.services.topics
+        async with topics.changes:
+            code, message = await topics.create_topic(name, partitions, 1, configs)
+        if code:
+            raise KafkaError(code, message)
+
+    async def _create_over_wire(self, name: str, partitions: int,
+                                configs: dict[str, str]) -> None:
+        from pybroker.client.admin import Admin, NewTopic
+        from pybroker.client.client import open_client
+        async with open_client(self.bootstrap) as client:
+            result = await Admin(client).create_topics(
+                [NewTopic(name, partitions, 1, configs)])
+        if isinstance(result[name], BaseException):
+            raise result[name]
+
+    def _in_broker(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """fn() on the broker's own trio loop, from any thread but that loop's."""
+        token = self.server_info.token
+        return _off_trio(lambda: trio.from_thread.run(fn, trio_token=token))
+
+    # -- request hooks (pybroker.request_hooks) ------------------------------------------------
+    @property
+    def hooks(self) -> Any:
+        services = self.server_info.broker.services
+        hooks = getattr(services, "hooks", None)
+        if hooks is None:
+            raise RuntimeError("request hooks are not available: this pybroker has no "
+                               "pybroker.request_hooks (Services.hooks)")
+        return hooks
+
+    def control(self, api: object, handler: Callable[..., Any], *, times: int | None = 1
+                ) -> Any:
+        """broker.services.hooks.control(...): intercept requests of `api`."""
+        return self.hooks.control(api, handler, times=times)
+
+    @property
+    def requests(self) -> Any:
+        """What clients sent, as recorded by the request hooks."""
+        return self.hooks.requests
+
+
+def _prop(value: object) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)

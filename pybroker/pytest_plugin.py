@@ -1,0 +1,105 @@
+"""The pytest plugin of pybroker (entry point `pytest11`): a real Kafka broker for a test
+suite, with no Docker and no JVM.
+
+Fixtures: `kafka_broker` (one `pybroker.testing.Broker` per session), `kafka_bootstrap`
+(its "127.0.0.1:PORT"), `kafka_topic` (a fresh topic per test on that broker, so tests stay
+independent without a broker each) and `kafka_cluster` (a `pybroker.testing.Cluster` per
+module, where this pybroker has one). `--kafka-broker-config key=value` sets broker config.
+A failing test that used the broker gets a "pybroker broker log" section with its last lines.
+
+Nothing is imported from pybroker until a fixture is used: a suite that never asks for a
+broker pays nothing, and runs where trio is absent.
+"""
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any, Iterator
+
+import pytest
+
+_BROKER = pytest.StashKey[Any]()
+LOG_LINES = 50
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("pybroker", "a real Kafka broker for tests (pybroker)")
+    group.addoption("--kafka-broker-config", action="append", default=[],
+                    metavar="KEY=VALUE",
+                    help="broker config of the kafka_broker and kafka_cluster fixtures, "
+                         "Kafka's key names (num.partitions=3); repeatable")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _broker_config(config)  # a malformed option stops the run before any test
+
+
+def _broker_config(config: pytest.Config) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in config.getoption("kafka_broker_config"):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise pytest.UsageError(f"--kafka-broker-config wants key=value, not {item!r}")
+        # Broker() takes keywords with `_` for `.`; Kafka's keys have no `_` of their own.
+        pairs[key.strip().replace(".", "_")] = value.strip()
+    return pairs
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(pytestconfig: pytest.Config) -> Iterator[Any]:
+    """A real broker in a background thread of the test process, for the whole session."""
+    from pybroker.testing import Broker
+
+    with Broker(**_broker_config(pytestconfig)) as broker:
+        pytestconfig.stash[_BROKER] = broker
+        yield broker
+    del pytestconfig.stash[_BROKER]
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(kafka_broker: Any) -> str:
+    """The session broker's bootstrap servers: "127.0.0.1:PORT"."""
+    return kafka_broker.bootstrap
+
+
+@pytest.fixture
+def kafka_topic(kafka_broker: Any, request: pytest.FixtureRequest) -> str:
+    """A topic of one partition made for this test alone (named after it), on the session
+    broker. For more partitions or configs, call `kafka_broker.create_topic` directly."""
+    name = _topic_name(request.node.name)
+    kafka_broker.create_topic(name)
+    return name
+
+
+def _topic_name(test_name: str) -> str:
+    """Legal (Kafka allows [a-zA-Z0-9._-], 249 characters), readable in the broker's log,
+    and unique even for reruns of the same test."""
+    base = re.sub(r"[^a-zA-Z0-9._-]+", "-", test_name).strip("-.")[:200] or "test"
+    return f"{base}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster(pytestconfig: pytest.Config) -> Iterator[Any]:
+    """Three brokers in this process (`pybroker.testing.Cluster`), for the module."""
+    import pybroker.testing
+
+    cluster_type = getattr(pybroker.testing, "Cluster", None)
+    if cluster_type is None:
+        pytest.skip("kafka_cluster needs pybroker.testing.Cluster, which this pybroker "
+                    "does not have yet")
+    with cluster_type(**_broker_config(pytestconfig)) as cluster:
+        yield cluster
+
+
+@pytest.hookimpl(hookwrapper=True)  # the old style: pytest 7 has no wrapper=True
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and "kafka_broker" in getattr(item, "fixturenames", ()):
+        broker = item.config.stash.get(_BROKER, None)
+        if broker is not None:
+            lines = broker.recent_log(LOG_LINES)
+            if lines:
+                report.sections.append(
+                    ("pybroker broker log", "\n".join(line.rstrip("\n") for line in lines)))

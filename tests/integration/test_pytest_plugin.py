@@ -1,0 +1,95 @@
+"""The pytest plugin (pybroker/pytest_plugin.py) in a user's test run: fixtures, the config
+option, the broker log on failure. Run in-process by pytester with plugin autoloading off, so
+the result is the same whether or not this environment has the `pytest11` entry point
+installed (tests/test_packaging.py checks the entry point itself, from a built wheel)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.helpers import ROOT
+
+pytest_plugins = ["pytester"]
+
+USER_TESTS = '''
+import uuid
+from confluent_kafka import Consumer, Producer
+
+seen = []
+
+def test_topic_round_trip(kafka_bootstrap, kafka_topic):
+    seen.append(kafka_topic)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(kafka_topic, b"hello")
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "g",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([kafka_topic])
+    message = None
+    for _ in range(30):
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            break
+    consumer.close()
+    assert message.value() == b"hello"
+
+def test_each_test_has_its_own_topic(kafka_broker, kafka_topic):
+    assert kafka_topic not in seen
+    assert kafka_topic.startswith("test_each_test_has_its_own_topic-")
+    topics = kafka_broker.server_info.broker.services.metadata.image.topics
+    assert kafka_topic in topics
+
+def test_config_option_reaches_the_broker(kafka_broker):
+    assert kafka_broker.server_info.broker.services.config.num_partitions == 4
+
+def test_fails_with_the_broker_log(kafka_broker, kafka_topic):
+    assert False, "deliberate"
+'''
+
+
+@pytest.fixture
+def user_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+    def run(source: str, *args: str) -> pytest.RunResult:
+        pytester.makepyfile(test_user=source)
+        return pytester.runpytest_inprocess("-p", "pybroker.pytest_plugin", "-p", "no:cacheprovider",
+                                            *args)
+    return run
+
+
+def test_fixtures_option_and_log_on_failure(user_run) -> None:
+    result = user_run(USER_TESTS, "--kafka-broker-config", "num.partitions=4")
+    result.assert_outcomes(passed=3, failed=1)
+    out = result.stdout.str()
+    # Only the failing test gets the section, with what the broker did for it.
+    assert out.count("pybroker broker log") == 1
+    assert "created topic test_fails_with_the_broker_log-" in out
+
+
+def test_bad_config_option_is_a_usage_error(user_run) -> None:
+    result = user_run("def test_x(kafka_broker): pass", "--kafka-broker-config", "nokey")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--kafka-broker-config wants key=value" in result.stderr.str()
+
+
+def test_kafka_cluster_runs_or_skips_with_a_reason(user_run) -> None:
+    import pybroker.testing
+    result = user_run("def test_c(kafka_cluster): assert kafka_cluster is not None", "-rs")
+    if getattr(pybroker.testing, "Cluster", None) is None:
+        result.assert_outcomes(skipped=1)
+        assert "needs pybroker.testing.Cluster" in result.stdout.str()
+    else:
+        result.assert_outcomes(passed=1)
+
+
+def test_the_client_examples_of_docs_testing_run(user_run, pytester: pytest.Pytester) -> None:
+    """docs/TESTING.md's `# test_*.py` blocks, as printed: the page says they were checked."""
+    text = (ROOT / "docs" / "TESTING.md").read_text()
+    examples = {m.group(1): block for block in re.findall(r"```python\n(.*?)```", text, re.S)
+                if (m := re.match(r"# (test_\w+)\.py\n", block))}
+    assert set(examples) == {"test_confluent", "test_kafka_python", "test_aiokafka"}
+    pytester.makepyfile(**examples)
+    result = user_run("", "-W", "ignore::DeprecationWarning")
+    result.assert_outcomes(passed=3)

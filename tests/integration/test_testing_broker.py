@@ -1,0 +1,93 @@
+"""pybroker.testing.Broker as a user's test suite sees it: a real broker that stock clients
+produce to and consume from, which restarts on the same port with its data, and whose
+subprocess form survives kill -9 (issue #16)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from protocol.errors import ErrorCode, KafkaError
+from pybroker.testing import Broker
+
+
+def produce(bootstrap: str, topic: str, *values: bytes) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    errors: list = []
+    for value in values:
+        producer.produce(topic, value, on_delivery=lambda err, msg: errors.append(err))
+    assert producer.flush(10) == 0
+    assert errors == [None] * len(values)
+
+
+def consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 15
+    while len(values) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            values.append(message.value())
+    consumer.close()
+    return values
+
+
+def test_thread_broker_serves_clients_and_restarts_with_its_data() -> None:
+    with Broker(num_partitions=2) as broker:
+        log_dir, port = broker.log_dir, broker.port
+        assert broker.bootstrap == f"127.0.0.1:{port}" and port > 0
+        broker.create_topic("orders", partitions=3, config={"retention.ms": 3600000})
+        topic = broker.server_info.broker.services.metadata.image.topics["orders"]
+        assert len(topic.partitions) == 3 and topic.configs["retention.ms"] == "3600000"
+        with pytest.raises(KafkaError) as refused:
+            broker.create_topic("orders")
+        assert refused.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
+        produce(broker.bootstrap, "orders", b"a", b"b")
+        broker.restart()
+        assert (broker.port, broker.log_dir) == (port, log_dir)
+        assert sorted(consume(broker.bootstrap, "orders", 2)) == [b"a", b"b"]
+        assert any("created topic orders" in line for line in broker.recent_log())
+        with pytest.raises(RuntimeError, match="process=True"):
+            broker.kill()
+    assert not log_dir.exists()
+
+
+async def test_create_topic_from_a_trio_test() -> None:
+    """A blocking helper called from inside a running trio loop hops off it, not deadlocks."""
+    with Broker() as broker:
+        broker.create_topic("from-trio")
+        assert "from-trio" in broker.server_info.broker.services.metadata.image.topics
+
+
+def test_keep_leaves_the_log_dir() -> None:
+    broker = Broker(keep=True).start()
+    broker.stop()
+    assert broker.log_dir is not None and broker.log_dir.is_dir()
+    import shutil
+    shutil.rmtree(broker.log_dir)
+
+
+def test_process_broker_survives_kill_9_on_the_same_port() -> None:
+    with Broker(process=True) as broker:
+        broker.create_topic("durable")  # CreateTopics over the wire
+        produce(broker.bootstrap, "durable", b"kept")
+        port = broker.port
+        broker.kill()
+        broker.restart()
+        assert broker.port == port
+        assert consume(broker.bootstrap, "durable", 1) == [b"kept"]
+        with pytest.raises(RuntimeError, match="thread mode"):
+            broker.server_info
+
+
+def test_hooks_are_reached_through_the_services_or_refused_clearly() -> None:
+    with Broker() as broker:
+        services = broker.server_info.broker.services
+        if getattr(services, "hooks", None) is None:
+            with pytest.raises(RuntimeError, match="request hooks are not available"):
+                broker.control("Produce", lambda request: None)
+        else:
+            assert broker.requests is services.hooks.requests

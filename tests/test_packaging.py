@@ -1,0 +1,126 @@
+"""pybroker as a new user gets it (issue #16): a wheel built from this tree, installed with
+confluent-kafka, aiokafka and pytest into a fresh virtual environment outside the repository,
+runs a user's tests on the `kafka_broker` / `kafka_topic` fixtures that the `pytest11` entry
+point brings; and no module of the installed package imports the project's tests/ or compat/.
+
+It needs the package registry (pip install), as CI has; pip's cache keeps it to tens of
+seconds. It is not skipped when the network is missing: it fails, saying so.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tests.helpers import ROOT
+
+# What the wheel is built from: the library and its metadata, nothing else of the tree (so
+# the build leaves no build/ or egg-info behind in the repository).
+SOURCES = ["pyproject.toml", "README.md", "pybroker", "protocol"]
+
+USER_TEST = '''
+import asyncio
+from confluent_kafka import Consumer, Producer
+
+
+def test_confluent_round_trip(kafka_bootstrap, kafka_topic):
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(kafka_topic, b"hello")
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "user",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([kafka_topic])
+    try:
+        for _ in range(40):
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                assert message.value() == b"hello"
+                return
+        raise AssertionError("nothing consumed")
+    finally:
+        consumer.close()
+
+
+def test_aiokafka_round_trip(kafka_bootstrap, kafka_topic):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    async def main():
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+        await producer.start()
+        try:
+            await producer.send_and_wait(kafka_topic, b"from asyncio")
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(kafka_topic, bootstrap_servers=kafka_bootstrap,
+                                    group_id="user-aio", auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            message = await asyncio.wait_for(consumer.getone(), 20)
+        finally:
+            await consumer.stop()
+        assert message.value == b"from asyncio"
+
+    asyncio.run(main())
+'''
+
+IMPORT_ALL = '''
+import importlib, pkgutil, sys
+import protocol, pybroker
+names = []
+for package in (protocol, pybroker):
+    assert "site-packages" in package.__file__, package.__file__
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        if info.name.endswith("__main__"):
+            continue
+        importlib.import_module(info.name)
+        names.append(info.name)
+leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("tests", "compat"))
+assert not leaked, leaked
+print(len(names), "modules imported")
+'''
+
+
+def run(*args: str | Path, cwd: Path) -> str:
+    done = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, f"{args}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return done.stdout
+
+
+def test_wheel_in_a_fresh_venv_runs_a_users_tests(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy(ROOT / name, source / name)
+    wheels = tmp_path / "wheels"
+    run(sys.executable, "-m", "pip", "wheel", ".", "-w", wheels, "--no-deps", "-q",
+        cwd=source)
+    [wheel] = wheels.glob("pybroker-*.whl")
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
+    python = venv / "bin" / "python"
+    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel,
+        "confluent-kafka", "aiokafka", "pytest", cwd=tmp_path)
+
+    # The package ships the library, the plugin's entry point and the console script,
+    # never the tests or the compatibility suite.
+    listing = run(python, "-m", "pip", "show", "-f", "pybroker", cwd=tmp_path)
+    assert "pybroker/pytest_plugin.py" in listing and "protocol/" in listing
+    assert "tests/" not in listing and "compat/" not in listing
+    assert (venv / "bin" / "pybroker-server").exists()
+
+    # Every module imports from site-packages alone: not the repository (cwd is elsewhere,
+    # -I drops PYTHONPATH and the script's directory), and nothing of tests/ or compat/.
+    assert "modules imported" in run(python, "-I", "-c", IMPORT_ALL, cwd=tmp_path)
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_with_kafka.py").write_text(textwrap.dedent(USER_TEST))
+    out = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=project)
+    assert "2 passed" in out, out
