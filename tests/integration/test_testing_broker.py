@@ -83,11 +83,21 @@ def test_process_broker_survives_kill_9_on_the_same_port() -> None:
             broker.server_info
 
 
-def test_hooks_are_reached_through_the_services_or_refused_clearly() -> None:
+def test_hooks_are_reached_through_the_broker() -> None:
+    """Broker.control / .requests are the broker's own RequestHooks (thread mode): a one-shot
+    error reaches a raw client, and what it sent is recorded."""
+    from protocol.api_keys import ApiKey
+    from protocol.errors import ErrorCode
+    from tests.integration.raw import send_request
+
     with Broker() as broker:
-        services = broker.server_info.broker.services
-        if getattr(services, "hooks", None) is None:
-            with pytest.raises(RuntimeError, match="request hooks are not available"):
-                broker.control("Produce", lambda request: None)
-        else:
-            assert broker.requests is services.hooks.requests
+        assert broker.hooks is broker.server_info.broker.services.hooks
+        broker.control("DescribeCluster", lambda request: ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        first = send_request(broker.bootstrap, ApiKey.DESCRIBE_CLUSTER, 0,
+                             {"include_cluster_authorized_operations": False})
+        second = send_request(broker.bootstrap, ApiKey.DESCRIBE_CLUSTER, 0,
+                              {"include_cluster_authorized_operations": False})
+        assert (first.error_code, second.error_code) == (
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED, 0)
+        assert [r.api_name for r in broker.requests][-2:] == ["DescribeCluster"] * 2
+
