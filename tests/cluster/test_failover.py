@@ -313,6 +313,8 @@ def test_a_follower_whose_disk_fills_goes_offline_alone(tmp_path: Path, zookeepe
         cluster.start(1)
         cluster.start(2)
         cluster.broker(3, file_size_limit=256 * 1024).start(60)
+        # Broker 3's registration reaches the controller's image a moment after it listens.
+        cluster.wait_until(cluster._all_see_all, 30, "every broker to see every live broker")
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap().split(","))
         try:  # broker 3 a follower: leader 1
             admin.create_topics([NewTopic("full", replica_assignments={0: [1, 2, 3]},

@@ -261,10 +261,17 @@ def test_bad_input_gives_kafkas_one_line_errors(cluster: Cluster, reassign: Tool
                            SESSION_TIMEOUT_MS / 1000 + 20, f"broker {dead} to leave")
         dead_plan = plan({"partitions": [
             {"topic": "solid", "partition": 0, "replicas": [1, dead]}]})
-        # The brokers learn of it from their ZooKeeper watches, a moment later.
-        cluster.wait_until(lambda: fails("--reassignment-json-file", dead_plan, "--execute")
-                           == f"Error: Unknown broker id {dead}", 10,
-                           f"--execute to refuse broker {dead}")
+        # The brokers learn of it from their ZooKeeper watches, a moment later (seconds on
+        # a loaded machine: a CI run once needed more than 10).
+        outputs: list[str] = []
+
+        def refused() -> bool:
+            outputs.append(fails("--reassignment-json-file", dead_plan, "--execute"))
+            return outputs[-1] == f"Error: Unknown broker id {dead}"
+        try:
+            cluster.wait_until(refused, 30, f"--execute to refuse broker {dead}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the tool's last answers: {outputs[-3:]}") from None
     finally:
         cluster.start(dead)
     assert replicas(cluster, "solid") == {0: [1, 2]}
