@@ -364,6 +364,20 @@ class Broker:
         token = self.server_info.token
         return _off_trio(lambda: trio.from_thread.run(fn, trio_token=token))
 
+    # -- chaos verbs: what the broker otherwise does on its own clock --------------------------
+    def compact(self) -> int:
+        """Run the log cleaner now over every compacted log that needs it (thread mode), as
+        its background pass would after log.cleaner.backoff.ms; how many logs it cleaned."""
+        return self._in_broker(self.server_info.broker.clean_logs)
+
+    def apply_retention(self) -> int:
+        """Apply retention now (thread mode), as the broker does every
+        log.retention.check.interval.ms: segments past retention.ms / retention.bytes, and
+        below a DeleteRecords log start, go; how many segments were deleted."""
+        async def retention() -> int:
+            return self.server_info.broker.logs.cleanup(int(time.time() * 1000))
+        return self._in_broker(retention)
+
     # -- request hooks (pybroker.request_hooks) ------------------------------------------------
     @property
     def hooks(self) -> Any:

@@ -101,3 +101,42 @@ def test_hooks_are_reached_through_the_broker() -> None:
             ErrorCode.CLUSTER_AUTHORIZATION_FAILED, 0)
         assert [r.api_name for r in broker.requests][-2:] == ["DescribeCluster"] * 2
 
+
+
+def test_compact_and_apply_retention_run_now() -> None:
+    """The chaos verbs: a compacted topic is cleaned on demand (the newest value per key is
+    what a consumer then reads), and retention deletes expired segments on demand."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    with Broker(log_cleaner_backoff_ms=3_600_000, log_retention_check_interval_ms=3_600_000
+                ) as broker:
+        broker.create_topic("compacted", config={
+            "cleanup.policy": "compact", "segment.bytes": 4096,
+            "min.cleanable.dirty.ratio": 0.01, "segment.ms": 100})
+        broker.create_topic("expiring", config={"retention.ms": 1, "segment.bytes": 4096})
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+        for i in range(200):
+            producer.produce("compacted", key=b"k%d" % (i % 5), value=b"v%03d" % i)
+            producer.produce("expiring", value=b"x" * 100)
+            producer.flush(10)
+        time.sleep(0.2)
+        producer.produce("compacted", key=b"roll", value=b"roll")  # rolls the old segment
+        producer.flush(10)
+        assert broker.compact() == 1
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "verbs",
+                             "enable.partition.eof": True})
+        consumer.assign([TopicPartition("compacted", 0, 0)])
+        seen = {}
+        while True:
+            msg = consumer.poll(5)
+            assert msg is not None
+            if msg.error():
+                break
+            seen.setdefault(msg.key(), []).append(msg.value())
+        consumer.close()
+        assert all(len(values) == 1 for values in seen.values()), seen
+        assert seen[b"k4"] == [b"v199"]
+        time.sleep(0.05)
+        assert broker.apply_retention() > 0
+        start = broker.server_info.broker.logs.get("expiring", 0).log_start_offset
+        assert start > 0
