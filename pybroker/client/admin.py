@@ -424,8 +424,13 @@ class Admin(GroupAdminMixin, TransactionAdminMixin):
 
 
 def _stale(outcome: Outcome) -> bool:
+    """Worth asking again (after a metadata refresh): a moved leader, a lost connection, or
+    a new leader whose high watermark has not caught up yet (OFFSET_NOT_AVAILABLE, which
+    Kafka's consumer retries too)."""
     return (isinstance(outcome, KafkaConnectionError)
-            or (isinstance(outcome, KafkaError) and outcome.code in REFRESH_CODES
+            or (isinstance(outcome, KafkaError)
+                and (outcome.code in REFRESH_CODES
+                     or outcome.code == ErrorCode.OFFSET_NOT_AVAILABLE)
                 and outcome.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
 
 
