@@ -37,6 +37,10 @@ class Cluster:
             "replica.fetch.backoff.ms": "200",
             "offsets.topic.replication.factor": str(min(3, size)),
             "default.replication.factor": str(min(3, size)),
+            # Tests move leaders themselves; the 300 s auto-rebalance of a long-lived module
+            # cluster once gave a partition back to its preferred replica between a test's
+            # check and its preferred election (a CI run). test_cluster_settings turns it on.
+            "auto.leader.rebalance.enable": "false",
             **overrides}
         self.brokers: dict[int, BrokerProcess] = {}
         self.ids = list(range(1, size + 1))
