@@ -11,45 +11,23 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
-from protocol.errors import ErrorCode
-from protocol.topic_partition import TopicPartition
-from pybroker.coordinator.group_records import OffsetAndMetadata
 from pybroker.handlers.base import Handler, RequestContext, partition_error_response
+from pybroker.handlers.commit_request import commit_response, offsets_asked
 
 DEFAULT_RETENTION = -1
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     groups = ctx.groups
-    image = ctx.image
     now = groups.now()
     expire = None
     if 2 <= ctx.version <= 4 and request.retention_time_ms != DEFAULT_RETENTION:
         expire = now + request.retention_time_ms
-    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    unknown: set[TopicPartition] = set()
-    for topic in request.topics:
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            if image.partition(topic.name, p.partition_index) is None:
-                unknown.add(tp)
-                continue
-            offsets[tp] = OffsetAndMetadata(
-                p.committed_offset, p.committed_metadata or "", now,
-                p.committed_leader_epoch, expire)
+    offsets, unknown = offsets_asked(ctx, request, now, expire)
     results = await groups.commit_offsets(request.group_id, request.member_id,
-                                    request.group_instance_id,
-                                    request.generation_id_or_member_epoch, offsets)
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            code = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
-                    else results.get(tp, ErrorCode.NONE))
-            partitions.append({"partition_index": p.partition_index, "error_code": int(code)})
-        topics.append({"name": topic.name, "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": topics}
+                                          request.group_instance_id,
+                                          request.generation_id_or_member_epoch, offsets)
+    return commit_response(request, unknown, results)
 
 
 HANDLER = Handler(ApiKey.OFFSET_COMMIT, 2, 9, handle, partition_error_response())

@@ -15,8 +15,8 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
-from pybroker.coordinator.group_records import OffsetAndMetadata
 from pybroker.handlers.base import Handler, RequestContext, partition_error_response
+from pybroker.handlers.commit_request import commit_response, offsets_asked
 
 
 def _for_version(code: ErrorCode, version: int) -> ErrorCode:
@@ -29,34 +29,15 @@ def _for_version(code: ErrorCode, version: int) -> ErrorCode:
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     groups = ctx.groups
-    image = ctx.image
-    now = groups.now()
-    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    unknown: set[TopicPartition] = set()
-    for topic in request.topics:
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            if image.partition(topic.name, p.partition_index) is None:
-                unknown.add(tp)
-                continue
-            offsets[tp] = OffsetAndMetadata(p.committed_offset, p.committed_metadata or "", now,
-                                            p.committed_leader_epoch)
+    offsets, unknown = offsets_asked(ctx, request, groups.now())
     results: dict[TopicPartition, ErrorCode] = {}
     if offsets:
         results = await groups.commit_txn_offsets(
             request.transactional_id, request.group_id, request.producer_id,
             request.producer_epoch, request.member_id, request.group_instance_id,
             request.generation_id, offsets)
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            code = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
-                    else _for_version(results.get(tp, ErrorCode.NONE), ctx.version))
-            partitions.append({"partition_index": p.partition_index, "error_code": int(code)})
-        topics.append({"name": topic.name, "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": topics}
+    return commit_response(request, unknown, results,
+                           lambda code: _for_version(code, ctx.version))
 
 
 HANDLER = Handler(ApiKey.TXN_OFFSET_COMMIT, 0, 4, handle, partition_error_response())
