@@ -5,7 +5,6 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
-from protocol.errors import ErrorCode
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.handlers.txn_errors import fenced_for
 
@@ -17,8 +16,4 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(fenced_for(code, ctx.version, 2))}
 
 
-def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "error_code": int(code)}
-
-
-HANDLER = Handler(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle, error_response)
+HANDLER = Handler(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle)
