@@ -192,6 +192,9 @@ class Broker:
             nursery.start_soon(self._every,
                                self.config.log_flush_start_offset_checkpoint_interval_ms,
                                self._checkpoint_log_start)
+            nursery.start_soon(self._every,
+                               self.config.replica_high_watermark_checkpoint_interval_ms,
+                               self._checkpoint_high_watermarks)
             # As Kafka: log.cleaner.threads=0 starts no cleaner thread, so nothing is cleaned.
             if self.config.log_cleaner_enable and self.config.log_cleaner_threads > 0:
                 nursery.start_soon(self._every, self.config.log_cleaner_backoff_ms,
@@ -236,10 +239,16 @@ class Broker:
         await trio.to_thread.run_sync(self.logs.flush_dirty, int(time.time() * 1000))
 
     async def _checkpoint(self) -> None:
-        await trio.to_thread.run_sync(partial(self.logs.checkpoint, log_start_offsets=False))
+        await trio.to_thread.run_sync(partial(self.logs.checkpoint, log_start_offsets=False,
+                                              high_watermarks=False))
 
     async def _checkpoint_log_start(self) -> None:
-        await trio.to_thread.run_sync(partial(self.logs.checkpoint, recovery_points=False))
+        await trio.to_thread.run_sync(partial(self.logs.checkpoint, recovery_points=False,
+                                              high_watermarks=False))
+
+    async def _checkpoint_high_watermarks(self) -> None:
+        await trio.to_thread.run_sync(partial(self.logs.checkpoint, recovery_points=False,
+                                              log_start_offsets=False))
 
     async def clean_logs(self) -> int:
         """One pass of the log cleaner: compact every log that needs it, filthiest first,

@@ -103,7 +103,8 @@ def test_setting_a_deprecated_key_warns_once_naming_todays_key(name: str) -> Non
 
 def test_inert_topic_keys_warn_when_set() -> None:
     inert = [k.name for k in TOPIC_CONFIG_KEYS if k.state is KeyState.INERT]
-    assert "unclean.leader.election.enable" in inert
+    assert "follower.replication.throttled.replicas" in inert
+    assert "unclean.leader.election.enable" not in inert  # the controller reads it
     warnings = inert_topic_config_warnings({name: "x" for name in inert} | {"retention.ms": "5"})
     assert len(warnings) == len(inert)
     assert all(name in line for name, line in zip(inert, warnings))

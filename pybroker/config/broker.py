@@ -180,6 +180,8 @@ class BrokerConfig(Mapping[str, object]):
     log_flush_offset_checkpoint_interval_ms = _Key[int]("log.flush.offset.checkpoint.interval.ms")
     log_flush_start_offset_checkpoint_interval_ms = _Key[int](
         "log.flush.start.offset.checkpoint.interval.ms")
+    replica_high_watermark_checkpoint_interval_ms = _Key[int](
+        "replica.high.watermark.checkpoint.interval.ms")
     log_segment_delete_delay_ms = _Key[int]("log.segment.delete.delay.ms")
     log_message_timestamp_type = _Key[str]("log.message.timestamp.type")
     log_cleaner_enable = _Key[bool]("log.cleaner.enable")

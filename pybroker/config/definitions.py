@@ -197,8 +197,11 @@ class KeyState(enum.Enum):
 
 # The features INERT keys wait for: the open issues that will make them work.
 FEATURES = {
-    "replication": "replication (several brokers, coordinated through ZooKeeper)",
-    "security": "security (TLS and SASL listeners)",
+    # Followers reach a leader on its first listener today; choosing one matters once
+    # listeners differ in security.
+    "security": "security (TLS and SASL listeners, and the listener brokers use between them)",
+    "throttling": "throttling (replication throttled to a byte rate)",
+    "fetchers": "fetchers (several per source broker: pybroker runs one per leader)",
 }
 
 

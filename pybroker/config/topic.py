@@ -55,11 +55,13 @@ TOPIC_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _t("flush.ms", _L, INT64_MAX, at_least(0),
        "fsync once the oldest unflushed write is this old. Default: leave it to the OS."),
     _t("follower.replication.throttled.replicas", _LS, (), ThrottledReplicas(),
-       "Replicas whose follower-side replication is throttled. Accepted; not enforced.", inert="replication"),
+       "Replicas whose follower-side replication is throttled. Accepted; not enforced.",
+       inert="throttling"),
     _t("index.interval.bytes", _I, 4096, at_least(0),
        "Bytes of log between two entries of the sparse offset and time indexes."),
     _t("leader.replication.throttled.replicas", _LS, (), ThrottledReplicas(),
-       "Replicas whose leader-side replication is throttled. Accepted; not enforced.", inert="replication"),
+       "Replicas whose leader-side replication is throttled. Accepted; not enforced.",
+       inert="throttling"),
     _t("max.compaction.lag.ms", _L, INT64_MAX, at_least(1),
        "A record becomes eligible for compaction at the latest after this long."),
     _t("max.message.bytes", _I, 1048588, at_least(0),
@@ -95,7 +97,8 @@ TOPIC_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _t("segment.ms", _L, 604800000, at_least(1),
        "Start a new segment once the active one is this old, so retention can act on it."),
     _t("unclean.leader.election.enable", _B, False, None,
-       "Allow an out-of-sync replica to become leader, losing acknowledged writes.", inert="replication"),
+       "Allow an out-of-sync replica to become leader, losing acknowledged writes (read by the "
+       "controller over the broker's unclean.leader.election.enable)."),
 )
 
 TOPIC_CONFIG_DEFS: Mapping[str, ConfigKey] = MappingProxyType(

@@ -253,16 +253,19 @@ class LogManager:
                 flushed += 1
         return flushed
 
-    def checkpoint(self, *, recovery_points: bool = True, log_start_offsets: bool = True) -> None:
-        """Write the checkpoints of every dir: recovery points and high watermarks (with the
-        leader-epoch checkpoints that a moved log start left pending), and log start offsets.
-        The two groups can be written alone because Kafka gives them separate intervals
-        (log.flush.offset.checkpoint.interval.ms, log.flush.start.offset.checkpoint.interval.ms).
-        Blocking: the broker runs it in a worker thread."""
+    def checkpoint(self, *, recovery_points: bool = True, log_start_offsets: bool = True,
+                   high_watermarks: bool = True) -> None:
+        """Write the checkpoints of every dir: recovery points (with the leader-epoch
+        checkpoints that a moved log start left pending), log start offsets, high watermarks.
+        Each group can be written alone because Kafka gives them separate intervals
+        (log.flush.offset.checkpoint.interval.ms, log.flush.start.offset.checkpoint.interval.ms,
+        replica.high.watermark.checkpoint.interval.ms). Blocking: the broker runs it in a
+        worker thread."""
         for log_dir in self.log_dirs:
             self._checkpoint_dir(log_dir, self._logs_in(log_dir),
                                  recovery_points=recovery_points,
-                                 log_start_offsets=log_start_offsets)
+                                 log_start_offsets=log_start_offsets,
+                                 high_watermarks=high_watermarks)
         if not recovery_points:
             return
         for plog in self.logs():
@@ -272,11 +275,13 @@ class LogManager:
                 pass  # the log was deleted meanwhile: its directory is gone
 
     def _checkpoint_dir(self, log_dir: Path, logs: list[PartitionLog], *,
-                        recovery_points: bool = True, log_start_offsets: bool = True) -> None:
+                        recovery_points: bool = True, log_start_offsets: bool = True,
+                        high_watermarks: bool = True) -> None:
         live = [lg for lg in logs if lg.dir.exists()]
         if recovery_points:
             write_offsets(log_dir / RECOVERY_POINT_CHECKPOINT,
                           {(lg.topic, lg.partition): lg.recovery_point for lg in live})
+        if high_watermarks:
             write_offsets(log_dir / HIGH_WATERMARK_CHECKPOINT,
                           {(lg.topic, lg.partition): lg.high_watermark for lg in live})
         if log_start_offsets:

@@ -110,7 +110,8 @@ def test_log_start_offset_checkpoint_has_its_own_interval(tmp_path: Path) -> Non
     from confluent_kafka import TopicPartition
     logs = tmp_path / "logs"
     with broker_in_thread(logs, log_flush_start_offset_checkpoint_interval_ms="100",
-                          log_flush_offset_checkpoint_interval_ms="3600000") as info:
+                          log_flush_offset_checkpoint_interval_ms="3600000",
+                          replica_high_watermark_checkpoint_interval_ms="3600000") as info:
         topic = topic_name("lso-ckpt")
         create_topic(info.bootstrap, topic, 1)
         CONFLUENT.produce(info.bootstrap, topic, [Rec(None, b"v%d" % i, partition=0) for i in range(10)])
@@ -121,6 +122,24 @@ def test_log_start_offset_checkpoint_has_its_own_interval(tmp_path: Path) -> Non
             (topic, 0)) == 6)
         assert (topic, 0) not in read_offsets(logs / RECOVERY_POINT_CHECKPOINT)
         assert (topic, 0) not in read_offsets(logs / HIGH_WATERMARK_CHECKPOINT)
+
+
+def test_high_watermark_checkpoint_has_its_own_interval(tmp_path: Path) -> None:
+    """replica.high.watermark.checkpoint.interval.ms drives replication-offset-checkpoint
+    on its own timer (Kafka's 5 s, apart from the recovery points' minute): with it short
+    and the others an hour, records produced (confluent-kafka) reach the high-watermark
+    checkpoint while the recovery-point and log-start checkpoints are not rewritten."""
+    logs = tmp_path / "logs"
+    with broker_in_thread(logs, replica_high_watermark_checkpoint_interval_ms="100",
+                          log_flush_start_offset_checkpoint_interval_ms="3600000",
+                          log_flush_offset_checkpoint_interval_ms="3600000") as info:
+        topic = topic_name("hw-ckpt")
+        create_topic(info.bootstrap, topic, 1)
+        CONFLUENT.produce(info.bootstrap, topic, [Rec(None, b"v%d" % i, partition=0) for i in range(7)])
+        assert _wait_for(lambda: read_offsets(logs / HIGH_WATERMARK_CHECKPOINT).get(
+            (topic, 0)) == 7)
+        assert (topic, 0) not in read_offsets(logs / RECOVERY_POINT_CHECKPOINT)
+        assert (topic, 0) not in read_offsets(logs / LOG_START_OFFSET_CHECKPOINT)
 
 
 def test_log_cleaner_threads_clean_logs_in_parallel(tmp_path: Path) -> None:
@@ -271,17 +290,18 @@ def test_offsets_retention_minutes_and_check_interval(tmp_path: Path, minutes: s
 
 
 def test_inert_topic_config_is_warned_about(broker, caplog: pytest.LogCaptureFixture) -> None:
-    """A topic created (confluent-kafka admin) with unclean.leader.election.enable, which
-    only replication will use, is created, and the broker logs one line naming the key."""
+    """A topic created (confluent-kafka admin) with leader.replication.throttled.replicas,
+    which only replication throttling will use, is created, and the broker logs one line
+    naming the key."""
     from confluent_kafka.admin import NewTopic
     topic = topic_name("inert-topic")
     ck = AdminClient({"bootstrap.servers": broker.bootstrap})
     with caplog.at_level(logging.WARNING, logger="pybroker.broker"):
         ck.create_topics([NewTopic(topic, num_partitions=1, config={
-            "unclean.leader.election.enable": "true"})])[topic].result(TIMEOUT)
+            "leader.replication.throttled.replicas": "*"})])[topic].result(TIMEOUT)
     lines = [r.getMessage() for r in caplog.records if topic in r.getMessage()]
-    assert len(lines) == 1 and "unclean.leader.election.enable" in lines[0], lines
-    assert "replication" in lines[0]
+    assert len(lines) == 1 and "leader.replication.throttled.replicas" in lines[0], lines
+    assert "throttling" in lines[0]
 
 
 def test_inert_topic_config_is_warned_about_at_every_start(tmp_path: Path,
