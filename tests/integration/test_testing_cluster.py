@@ -165,6 +165,22 @@ def test_a_real_zookeeper_expires_a_leaders_session(zk_cluster: Cluster) -> None
     assert _produce(cluster.bootstrap, topic, [b"after"]) == [0]
 
 
+def test_a_cluster_on_an_ensemble_that_runs_keeps_to_its_chroot(zk_cluster: Cluster) -> None:
+    """zookeeper="host:port": no server of its own, a chroot of its own: the two clusters on
+    one ZooKeeper see only their own brokers and topics."""
+    assert zk_cluster.zookeeper_server is not None
+    hosts = zk_cluster.zookeeper_server.connect
+    with Cluster(1, zookeeper=hosts) as other:
+        assert other.zookeeper_server is None
+        assert other.zookeeper_connect.startswith(hosts + "/pybroker-")
+        assert other.zookeeper_connect != zk_cluster.zookeeper_connect
+        other.create_topic("elsewhere", replication_factor=1)
+        assert _produce(other.bootstrap, "elsewhere", [b"x"]) == [0]
+        assert set(other.server(0).broker.metadata.image.brokers) == {0}
+        assert zk_cluster.leader_of("elsewhere", 0) == -1
+    assert zk_cluster.zookeeper_server.is_ok()  # left running: not the other cluster's
+
+
 def test_zookeeper_true_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ZOOKEEPER_HOME", "/nonexistent")
     with pytest.raises(ZooKeeperNotInstalled,
