@@ -1,4 +1,5 @@
-"""`Cluster`: several real brokers in one process, coordinated without a ZooKeeper server.
+"""`Cluster`: several real brokers in one process, coordinated without a ZooKeeper server
+(or, with `zookeeper=True`, with a real one).
 
 Each broker is the production broker with `zookeeper.connect` set: its own log dir and port,
 its ZooKeeper store (`cluster/zk_store.py`), its controller candidate, replica fetchers and
@@ -13,6 +14,15 @@ again on the same port and log dir. Test methods block the calling thread, so th
 under plain pytest, asyncio and trio tests alike; every wait has a timeout and raises
 `TimeoutError` with what it waited for.
 
+`zookeeper=True` runs the same brokers on a real ZooKeeper instead: a server of Debian's
+`zookeeper` package started as a subprocess in the cluster's temp dir
+(`testing_zookeeper.py`), and kazoo's client, as in production; `zookeeper="host:port"` uses
+an ensemble that already runs. Either way the brokers live under a chroot of their own
+(`/pybroker-<random>`, unless the connect string names one), so clusters can share an ensemble.
+The in-memory ZooKeeper is the default because it needs no JVM and starts in milliseconds;
+the real one is for a test that must see kazoo's and ZooKeeper's own behaviour (timeouts,
+reconnects, a session expired by the server).
+
 Broker ids are 0..brokers-1, and `i` in every method is a broker id.
 """
 from __future__ import annotations
@@ -21,6 +31,7 @@ import shutil
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +41,7 @@ import trio
 from pybroker.cluster.memory_zk import MemoryZooKeeper
 from pybroker.config import load_broker_config
 from pybroker.server import ServerInfo, serve
+from pybroker.testing_zookeeper import ZooKeeperProcess, zookeeper_home
 
 __all__ = ["Cluster"]
 
@@ -52,12 +64,17 @@ _TIMEOUT_S = 30.0
 class Cluster:
     """`with Cluster(3) as cluster: ...` — `cluster.bootstrap` lists every broker."""
 
-    def __init__(self, brokers: int = 3, *, log_dir: str | Path | None = None,
-                 **config: Any) -> None:
+    def __init__(self, brokers: int = 3, *, zookeeper: bool | str = False,
+                 log_dir: str | Path | None = None, **config: Any) -> None:
         """`config`: broker config keys for every broker, `_` standing for `.`
-        (`replica_lag_time_max_ms=500`) or given dotted through `**{"a.b": v}`."""
+        (`replica_lag_time_max_ms=500`) or given dotted through `**{"a.b": v}`.
+        `zookeeper`: False, the in-memory ZooKeeper; True, a ZooKeeper server of this
+        cluster's own (ZooKeeperNotInstalled, saying what to install, where the machine has
+        none); "host:port[,...][/chroot]", an ensemble that runs already."""
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
+        if zookeeper is True:
+            zookeeper_home()  # fail here, saying what to install, rather than at start
         self.size = brokers
         replication = str(min(3, brokers))
         self.config = {**_DEFAULTS,
@@ -69,7 +86,14 @@ class Cluster:
         self._own_dir = log_dir is None
         self.root = Path(tempfile.mkdtemp(prefix="pybroker-cluster-")) if log_dir is None \
             else Path(log_dir)
-        self.zookeeper = MemoryZooKeeper()
+        # The in-memory ZooKeeper, or the real one's connect string (host list and chroot).
+        self.memory_zookeeper = MemoryZooKeeper() if zookeeper is False else None
+        self.zookeeper_server: ZooKeeperProcess | None = None
+        self._zk_hosts = zookeeper if isinstance(zookeeper, str) else ""
+        if self.memory_zookeeper is None:
+            hosts, _, chroot = self._zk_hosts.partition("/")
+            self._zk_hosts = hosts
+            self._zk_chroot = "/" + (chroot.strip("/") or f"pybroker-{uuid.uuid4().hex[:8]}")
         self.ports: dict[int, int] = {}
         self._servers: dict[int, ServerInfo] = {}
         self._scopes: dict[int, trio.CancelScope] = {}
@@ -104,11 +128,18 @@ class Cluster:
                 ready.set()
 
         self._thread = threading.Thread(target=run, daemon=True, name="pybroker-cluster")
-        self._thread.start()
-        ready.wait(_TIMEOUT_S)
-        if failure:
-            raise failure[0]
         try:
+            if self.memory_zookeeper is None and not self._zk_hosts:
+                (self.root / "zookeeper").mkdir(parents=True, exist_ok=True)
+                self.zookeeper_server = ZooKeeperProcess(self.root / "zookeeper")
+                self.zookeeper_server.start()
+                self._zk_hosts = self.zookeeper_server.connect
+            if self.memory_zookeeper is None:
+                self.config["zookeeper.connect"] = self._zk_hosts + self._zk_chroot
+            self._thread.start()
+            ready.wait(_TIMEOUT_S)
+            if failure:
+                raise failure[0]
             for node in range(self.size):
                 self._start(node)
             self.wait_until(lambda: self._all_see(set(self._servers)),
@@ -119,7 +150,8 @@ class Cluster:
         return self
 
     def close(self) -> None:
-        """Stop every broker and the loop; remove the log dirs this cluster made."""
+        """Stop every broker and the loop, then the ZooKeeper server this cluster started;
+        remove the log dirs this cluster made."""
         if self._thread is None:
             return
         for node in list(self._servers):
@@ -132,8 +164,12 @@ class Cluster:
                 trio.from_thread.run_sync(self._stop_loop.set, trio_token=self._token)
             except trio.RunFinishedError:
                 pass
-        self._thread.join(_TIMEOUT_S)
+        if self._thread.ident is not None:  # started
+            self._thread.join(_TIMEOUT_S)
         self._thread = None
+        if self.zookeeper_server is not None:
+            self.zookeeper_server.close()
+            self.zookeeper_server = None
         if self._own_dir:
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -163,7 +199,8 @@ class Cluster:
             try:
                 with trio.CancelScope() as scope:
                     self._scopes[node] = scope
-                    await serve(config, zk_client_class=self.zookeeper.client,
+                    await serve(config, zk_client_class=None if self.memory_zookeeper is None
+                                else self.memory_zookeeper.client,
                                 task_status=task_status)
             finally:
                 self._servers.pop(node, None)
@@ -217,8 +254,34 @@ class Cluster:
 
     def expire_session(self, i: int) -> None:
         """Expire broker `i`'s ZooKeeper session (as after a long pause): it leads nothing
-        until it has registered again, which it does at once."""
-        self._servers[i].broker.zk_store.zk.expire()  # type: ignore[union-attr]
+        until it has registered again, which it does at once.
+
+        On a real ZooKeeper the server expires it, as ZooKeeper's FAQ says to simulate an
+        expiry: a second client joins the session with its id and password (the server
+        drops the broker's connection) and closes it; the broker's client, reconnecting,
+        hears SESSION_EXPIRED. Returns once the broker has a new session."""
+        zk = self._servers[i].broker.zk_store.zk  # type: ignore[union-attr]
+        if self.memory_zookeeper is not None:
+            zk.expire()
+            return
+        from kazoo.client import KazooClient
+
+        old_session = zk.client_id
+        if old_session is None:
+            raise RuntimeError(f"broker {i} has no ZooKeeper session to expire")
+        twin = KazooClient(hosts=self._zk_hosts, client_id=old_session)
+        twin.start(timeout=_TIMEOUT_S)
+        twin.stop()  # closes the session: its ephemerals (the registration) go at once
+        twin.close()
+        self.wait_until(lambda: zk.connected and zk.client_id is not None
+                        and zk.client_id[0] != old_session[0],
+                        f"broker {i}'s ZooKeeper client to start a new session")
+
+    @property
+    def zookeeper_connect(self) -> str:
+        """What the brokers' zookeeper.connect is: host:port/chroot of a real ZooKeeper (for
+        kazoo, or a tool's `--zookeeper`), "memory" for the in-memory one."""
+        return self.config["zookeeper.connect"]
 
     @property
     def running(self) -> list[int]:

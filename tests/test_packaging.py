@@ -2,6 +2,8 @@
 confluent-kafka, aiokafka and pytest into a fresh virtual environment outside the repository,
 runs a user's tests on the `kafka_broker` / `kafka_topic` fixtures that the `pytest11` entry
 point brings; and no module of the installed package imports the project's tests/ or compat/.
+Its console scripts are Kafka's tools under their names (every `kafka-*` of bin/), and the
+installed `kafka-topics` lists a running broker's topics.
 
 It needs the package registry (pip install), as CI has; pip's cache keeps it to tens of
 seconds. It is not skipped when the network is missing: it fails, saying so.
@@ -12,8 +14,11 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
+from pybroker import __version__
+from pybroker.testing import Broker
 from tests.helpers import ROOT
 
 # What the wheel is built from: the library and its metadata, nothing else of the tree (so
@@ -82,6 +87,17 @@ print(len(names), "modules imported")
 '''
 
 
+def test_every_kafka_tool_of_bin_is_a_console_script() -> None:
+    """bin/kafka-X runs `python -m M`; the wheel's script kafka-X runs M's main()."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    in_bin = {}
+    for path in (ROOT / "bin").glob("kafka-*"):
+        if path.suffix != ".sh" and "-m pybroker.tools." in path.read_text():
+            in_bin[path.name] = path.read_text().split(" -m ")[1].split()[0] + ":main"
+    assert len(in_bin) >= 13
+    assert {k: v for k, v in scripts.items() if k.startswith("kafka-")} == in_bin
+
+
 def run(*args: str | Path, cwd: Path) -> str:
     done = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True,
                           timeout=300)
@@ -113,7 +129,15 @@ def test_wheel_in_a_fresh_venv_runs_a_users_tests(tmp_path: Path) -> None:
     listing = run(python, "-m", "pip", "show", "-f", "pybroker", cwd=tmp_path)
     assert "pybroker/pytest_plugin.py" in listing and "protocol/" in listing
     assert "tests/" not in listing and "compat/" not in listing
-    assert (venv / "bin" / "pybroker-server").exists()
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    for script in scripts:
+        assert (venv / "bin" / script).exists(), script
+    topics_tool = venv / "bin" / "kafka-topics"
+    assert run(topics_tool, "--version", cwd=tmp_path).strip() == f"{__version__} (pybroker)"
+    with Broker() as broker:
+        broker.create_topic("made-before-the-tool")
+        listed = run(topics_tool, "--bootstrap-server", broker.bootstrap, "--list", cwd=tmp_path)
+    assert "made-before-the-tool" in listed.splitlines()
 
     # Every module imports from site-packages alone: not the repository (cwd is elsewhere,
     # -I drops PYTHONPATH and the script's directory), and nothing of tests/ or compat/.

@@ -3,7 +3,7 @@
 The brokers are the shipped example, `config/cluster/server-{1,2,3}.properties` (6 s ZooKeeper
 sessions, RF 3, min.insync.replicas 2, Kafka's 30 s replica lag), each a `python -m pybroker`
 child process with only its port (a free one), log dir and `zookeeper.connect` (the bench's own
-ZooKeeper, tests/cluster/zookeeper.py, chroot /pybroker) overridden. The client is
+ZooKeeper, pybroker/testing_zookeeper.py, chroot /pybroker) overridden. The client is
 confluent-kafka (librdkafka) in this process, as in the other workloads. Figures:
 
 - failover: a prober produces one 100-byte record every 5 ms with acks=all (retries without
@@ -51,7 +51,7 @@ from kazoo.client import KazooClient
 from tests.bench.bench_broker import (
     MB, QUIET, Latency, Throughput, bench_latency, bench_produce, create_topic,
 )
-from tests.cluster.zookeeper import run_zookeeper
+from pybroker.testing_zookeeper import run_zookeeper
 from tests.helpers import ROOT, BrokerProcess
 
 CLUSTER_CONFIG = ROOT / "config" / "cluster"

@@ -1,4 +1,5 @@
-"""Fixtures of the cluster tests: a real ZooKeeper server (tests/cluster/zookeeper.py)."""
+"""Fixtures of the cluster tests: a real ZooKeeper server (pybroker/testing_zookeeper.py),
+started through bin/zookeeper-server-start.sh, the way a person starts one."""
 from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
@@ -7,14 +8,17 @@ from typing import Iterator
 
 import pytest
 
-from tests.cluster.zookeeper import ZooKeeperNotInstalled, ZooKeeperProcess, run_zookeeper
+from pybroker.testing_zookeeper import ZooKeeperNotInstalled, ZooKeeperProcess, run_zookeeper
+from tests.helpers import ROOT
+
+START_SCRIPT = ROOT / "bin" / "zookeeper-server-start.sh"
 
 
 @contextmanager
 def _zookeeper_or_skip(work_dir: Path) -> Iterator[ZooKeeperProcess]:
     with ExitStack() as stack:
         try:
-            server = stack.enter_context(run_zookeeper(work_dir))
+            server = stack.enter_context(run_zookeeper(work_dir, command=[START_SCRIPT]))
         except ZooKeeperNotInstalled as exc:
             pytest.skip(f"{exc} (bin/test installs it)")
         yield server

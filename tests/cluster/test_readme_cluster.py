@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.zookeeper import four_letter_word
+from pybroker.testing_zookeeper import four_letter_word
 from tests.helpers import ROOT, venv_not_ready
 
 README = ROOT / "README.md"

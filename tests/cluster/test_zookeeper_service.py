@@ -13,7 +13,7 @@ from typing import Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from tests.cluster.zookeeper import (
+from pybroker.testing_zookeeper import (
     ZooKeeperNotInstalled, ZooKeeperProcess, four_letter_word, free_port, run_zookeeper, serving,
 )
 

@@ -1,6 +1,8 @@
 """pybroker.testing_cluster.Cluster from a client's point of view: three brokers in one
 process, no ZooKeeper server; acks=all produce survives the leader's stop, every acknowledged
-record is readable, a restarted broker rejoins the ISR, and a moved leadership is followed."""
+record is readable, a restarted broker rejoins the ISR, and a moved leadership is followed.
+The same failover with `zookeeper=True` (a real ZooKeeper server and kazoo), where the
+machine has ZooKeeper (bin/test installs it), and a session that server expires."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -10,6 +12,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pybroker.testing_cluster import Cluster
+from pybroker.testing_zookeeper import ZooKeeperNotInstalled, zookeeper_home
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +66,20 @@ def _client_leader(bootstrap: str, topic: str) -> int:
     return meta.topics[topic].partitions[0].leader
 
 
-def test_acks_all_survives_the_leaders_stop_and_the_old_leader_rejoins(cluster: Cluster) -> None:
+@pytest.fixture(scope="module")
+def zk_cluster() -> Iterator[Cluster]:
+    try:
+        zookeeper_home()
+    except ZooKeeperNotInstalled as exc:
+        pytest.skip(f"{exc} (bin/test installs it)")
+    with Cluster(3, zookeeper=True) as running:
+        yield running
+
+
+@pytest.mark.parametrize("which", ["memory", "zookeeper"])
+def test_acks_all_survives_the_leaders_stop_and_the_old_leader_rejoins(
+        which: str, request: pytest.FixtureRequest) -> None:
+    cluster: Cluster = request.getfixturevalue("cluster" if which == "memory" else "zk_cluster")
     topic = "failover"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(15)
@@ -128,3 +144,46 @@ def test_controller_stop_and_a_leaders_session_expiry(cluster: Cluster) -> None:
                        "a leader other than the expired one", 10)
     cluster.wait_for_isr(topic, 0)
     assert _produce(cluster.bootstrap, topic, [b"after"]) == [0]
+
+
+def test_a_real_zookeeper_expires_a_leaders_session(zk_cluster: Cluster) -> None:
+    """The server ends the session (not a fake client): the broker's registration goes, the
+    controller elects another leader, and the broker registers again under a new session."""
+    cluster = zk_cluster
+    assert cluster.zookeeper_server is not None and cluster.zookeeper_server.is_ok()
+    assert cluster.zookeeper_connect.startswith(cluster.zookeeper_server.connect + "/pybroker-")
+    topic = "expired"
+    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    leader = next(r for r in cluster.replicas_of(topic, 0) if r != cluster.controller)
+    cluster.move_leader(topic, 0, leader)
+    session = cluster.server(leader).broker.zk_store.zk.client_id  # type: ignore[union-attr]
+    cluster.expire_session(leader)
+    assert cluster.server(leader).broker.zk_store.zk.client_id[0] != session[0]  # type: ignore[union-attr]
+    cluster.wait_until(lambda: cluster.leader_of(topic, 0) not in (-1, leader),
+                       "a leader other than the expired one", 20)
+    cluster.wait_for_isr(topic, 0)
+    assert _produce(cluster.bootstrap, topic, [b"after"]) == [0]
+
+
+def test_a_cluster_on_an_ensemble_that_runs_keeps_to_its_chroot(zk_cluster: Cluster) -> None:
+    """zookeeper="host:port": no server of its own, a chroot of its own: the two clusters on
+    one ZooKeeper see only their own brokers and topics."""
+    assert zk_cluster.zookeeper_server is not None
+    hosts = zk_cluster.zookeeper_server.connect
+    with Cluster(1, zookeeper=hosts) as other:
+        assert other.zookeeper_server is None
+        assert other.zookeeper_connect.startswith(hosts + "/pybroker-")
+        assert other.zookeeper_connect != zk_cluster.zookeeper_connect
+        other.create_topic("elsewhere", replication_factor=1)
+        assert _produce(other.bootstrap, "elsewhere", [b"x"]) == [0]
+        assert set(other.server(0).broker.metadata.image.brokers) == {0}
+        assert zk_cluster.leader_of("elsewhere", 0) == -1
+    assert zk_cluster.zookeeper_server.is_ok()  # left running: not the other cluster's
+
+
+def test_zookeeper_true_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZOOKEEPER_HOME", "/nonexistent")
+    with pytest.raises(ZooKeeperNotInstalled,
+                       match=r"^zookeeper is not installed \(no /nonexistent/bin/zkEnv.sh\): "
+                             r"apt-get install zookeeper$"):
+        Cluster(3, zookeeper=True)

@@ -1,11 +1,16 @@
-"""A real ZooKeeper server for cluster tests, started the way a person starts one.
+"""A real ZooKeeper server as a subprocess, for tests: `Cluster(zookeeper=True)` and the
+project's cluster tests start theirs with this module.
 
-The server is `bin/zookeeper-server-start.sh` in the foreground (the script `exec`s the JVM,
-so the child's pid is ZooKeeper's and SIGKILL reaches it), on a generated properties file:
-a private data dir, a free loopback port, and a 500 ms tick so that session timeouts from
-1 s to 10 s are accepted (ZooKeeper clamps a session to 2..20 ticks). The script is the one
-place that finds ZooKeeper and its classpath; when the package is missing it says so and
-exits 127, which `run_zookeeper` turns into `ZooKeeperNotInstalled`.
+The server is Debian's `zookeeper` package (ZOOKEEPER_HOME, default /usr/share/zookeeper)
+run in the foreground on a generated properties file: a private data dir, a free loopback
+port, and a 500 ms tick so that session timeouts from 1 s to 10 s are accepted (ZooKeeper
+clamps a session to 2..20 ticks). The package's `bin/zkEnv.sh` says what it runs with (JAVA,
+CLASSPATH: Debian's zookeeper.jar, whose manifest lists its dependencies), so the launcher
+sources it rather than computing a classpath; the project's `bin/zookeeper-server-start.sh`
+does the same for a person, and its tests pass that script as `command` to start the server
+the way a person does. The child `exec`s the JVM, so its pid is ZooKeeper's and SIGKILL
+reaches it. A missing package (or java) raises `ZooKeeperNotInstalled` saying what to install,
+before anything is started.
 
 Ready means the server answers the four-letter word `ruok` with `imok` and `srvr` with its
 mode: `imok` alone comes a moment before the server serves requests (`srvr` then answers
@@ -14,17 +19,47 @@ mode: `imok` alone comes a moment before the server serves requests (`srvr` then
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator
 
-START_SCRIPT = Path(__file__).resolve().parents[2] / "bin" / "zookeeper-server-start.sh"
+__all__ = ["ZooKeeperNotInstalled", "ZooKeeperProcess", "run_zookeeper", "zookeeper_home",
+           "four_letter_word", "serving", "free_port"]
+
 TICK_MS = 500
-_NOT_INSTALLED = 127  # bin/_zookeeper's exit code when the package is missing
+_NOT_INSTALLED = 127  # the launchers' exit code when the package is missing
+
+# What bin/_zookeeper does, for an installed package that has no bin/: source zkEnv.sh for
+# JAVA and CLASSPATH, add slf4j's simple binding (Debian's libslf4j-java, a dependency of the
+# package; without a binding ZooKeeper logs nothing), exec the JVM on the properties file.
+_LAUNCHER = r"""
+ZOOBINDIR="$ZOOKEEPER_HOME/bin"
+source "$ZOOKEEPER_HOME/bin/zkEnv.sh" || exit 127
+JAVA="${JAVA:-java}"
+if [ -f /usr/share/java/slf4j-simple.jar ]; then
+    CLASSPATH="$CLASSPATH:/usr/share/java/slf4j-simple.jar"
+fi
+exec "$JAVA" ${KAFKA_HEAP_OPTS:--Xmx256M} $KAFKA_OPTS -cp "$CLASSPATH"     org.apache.zookeeper.server.quorum.QuorumPeerMain "$1"
+"""
+
+
+def zookeeper_home() -> Path:
+    """Where ZooKeeper is installed; raises ZooKeeperNotInstalled, saying what to install,
+    when it (or the java it runs on) is missing."""
+    home = Path(os.environ.get("ZOOKEEPER_HOME") or "/usr/share/zookeeper")
+    if not (home / "bin" / "zkEnv.sh").is_file():
+        raise ZooKeeperNotInstalled(f"zookeeper is not installed (no {home}/bin/zkEnv.sh): "
+                                    "apt-get install zookeeper")
+    if shutil.which(os.environ.get("JAVA") or "java") is None:
+        raise ZooKeeperNotInstalled("zookeeper needs java, which is not on PATH: "
+                                    "apt-get install zookeeper (it brings a JRE)")
+    return home
 
 
 class ZooKeeperNotInstalled(RuntimeError):
@@ -61,8 +96,12 @@ def free_port() -> int:
 class ZooKeeperProcess:
     """One standalone ZooKeeper server; `restart()` keeps its data dir and port."""
 
-    def __init__(self, work_dir: Path, port: int | None = None) -> None:
+    def __init__(self, work_dir: Path, port: int | None = None,
+                 command: Sequence[str | Path] | None = None) -> None:
+        """`command`: what runs the server, given the properties file as its last argument
+        (default: Debian's ZooKeeper through zkEnv.sh)."""
         self.work_dir = work_dir
+        self.command = [str(c) for c in command] if command is not None else None
         self.port = port if port is not None else free_port()
         self.data_dir = work_dir / "data"
         self.config_file = work_dir / "zookeeper.properties"
@@ -82,10 +121,14 @@ class ZooKeeperProcess:
     def start(self, timeout: float = 30.0) -> ZooKeeperProcess:
         """Start the server and wait until it answers `ruok`. Raises ZooKeeperNotInstalled,
         or RuntimeError with the server's output if it exits or stays silent."""
+        home = zookeeper_home()
         if self._log is None:
             self._log = self.log_file.open("ab")
-        env = dict(os.environ, KAFKA_HEAP_OPTS=os.environ.get("KAFKA_HEAP_OPTS", "-Xmx256M"))
-        self.proc = subprocess.Popen([str(START_SCRIPT), str(self.config_file)], env=env,
+        env = dict(os.environ, KAFKA_HEAP_OPTS=os.environ.get("KAFKA_HEAP_OPTS", "-Xmx256M"),
+                   ZOOKEEPER_HOME=str(home))
+        command = self.command if self.command is not None else \
+            ["bash", "-c", _LAUNCHER, "zookeeper"]
+        self.proc = subprocess.Popen([*command, str(self.config_file)], env=env,
                                      stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
@@ -140,10 +183,11 @@ class ZooKeeperProcess:
 
 
 @contextmanager
-def run_zookeeper(work_dir: Path, port: int | None = None) -> Iterator[ZooKeeperProcess]:
+def run_zookeeper(work_dir: Path, port: int | None = None,
+                  command: Sequence[str | Path] | None = None) -> Iterator[ZooKeeperProcess]:
     """A started ZooKeeperProcess in `work_dir`, killed on the way out."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    server = ZooKeeperProcess(work_dir, port)
+    server = ZooKeeperProcess(work_dir, port, command)
     try:
         yield server.start()
     finally:
