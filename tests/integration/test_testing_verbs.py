@@ -212,3 +212,36 @@ def test_cluster_advance_time_reaches_the_coordinator_on_any_broker() -> None:
         assert all(cluster.server(n).broker.clock.now_ms() >= int(time.time() * 1000) + 10_000
                    for n in cluster.running)
         _commit_fails_fenced(producer)
+
+
+def test_produce_and_fetch_never_read_the_timers_clock() -> None:
+    """The clock seam stays off the hot paths: producing and fetching 2,000 records reads it
+    only from the periodic passes (the once-a-second removal of `.deleted` files)."""
+    with Broker() as broker:
+        broker.create_topic("hot")
+        reads = [0]
+        wall = broker.clock._wall
+
+        def counted() -> float:
+            reads[0] += 1
+            return wall()
+        broker.clock._wall = counted
+        started = time.monotonic()
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1})
+        for i in range(2000):
+            producer.produce("hot", value=b"%d" % i, partition=0)
+            if i % 100 == 99:
+                producer.poll(0)
+        assert producer.flush(10) == 0
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused",
+                             "enable.auto.commit": False, "max.partition.fetch.bytes": 4096})
+        consumer.assign([TopicPartition("hot", 0, 0)])
+        got = 0
+        while got < 2000:
+            got += sum(1 for m in consumer.consume(500, timeout=5) if m.error() is None)
+        consumer.close()
+        seconds = time.monotonic() - started
+        assert reads[0] <= seconds + 2, (reads[0], seconds)
+        before = reads[0]
+        broker.advance_time(0)  # the spy sees the timers' reads
+        assert reads[0] > before
