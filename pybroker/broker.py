@@ -19,6 +19,7 @@ from typing import Any
 import trio
 
 from protocol.topic_partition import TopicPartition
+from pybroker.clock import Clock
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
 from pybroker.cluster.zk_store import ZkMetadataStore
 from pybroker.cluster.topic_configs import TopicConfigs
@@ -59,12 +60,15 @@ def _unlink(segments: list[LogSegment]) -> None:
 
 class Broker:
     def __init__(self, config: BrokerConfig, hooks: RequestHooks | None = None, *,
-                 zk_client_class: Any = None) -> None:
+                 zk_client_class: Any = None, clock: Clock | None = None) -> None:
         """`hooks`: a test broker's request hooks (pybroker.request_hooks), None otherwise.
         `zk_client_class` replaces kazoo's client (pybroker.testing's in-memory ZooKeeper
-        shared by the brokers of one process); only with zookeeper.connect set."""
+        shared by the brokers of one process); only with zookeeper.connect set. `clock`: the
+        clock the timers read (pybroker.clock), shared by a test cluster's brokers so they
+        agree on the time a test advanced; the wall clock by default."""
         self.config = config
         self.hooks = hooks
+        self.clock = clock or Clock()
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
         # A cluster member reaches ZooKeeper first: a broker that cannot leaves its log
@@ -143,13 +147,14 @@ class Broker:
         for topic in self.metadata.image.topics.values():
             self.topics.warn_inert(topic.name, topic.configs)  # at every start, as broker keys
         self.groups = GroupCoordinator(config, self.metadata, self.logs, self.replicas,
-                                       self.topics)
+                                       self.topics, clock=self.clock.now_ms)
         markers = MarkerWriter(self.node_id, self.metadata, self.replicas, self.groups,
                                commit_timeout_ms=config.offsets_commit_timeout_ms,
                                endpoint_of=self._endpoint_of)
         self.transactions = TransactionCoordinator(config, self.metadata, self.logs,
                                                    self.replicas, self.topics, self.groups,
-                                                   self.producer_ids, markers)
+                                                   self.producer_ids, markers,
+                                                   clock=self.clock.now_ms)
         self.replicas.txn_verifier = self.transactions.verify
         # Who follows the store's changes, in order: stale topic configs first.
         self.metadata.listeners += [self.topic_configs.apply_delta, self.replicas.apply_delta,
@@ -222,16 +227,33 @@ class Broker:
             await trio.to_thread.run_sync(trim_malloc)
 
     async def _retention(self) -> None:
-        deleted = self.logs.cleanup(int(time.time() * 1000))
+        deleted = self.apply_retention()
         if deleted:
             log.info("retention deleted %d segment(s)", deleted)
+
+    def apply_retention(self) -> int:
+        """Retention by the broker's clock (retention.ms counts from a segment's largest
+        record timestamp to the clock's now); how many segments were deleted."""
+        return self.logs.cleanup(self.clock.now_ms())
+
+    async def time_advanced(self) -> None:
+        """After a test advanced `self.clock`: run now each timer that reads it, as if the
+        time had passed: the groups' due timers (sessions, rebalance and sync deadlines), the
+        transaction timeout sweep and id expiry, offset retention and log retention. The
+        group timer loop is woken too, since its sleep was measured on the clock as it was.
+        A transaction aborted here is decided and persisted when this returns; its markers
+        are written by their own job."""
+        await self.groups.time_advanced()
+        await self.transactions.sweep()
+        await self.groups.cleanup()
+        await self._retention()
 
     async def _delete_files(self) -> None:
         """Remove segments retention or the cleaner renamed `.deleted`, once their
         file.delete.delay.ms is over (Kafka schedules one task per file): closed here, and
         unlinked in a worker thread, since unlinking a large file takes the file system tens
         of milliseconds."""
-        due = self.logs.close_due_deletes(int(time.time() * 1000))
+        due = self.logs.close_due_deletes(self.clock.now_ms())
         if due:
             await trio.to_thread.run_sync(_unlink, due)
 
@@ -267,7 +289,7 @@ class Broker:
         async def worker() -> None:
             nonlocal cleaned
             while True:
-                plan = self.cleaner.grab_filthiest_log(int(time.time() * 1000), exclude=done)
+                plan = self.cleaner.grab_filthiest_log(self.clock.now_ms(), exclude=done)
                 if plan is None:
                     return
                 done.add(plan.topic_partition)

@@ -90,11 +90,12 @@ def _advertised(config, bound: dict[str, list[trio.SocketListener]]  # type: ign
 
 
 async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-untyped-def]
-                task_status=trio.TASK_STATUS_IGNORED) -> None:
+                clock=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve until cancelled. `hooks` (pybroker.request_hooks.RequestHooks) makes a test
     broker: requests are recorded and may be failed, dropped or delayed. `zk_client_class`:
     a kazoo-like client class for zookeeper.connect (the in-memory ZooKeeper of
-    pybroker.testing's Cluster); kazoo's own by default."""
+    pybroker.testing's Cluster); kazoo's own by default. `clock` (pybroker.clock.Clock): the
+    clock of the broker's timers, which a test advances; a fresh wall clock by default."""
     raise_open_files_limit()  # before the logs: their descriptor cache is sized from it
     first = config.broker_listeners[0]
     # The ports first: a start that fails because one is taken must not have opened (and
@@ -107,7 +108,8 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
         # takes each log dir's lock first (pybroker.storage.log_dir_lock).
         with trio.CancelScope(shield=True):
             broker = await trio.to_thread.run_sync(
-                partial(Broker, config, hooks, zk_client_class=zk_client_class))
+                partial(Broker, config, hooks, zk_client_class=zk_client_class,
+                        clock=clock))
     except BaseException:
         await _close_all(bound)
         raise

@@ -29,6 +29,7 @@ from typing import Any, Awaitable, Callable, Iterator, Mapping, TypeVar
 
 import trio
 
+from pybroker.clock import Clock
 from pybroker.config import load_broker_config
 from pybroker.request_hooks import RequestHooks
 from pybroker.server import ServerInfo, serve
@@ -53,10 +54,11 @@ def broker_config(log_dir: Path, **overrides: str):  # type: ignore[no-untyped-d
 
 @contextmanager
 def broker_in_thread(log_dir: Path, hooks: RequestHooks | bool = False,
-                     **overrides: str) -> Iterator[ServerInfo]:
+                     clock: Clock | None = None, **overrides: str) -> Iterator[ServerInfo]:
     """A real broker on an ephemeral port, served by trio in a background thread. With
     `hooks` (True for a fresh `RequestHooks`, or one to share) it records requests and
-    serves `info.broker.services.hooks` (pybroker.request_hooks)."""
+    serves `info.broker.services.hooks` (pybroker.request_hooks); `clock` is the clock of
+    its timers (pybroker.clock), one a test advances."""
     config = broker_config(log_dir, **overrides)
     if hooks is True:
         hooks = RequestHooks()
@@ -65,7 +67,8 @@ def broker_in_thread(log_dir: Path, hooks: RequestHooks | bool = False,
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            box["info"] = await nursery.start(partial(serve, config, hooks=hooks or None))
+            box["info"] = await nursery.start(partial(serve, config, hooks=hooks or None,
+                                                      clock=clock))
             box["token"] = trio.lowlevel.current_trio_token()
             box["cancel"] = nursery.cancel_scope.cancel
             started.set()
@@ -233,6 +236,8 @@ class Broker:
         self._info: ServerInfo | None = None
         self._proc: BrokerProcess | None = None
         self._log = _RecentLog(log_lines)
+        # The timers' clock, kept across restarts: time a test advanced stays advanced.
+        self.clock = Clock()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> "Broker":
@@ -261,7 +266,7 @@ class Broker:
         stack.callback(logger.removeHandler, self._log)
         try:
             self._info = stack.enter_context(broker_in_thread(self.log_dir, hooks=True,
-                                                              **overrides))
+                                                              clock=self.clock, **overrides))
         except BaseException:
             stack.close()
             raise
@@ -375,8 +380,41 @@ class Broker:
         log.retention.check.interval.ms: segments past retention.ms / retention.bytes, and
         below a DeleteRecords log start, go; how many segments were deleted."""
         async def retention() -> int:
-            return self.server_info.broker.logs.cleanup(int(time.time() * 1000))
+            return self.server_info.broker.apply_retention()
         return self._in_broker(retention)
+
+    def advance_time(self, ms: int) -> None:
+        """Move the broker's timers `ms` milliseconds forward (thread mode) and run at once
+        what became due, as if the time had passed: group members whose session ran out are
+        removed (their groups rebalance), transactions open longer than their timeout are
+        aborted (their producer fenced), transactional ids and committed offsets past their
+        expiration go, and retention.ms deletes old segments. Record timestamps, segment
+        rolling, connection idling and fetch waits keep the wall clock (docs/TESTING.md)."""
+        if self.process:
+            raise RuntimeError("advance_time() needs a Broker() in thread mode: a "
+                               "process=True broker runs on its own clock")
+        broker = self.server_info.broker
+
+        async def advance() -> None:
+            broker.clock.advance(ms)
+            await broker.time_advanced()
+        self._in_broker(advance)
+
+    def fence_producer(self, transactional_id: str) -> tuple[int, int]:
+        """Fence the producer of `transactional_id` (thread mode) as a new producer's
+        InitProducerId would: its epoch is bumped and its open transaction aborted, so its
+        next request is answered PRODUCER_FENCED (INVALID_PRODUCER_EPOCH in the older API
+        versions that lack it). Returns (producer id, new epoch); KafkaError
+        (TRANSACTIONAL_ID_NOT_FOUND, ...) if the coordinator refuses."""
+        from protocol.errors import KafkaError
+        coordinator = self.server_info.broker.transactions
+
+        async def fence() -> tuple[int, int]:
+            code, producer_id, epoch = await coordinator.fence_producer(transactional_id)
+            if code:
+                raise KafkaError(code, f"fencing {transactional_id!r}")
+            return producer_id, epoch
+        return self._in_broker(fence)
 
     # -- request hooks (pybroker.request_hooks) ------------------------------------------------
     @property

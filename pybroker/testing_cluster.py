@@ -38,6 +38,7 @@ from typing import Any
 
 import trio
 
+from pybroker.clock import Clock
 from pybroker.cluster.memory_zk import MemoryZooKeeper
 from pybroker.config import load_broker_config
 from pybroker.server import ServerInfo, serve
@@ -94,6 +95,9 @@ class Cluster:
             hosts, _, chroot = self._zk_hosts.partition("/")
             self._zk_hosts = hosts
             self._zk_chroot = "/" + (chroot.strip("/") or f"pybroker-{uuid.uuid4().hex[:8]}")
+        # One clock for every broker's timers, kept across their restarts: the brokers agree
+        # on the time a test advanced, whichever of them coordinates a group or transaction.
+        self.clock = Clock()
         self.ports: dict[int, int] = {}
         self._servers: dict[int, ServerInfo] = {}
         self._scopes: dict[int, trio.CancelScope] = {}
@@ -201,7 +205,7 @@ class Cluster:
                     self._scopes[node] = scope
                     await serve(config, zk_client_class=None if self.memory_zookeeper is None
                                 else self.memory_zookeeper.client,
-                                task_status=task_status)
+                                clock=self.clock, task_status=task_status)
             finally:
                 self._servers.pop(node, None)
                 done.set()
@@ -295,6 +299,15 @@ class Cluster:
     def bootstrap(self) -> str:
         """Every broker's address, running or not (a client skips the stopped ones)."""
         return ",".join(f"127.0.0.1:{self.ports[n]}" for n in sorted(self.ports))
+
+    def advance_time(self, ms: int) -> None:
+        """Move every broker's timers `ms` milliseconds forward and run at once what became
+        due on each running broker (`pybroker.testing.Broker.advance_time` says what)."""
+        async def advance() -> None:
+            self.clock.advance(ms)
+            for node in sorted(self._servers):
+                await self._servers[node].broker.time_advanced()
+        self._call(advance)
 
     # -- metadata ----------------------------------------------------------------------------------
     def _image(self) -> Any:

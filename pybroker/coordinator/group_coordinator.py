@@ -493,6 +493,13 @@ class GroupCoordinator:
             with trio.move_on_after(math.inf if deadline is None else (deadline - now) / 1000):
                 await self._wakeup.wait()
 
+    async def time_advanced(self) -> None:
+        """The clock jumped forward (a test's advance_time): run the timers now due, then wake
+        the timer loop, whose sleep was measured on the clock as it was."""
+        await self._apply(self.state.expire(self.now()))
+        if self._wakeup is not None:
+            self._wakeup.set()
+
     async def _run_cleanup(self) -> None:
         interval = max(self.config.offsets_retention_check_interval_ms, 10) / 1000
         while True:

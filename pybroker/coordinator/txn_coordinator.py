@@ -305,6 +305,26 @@ class TransactionCoordinator:
             await self._wait_markers(transactional_id)
         return outcome.response
 
+    async def fence_producer(self, transactional_id: str, attempts: int = 20
+                             ) -> tuple[ErrorCode, int, int]:
+        """What a new producer's InitProducerId does to the current one, for a test: bump the
+        id's epoch, aborting its open transaction, so the current producer's next request is
+        fenced. As a client would, it retries CONCURRENT_TRANSACTIONS (answered while the
+        abort's markers are written) until the bump is done: (error, producer id, new
+        epoch). TRANSACTIONAL_ID_NOT_FOUND for an id no producer initialised."""
+        if (code := self._coordinates(transactional_id)):
+            return code, -1, -1
+        for _ in range(attempts):
+            txn = self.state.describe(transactional_id)
+            if txn is None:
+                return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, -1, -1
+            result = await self.init_producer_id(transactional_id, txn.timeout_ms)
+            if result[0] != ErrorCode.CONCURRENT_TRANSACTIONS:
+                return result
+            await self._wait_markers(transactional_id)
+            await trio.sleep(0.01)  # a persist of the completion may still be in flight
+        return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                tp: TopicPartition) -> ErrorCode:
         """The replica manager's transaction verifier (KIP-890 part 1, in-process): answers
