@@ -236,3 +236,33 @@ def test_http_listeners_are_validated() -> None:
                 "http://a:9644,http://b:9644"):
         with pytest.raises(ConfigError):
             load_broker_config(None, {"http.listeners": bad})
+
+
+def test_a_cluster_reports_readiness_controller_and_under_replication() -> None:
+    """Three brokers on the in-memory ZooKeeper: each is ready, exactly one reports itself
+    the active controller, and once a follower stops, the leader reports the partition
+    under-replicated (kafka_exporter's per-partition flag and pybroker's count)."""
+    from pybroker.testing import Cluster
+    with Cluster(3, http_listeners="http://127.0.0.1:0") as cluster:
+        ports = {i: cluster.server(i).http_port for i in range(3)}
+        assert len(set(ports.values())) == 3
+        assert all(get(port, "/readyz")[:2] == (200, b"ready\n") for port in ports.values())
+        controllers = [value(scrape(port), "pybroker_active_controller")
+                       for port in ports.values()]
+        assert sorted(controllers) == [0, 0, 1]
+        cluster.create_topic("m-replicated", partitions=1, replication_factor=3)
+        cluster.wait_for_isr("m-replicated", 0, {0, 1, 2})
+        leader = cluster.leader_of("m-replicated")
+        part = {"topic": "m-replicated", "partition": "0"}
+        samples = scrape(ports[leader])
+        assert value(samples, "kafka_topic_partition_in_sync_replica", **part) == 3
+        assert value(samples, "kafka_topic_partition_under_replicated_partition", **part) == 0
+        follower = next(i for i in range(3) if i != leader)
+        cluster.stop_broker(follower)
+        cluster.wait_until(lambda: value(scrape(ports[leader]),
+                                         "kafka_topic_partition_under_replicated_partition",
+                                         **part) == 1, "the leader to report under-replication")
+        samples = scrape(ports[leader])
+        assert value(samples, "kafka_topic_partition_in_sync_replica", **part) == 2
+        assert value(samples, "pybroker_under_replicated_partitions") >= 1
+        assert value(samples, "kafka_brokers") == 2
