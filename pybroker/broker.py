@@ -19,6 +19,7 @@ from typing import Any
 import trio
 
 from protocol.topic_partition import TopicPartition
+from pybroker.broker_metrics import BrokerCollector, broker_registry
 from pybroker.clock import Clock
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
 from pybroker.cluster.zk_store import ZkMetadataStore
@@ -169,6 +170,16 @@ class Broker:
                                  memory=MemoryPool(config.queued_max_request_bytes
                                                    if config.queued_max_request_bytes > 0
                                                    else None))
+        # /metrics: read at scrape time from these parts (pybroker/broker_metrics.py).
+        self.metrics_registry = broker_registry(BrokerCollector(
+            self.node_id, self.metadata, self.replicas, self.groups, self.services.memory,
+            self.services.stats))
+
+    def registered(self) -> bool:
+        """A member of its cluster now: registered with a live ZooKeeper session and present
+        in its own metadata image (/readyz). Always True on a single broker."""
+        store = self.zk_store
+        return store is None or (store.session_valid and self.node_id in store.image.brokers)
 
     def _endpoint_of(self, node: int) -> tuple[str, int] | None:
         """Where followers reach a leader: its first (inter-broker) listener."""

@@ -174,8 +174,14 @@ async def serve_connection(services: Services, stream: trio.SocketStream, *,
         async with stream, limits.admit(host) as admitted:
             if not admitted:
                 return
-            with idle.track() as watch:
-                await _serve(services, stream.socket.fileno(), watch, host, port, listener)
+            name = listener or ""
+            services.stats.connection_opened(name)
+            try:
+                with idle.track() as watch:
+                    await _serve(services, stream.socket.fileno(), watch, host, port,
+                                 listener)
+            finally:
+                services.stats.connection_closed(name)
             if watch.fired:
                 log.info("closing idle connection from %s:%s", host, port)
     except (FrameTooLarge, CloseConnection) as exc:

@@ -8,6 +8,7 @@ answers that one request with UNKNOWN_SERVER_ERROR where the API has somewhere t
 from __future__ import annotations
 
 import logging
+from time import perf_counter
 from typing import Any
 
 import trio
@@ -61,28 +62,39 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
                          listener)
     if handler is None:
         raise CloseConnection(f"no handler for API key {header.api_key}")
-    if services.hooks is not None:  # a test broker's hooks may answer instead
-        hooked = await _consult_hooks(services.hooks, handler, ctx, request.body)
-        if hooked is None:
+    # Counted for /metrics as plain integers (request_stats.py): from the decoded request to
+    # the encoded response, so a long-poll fetch counts its wait. Failed: answered with a
+    # top-level error code, or not answered because of an error.
+    start = perf_counter()
+    failed = True
+    try:
+        if services.hooks is not None:  # a test broker's hooks may answer instead
+            hooked = await _consult_hooks(services.hooks, handler, ctx, request.body)
+            if hooked is None:
+                failed = False
+                return None
+            if hooked is not _NOT_HOOKED:
+                failed = isinstance(hooked, dict) and hooked.get("error_code", 0) != 0
+                return encode_response_parts(header.api_key, header.api_version,
+                                             header.correlation_id, hooked)
+        if not handler.serves(header.api_version):
+            body = _error_body(handler, ctx, request.body, ErrorCode.UNSUPPORTED_VERSION)
+        else:
+            try:
+                body = await handler.handle(ctx, request.body)
+                failed = isinstance(body, dict) and body.get("error_code", 0) != 0
+            except KafkaError as exc:
+                body = _error_body(handler, ctx, request.body, exc.code)
+            except Exception:
+                log.exception("handler for %s v%d failed", ApiKey(header.api_key).name,
+                              header.api_version)
+                body = _error_body(handler, ctx, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if body is None:
             return None
-        if hooked is not _NOT_HOOKED:
-            return encode_response_parts(header.api_key, header.api_version,
-                                         header.correlation_id, hooked)
-    if not handler.serves(header.api_version):
-        body = _error_body(handler, ctx, request.body, ErrorCode.UNSUPPORTED_VERSION)
-    else:
-        try:
-            body = await handler.handle(ctx, request.body)
-        except KafkaError as exc:
-            body = _error_body(handler, ctx, request.body, exc.code)
-        except Exception:
-            log.exception("handler for %s v%d failed", ApiKey(header.api_key).name,
-                          header.api_version)
-            body = _error_body(handler, ctx, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
-    if body is None:
-        return None
-    return encode_response_parts(header.api_key, header.api_version, header.correlation_id,
-                                 body)
+        return encode_response_parts(header.api_key, header.api_version,
+                                     header.correlation_id, body)
+    finally:
+        services.stats.request(header.api_key, perf_counter() - start, failed)
 
 
 async def _consult_hooks(hooks: RequestHooks, handler: Any, ctx: RequestContext,

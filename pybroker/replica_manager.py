@@ -258,6 +258,13 @@ class ReplicaManager:
         if self.fetchers is not None:
             self.fetchers.unfollow((topic, partition))
 
+    def hosted(self) -> list[Partition]:
+        """Every partition this broker holds a replica of, leader or follower (/metrics)."""
+        return list(self._partitions.values())
+
+    def hosted_partition(self, topic: str, partition: int) -> Partition | None:
+        return self._partitions.get((topic, partition))
+
     def leader_log(self, topic: str, partition: int, current_leader_epoch: int = -1
                    ) -> tuple[ErrorCode, PartitionLog | None]:
         """The log of a partition this broker leads, or why not (see `leader_partition`)."""

@@ -20,8 +20,10 @@ from pybroker.broker import Broker
 
 from pybroker.connection import serve_connection
 from pybroker.connection_limits import ConnectionLimits
+from pybroker.http_server import serve_http
 from pybroker.idle import IdleConnections
 from pybroker.open_files import raise_open_files_limit
+from pybroker.ops_endpoints import OpsEndpoints
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,13 @@ class ServerInfo:
     token: trio.lowlevel.TrioToken | None = None
     # The bound port of every listener, by name (`port` is the first's).
     ports: dict[str, int] = field(default_factory=dict)
+    # The bound port of each http.listeners entry, in order (none when it is empty).
+    http_ports: list[int] = field(default_factory=list)
+
+    @property
+    def http_port(self) -> int | None:
+        """The first HTTP listener's port (/healthz, /readyz, /metrics), if any."""
+        return self.http_ports[0] if self.http_ports else None
 
     @property
     def bootstrap(self) -> str:
@@ -89,6 +98,24 @@ def _advertised(config, bound: dict[str, list[trio.SocketListener]]  # type: ign
     return endpoints
 
 
+async def _bind_http(config) -> list[list[trio.SocketListener]]:  # type: ignore[no-untyped-def]
+    """Every listener of http.listeners; all or none."""
+    bound: list[list[trio.SocketListener]] = []
+    try:
+        for spec in config.http_listeners:
+            try:
+                bound.append(await trio.open_tcp_listeners(spec.port, host=spec.host or None))
+            except OSError as exc:
+                raise OSError(exc.errno, f"HTTP listener http://{spec.host}:{spec.port} cannot "
+                                         f"be bound: {exc.strerror or exc}") from None
+    except BaseException:
+        for sockets in bound:
+            for listener in sockets:
+                await trio.aclose_forcefully(listener)
+        raise
+    return bound
+
+
 async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-untyped-def]
                 clock=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve until cancelled. `hooks` (pybroker.request_hooks.RequestHooks) makes a test
@@ -97,11 +124,37 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
     pybroker.testing's Cluster); kazoo's own by default. `clock` (pybroker.clock.Clock): the
     clock of the broker's timers, which a test advances; a fresh wall clock by default."""
     raise_open_files_limit()  # before the logs: their descriptor cache is sized from it
-    first = config.broker_listeners[0]
     # The ports first: a start that fails because one is taken must not have opened (and
     # recovered, and marked) any log dir. Connections that arrive while the logs load wait
     # in the backlog.
     bound = await _bind_all(config)
+    try:
+        http_bound = await _bind_http(config)
+    except BaseException:
+        await _close_all(bound)
+        raise
+    # The HTTP side door serves from now on, in a nursery of its own: /healthz answers and
+    # /readyz says 503 while the logs recover.
+    ops = OpsEndpoints()
+    http_ports = [sockets[0].socket.getsockname()[1] for sockets in http_bound]
+    async with trio.open_nursery() as side_door:
+        for sockets in http_bound:
+            side_door.start_soon(partial(
+                serve_http, sockets, ops,
+                head_timeout=config["http.request.timeout.ms"] / 1000))
+        for spec, port in zip(config.http_listeners, http_ports):
+            log.info("HTTP (/healthz, /readyz, /metrics) on http://%s:%d",
+                     spec.host or "0.0.0.0", port)
+        try:
+            await _serve_broker(config, bound, ops, http_ports, hooks=hooks,
+                                zk_client_class=zk_client_class, task_status=task_status)
+        finally:
+            side_door.cancel_scope.cancel()
+
+
+async def _serve_broker(config, bound, ops: OpsEndpoints,  # type: ignore[no-untyped-def]
+                        http_ports: list[int], *, hooks, zk_client_class, task_status) -> None:
+    first = config.broker_listeners[0]
     try:
         # Shielded: a cancel (SIGTERM) while the logs load still gets the broker closed below,
         # flushed and marked cleanly shut down, instead of dropping it half-open. Building it
@@ -115,6 +168,7 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
         raise
     try:
         broker.metadata.set_endpoints(_advertised(config, bound))
+        ops.broker_built(broker.metrics_registry, broker.registered)
         # The connection layer is the server's: the broker never sees sockets.
         idle = IdleConnections(config.connections_max_idle_ms)
         limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip)
@@ -128,7 +182,8 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
                      broker.node_id, first.host, ports[first.name],
                      broker.metadata.image.cluster_id, others)
             task_status.started(ServerInfo(broker, first.host or "127.0.0.1", ports[first.name],
-                                           trio.lowlevel.current_trio_token(), ports))
+                                           trio.lowlevel.current_trio_token(), ports,
+                                           http_ports))
             for name, sockets in bound.items():
                 # Each connection knows its listener: Metadata answers that listener's
                 # endpoints (Kafka's rule).
@@ -137,6 +192,7 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
                     partial(serve_connection, broker.services, idle=idle, limits=limits,
                             listener=name),
                     sockets, handler_nursery=nursery))
+            ops.serving()
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(broker.close)

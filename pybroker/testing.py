@@ -99,7 +99,8 @@ class BrokerProcess:
     def __init__(self, log_dir: Path, port: int = 0, config: str | None = None,
                  open_files: int | None = None, file_size_limit: int | None = None,
                  **overrides: str) -> None:
-        """With `config`, the file is used as given but for port and log dir. `open_files`
+        """With `config`, the file is used as given but for port and log dir (and an HTTP
+        side door the file asks for moves to an ephemeral port, `http_port`). `open_files`
         sets the child's RLIMIT_NOFILE, soft and hard (`ulimit -Hn`: the broker raises its
         soft limit to the hard one); `file_size_limit` its RLIMIT_FSIZE (`ulimit -f`: a
         write past it fails, as on a full disk)."""
@@ -111,6 +112,8 @@ class BrokerProcess:
         self.overrides = overrides
         self.proc: subprocess.Popen | None = None
         self.stderr_lines: list[str] = []
+        # The bound port of the first of http.listeners, once started (None without one).
+        self.http_port: int | None = None
 
     def start(self, timeout: float = 30) -> "BrokerProcess":
         args = [sys.executable, "-m", "pybroker",
@@ -118,6 +121,8 @@ class BrokerProcess:
                 "--override", f"log.dirs={self.log_dir}"]
         if self.config is not None:
             args.insert(3, self.config)
+            if not {"http_listeners", "http.listeners"} & set(self.overrides):
+                args += ["--override", "http.listeners=http://127.0.0.1:0"]
         else:
             args += ["--defaults", "--override", "group.initial.rebalance.delay.ms=0",
                      "--override", "offsets.topic.num.partitions=5",
@@ -135,6 +140,9 @@ class BrokerProcess:
             if not line:
                 raise RuntimeError("broker exited early:\n" + "".join(self.stderr_lines))
             self.stderr_lines.append(line)
+            http = re.search(r"HTTP \(.*\) on http://\S*:(\d+)", line)
+            if http and self.http_port is None:
+                self.http_port = int(http.group(1))
             m = re.search(r"listening on [\d.]+:(\d+)", line)
             if m:
                 self.port = int(m.group(1))
@@ -320,6 +328,14 @@ class Broker:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def http_port(self) -> int | None:
+        """The bound port of the broker's first HTTP listener (/healthz, /readyz, /metrics),
+        when `http_listeners` was given (e.g. "http://127.0.0.1:0")."""
+        if self._proc is not None:
+            return self._proc.http_port
+        return None if self._info is None else self._info.http_port
 
     @property
     def server_info(self) -> ServerInfo:

@@ -80,7 +80,8 @@ class BrokerConfig(Mapping[str, object]):
 
     __slots__ = ("_values", "originals", "explicit", "warnings", "listeners",
                  "advertised_listeners", "listener_security_protocol_map", "log_dirs",
-                 "inter_broker_listener_name", "controller_listener_names", "_frozen")
+                 "inter_broker_listener_name", "controller_listener_names", "http_listeners",
+                 "_frozen")
 
     def __init__(self, props: Mapping[str, str]) -> None:
         values: dict[str, object] = {}
@@ -105,6 +106,7 @@ class BrokerConfig(Mapping[str, object]):
             logger.warning("%s", message)
         self.warnings += deprecated
         self._resolve_listeners()
+        self.http_listeners: tuple[Listener, ...] = self._parse_http_listeners()
         self._frozen = True
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -381,6 +383,26 @@ class BrokerConfig(Mapping[str, object]):
                 raise ConfigError(key, text, f"No security protocol defined for listener {name} "
                                              "(see listener.security.protocol.map)")
             result.append(Listener(name, host, port))
+        return tuple(result)
+
+    def _parse_http_listeners(self) -> tuple[Listener, ...]:
+        """http.listeners as listeners named HTTP; https is refused (no TLS yet), as is a
+        port shared with another HTTP listener."""
+        raw = cast("tuple[str, ...]", self._values["http.listeners"])
+        result = []
+        for text in raw:
+            match = _LISTENER.fullmatch(text)
+            if match is None or match.group(1).lower() != "http":
+                raise ConfigError("http.listeners", ",".join(raw),
+                                  f"Expected http://host:port, got '{text}'")
+            port = int(match.group(3))
+            if not 0 <= port <= 65535:
+                raise ConfigError("http.listeners", text, "Port must be between 0 and 65535")
+            result.append(Listener("HTTP", match.group(2), port))
+        ports = [item.port for item in result if item.port != 0]
+        if len(set(ports)) != len(ports):
+            raise ConfigError("http.listeners", ",".join(raw),
+                              "Each HTTP listener must have a different port")
         return tuple(result)
 
     def _inter_broker_listener_name(self) -> str:

@@ -155,6 +155,14 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "frame larger than it is refused. Frames up to 64 KiB are served outside it. 0 or -1: "
        "no bound (Kafka's default); pybroker's default is 256 MiB, so a broker is safe "
        "without configuration."),
+    # --- the HTTP side door (not Kafka's: Redpanda's admin port is 9644) -------------------------
+    _k("http.listeners", _LS, (), None, _MEDIUM,
+       "Where to serve /healthz, /readyz and /metrics (Prometheus text), as comma-separated "
+       "http://host:port; port 0 picks a free port. Empty (the default) serves no HTTP; the "
+       "shipped config/server.properties sets http://127.0.0.1:9644. Not a Kafka key."),
+    _k("http.request.timeout.ms", _I, 10000, at_least(1), _LOW,
+       "How long an HTTP client may take to send a request's head (and how long a kept-alive "
+       "connection may sit idle); slower connections are closed. Not a Kafka key."),
     _k("queued.max.requests", _I, 500, at_least(1), _HIGH,
        "Kafka's request queue bound. Accepted; pybroker handles one request per connection at "
        "a time, so connections are their own back-pressure.", na=True),

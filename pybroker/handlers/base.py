@@ -21,6 +21,7 @@ from pybroker.coordinator.txn_coordinator import TransactionCoordinator
 from pybroker.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
+from pybroker.request_stats import RequestStats
 from pybroker.storage.log_manager import LogManager
 from pybroker.topic_admin import TopicAdmin
 
@@ -52,6 +53,8 @@ class Services:
     hooks: "RequestHooks | None" = None
     # What request bodies and in-memory responses may hold at once (queued.max.request.bytes).
     memory: MemoryPool = field(default_factory=lambda: MemoryPool(None))
+    # What the request path counts for /metrics (plain integers, read at scrape time).
+    stats: RequestStats = field(default_factory=RequestStats)
 
 
 @dataclass

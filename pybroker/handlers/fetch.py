@@ -91,6 +91,12 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             responses, total, errors = _read_all(ctx, request,
                                                  min(max_bytes, pool.available))
             break
+    if request.replica_id < 0 and total:  # consumers' bytes (Kafka's BytesOutPerSec)
+        stats = ctx.services.stats
+        for response in responses:
+            size = sum(len(p["records"]) for p in response["partitions"])
+            if size:
+                stats.fetched(response["topic"], size)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 

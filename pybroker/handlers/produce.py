@@ -41,6 +41,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
         # As Kafka: transactional records need a transactional id (the whole request fails).
         return error_response(ctx, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     appended: list[tuple[TopicPartition, AppendResult]] = []
+    stats = ctx.services.stats
     for topic in request.topic_data:
         for pd in topic.partition_data:
             refused = ErrorCode.NONE if txn_id is None else \
@@ -52,6 +53,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
             else:
                 result = manager.append(topic.name, pd.index, pd.records,
                                         produce_version=ctx.version, acks=request.acks)
+                if result.error == ErrorCode.NONE and pd.records:
+                    stats.produced(topic.name, len(pd.records),
+                                   result.end_offset - result.base_offset)
             appended.append(((topic.name, pd.index), result))
     if request.acks == 0:
         return None

@@ -92,8 +92,10 @@ class Server:
 
 # config/server.properties advertises 127.0.0.1:9092; with the listener moved to an ephemeral
 # port the advertised one must follow (port 0 there means "the bound port"), as in Kafka.
+# Its HTTP side door (127.0.0.1:9644) moves to an ephemeral port too.
 LISTENER_OVERRIDES = ["--override", "listeners=PLAINTEXT://127.0.0.1:0",
-                      "--override", "advertised.listeners=PLAINTEXT://127.0.0.1:0"]
+                      "--override", "advertised.listeners=PLAINTEXT://127.0.0.1:0",
+                      "--override", "http.listeners=http://127.0.0.1:0"]
 
 
 def _module_args(config: Path, log_dir: Path, *extra: str) -> list[str]:
