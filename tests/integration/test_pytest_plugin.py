@@ -4,7 +4,13 @@ the result is the same whether or not this environment has the `pytest11` entry 
 installed (tests/test_packaging.py checks the entry point itself, from a built wheel)."""
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -84,12 +90,63 @@ def test_kafka_cluster_runs_or_skips_with_a_reason(user_run) -> None:
         result.assert_outcomes(passed=1)
 
 
-def test_the_client_examples_of_docs_testing_run(user_run, pytester: pytest.Pytester) -> None:
-    """docs/TESTING.md's `# test_*.py` blocks, as printed: the page says they were checked."""
+def docs_examples() -> dict[str, str]:
+    """docs/TESTING.md's `# test_*.py` blocks by module name, as printed."""
     text = (ROOT / "docs" / "TESTING.md").read_text()
-    examples = {m.group(1): block for block in re.findall(r"```python\n(.*?)```", text, re.S)
-                if (m := re.match(r"# (test_\w+)\.py\n", block))}
-    assert set(examples) == {"test_confluent", "test_kafka_python", "test_aiokafka"}
+    return {m.group(1): block for block in re.findall(r"```python\n(.*?)```", text, re.S)
+            if (m := re.match(r"# (test_\w+)\.py\n", block))}
+
+
+def test_the_client_examples_of_docs_testing_run(user_run, pytester: pytest.Pytester) -> None:
+    """docs/TESTING.md's `# test_*.py` blocks, as printed: the page says they were checked.
+    Quix Streams' block runs in the next test, in an environment of its own."""
+    examples = docs_examples()
+    assert set(examples) == {"test_confluent", "test_kafka_python", "test_aiokafka",
+                             "test_quixstreams", "test_faust"}
+    del examples["test_quixstreams"]
     pytester.makepyfile(**examples)
     result = user_run("", "-W", "ignore::DeprecationWarning")
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=4)
+
+
+# Quix Streams caps confluent-kafka (3.28.1: `<2.13`) below the test extras' pin (2.16.1), so it
+# cannot be a test extra; a project that uses it gets the confluent-kafka it asks for.
+QUIXSTREAMS = "quixstreams==3.28.1"
+# Read at import: pytester points HOME at its temporary directory while a test runs.
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pybroker-tests"
+
+
+def quixstreams_dir() -> Path:
+    """What `pip install quixstreams==…` brings (confluent-kafka 2.12.2 among ~90 packages),
+    installed once into the user's cache directory: ~15 s of pip the first time, none after.
+    Installed beside its final name and renamed, so a run never sees half an install."""
+    final = CACHE / QUIXSTREAMS
+    if final.is_dir():
+        return final
+    CACHE.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=QUIXSTREAMS + ".", dir=CACHE))
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                          "--disable-pip-version-check", "--target", str(staging), QUIXSTREAMS],
+                         capture_output=True, text=True, timeout=300)
+    if pip.returncode != 0:
+        shutil.rmtree(staging)
+        raise AssertionError(f"pip install {QUIXSTREAMS}:\n{pip.stdout[-2000:]}{pip.stderr}")
+    try:
+        staging.rename(final)
+    except OSError:                                     # another run got there first
+        shutil.rmtree(staging)
+    return final
+
+
+def test_the_quix_streams_example_of_docs_testing_runs(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/TESTING.md's Quix Streams block, with what `pip install quixstreams` brings (its own
+    confluent-kafka among them) first on the path of a pytest subprocess. Like
+    tests/test_packaging.py it needs the package registry the first time, and fails, saying
+    so, without it."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(quixstreams_dir()), str(ROOT)]))
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_quixstreams=docs_examples()["test_quixstreams"])
+    result = pytester.runpytest_subprocess("-p", "pybroker.pytest_plugin", "-p", "no:cacheprovider",
+                                           timeout=120)
+    result.assert_outcomes(passed=1)
