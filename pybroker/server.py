@@ -147,13 +147,15 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
                      spec.host or "0.0.0.0", port)
         try:
             await _serve_broker(config, bound, ops, http_ports, hooks=hooks,
-                                zk_client_class=zk_client_class, task_status=task_status)
+                                zk_client_class=zk_client_class, clock=clock,
+                                task_status=task_status)
         finally:
             side_door.cancel_scope.cancel()
 
 
 async def _serve_broker(config, bound, ops: OpsEndpoints,  # type: ignore[no-untyped-def]
-                        http_ports: list[int], *, hooks, zk_client_class, task_status) -> None:
+                        http_ports: list[int], *, hooks, zk_client_class, clock,
+                        task_status) -> None:
     first = config.broker_listeners[0]
     try:
         # Shielded: a cancel (SIGTERM) while the logs load still gets the broker closed below,
