@@ -11,4 +11,6 @@ on any cell that the committed matrix.json says PASS and that no longer passes.
 - `compat/scenarios.py` — the scenarios, each a function `(adapter, bootstrap) -> None`.
 - `compat/wire.py` — raw Kafka requests over `protocol/`, the neutral ground the scenarios use
   to set up topics and records and to check what the broker really holds.
+- `compat/apache_kafka.py` — Apache Kafka itself as the reference broker (issue #15), fetched
+  with Maven from the pinned `compat/apache-kafka/pom.xml`; `tests/reference/` uses it.
 """

@@ -7,11 +7,16 @@ independent without a broker each) and `kafka_cluster` (a `pybroker.testing.Clus
 module, where this pybroker has one). `--kafka-broker-config key=value` sets broker config.
 A failing test that used the broker gets a "pybroker broker log" section with its last lines.
 
+`--kafka-bootstrap HOST:PORT` (or the environment's PYBROKER_TEST_BOOTSTRAP) points
+`kafka_broker`, `kafka_bootstrap` and `kafka_topic` at a broker already running, Apache Kafka
+or another pybroker, instead of starting one: the same tests, run against the real thing.
+
 Nothing is imported from pybroker until a fixture is used: a suite that never asks for a
 broker pays nothing, and runs where trio is absent.
 """
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from typing import Any, Iterator
@@ -20,6 +25,7 @@ import pytest
 
 _BROKER = pytest.StashKey[Any]()
 LOG_LINES = 50
+BOOTSTRAP_ENV = "PYBROKER_TEST_BOOTSTRAP"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -28,10 +34,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     metavar="KEY=VALUE",
                     help="broker config of the kafka_broker and kafka_cluster fixtures, "
                          "Kafka's key names (num.partitions=3); repeatable")
+    group.addoption("--kafka-bootstrap", default=None, metavar="HOST:PORT",
+                    help="use the Kafka broker already running at HOST:PORT (Apache Kafka, "
+                         "another pybroker) for kafka_broker, kafka_bootstrap and kafka_topic "
+                         f"instead of starting one; default: ${BOOTSTRAP_ENV}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _broker_config(config)  # a malformed option stops the run before any test
+    # A malformed option stops the run before any test.
+    broker_config, external = _broker_config(config), _external_bootstrap(config)
+    if external and broker_config:
+        raise pytest.UsageError("--kafka-broker-config configures a broker the plugin starts; "
+                                "with --kafka-bootstrap it starts none")
+
+
+def _external_bootstrap(config: pytest.Config) -> str | None:
+    value = config.getoption("kafka_bootstrap") or os.environ.get(BOOTSTRAP_ENV, "")
+    value = value.strip()
+    address = r"(\[[0-9a-fA-F:.]+\]|[^\s,:\[\]]+):\d+"  # host:port or [v6]:port
+    if value and not re.fullmatch(rf"{address}(,{address})*", value):
+        raise pytest.UsageError(f"--kafka-bootstrap wants HOST:PORT[,HOST:PORT...], "
+                                f"not {value!r}")
+    return value or None
 
 
 def _broker_config(config: pytest.Config) -> dict[str, str]:
@@ -47,7 +71,14 @@ def _broker_config(config: pytest.Config) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def kafka_broker(pytestconfig: pytest.Config) -> Iterator[Any]:
-    """A real broker in a background thread of the test process, for the whole session."""
+    """A real broker in a background thread of the test process, for the whole session; or
+    the external broker of --kafka-bootstrap (`pybroker.testing.ExternalBroker`)."""
+    external = _external_bootstrap(pytestconfig)
+    if external:
+        from pybroker.testing import ExternalBroker
+        yield ExternalBroker(external)
+        return
+
     from pybroker.testing import Broker
 
     with Broker(**_broker_config(pytestconfig)) as broker:

@@ -37,7 +37,8 @@ from pybroker.testing_cluster import Cluster
 
 T = TypeVar("T")
 
-__all__ = ["broker_config", "broker_in_thread", "BrokerProcess", "Broker", "Cluster"]
+__all__ = ["broker_config", "broker_in_thread", "BrokerProcess", "Broker", "Cluster",
+           "ExternalBroker"]
 
 # The directory holding the pybroker package: a subprocess broker imports the same code.
 _SOURCE = Path(__file__).resolve().parents[1]
@@ -372,13 +373,7 @@ class Broker:
 
     async def _create_over_wire(self, name: str, partitions: int,
                                 configs: dict[str, str]) -> None:
-        from pybroker.client.admin import Admin, NewTopic
-        from pybroker.client.client import open_client
-        async with open_client(self.bootstrap) as client:
-            result = await Admin(client).create_topics(
-                [NewTopic(name, partitions, 1, configs)])
-        if isinstance(result[name], BaseException):
-            raise result[name]
+        await create_topic_over_wire(self.bootstrap, name, partitions, configs)
 
     def _in_broker(self, fn: Callable[[], Awaitable[T]]) -> T:
         """fn() on the broker's own trio loop, from any thread but that loop's."""
@@ -451,6 +446,73 @@ class Broker:
     def requests(self) -> Any:
         """What clients sent, as recorded by the request hooks."""
         return self.hooks.requests
+
+
+async def create_topic_over_wire(bootstrap: str, name: str, partitions: int,
+                                 configs: Mapping[str, str], *,
+                                 replication_factor: int = 1, timeout: float = 30) -> None:
+    """CreateTopics, then Metadata until every partition has a leader: a broker that
+    answers CreateTopics from its controller (Apache Kafka) may not know the topic yet."""
+    from protocol.errors import ErrorCode, KafkaError
+    from pybroker.client.admin import Admin, NewTopic
+    from pybroker.client.client import open_client
+    async with open_client(bootstrap) as client:
+        admin = Admin(client)
+        result = await admin.create_topics(
+            [NewTopic(name, partitions, replication_factor, dict(configs))])
+        if isinstance(result[name], BaseException):
+            raise result[name]
+        with trio.move_on_after(timeout):
+            while True:
+                topic = (await admin.describe_topics([name]))[name]
+                if (not isinstance(topic, BaseException) and len(topic.partitions) == partitions
+                        and all(p.has_leader for p in topic.partitions.values())):
+                    return
+                await trio.sleep(0.02)
+        raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE,
+                         f"topic {name!r} has no leader for every partition after {timeout} s")
+
+
+class ExternalBroker:
+    """A broker this test run did not start (Apache Kafka, another pybroker), seen as the
+    pytest plugin's `kafka_broker`: the same `bootstrap` and `create_topic`, over the wire,
+    so a suite written for pybroker runs unchanged against any Kafka. What only a broker in
+    this process can do (request hooks, compact, apply_retention) says so when asked."""
+
+    process = False
+
+    def __init__(self, bootstrap: str) -> None:
+        from pybroker.client.client import parse_bootstrap
+        parse_bootstrap(bootstrap)  # ValueError now for "host" without a port
+        self._bootstrap = bootstrap
+
+    @property
+    def bootstrap(self) -> str:
+        return self._bootstrap
+
+    @property
+    def running(self) -> bool:
+        return True
+
+    def create_topic(self, name: str, partitions: int = 1,
+                     config: Mapping[str, object] | None = None) -> None:
+        """CreateTopics on the external broker; returns once every partition has a leader."""
+        configs = {k: _prop(v) for k, v in (config or {}).items()}
+        _on_a_thread(lambda: trio.run(create_topic_over_wire, self._bootstrap, name, partitions,
+                                      configs))
+
+    def recent_log(self, lines: int = 50) -> list[str]:
+        """Nothing: the external broker's log is its own."""
+        return []
+
+    def __getattr__(self, name: str) -> Any:
+        if name in {"control", "requests", "hooks", "compact", "apply_retention", "kill",
+                    "restart", "server_info"}:
+            raise RuntimeError(
+                f"{name} needs a pybroker broker that this test run started; kafka_broker is "
+                f"the external broker {self._bootstrap} (--kafka-bootstrap / "
+                f"PYBROKER_TEST_BOOTSTRAP)")
+        raise AttributeError(name)
 
 
 def _prop(value: object) -> str:

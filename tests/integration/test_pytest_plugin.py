@@ -150,3 +150,66 @@ def test_the_quix_streams_example_of_docs_testing_runs(
     result = pytester.runpytest_subprocess("-p", "pybroker.pytest_plugin", "-p", "no:cacheprovider",
                                            timeout=120)
     result.assert_outcomes(passed=1)
+
+
+EXTERNAL_TESTS = '''
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+def test_external_broker(kafka_broker, kafka_bootstrap, kafka_topic):
+    assert type(kafka_broker).__name__ == "ExternalBroker"
+    assert kafka_bootstrap == kafka_broker.bootstrap
+    # kafka_topic was created over the wire on the external broker, with a leader already.
+    partitions = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(
+        kafka_topic, timeout=10).topics[kafka_topic].partitions
+    assert [p.leader for p in partitions.values()] == [0]
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(kafka_topic, b"over there")
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "g"})
+    consumer.assign([TopicPartition(kafka_topic, 0, 0)])
+    message = None
+    for _ in range(30):
+        message = consumer.poll(0.5)
+        if message is not None:
+            break
+    consumer.close()
+    assert message is not None and message.value() == b"over there"
+    kafka_broker.create_topic(kafka_topic + "-3", partitions=3,
+                              config={"cleanup.policy": "compact"})
+    with pytest.raises(RuntimeError, match="needs a pybroker broker that this test run started"):
+        kafka_broker.control("Produce", lambda request: None)
+'''
+
+
+def test_kafka_bootstrap_points_the_fixtures_at_an_external_broker(
+        user_run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--kafka-bootstrap and PYBROKER_TEST_BOOTSTRAP: the fixtures use a broker this run did
+    not start (here a pybroker subprocess, standing in for Apache Kafka) and start none."""
+    from confluent_kafka.admin import AdminClient
+
+    from pybroker.testing import Broker
+
+    with Broker(process=True) as external:
+        result = user_run(EXTERNAL_TESTS, "--kafka-bootstrap", external.bootstrap)
+        result.assert_outcomes(passed=1)
+        monkeypatch.setenv("PYBROKER_TEST_BOOTSTRAP", external.bootstrap)
+        result = user_run(EXTERNAL_TESTS)
+        result.assert_outcomes(passed=1)
+        topics = AdminClient({"bootstrap.servers": external.bootstrap}).list_topics(
+            timeout=10).topics
+    made = [t for t in topics if t.startswith("test_external_broker-")]
+    assert len(made) == 4  # two runs, each its kafka_topic and a three-partition one
+    assert sorted(len(topics[t].partitions) for t in made) == [1, 1, 3, 3]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--kafka-bootstrap", "localhost"], "--kafka-bootstrap wants HOST:PORT"),
+    (["--kafka-bootstrap", "localhost:9092", "--kafka-broker-config", "num.partitions=2"],
+     "with --kafka-bootstrap it starts none"),
+])
+def test_bad_kafka_bootstrap_is_a_usage_error(user_run, args: list[str], message: str) -> None:
+    result = user_run("def test_x(kafka_broker): pass", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()

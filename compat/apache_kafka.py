@@ -1,0 +1,331 @@
+"""Apache Kafka itself as a reference broker (issue #15 §1): the broker every client was
+written against, run on this machine beside pybroker for conformance and benchmarks.
+
+Not part of the product. The broker comes from Maven Central, not from a tarball: the pinned
+`compat/apache-kafka/pom.xml` names `org.apache.kafka:kafka_2.13` and a log4j binding, and
+`mvn dependency:copy-dependencies` puts the jars in `~/.cache/pybroker/apache-kafka-<version>/`
+on first use. A marker file holding the pom's hash says the copy is complete, so an
+interrupted fetch is redone and a changed pom fetches again; a file lock keeps two processes
+from fetching into the same directory at once.
+
+`ApacheKafka(work_dir)` is one combined broker+controller KRaft node (static quorum of
+itself) with Kafka's shipped `config/server.properties` defaults and its launch scripts' JVM
+flags, on two free loopback ports. `start()` formats the storage (`kafka.tools.StorageTool`,
+what `kafka-storage.sh` runs) and starts `kafka.Kafka`, returning once the port answers
+ApiVersions, which Kafka only does after its request processing is enabled, i.e. once the
+node has caught up with its own metadata. The JVM is never left running: `stop()` (SIGTERM,
+then SIGKILL), atexit, and on Linux the kernel kills it if this process dies first.
+"""
+from __future__ import annotations
+
+import atexit
+import base64
+import ctypes
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Mapping
+
+POM = Path(__file__).resolve().parent / "apache-kafka" / "pom.xml"
+MARKER = "COMPLETE"
+
+# kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS, so the reference runs as shipped.
+JVM_FLAGS = ["-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+             "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+             "-Djava.awt.headless=true"]
+
+# Kafka's config/server.properties (4.x) less what ApacheKafka sets per node: ports, dirs, id.
+SHIPPED_DEFAULTS = {
+    "num.network.threads": "3",
+    "num.io.threads": "8",
+    "socket.send.buffer.bytes": "102400",
+    "socket.receive.buffer.bytes": "102400",
+    "socket.request.max.bytes": "104857600",
+    "num.partitions": "1",
+    "num.recovery.threads.per.data.dir": "1",
+    "offsets.topic.replication.factor": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "log.retention.hours": "168",
+    "log.segment.bytes": "1073741824",
+    "log.retention.check.interval.ms": "300000",
+}
+
+LOG4J2 = """\
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+"""
+
+
+class ApacheKafkaUnavailable(RuntimeError):
+    """Apache Kafka cannot be fetched or run here (the message says what is missing)."""
+
+
+def kafka_version() -> str:
+    """The Kafka version pinned in the pom: the one place it is written."""
+    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
+    assert m, f"{POM} pins no <kafka.version>"
+    return m.group(1).strip()
+
+
+def cache_dir() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "pybroker" / f"apache-kafka-{kafka_version()}"
+
+
+def classpath() -> str:
+    """The broker's classpath, fetching the jars with Maven first if the cache lacks them."""
+    lib = fetch()
+    return os.pathsep.join(str(p) for p in sorted(lib.glob("*.jar")))
+
+
+def fetch() -> Path:
+    """The directory of the broker's jars, complete; fetched with Maven when it is not."""
+    root = cache_dir()
+    lib = root / "lib"
+    want = hashlib.sha256(POM.read_bytes()).hexdigest()
+    if _complete(root, want):
+        return lib
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise ApacheKafkaUnavailable(
+            "Apache Kafka (the reference broker) is fetched with Maven, and `mvn` is not on "
+            "PATH: install it (Debian: apt-get install maven; bin/test does this)")
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be fetching: wait for it
+        if _complete(root, want):
+            return lib
+        (root / MARKER).unlink(missing_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="lib-", dir=root))
+        try:
+            done = subprocess.run(
+                [mvn, "-B", "-q", "-f", str(POM), "dependency:copy-dependencies",
+                 f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
+                capture_output=True, text=True, timeout=900)
+            if done.returncode != 0 or not any(staging.glob("kafka_2.13-*.jar")):
+                raise ApacheKafkaUnavailable(
+                    f"mvn could not fetch Apache Kafka {kafka_version()} (exit "
+                    f"{done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+            shutil.rmtree(lib, ignore_errors=True)
+            staging.rename(lib)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        (root / MARKER).write_text(want + "\n")
+    return lib
+
+
+def _complete(root: Path, pom_hash: str) -> bool:
+    marker = root / MARKER
+    return marker.is_file() and marker.read_text().strip() == pom_hash
+
+
+def java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not found or not Path(found).exists():
+        raise ApacheKafkaUnavailable("Apache Kafka needs Java 17 or later (`java` not found)")
+    return found
+
+
+def free_port() -> int:
+    """A loopback port free now. Kafka's controller quorum must be told its port before
+    the node starts, so port 0 cannot be used; the small race is retried by start()."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cluster_id() -> str:
+    """A Kafka cluster id: a random UUID in URL-safe base64 without padding, never starting
+    with '-' (Kafka's Uuid.randomUuid avoids those: they read as command-line options)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def answers_api_versions(host: str, port: int, timeout: float = 2.0) -> bool:
+    """Whether host:port answers an ApiVersions v0 request with a Kafka response frame."""
+    client_id = b"pybroker-probe"
+    body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            s.sendall(struct.pack(">i", len(body)) + body)
+            head = _read(s, 8)
+            return head is not None and struct.unpack(">ii", head)[1] == 7
+    except OSError:
+        return False
+
+
+def _read(s: socket.socket, n: int) -> bytes | None:
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: the kernel sends SIGKILL when the parent dies, so a killed
+    test run leaves no JVM behind (Linux's PR_SET_PDEATHSIG; elsewhere atexit must do)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class ApacheKafka:
+    """One Apache Kafka node, broker and controller in one JVM, on free loopback ports.
+
+    `overrides` are server.properties entries by Kafka's names and win over everything.
+    The node's output goes to `work_dir/kafka.out` (`recent_log()` shows its tail).
+    start() must be called from a thread that outlives the node (the main thread will do):
+    on Linux the kernel ties the JVM's life to the thread that forked it.
+    """
+
+    def __init__(self, work_dir: Path | str, *, node_id: int = 1, heap: str = "1g",
+                 overrides: Mapping[str, object] | None = None) -> None:
+        self.work_dir = Path(work_dir)
+        self.node_id = node_id
+        self.heap = heap
+        self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
+        self.port = 0
+        self.controller_port = 0
+        self.proc: subprocess.Popen | None = None
+        self.start_seconds: float | None = None  # JVM launch to answering ApiVersions
+
+    @property
+    def bootstrap(self) -> str:
+        if not self.port:
+            raise RuntimeError("ApacheKafka is not started")
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.work_dir / "kafka.out"
+
+    def properties(self) -> dict[str, str]:
+        host = "127.0.0.1"
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": f"{self.node_id}@{host}:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{host}:{self.port},CONTROLLER://{host}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{host}:{self.port}",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.work_dir / "data"),
+            **SHIPPED_DEFAULTS,
+        }
+        props.update(self.overrides)
+        return props
+
+    def start(self, timeout: float = 90) -> "ApacheKafka":
+        """Format the storage and start the node; returns once it answers ApiVersions."""
+        if self.proc is not None:
+            raise RuntimeError("ApacheKafka is already started")
+        cp = classpath()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        for attempt in range(3):  # a free port may be taken before the JVM binds it
+            self.port, self.controller_port = free_port(), free_port()
+            config = self._write_config()
+            self._format(cp, config)
+            if self._launch(cp, config, timeout):
+                return self
+            if "Address already in use" not in self.recent_log(200) or attempt == 2:
+                break
+        raise ApacheKafkaUnavailable(
+            f"Apache Kafka did not start within {timeout:.0f} s:\n" + self.recent_log(60))
+
+    def _write_config(self) -> Path:
+        shutil.rmtree(self.work_dir / "data", ignore_errors=True)
+        (self.work_dir / "log4j2.properties").write_text(LOG4J2)
+        path = self.work_dir / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        return path
+
+    def _jvm(self, cp: str, heap: str) -> list[str]:
+        return [java(), f"-Xmx{heap}", f"-Xms{heap}", *JVM_FLAGS,
+                f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
+                f"-Dkafka.logs.dir={self.work_dir / 'logs'}", "-cp", cp]
+
+    def _format(self, cp: str, config: Path) -> None:
+        # kafka-storage.sh runs the tool with kafka-run-class.sh's default 256 MB heap.
+        done = subprocess.run(
+            [*self._jvm(cp, "256m"), "kafka.tools.StorageTool", "format",
+             "--cluster-id", cluster_id(), "--config", str(config)],
+            capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise ApacheKafkaUnavailable(
+                f"kafka.tools.StorageTool format failed (exit {done.returncode}):\n"
+                f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
+
+    def _launch(self, cp: str, config: Path, timeout: float) -> bool:
+        began = time.monotonic()
+        with open(self.log_path, "w") as out:
+            self.proc = subprocess.Popen(
+                [*self._jvm(cp, self.heap), "kafka.Kafka", str(config)],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=self.work_dir, preexec_fn=_die_with_parent)
+        atexit.register(self.stop)
+        while time.monotonic() - began < timeout:
+            if self.proc.poll() is not None:
+                self.stop()
+                return False
+            if answers_api_versions("127.0.0.1", self.port):
+                self.start_seconds = time.monotonic() - began
+                return True
+            time.sleep(0.1)
+        self.stop()
+        return False
+
+    def stop(self, timeout: float = 20) -> None:
+        """SIGTERM (Kafka's controlled shutdown), then SIGKILL after `timeout` seconds."""
+        atexit.unregister(self.stop)
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def recent_log(self, lines: int = 50) -> str:
+        try:
+            return "".join(self.log_path.read_text(errors="replace").splitlines(True)[-lines:])
+        except OSError:
+            return ""
+
+    def __enter__(self) -> "ApacheKafka":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
