@@ -27,6 +27,7 @@ from pybroker.handlers.base import Services
 from pybroker.connection_limits import ConnectionLimits
 from pybroker.idle import IdleConnections, IdleWatch
 from pybroker.memory_pool import SMALL_FRAME
+from pybroker.session import Session
 
 log = logging.getLogger(__name__)
 RECEIVE_SIZE = 256 * 1024
@@ -95,7 +96,7 @@ def _in_memory(parts: list) -> int:
 
 
 async def _serve(services: Services, fd: int, watch: IdleWatch, host: str, port: int,
-                 listener: str) -> None:
+                 listener: str | None, session: Session) -> None:
     pool = services.memory
     limit = services.config.socket_request_max_bytes
     if pool.capacity is not None:
@@ -131,7 +132,7 @@ async def _serve(services: Services, fd: int, watch: IdleWatch, host: str, port:
                 frame = frames.next_frame()
                 if frame is NEED_DATA:
                     break
-                response = await dispatch(services, frame, host, port, listener)
+                response = await dispatch(services, frame, host, port, listener, session)
                 del frame
                 if response is not None:
                     held = _in_memory(response)
@@ -157,6 +158,12 @@ async def _serve(services: Services, fd: int, watch: IdleWatch, host: str, port:
             pool.release(reserved)
 
 
+def _protocol_of(services: Services, listener: str | None) -> str:
+    if listener is None:
+        return "PLAINTEXT"
+    return services.config.listener_security_protocol_map.get(listener, "PLAINTEXT")
+
+
 async def serve_connection(services: Services, stream: trio.SocketStream, *,
                            idle: IdleConnections, limits: ConnectionLimits,
                            listener: str | None = None) -> None:
@@ -178,8 +185,9 @@ async def serve_connection(services: Services, stream: trio.SocketStream, *,
             services.stats.connection_opened(name)
             try:
                 with idle.track() as watch:
+                    session = Session.on(listener, _protocol_of(services, listener))
                     await _serve(services, stream.socket.fileno(), watch, host, port,
-                                 listener)
+                                 listener, session)
             finally:
                 services.stats.connection_closed(name)
             if watch.fired:

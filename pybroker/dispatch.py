@@ -22,6 +22,7 @@ from protocol.codec import (
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import APIS
 from pybroker.handlers import REGISTRY
+from pybroker.session import Session
 from pybroker.handlers.base import RequestContext, Services
 from pybroker.request_hooks import DELAY, DROP, HookRequest, RequestHooks, complete_response
 
@@ -36,7 +37,8 @@ class CloseConnection(Exception):
 
 
 async def dispatch(services: Services, frame: bytes, host: str, port: int,
-                   listener: str | None = None) -> list[Any] | None:
+                   listener: str | None = None, session: Session | None = None
+                   ) -> list[Any] | None:
     """The response frame for one request frame, as buffers for one gathered send, or None
     when no response is due (acks=0)."""
     try:
@@ -59,7 +61,7 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
     header = request.header
     handler = REGISTRY.get(header.api_key)
     ctx = RequestContext(services, header, host, port, REGISTRY, services.metadata.image,
-                         listener)
+                         listener, session if session is not None else Session(listener))
     if handler is None:
         raise CloseConnection(f"no handler for API key {header.api_key}")
     # Counted for /metrics as plain integers (request_stats.py): from the decoded request to

@@ -22,6 +22,7 @@ from pybroker.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
 from pybroker.request_stats import RequestStats
+from pybroker.session import Session
 from pybroker.storage.log_manager import LogManager
 from pybroker.topic_admin import TopicAdmin
 
@@ -74,6 +75,12 @@ class RequestContext:
     image: MetadataImage = field(default=None)  # type: ignore[assignment]
     # The listener the request came in on: answers name that listener's endpoints.
     listener: str | None = None
+    # Who sent it (pybroker/session.py): the principal the authorizer and quotas ask about.
+    session: Session = field(default_factory=Session)
+
+    @property
+    def principal(self) -> str:
+        return self.session.principal
 
     @property
     def version(self) -> int:

@@ -1,0 +1,28 @@
+"""Who is on a connection, as the security layers establish it and the handlers ask it.
+
+One `Session` per connection, made when it is accepted: the listener it came in on, that
+listener's security protocol, and the principal — `User:ANONYMOUS` (Kafka's) until TLS with a
+client certificate or SASL names someone. A SASL listener's connection starts unauthenticated:
+until its SaslAuthenticate succeeds, only the handshake APIs are served. The authorizer and
+the quotas read the principal from here through each request's context.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ANONYMOUS = "User:ANONYMOUS"
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+
+
+@dataclass
+class Session:
+    listener: str | None = None
+    security_protocol: str = "PLAINTEXT"
+    principal: str = ANONYMOUS
+    # False on a SASL listener until the client has authenticated.
+    authenticated: bool = True
+
+    @classmethod
+    def on(cls, listener: str | None, security_protocol: str) -> "Session":
+        return cls(listener, security_protocol,
+                   authenticated=security_protocol not in SASL_PROTOCOLS)
