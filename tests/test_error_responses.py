@@ -45,3 +45,25 @@ def test_error_response_encodes(key: int, version: int) -> None:
             partition = decoded.responses[0].partition_responses[0]
             assert (decoded.responses[0].name, partition.index) == ("t", 0)
             assert partition.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_elect_leaders_error_reaches_every_partition_asked_about(version: int) -> None:
+    """ElectLeaders v0 has no top-level error code: a failed request (a hook's error, an
+    authorization failure) reaches its clients per partition, as Kafka answers them."""
+    message = APIS[ApiKey.ELECT_LEADERS].request
+    body = message.default(version)
+    body.update({"topic_partitions": [{"topic": "t", "partitions": [0, 2]}]})
+    request = message.decode(message.encode(body, version), version)
+    ctx = RequestContext(None, RequestHeader(ApiKey.ELECT_LEADERS, version, 1, "test"),  # type: ignore[arg-type]
+                         "127.0.0.1", 1)
+    answer = _error_body(REGISTRY[ApiKey.ELECT_LEADERS], ctx, request,
+                         ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    response = APIS[ApiKey.ELECT_LEADERS].response
+    decoded = response.decode(response.encode(answer, version), version)
+    (topic,) = decoded.replica_election_results
+    assert topic.topic == "t"
+    assert [(p.partition_id, p.error_code) for p in topic.partition_result] == [
+        (0, ErrorCode.CLUSTER_AUTHORIZATION_FAILED), (2, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
+    if version >= 1:
+        assert decoded.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED

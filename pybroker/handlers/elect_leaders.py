@@ -81,4 +81,12 @@ def _by_topic(results: Results) -> list[dict]:
     return [{"topic": t, "partition_result": ps} for t, ps in topics.items()]
 
 
-HANDLER = Handler(ApiKey.ELECT_LEADERS, 0, 2, handle)
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    """`code` at the top (v1+) and for every partition asked about: v0 has no top-level
+    error, so its clients learn it per partition, as Kafka answers them."""
+    wanted = _requested(request) or []
+    return {"throttle_time_ms": 0, "error_code": int(code),
+            "replica_election_results": _by_topic({tp: (code, None) for tp in wanted})}
+
+
+HANDLER = Handler(ApiKey.ELECT_LEADERS, 0, 2, handle, error_response)
