@@ -21,6 +21,7 @@ import trio
 from protocol.topic_partition import TopicPartition
 from pybroker.broker_metrics import BrokerCollector, broker_registry
 from pybroker.clock import Clock
+from pybroker.periodic import run_every
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
 from pybroker.cluster.zk_store import ZkMetadataStore
 from pybroker.cluster.topic_configs import TopicConfigs
@@ -220,13 +221,7 @@ class Broker:
             task_status.started()
 
     async def _every(self, interval_ms: int, job: Any) -> None:
-        interval = max(interval_ms, 10) / 1000
-        while True:
-            await trio.sleep(interval)
-            try:
-                await job()
-            except Exception:
-                log.exception("background job %s failed", job.__name__)
+        await run_every(interval_ms, job, f"background job {job.__name__}")
 
     async def _give_memory_back(self) -> None:
         """After a burst of large requests has drained (the pool held at least

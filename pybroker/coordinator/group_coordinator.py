@@ -35,6 +35,7 @@ from protocol.records.record import ControlType, build_batch, decode_control_rec
 from protocol.topic_partition import TopicPartition
 from pybroker.cluster.metadata import MetadataDelta, MetadataImage, MetadataStore
 from pybroker.config import BrokerConfig
+from pybroker.periodic import run_every
 from pybroker.coordinator.group_offsets import GroupDescription, GroupListing
 from pybroker.coordinator.group_offsets import FetchedOffset
 from pybroker.coordinator.group_records import (
@@ -501,13 +502,8 @@ class GroupCoordinator:
             self._wakeup.set()
 
     async def _run_cleanup(self) -> None:
-        interval = max(self.config.offsets_retention_check_interval_ms, 10) / 1000
-        while True:
-            await trio.sleep(interval)
-            try:
-                await self.cleanup()
-            except Exception:
-                log.exception("offset retention failed")
+        await run_every(self.config.offsets_retention_check_interval_ms, self.cleanup,
+                        "offset retention")
 
     async def cleanup(self) -> None:
         """Expire offsets and empty groups, and drop offsets of topics that are gone."""

@@ -35,6 +35,7 @@ from protocol.records.record import build_batch
 from protocol.topic_partition import TopicPartition
 from pybroker.cluster.metadata import MetadataDelta, MetadataImage, MetadataStore
 from pybroker.config import BrokerConfig
+from pybroker.periodic import run_every
 from pybroker.coordinator.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
 from pybroker.coordinator.producer_ids import ProducerIds
@@ -363,14 +364,9 @@ class TransactionCoordinator:
             task_status.started()
 
     async def _run_sweep(self) -> None:
-        interval = max(
-            self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"], 10) / 1000
-        while True:
-            await trio.sleep(interval)
-            try:
-                await self.sweep()
-            except Exception:
-                log.exception("transaction timeout sweep failed")
+        await run_every(
+            self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+            self.sweep, "transaction timeout sweep")
 
     async def sweep(self) -> None:
         """Abort transactions older than their timeout (fencing their producers) and forget
