@@ -123,8 +123,19 @@ async def delete(ctx: RequestContext, request: Container) -> dict:
     return {"throttle_time_ms": 0, "filter_results": results}
 
 
+def _create_failed(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "results": [
+        {"error_code": int(code), "error_message": None} for _ in request.creations]}
+
+
+def _delete_failed(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "filter_results": [
+        {"error_code": int(code), "error_message": None, "matching_acls": []}
+        for _ in request.filters]}
+
+
 HANDLERS = (
     Handler(ApiKey.DESCRIBE_ACLS, 1, 3, describe),
-    Handler(ApiKey.CREATE_ACLS, 1, 3, create),
-    Handler(ApiKey.DELETE_ACLS, 1, 3, delete),
+    Handler(ApiKey.CREATE_ACLS, 1, 3, create, _create_failed),
+    Handler(ApiKey.DELETE_ACLS, 1, 3, delete, _delete_failed),
 )
