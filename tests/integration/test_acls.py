@@ -148,3 +148,26 @@ def test_without_an_authorizer_acl_apis_are_disabled():
 def test_unknown_authorizer_class_refused():
     with pytest.raises(Exception, match="authorizer.class.name"):
         Broker(authorizer_class_name="com.example.MyAuthorizer").start().stop()
+
+
+def test_kafka_acls_round_trip(capsys):
+    from pybroker.tools.acls import main
+    with Broker(authorizer_class_name=AUTHORIZER, super_users=PRINCIPAL) as b:
+        base = ["--bootstrap-server", b.bootstrap]
+        assert main(base + ["--add", "--allow-principal", "User:alice", "--operation", "Read",
+                            "--topic", "t", "--group", "g"]) == 0
+        added = capsys.readouterr().out
+        assert ("Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=t, "
+                "patternType=LITERAL)`: \n \t(principal=User:alice, host=*, operation=READ, "
+                "permissionType=ALLOW) \n") in added
+        assert main(base + ["--add", "--producer", "--allow-principal", "User:bob",
+                            "--topic", "p-", "--resource-pattern-type", "prefixed"]) == 0
+        capsys.readouterr()
+        assert main(base + ["--list"]) == 0
+        listed = capsys.readouterr().out
+        assert "name=g, patternType=LITERAL" in listed
+        assert "name=p-, patternType=PREFIXED" in listed and "operation=CREATE" in listed
+        assert main(base + ["--remove", "--force", "--topic", "t"]) == 0
+        capsys.readouterr()
+        assert main(base + ["--list", "--topic", "t"]) == 0
+        assert "name=t," not in capsys.readouterr().out
