@@ -19,6 +19,8 @@ from typing import Any
 import trio
 
 from protocol.topic_partition import TopicPartition
+from pybroker.acl.authorizer import Authorizer, parse_super_users
+from pybroker.acl.store import AclStore, LocalAclStore, ZkAclStore
 from pybroker.broker_metrics import BrokerCollector, broker_registry
 from pybroker.clock import Clock
 from pybroker.periodic import run_every
@@ -158,6 +160,7 @@ class Broker:
                                                    self.producer_ids, markers,
                                                    clock=self.clock.now_ms)
         self.replicas.txn_verifier = self.transactions.verify
+        self.authorizer, self.acl_store = self._build_authorizer(config)
         # Who follows the store's changes, in order: stale topic configs first.
         self.metadata.listeners += [self.topic_configs.apply_delta, self.replicas.apply_delta,
                                     self.groups.apply_delta, self.transactions.apply_delta]
@@ -170,11 +173,24 @@ class Broker:
                                  self.transactions, self.controller, self.hooks,
                                  memory=MemoryPool(config.queued_max_request_bytes
                                                    if config.queued_max_request_bytes > 0
-                                                   else None))
+                                                   else None),
+                                 authorizer=self.authorizer, acls=self.acl_store)
         # /metrics: read at scrape time from these parts (pybroker/broker_metrics.py).
         self.metrics_registry = broker_registry(BrokerCollector(
             self.node_id, self.metadata, self.replicas, self.groups, self.services.memory,
             self.services.stats))
+
+    def _build_authorizer(self, config: BrokerConfig
+                          ) -> tuple[Authorizer | None, AclStore | None]:
+        """authorizer.class.name empty: no authorization at all (the config refused any name
+        but Kafka's two ACL authorizers)."""
+        if not config["authorizer.class.name"]:
+            return None, None
+        authorizer = Authorizer(parse_super_users(config["super.users"]),
+                                bool(config["allow.everyone.if.no.acl.found"]))
+        if self.zk_store is not None:
+            return authorizer, ZkAclStore(self.zk_store.zk, authorizer)
+        return authorizer, LocalAclStore(self.log_dirs[0], authorizer)
 
     def registered(self) -> bool:
         """A member of its cluster now: registered with a live ZooKeeper session and present
@@ -198,6 +214,8 @@ class Broker:
                 await nursery.start(self.replicas.run_isr_maintenance,
                                     self.config.replica_lag_time_max_ms)
                 await nursery.start(self.controller.run)
+                if isinstance(self.acl_store, ZkAclStore):
+                    nursery.start_soon(self.acl_store.run)  # other brokers' ACL changes
             nursery.start_soon(self._every, self.config.log_retention_check_interval_ms,
                                self._retention)
             nursery.start_soon(self._every, self.config.log_flush_scheduler_interval_ms,

@@ -119,6 +119,17 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("security.inter.broker.protocol", _S, "PLAINTEXT", OneOf(SECURITY_PROTOCOLS), _MEDIUM,
        "Protocol brokers use to reach each other, when inter.broker.listener.name is unset.",
        inert="security", refused=("SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    _k("authorizer.class.name", _S, "",
+       OneOf(("", "kafka.security.authorizer.AclAuthorizer",
+              "org.apache.kafka.metadata.authorizer.StandardAuthorizer")), _LOW,
+       "The authorizer: empty for none (every request allowed; the ACL APIs answer "
+       "SECURITY_DISABLED), or one of Kafka's ACL authorizer class names, which turn ACLs on "
+       "(both name the same authorizer here). Any other class is refused at start."),
+    _k("super.users", _S, None, None, _LOW,
+       "Principals allowed everything whatever the ACLs say, separated by semicolons "
+       "(User:admin;User:alice)."),
+    _k("allow.everyone.if.no.acl.found", _B, False, None, _LOW,
+       "With an authorizer: whether a resource no ACL applies to is open to everyone."),
     _k("num.network.threads", _I, 3, at_least(1), _HIGH,
        "Kafka's network thread count. Accepted; pybroker serves each connection as a task.", na=True),
     _k("num.io.threads", _I, 8, at_least(1), _HIGH,

@@ -15,7 +15,7 @@ _MODULES = (
     "offset_commit", "offset_fetch", "offset_delete", "describe_groups", "list_groups",
     "delete_groups", "alter_partition_reassignments", "list_partition_reassignments",
     "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "write_txn_markers",
-    "describe_transactions", "list_transactions", "txn_offset_commit",
+    "describe_transactions", "list_transactions", "txn_offset_commit", "acls",
 )
 
 

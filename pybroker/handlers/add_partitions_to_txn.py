@@ -13,6 +13,7 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
+from pybroker.handlers.authz import TOPIC, TXN, Op, denied_names, require
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.handlers.txn_errors import fenced_for
 
@@ -26,6 +27,11 @@ def _response(request: Container, codes: dict[TopicPartition, ErrorCode]) -> dic
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
+    require(ctx, Op.WRITE, TXN, request.v3_and_below_transactional_id)
+    denied = denied_names(ctx, Op.WRITE, TOPIC, {tp[0] for tp in wanted})
+    if denied:  # as Kafka: the others are not attempted
+        return _response(request, {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied
+                                   else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted})
     unknown = {tp for tp in wanted if ctx.image.partition(*tp) is None}
     if unknown:
         return _response(request, {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown

@@ -12,6 +12,7 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.controller.reassignment import validate_target
+from pybroker.handlers.authz import CLUSTER, Op, require
 from pybroker.handlers.base import Handler, RequestContext
 
 
@@ -27,6 +28,7 @@ def _single_broker(ctx: RequestContext, topic: str, index: int, target: list[int
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    require(ctx, Op.ALTER, CLUSTER)
     wanted = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
               for t in request.topics for p in t.partitions]
     controller = ctx.services.controller

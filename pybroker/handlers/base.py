@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from construct import Container
 
 from protocol.errors import ErrorCode
+from pybroker.acl.authorizer import Authorizer
+from pybroker.acl.store import AclStore
 from pybroker.cluster.metadata import MetadataStore, MetadataImage
 from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
@@ -56,6 +58,11 @@ class Services:
     memory: MemoryPool = field(default_factory=lambda: MemoryPool(None))
     # What the request path counts for /metrics (plain integers, read at scrape time).
     stats: RequestStats = field(default_factory=RequestStats)
+    # The authorizer and where its ACLs are kept (authorizer.class.name); None: no
+    # authorization, every request allowed, at the cost of one attribute check
+    # (pybroker/handlers/authz.py).
+    authorizer: Authorizer | None = None
+    acls: AclStore | None = None
 
 
 @dataclass

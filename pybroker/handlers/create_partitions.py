@@ -5,10 +5,13 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from pybroker.handlers.authz import TOPIC, Op, allowed
 from pybroker.handlers.base import Handler, RequestContext
 
 
 def _check(ctx: RequestContext, name: str, count: int, assignments: list) -> tuple[ErrorCode, str | None]:
+    if not allowed(ctx, Op.ALTER, TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
     info = ctx.image.topics.get(name)
     if info is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."

@@ -11,6 +11,7 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from pybroker.handlers.authz import CLUSTER, TOPIC, Op, allowed
 from pybroker.handlers.base import Handler, RequestContext
 
 
@@ -24,6 +25,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
 async def _create(ctx: RequestContext, request: Container) -> list[dict]:
     results = []
     seen: set[str] = set()
+    may_create = allowed(ctx, Op.CREATE, CLUSTER)  # else CREATE on each topic (Kafka's rule)
     for topic in request.topics:
         partitions = topic.num_partitions
         rf = topic.replication_factor
@@ -51,6 +53,10 @@ async def _create(ctx: RequestContext, request: Container) -> list[dict]:
                                    f"Topic {topic.name} appears more than once in the request."))
             continue
         seen.add(topic.name)
+        if not may_create and not allowed(ctx, Op.CREATE, TOPIC, topic.name):
+            results.append(_result(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                   "Authorization failed."))
+            continue
         code, message = await ctx.topics.create_topic(
             topic.name, partitions, rf, configs, validate_only=request.validate_only,
             assignments=assignments)

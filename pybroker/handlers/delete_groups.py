@@ -6,11 +6,15 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from pybroker.handlers.authz import GROUP, Op, denied_names
 from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    results = await ctx.groups.delete_groups(list(request.groups_names))
+    denied = denied_names(ctx, Op.DELETE, GROUP, request.groups_names)
+    results = await ctx.groups.delete_groups([g for g in request.groups_names
+                                              if g not in denied])
+    results.update((g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in denied)
     return {"throttle_time_ms": 0, "results": [
         {"group_id": g, "error_code": int(results.get(g, ErrorCode.NONE))}
         for g in request.groups_names]}

@@ -5,15 +5,21 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from pybroker.handlers.authz import TOPIC, Op, denied_names
 from pybroker.handlers.base import Handler, RequestContext, partition_error_response
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     topics = []
+    denied = denied_names(ctx, Op.DELETE, TOPIC, {t.name for t in request.topics})
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             low = -1
+            if topic.name in denied:
+                partitions.append({"partition_index": p.partition_index, "low_watermark": low,
+                                   "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)})
+                continue
             code, plog = ctx.replicas.leader_log(topic.name, p.partition_index)
             if plog is not None:
                 target = plog.high_watermark if p.offset == -1 else p.offset

@@ -8,6 +8,7 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from pybroker.handlers.authz import TOPIC, Op, allowed
 from pybroker.handlers.base import Handler, RequestContext
 
 _ZERO = uuid.UUID(int=0)
@@ -49,6 +50,11 @@ async def _delete(ctx: RequestContext,
                               "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                               "error_message": "This server does not host this "
                                                "topic-partition."})
+            continue
+        if not allowed(ctx, Op.DELETE, TOPIC, name or ""):
+            responses.append({"name": name, "topic_id": info.topic_id,
+                              "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                              "error_message": "Authorization failed."})
             continue
         if info.internal:
             responses.append({"name": name, "topic_id": info.topic_id,

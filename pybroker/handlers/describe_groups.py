@@ -12,14 +12,21 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.acl_operations import GROUP_OPERATIONS, authorized_operations
+from pybroker.handlers.authz import GROUP, Op, allowed, operations_field
 from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    operations = authorized_operations(
-        ctx.version >= 3 and request.include_authorized_operations, GROUP_OPERATIONS)
+    asked = ctx.version >= 3 and request.include_authorized_operations
+    operations = authorized_operations(asked, GROUP_OPERATIONS)
     groups = []
     for group_id in request.groups:
+        if not allowed(ctx, Op.DESCRIBE, GROUP, group_id):
+            groups.append(error_response(ctx, Container(groups=[group_id]),
+                                         ErrorCode.GROUP_AUTHORIZATION_FAILED)["groups"][0])
+            continue
+        if ctx.services.authorizer is not None:
+            operations = operations_field(ctx, asked, GROUP, group_id, GROUP_OPERATIONS)
         d = ctx.groups.describe_group(group_id)
         groups.append({
             "error_code": int(d.error), "group_id": d.group_id, "group_state": d.state,

@@ -19,12 +19,14 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.controller.controller import ControllerFenced
+from pybroker.handlers.authz import CLUSTER, Op, require
 from pybroker.handlers.base import Handler, RequestContext
 
 Results = dict[tuple[str, int], tuple[ErrorCode, str | None]]
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    require(ctx, Op.ALTER, CLUSTER)
     wanted = _requested(request)
     controller = ctx.services.controller
     if controller is None:

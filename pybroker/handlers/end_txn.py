@@ -10,11 +10,13 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
+from pybroker.handlers.authz import TXN, Op, require
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.handlers.txn_errors import fenced_for
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    require(ctx, Op.WRITE, TXN, request.transactional_id)
     code = await ctx.services.transactions.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch,
         request.committed)

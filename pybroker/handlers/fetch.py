@@ -19,20 +19,25 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from pybroker.handlers.authz import CLUSTER, TOPIC, Op, allowed, denied_names
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.purgatory import Watch
 
 SENDFILE_MIN_BATCH = 64 * 1024
 
 
-def _read_all(ctx: RequestContext, request: Container,
-              max_bytes: int) -> tuple[list[dict], int, bool]:
+def _read_all(ctx: RequestContext, request: Container, max_bytes: int,
+              denied: set[str]) -> tuple[list[dict], int, bool]:
     manager = ctx.replicas
     remaining = max_bytes
     total = 0
     errors = False
     responses = []
     for topic in request.topics:
+        if denied and topic.topic in denied:
+            errors = True
+            responses.append(_failed(topic, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         partitions = []
         for p in topic.partitions:
             limit = max(0, min(p.partition_max_bytes, remaining))
@@ -82,14 +87,21 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     # it while it is sent): under a flood of large requests fetches get smaller, never
     # refused (the first batch still comes whole).
     pool = ctx.services.memory
+    denied: set[str] = set()
+    if ctx.services.authorizer is not None:
+        names = [t.topic for t in request.topics]
+        if request.replica_id >= 0:  # a follower: the cluster's, not a topic's, permission
+            denied = set() if allowed(ctx, Op.CLUSTER_ACTION, CLUSTER) else set(names)
+        else:
+            denied = denied_names(ctx, Op.READ, TOPIC, names)
     while True:
-        responses, total, errors = _read_all(ctx, request, min(max_bytes, pool.available))
+        responses, total, errors = _read_all(ctx, request, min(max_bytes, pool.available), denied)
         if total >= min_bytes or errors or not wanted:
             break
         left = deadline - trio.current_time()
         if left <= 0 or not await ctx.services.purgatory.wait_any(wanted, left, watch):
             responses, total, errors = _read_all(ctx, request,
-                                                 min(max_bytes, pool.available))
+                                                 min(max_bytes, pool.available), denied)
             break
     if request.replica_id < 0 and total:  # consumers' bytes (Kafka's BytesOutPerSec)
         stats = ctx.services.stats
@@ -100,11 +112,15 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 
+def _failed(topic: Container, code: ErrorCode) -> dict:
+    return {"topic": topic.topic, "partitions": [
+        {"partition_index": p.partition, "error_code": int(code), "high_watermark": -1,
+         "records": b""} for p in topic.partitions]}
+
+
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "error_code": int(code), "session_id": 0, "responses": [
-        {"topic": t.topic, "partitions": [
-            {"partition_index": p.partition, "error_code": int(code), "high_watermark": -1,
-             "records": b""} for p in t.partitions]} for t in request.topics]}
+    return {"throttle_time_ms": 0, "error_code": int(code), "session_id": 0,
+            "responses": [_failed(t, code) for t in request.topics]}
 
 
 HANDLER = Handler(ApiKey.FETCH, 4, 12, handle, error_response)

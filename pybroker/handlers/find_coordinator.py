@@ -10,6 +10,7 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from pybroker.handlers.authz import GROUP, TXN, Op, allowed
 from pybroker.handlers.base import Handler, RequestContext
 
 GROUP_KEY_TYPE = 0
@@ -18,6 +19,12 @@ TRANSACTION_KEY_TYPE = 1
 
 async def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
     message: str | None
+    if key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE) and not allowed(
+            ctx, Op.DESCRIBE, TXN if key_type == TRANSACTION_KEY_TYPE else GROUP, key):
+        code = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                if key_type == TRANSACTION_KEY_TYPE else ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        return {"key": key, "error_code": int(code), "error_message": code.message,
+                "node_id": -1, "host": "", "port": -1}
     if key_type == TRANSACTION_KEY_TYPE:
         code, node, host, port = await ctx.services.transactions.coordinator_for(
             key, ctx.listener)

@@ -4,10 +4,12 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
+from pybroker.handlers.authz import GROUP, Op, require
 from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    require(ctx, Op.READ, GROUP, request.group_id)
     code = await ctx.groups.heartbeat(request.group_id, request.member_id,
                                        request.group_instance_id, request.generation_id)
     return {"throttle_time_ms": 0, "error_code": int(code)}

@@ -13,18 +13,24 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from pybroker.handlers.authz import CLUSTER, TOPIC, TXN, Op, allowed, allowed_any, require
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.handlers.txn_errors import fenced_for
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     if request.transactional_id is not None:
+        require(ctx, Op.WRITE, TXN, request.transactional_id)
         txn = ctx.services.transactions
         code, pid, epoch = await txn.init_producer_id(
             request.transactional_id, request.transaction_timeout_ms,
             request.get("producer_id", -1), request.get("producer_epoch", -1))
         return {"throttle_time_ms": 0, "error_code": int(fenced_for(code, ctx.version, 4)),
                 "producer_id": pid, "producer_epoch": epoch}
+    # Idempotent only: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka 3.9).
+    if not allowed(ctx, Op.IDEMPOTENT_WRITE, CLUSTER) and not allowed_any(ctx, Op.WRITE, TOPIC):
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     pid = await ctx.services.producer_ids.next_id()
     return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
 

@@ -11,10 +11,12 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from pybroker.coordinator.group_state import JoinRequest
+from pybroker.handlers.authz import GROUP, Op, require
 from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    require(ctx, Op.READ, GROUP, request.group_id)
     version = ctx.version
     result = await ctx.groups.join(JoinRequest(
         group_id=request.group_id,

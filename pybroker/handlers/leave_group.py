@@ -11,10 +11,12 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.coordinator.group_state import LeavingMember
+from pybroker.handlers.authz import GROUP, Op, require
 from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    require(ctx, Op.READ, GROUP, request.group_id)
     if ctx.version >= 3:
         leaving = [LeavingMember(m.member_id, m.group_instance_id, m.reason)
                    for m in request.members]

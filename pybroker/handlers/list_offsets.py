@@ -4,15 +4,23 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.handlers.authz import TOPIC, Op, denied_names
 from pybroker.handlers.base import Handler, RequestContext, partition_error_response
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     manager = ctx.replicas
     topics = []
+    denied = denied_names(ctx, Op.DESCRIBE, TOPIC, {t.name for t in request.topics})
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
+            if topic.name in denied:
+                partitions.append({"partition_index": p.partition_index, "timestamp": -1,
+                                   "offset": -1, "leader_epoch": -1, "error_code": int(
+                                       ErrorCode.TOPIC_AUTHORIZATION_FAILED)})
+                continue
             code, offset, ts, epoch = manager.list_offset(
                 topic.name, p.partition_index, p.timestamp, request.isolation_level,
                 p.current_leader_epoch)

@@ -3,8 +3,10 @@
 Topics a client asks about that do not exist are created when both the request
 (`allow_auto_topic_creation`, implied before v4) and `auto.create.topics.enable` allow it.
 Creation is synchronous here, so a new topic is returned ready, not LEADER_NOT_AVAILABLE.
-Asked for authorized operations (v8+), it answers every topic (and cluster) operation: there
-is no authorizer, and Kafka without one allows them all.
+Asked for authorized operations (v8+), it answers the topic (and cluster) operations the
+principal may do: every one without an authorizer, as Kafka. With one, topics the principal
+may not DESCRIBE are left out of an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED
+when named, and auto-creation needs CREATE on the cluster or the topic (Kafka's rules).
 
 The response is encoded by hand (protocol.metadata_response, held byte for byte to the
 schema by its tests), and each topic's entry is cached, per version, until the metadata
@@ -26,6 +28,7 @@ from protocol.metadata_response import (
 )
 from pybroker.cluster.metadata import MetadataStore, TopicInfo
 from pybroker.cluster.topic_names import invalid_topic_reason
+from pybroker.handlers.authz import CLUSTER, TOPIC, Op, allowed, operations_field
 from pybroker.handlers.base import Handler, RequestContext
 
 
@@ -95,8 +98,16 @@ async def handle(ctx: RequestContext, request: Container) -> EncodedBody:
     if version == 0 and requested == []:
         requested = None  # v0: an empty list means all topics
     topics: list[bytes] = []
+    secured = ctx.services.authorizer is not None
+    ask_ops = version >= 8 and request.include_topic_authorized_operations
+
+    def ops(name: str) -> int:
+        return (operations_field(ctx, ask_ops, TOPIC, name, TOPIC_OPERATIONS) if secured
+                else topic_ops)
+
     if requested is None:
-        topics = [encoded_topic(store, t, version, topic_ops) for t in image.topics.values()]
+        topics = [encoded_topic(store, t, version, ops(t.name)) for t in image.topics.values()
+                  if not secured or allowed(ctx, Op.DESCRIBE, TOPIC, t.name)]
     else:
         allow_create = request.allow_auto_topic_creation if version >= 4 else True
         for wanted in requested:
@@ -109,15 +120,22 @@ async def handle(ctx: RequestContext, request: Container) -> EncodedBody:
                     wanted.topic_id))
                 continue
             info = image.topics.get(name)
-            if info is not None:
-                topics.append(encoded_topic(store, info, version, topic_ops))
+            if secured and (not allowed(ctx, Op.DESCRIBE, TOPIC, name) or (
+                    info is None and allow_create and not invalid_topic_reason(name)
+                    and ctx.config.auto_create_topics_enable
+                    and not allowed(ctx, Op.CREATE, CLUSTER)
+                    and not allowed(ctx, Op.CREATE, TOPIC, name))):
+                topics.append(_encoded_error(version, name,
+                                             ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif info is not None:
+                topics.append(encoded_topic(store, info, version, ops(name)))
             elif invalid_topic_reason(name):
                 topics.append(_encoded_error(version, name, ErrorCode.INVALID_TOPIC_EXCEPTION,
                                              operations=topic_ops))
             elif allow_create and ctx.config.auto_create_topics_enable:
                 code = await ctx.topics.auto_create_topic(name)
                 info = store.image.topics.get(name)
-                topics.append(encoded_topic(store, info, version, topic_ops)
+                topics.append(encoded_topic(store, info, version, ops(name))
                               if info and code == ErrorCode.NONE
                               else _encoded_error(version, name, code, operations=topic_ops))
             else:
@@ -129,9 +147,9 @@ async def handle(ctx: RequestContext, request: Container) -> EncodedBody:
         version, [(b.node_id, ep[0], ep[1], b.rack) for b in image.brokers.values()
                   for ep in (b.endpoint(ctx.listener),) if ep is not None],
         image.cluster_id, image.controller_id, topics,
-        cluster_authorized_operations=authorized_operations(
-            8 <= version <= 10 and request.include_cluster_authorized_operations,
-            CLUSTER_OPERATIONS))
+        cluster_authorized_operations=operations_field(
+            ctx, 8 <= version <= 10 and request.include_cluster_authorized_operations,
+            CLUSTER, "kafka-cluster", CLUSTER_OPERATIONS))
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:

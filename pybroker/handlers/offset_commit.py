@@ -11,6 +11,7 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
+from pybroker.handlers.authz import GROUP, Op, require
 from pybroker.handlers.base import Handler, RequestContext, partition_error_response
 from pybroker.handlers.commit_request import commit_response, offsets_asked
 
@@ -18,6 +19,7 @@ DEFAULT_RETENTION = -1
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    require(ctx, Op.READ, GROUP, request.group_id)
     groups = ctx.groups
     now = groups.now()
     expire = None

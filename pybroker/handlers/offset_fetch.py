@@ -12,6 +12,7 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
+from pybroker.handlers.authz import GROUP, TOPIC, Op, allowed, denied_names
 from pybroker.handlers.base import Handler, RequestContext
 
 
@@ -23,9 +24,28 @@ def _wanted(topics: list | None) -> list[TopicPartition] | None:
 
 def _fetch(ctx: RequestContext, group_id: str, topics: list | None,
            require_stable: bool) -> tuple[ErrorCode, list[dict]]:
-    code, found = ctx.groups.fetch_offsets(group_id, _wanted(topics), require_stable)
+    """As Kafka: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), and topics the
+    principal may not DESCRIBE are answered TOPIC_AUTHORIZATION_FAILED when named, left out
+    when all are asked for."""
+    if not allowed(ctx, Op.DESCRIBE, GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    wanted = _wanted(topics)
+    denied = denied_names(ctx, Op.DESCRIBE, TOPIC, {t.name for t in topics or ()})
+    if denied and wanted is not None:
+        wanted = [tp for tp in wanted if tp[0] not in denied]
+    code, found = ctx.groups.fetch_offsets(group_id, wanted, require_stable)
     by_topic: dict[str, list[dict]] = {}
+    if denied:
+        for t in topics or ():
+            if t.name in denied:
+                by_topic[t.name] = [{"partition_index": p, "committed_offset": -1,
+                                     "committed_leader_epoch": -1, "metadata": "",
+                                     "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
+                                    for p in t.partition_indexes]
+    secured = ctx.services.authorizer is not None
     for topic, partition, value in found:
+        if topics is None and secured and not allowed(ctx, Op.DESCRIBE, TOPIC, topic):
+            continue
         error = value if isinstance(value, ErrorCode) else ErrorCode.NONE
         stored = None if isinstance(value, ErrorCode) else value
         by_topic.setdefault(topic, []).append({

@@ -17,6 +17,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records.batch import ATTRIBUTES, HEADER_SIZE, TRANSACTIONAL, BatchHeader
 from protocol.topic_partition import TopicPartition
+from pybroker.handlers.authz import TOPIC, TXN, Op, allowed, denied_names
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.replica_manager import AppendResult
 
@@ -40,10 +41,20 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
     if txn_id is None and _has_transactional_batch(request):
         # As Kafka: transactional records need a transactional id (the whole request fails).
         return error_response(ctx, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    denied: set[str] = set()
+    if ctx.services.authorizer is not None:  # the hot path's one check without ACLs
+        if txn_id is not None and not allowed(ctx, Op.WRITE, TXN, txn_id):
+            return error_response(ctx, request,
+                                  ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        denied = denied_names(ctx, Op.WRITE, TOPIC, (t.name for t in request.topic_data))
     appended: list[tuple[TopicPartition, AppendResult]] = []
     stats = ctx.services.stats
     for topic in request.topic_data:
         for pd in topic.partition_data:
+            if denied and topic.name in denied:
+                result = AppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                appended.append(((topic.name, pd.index), result))
+                continue
             refused = ErrorCode.NONE if txn_id is None else \
                 _verify(ctx, txn_id, topic.name, pd.index, pd.records)
             if refused != ErrorCode.NONE:

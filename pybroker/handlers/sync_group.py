@@ -9,10 +9,12 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from pybroker.coordinator.group_state import SyncRequest
+from pybroker.handlers.authz import GROUP, Op, require
 from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    require(ctx, Op.READ, GROUP, request.group_id)
     result = await ctx.groups.sync(SyncRequest(
         group_id=request.group_id,
         member_id=request.member_id,

@@ -15,6 +15,7 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
+from pybroker.handlers.authz import GROUP, TXN, Op, require
 from pybroker.handlers.base import Handler, RequestContext, partition_error_response
 from pybroker.handlers.commit_request import commit_response, offsets_asked
 
@@ -28,6 +29,8 @@ def _for_version(code: ErrorCode, version: int) -> ErrorCode:
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    require(ctx, Op.WRITE, TXN, request.transactional_id)
+    require(ctx, Op.READ, GROUP, request.group_id)
     groups = ctx.groups
     offsets, unknown = offsets_asked(ctx, request, groups.now())
     results: dict[TopicPartition, ErrorCode] = {}

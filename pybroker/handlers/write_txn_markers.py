@@ -7,10 +7,12 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from pybroker.handlers.authz import CLUSTER, Op, require
 from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    require(ctx, Op.CLUSTER_ACTION, CLUSTER)
     markers = ctx.services.transactions.markers
     out = []
     for marker in request.markers:

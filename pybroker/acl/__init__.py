@@ -1,0 +1,1 @@
+"""Authorization: ACL bindings, the authorizer's decision and where bindings are stored."""

@@ -1,0 +1,183 @@
+"""Where ACL bindings are kept, durably, and how every broker comes to know them.
+
+One broker: `pybroker-acls.json` in the first log dir, beside the metadata file, replaced
+atomically (fsynced, in a worker thread) before the authorizer sees the change — so an
+answered CreateAcls/DeleteAcls survives a crash.
+
+ZooKeeper: Kafka's znodes, one per resource pattern (`pybroker.acl.acl_json`), updated
+conditionally on the version read, then a sequential notification under
+`/kafka-acl-changes` (LITERAL) or `/kafka-acl-extended-changes` (PREFIXED) as Kafka writes.
+Every broker watches both notification paths and, on any change, reads every ACL znode
+again (Kafka reads only the resource named; a full read is simpler and ACLs are few).
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from pybroker.acl import acl_json
+from pybroker.acl.authorizer import Authorizer
+from pybroker.acl.model import AclBinding, PatternType
+from pybroker.storage.files import write_atomically
+
+log = logging.getLogger(__name__)
+ACL_FILE = "pybroker-acls.json"
+
+
+class LocalAclStore:
+    def __init__(self, log_dir: Path, authorizer: Authorizer) -> None:
+        self.path = Path(log_dir) / ACL_FILE
+        self.authorizer = authorizer
+        self._lock = trio.Lock()
+        authorizer.replace(self._load())
+
+    def _load(self) -> list[AclBinding]:
+        if not self.path.exists():
+            return []
+        out: list[AclBinding] = []
+        for path, value in json.loads(self.path.read_text()).items():
+            pattern = _pattern_of(path)
+            if pattern is not None:
+                out.extend(acl_json.decode(pattern, json.dumps(value).encode()))
+        return out
+
+    async def change(self, add: Iterable[AclBinding] = (),
+                     remove: Iterable[AclBinding] = ()) -> None:
+        async with self._lock:
+            bindings = (set(self.authorizer.bindings) | set(add)) - set(remove)
+            data = {acl_json.path_of(p): json.loads(acl_json.encode(bs))
+                    for p, bs in sorted(acl_json.by_pattern(bindings).items(),
+                                        key=lambda kv: acl_json.path_of(kv[0]))}
+            await trio.to_thread.run_sync(write_atomically, self.path,
+                                          json.dumps(data, indent=1))
+            self.authorizer.replace(bindings)
+
+    async def run(self) -> None:
+        """Nothing to follow on one broker."""
+
+
+def _pattern_of(path: str) -> acl_json.Pattern | None:
+    for root, ptype in ((acl_json.PREFIXED_ROOT, PatternType.PREFIXED),
+                        (acl_json.LITERAL_ROOT, PatternType.LITERAL)):
+        if path.startswith(root + "/"):
+            type_name, _, name = path[len(root) + 1:].partition("/")
+            rtype = acl_json.type_of(type_name)
+            return None if rtype is None else (rtype, name, ptype)
+    return None
+
+
+class ZkAclStore:
+    """`zk`: the broker's kazoo client (or the in-memory one), already started."""
+
+    def __init__(self, zk: Any, authorizer: Authorizer) -> None:
+        self.zk = zk
+        self.authorizer = authorizer
+        self._lock = trio.Lock()
+        self._changed = trio.Event()
+        self._token: trio.lowlevel.TrioToken | None = None
+        for path in (acl_json.LITERAL_CHANGES, acl_json.EXTENDED_CHANGES):
+            zk.ensure_path(path)
+        authorizer.replace(self._read_all(watch=False))
+
+    # -- reading (worker thread) ---------------------------------------------------------------
+    def _read_all(self, watch: bool) -> list[AclBinding]:
+        from kazoo.exceptions import NoNodeError
+        if watch:
+            for path in (acl_json.LITERAL_CHANGES, acl_json.EXTENDED_CHANGES):
+                self.zk.get_children(path, watch=self._on_watch)
+        out: list[AclBinding] = []
+        for root, ptype in ((acl_json.LITERAL_ROOT, PatternType.LITERAL),
+                            (acl_json.PREFIXED_ROOT, PatternType.PREFIXED)):
+            try:
+                type_names = self.zk.get_children(root)
+            except NoNodeError:
+                continue
+            for type_name in type_names:
+                rtype = acl_json.type_of(type_name)
+                if rtype is None:
+                    continue
+                try:
+                    names = self.zk.get_children(f"{root}/{type_name}")
+                except NoNodeError:
+                    continue
+                for name in names:
+                    try:
+                        data, _ = self.zk.get(f"{root}/{type_name}/{name}")
+                    except NoNodeError:
+                        continue
+                    try:
+                        out.extend(acl_json.decode((rtype, name, ptype), data))
+                    except (ValueError, KeyError) as exc:
+                        log.warning("ignoring unreadable ACL znode %s/%s/%s: %s", root,
+                                    type_name, name, exc)
+        return out
+
+    def _on_watch(self, event: Any) -> None:
+        token = self._token
+        if token is not None:
+            try:
+                token.run_sync_soon(self._changed.set)
+            except trio.RunFinishedError:
+                pass
+
+    async def run(self) -> None:
+        """Follow the change notifications for as long as the broker runs."""
+        self._token = trio.lowlevel.current_trio_token()
+        while True:
+            self._changed = trio.Event()
+            try:
+                bindings = await trio.to_thread.run_sync(self._read_all, True)
+            except Exception as exc:  # ZooKeeper away: try again shortly
+                log.warning("reading ACLs from ZooKeeper failed: %s", exc)
+                await trio.sleep(1)
+                continue
+            self.authorizer.replace(bindings)
+            await self._changed.wait()
+
+    # -- writing -------------------------------------------------------------------------------
+    async def change(self, add: Iterable[AclBinding] = (),
+                     remove: Iterable[AclBinding] = ()) -> None:
+        adds, removes = acl_json.by_pattern(add), acl_json.by_pattern(remove)
+        async with self._lock:
+            for pattern in sorted(set(adds) | set(removes)):
+                await trio.to_thread.run_sync(self._update, pattern, adds.get(pattern, ()),
+                                              removes.get(pattern, ()))
+            self.authorizer.replace(await trio.to_thread.run_sync(self._read_all, False))
+
+    def _update(self, pattern: acl_json.Pattern, add: Iterable[AclBinding],
+                remove: Iterable[AclBinding]) -> None:
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+        path = acl_json.path_of(pattern)
+        while True:
+            try:
+                data, stat = self.zk.get(path)
+                current = set(acl_json.decode(pattern, data))
+            except NoNodeError:
+                stat, current = None, set()
+            wanted = (current | set(add)) - set(remove)
+            if wanted == current:
+                return
+            try:
+                if stat is None:
+                    self.zk.create(path, acl_json.encode(wanted), makepath=True)
+                elif wanted:
+                    self.zk.set(path, acl_json.encode(wanted), version=stat.version)
+                else:
+                    self.zk.delete(path, version=stat.version)
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue  # another broker changed it meanwhile: read again
+            break
+        if pattern[2] == PatternType.PREFIXED:
+            self.zk.create(f"{acl_json.EXTENDED_CHANGES}/{acl_json.CHANGE_PREFIX}",
+                           acl_json.change_extended(pattern), sequence=True)
+        else:
+            self.zk.create(f"{acl_json.LITERAL_CHANGES}/{acl_json.CHANGE_PREFIX}",
+                           acl_json.change_literal(pattern), sequence=True)
+
+
+AclStore = LocalAclStore | ZkAclStore

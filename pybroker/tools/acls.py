@@ -1,0 +1,189 @@
+"""kafka-acls: add, list and remove ACLs with Kafka's flags and Kafka's output (AclCommand)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from protocol.acl_operations import AclOperation
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from pybroker.acl.model import (
+    CLUSTER_NAME, AclBinding, AclPermission, PatternType, ResourceType, operation_from_name,
+)
+from pybroker.tools.common import (
+    ArgumentParser, ToolError, connect, err, load_properties, out, parse_argv, run,
+)
+
+PROG = "kafka-acls"
+_O = AclOperation
+
+
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(PROG, "This tool helps to manage acls on kafka.")
+    p.add_argument("--bootstrap-server", help="REQUIRED: A list of host/port pairs to use "
+                   "for establishing the connection to the Kafka cluster.")
+    p.add_argument("--command-config", help="A property file containing configs to be "
+                   "passed to Admin Client.")
+    for flag in ("--add", "--remove", "--list", "--force", "--producer", "--consumer",
+                 "--idempotent", "--cluster"):
+        p.add_argument(flag, action="store_true")
+    for flag in ("--allow-principal", "--deny-principal", "--allow-host", "--deny-host",
+                 "--operation", "--topic", "--group", "--transactional-id"):
+        p.add_argument(flag, action="append", default=[])
+    p.add_argument("--principal")
+    p.add_argument("--resource-pattern-type", default=None,
+                   choices=["literal", "prefixed", "match", "any", "LITERAL", "PREFIXED",
+                            "MATCH", "ANY"])
+    return p
+
+
+def _resources(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:
+    found = [(ResourceType.TOPIC, t) for t in args.topic]
+    found += [(ResourceType.GROUP, g) for g in args.group]
+    found += [(ResourceType.TRANSACTIONAL_ID, t) for t in args.transactional_id]
+    if args.cluster or (args.producer and args.idempotent):
+        found.append((ResourceType.CLUSTER, CLUSTER_NAME))
+    return found
+
+
+def _operations(args: argparse.Namespace, rtype: ResourceType) -> list[AclOperation]:
+    if args.producer or args.consumer:
+        ops: list[AclOperation] = []
+        if args.producer:
+            ops += {ResourceType.TOPIC: [_O.WRITE, _O.DESCRIBE, _O.CREATE],
+                    ResourceType.TRANSACTIONAL_ID: [_O.WRITE, _O.DESCRIBE],
+                    ResourceType.CLUSTER: [_O.IDEMPOTENT_WRITE]}.get(rtype, [])
+        if args.consumer:
+            ops += {ResourceType.TOPIC: [_O.READ, _O.DESCRIBE],
+                    ResourceType.GROUP: [_O.READ]}.get(rtype, [])
+        return ops
+    try:
+        return [operation_from_name(o) for o in args.operation] or [_O.ALL]
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def _bindings(args: argparse.Namespace, pattern: PatternType) -> list[AclBinding]:
+    entries = []
+    for permission, principals, hosts in (
+            (AclPermission.ALLOW, args.allow_principal, args.allow_host),
+            (AclPermission.DENY, args.deny_principal, args.deny_host)):
+        for principal in principals:
+            for host in hosts or ["*"]:
+                entries.append((principal, host, permission))
+    if not entries:
+        raise ToolError("You must specify one of: --allow-principal, --deny-principal when "
+                        "trying to add ACLs.")
+    return [AclBinding(rtype, name, pattern, principal, host, op, permission)
+            for rtype, name in _resources(args) for op in _operations(args, rtype)
+            for principal, host, permission in entries]
+
+
+def _pattern_text(rtype: int, name: str, ptype: int) -> str:
+    return (f"ResourcePattern(resourceType={ResourceType(rtype).name}, name={name}, "
+            f"patternType={PatternType(ptype).name})")
+
+
+def _entry_text(principal: str, host: str, op: int, permission: int) -> str:
+    return (f"(principal={principal}, host={host}, operation={AclOperation(op).name}, "
+            f"permissionType={AclPermission(permission).name})")
+
+
+def _print_acls(resources: list) -> None:
+    for r in resources:
+        out(f"Current ACLs for resource `{_pattern_text(r.resource_type, r.resource_name, r.pattern_type)}`: ")
+        for a in r.acls:
+            out(" \t" + _entry_text(a.principal, a.host, a.operation, a.permission_type) + " ")
+        out("")
+
+
+async def _describe(client, rtype: int, name: str | None, ptype: int,  # type: ignore[no-untyped-def]
+                    principal: str | None = None) -> list:
+    answer = await client.request(ApiKey.DESCRIBE_ACLS, {
+        "resource_type_filter": rtype, "resource_name_filter": name,
+        "pattern_type_filter": ptype, "principal_filter": principal, "host_filter": None,
+        "operation": int(_O.ANY), "permission_type": int(AclPermission.ANY)})
+    if answer.error_code:
+        raise KafkaError(answer.error_code, answer.error_message)
+    return list(answer.resources)
+
+
+async def _main(args: argparse.Namespace) -> int:
+    props = load_properties(args.command_config) if args.command_config else {}
+    default = "literal" if args.add else "any" if args.list or args.remove else "literal"
+    pattern = PatternType[(args.resource_pattern_type or default).upper()]
+    async with connect(args.bootstrap_server, props, default_client_id=PROG) as client:
+        if args.add:
+            if pattern not in (PatternType.LITERAL, PatternType.PREFIXED):
+                raise ToolError("A '--resource-pattern-type' value of 'literal' or 'prefixed' "
+                                "is required when adding ACLs.")
+            bindings = _bindings(args, pattern)
+            for rtype, name in _resources(args):
+                mine = [b for b in bindings if (b.resource_type, b.resource_name) == (rtype, name)]
+                out(f"Adding ACLs for resource `{_pattern_text(rtype, name, pattern)}`: ")
+                for b in mine:
+                    out(" \t" + _entry_text(b.principal, b.host, b.operation, b.permission) + " ")
+                out("")
+            answer = await client.request(ApiKey.CREATE_ACLS, {"creations": [
+                {"resource_type": int(b.resource_type), "resource_name": b.resource_name,
+                 "resource_pattern_type": int(b.pattern_type), "principal": b.principal,
+                 "host": b.host, "operation": int(b.operation),
+                 "permission_type": int(b.permission)} for b in bindings]})
+            for r in answer.results:
+                if r.error_code:
+                    raise KafkaError(r.error_code, r.error_message)
+            for rtype, name in _resources(args):
+                _print_acls(await _describe(client, rtype, name, pattern))
+        elif args.remove:
+            if not args.force:
+                raise ToolError("Removing ACLs needs --force here (no interactive prompt).")
+            filters = []
+            for rtype, name in _resources(args):
+                out(f"Removing ACLs from resource `{_pattern_text(rtype, name, pattern)}`: ")
+                entries = _bindings(args, pattern) if (args.allow_principal
+                                                       or args.deny_principal) else None
+                if entries is None:
+                    filters.append({"resource_type_filter": int(rtype),
+                                    "resource_name_filter": name, "pattern_type_filter": int(pattern),
+                                    "principal_filter": None, "host_filter": None,
+                                    "operation": int(_O.ANY),
+                                    "permission_type": int(AclPermission.ANY)})
+                else:
+                    filters += [{"resource_type_filter": int(b.resource_type),
+                                 "resource_name_filter": b.resource_name,
+                                 "pattern_type_filter": int(pattern),
+                                 "principal_filter": b.principal, "host_filter": b.host,
+                                 "operation": int(b.operation),
+                                 "permission_type": int(b.permission)}
+                                for b in entries if (b.resource_type, b.resource_name) == (rtype, name)]
+            answer = await client.request(ApiKey.DELETE_ACLS, {"filters": filters})
+            for r in answer.filter_results:
+                if r.error_code:
+                    raise KafkaError(r.error_code, r.error_message)
+        else:
+            resources = _resources(args) or [(ResourceType.ANY, None)]
+            for rtype, name in resources:
+                _print_acls(await _describe(client, rtype, name, pattern, args.principal))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_argv(build_parser(), argv)
+    if isinstance(args, int):
+        return args
+    if not args.bootstrap_server:
+        err('Missing required argument "[bootstrap-server]"')
+        return 1
+    if sum((args.add, args.remove, args.list)) != 1:
+        err("Command must include exactly one action: --list, --add, --remove.")
+        return 1
+    try:
+        return run(_main, args)
+    except KafkaError as exc:
+        err(f"Error: {exc.code.name}: {exc.message or ErrorCode(exc.code).name}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""ACLs end to end: a real broker with Kafka's authorizer settings, stock clients.
+
+Until SASL lands every connection is `User:ANONYMOUS`; the tests name the principal they
+grant to through `PRINCIPAL` and take client settings from `client_conf`, so a SASL user can
+be swapped in (its security settings in `client_conf`) without rewriting them.
+"""
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, NewTopic,
+    ResourcePatternType, ResourceType,
+)
+
+from pybroker.testing import Broker
+
+AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+PRINCIPAL = "User:ANONYMOUS"
+
+
+def client_conf(broker: Broker, principal: str = PRINCIPAL, **extra: object) -> dict:
+    """Settings for a client that authenticates as `principal` (none needed for ANONYMOUS)."""
+    return {"bootstrap.servers": broker.bootstrap, **extra}
+
+
+def allow(rtype, name, op, principal=PRINCIPAL, pattern=ResourcePatternType.LITERAL):
+    return AclBinding(rtype, name, pattern, principal, "*", op, AclPermissionType.ALLOW)
+
+
+def _consume_one(broker: Broker, topic: str, group: str) -> object:
+    consumer = Consumer(client_conf(broker, **{"group.id": group, "auto.offset.reset":
+                                               "earliest", "enable.auto.commit": False}))
+    try:
+        consumer.subscribe([topic])
+        for _ in range(40):
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                return msg.error().code()
+            consumer.commit(msg, asynchronous=False)
+            return msg.value()
+        return None
+    finally:
+        consumer.close()
+
+
+def _produce(broker: Broker, topic: str) -> object:
+    results: list = []
+    producer = Producer(client_conf(broker, **{"message.timeout.ms": 5000}))
+    producer.produce(topic, b"v", on_delivery=lambda err, msg: results.append(err))
+    producer.flush(10)
+    err = results[0] if results else "no delivery report"
+    return err.code() if isinstance(err, KafkaError) else err
+
+
+@pytest.fixture
+def secured(tmp_path):
+    """A broker whose ACLs were set up by a super user: PRINCIPAL may READ topic a and
+    group g, nothing else; topics a (one message) and b exist. Restarted without super users
+    (which also shows the ACLs survive a restart)."""
+    broker = Broker(log_dir=tmp_path, authorizer_class_name=AUTHORIZER,
+                    super_users=PRINCIPAL).start()
+    try:
+        admin = AdminClient(client_conf(broker))
+        for f in admin.create_topics([NewTopic("a", 1, 1), NewTopic("b", 1, 1)]).values():
+            f.result(10)
+        assert _produce(broker, "a") is None
+        for f in admin.create_acls([allow(ResourceType.TOPIC, "a", AclOperation.READ),
+                                    allow(ResourceType.GROUP, "g", AclOperation.READ)]
+                                   ).values():
+            f.result(10)
+        broker.config["super.users"] = ""
+        broker.restart()
+        yield broker
+    finally:
+        broker.stop()
+
+
+def test_principal_gets_exactly_what_it_was_granted(secured):
+    assert _consume_one(secured, "a", "g") == b"v"
+    assert _produce(secured, "a") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert _consume_one(secured, "b", "g") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert _consume_one(secured, "a", "h") == KafkaError.GROUP_AUTHORIZATION_FAILED
+    admin = AdminClient(client_conf(secured))
+    assert set(admin.list_topics(timeout=10).topics) == {"a"}  # b silently omitted
+    with pytest.raises(KafkaException) as info:
+        admin.create_topics([NewTopic("c", 1, 1)])["c"].result(10)
+    assert info.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as info:
+        admin.create_acls([allow(ResourceType.TOPIC, "b", AclOperation.READ)])
+        list(admin.create_acls([allow(ResourceType.TOPIC, "b", AclOperation.READ)]
+                               ).values())[0].result(10)
+    assert info.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_acls_survive_restart_and_are_described(tmp_path):
+    broker = Broker(log_dir=tmp_path, authorizer_class_name=AUTHORIZER,
+                    super_users=PRINCIPAL).start()
+    try:
+        admin = AdminClient(client_conf(broker))
+        bindings = [allow(ResourceType.TOPIC, "pre-", AclOperation.WRITE,
+                          pattern=ResourcePatternType.PREFIXED),
+                    allow(ResourceType.GROUP, "g", AclOperation.READ, "User:bob")]
+        for f in admin.create_acls(bindings).values():
+            f.result(10)
+        broker.restart()
+        admin = AdminClient(client_conf(broker))
+        everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None,
+                                      None, AclOperation.ANY, AclPermissionType.ANY)
+        assert set(admin.describe_acls(everything).result(10)) == set(bindings)
+        removed = admin.delete_acls([AclBindingFilter(
+            ResourceType.GROUP, None, ResourcePatternType.ANY, "User:bob", None,
+            AclOperation.ANY, AclPermissionType.ANY)])
+        assert list(removed.values())[0].result(10) == [bindings[1]]
+        assert admin.describe_acls(everything).result(10) == [bindings[0]]
+    finally:
+        broker.stop()
+
+
+def test_allow_everyone_if_no_acl_found():
+    with Broker(authorizer_class_name=AUTHORIZER, allow_everyone_if_no_acl_found="true") as b:
+        b.create_topic("open")
+        assert _produce(b, "open") is None
+        assert _consume_one(b, "open", "any") == b"v"
+
+
+def test_without_an_authorizer_acl_apis_are_disabled():
+    """librdkafka reports no error here; the answer itself carries Kafka's code."""
+    import trio
+    from pybroker.client.client import KafkaClient
+
+    async def describe(bootstrap: str) -> object:
+        async with trio.open_nursery() as nursery:
+            client = KafkaClient(bootstrap, nursery=nursery)
+            answer = await client.request(29, {
+                "resource_type_filter": 1, "resource_name_filter": None,
+                "pattern_type_filter": 1, "principal_filter": None, "host_filter": None,
+                "operation": 1, "permission_type": 1})
+            nursery.cancel_scope.cancel()
+            return answer
+
+    with Broker() as b:
+        assert trio.run(describe, b.bootstrap).error_code == 54  # SECURITY_DISABLED
+
+
+def test_unknown_authorizer_class_refused():
+    with pytest.raises(Exception, match="authorizer.class.name"):
+        Broker(authorizer_class_name="com.example.MyAuthorizer").start().stop()
+
+
+def test_kafka_acls_round_trip(capsys):
+    from pybroker.tools.acls import main
+    with Broker(authorizer_class_name=AUTHORIZER, super_users=PRINCIPAL) as b:
+        base = ["--bootstrap-server", b.bootstrap]
+        assert main(base + ["--add", "--allow-principal", "User:alice", "--operation", "Read",
+                            "--topic", "t", "--group", "g"]) == 0
+        added = capsys.readouterr().out
+        assert ("Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=t, "
+                "patternType=LITERAL)`: \n \t(principal=User:alice, host=*, operation=READ, "
+                "permissionType=ALLOW) \n") in added
+        assert main(base + ["--add", "--producer", "--allow-principal", "User:bob",
+                            "--topic", "p-", "--resource-pattern-type", "prefixed"]) == 0
+        capsys.readouterr()
+        assert main(base + ["--list"]) == 0
+        listed = capsys.readouterr().out
+        assert "name=g, patternType=LITERAL" in listed
+        assert "name=p-, patternType=PREFIXED" in listed and "operation=CREATE" in listed
+        assert main(base + ["--remove", "--force", "--topic", "t"]) == 0
+        capsys.readouterr()
+        assert main(base + ["--list", "--topic", "t"]) == 0
+        assert "name=t," not in capsys.readouterr().out
