@@ -27,6 +27,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from protocol.messages import APIS
+from pybroker.group_lag import group_lag
 from pybroker.request_stats import LATENCY_BUCKETS, RequestStats
 
 if TYPE_CHECKING:
@@ -169,14 +170,13 @@ class BrokerCollector(Collector):
                                     labels=["consumergroup"])
         for group_id, offsets in state.offsets.items():
             sums: dict[str, list[int]] = {}
-            for (topic, partition), committed in offsets.items():
-                labels = [group_id, topic, str(partition)]
-                current.add_metric(labels, committed.offset)
-                totals = sums.setdefault(topic, [0, 0])
-                totals[0] += committed.offset
-                part = self.replicas.hosted_partition(topic, partition)
-                if part is not None:
-                    behind = max(0, part.high_watermark - committed.offset)
+            for entry in group_lag(offsets, self.replicas):
+                labels = [group_id, entry.topic, str(entry.partition)]
+                current.add_metric(labels, entry.committed)
+                totals = sums.setdefault(entry.topic, [0, 0])
+                totals[0] += entry.committed
+                behind = entry.lag
+                if behind is not None:
                     lag.add_metric(labels, behind)
                     totals[1] += behind
             for topic, (offset_sum, lag_total) in sums.items():

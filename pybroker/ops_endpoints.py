@@ -9,6 +9,8 @@ Prometheus expect them.
   registered again); 200 after. The body says which condition is missing.
 - `/metrics`: Prometheus text from the broker's own registry (`broker_metrics.py`), rendered
   inline with prometheus_client's `generate_latest`; 503 before the broker exists.
+- `/` and its pages (`/topics`, `/topic/<name>`, `/groups`, `/group/<id>`): the status page
+  for people (`status_page.py`); 503 before the broker exists.
 
 The server (`server.py`) builds this before the broker, starts the HTTP listener with it, and
 reports progress with `broker_built` and `serving`.
@@ -21,8 +23,12 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from pybroker.http_server import HttpResponse
+from pybroker.status_page import StatusPage
 
 __all__ = ["OpsEndpoints"]
+
+
+STATUS_PREFIXES = ("/topics", "/topic/", "/groups", "/group/")
 
 
 def _text(status: int, text: str) -> HttpResponse:
@@ -34,12 +40,15 @@ class OpsEndpoints:
         self._registry: CollectorRegistry | None = None
         self._registered: Callable[[], bool] | None = None
         self._serving = False
+        self._status: StatusPage | None = None
 
-    def broker_built(self, registry: CollectorRegistry, registered: Callable[[], bool]) -> None:
+    def broker_built(self, registry: CollectorRegistry, registered: Callable[[], bool],
+                     status: StatusPage | None = None) -> None:
         """The logs are recovered; `registered` says whether the broker is a member of its
-        cluster now (always True on a single broker)."""
+        cluster now (always True on a single broker); `status` serves the status page."""
         self._registry = registry
         self._registered = registered
+        self._status = status
 
     def serving(self) -> None:
         """The Kafka listeners accept and serve connections."""
@@ -65,4 +74,10 @@ class OpsEndpoints:
             if self._registry is None:
                 return _text(503, "starting: logs are being recovered")
             return HttpResponse(200, generate_latest(self._registry), CONTENT_TYPE_LATEST)
+        if path == "/" or path.startswith(STATUS_PREFIXES):
+            if self._status is None:
+                return _text(503, "starting: logs are being recovered")
+            page = self._status(path)
+            if page is not None:
+                return page
         return _text(404, f"not found: {path} (try /healthz, /readyz, /metrics)")

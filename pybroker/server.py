@@ -24,6 +24,7 @@ from pybroker.http_server import serve_http
 from pybroker.idle import IdleConnections
 from pybroker.open_files import raise_open_files_limit
 from pybroker.ops_endpoints import OpsEndpoints
+from pybroker.status_page import StatusPage
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +171,10 @@ async def _serve_broker(config, bound, ops: OpsEndpoints,  # type: ignore[no-unt
         raise
     try:
         broker.metadata.set_endpoints(_advertised(config, bound))
-        ops.broker_built(broker.metrics_registry, broker.registered)
+        status = StatusPage(broker.node_id, broker.metadata, broker.replicas, broker.groups,
+                            broker.services.stats,
+                            sample_interval=config["http.status.sample.interval.ms"] / 1000)
+        ops.broker_built(broker.metrics_registry, broker.registered, status)
         # The connection layer is the server's: the broker never sees sockets.
         idle = IdleConnections(config.connections_max_idle_ms)
         limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip)
@@ -178,6 +182,8 @@ async def _serve_broker(config, bound, ops: OpsEndpoints,  # type: ignore[no-unt
         async with trio.open_nursery() as nursery:
             await nursery.start(broker.run_background)
             nursery.start_soon(idle.reap)
+            if http_ports:  # the status page's charts: a few numbers every few seconds
+                nursery.start_soon(status.run_sampler)
             others = "".join(f"; listener {spec.name} on {spec.host or '0.0.0.0'}:"
                              f"{ports[spec.name]}" for spec in config.broker_listeners[1:])
             log.info("pybroker node %d listening on %s:%d (cluster id %s)%s",

@@ -174,6 +174,10 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("http.request.timeout.ms", _I, 10000, at_least(1), _LOW,
        "How long an HTTP client may take to send a request's head (and how long a kept-alive "
        "connection may sit idle); slower connections are closed. Not a Kafka key."),
+    _k("http.status.sample.interval.ms", _I, 5000, at_least(100), _LOW,
+       "How often the status page (/ on the HTTP side door) samples throughput and consumer "
+       "lag for its charts; it keeps the last 120 samples (ten minutes by default). Not a "
+       "Kafka key."),
     _k("queued.max.requests", _I, 500, at_least(1), _HIGH,
        "Kafka's request queue bound. Accepted; pybroker handles one request per connection at "
        "a time, so connections are their own back-pressure.", na=True),
