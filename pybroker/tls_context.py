@@ -125,8 +125,9 @@ def _load_key_store(context: ssl.SSLContext, get, key_name) -> None:  # type: ig
             else:
                 certfile = stack.enter_context(_private_file(str(chain)))
                 keyfile = stack.enter_context(_private_file(str(key)))
+            # Never None: OpenSSL would prompt on the terminal for an encrypted key's password.
             context.load_cert_chain(certfile, keyfile,
-                                    password=None if password is None else str(password))
+                                    password=b"" if password is None else str(password))
     except ssl.SSLError as exc:
         hint = ("wrong ssl.key.password, or the key is not PEM" if password is not None
                 else "the private key is encrypted (set ssl.key.password), does not match "

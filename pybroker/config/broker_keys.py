@@ -197,8 +197,8 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "connection's principal is User:<subject DN, RFC 2253> after "
        "ssl.principal.mapping.rules; without one, User:ANONYMOUS."),
     _k("ssl.protocol", _S, "TLSv1.3", None, _MEDIUM,
-       "The TLS context's protocol (Java's SSLContext algorithm). As in Kafka when "
-       "ssl.enabled.protocols is set, the enabled protocols decide what is negotiated."),
+       "Java's SSLContext algorithm. Accepted; as in Kafka when ssl.enabled.protocols is "
+       "set (it always is), the enabled protocols decide what is negotiated.", na=True),
     _k("ssl.enabled.protocols", _LS, ("TLSv1.2", "TLSv1.3"),
        ListOf(("TLSv1.2", "TLSv1.3", "TLSv1.1", "TLSv1")), _MEDIUM,
        "TLS versions accepted. TLSv1 and TLSv1.1 are accepted by name only where the "
