@@ -18,6 +18,9 @@ import contextlib
 import logging
 import os
 import socket
+from functools import partial
+from typing import Awaitable, Callable
+
 import trio
 
 from protocol.framing import NEED_DATA, FrameBuffer, FrameTooLarge
@@ -28,6 +31,7 @@ from pybroker.connection_limits import ConnectionLimits
 from pybroker.idle import IdleConnections, IdleWatch
 from pybroker.memory_pool import SMALL_FRAME
 from pybroker.session import Session
+from pybroker.tls_context import NoMatchingRule, TlsListener
 
 log = logging.getLogger(__name__)
 RECEIVE_SIZE = 256 * 1024
@@ -95,67 +99,167 @@ def _in_memory(parts: list) -> int:
     return sum(len(p) for p in parts if type(p) is not FileRegion)
 
 
-async def _serve(services: Services, fd: int, watch: IdleWatch, host: str, port: int,
-                 listener: str | None, session: Session) -> None:
-    pool = services.memory
-    limit = services.config.socket_request_max_bytes
-    if pool.capacity is not None:
-        limit = min(limit, pool.capacity)  # a frame the pool can never grant is refused
-    frames = FrameBuffer(limit)
-    readable = True
-    reserved = 0  # taken from the pool for the frame being received, until it is answered
-    try:
+class _Requests:
+    """The half of a serve loop both transports share: bytes in, frames out, each request
+    dispatched and answered in order, memory taken from the pool for large frames and large
+    responses. The plaintext loop (system calls on the descriptor) and the TLS loop (trio's
+    SSLStream) differ only in how they read and send."""
+
+    __slots__ = ("services", "host", "port", "listener", "session", "pool", "limit", "frames",
+                 "reserved")
+
+    def __init__(self, services: Services, host: str, port: int, listener: str | None,
+                 session: Session) -> None:
+        self.services, self.host, self.port = services, host, port
+        self.listener, self.session = listener, session
+        self.pool = services.memory
+        limit = services.config.socket_request_max_bytes
+        if self.pool.capacity is not None:
+            limit = min(limit, self.pool.capacity)  # a frame the pool can never grant is refused
+        self.limit = limit
+        self.frames = FrameBuffer(limit)
+        self.reserved = 0  # taken from the pool for the frame being received, until answered
+
+    def want(self) -> int:
+        # Until a large frame has its memory, read only a little: enough for small requests,
+        # and a bound on what a connection waiting for the pool holds.
+        return RECEIVE_SIZE if self.reserved else SMALL_READ
+
+    async def receive(self, data: bytes, send: Callable[[list], Awaitable[None]]) -> None:
+        """Take `data` read from the connection; answer every request it completes."""
+        frames, pool = self.frames, self.pool
+        frames.receive_data(data)
         while True:
-            if not readable:
-                watch.wait_starts()
-                await trio.lowlevel.wait_readable(fd)
-                watch.waiting = False
-            # Until a large frame has its memory, read only a little: enough for small
-            # requests, and a bound on what a connection waiting for the pool holds.
-            want = RECEIVE_SIZE if reserved else SMALL_READ
-            try:
-                data = os.read(fd, want)
-            except BlockingIOError:
-                readable = False
-                continue
-            if not data:
+            if not self.reserved:
+                size = frames.pending_size()
+                if size is not None and SMALL_FRAME < size <= self.limit:
+                    # Reserved before more of it is read; while the pool cannot grant it,
+                    # nothing is read from this connection (backpressure).
+                    await pool.allocate(size)
+                    self.reserved = size
+            frame = frames.next_frame()
+            if frame is NEED_DATA:
                 return
-            frames.receive_data(data)
-            while True:
-                if not reserved:
-                    size = frames.pending_size()
-                    if size is not None and SMALL_FRAME < size <= limit:
-                        # Reserved before more of it is read; while the pool cannot grant
-                        # it, nothing is read from this connection (backpressure).
-                        await pool.allocate(size)
-                        reserved = size
-                frame = frames.next_frame()
-                if frame is NEED_DATA:
-                    break
-                response = await dispatch(services, frame, host, port, listener, session)
-                del frame
-                if response is not None:
-                    held = _in_memory(response)
-                    if held > SMALL_FRAME:
-                        pool.take(held)
-                        try:
-                            await send_parts(fd, response)
-                        finally:
-                            pool.release(held)
-                    else:
-                        await send_parts(fd, response)
-                    del response
-                if reserved:
-                    pool.release(reserved)
-                    reserved = 0
-            # A short read drained the socket: wait for more (that yields). A full one may
-            # have left data behind: read again, but let other connections run first.
-            readable = len(data) == want
-            if readable:
-                await trio.lowlevel.checkpoint()
+            response = await dispatch(self.services, frame, self.host, self.port,
+                                      self.listener, self.session)
+            del frame
+            if response is not None:
+                held = _in_memory(response)
+                if held > SMALL_FRAME:
+                    pool.take(held)
+                    try:
+                        await send(response)
+                    finally:
+                        pool.release(held)
+                else:
+                    await send(response)
+                del response
+            if self.reserved:
+                pool.release(self.reserved)
+                self.reserved = 0
+
+    def release(self) -> None:
+        if self.reserved:
+            self.pool.release(self.reserved)
+            self.reserved = 0
+
+
+async def _serve(fd: int, watch: IdleWatch, requests: _Requests) -> None:
+    """The plaintext loop: reads with os.read, parks in wait_readable only when drained."""
+    send = partial(send_parts, fd)
+    readable = True
+    while True:
+        if not readable:
+            watch.wait_starts()
+            await trio.lowlevel.wait_readable(fd)
+            watch.waiting = False
+        want = requests.want()
+        try:
+            data = os.read(fd, want)
+        except BlockingIOError:
+            readable = False
+            continue
+        if not data:
+            return
+        await requests.receive(data, send)
+        # A short read drained the socket: wait for more (that yields). A full one may have
+        # left data behind: read again, but let other connections run first.
+        readable = len(data) == want
+        if readable:
+            await trio.lowlevel.checkpoint()
+
+
+async def _serve_tls(stream: trio.SSLStream, watch: IdleWatch, requests: _Requests) -> None:
+    """The TLS loop: the same requests, read and sent through the TLS stream."""
+    send = partial(send_parts_tls, stream)
+    while True:
+        watch.wait_starts()
+        data = await stream.receive_some(requests.want())
+        watch.waiting = False
+        if not data:
+            return
+        await requests.receive(data, send)
+
+
+async def send_parts_tls(stream: trio.abc.SendStream, parts: list) -> None:
+    """Write a response through a TLS stream: buffers and the file regions' bytes (read from
+    the segment: sendfile cannot encrypt) go out in writes of up to RECEIVE_SIZE, so a small
+    response is one TLS record burst and a large one never sits in memory whole."""
+    out: list = []
+    size = 0
+    for part in parts:
+        if type(part) is not FileRegion:
+            out.append(part)
+            size += len(part)
+        else:
+            offset, left = part.offset, part.length
+            while left:
+                try:
+                    fileno = part.source.fileno()
+                except ValueError:
+                    raise CloseConnection(
+                        "the segment was closed while its records were being sent") from None
+                chunk = os.pread(fileno, min(left, RECEIVE_SIZE), offset)
+                if not chunk:
+                    raise CloseConnection(
+                        "the segment ended before its records were sent (truncated)")
+                out.append(chunk)
+                size += len(chunk)
+                offset += len(chunk)
+                left -= len(chunk)
+                if size >= RECEIVE_SIZE:
+                    await stream.send_all(b"".join(out))
+                    out, size = [], 0
+    if out:
+        await stream.send_all(b"".join(out) if len(out) > 1 else out[0])
+
+
+async def _handshake(stream: trio.SocketStream, tls: TlsListener, watch: IdleWatch,
+                     session: Session, host: str, port: int) -> trio.SSLStream | None:
+    """The TLS handshake, then the session's principal from the client's certificate; None
+    (the connection is closed) when it fails. The handshake counts as waiting for a request:
+    one that stalls is closed by the idle reaper after connections.max.idle.ms, as Kafka's
+    selector closes it, while other connections go on."""
+    secure = trio.SSLStream(stream, tls.context, server_side=True)
+    watch.wait_starts()
+    try:
+        await secure.do_handshake()
+    except trio.BrokenResourceError as exc:
+        # A plaintext client, an untrusted or expired certificate, no common protocol: one
+        # line, as Kafka logs a failed authentication, never a traceback.
+        reason = exc.__cause__ or exc
+        log.info("TLS handshake with %s:%s failed: %s", host, port,
+                 getattr(reason, "reason", None) or reason or "connection closed")
+        return None
     finally:
-        if reserved:
-            pool.release(reserved)
+        watch.waiting = False
+    try:
+        session.principal = tls.principal(secure.getpeercert())
+    except NoMatchingRule as exc:
+        log.warning("closing TLS connection from %s:%s: %s (ssl.principal.mapping.rules)",
+                    host, port, exc)
+        return None
+    return secure
 
 
 def _protocol_of(services: Services, listener: str | None) -> str:
@@ -166,9 +270,10 @@ def _protocol_of(services: Services, listener: str | None) -> str:
 
 async def serve_connection(services: Services, stream: trio.SocketStream, *,
                            idle: IdleConnections, limits: ConnectionLimits,
-                           listener: str | None = None) -> None:
+                           listener: str | None = None, tls: TlsListener | None = None) -> None:
     """Serve one accepted connection until it closes, idles out or misbehaves; `limits`
-    decides whether it is served at all (max.connections, max.connections.per.ip)."""
+    decides whether it is served at all (max.connections, max.connections.per.ip). With
+    `tls` (an SSL listener's), the connection is a TLS one."""
     try:
         host, port = stream.socket.getpeername()[:2]
     except OSError:
@@ -183,12 +288,20 @@ async def serve_connection(services: Services, stream: trio.SocketStream, *,
                 return
             name = listener or ""
             services.stats.connection_opened(name)
+            requests = None
             try:
                 with idle.track() as watch:
                     session = Session.on(listener, _protocol_of(services, listener))
-                    await _serve(services, stream.socket.fileno(), watch, host, port,
-                                 listener, session)
+                    requests = _Requests(services, host, port, listener, session)
+                    if tls is None:
+                        await _serve(stream.socket.fileno(), watch, requests)
+                    else:
+                        secure = await _handshake(stream, tls, watch, session, host, port)
+                        if secure is not None:
+                            await _serve_tls(secure, watch, requests)
             finally:
+                if requests is not None:
+                    requests.release()
                 services.stats.connection_closed(name)
             if watch.fired:
                 log.info("closing idle connection from %s:%s", host, port)

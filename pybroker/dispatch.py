@@ -105,7 +105,8 @@ async def _consult_hooks(hooks: RequestHooks, handler: Any, ctx: RequestContext,
     the real handler is to answer."""
     header = ctx.header
     outcome = hooks.consult(HookRequest(header.api_key, APIS[header.api_key].name,
-                                        header.api_version, ctx.client_id, request))
+                                        header.api_version, ctx.client_id, request,
+                                        ctx.principal))
     if outcome is None:
         return _NOT_HOOKED
     if isinstance(outcome, DELAY):

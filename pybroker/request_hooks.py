@@ -71,6 +71,8 @@ class HookRequest:
     version: int
     client_id: str
     body: Container
+    # Who sent it (the connection's session: a TLS client certificate's or SASL's principal).
+    principal: str = "User:ANONYMOUS"
 
 
 Outcome = Union[dict, Container, ErrorCode, _Drop, DELAY, None]

@@ -25,6 +25,7 @@ from pybroker.idle import IdleConnections
 from pybroker.open_files import raise_open_files_limit
 from pybroker.ops_endpoints import OpsEndpoints
 from pybroker.status_page import StatusPage
+from pybroker.tls_context import TlsListener, tls_listener
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,12 @@ async def _bind_http(config) -> list[list[trio.SocketListener]]:  # type: ignore
     return bound
 
 
+def _tls_listeners(config) -> dict[str, TlsListener]:  # type: ignore[no-untyped-def]
+    """Each SSL client listener's TLS context and principal rules, by listener name."""
+    return {spec.name: tls_listener(config, spec.name) for spec in config.broker_listeners
+            if config.listener_security_protocol_map[spec.name] == "SSL"}
+
+
 async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-untyped-def]
                 clock=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve until cancelled. `hooks` (pybroker.request_hooks.RequestHooks) makes a test
@@ -125,6 +132,9 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
     pybroker.testing's Cluster); kazoo's own by default. `clock` (pybroker.clock.Clock): the
     clock of the broker's timers, which a test advances; a fresh wall clock by default."""
     raise_open_files_limit()  # before the logs: their descriptor cache is sized from it
+    # Key material is checked before anything is bound or opened: a bad key, file or password
+    # is a start error naming the key, not a failure at every handshake.
+    tls = _tls_listeners(config)
     # The ports first: a start that fails because one is taken must not have opened (and
     # recovered, and marked) any log dir. Connections that arrive while the logs load wait
     # in the backlog.
@@ -147,7 +157,7 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
             log.info("HTTP (/healthz, /readyz, /metrics) on http://%s:%d",
                      spec.host or "0.0.0.0", port)
         try:
-            await _serve_broker(config, bound, ops, http_ports, hooks=hooks,
+            await _serve_broker(config, bound, ops, http_ports, tls, hooks=hooks,
                                 zk_client_class=zk_client_class, clock=clock,
                                 task_status=task_status)
         finally:
@@ -155,7 +165,7 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
 
 
 async def _serve_broker(config, bound, ops: OpsEndpoints,  # type: ignore[no-untyped-def]
-                        http_ports: list[int], *, hooks, zk_client_class, clock,
+                        http_ports: list[int], tls: dict[str, TlsListener], *, hooks, zk_client_class, clock,
                         task_status) -> None:
     first = config.broker_listeners[0]
     try:
@@ -198,7 +208,7 @@ async def _serve_broker(config, bound, ops: OpsEndpoints,  # type: ignore[no-unt
                 nursery.start_soon(partial(
                     serve_listeners_draining,
                     partial(serve_connection, broker.services, idle=idle, limits=limits,
-                            listener=name),
+                            listener=name, tls=tls.get(name)),
                     sockets, handler_nursery=nursery))
             ops.serving()
     finally:

@@ -367,19 +367,24 @@ def test_kafka_zookeeper_style_file_loads_as_a_cluster_member() -> None:
 
 
 @pytest.mark.parametrize("given", [
-    {"listeners": "SSL://127.0.0.1:9093"},
     {"listeners": "SASL_SSL://127.0.0.1:9093"},
     {"listeners": "SASL_PLAINTEXT://127.0.0.1:9093"},
-    # A custom name mapped to a secure protocol is as secure-looking as SSL:// itself.
+    # A custom name mapped to a secure protocol is as secure-looking as SASL_SSL:// itself.
     {"listeners": "EXTERNAL://127.0.0.1:9093",
      "listener.security.protocol.map": "EXTERNAL:SASL_SSL,PLAINTEXT:PLAINTEXT"},
-], ids=["SSL", "SASL_SSL", "SASL_PLAINTEXT", "mapped-name"])
+], ids=["SASL_SSL", "SASL_PLAINTEXT", "mapped-name"])
 def test_secure_listener_is_refused_not_served_as_plaintext(given: dict[str, str]) -> None:
     with pytest.raises(ConfigError) as info:
         load_broker_config(None, given)
     message = str(info.value)
     assert message.startswith("Invalid value ") and "listeners" in message
     assert "not support" in message and "\n" not in message
+
+
+def test_ssl_listener_is_accepted() -> None:
+    # Served with TLS (its key material is checked at start: tests/test_tls_config.py).
+    config = load_broker_config(None, {"listeners": "SSL://127.0.0.1:9093"})
+    assert config.listener_security_protocol_map["SSL"] == "SSL"
 
 
 def test_every_plaintext_client_listener_is_served() -> None:

@@ -24,11 +24,11 @@ from typing import Generic, Iterator, Mapping, NamedTuple, TypeVar, cast, overlo
 
 from pybroker.config.broker_keys import (
     ALL_TOPIC_CONFIG_SYNONYMS, BROKER_CONFIG_DEFS, BROKER_CONFIG_KEYS, BROKER_SYNONYM_GROUPS,
-    SECURITY_PROTOCOLS,
+    LISTENER_KEYS, SECURITY_PROTOCOLS,
 )
 from pybroker.config.definitions import (
-    ConfigEntry, ConfigError, ConfigSource, ConfigType, KeyState, kafka_synonym_order,
-    to_config_string,
+    ConfigEntry, ConfigError, ConfigKey, ConfigSource, ConfigSynonym, ConfigType, KeyState,
+    kafka_synonym_order, to_config_string,
 )
 from pybroker.config.properties import load_properties
 
@@ -81,19 +81,27 @@ class BrokerConfig(Mapping[str, object]):
     __slots__ = ("_values", "originals", "explicit", "warnings", "listeners",
                  "advertised_listeners", "listener_security_protocol_map", "log_dirs",
                  "inter_broker_listener_name", "controller_listener_names", "http_listeners",
-                 "_frozen")
+                 "_listener_values", "_frozen")
 
     def __init__(self, props: Mapping[str, str]) -> None:
         values: dict[str, object] = {}
         for key in BROKER_CONFIG_KEYS:
             values[key.name] = key.parse(props[key.name]) if key.name in props else key.default
+        # listener.name.<listener>.<key>: parsed as <key>, kept apart per listener.
+        listener_values: dict[str, dict[str, object]] = {}
+        for name, raw in props.items():
+            prefixed = _listener_prefixed(name)
+            if prefixed is not None:
+                listener, key = prefixed
+                listener_values.setdefault(listener, {})[key.name] = key.parse(raw)
         warnings = tuple(_unknown_key_warning(name) if key is None else key.inert_warning()
                          for name in props
-                         for key in (BROKER_CONFIG_DEFS.get(name),)
+                         for key in (_key_of(name),)
                          if key is None or key.state is KeyState.INERT)
         for message in warnings:
             logger.warning("%s", message)
         self._values = values
+        self._listener_values = listener_values
         self.originals: Mapping[str, str] = MappingProxyType(dict(props))
         self.explicit: frozenset[str] = frozenset(props)
         self.warnings: tuple[str, ...] = warnings
@@ -125,8 +133,15 @@ class BrokerConfig(Mapping[str, object]):
         return len(self._values)
 
     def __repr__(self) -> str:
-        given = ", ".join(f"{k}={v!r}" for k, v in self.originals.items())
+        given = ", ".join(f"{k}={'[hidden]' if is_sensitive(k) else repr(v)}"
+                          for k, v in self.originals.items())
         return f"BrokerConfig({given})"
+
+    def for_listener(self, listener: str, name: str) -> object:
+        """`name`'s value on `listener`: its listener.name.<listener>.<name> override, else
+        the broker-wide value (Kafka's per-listener security settings)."""
+        own = self._listener_values.get(listener.upper(), {})
+        return own[name] if name in own else self._values[name]
 
     def source(self, name: str) -> str:
         """`STATIC_BROKER_CONFIG` when set in the file or overrides, else `DEFAULT_CONFIG`."""
@@ -337,19 +352,19 @@ class BrokerConfig(Mapping[str, object]):
     def _refuse_unserved_listeners(self) -> None:
         """Refuse the client listeners this broker cannot serve as configured.
 
-        Without TLS and SASL, an SSL/SASL listener would speak plaintext Kafka: a user who
-        asked for encryption or authentication would silently get neither: refused at start
-        until the security work lands. Every PLAINTEXT client listener is served.
+        Without SASL, a SASL listener would speak unauthenticated Kafka: a user who asked for
+        authentication would silently get none: refused at start until SASL lands. PLAINTEXT
+        and SSL client listeners are served.
         """
         raw = ",".join(cast("tuple[str, ...]", self._values["listeners"]))
         served = self.broker_listeners
         for item in served:
             protocol = self.listener_security_protocol_map[item.name]
-            if protocol != "PLAINTEXT":
+            if protocol not in ("PLAINTEXT", "SSL"):
                 raise ConfigError("listeners", raw,
                                   f"Listener {item.name} uses security protocol {protocol}, "
-                                  "which pybroker does not support yet (no TLS or SASL); "
-                                  "only PLAINTEXT listeners can be served")
+                                  "which pybroker does not support yet (no SASL); only "
+                                  "PLAINTEXT and SSL listeners can be served")
         if not served:
             raise ConfigError("listeners", raw, "Every listener is a controller listener; "
                                                 "clients need one to connect to")
@@ -419,6 +434,31 @@ class BrokerConfig(Mapping[str, object]):
         return name
 
 
+_LISTENER_PREFIX = re.compile(r"listener\.name\.([^.]+)\.(.+)")
+
+
+def _listener_prefixed(name: str) -> tuple[str, ConfigKey] | None:
+    """(listener in upper case, key) for a listener.name.<listener>.<key> override of a key
+    a listener may set for itself; None for any other name."""
+    match = _LISTENER_PREFIX.fullmatch(name)
+    if match is None or match.group(2) not in LISTENER_KEYS:
+        return None
+    return match.group(1).upper(), BROKER_CONFIG_DEFS[match.group(2)]
+
+
+def _key_of(name: str) -> ConfigKey | None:
+    """The declared key `name` sets, directly or as a listener's override of it."""
+    prefixed = _listener_prefixed(name)
+    return prefixed[1] if prefixed is not None else BROKER_CONFIG_DEFS.get(name)
+
+
+def is_sensitive(name: str) -> bool:
+    """Whether `name`'s value must never be shown (a password or private key, or a listener's
+    override of one)."""
+    key = _key_of(name)
+    return key is not None and key.sensitive
+
+
 def _unknown_key_warning(name: str) -> str:
     hint = ""
     chain = ALL_TOPIC_CONFIG_SYNONYMS.get(name)
@@ -455,10 +495,16 @@ def describe_broker_config(broker: BrokerConfig) -> Iterator[ConfigEntry]:
         group = BROKER_SYNONYM_GROUPS.get(name, (name,))
         synonyms = tuple(kafka_synonym_order(name, group, static, defaults))
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
-        value = to_config_string(broker[name]) if key is not None else static[name]
+        value: str | None = (to_config_string(broker[name]) if key is not None
+                             else static[name])
+        sensitive = is_sensitive(name)
+        if sensitive:  # Kafka sends null for a sensitive value, and for its synonyms'
+            value = None
+            synonyms = tuple(ConfigSynonym(s.name, None, s.source) for s in synonyms)
+        declared = _key_of(name)
         yield ConfigEntry(
             name=name, value=value, source=source,
             is_default=source is ConfigSource.DEFAULT_CONFIG, read_only=True,
-            is_sensitive=key.sensitive if key is not None else False, synonyms=synonyms,
-            config_type=key.type if key is not None else ConfigType.UNKNOWN,
-            documentation=key.doc if key is not None else "")
+            is_sensitive=sensitive, synonyms=synonyms,
+            config_type=declared.type if declared is not None else ConfigType.UNKNOWN,
+            documentation=declared.doc if declared is not None else "")

@@ -10,6 +10,8 @@ Defaults that differ from Kafka's, on purpose:
 - `node.id` / `broker.id` default to 0, not "must be set", so a broker starts with no file.
 - `listeners` defaults to `PLAINTEXT://127.0.0.1:9092` rather than all interfaces, so a broker
   started for a test or a laptop is not reachable from the network.
+- `ssl.keystore.type` and `ssl.truststore.type` default to PEM, not JKS: pybroker reads PEM
+  only (Python's ssl module has no Java key stores).
 
 No known key is a silent promise: each is honoured, inert until a named feature lands (setting
 it is reported at start), not applicable, or deprecated (honoured, and reported at start), with
@@ -27,9 +29,9 @@ from pybroker.config.definitions import (
     NonEmptyUniqueList, OneOf, Validator, at_least, between,
 )
 
-_B, _S, _I, _SH, _L, _D, _LS = (
+_B, _S, _I, _SH, _L, _D, _LS, _P = (
     ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.SHORT, ConfigType.LONG,
-    ConfigType.DOUBLE, ConfigType.LIST)
+    ConfigType.DOUBLE, ConfigType.LIST, ConfigType.PASSWORD)
 _HIGH: Importance = "high"
 _MEDIUM: Importance = "medium"
 _LOW: Importance = "low"
@@ -44,13 +46,16 @@ _MINUTE_MS = 60 * 1000
 
 def _k(name: str, type_: ConfigType, default: object, validator: Validator | None,
        importance: Importance, doc: str, *, inert: str | None = None, na: bool = False,
-       deprecated: bool = False, refused: tuple[object, ...] = ()) -> ConfigKey:
+       deprecated: bool = False, refused: tuple[object, ...] = (),
+       sensitive: bool = False) -> ConfigKey:
     """One row of the table; `inert` names the feature an unbuilt key waits for, `na` marks a
-    Kafka internal pybroker has no counterpart for, `deprecated` an older name (see KeyState)."""
+    Kafka internal pybroker has no counterpart for, `deprecated` an older name (see KeyState);
+    a `sensitive` value (a password, a private key) is never shown: not in DescribeConfigs,
+    not in logs."""
     state = (KeyState.INERT if inert else KeyState.NOT_APPLICABLE if na
              else KeyState.DEPRECATED if deprecated else KeyState.HONOURED)
     return ConfigKey(name, type_, default, validator, importance, doc, state=state,
-                     feature=inert, refused_values=refused)
+                     feature=inert, refused_values=refused, sensitive=sensitive)
 
 
 BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
@@ -88,8 +93,8 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("listeners", _LS, ("PLAINTEXT://127.0.0.1:9092",), NonEmptyUniqueList(), _HIGH,
        "Where to accept connections: comma-separated NAME://host:port. An empty host binds all "
        "interfaces and port 0 picks a free port. pybroker defaults to 127.0.0.1 (Kafka binds "
-       "all interfaces) so a new broker is not exposed to the network. Only one PLAINTEXT "
-       "client listener is served; SSL and SASL listeners, or several, are refused at start."),
+       "all interfaces) so a new broker is not exposed to the network. PLAINTEXT and SSL "
+       "listeners are served; SASL listeners are refused at start."),
     _k("advertised.listeners", _LS, None, NonEmptyUniqueList(), _HIGH,
        "Addresses handed to clients in Metadata when they differ from the bound ones (NAT, "
        "containers). Unset: listeners. 0.0.0.0 is refused: no client can connect to it."),
@@ -166,6 +171,71 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "frame larger than it is refused. Frames up to 64 KiB are served outside it. 0 or -1: "
        "no bound (Kafka's default); pybroker's default is 256 MiB, so a broker is safe "
        "without configuration."),
+    # --- TLS (SSL and SASL_SSL listeners; each may be set per listener as
+    # listener.name.<listener>.<key>, the listener's name in lower case, as in Kafka) ------------
+    _k("ssl.keystore.type", _S, "PEM", None, _MEDIUM,
+       "Format of the key store. pybroker reads PEM only (its default; Kafka's is JKS): JKS "
+       "and PKCS12 are refused at start. Convert with keytool -importkeystore and openssl."),
+    _k("ssl.keystore.location", _S, None, None, _HIGH,
+       "PEM file with this broker's private key and its certificate chain (server "
+       "certificate first)."),
+    _k("ssl.keystore.password", _P, None, None, _HIGH,
+       "Password of a JKS or PKCS12 key store. Not used with PEM (Kafka refuses it there too): "
+       "an encrypted PEM key takes ssl.key.password.", sensitive=True),
+    _k("ssl.keystore.certificate.chain", _P, None, None, _HIGH,
+       "This broker's certificate chain as inline PEM, instead of ssl.keystore.location "
+       "(with ssl.keystore.key).", sensitive=True),
+    _k("ssl.keystore.key", _P, None, None, _HIGH,
+       "This broker's private key as inline PEM (PKCS#8 or traditional), instead of "
+       "ssl.keystore.location (with ssl.keystore.certificate.chain).", sensitive=True),
+    _k("ssl.key.password", _P, None, None, _HIGH,
+       "Password of an encrypted private key (in ssl.keystore.location or "
+       "ssl.keystore.key).", sensitive=True),
+    _k("ssl.truststore.type", _S, "PEM", None, _MEDIUM,
+       "Format of the trust store: PEM only, as ssl.keystore.type (Kafka's default is JKS)."),
+    _k("ssl.truststore.location", _S, None, None, _HIGH,
+       "PEM file of the CA certificates that client certificates are checked against. Unset "
+       "(and no ssl.truststore.certificates): the system's CAs."),
+    _k("ssl.truststore.password", _P, None, None, _HIGH,
+       "Password of a JKS or PKCS12 trust store; not used with PEM.", sensitive=True),
+    _k("ssl.truststore.certificates", _P, None, None, _HIGH,
+       "Trusted CA certificates as inline PEM, instead of ssl.truststore.location.",
+       sensitive=True),
+    _k("ssl.client.auth", _S, "none", OneOf(("required", "requested", "none")), _MEDIUM,
+       "Whether clients must present a certificate signed by a trusted CA: required (no "
+       "certificate, or an untrusted one, fails the handshake), requested (one is asked for; "
+       "an untrusted one fails the handshake, none is accepted), none. With a certificate the "
+       "connection's principal is User:<subject DN, RFC 2253> after "
+       "ssl.principal.mapping.rules; without one, User:ANONYMOUS."),
+    _k("ssl.protocol", _S, "TLSv1.3", None, _MEDIUM,
+       "Java's SSLContext algorithm. Accepted; as in Kafka when ssl.enabled.protocols is "
+       "set (it always is), the enabled protocols decide what is negotiated.", na=True),
+    _k("ssl.enabled.protocols", _LS, ("TLSv1.2", "TLSv1.3"),
+       ListOf(("TLSv1.2", "TLSv1.3", "TLSv1.1", "TLSv1")), _MEDIUM,
+       "TLS versions accepted. TLSv1 and TLSv1.1 are accepted by name only where the "
+       "system's OpenSSL still offers them."),
+    _k("ssl.cipher.suites", _LS, (), None, _LOW,
+       "TLS 1.2 cipher suites to allow, by IANA (Java) or OpenSSL name; empty: OpenSSL's "
+       "defaults. TLS 1.3 suites are always OpenSSL's."),
+    _k("ssl.principal.mapping.rules", _S, "DEFAULT", None, _LOW,
+       "Rules from a client certificate's subject DN (RFC 2253, e.g. CN=alice,OU=eng) to the "
+       "principal name, Kafka's syntax: a comma-separated list of RULE:pattern/replacement/ "
+       "with an optional L or U (lower/upper case) after the last slash, and DEFAULT (the DN "
+       "itself). The first rule whose pattern matches the whole DN wins; none: the handshake's "
+       "connection is closed."),
+    _k("ssl.endpoint.identification.algorithm", _S, "https", None, _LOW,
+       "Host name verification of the server certificate, client side (brokers reaching "
+       "brokers over TLS).", inert="security"),
+    _k("ssl.keymanager.algorithm", _S, "SunX509", None, _LOW,
+       "Java's key manager factory. Accepted; Python's ssl module has none.", na=True),
+    _k("ssl.trustmanager.algorithm", _S, "PKIX", None, _LOW,
+       "Java's trust manager factory. Accepted; Python's ssl module has none.", na=True),
+    _k("ssl.provider", _S, None, None, _LOW,
+       "Java's security provider. Accepted; pybroker uses the system's OpenSSL.", na=True),
+    _k("ssl.secure.random.implementation", _S, None, None, _LOW,
+       "Java's SecureRandom. Accepted; OpenSSL seeds itself.", na=True),
+    _k("ssl.engine.factory.class", _S, None, None, _LOW,
+       "A Java SslEngineFactory class. Accepted; not applicable.", na=True),
     # --- the HTTP side door (not Kafka's: Redpanda's admin port is 9644) -------------------------
     _k("http.listeners", _LS, (), None, _MEDIUM,
        "Where to serve /healthz, /readyz and /metrics (Prometheus text), as comma-separated "
@@ -378,6 +448,11 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
 
 BROKER_CONFIG_DEFS: Mapping[str, ConfigKey] = MappingProxyType(
     {key.name: key for key in BROKER_CONFIG_KEYS})
+
+# Keys a listener may set for itself as listener.name.<listener>.<key> (Kafka's per-listener
+# security settings); the broker-wide key is the fallback.
+LISTENER_KEYS: frozenset[str] = frozenset(
+    key.name for key in BROKER_CONFIG_KEYS if key.name.startswith("ssl."))
 
 # Topic config → the broker keys that supply its default, first set wins, with the factor that
 # turns the broker unit into the topic's (hours → ms). Kafka's ServerTopicConfigSynonyms.

@@ -49,7 +49,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -162,8 +162,9 @@ class Profiler:
 
 # --- clients ------------------------------------------------------------------------------
 
-def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1,
+                 client: Mapping[str, object] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET, **(client or {})})
     for future in admin.create_topics([NewTopic(name, partitions, replication)],
                                       operation_timeout=60, request_timeout=120).values():
         future.result()
@@ -286,13 +287,15 @@ class Throughput:
 
 def bench_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: int,
                   count: int, acks: str | int = 1, replication: int = 1,
-                  cpu_pids: tuple[int, ...] = ()) -> Throughput:
+                  cpu_pids: tuple[int, ...] = (),
+                  client: Mapping[str, object] | None = None) -> Throughput:
     """Produce `count` records round-robin over the partitions and wait for every ack.
     Delivery is checked by delivery reports (errors only, so the client pays nothing per
     record), not by the topic's high watermark: the peer's ListOffsets(latest) lags a batch
     behind what it stores. `cpu_pids`: the brokers whose CPU time is summed (default: `pid`
-    alone, whose peak RSS is reported)."""
-    create_topic(bootstrap, topic, partitions, replication)
+    alone, whose peak RSS is reported). `client`: the client's security settings
+    (security.protocol, ssl.ca.location, ...)."""
+    create_topic(bootstrap, topic, partitions, replication, client)
     pids = cpu_pids or (pid,)
     failed: list[str] = []
 
@@ -304,7 +307,8 @@ def bench_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: i
                   "batch.size": 1_000_000, "compression.type": "none",
                   "queue.buffering.max.messages": 1_000_000,
                   "queue.buffering.max.kbytes": 1_048_576,
-                  "delivery.report.only.error": True, "on_delivery": on_error, **QUIET})
+                  "delivery.report.only.error": True, "on_delivery": on_error, **QUIET,
+                  **(client or {})})
     p.list_topics(topic, timeout=30)  # connected, metadata known
     payload = os.urandom(size)
     send = p.produce
@@ -327,7 +331,7 @@ def bench_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: i
 
 
 def bench_consume(bootstrap: str, pid: int, topic: str, partitions: int, size: int,
-                  count: int) -> Throughput:
+                  count: int, client: Mapping[str, object] | None = None) -> Throughput:
     """Read `count` records from the beginning. The clock starts at the first records received,
     which are not counted: librdkafka takes ~0.5 s after assign() before its first fetch
     (group coordinator lookup, ListOffsets), a client start-up cost, not the broker's. Each
@@ -336,7 +340,7 @@ def bench_consume(bootstrap: str, pid: int, topic: str, partitions: int, size: i
     0.5 s to every run and flatten the comparison."""
     # librdkafka stops fetching a partition for fetch.queue.backoff.ms (default 1 s) whenever
     # its local queue passes queued.min.messages (100,000): a client-side pause, not the broker's.
-    c = consumer(bootstrap, **{"fetch.queue.backoff.ms": 1})
+    c = consumer(bootstrap, **{"fetch.queue.backoff.ms": 1, **(client or {})})
     c.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(partitions)])
     got, last = 0, time.monotonic()
     while not got:

@@ -1,0 +1,304 @@
+"""SSL listeners with real clients (issue #13): kcat, confluent-kafka, kafka-python and
+aiokafka produce and consume over TLS, without and with client certificates (ssl.client.auth
+=required: the certificate's subject becomes the session's principal, seen by the request
+hooks); certificates the broker must refuse; the wrong protocol on either port; a stalled
+handshake; PLAINTEXT and SSL on one broker. Certificates come from trustme."""
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import socket
+import ssl
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from compat.wire import create_topic, request
+from protocol.api_keys import ApiKey
+from pybroker.testing import broker_in_thread
+
+trustme = pytest.importorskip("trustme")
+
+CLIENT_DN = "CN=alice,OU=eng,O=acme"
+
+
+class Certs:
+    """A CA, the broker's certificate, a client certificate, and bad ones, as PEM files."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        ca = trustme.CA()
+        self.ca = self._write("ca.pem", ca.cert_pem.bytes())
+        server = ca.issue_cert("localhost", "127.0.0.1")
+        self.server = self._write("server.pem", server.private_key_and_cert_chain_pem.bytes())
+        self.client_cert, self.client_key = self._leaf(ca, "client")
+        past = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=1)
+        self.expired_cert, self.expired_key = self._leaf(
+            ca, "expired", not_before=past - datetime.timedelta(days=30), not_after=past)
+        self.stranger_cert, self.stranger_key = self._leaf(trustme.CA(), "stranger")
+
+    def _leaf(self, ca: Any, name: str, **dates: Any) -> tuple[str, str]:
+        leaf = ca.issue_cert(f"{name}.example", common_name="alice",
+                             organization_unit_name="eng", organization_name="acme", **dates)
+        return (self._write(f"{name}-cert.pem",
+                            b"".join(blob.bytes() for blob in leaf.cert_chain_pems)),
+                self._write(f"{name}-key.pem", leaf.private_key_pem.bytes()))
+
+    def _write(self, name: str, data: bytes) -> str:
+        path = self.root / name
+        path.write_bytes(data)
+        return str(path)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    return Certs(tmp_path_factory.mktemp("certs"))
+
+
+def _tls_overrides(certs: Certs, client_auth: str = "none", **more: str) -> dict[str, str]:
+    return {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+            "ssl_keystore_location": certs.server, "ssl_truststore_location": certs.ca,
+            "ssl_client_auth": client_auth, **more}
+
+
+@pytest.fixture(scope="module")
+def tls_broker(certs: Certs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with broker_in_thread(tmp_path_factory.mktemp("tls-logs"), hooks=True,
+                          **_tls_overrides(certs)) as info:
+        yield info
+
+
+@pytest.fixture(scope="module")
+def mtls_broker(certs: Certs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with broker_in_thread(tmp_path_factory.mktemp("mtls-logs"), hooks=True,
+                          **_tls_overrides(certs, "required")) as info:
+        yield info
+
+
+def _ssl_bootstrap(info: Any) -> str:
+    return f"localhost:{info.ports['SSL']}"
+
+
+def _plain_bootstrap(info: Any) -> str:
+    return f"127.0.0.1:{info.ports['PLAINTEXT']}"
+
+
+# --- the four clients, each producing then consuming (in a group) over SSL --------------------
+
+def _confluent(bootstrap: str, certs: Certs, mtls: bool, topic: str, values: list[bytes]
+               ) -> list[bytes]:
+    from confluent_kafka import Consumer, Producer
+    conf = {"bootstrap.servers": bootstrap, "security.protocol": "SSL",
+            "ssl.ca.location": certs.ca}
+    if mtls:
+        conf.update({"ssl.certificate.location": certs.client_cert,
+                     "ssl.key.location": certs.client_key})
+    producer = Producer(conf)
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(got) < len(values) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return got
+
+
+def _kafka_python(bootstrap: str, certs: Certs, mtls: bool, topic: str, values: list[bytes]
+                  ) -> list[bytes]:
+    from kafka import KafkaConsumer, KafkaProducer
+    conf: dict[str, Any] = {"bootstrap_servers": bootstrap, "security_protocol": "SSL",
+                            "ssl_cafile": certs.ca}
+    if mtls:
+        conf.update({"ssl_certfile": certs.client_cert, "ssl_keyfile": certs.client_key})
+    producer = KafkaProducer(**conf)
+    for value in values:
+        producer.send(topic, value)
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(topic, group_id=f"g-{topic}", auto_offset_reset="earliest",
+                             consumer_timeout_ms=15000, **conf)
+    got: list[bytes] = []
+    for msg in consumer:
+        got.append(msg.value)
+        if len(got) == len(values):
+            break
+    consumer.close()
+    return got
+
+
+def _aiokafka(bootstrap: str, certs: Certs, mtls: bool, topic: str, values: list[bytes]
+              ) -> list[bytes]:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+
+    async def run() -> list[bytes]:
+        context = create_ssl_context(
+            cafile=certs.ca, certfile=certs.client_cert if mtls else None,
+            keyfile=certs.client_key if mtls else None)
+        conf = {"bootstrap_servers": bootstrap, "security_protocol": "SSL",
+                "ssl_context": context}
+        producer = AIOKafkaProducer(**conf)
+        await producer.start()
+        try:
+            for value in values:
+                await producer.send_and_wait(topic, value)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, group_id=f"g-{topic}",
+                                    auto_offset_reset="earliest", **conf)
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            async with asyncio.timeout(30):
+                async for msg in consumer:
+                    got.append(msg.value)
+                    if len(got) == len(values):
+                        break
+        finally:
+            await consumer.stop()
+        return got
+
+    return asyncio.run(run())
+
+
+def _kcat(bootstrap: str, certs: Certs, mtls: bool, topic: str, values: list[bytes]
+          ) -> list[bytes]:
+    conf = ["-X", "security.protocol=ssl", "-X", f"ssl.ca.location={certs.ca}"]
+    if mtls:
+        conf += ["-X", f"ssl.certificate.location={certs.client_cert}",
+                 "-X", f"ssl.key.location={certs.client_key}"]
+    subprocess.run(["kcat", "-b", bootstrap, *conf, "-P", "-t", topic],
+                   input=b"\n".join(values) + b"\n", check=True, timeout=60)
+    out = subprocess.run(["kcat", "-b", bootstrap, *conf, "-G", f"g-{topic}", "-o",
+                          "beginning", "-c", str(len(values)), "-e", topic],
+                         capture_output=True, check=True, timeout=60).stdout
+    return out.splitlines()
+
+
+CLIENTS = {"confluent-kafka": _confluent, "kafka-python": _kafka_python,
+           "aiokafka": _aiokafka, "kcat": _kcat}
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+@pytest.mark.parametrize("mtls", [False, True], ids=["server-auth", "client-cert-required"])
+def test_client_produces_and_consumes_over_ssl(client: str, mtls: bool, certs: Certs,
+                                               tls_broker: Any, mtls_broker: Any) -> None:
+    info = mtls_broker if mtls else tls_broker
+    topic = f"tls-{client}-{uuid.uuid4().hex[:6]}"
+    create_topic(_plain_bootstrap(info), topic, 1)
+    values = [f"{client}-{i}".encode() for i in range(20)]
+    assert CLIENTS[client](_ssl_bootstrap(info), certs, mtls, topic, values) == values
+    # The principal reached the session: every request of this topic's producer came from
+    # the certificate's subject (without a certificate, User:ANONYMOUS).
+    hooks = info.broker.services.hooks
+    produced = [r for r in hooks.requests if r.api_key == ApiKey.PRODUCE
+                and any(t.name == topic for t in r.body.topic_data)]
+    assert produced and {r.principal for r in produced} == \
+        {f"User:{CLIENT_DN}" if mtls else "User:ANONYMOUS"}
+
+
+def test_plaintext_and_ssl_listeners_on_one_broker(certs: Certs, tls_broker: Any) -> None:
+    from confluent_kafka import Producer
+    topic = f"both-{uuid.uuid4().hex[:6]}"
+    create_topic(_plain_bootstrap(tls_broker), topic, 1)
+    producer = Producer({"bootstrap.servers": _plain_bootstrap(tls_broker)})
+    producer.produce(topic, b"in plain")
+    assert producer.flush(30) == 0
+    got = _confluent(_ssl_bootstrap(tls_broker), certs, False, topic, [b"out encrypted"])
+    assert got == [b"in plain"]
+
+
+# --- what must be refused --------------------------------------------------------------------
+
+def _tls_exchange(port: int, certs: Certs, cert: str | None, key: str | None) -> bytes:
+    """An ApiVersions over TLS with the given client certificate: the response's bytes, or
+    b"" when the broker closed the connection (handshake refused)."""
+    context = ssl.create_default_context(cafile=certs.ca)
+    if cert is not None:
+        context.load_cert_chain(cert, key)
+    frame = (b"\x00\x12\x00\x00" + b"\x00\x00\x00\x07" + b"\x00\x04test")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        try:
+            with context.wrap_socket(raw, server_hostname="localhost") as tls:
+                tls.sendall(len(frame).to_bytes(4, "big") + frame)
+                return tls.recv(65536)
+        except (ssl.SSLError, ConnectionError):
+            return b""
+
+
+@pytest.mark.parametrize("which", ["none", "stranger", "expired"])
+def test_required_client_auth_refuses_missing_foreign_and_expired_certificates(
+        which: str, certs: Certs, mtls_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
+    port = mtls_broker.ports["SSL"]
+    assert _tls_exchange(port, certs, certs.client_cert, certs.client_key)  # the good one
+    cert, key = {"none": (None, None), "stranger": (certs.stranger_cert, certs.stranger_key),
+                 "expired": (certs.expired_cert, certs.expired_key)}[which]
+    with caplog.at_level(logging.INFO, logger="pybroker"):
+        assert _tls_exchange(port, certs, cert, key) == b""
+        time.sleep(0.2)
+    assert any("TLS handshake" in r.getMessage() and "failed" in r.getMessage()
+               for r in caplog.records)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
+def test_wrong_protocol_on_either_port_is_closed_cleanly(
+        certs: Certs, tls_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="pybroker"):
+        # A plaintext Kafka request on the TLS port: the handshake fails, the socket closes.
+        with pytest.raises((ConnectionError, EOFError, OSError)):
+            request(_ssl_bootstrap(tls_broker), ApiKey.API_VERSIONS, 0, {}, timeout=10)
+        # A TLS client on the plaintext port: its ClientHello is no Kafka frame.
+        assert _tls_exchange(tls_broker.ports["PLAINTEXT"], certs, None, None) == b""
+        time.sleep(0.2)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    # Both listeners still serve.
+    assert request(_plain_bootstrap(tls_broker), ApiKey.API_VERSIONS, 0, {}).error_code == 0
+    assert _tls_exchange(tls_broker.ports["SSL"], certs, None, None)
+
+
+def test_stalled_handshake_is_closed_while_others_are_served(certs: Certs,
+                                                             tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+    with broker_in_thread(tmp_path / "logs", **_tls_overrides(
+            certs, connections_max_idle_ms="1500")) as info:
+        stalled = socket.create_connection(("127.0.0.1", info.ports["SSL"]), timeout=10)
+        stalled.sendall(b"\x16\x03\x01")  # the start of a ClientHello, then nothing
+        closed_after: list[float] = []
+        started = time.monotonic()
+
+        def wait_closed() -> None:
+            try:
+                while stalled.recv(1024):
+                    pass
+            except OSError:
+                pass
+            closed_after.append(time.monotonic() - started)
+
+        waiter = threading.Thread(target=wait_closed)
+        waiter.start()
+        # Meanwhile another client's handshakes and requests go through.
+        topic = "busy"
+        create_topic(_plain_bootstrap(info), topic, 1)
+        producer = Producer({"bootstrap.servers": _ssl_bootstrap(info),
+                             "security.protocol": "SSL", "ssl.ca.location": certs.ca})
+        producer.produce(topic, b"not blocked")
+        assert producer.flush(10) == 0
+        assert time.monotonic() - started < 1.5 or not closed_after
+        waiter.join(10)
+        stalled.close()
+    assert closed_after and 1.4 <= closed_after[0] < 5
