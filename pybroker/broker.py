@@ -23,6 +23,7 @@ from pybroker.broker_metrics import BrokerCollector, broker_registry
 from pybroker.clock import Clock
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
 from pybroker.cluster.zk_store import ZkMetadataStore
+from pybroker.sasl.credential_store import LocalScramCredentialStore, ScramCredentialStore
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
@@ -169,11 +170,17 @@ class Broker:
                                  self.transactions, self.controller, self.hooks,
                                  memory=MemoryPool(config.queued_max_request_bytes
                                                    if config.queued_max_request_bytes > 0
-                                                   else None))
+                                                   else None),
+                                 scram=self._scram_store())
         # /metrics: read at scrape time from these parts (pybroker/broker_metrics.py).
         self.metrics_registry = broker_registry(BrokerCollector(
             self.node_id, self.metadata, self.replicas, self.groups, self.services.memory,
             self.services.stats))
+
+    def _scram_store(self) -> ScramCredentialStore:
+        """SCRAM credentials beside this broker's metadata. A ZooKeeper cluster member keeps
+        its own file too for now (Kafka's /config/users/<user> is not written yet)."""
+        return LocalScramCredentialStore(self.log_dirs[0])
 
     def registered(self) -> bool:
         """A member of its cluster now: registered with a live ZooKeeper session and present

@@ -24,6 +24,7 @@ from protocol.framing import NEED_DATA, FrameBuffer, FrameTooLarge
 from protocol.primitives import FileRegion
 from pybroker.dispatch import CloseConnection, dispatch
 from pybroker.handlers.base import Services
+from pybroker.handlers.sasl_session import frame_limit
 from pybroker.connection_limits import ConnectionLimits
 from pybroker.idle import IdleConnections, IdleWatch
 from pybroker.memory_pool import SMALL_FRAME
@@ -122,6 +123,13 @@ async def _serve(services: Services, fd: int, watch: IdleWatch, host: str, port:
                 return
             frames.receive_data(data)
             while True:
+                if not session.authenticated:  # sasl.server.max.receive.size, from the prefix
+                    sasl_limit = frame_limit(services, session)
+                    size = frames.pending_size()
+                    if sasl_limit is not None and size is not None and size > sasl_limit:
+                        raise CloseConnection(f"a {size}-byte frame before SASL "
+                                              "authentication (sasl.server.max.receive.size "
+                                              f"is {sasl_limit})")
                 if not reserved:
                     size = frames.pending_size()
                     if size is not None and SMALL_FRAME < size <= limit:
@@ -148,6 +156,8 @@ async def _serve(services: Services, fd: int, watch: IdleWatch, host: str, port:
                 if reserved:
                     pool.release(reserved)
                     reserved = 0
+                if session.close_after_response:  # a failed SASL exchange: Kafka closes
+                    return
             # A short read drained the socket: wait for more (that yields). A full one may
             # have left data behind: read again, but let other connections run first.
             readable = len(data) == want

@@ -31,6 +31,7 @@ from pybroker.config.definitions import (
     to_config_string,
 )
 from pybroker.config.properties import load_properties
+from pybroker.config.sasl import SaslListenerConfig, listener_key, sasl_listener_config
 
 logger = logging.getLogger("pybroker.config")
 
@@ -81,6 +82,7 @@ class BrokerConfig(Mapping[str, object]):
     __slots__ = ("_values", "originals", "explicit", "warnings", "listeners",
                  "advertised_listeners", "listener_security_protocol_map", "log_dirs",
                  "inter_broker_listener_name", "controller_listener_names", "http_listeners",
+                 "sasl_listeners",
                  "_frozen")
 
     def __init__(self, props: Mapping[str, str]) -> None:
@@ -90,7 +92,8 @@ class BrokerConfig(Mapping[str, object]):
         warnings = tuple(_unknown_key_warning(name) if key is None else key.inert_warning()
                          for name in props
                          for key in (BROKER_CONFIG_DEFS.get(name),)
-                         if key is None or key.state is KeyState.INERT)
+                         if (key is None and not listener_key(name))
+                         or (key is not None and key.state is KeyState.INERT))
         for message in warnings:
             logger.warning("%s", message)
         self._values = values
@@ -337,19 +340,25 @@ class BrokerConfig(Mapping[str, object]):
     def _refuse_unserved_listeners(self) -> None:
         """Refuse the client listeners this broker cannot serve as configured.
 
-        Without TLS and SASL, an SSL/SASL listener would speak plaintext Kafka: a user who
-        asked for encryption or authentication would silently get neither: refused at start
-        until the security work lands. Every PLAINTEXT client listener is served.
+        Without TLS, an SSL/SASL_SSL listener would speak plaintext Kafka: a user who asked
+        for encryption would silently get none: refused at start until the TLS work lands.
+        PLAINTEXT and SASL_PLAINTEXT client listeners are served; a SASL listener's settings
+        are resolved here (`sasl_listeners`), so what Kafka refuses at start is refused too.
         """
         raw = ",".join(cast("tuple[str, ...]", self._values["listeners"]))
         served = self.broker_listeners
+        self.sasl_listeners: dict[str, SaslListenerConfig] = {}
         for item in served:
             protocol = self.listener_security_protocol_map[item.name]
-            if protocol != "PLAINTEXT":
+            if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+                self.sasl_listeners[item.name] = sasl_listener_config(
+                    self._values, self.originals, item.name)
+            if protocol not in ("PLAINTEXT", "SASL_PLAINTEXT"):
                 raise ConfigError("listeners", raw,
                                   f"Listener {item.name} uses security protocol {protocol}, "
-                                  "which pybroker does not support yet (no TLS or SASL); "
-                                  "only PLAINTEXT listeners can be served")
+                                  "which pybroker does not support yet (no TLS); "
+                                  "only PLAINTEXT and SASL_PLAINTEXT listeners can be "
+                                  "served")
         if not served:
             raise ConfigError("listeners", raw, "Every listener is a controller listener; "
                                                 "clients need one to connect to")
@@ -455,10 +464,15 @@ def describe_broker_config(broker: BrokerConfig) -> Iterator[ConfigEntry]:
         group = BROKER_SYNONYM_GROUPS.get(name, (name,))
         synonyms = tuple(kafka_synonym_order(name, group, static, defaults))
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
-        value = to_config_string(broker[name]) if key is not None else static[name]
+        value: str | None = (to_config_string(broker[name]) if key is not None
+                             else static[name])
+        sensitive = (key.sensitive or key.type is ConfigType.PASSWORD if key is not None
+                     else name.endswith(("sasl.jaas.config", "password")))
+        if sensitive:  # Kafka never shows a password's value
+            value = None
         yield ConfigEntry(
             name=name, value=value, source=source,
             is_default=source is ConfigSource.DEFAULT_CONFIG, read_only=True,
-            is_sensitive=key.sensitive if key is not None else False, synonyms=synonyms,
+            is_sensitive=sensitive, synonyms=() if sensitive else synonyms,
             config_type=key.type if key is not None else ConfigType.UNKNOWN,
             documentation=key.doc if key is not None else "")

@@ -27,9 +27,9 @@ from pybroker.config.definitions import (
     NonEmptyUniqueList, OneOf, Validator, at_least, between,
 )
 
-_B, _S, _I, _SH, _L, _D, _LS = (
+_B, _S, _I, _SH, _L, _D, _LS, _PW = (
     ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.SHORT, ConfigType.LONG,
-    ConfigType.DOUBLE, ConfigType.LIST)
+    ConfigType.DOUBLE, ConfigType.LIST, ConfigType.PASSWORD)
 _HIGH: Importance = "high"
 _MEDIUM: Importance = "medium"
 _LOW: Importance = "low"
@@ -119,6 +119,24 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("security.inter.broker.protocol", _S, "PLAINTEXT", OneOf(SECURITY_PROTOCOLS), _MEDIUM,
        "Protocol brokers use to reach each other, when inter.broker.listener.name is unset.",
        inert="security", refused=("SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    # --- SASL (pybroker/sasl; listener.name.<l>. prefixes as in pybroker/config/sasl.py) ------
+    _k("sasl.enabled.mechanisms", _LS, ("GSSAPI",), None, _MEDIUM,
+       "Mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER "
+       "(unsecured JWS tokens). Kafka's default GSSAPI (Kerberos) is not served: a SASL "
+       "listener left with it is refused at start. listener.name.<l>.sasl.enabled.mechanisms "
+       "overrides it per listener."),
+    _k("sasl.jaas.config", _PW, None, None, _MEDIUM,
+       "A JAAS login module line, as Kafka's. Read for PLAIN's users (user_<name>=\"password\" "
+       "options of PlainLoginModule) and OAUTHBEARER's unsecuredValidator* options; "
+       "listener.name.<l>.<mechanism>.sasl.jaas.config overrides it per listener and "
+       "mechanism. Never shown by DescribeConfigs."),
+    _k("sasl.server.max.receive.size", _I, 524288, at_least(1), _LOW,
+       "Largest frame accepted from a SASL connection before it has authenticated; a larger "
+       "one closes the connection."),
+    _k("connections.max.reauth.ms", _L, 0, at_least(0), _MEDIUM,
+       "KIP-368: a SASL session lasts this long (told to the client in SaslAuthenticate); a "
+       "connection that has not re-authenticated by then is closed at its next request. 0: "
+       "sessions never expire."),
     _k("num.network.threads", _I, 3, at_least(1), _HIGH,
        "Kafka's network thread count. Accepted; pybroker serves each connection as a task.", na=True),
     _k("num.io.threads", _I, 8, at_least(1), _HIGH,

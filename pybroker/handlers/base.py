@@ -21,6 +21,7 @@ from pybroker.coordinator.txn_coordinator import TransactionCoordinator
 from pybroker.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
+from pybroker.sasl.credential_store import ScramCredentialStore
 from pybroker.request_stats import RequestStats
 from pybroker.session import Session
 from pybroker.storage.log_manager import LogManager
@@ -56,6 +57,8 @@ class Services:
     memory: MemoryPool = field(default_factory=lambda: MemoryPool(None))
     # What the request path counts for /metrics (plain integers, read at scrape time).
     stats: RequestStats = field(default_factory=RequestStats)
+    # SCRAM users and their credentials (pybroker/sasl/credential_store.py).
+    scram: ScramCredentialStore = field(default_factory=ScramCredentialStore)
 
 
 @dataclass
