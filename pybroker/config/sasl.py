@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from pybroker.config.definitions import ConfigError
-from pybroker.sasl.jaas import JaasEntry, JaasError, parse_jaas
+from pybroker.config.jaas import JaasEntry, JaasError, parse_jaas
 
 PLAIN = "PLAIN"
 SCRAM_SHA_256 = "SCRAM-SHA-256"
