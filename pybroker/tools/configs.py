@@ -103,7 +103,7 @@ def entity(args: argparse.Namespace) -> tuple[str, str | None]:
         raise ToolError(f"Entity type '{kind}' (quotas, SCRAM credentials, client metrics) is "
                         "not supported: pybroker serves topic, broker and group configs only",
                         plain=True)
-    if kind not in _TYPES:
+    if kind not in _TYPES and kind != "users":
         raise UsageError(f"Invalid entity type {kind}, the entity type must be one of "
                          "topics, clients, users, brokers, broker-loggers, ips, "
                          "client-metrics, groups")
