@@ -369,17 +369,28 @@ def test_kafka_zookeeper_style_file_loads_as_a_cluster_member() -> None:
 @pytest.mark.parametrize("given", [
     {"listeners": "SSL://127.0.0.1:9093"},
     {"listeners": "SASL_SSL://127.0.0.1:9093"},
-    {"listeners": "SASL_PLAINTEXT://127.0.0.1:9093"},
     # A custom name mapped to a secure protocol is as secure-looking as SSL:// itself.
     {"listeners": "EXTERNAL://127.0.0.1:9093",
      "listener.security.protocol.map": "EXTERNAL:SASL_SSL,PLAINTEXT:PLAINTEXT"},
-], ids=["SSL", "SASL_SSL", "SASL_PLAINTEXT", "mapped-name"])
+], ids=["SSL", "SASL_SSL", "mapped-name"])
 def test_secure_listener_is_refused_not_served_as_plaintext(given: dict[str, str]) -> None:
     with pytest.raises(ConfigError) as info:
         load_broker_config(None, given)
     message = str(info.value)
     assert message.startswith("Invalid value ") and "listeners" in message
     assert "not support" in message and "\n" not in message
+
+
+def test_a_sasl_plaintext_listener_left_with_gssapi_is_refused() -> None:
+    with pytest.raises(ConfigError, match="GSSAPI .Kerberos. is not supported"):
+        load_broker_config(None, {"listeners": "SASL_PLAINTEXT://127.0.0.1:9093"})
+    config = load_broker_config(None, {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.sasl.jaas.config":
+            'org.apache.kafka.common.security.scram.ScramLoginModule required;'})
+    assert config.sasl_listeners["SASL_PLAINTEXT"].mechanisms == ("SCRAM-SHA-512",)
+    assert config.warnings == ()
 
 
 def test_every_plaintext_client_listener_is_served() -> None:

@@ -350,15 +350,16 @@ class BrokerConfig(Mapping[str, object]):
         self.sasl_listeners: dict[str, SaslListenerConfig] = {}
         for item in served:
             protocol = self.listener_security_protocol_map[item.name]
-            if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-                self.sasl_listeners[item.name] = sasl_listener_config(
-                    self._values, self.originals, item.name)
             if protocol not in ("PLAINTEXT", "SASL_PLAINTEXT"):
                 raise ConfigError("listeners", raw,
                                   f"Listener {item.name} uses security protocol {protocol}, "
                                   "which pybroker does not support yet (no TLS); "
                                   "only PLAINTEXT and SASL_PLAINTEXT listeners can be "
                                   "served")
+        for item in served:
+            if self.listener_security_protocol_map[item.name] in ("SASL_PLAINTEXT", "SASL_SSL"):
+                self.sasl_listeners[item.name] = sasl_listener_config(
+                    self._values, self.originals, item.name)
         if not served:
             raise ConfigError("listeners", raw, "Every listener is a controller listener; "
                                                 "clients need one to connect to")
