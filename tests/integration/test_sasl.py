@@ -272,3 +272,27 @@ def test_scram_users_survive_a_restart(tmp_path: Path) -> None:
         producer = Producer(_confluent(sasl, "SCRAM-SHA-256", "dave", "dave-secret"))
         producer.produce("after-restart", b"still here")
         assert producer.flush(15) == 0
+
+
+def test_session_lifetime_and_receive_size_come_from_their_keys(tmp_path: Path) -> None:
+    with broker_in_thread(tmp_path, listeners="SASL_PLAINTEXT://127.0.0.1:0",
+                          sasl_enabled_mechanisms="PLAIN", sasl_jaas_config=JAAS,
+                          connections_max_reauth_ms="500",
+                          sasl_server_max_receive_size="100") as info:
+        host, port = "127.0.0.1", info.ports["SASL_PLAINTEXT"]
+        with socket.create_connection((host, port), timeout=10) as sock:
+            for cid, (api_key, version, body) in enumerate(
+                    [_handshake("PLAIN"), _token(b"\0alice\0alice-secret"), METADATA], 1):
+                sock.sendall(encode_request(api_key, version, cid, "t", body))
+                answer = decode_response(api_key, version, read_frame(sock))[1]
+            assert answer.brokers  # authenticated: Metadata is served
+            time.sleep(0.6)
+            sock.sendall(encode_request(*METADATA[:2], 4, "t", METADATA[2]))
+            with pytest.raises(ConnectionError):
+                read_frame(sock)  # the session expired without re-authentication
+        lifetime = _sasl_exchange(f"{host}:{port}", [_handshake("PLAIN"),
+                                                     _token(b"\0alice\0alice-secret")])[1]
+        assert lifetime.error_code == 0 and lifetime.session_lifetime_ms == 500
+        too_big = _sasl_exchange(f"{host}:{port}", [_handshake("PLAIN"),
+                                                    _token(b"\0alice\0" + b"x" * 200)])
+        assert too_big[1] is None
