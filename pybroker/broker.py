@@ -26,6 +26,7 @@ from pybroker.clock import Clock
 from pybroker.periodic import run_every
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
 from pybroker.cluster.zk_store import ZkMetadataStore
+from pybroker.sasl.credential_store import LocalScramCredentialStore, ScramCredentialStore
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
@@ -174,7 +175,8 @@ class Broker:
                                  memory=MemoryPool(config.queued_max_request_bytes
                                                    if config.queued_max_request_bytes > 0
                                                    else None),
-                                 authorizer=self.authorizer, acls=self.acl_store)
+                                 authorizer=self.authorizer, acls=self.acl_store,
+                                 scram=self._scram_store())
         # /metrics: read at scrape time from these parts (pybroker/broker_metrics.py).
         self.metrics_registry = broker_registry(BrokerCollector(
             self.node_id, self.metadata, self.replicas, self.groups, self.services.memory,
@@ -191,6 +193,11 @@ class Broker:
         if self.zk_store is not None:
             return authorizer, ZkAclStore(self.zk_store.zk, authorizer)
         return authorizer, LocalAclStore(self.log_dirs[0], authorizer)
+
+    def _scram_store(self) -> ScramCredentialStore:
+        """SCRAM credentials beside this broker's metadata. A ZooKeeper cluster member keeps
+        its own file too for now (Kafka's /config/users/<user> is not written yet)."""
+        return LocalScramCredentialStore(self.log_dirs[0])
 
     def registered(self) -> bool:
         """A member of its cluster now: registered with a live ZooKeeper session and present

@@ -27,6 +27,7 @@ from protocol.framing import NEED_DATA, FrameBuffer, FrameTooLarge
 from protocol.primitives import FileRegion
 from pybroker.dispatch import CloseConnection, dispatch
 from pybroker.handlers.base import Services
+from pybroker.handlers.sasl_session import frame_limit
 from pybroker.connection_limits import ConnectionLimits
 from pybroker.idle import IdleConnections, IdleWatch
 from pybroker.memory_pool import SMALL_FRAME
@@ -125,11 +126,18 @@ class _Requests:
         # and a bound on what a connection waiting for the pool holds.
         return RECEIVE_SIZE if self.reserved else SMALL_READ
 
-    async def receive(self, data: bytes, send: Callable[[list], Awaitable[None]]) -> None:
-        """Take `data` read from the connection; answer every request it completes."""
-        frames, pool = self.frames, self.pool
+    async def receive(self, data: bytes, send: Callable[[list], Awaitable[None]]) -> bool:
+        """Take `data` read from the connection; answer every request it completes. False:
+        close the connection now (a failed SASL exchange, after its answer, as Kafka does)."""
+        frames, pool, session = self.frames, self.pool, self.session
         frames.receive_data(data)
         while True:
+            if not session.authenticated:  # sasl.server.max.receive.size, from the prefix
+                sasl_limit = frame_limit(self.services, session)
+                size = frames.pending_size()
+                if sasl_limit is not None and size is not None and size > sasl_limit:
+                    raise CloseConnection(f"a {size}-byte frame before SASL authentication "
+                                          f"(sasl.server.max.receive.size is {sasl_limit})")
             if not self.reserved:
                 size = frames.pending_size()
                 if size is not None and SMALL_FRAME < size <= self.limit:
@@ -139,7 +147,7 @@ class _Requests:
                     self.reserved = size
             frame = frames.next_frame()
             if frame is NEED_DATA:
-                return
+                return True
             response = await dispatch(self.services, frame, self.host, self.port,
                                       self.listener, self.session)
             del frame
@@ -157,6 +165,8 @@ class _Requests:
             if self.reserved:
                 pool.release(self.reserved)
                 self.reserved = 0
+            if session.close_after_response:
+                return False
 
     def release(self) -> None:
         if self.reserved:
@@ -181,7 +191,8 @@ async def _serve(fd: int, watch: IdleWatch, requests: _Requests) -> None:
             continue
         if not data:
             return
-        await requests.receive(data, send)
+        if not await requests.receive(data, send):
+            return
         # A short read drained the socket: wait for more (that yields). A full one may have
         # left data behind: read again, but let other connections run first.
         readable = len(data) == want
@@ -198,7 +209,8 @@ async def _serve_tls(stream: trio.SSLStream, watch: IdleWatch, requests: _Reques
         watch.waiting = False
         if not data:
             return
-        await requests.receive(data, send)
+        if not await requests.receive(data, send):
+            return
 
 
 async def send_parts_tls(stream: trio.abc.SendStream, parts: list) -> None:

@@ -8,7 +8,7 @@ answers that one request with UNKNOWN_SERVER_ERROR where the API has somewhere t
 from __future__ import annotations
 
 import logging
-from time import perf_counter
+from time import monotonic, perf_counter
 from typing import Any
 
 import trio
@@ -22,6 +22,9 @@ from protocol.codec import (
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import APIS
 from pybroker.handlers import REGISTRY
+from pybroker.handlers.sasl_session import authenticated, failed, frame_limit
+from pybroker.sasl.authenticator import SaslState
+from pybroker.sasl.mechanisms import AuthenticationFailed
 from pybroker.session import Session
 from pybroker.handlers.base import RequestContext, Services
 from pybroker.request_hooks import DELAY, DROP, HookRequest, RequestHooks, complete_response
@@ -41,6 +44,13 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
                    ) -> list[Any] | None:
     """The response frame for one request frame, as buffers for one gathered send, or None
     when no response is due (acks=0)."""
+    if session is not None and not session.authenticated:
+        limit = frame_limit(services, session)
+        if limit is not None and len(frame) > limit:
+            raise CloseConnection(f"a {len(frame)}-byte frame before SASL authentication "
+                                  f"(sasl.server.max.receive.size is {limit})")
+        if session.sasl is not None and session.sasl.raw_tokens:
+            return _raw_token(session, frame, host)
     try:
         request = decode_request(frame)
     except TrailingBytes as exc:
@@ -59,6 +69,8 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
         raise CloseConnection(str(exc)) from None
 
     header = request.header
+    if session is not None and (not session.authenticated or session.expires_at is not None):
+        _sasl_gate(session, header.api_key)
     handler = REGISTRY.get(header.api_key)
     ctx = RequestContext(services, header, host, port, REGISTRY, services.metadata.image,
                          listener, session if session is not None else Session(listener))
@@ -97,6 +109,42 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
                                      header.correlation_id, body)
     finally:
         services.stats.request(header.api_key, perf_counter() - start, failed)
+
+
+_BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
+                                    ApiKey.SASL_AUTHENTICATE})
+_REAUTHENTICATION = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+
+
+def _sasl_gate(session: Session, api_key: int) -> None:
+    """Kafka's SASL rule: until a SASL connection has authenticated, only ApiVersions and
+    the SASL APIs are served (and once a mechanism is chosen, only SaslAuthenticate); any
+    other request closes it, unanswered. An authenticated session that has outlived its
+    lifetime (KIP-368) is closed at its next request, unless that request re-authenticates."""
+    if not session.authenticated:
+        chosen = session.sasl is not None and session.sasl.state is SaslState.AUTHENTICATE
+        if api_key not in _BEFORE_AUTHENTICATION or (
+                chosen and api_key != ApiKey.SASL_AUTHENTICATE):
+            name = ApiKey(api_key).name if api_key in ApiKey._value2member_map_ else api_key
+            raise CloseConnection(f"unexpected {name} request before SASL authentication")
+    elif (session.expires_at is not None and api_key not in _REAUTHENTICATION
+          and monotonic() > session.expires_at):
+        raise CloseConnection("the SASL session expired without re-authentication "
+                              "(connections.max.reauth.ms)")
+
+
+def _raw_token(session: Session, frame: bytes, host: str) -> list[Any]:
+    """After SaslHandshake v0 the client sends its tokens as bare size-prefixed frames (no
+    Kafka header) and reads the answers the same way; a failure just closes the connection."""
+    sasl = session.sasl
+    try:
+        challenge = sasl.authenticate(bytes(frame))
+    except AuthenticationFailed as exc:
+        failed(session, host, sasl.mechanism, str(exc))
+        raise CloseConnection(f"SASL authentication failed ({sasl.mechanism})") from None
+    if sasl.complete:
+        authenticated(session, sasl, host)
+    return [len(challenge).to_bytes(4, "big"), challenge]
 
 
 async def _consult_hooks(hooks: RequestHooks, handler: Any, ctx: RequestContext,

@@ -119,9 +119,10 @@ async def _bind_http(config) -> list[list[trio.SocketListener]]:  # type: ignore
 
 
 def _tls_listeners(config) -> dict[str, TlsListener]:  # type: ignore[no-untyped-def]
-    """Each SSL client listener's TLS context and principal rules, by listener name."""
+    """Each SSL and SASL_SSL client listener's TLS context and principal rules, by listener
+    name (on SASL_SSL the SASL principal replaces the certificate's once authenticated)."""
     return {spec.name: tls_listener(config, spec.name) for spec in config.broker_listeners
-            if config.listener_security_protocol_map[spec.name] == "SSL"}
+            if config.listener_security_protocol_map[spec.name] in ("SSL", "SASL_SSL")}
 
 
 async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-untyped-def]

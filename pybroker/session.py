@@ -9,6 +9,7 @@ the quotas read the principal from here through each request's context.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 ANONYMOUS = "User:ANONYMOUS"
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
@@ -21,6 +22,14 @@ class Session:
     principal: str = ANONYMOUS
     # False on a SASL listener until the client has authenticated.
     authenticated: bool = True
+    # The SASL exchange (pybroker.sasl.authenticator.SaslAuthenticator), made at the first
+    # SASL request on a SASL listener.
+    sasl: Any = None
+    # time.monotonic() past which the SASL session has expired (KIP-368); None: never.
+    expires_at: float | None = None
+    # The response being sent is the last: the connection closes after it (a failed
+    # authentication, a SASL request out of order, as Kafka does).
+    close_after_response: bool = False
 
     @classmethod
     def on(cls, listener: str | None, security_protocol: str) -> "Session":

@@ -31,6 +31,7 @@ from pybroker.config.definitions import (
     kafka_synonym_order, to_config_string,
 )
 from pybroker.config.properties import load_properties
+from pybroker.config.sasl import SaslListenerConfig, listener_key, sasl_listener_config
 
 logger = logging.getLogger("pybroker.config")
 
@@ -81,7 +82,7 @@ class BrokerConfig(Mapping[str, object]):
     __slots__ = ("_values", "originals", "explicit", "warnings", "listeners",
                  "advertised_listeners", "listener_security_protocol_map", "log_dirs",
                  "inter_broker_listener_name", "controller_listener_names", "http_listeners",
-                 "_listener_values", "_frozen")
+                 "_listener_values", "sasl_listeners", "_frozen")
 
     def __init__(self, props: Mapping[str, str]) -> None:
         values: dict[str, object] = {}
@@ -97,7 +98,8 @@ class BrokerConfig(Mapping[str, object]):
         warnings = tuple(_unknown_key_warning(name) if key is None else key.inert_warning()
                          for name in props
                          for key in (_key_of(name),)
-                         if key is None or key.state is KeyState.INERT)
+                         if (key is None and not listener_key(name))
+                         or (key is not None and key.state is KeyState.INERT))
         for message in warnings:
             logger.warning("%s", message)
         self._values = values
@@ -352,19 +354,23 @@ class BrokerConfig(Mapping[str, object]):
     def _refuse_unserved_listeners(self) -> None:
         """Refuse the client listeners this broker cannot serve as configured.
 
-        Without SASL, a SASL listener would speak unauthenticated Kafka: a user who asked for
-        authentication would silently get none: refused at start until SASL lands. PLAINTEXT
-        and SSL client listeners are served.
+        Every security protocol is served: PLAINTEXT, SSL (pybroker/tls_context.py),
+        SASL_PLAINTEXT and SASL_SSL (pybroker/sasl); a SASL listener's settings are resolved
+        here (`sasl_listeners`), so what Kafka refuses at start is refused too.
         """
         raw = ",".join(cast("tuple[str, ...]", self._values["listeners"]))
         served = self.broker_listeners
+        self.sasl_listeners: dict[str, SaslListenerConfig] = {}
         for item in served:
             protocol = self.listener_security_protocol_map[item.name]
-            if protocol not in ("PLAINTEXT", "SSL"):
+            if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
                 raise ConfigError("listeners", raw,
                                   f"Listener {item.name} uses security protocol {protocol}, "
-                                  "which pybroker does not support yet (no SASL); only "
-                                  "PLAINTEXT and SSL listeners can be served")
+                                  "which Kafka does not have")
+        for item in served:
+            if self.listener_security_protocol_map[item.name] in ("SASL_PLAINTEXT", "SASL_SSL"):
+                self.sasl_listeners[item.name] = sasl_listener_config(
+                    self._values, self.originals, item.name)
         if not served:
             raise ConfigError("listeners", raw, "Every listener is a controller listener; "
                                                 "clients need one to connect to")
@@ -456,7 +462,9 @@ def is_sensitive(name: str) -> bool:
     """Whether `name`'s value must never be shown (a password or private key, or a listener's
     override of one)."""
     key = _key_of(name)
-    return key is not None and key.sensitive
+    if key is None:  # listener.name.<l>.<mechanism>.sasl.jaas.config, or a key we do not know
+        return name.endswith(("sasl.jaas.config", "password"))
+    return key.sensitive or key.type is ConfigType.PASSWORD
 
 
 def _unknown_key_warning(name: str) -> str:

@@ -135,6 +135,24 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "(User:admin;User:alice)."),
     _k("allow.everyone.if.no.acl.found", _B, False, None, _LOW,
        "With an authorizer: whether a resource no ACL applies to is open to everyone."),
+    # --- SASL (pybroker/sasl; listener.name.<l>. prefixes as in pybroker/config/sasl.py) ------
+    _k("sasl.enabled.mechanisms", _LS, ("GSSAPI",), None, _MEDIUM,
+       "Mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER "
+       "(unsecured JWS tokens). Kafka's default GSSAPI (Kerberos) is not served: a SASL "
+       "listener left with it is refused at start. listener.name.<l>.sasl.enabled.mechanisms "
+       "overrides it per listener."),
+    _k("sasl.jaas.config", _P, None, None, _MEDIUM,
+       "A JAAS login module line, as Kafka's. Read for PLAIN's users (user_<name>=\"password\" "
+       "options of PlainLoginModule) and OAUTHBEARER's unsecuredValidator* options; "
+       "listener.name.<l>.<mechanism>.sasl.jaas.config overrides it per listener and "
+       "mechanism. Never shown by DescribeConfigs.", sensitive=True),
+    _k("sasl.server.max.receive.size", _I, 524288, at_least(1), _LOW,
+       "Largest frame accepted from a SASL connection before it has authenticated; a larger "
+       "one closes the connection."),
+    _k("connections.max.reauth.ms", _L, 0, at_least(0), _MEDIUM,
+       "KIP-368: a SASL session lasts this long (told to the client in SaslAuthenticate); a "
+       "connection that has not re-authenticated by then is closed at its next request. 0: "
+       "sessions never expire."),
     _k("num.network.threads", _I, 3, at_least(1), _HIGH,
        "Kafka's network thread count. Accepted; pybroker serves each connection as a task.", na=True),
     _k("num.io.threads", _I, 8, at_least(1), _HIGH,
@@ -452,7 +470,9 @@ BROKER_CONFIG_DEFS: Mapping[str, ConfigKey] = MappingProxyType(
 # Keys a listener may set for itself as listener.name.<listener>.<key> (Kafka's per-listener
 # security settings); the broker-wide key is the fallback.
 LISTENER_KEYS: frozenset[str] = frozenset(
-    key.name for key in BROKER_CONFIG_KEYS if key.name.startswith("ssl."))
+    key.name for key in BROKER_CONFIG_KEYS if key.name.startswith("ssl.")) | {
+    "sasl.enabled.mechanisms", "connections.max.reauth.ms", "sasl.server.max.receive.size",
+    "sasl.jaas.config"}
 
 # Topic config → the broker keys that supply its default, first set wins, with the factor that
 # turns the broker unit into the topic's (hours → ms). Kafka's ServerTopicConfigSynonyms.

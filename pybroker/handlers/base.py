@@ -23,6 +23,7 @@ from pybroker.coordinator.txn_coordinator import TransactionCoordinator
 from pybroker.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
+from pybroker.sasl.credential_store import ScramCredentialStore
 from pybroker.request_stats import RequestStats
 from pybroker.session import Session
 from pybroker.storage.log_manager import LogManager
@@ -63,6 +64,8 @@ class Services:
     # (pybroker/handlers/authz.py).
     authorizer: Authorizer | None = None
     acls: AclStore | None = None
+    # SCRAM users and their credentials (pybroker/sasl/credential_store.py).
+    scram: ScramCredentialStore = field(default_factory=ScramCredentialStore)
 
 
 @dataclass

@@ -6,8 +6,8 @@ answers whether it supports them). `--describe` prints "Dynamic configs for topi
 one `  name=value sensitive=false synonyms={SOURCE:name=value, ...}` line per config whose
 source is the entity's dynamic one, or every config with `--all`. `--alter` sends
 IncrementalAlterConfigs (deletions, then `--add-config k=v,k2=[a,b]` settings) and prints
-"Completed updating config for topic t.". Quota and SCRAM entities (users, clients, ips) are
-refused: pybroker serves neither. Where Kafka exits 0 after "The topic 't' doesn't exist and
+"Completed updating config for topic t.". `--entity-type users` manages SCRAM credentials
+(configs_scram.py); quota entities (clients, ips) are refused. Where Kafka exits 0 after "The topic 't' doesn't exist and
 doesn't have dynamic config.", this tool exits 1.
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Sequence
 from pybroker.client.admin import (
     Admin, AlterConfigOp, AlterOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType,
 )
+from pybroker.tools.configs_scram import alter_scram, describe_scram
 from pybroker.tools.common import (
     ArgumentParser, ToolError, UsageError, connect, err, load_properties, out, parse_argv, run,
     split_list,
@@ -98,11 +99,11 @@ def entity(args: argparse.Namespace) -> tuple[str, str | None]:
     if not types:
         raise UsageError("At least one entity type must be specified")
     kind = types[0]
-    if kind in _UNSUPPORTED:
+    if kind in _UNSUPPORTED and kind != "users":  # users: SCRAM credentials (configs_scram)
         raise ToolError(f"Entity type '{kind}' (quotas, SCRAM credentials, client metrics) is "
                         "not supported: pybroker serves topic, broker and group configs only",
                         plain=True)
-    if kind not in _TYPES:
+    if kind not in _TYPES and kind != "users":
         raise UsageError(f"Invalid entity type {kind}, the entity type must be one of "
                          "topics, clients, users, brokers, broker-loggers, ips, "
                          "client-metrics, groups")
@@ -223,6 +224,9 @@ async def _main(args: argparse.Namespace) -> int:
         raise UsageError("--all can only be used with --describe")
     props = load_properties(args.command_config) if args.command_config else {}
     async with connect(args.bootstrap_server, props, default_client_id="kafka-configs") as client:
+        if kind == "users":
+            return await (alter_scram(client, name, add, delete) if args.alter
+                          else describe_scram(client, name))
         admin = Admin(client)
         if args.alter:
             return await alter(admin, kind, name, add, delete)

@@ -1,0 +1,107 @@
+"""What each SASL listener offers, resolved once at start from Kafka's keys.
+
+Kafka lets most SASL keys be set per listener, with `listener.name.<listener>.` before the
+key (lower-case listener name), and the JAAS line per listener and mechanism
+(`listener.name.<l>.<mechanism>.sasl.jaas.config`, then `sasl.jaas.config`). The rules that
+Kafka applies when the broker starts are applied here too, so a misconfigured listener stops
+the broker with a clear message rather than refusing every client later: GSSAPI is not
+served, an unknown mechanism is refused, PLAIN needs a PlainLoginModule with users.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from pybroker.config.definitions import ConfigError
+from pybroker.config.jaas import JaasEntry, JaasError, parse_jaas
+
+PLAIN = "PLAIN"
+SCRAM_SHA_256 = "SCRAM-SHA-256"
+SCRAM_SHA_512 = "SCRAM-SHA-512"
+OAUTHBEARER = "OAUTHBEARER"
+SERVED_MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER)
+# Keys Kafka takes with a listener prefix that this broker honours (for the unknown-key check).
+LISTENER_KEYS = ("sasl.enabled.mechanisms", "connections.max.reauth.ms",
+                 "sasl.server.max.receive.size", "sasl.jaas.config")
+_PLAIN_MODULE = "PlainLoginModule"
+
+
+@dataclass(frozen=True)
+class SaslListenerConfig:
+    """One SASL listener's settings; `plain_users` maps user to password (from JAAS)."""
+
+    mechanisms: tuple[str, ...]
+    max_receive_size: int = 524288
+    reauth_ms: int = 0
+    plain_users: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # OAUTHBEARER's unsecured validator options (unsecuredValidator*), from its JAAS line.
+    oauth_options: Mapping[str, str] = field(default_factory=dict)
+
+
+def listener_key(name: str) -> bool:
+    """Whether `name` is a `listener.name.<l>.<key>` override this broker reads."""
+    if not name.startswith("listener.name."):
+        return False
+    rest = name[len("listener.name."):].partition(".")[2]
+    return rest in LISTENER_KEYS or (
+        rest.endswith(".sasl.jaas.config")
+        and rest[:-len(".sasl.jaas.config")].upper() in SERVED_MECHANISMS)
+
+
+def sasl_listener_config(values: Mapping[str, object], originals: Mapping[str, str],
+                         listener: str) -> SaslListenerConfig:
+    """The SASL settings of `listener`; ConfigError for what Kafka would refuse at start."""
+    prefix = f"listener.name.{listener.lower()}."
+
+    def get(key: str) -> tuple[str, object]:
+        if prefix + key in originals:
+            return prefix + key, originals[prefix + key]
+        return key, values[key]
+
+    key, raw = get("sasl.enabled.mechanisms")
+    mechanisms = tuple(m.strip() for m in raw.split(",") if m.strip()) if isinstance(raw, str) \
+        else tuple(raw)  # type: ignore[arg-type]
+    shown = ",".join(mechanisms)
+    if not mechanisms:
+        raise ConfigError(key, shown, f"Listener {listener} is a SASL listener with no "
+                                      "mechanism enabled")
+    for mechanism in mechanisms:
+        if mechanism == "GSSAPI":
+            raise ConfigError(key, shown, f"GSSAPI (Kerberos) is not supported by pybroker; "
+                                          f"enable one of {', '.join(SERVED_MECHANISMS)} on "
+                                          f"listener {listener}")
+        if mechanism not in SERVED_MECHANISMS:
+            raise ConfigError(key, shown, f"Unknown SASL mechanism {mechanism}; pybroker "
+                                          f"serves {', '.join(SERVED_MECHANISMS)}")
+    max_receive = int(get("sasl.server.max.receive.size")[1])  # type: ignore[arg-type]
+    reauth = int(get("connections.max.reauth.ms")[1])  # type: ignore[arg-type]
+    plain_users: dict[str, str] = {}
+    if PLAIN in mechanisms:
+        entry = _jaas(values, originals, prefix, PLAIN)
+        if entry is None or entry.short_module != _PLAIN_MODULE:
+            raise ConfigError(f"{prefix}plain.sasl.jaas.config", None,
+                              f"PLAIN is enabled on listener {listener}, which needs a "
+                              "PlainLoginModule JAAS line with its users (user_<name>=\"...\") "
+                              f"in {prefix}plain.sasl.jaas.config or sasl.jaas.config")
+        plain_users = {name[len("user_"):]: password for name, password in entry.options.items()
+                       if name.startswith("user_") and len(name) > len("user_")}
+    oauth: dict[str, str] = {}
+    if OAUTHBEARER in mechanisms:
+        entry = _jaas(values, originals, prefix, OAUTHBEARER)
+        if entry is not None:
+            oauth = {k: v for k, v in entry.options.items() if k.startswith("unsecuredValidator")}
+    return SaslListenerConfig(mechanisms, max_receive, reauth, plain_users, oauth)
+
+
+def _jaas(values: Mapping[str, object], originals: Mapping[str, str], prefix: str,
+          mechanism: str) -> JaasEntry | None:
+    key = f"{prefix}{mechanism.lower()}.sasl.jaas.config"
+    raw = originals.get(key)
+    if raw is None:
+        key, raw = "sasl.jaas.config", values["sasl.jaas.config"]  # type: ignore[assignment]
+    if raw is None:
+        return None
+    try:
+        return parse_jaas(str(raw))
+    except JaasError as exc:
+        raise ConfigError(key, "[hidden]", str(exc)) from None

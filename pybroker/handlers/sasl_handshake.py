@@ -1,0 +1,36 @@
+"""SaslHandshake: the client names a mechanism; the answer lists what this listener offers.
+
+v0 means the tokens that follow come as raw frames (dispatch hands them to the exchange),
+v1 that they come in SaslAuthenticate requests. An unoffered mechanism is answered with
+UNSUPPORTED_SASL_MECHANISM and the enabled list, and the connection closed, as Kafka does.
+"""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers.sasl_session import authenticator_of, failed
+from pybroker.sasl.authenticator import IllegalSaslState
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    sasl = authenticator_of(ctx.services, ctx.session)
+    if sasl is None:  # not a SASL listener: Kafka answers as for an authenticated channel
+        return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []}
+    mechanisms = list(sasl.config.mechanisms)
+    try:
+        offered = sasl.handshake(request.mechanism, ctx.version)
+    except IllegalSaslState as exc:
+        failed(ctx.session, ctx.client_host, request.mechanism, str(exc))
+        return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": mechanisms}
+    if not offered:
+        failed(ctx.session, ctx.client_host, None,
+               f"Unsupported SASL mechanism {request.mechanism}")
+        return {"error_code": int(ErrorCode.UNSUPPORTED_SASL_MECHANISM),
+                "mechanisms": mechanisms}
+    return {"error_code": 0, "mechanisms": mechanisms}
+
+
+HANDLER = Handler(ApiKey.SASL_HANDSHAKE, 0, 1, handle)

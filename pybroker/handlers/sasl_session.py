@@ -1,0 +1,51 @@
+"""The SASL side of a connection, for the handshake handlers and the gate in dispatch.
+
+A connection on a SASL listener gets its `SaslAuthenticator` at its first SASL request; on
+other listeners there is none, and the SASL APIs answer ILLEGAL_SASL_STATE as Kafka's do
+once a connection is authenticated. Success is where the session learns its principal.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from pybroker.handlers.base import Services
+from pybroker.sasl.authenticator import SaslAuthenticator
+from pybroker.session import Session
+
+log = logging.getLogger("pybroker.sasl")
+
+
+def authenticator_of(services: Services, session: Session) -> SaslAuthenticator | None:
+    if session.sasl is None:
+        config = services.config.sasl_listeners.get(session.listener or "")
+        if config is None:
+            return None
+        session.sasl = SaslAuthenticator(config, services.scram.get)
+    return session.sasl
+
+
+def authenticated(session: Session, sasl: SaslAuthenticator, host: str) -> int:
+    """Record success on the session; the session lifetime (ms, 0: none) to tell the client."""
+    lifetime = sasl.session_lifetime_ms()
+    session.principal = f"User:{sasl.user}"
+    session.authenticated = True
+    session.expires_at = time.monotonic() + lifetime / 1000 if lifetime else None
+    log.debug("%s authenticated from %s with %s", session.principal, host, sasl.mechanism)
+    return lifetime
+
+
+def failed(session: Session, host: str, mechanism: str | None, message: str) -> None:
+    """The exchange failed: the response is the connection's last. Logged without the user
+    name or anything the client sent (Kafka's INFO line names only the address)."""
+    session.close_after_response = True
+    log.info("Failed authentication with %s (%s) using %s", host, message, mechanism)
+
+
+def frame_limit(services: Services, session: Session) -> int | None:
+    """The largest frame accepted now: sasl.server.max.receive.size before authentication
+    on a SASL listener, else None (socket.request.max.bytes applies)."""
+    if session.authenticated:
+        return None
+    config = services.config.sasl_listeners.get(session.listener or "")
+    return config.max_receive_size if config is not None else None
