@@ -10,7 +10,7 @@ from pybroker.config import ConfigError, describe_broker_config, load_broker_con
 from pybroker.tls_context import tls_listener
 from pybroker.tls_principal import NoMatchingRule, PrincipalMapper, rfc2253
 
-trustme = pytest.importorskip("trustme")
+import trustme
 
 
 def test_subject_in_javas_rfc2253_form() -> None:

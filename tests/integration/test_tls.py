@@ -23,7 +23,7 @@ from compat.wire import create_topic, request
 from protocol.api_keys import ApiKey
 from pybroker.testing import broker_in_thread
 
-trustme = pytest.importorskip("trustme")
+import trustme
 
 CLIENT_DN = "CN=alice,OU=eng,O=acme"
 
