@@ -63,6 +63,9 @@ class Services:
     # (pybroker/handlers/authz.py).
     authorizer: Authorizer | None = None
     acls: AclStore | None = None
+    # request.log.enable: one line per request on pybroker.request.logger (request_log.py);
+    # off, dispatch pays this one attribute check.
+    request_log: bool = False
 
 
 @dataclass
