@@ -1,6 +1,6 @@
 """`pybroker-server config/server.properties [--override key=value]...`, like kafka-server-start.
 
-Runs in the foreground, logs to stderr, and shuts down gracefully on SIGTERM or SIGINT. A bad
+Runs in the foreground, logs to stderr (as text, or JSON lines with log.format=json), and shuts down gracefully on SIGTERM or SIGINT. A bad
 config or an unusable log dir exits non-zero with a one-line reason.
 
 Without a config file it prints its usage and exits 1, as kafka-server-start.sh does, rather
@@ -18,6 +18,7 @@ import trio
 
 from pybroker import VERSION_LINE
 from pybroker.config import BROKER_CONFIG_DEFS, ConfigError, load_broker_config
+from pybroker.logging_setup import buffer_startup_logs, configure_logging
 from pybroker.malloc_tuning import tune_malloc
 from pybroker.server import serve
 
@@ -133,13 +134,15 @@ def _start_failure(exc: BaseException) -> OSError | ConfigError | None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     tune_malloc()
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
+    # Held until the config says which format (log.format): its own warnings included.
+    early = buffer_startup_logs()
     try:
         config = load_broker_config(args.config, _overrides(args.override))
     except (ConfigError, OSError) as exc:
+        configure_logging("text", early=early)
         print(f"pybroker-server: {exc}", file=sys.stderr)
         return 1
+    configure_logging(config.log_format, early=early)
     try:
         trio.run(_run, config)
     except KeyboardInterrupt:

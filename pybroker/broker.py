@@ -176,11 +176,12 @@ class Broker:
                                                    if config.queued_max_request_bytes > 0
                                                    else None),
                                  authorizer=self.authorizer, acls=self.acl_store,
-                                 scram=self._scram_store())
+                                 scram=self._scram_store(),
+                                 request_log=config.request_log_enable)
         # /metrics: read at scrape time from these parts (pybroker/broker_metrics.py).
         self.metrics_registry = broker_registry(BrokerCollector(
             self.node_id, self.metadata, self.replicas, self.groups, self.services.memory,
-            self.services.stats))
+            self.services.stats, self.transactions))
 
     def _build_authorizer(self, config: BrokerConfig
                           ) -> tuple[Authorizer | None, AclStore | None]:

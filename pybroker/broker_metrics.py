@@ -33,6 +33,7 @@ from pybroker.request_stats import LATENCY_BUCKETS, RequestStats
 if TYPE_CHECKING:
     from pybroker.cluster.metadata import MetadataStore
     from pybroker.coordinator.group_coordinator import GroupCoordinator
+    from pybroker.coordinator.txn_coordinator import TransactionCoordinator
     from pybroker.memory_pool import MemoryPool
     from pybroker.replica_manager import ReplicaManager
 
@@ -52,13 +53,15 @@ class BrokerCollector(Collector):
     """One broker's metric families, from the collaborators it reads."""
 
     def __init__(self, node_id: int, metadata: "MetadataStore", replicas: "ReplicaManager",
-                 groups: "GroupCoordinator", memory: "MemoryPool", stats: RequestStats) -> None:
+                 groups: "GroupCoordinator", memory: "MemoryPool", stats: RequestStats,
+                 transactions: "TransactionCoordinator | None" = None) -> None:
         self.node_id = node_id
         self.metadata = metadata
         self.replicas = replicas
         self.groups = groups
         self.memory = memory
         self.stats = stats
+        self.transactions = transactions
 
     def collect(self) -> Iterator[Metric]:
         image = self.metadata.image
@@ -69,6 +72,7 @@ class BrokerCollector(Collector):
         yield from self._requests()
         yield from self._traffic()
         yield from self._memory()
+        yield from self._internals()
 
     def _forget_deleted_topics(self, topics: Any) -> None:
         stats = self.stats
@@ -120,7 +124,8 @@ class BrokerCollector(Collector):
         size = GaugeMetricFamily("pybroker_log_size_bytes",
                                  "Bytes of this broker's replica of the partition on disk.",
                                  labels=_PARTITION)
-        hosted = led = under_count = 0
+        hosted = led = under_count = under_min_isr = 0
+        topic_config = self.replicas.topic_configs.topic_config
         for part in self.replicas.hosted():
             labels = [part.topic, str(part.partition)]
             hosted += 1
@@ -139,6 +144,7 @@ class BrokerCollector(Collector):
             is_under = len(part.isr) < len(part.replicas)
             under_count += is_under
             under.add_metric(labels, int(is_under))
+            under_min_isr += len(part.isr) < topic_config(part.topic).min_insync_replicas
         yield from (current, oldest, leader, preferred, replicas, in_sync, under, size)
         yield GaugeMetricFamily("pybroker_partitions",
                                 "Partitions this broker holds a replica of (Kafka's "
@@ -148,6 +154,10 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily("pybroker_under_replicated_partitions",
                                 "Partitions led here whose ISR is smaller than their replica "
                                 "set (Kafka's UnderReplicatedPartitions).", value=under_count)
+        yield GaugeMetricFamily("pybroker_under_min_isr_partitions",
+                                "Partitions led here whose ISR is smaller than their "
+                                "min.insync.replicas: acks=all produces to them fail (Kafka's "
+                                "UnderMinIsrPartitionCount).", value=under_min_isr)
 
     def _consumer_groups(self) -> Iterator[Metric]:
         state = self.groups.state
@@ -236,6 +246,38 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily("pybroker_memory_pool_waiting",
                                 "Connections waiting for memory from the pool.",
                                 value=pool.waiting)
+
+    def _internals(self) -> Iterator[Metric]:
+        """The purgatory, log flushes, ISR changes, group rebalances, open transactions."""
+        replicas = self.replicas
+        purgatory = GaugeMetricFamily("pybroker_purgatory_size",
+                                      "Requests waiting in the purgatory now: fetches for data "
+                                      "(long poll), acks=all produces for replication (Kafka's "
+                                      "PurgatorySize).", labels=["delayed_operation"])
+        for operation, count in sorted(replicas.purgatory.waiting.items()):
+            purgatory.add_metric([operation], count)
+        yield purgatory
+        flushes = replicas.logs.flush_stats
+        flush = HistogramMetricFamily("pybroker_log_flush_duration_seconds",
+                                      "Time of each log flush (the fsyncs of its segments; "
+                                      "Kafka's LogFlushRateAndTimeMs).")
+        flush.add_metric([], flushes.cumulative(), sum_value=flushes.sum)
+        yield flush
+        yield CounterMetricFamily("pybroker_isr_shrinks",
+                                  "ISR changes by this broker as leader that removed replicas "
+                                  "(Kafka's IsrShrinksPerSec).", value=replicas.isr_shrinks)
+        yield CounterMetricFamily("pybroker_isr_expands",
+                                  "ISR changes by this broker as leader that added replicas "
+                                  "(Kafka's IsrExpandsPerSec).", value=replicas.isr_expands)
+        yield CounterMetricFamily("pybroker_group_rebalances",
+                                  "Rebalances completed by groups this broker coordinates (a "
+                                  "generation moved on).", value=self.groups.rebalances)
+        if self.transactions is not None:
+            yield GaugeMetricFamily("pybroker_transactions_open",
+                                    "Transactions this broker coordinates that are begun and "
+                                    "not complete (Ongoing, PrepareCommit, PrepareAbort, "
+                                    "PrepareEpochFence).",
+                                    value=self.transactions.state.open_transactions())
 
 
 def broker_registry(collector: BrokerCollector) -> CollectorRegistry:

@@ -28,6 +28,7 @@ from pybroker.sasl.mechanisms import AuthenticationFailed
 from pybroker.session import Session
 from pybroker.handlers.base import RequestContext, Services
 from pybroker.request_hooks import DELAY, DROP, HookRequest, RequestHooks, complete_response
+from pybroker.request_log import log_request
 
 log = logging.getLogger(__name__)
 
@@ -78,26 +79,29 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
         raise CloseConnection(f"no handler for API key {header.api_key}")
     # Counted for /metrics as plain integers (request_stats.py): from the decoded request to
     # the encoded response, so a long-poll fetch counts its wait. Failed: answered with a
-    # top-level error code, or not answered because of an error.
+    # top-level error code, or not answered because of an error (left at
+    # UNKNOWN_SERVER_ERROR when an exception leaves). The request log gets the same code.
     start = perf_counter()
-    failed = True
+    error = -1
     try:
         if services.hooks is not None:  # a test broker's hooks may answer instead
             hooked = await _consult_hooks(services.hooks, handler, ctx, request.body)
             if hooked is None:
-                failed = False
+                error = 0
                 return None
             if hooked is not _NOT_HOOKED:
-                failed = isinstance(hooked, dict) and hooked.get("error_code", 0) != 0
+                error = hooked.get("error_code", 0) if isinstance(hooked, dict) else 0
                 return encode_response_parts(header.api_key, header.api_version,
                                              header.correlation_id, hooked)
         if not handler.serves(header.api_version):
-            body = _error_body(handler, ctx, request.body, ErrorCode.UNSUPPORTED_VERSION)
+            error = ErrorCode.UNSUPPORTED_VERSION
+            body = _error_body(handler, ctx, request.body, error)
         else:
             try:
                 body = await handler.handle(ctx, request.body)
-                failed = isinstance(body, dict) and body.get("error_code", 0) != 0
+                error = body.get("error_code", 0) if isinstance(body, dict) else 0
             except KafkaError as exc:
+                error = exc.code
                 body = _error_body(handler, ctx, request.body, exc.code)
             except Exception:
                 log.exception("handler for %s v%d failed", ApiKey(header.api_key).name,
@@ -108,7 +112,10 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
         return encode_response_parts(header.api_key, header.api_version,
                                      header.correlation_id, body)
     finally:
-        services.stats.request(header.api_key, perf_counter() - start, failed)
+        elapsed = perf_counter() - start
+        services.stats.request(header.api_key, elapsed, error != 0)
+        if services.request_log:
+            log_request(ctx, error, elapsed)
 
 
 _BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,

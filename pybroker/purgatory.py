@@ -30,6 +30,9 @@ class Watch(enum.Enum):
 class Purgatory:
     def __init__(self) -> None:
         self._waiters: dict[tuple[Watch, TopicPartition], set[trio.Event]] = defaultdict(set)
+        # Operations waiting now, by kind ("Fetch", "Produce"): Kafka's PurgatorySize per
+        # delayedOperation, for /metrics.
+        self.waiting: dict[str, int] = {"Fetch": 0, "Produce": 0}
 
     def notify(self, tp: TopicPartition, watch: Watch) -> None:
         waiters = self._waiters.pop((watch, tp), None)
@@ -43,20 +46,24 @@ class Purgatory:
             self.notify(tp, watch)
 
     async def wait_any(self, partitions: list[TopicPartition], timeout_s: float,
-                       watch: Watch = Watch.HIGH_WATERMARK) -> bool:
-        """Wait until one of `partitions` moves (`watch`), or the timeout; True if woken."""
+                       watch: Watch = Watch.HIGH_WATERMARK, operation: str = "Fetch") -> bool:
+        """Wait until one of `partitions` moves (`watch`), or the timeout; True if woken.
+        `operation` names what waits, for the purgatory's size in /metrics."""
         if timeout_s <= 0:
             return False
         event = trio.Event()
         keys = [(watch, tp) for tp in partitions]
         for key in keys:
             self._waiters[key].add(event)
+        waiting = self.waiting
+        waiting[operation] = waiting.get(operation, 0) + 1
         try:
             with trio.move_on_after(timeout_s):
                 await event.wait()
                 return True
             return False
         finally:
+            waiting[operation] -= 1
             for key in keys:
                 waiters = self._waiters.get(key)
                 if waiters is not None:

@@ -87,6 +87,11 @@ class ReplicaManager:
         self.fetchers: ReplicaFetchers | None = None
         self._isr_candidates: set[TopicPartition] = set()
         self._isr_wakeup = trio.Event()
+        # ISR changes this broker made as leader (Kafka's IsrShrinksPerSec and
+        # IsrExpandsPerSec), for /metrics; one change that drops one replica and adds another
+        # counts once each.
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         # Set by the broker once its transaction coordinator exists: whether a partition is in
         # the ongoing transaction of (transactional id, producer id, epoch) (Kafka's KIP-890
         # verification).
@@ -374,7 +379,8 @@ class ReplicaManager:
             if deadline is None:
                 deadline = now + max(0, timeout_ms) / 1000
             if now >= deadline or not await self.purgatory.wait_any(
-                    [tp for tp, _ in pending], deadline - now, Watch.HIGH_WATERMARK):
+                    [tp for tp, _ in pending], deadline - now, Watch.HIGH_WATERMARK,
+                    "Produce"):
                 break
         for _, result in pending:
             result.error = ErrorCode.REQUEST_TIMED_OUT
@@ -588,5 +594,7 @@ class ReplicaManager:
             return
         old = sorted(part.isr)
         if await alter(tp[0], tp[1], part.leader_epoch, new_isr):
+            self.isr_shrinks += bool(set(old) - set(new_isr))
+            self.isr_expands += bool(set(new_isr) - set(old))
             log.info("ISR of %s-%d %s from %s to %s", tp[0], tp[1],
                      "expands" if len(new_isr) > len(old) else "shrinks", old, list(new_isr))

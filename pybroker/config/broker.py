@@ -185,6 +185,8 @@ class BrokerConfig(Mapping[str, object]):
     connections_max_idle_ms = _Key[int]("connections.max.idle.ms")
     max_connections = _Key[int]("max.connections")
     max_connections_per_ip = _Key[int]("max.connections.per.ip")
+    log_format = _Key[str]("log.format")
+    request_log_enable = _Key[bool]("request.log.enable")
     num_partitions = _Key[int]("num.partitions")
     default_replication_factor = _Key[int]("default.replication.factor")
     auto_create_topics_enable = _Key[bool]("auto.create.topics.enable")

@@ -266,6 +266,18 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "How often the status page (/ on the HTTP side door) samples throughput and consumer "
        "lag for its charts; it keeps the last 120 samples (ten minutes by default). Not a "
        "Kafka key."),
+    # --- the broker's own logging (not Kafka's: Kafka configures it in log4j files) -----------
+    _k("log.format", _S, "text", OneOf(("text", "json")), _LOW,
+       "How the broker writes its log lines to stderr: text (`[time] LEVEL message (logger)`, "
+       "like Kafka's log4j pattern) or json (one JSON object per line: timestamp, level, "
+       "logger, message, exception). Applied by pybroker-server to the whole process; an "
+       "in-process test broker leaves the test's logging alone. Not a Kafka key (the log "
+       "layout is a log4j setting there)."),
+    _k("request.log.enable", _B, False, None, _LOW,
+       "Write one line per request to the logger pybroker.request.logger (Kafka's "
+       "kafka.request.logger): API, version, client id, client address, listener, principal, "
+       "error code and time. Off by default: when off it costs the request path one "
+       "attribute check. Not a Kafka key (Kafka enables that logger in log4j)."),
     _k("queued.max.requests", _I, 500, at_least(1), _HIGH,
        "Kafka's request queue bound. Accepted; pybroker handles one request per connection at "
        "a time, so connections are their own back-pressure.", na=True),

@@ -119,6 +119,10 @@ class GroupCoordinator:
         # The partitions of __consumer_offsets this broker leads, and whose groups it has
         # loaded: it coordinates exactly their groups (Kafka's ownedPartitions).
         self.owned: set[int] = set()
+        # Rebalances completed here (a group's generation moved on: Kafka's classic groups'
+        # completed-rebalance count), for /metrics. Counted around the machine's operations
+        # (`_counting`), so the machine itself keeps no metrics.
+        self.rebalances = 0
 
     def now(self) -> int:
         return self._clock()
@@ -236,11 +240,28 @@ class GroupCoordinator:
                 waiter.result = result
                 waiter.event.set()
 
-    async def _wait_for(self, op: Callable[[int], Outcome[T]]) -> T:
+    def _generations(self, group_id: str | None) -> int:
+        """The generation of one group (None: the sum over every group)."""
+        groups = self.state.groups
+        if group_id is None:
+            return sum(group.generation for group in groups.values())
+        group = groups.get(group_id)
+        return 0 if group is None else group.generation
+
+    def _counting(self, group_id: str | None, op: Callable[[], Outcome[T]]) -> Outcome[T]:
+        """Run one operation of the machine, counting the rebalances it completed: each step
+        of a group's generation is one. `group_id` None for operations that may touch any
+        group (the timers): their count costs a pass over the groups, which they make too."""
+        before = self._generations(group_id)
+        outcome = op()
+        self.rebalances += max(0, self._generations(group_id) - before)
+        return outcome
+
+    async def _wait_for(self, op: Callable[[int], Outcome[T]], group_id: str) -> T:
         token = next(self._tokens)
         waiter = self._waiters[token] = _Waiter()
         try:
-            outcome = op(token)
+            outcome = self._counting(group_id, lambda: op(token))
             error = await self._apply(outcome)
             if outcome.response is not None:
                 response: Any = outcome.response
@@ -259,21 +280,23 @@ class GroupCoordinator:
         code = await self._coordinates(request.group_id)
         if code:
             return JoinResult(code, request.member_id)
-        return await self._wait_for(lambda token: self.state.join(request, self.now(), token))
+        return await self._wait_for(lambda token: self.state.join(request, self.now(), token),
+                                    request.group_id)
 
     async def sync(self, request: SyncRequest) -> SyncResult:
         code = await self._coordinates(request.group_id)
         if code:
             return SyncResult(code)
-        return await self._wait_for(lambda token: self.state.sync(request, self.now(), token))
+        return await self._wait_for(lambda token: self.state.sync(request, self.now(), token),
+                                    request.group_id)
 
     async def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
                         generation_id: int) -> ErrorCode:
         code = await self._coordinates(group_id)
         if code:
             return code
-        outcome = self.state.heartbeat(group_id, member_id, group_instance_id, generation_id,
-                                       self.now())
+        outcome = self._counting(group_id, lambda: self.state.heartbeat(
+            group_id, member_id, group_instance_id, generation_id, self.now()))
         await self._apply(outcome)
         assert outcome.response is not None
         return outcome.response
@@ -287,7 +310,8 @@ class GroupCoordinator:
         code = await self._coordinates(group_id)
         if code:
             return LeaveResult(code)
-        outcome = self.state.leave(group_id, members, self.now())
+        outcome = self._counting(group_id, lambda: self.state.leave(group_id, members,
+                                                                     self.now()))
         await self._apply(outcome)
         assert outcome.response is not None
         return outcome.response
@@ -485,7 +509,7 @@ class GroupCoordinator:
             if deadline is not None and deadline <= now:
                 self._sleeping_until = math.inf
                 try:
-                    await self._apply(self.state.expire(now))
+                    await self._apply(self._counting(None, lambda: self.state.expire(now)))
                 except Exception:
                     log.exception("group coordinator timers failed")
                 await trio.sleep(0)
@@ -497,7 +521,7 @@ class GroupCoordinator:
     async def time_advanced(self) -> None:
         """The clock jumped forward (a test's advance_time): run the timers now due, then wake
         the timer loop, whose sleep was measured on the clock as it was."""
-        await self._apply(self.state.expire(self.now()))
+        await self._apply(self._counting(None, lambda: self.state.expire(self.now())))
         if self._wakeup is not None:
             self._wakeup.set()
 

@@ -108,6 +108,8 @@ VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
 # States in which no transaction is open: InitProducerId may bump, expiry may remove.
 _IDLE = frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT})
 _PREPARING = frozenset({_S.PREPARE_COMMIT, _S.PREPARE_ABORT})
+# States of a transaction that is open: begun, its end not yet complete.
+_OPEN = frozenset({_S.ONGOING, _S.PREPARE_COMMIT, _S.PREPARE_ABORT, _S.PREPARE_EPOCH_FENCE})
 
 
 @dataclass(frozen=True)
@@ -491,6 +493,11 @@ class TxnStateMachine:
                 or tp not in txn.partitions):
             return ErrorCode.INVALID_TXN_STATE
         return ErrorCode.NONE
+
+    def open_transactions(self) -> int:
+        """Transactions begun and not yet completed: Ongoing, or preparing their commit,
+        abort or fence (markers not yet all written). For /metrics; one pass over the ids."""
+        return sum(1 for txn in self._txns.values() if txn.state in _OPEN)
 
     def __contains__(self, transactional_id: str) -> bool:
         return transactional_id in self._txns

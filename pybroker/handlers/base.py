@@ -66,6 +66,9 @@ class Services:
     acls: AclStore | None = None
     # SCRAM users and their credentials (pybroker/sasl/credential_store.py).
     scram: ScramCredentialStore = field(default_factory=ScramCredentialStore)
+    # request.log.enable: one line per request on pybroker.request.logger (request_log.py);
+    # off, dispatch pays this one attribute check.
+    request_log: bool = False
 
 
 @dataclass

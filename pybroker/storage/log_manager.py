@@ -43,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from protocol.topic_partition import TopicPartition
+from pybroker.latency_histogram import LatencyHistogram
 from pybroker.storage.checkpoint import read_offsets, write_offsets
 from pybroker.storage.files import MIN_CAPACITY, FileCache, can_sync_filesystem, \
     fsync_directory, sync_filesystem
@@ -97,6 +98,8 @@ class LogManager:
         self.had_clean_shutdown = True
         self.files = files if files is not None else FileCache()
         self._load_workers = max(1, load_workers or 1)
+        # Every flush of these logs, timed (pybroker_log_flush_duration_seconds).
+        self.flush_stats = LatencyHistogram()
         for log_dir in self.log_dirs:
             self._load_dir(log_dir)
 
@@ -164,6 +167,7 @@ class LogManager:
         plog = PartitionLog(path, config, files=private, sync_recovery=False,
                             **kwargs)  # type: ignore[arg-type]
         plog.set_files(self.files)
+        plog.flush_timer = self.flush_stats
         return plog
 
     def _sync_dir(self, log_dir: Path, logs: list[PartitionLog]) -> None:

@@ -57,6 +57,7 @@ from protocol.records.batch import (
 )
 from protocol.records.record import ControlRecord, build_control_batch, control_record_of
 from protocol.records.types import RecordError
+from pybroker.latency_histogram import LatencyHistogram
 from pybroker.storage.files import FileCache
 from pybroker.storage.leader_epoch_cache import LeaderEpochFileCache
 from pybroker.storage.log_config import LogConfig
@@ -119,6 +120,9 @@ class PartitionLog(LogRetention):
         self._closed = False
         self._unflushed_messages = 0
         self.last_flush_ms = _now_ms()
+        # Where flushes report their time (Kafka's LogFlushRateAndTimeMs); the log manager
+        # sets its own, shared by its logs. None: not timed.
+        self.flush_timer: LatencyHistogram | None = None
         self.log_end_offset = 0
         self.log_start_offset = 0
         self.recovery_point = 0
@@ -645,6 +649,7 @@ class PartitionLog(LogRetention):
             segments = list(self.segments)
         if target <= start:
             return
+        began = time.perf_counter()
         for i, segment in enumerate(segments):
             upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
             if upper is not None and upper <= start:
@@ -652,6 +657,8 @@ class PartitionLog(LogRetention):
             if segment.base_offset >= target:
                 break
             segment.flush()
+        if self.flush_timer is not None:
+            self.flush_timer.observe(time.perf_counter() - began)
         # A truncation may have run meanwhile: never leave the recovery point past the end.
         self.recovery_point = min(max(self.recovery_point, target), self.log_end_offset)
         if target >= leo:

@@ -250,7 +250,8 @@ def test_a_cluster_reports_readiness_controller_and_under_replication() -> None:
         controllers = [value(scrape(port), "pybroker_active_controller")
                        for port in ports.values()]
         assert sorted(controllers) == [0, 0, 1]
-        cluster.create_topic("m-replicated", partitions=1, replication_factor=3)
+        cluster.create_topic("m-replicated", partitions=1, replication_factor=3,
+                             config={"min.insync.replicas": "3"})
         cluster.wait_for_isr("m-replicated", 0, {0, 1, 2})
         leader = cluster.leader_of("m-replicated")
         part = {"topic": "m-replicated", "partition": "0"}
@@ -258,6 +259,40 @@ def test_a_cluster_reports_readiness_controller_and_under_replication() -> None:
         assert value(samples, "kafka_topic_partition_in_sync_replica", **part) == 3
         assert value(samples, "kafka_topic_partition_under_replicated_partition", **part) == 0
         follower = next(i for i in range(3) if i != leader)
+        # A follower that stops fetching (registered still) is dropped from the ISR by the
+        # leader after replica.lag.time.max.ms: a shrink, and the partition is under its
+        # min.insync.replicas=3. Fetching again, it is taken back: an expand.
+        fetchers = cluster.server(follower).broker.replicas.fetchers
+        epoch = cluster.server(leader).broker.replicas.hosted_partition(
+            "m-replicated", 0).leader_epoch
+        assert value(samples, "pybroker_isr_shrinks_total") == 0
+        assert value(samples, "pybroker_under_min_isr_partitions") == 0
+
+        real_follow = fetchers.follow
+
+        async def unfollow() -> None:  # and stay away: the broker re-follows from its image
+            fetchers.follow = lambda tp, *args: (None if tp == ("m-replicated", 0)
+                                                 else real_follow(tp, *args))
+            fetchers.unfollow(("m-replicated", 0))
+
+        async def follow() -> None:
+            fetchers.follow = real_follow
+            fetchers.follow(("m-replicated", 0), leader, epoch)
+
+        cluster._call(unfollow)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": 1})
+        producer.produce("m-replicated", b"behind")  # the follower is no longer at the end
+        assert producer.flush(15) == 0
+        cluster.wait_for_isr("m-replicated", 0, {0, 1, 2} - {follower})
+        samples = scrape(ports[leader])
+        assert value(samples, "pybroker_isr_shrinks_total") == 1
+        assert value(samples, "pybroker_under_min_isr_partitions") == 1
+        expands = value(samples, "pybroker_isr_expands_total")
+        cluster._call(follow)
+        cluster.wait_for_isr("m-replicated", 0, {0, 1, 2})
+        samples = scrape(ports[leader])
+        assert value(samples, "pybroker_isr_expands_total") == expands + 1
+        assert value(samples, "pybroker_under_min_isr_partitions") == 0
         cluster.stop_broker(follower)
         cluster.wait_until(lambda: value(scrape(ports[leader]),
                                          "kafka_topic_partition_under_replicated_partition",
