@@ -19,6 +19,7 @@ from typing import Any
 import trio
 
 from protocol.topic_partition import TopicPartition
+from pybroker.client_quota_manager import ClientQuotas
 from pybroker.clock import Clock
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
 from pybroker.cluster.zk_store import ZkMetadataStore
@@ -168,7 +169,11 @@ class Broker:
                                  self.transactions, self.controller, self.hooks,
                                  memory=MemoryPool(config.queued_max_request_bytes
                                                    if config.queued_max_request_bytes > 0
-                                                   else None))
+                                                   else None),
+                                 quotas=ClientQuotas(
+                                     lambda: self.metadata.image.client_quotas,
+                                     samples=config.quota_window_num,
+                                     window_s=config.quota_window_size_seconds))
 
     def _endpoint_of(self, node: int) -> tuple[str, int] | None:
         """Where followers reach a leader: its first (inter-broker) listener."""

@@ -103,6 +103,7 @@ async def _serve(services: Services, fd: int, watch: IdleWatch, host: str, port:
     frames = FrameBuffer(limit)
     readable = True
     reserved = 0  # taken from the pool for the frame being received, until it is answered
+    mute = [0]  # a quota's throttle time (ms) set by the request just answered
     try:
         while True:
             if not readable:
@@ -131,7 +132,7 @@ async def _serve(services: Services, fd: int, watch: IdleWatch, host: str, port:
                 frame = frames.next_frame()
                 if frame is NEED_DATA:
                     break
-                response = await dispatch(services, frame, host, port, listener)
+                response = await dispatch(services, frame, host, port, listener, mute)
                 del frame
                 if response is not None:
                     held = _in_memory(response)
@@ -147,6 +148,12 @@ async def _serve(services: Services, fd: int, watch: IdleWatch, host: str, port:
                 if reserved:
                     pool.release(reserved)
                     reserved = 0
+                if mute[0]:
+                    # Kafka's throttling (KIP-219): the response went out at once, whatever
+                    # its version, and the channel stays muted for the throttle time; only
+                    # this task sleeps, every other connection is served meanwhile.
+                    throttle_s, mute[0] = mute[0] / 1000, 0
+                    await trio.sleep(throttle_s)
             # A short read drained the socket: wait for more (that yields). A full one may
             # have left data behind: read again, but let other connections run first.
             readable = len(data) == want

@@ -35,9 +35,11 @@ class CloseConnection(Exception):
 
 
 async def dispatch(services: Services, frame: bytes, host: str, port: int,
-                   listener: str | None = None) -> list[Any] | None:
+                   listener: str | None = None, mute: list[int] | None = None
+                   ) -> list[Any] | None:
     """The response frame for one request frame, as buffers for one gathered send, or None
-    when no response is due (acks=0)."""
+    when no response is due (acks=0). When the client went over a quota, the throttle time
+    (ms) is put in `mute[0]`: the connection reads nothing more for that long."""
     try:
         request = decode_request(frame)
     except TrailingBytes as exc:
@@ -79,6 +81,8 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
             log.exception("handler for %s v%d failed", ApiKey(header.api_key).name,
                           header.api_version)
             body = _error_body(handler, ctx, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
+    if ctx.throttle_ms and mute is not None:
+        mute[0] = ctx.throttle_ms
     if body is None:
         return None
     return encode_response_parts(header.api_key, header.api_version, header.correlation_id,

@@ -155,6 +155,11 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "frame larger than it is refused. Frames up to 64 KiB are served outside it. 0 or -1: "
        "no bound (Kafka's default); pybroker's default is 256 MiB, so a broker is safe "
        "without configuration."),
+    _k("quota.window.num", _I, 11, at_least(1), _LOW,
+       "The number of samples kept to measure client quota rates (producer_byte_rate, "
+       "consumer_byte_rate)."),
+    _k("quota.window.size.seconds", _I, 1, at_least(1), _LOW,
+       "The time span of each sample of a client quota rate."),
     _k("queued.max.requests", _I, 500, at_least(1), _HIGH,
        "Kafka's request queue bound. Accepted; pybroker handles one request per connection at "
        "a time, so connections are their own back-pressure.", na=True),

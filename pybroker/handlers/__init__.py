@@ -16,6 +16,7 @@ _MODULES = (
     "delete_groups", "alter_partition_reassignments", "list_partition_reassignments",
     "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "write_txn_markers",
     "describe_transactions", "list_transactions", "txn_offset_commit",
+    "describe_client_quotas", "alter_client_quotas",
 )
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from construct import Container
 
 from protocol.errors import ErrorCode
+from pybroker.client_quota_manager import ClientQuotas
 from pybroker.cluster.metadata import MetadataStore, MetadataImage
 from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
@@ -52,6 +53,8 @@ class Services:
     hooks: "RequestHooks | None" = None
     # What request bodies and in-memory responses may hold at once (queued.max.request.bytes).
     memory: MemoryPool = field(default_factory=lambda: MemoryPool(None))
+    # Produce and fetch byte-rate quotas; None: nothing is ever throttled.
+    quotas: ClientQuotas | None = None
 
 
 @dataclass
@@ -71,6 +74,9 @@ class RequestContext:
     image: MetadataImage = field(default=None)  # type: ignore[assignment]
     # The listener the request came in on: answers name that listener's endpoints.
     listener: str | None = None
+    # Set by a handler whose client went over a quota: the response says it
+    # (throttle_time_ms) and the connection reads nothing more from the client until then.
+    throttle_ms: int = 0
 
     @property
     def version(self) -> int:
