@@ -242,3 +242,31 @@ def test_bad_entities_keys_and_values_get_kafkas_errors(quota_broker) -> None:
         "strict": False})
     assert (refused.error_code, refused.error_message) == (
         35, "Custom entity type 'planet' not supported")  # UNSUPPORTED_VERSION
+
+
+def test_a_clusters_brokers_all_follow_a_quota_written_through_one(tool) -> None:  # type: ignore[no-untyped-def]
+    """ZooKeeper mode: /config/clients/<id>, with a change notification, read by every
+    broker's watch (the in-memory ZooKeeper of pybroker.testing_cluster)."""
+    from pybroker.cluster.client_quotas import QuotaEntity
+    from pybroker.testing_cluster import Cluster
+
+    with Cluster(2) as cluster:
+        first = cluster.bootstrap.split(",")[0]
+        _set(tool, first, "--entity-type", "clients", "--entity-name", "z1",
+             "--add-config", "producer_byte_rate=5000")
+        deadline = time.monotonic() + 10
+        wanted = {QuotaEntity(None, "z1"): {"producer_byte_rate": 5000.0}}
+        while time.monotonic() < deadline and not all(
+                dict(cluster._servers[n].broker.metadata.image.client_quotas) == wanted
+                for n in cluster._servers):
+            time.sleep(0.05)
+        for n in cluster._servers:
+            assert dict(cluster._servers[n].broker.metadata.image.client_quotas) == wanted
+        zk = next(iter(cluster._servers.values())).broker.metadata.zk
+        assert b'"producer_byte_rate":"5000"' in zk.get("/config/clients/z1")[0].replace(b" ", b"")
+        changes = zk.get_children("/config/changes")
+        assert any(b'"entity_path":"clients/z1"' in zk.get(f"/config/changes/{c}")[0]
+                   .replace(b" ", b"") for c in changes)
+        second = cluster.bootstrap.split(",")[1]
+        assert _describe(tool, second, "--entity-type", "clients", "--entity-name", "z1") == [
+            "Quota configs for client-id 'z1' are producer_byte_rate=5000.0"]
