@@ -22,6 +22,7 @@ from protocol.topic_partition import TopicPartition
 from pybroker.acl.authorizer import Authorizer, parse_super_users
 from pybroker.acl.store import AclStore, LocalAclStore, ZkAclStore
 from pybroker.broker_metrics import BrokerCollector, broker_registry
+from pybroker.client_quota_manager import ClientQuotas
 from pybroker.clock import Clock
 from pybroker.periodic import run_every
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
@@ -177,7 +178,11 @@ class Broker:
                                                    else None),
                                  authorizer=self.authorizer, acls=self.acl_store,
                                  scram=self._scram_store(),
-                                 request_log=config.request_log_enable)
+                                 request_log=config.request_log_enable,
+                                 quotas=ClientQuotas(
+                                     lambda: self.metadata.image.client_quotas,
+                                     samples=config.quota_window_num,
+                                     window_s=config.quota_window_size_seconds))
         # /metrics: read at scrape time from these parts (pybroker/broker_metrics.py).
         self.metrics_registry = broker_registry(BrokerCollector(
             self.node_id, self.metadata, self.replicas, self.groups, self.services.memory,

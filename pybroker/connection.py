@@ -167,6 +167,12 @@ class _Requests:
                 self.reserved = 0
             if session.close_after_response:
                 return False
+            if session.throttle_ms:
+                # Kafka's throttling (KIP-219): the response went out at once, whatever its
+                # version, and the channel stays muted for the throttle time; only this task
+                # sleeps, every other connection is served meanwhile.
+                throttle_s, session.throttle_ms = session.throttle_ms / 1000, 0
+                await trio.sleep(throttle_s)
 
     def release(self) -> None:
         if self.reserved:

@@ -112,6 +112,8 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
         return encode_response_parts(header.api_key, header.api_version,
                                      header.correlation_id, body)
     finally:
+        if ctx.throttle_ms:  # over a quota: the connection reads nothing more until then
+            ctx.session.throttle_ms = ctx.throttle_ms
         elapsed = perf_counter() - start
         services.stats.request(header.api_key, elapsed, error != 0)
         if services.request_log:

@@ -30,6 +30,14 @@ class Session:
     # The response being sent is the last: the connection closes after it (a failed
     # authentication, a SASL request out of order, as Kafka does).
     close_after_response: bool = False
+    # Over a client quota: the connection reads nothing more for this long (ms) after the
+    # response just answered (pybroker/client_quota_manager.py).
+    throttle_ms: int = 0
+
+    @property
+    def user(self) -> str:
+        """The principal's name, as quotas key users (`User:alice` -> `alice`)."""
+        return self.principal.partition(":")[2]
 
     @classmethod
     def on(cls, listener: str | None, security_protocol: str) -> "Session":

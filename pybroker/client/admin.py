@@ -321,6 +321,35 @@ class Admin(GroupAdminMixin, TransactionAdminMixin):
                 out[resource] = _outcome(r.error_code, r.error_message, None)
         return out
 
+    async def describe_client_quotas(self, components: Iterable[tuple[str, int, str | None]],
+                                     *, strict: bool = False
+                                     ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        """(entity type -> name, None for the default; quota values) for each entity the
+        filter selects; components are (entity type, match type 0 exact / 1 default /
+        2 any, name). KafkaError when the broker refuses the filter."""
+        body = {"components": [{"entity_type": t, "match_type": m, "match": n}
+                               for t, m, n in components], "strict": strict}
+        resp = await self.client.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, body)
+        if resp.error_code:
+            raise KafkaError(resp.error_code, resp.error_message or None)
+        return [({e.entity_type: e.entity_name for e in entry.entity},
+                 {v.key: v.value for v in entry["values"]}) for entry in resp.entries or []]
+
+    async def alter_client_quotas(self, entity: Mapping[str, str | None],
+                                  ops: Iterable[tuple[str, float | None]], *,
+                                  validate_only: bool = False) -> None:
+        """Set (key, value) or remove (key, None) quotas of one entity (entity type -> name,
+        None for the default); KafkaError when the broker refuses it."""
+        body = {"entries": [{"entity": [{"entity_type": t, "entity_name": n}
+                                        for t, n in entity.items()],
+                             "ops": [{"key": k, "value": 0.0 if v is None else float(v),
+                                      "remove": v is None} for k, v in ops]}],
+                "validate_only": validate_only}
+        resp = await self.client.request(ApiKey.ALTER_CLIENT_QUOTAS, body)
+        for entry in resp.entries:
+            if entry.error_code:
+                raise KafkaError(entry.error_code, entry.error_message or None)
+
     async def alter_configs(self, changes: Mapping[ConfigResource, Mapping[str, str]], *,
                             validate_only: bool = False) -> dict[ConfigResource, Outcome]:
         """The legacy whole-set AlterConfigs: configs not named are reset to their defaults."""

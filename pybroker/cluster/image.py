@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pybroker.cluster.client_quotas import QuotaEntity
+
 
 @dataclass(frozen=True)
 class BrokerInfo:
@@ -70,6 +72,9 @@ class MetadataImage:
     controller_id: int
     brokers: Mapping[int, BrokerInfo]
     topics: Mapping[str, TopicInfo]
+    # Client quotas (producer_byte_rate, ...) by user / client-id entity: cluster-wide, as
+    # Kafka keeps them in /config/clients and /config/users.
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for topic in self.topics.values():

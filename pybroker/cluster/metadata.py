@@ -29,6 +29,7 @@ from typing import Protocol
 import trio
 
 from protocol.topic_id import format_topic_id
+from pybroker.cluster.client_quotas import QuotaEntity
 from pybroker.cluster.image import (  # re-exported: the store's users import them from here
     BrokerInfo, MetadataDelta, MetadataImage, PartitionState, TopicInfo, diff_images,
 )
@@ -72,6 +73,9 @@ class MetadataStore(Protocol):
                              assignments: list[list[int]] | None = None) -> None: ...
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
+
+    async def set_client_quotas(self, changes: Mapping[QuotaEntity, Mapping[str, float]]
+                                ) -> None: ...
 
 
 # What a change of the store makes of the current topics: the next topics and the delta.
@@ -136,7 +140,7 @@ class LocalMetadataStore:
         # One broker is its own controller.
         self.image = MetadataImage(cluster_id, node_id,
                                    {node_id: BrokerInfo(node_id, host, port, rack)},
-                                   self._load())
+                                   self._load(), self._load_quotas())
         # Bumped by every change, so what is derived from the image (the Metadata handler's
         # encoded topic entries) knows when to be rebuilt.
         self.changes = 0
@@ -156,8 +160,18 @@ class LocalMetadataStore:
                   for p in t["partitions"]),
             dict(t["configs"]), t.get("internal", False)) for t in data["topics"]}
 
+    def _load_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
+        path = self.log_dir / METADATA_FILE
+        if not path.exists():
+            return {}
+        return {QuotaEntity.from_zk_path(q["entity"]): dict(q["values"])
+                for q in json.loads(path.read_text()).get("client_quotas", [])}
+
     def _save(self, image: MetadataImage) -> None:
-        data = {"version": 1, "topics": [
+        data = {"version": 1, "client_quotas": [
+            {"entity": entity.zk_path(), "values": dict(values)}
+            for entity, values in sorted(image.client_quotas.items(),
+                                         key=lambda item: item[0].zk_path())], "topics": [
             {"name": t.name, "topic_id": str(t.topic_id), "internal": t.internal,
              "configs": dict(t.configs),
              "partitions": [{"partition": p.partition, "leader": p.leader,
@@ -244,6 +258,23 @@ class LocalMetadataStore:
             return ({**topics, name: replace(topics[name], configs=dict(configs))},
                     MetadataDelta(changed_configs=frozenset({name})))
         await self._publish(change)
+
+    async def set_client_quotas(self, changes: Mapping[QuotaEntity, Mapping[str, float]]
+                                ) -> None:
+        """Replace each entity's quota values (none left: the entity goes), persisted with
+        the image before anyone sees them. Nothing follows quotas through deltas: the quota
+        managers read the current image."""
+        async with self._writing:
+            quotas = dict(self.image.client_quotas)
+            for entity, values in changes.items():
+                if values:
+                    quotas[entity] = dict(values)
+                else:
+                    quotas.pop(entity, None)
+            image = replace(self.image, client_quotas=quotas)
+            await trio.to_thread.run_sync(self._save, image)
+            self.image = image
+            self.changes += 1
 
     async def alter_partition(self, topic: str, partition: int, *,
                               leader: int | None = None, leader_epoch: int | None = None,

@@ -40,6 +40,7 @@ from typing import Any
 import trio
 
 from pybroker.cluster import zk_data as zd
+from pybroker.cluster.client_quotas import QuotaEntity, config_strings, parse_config_strings
 from pybroker.cluster.metadata import BrokerInfo, DeltaListener, InconsistentClusterIdError, \
     META_PROPERTIES, MetadataImage, PartitionState, TopicInfo, diff_images, \
     new_cluster_id, read_meta_properties
@@ -81,6 +82,7 @@ class _Cache:
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     controller: int = -1
     deleting: frozenset[str] = frozenset()
+    quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
 
 
 def build_image(cluster_id: str, cache: _Cache) -> MetadataImage:
@@ -113,7 +115,8 @@ def build_image(cluster_id: str, cache: _Cache) -> MetadataImage:
         topic_id = assignment.topic_id or uuid.uuid5(uuid.NAMESPACE_URL, name)
         topics[name] = TopicInfo(name, topic_id, tuple(parts), dict(cache.configs.get(name, {})),
                                  is_internal(name))
-    return MetadataImage(cluster_id, cache.controller, brokers, topics)
+    return MetadataImage(cluster_id, cache.controller, brokers, topics,
+                         {e: dict(v) for e, v in cache.quotas.items() if v})
 
 
 class ZkMetadataStore:
@@ -325,7 +328,7 @@ class ZkMetadataStore:
 
     def _read_all(self) -> None:
         self._cache = _Cache()
-        for key in (("brokers",), ("topics",), ("controller",), ("deletes",)):
+        for key in (("brokers",), ("topics",), ("controller",), ("deletes",), ("quotas",)):
             self._read(key)
 
     def _read(self, key: tuple[Any, ...]) -> None:
@@ -383,6 +386,25 @@ class ZkMetadataStore:
             cache.controller = zd.decode_controller(got[0]) if got else -1
         elif kind == "deletes":
             cache.deleting = frozenset(self._children(zd.DELETE_TOPICS))
+        elif kind == "quotas":
+            cache.quotas = self._read_quotas()
+
+    def _read_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
+        """Every client quota znode, each read with a watch (few and small: all are read
+        again when any changes)."""
+        paths = [f"clients/{c}" for c in self._children(zd.CONFIG_CLIENTS)]
+        for user in self._children(zd.CONFIG_USERS):
+            paths.append(f"users/{user}")
+            paths += [f"users/{user}/clients/{c}"
+                      for c in self._children(f"{zd.CONFIG_USERS}/{user}/clients")]
+        quotas = {}
+        for path in paths:
+            got = self._get(f"/config/{path}")
+            if got is not None:
+                values = parse_config_strings(zd.decode_config(got[0]))
+                if values:
+                    quotas[QuotaEntity.from_zk_path(path)] = values
+        return quotas
 
     def _forget_topic(self, name: str) -> None:
         cache = self._cache
@@ -561,6 +583,25 @@ class ZkMetadataStore:
         await trio.to_thread.run_sync(write)
         await self.refresh_now(("config", name))
 
+    async def set_client_quotas(self, changes: Mapping[QuotaEntity, Mapping[str, float]]
+                                ) -> None:
+        """/config/clients/C, /config/users/U[/clients/C] and a change notification for
+        each, as Kafka's AdminZkClient.changeConfigs writes them; every broker's watch
+        re-reads them."""
+        def write() -> None:
+            for entity, values in changes.items():
+                path = f"/config/{entity.zk_path()}"
+                data = zd.encode_config(config_strings(values))
+                if self.zk.exists(path) is None:
+                    self.zk.create(path, data, makepath=True)
+                else:
+                    self.zk.set(path, data)
+                self.zk.create(f"{zd.CONFIG_CHANGES}/config_change_",
+                               zd.encode_config_change(entity.zk_path()), sequence=True,
+                               makepath=True)
+        await trio.to_thread.run_sync(write)
+        await self.refresh_now(("quotas",))
+
     # -- the leader's write ----------------------------------------------------------------------
     async def alter_isr(self, topic: str, partition: int, leader_epoch: int,
                         isr: tuple[int, ...]) -> bool:
@@ -620,6 +661,8 @@ def _key_of(path: str | None) -> tuple[Any, ...] | None:
         return ("state", parts[2], int(parts[4]))
     if parts[:2] == ["config", "topics"] and len(parts) == 3:
         return ("config", parts[2])
+    if parts[:2] in (["config", "clients"], ["config", "users"]):
+        return ("quotas",)
     if parts == ["controller"]:
         return ("controller",)
     if parts == ["admin", "delete_topics"]:
@@ -628,7 +671,7 @@ def _key_of(path: str | None) -> tuple[Any, ...] | None:
 
 
 _ORDER = {"brokers": 0, "broker": 1, "topics": 2, "topic": 3, "config": 4, "state": 5,
-          "controller": 6, "deletes": 7, "session": -1}
+          "controller": 6, "deletes": 7, "quotas": 8, "session": -1}
 
 
 def _read_order(key: tuple[Any, ...]) -> tuple[int, str]:

@@ -278,6 +278,11 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "kafka.request.logger): API, version, client id, client address, listener, principal, "
        "error code and time. Off by default: when off it costs the request path one "
        "attribute check. Not a Kafka key (Kafka enables that logger in log4j)."),
+    _k("quota.window.num", _I, 11, at_least(1), _LOW,
+       "The number of samples kept to measure client quota rates (producer_byte_rate, "
+       "consumer_byte_rate)."),
+    _k("quota.window.size.seconds", _I, 1, at_least(1), _LOW,
+       "The time span of each sample of a client quota rate."),
     _k("queued.max.requests", _I, 500, at_least(1), _HIGH,
        "Kafka's request queue bound. Accepted; pybroker handles one request per connection at "
        "a time, so connections are their own back-pressure.", na=True),

@@ -14,6 +14,7 @@ from construct import Container
 from protocol.errors import ErrorCode
 from pybroker.acl.authorizer import Authorizer
 from pybroker.acl.store import AclStore
+from pybroker.client_quota_manager import ClientQuotas
 from pybroker.cluster.metadata import MetadataStore, MetadataImage
 from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
@@ -69,6 +70,8 @@ class Services:
     # request.log.enable: one line per request on pybroker.request.logger (request_log.py);
     # off, dispatch pays this one attribute check.
     request_log: bool = False
+    # Produce and fetch byte-rate quotas; None: nothing is ever throttled.
+    quotas: ClientQuotas | None = None
 
 
 @dataclass
@@ -94,6 +97,9 @@ class RequestContext:
     @property
     def principal(self) -> str:
         return self.session.principal
+    # Set by a handler whose client went over a quota: the response says it
+    # (throttle_time_ms) and the connection reads nothing more from the client until then.
+    throttle_ms: int = 0
 
     @property
     def version(self) -> int:

@@ -82,6 +82,12 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     # batch still comes whole), and min_bytes cannot exceed the cap or it would never be met.
     max_bytes = min(request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF,
                     ctx.config.fetch_max_bytes)
+    quotas = ctx.services.quotas if request.replica_id < 0 else None
+    if quotas is not None:
+        # As Kafka: one response never carries more than the quota allows in a window.
+        most = quotas.fetch.max_value_in_window(ctx.client_id, ctx.session.user)
+        if most is not None:
+            max_bytes = max(1, min(max_bytes, int(most)))
     min_bytes = min(request.min_bytes, max_bytes)
     # What a response may hold in memory comes from the memory pool (connection.py accounts
     # it while it is sent): under a flood of large requests fetches get smaller, never
@@ -103,6 +109,16 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             responses, total, errors = _read_all(ctx, request,
                                                  min(max_bytes, pool.available), denied)
             break
+    if quotas is not None:
+        now_ms = trio.current_time() * 1000
+        throttle_ms = quotas.fetch.record(ctx.client_id, total, now_ms, ctx.session.user)
+        if throttle_ms:
+            # Kafka's throttled fetch: an empty answer (the bytes are not counted, since
+            # they are not sent) and the connection muted for the throttle time.
+            quotas.fetch.unrecord(ctx.client_id, total, now_ms, ctx.session.user)
+            ctx.throttle_ms = throttle_ms
+            return {"throttle_time_ms": throttle_ms, "error_code": 0, "session_id": 0,
+                    "responses": []}
     if request.replica_id < 0 and total:  # consumers' bytes (Kafka's BytesOutPerSec)
         stats = ctx.services.stats
         for response in responses:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import trio
 from construct import Container
 
 from protocol.api_keys import ApiKey
@@ -68,6 +69,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
                     stats.produced(topic.name, len(pd.records),
                                    result.end_offset - result.base_offset)
             appended.append(((topic.name, pd.index), result))
+    throttle_ms = _record_quota(ctx, request)
     if request.acks == 0:
         return None
     if request.acks == -1:
@@ -78,7 +80,21 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
             _partition_response(pd.index, r.error, r.base_offset, r.log_append_time,
                                 r.log_start_offset, r.message, r.record_errors)
             for pd in topic.partition_data for _, r in (next(results),)]}
-        for topic in request.topic_data], "throttle_time_ms": 0}
+        for topic in request.topic_data], "throttle_time_ms": throttle_ms}
+
+
+def _record_quota(ctx: RequestContext, request: Container) -> int:
+    """Count the request's record bytes against the client's producer_byte_rate once they
+    are written (Kafka records after the append): over the quota, the response says for how
+    long the client is held back and the connection is muted for as long (acks=0 too)."""
+    quotas = ctx.services.quotas
+    if quotas is None:
+        return 0
+    size = sum(len(pd.records) for t in request.topic_data for pd in t.partition_data
+               if pd.records is not None)
+    ctx.throttle_ms = quotas.produce.record(ctx.client_id, size, trio.current_time() * 1000,
+                                            ctx.session.user)
+    return ctx.throttle_ms
 
 
 def _has_transactional_batch(request: Container) -> bool:

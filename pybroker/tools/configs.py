@@ -6,8 +6,11 @@ answers whether it supports them). `--describe` prints "Dynamic configs for topi
 one `  name=value sensitive=false synonyms={SOURCE:name=value, ...}` line per config whose
 source is the entity's dynamic one, or every config with `--all`. `--alter` sends
 IncrementalAlterConfigs (deletions, then `--add-config k=v,k2=[a,b]` settings) and prints
-"Completed updating config for topic t.". `--entity-type users` manages SCRAM credentials
-(configs_scram.py); quota entities (clients, ips) are refused. Where Kafka exits 0 after "The topic 't' doesn't exist and
+"Completed updating config for topic t.". Client quotas (`--entity-type clients|users`, with
+`--entity-name` or `--entity-default`, both types for a user's client) go through
+DescribeClientQuotas / AlterClientQuotas and print Kafka's "Quota configs for client-id 'c1'
+are producer_byte_rate=1048576.0"; a user's SCRAM-SHA-256/512 credentials go through
+configs_scram.py (a user's --alter may carry both, as Kafka's); ips are refused. Where Kafka exits 0 after "The topic 't' doesn't exist and
 doesn't have dynamic config.", this tool exits 1.
 """
 from __future__ import annotations
@@ -15,12 +18,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from decimal import Decimal
 from typing import Sequence
 
+from pybroker.client.client import KafkaClient
 from pybroker.client.admin import (
     Admin, AlterConfigOp, AlterOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType,
 )
-from pybroker.tools.configs_scram import alter_scram, describe_scram
+from pybroker.tools.configs_scram import alter_scram, describe_scram, is_scram_key
 from pybroker.tools.common import (
     ArgumentParser, ToolError, UsageError, connect, err, load_properties, out, parse_argv, run,
     split_list,
@@ -29,7 +34,9 @@ from pybroker.tools.common import (
 PROG = "kafka-configs"
 _TYPES = {"topics": ResourceType.TOPIC, "brokers": ResourceType.BROKER,
           "broker-loggers": ResourceType.BROKER_LOGGER, "groups": ResourceType.GROUP}
-_UNSUPPORTED = ("users", "clients", "ips", "client-metrics")
+_UNSUPPORTED = ("ips", "client-metrics")
+_QUOTA_TYPES = {"users": "user", "clients": "client-id"}
+_QUOTA_LABELS = {"user": "user-principal", "client-id": "client-id"}
 _DYNAMIC = {"topics": ConfigSource.DYNAMIC_TOPIC_CONFIG,
             "brokers": ConfigSource.DYNAMIC_BROKER_CONFIG,
             "groups": ConfigSource.DYNAMIC_GROUP_CONFIG}
@@ -56,7 +63,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--entity-name", action="append", default=[],
                    help="Name of entity (topic name/client id/user principal name/broker id/"
                    "ip/client metrics/group id)")
-    p.add_argument("--entity-default", action="store_true", help="Default entity name for "
+    p.add_argument("--entity-default", action="append_const", const="", dest="entity_name",
+                   help="Default entity name for "
                    "clients/users/brokers/ips (applies to corresponding entity type)")
     p.add_argument("--add-config", help="Key Value pairs of configs to add. Square brackets "
                    "can be used to group values which contain commas: 'k1=v1,k2=[v1,v2,v2],"
@@ -77,8 +85,7 @@ def build_parser() -> ArgumentParser:
     return p
 
 
-def entity(args: argparse.Namespace) -> tuple[str, str | None]:
-    """(entity type, name or None for "all"; "" for the default entity)."""
+def _types_and_names(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     types = list(args.entity_type)
     names = list(args.entity_name)
     for flag, kind in (("topic", "topics"), ("broker", "brokers"),
@@ -94,16 +101,35 @@ def entity(args: argparse.Namespace) -> tuple[str, str | None]:
         if getattr(args, flag):
             types.append(kind)
             names.append("")
-    if args.entity_default:
-        names.append("")
+    return types, names
+
+
+def quota_entity(args: argparse.Namespace) -> list[tuple[str, str | None]] | None:
+    """For users / clients (quotas): [(quota entity type, name; "" the default; None: every
+    one)], as ConfigCommand pairs --entity-type with --entity-name in order; None for other
+    entity types."""
+    types, names = _types_and_names(args)
+    if not types or any(t not in _QUOTA_TYPES for t in types):
+        return None
+    if len(names) > len(types):
+        raise UsageError("More entity names specified than entity types")
+    if len(set(types)) != len(types):
+        raise UsageError("Each entity type may be given once")
+    return [(_QUOTA_TYPES[t], names[i] if i < len(names) else None)
+            for i, t in enumerate(types)]
+
+
+def entity(args: argparse.Namespace) -> tuple[str, str | None]:
+    """(entity type, name or None for "all"; "" for the default entity)."""
+    types, names = _types_and_names(args)
     if not types:
         raise UsageError("At least one entity type must be specified")
     kind = types[0]
-    if kind in _UNSUPPORTED and kind != "users":  # users: SCRAM credentials (configs_scram)
-        raise ToolError(f"Entity type '{kind}' (quotas, SCRAM credentials, client metrics) is "
-                        "not supported: pybroker serves topic, broker and group configs only",
-                        plain=True)
-    if kind not in _TYPES and kind != "users":
+    if kind in _UNSUPPORTED:
+        raise ToolError(f"Entity type '{kind}' (IP quotas, client metrics) is not supported "
+                        "here: pybroker serves topic, broker and group configs, user / client "
+                        "quotas and SCRAM credentials", plain=True)
+    if kind not in _TYPES:
         raise UsageError(f"Invalid entity type {kind}, the entity type must be one of "
                          "topics, clients, users, brokers, broker-loggers, ips, "
                          "client-metrics, groups")
@@ -211,8 +237,93 @@ async def alter(admin: Admin, kind: str, name: str | None, add: dict[str, str],
     return 0
 
 
+def java_double(value: float) -> str:
+    """A double as Java's Double.toString prints it (what Kafka's tools print):
+    1048576.0, 1.0E7, 0.5."""
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(float(value))
+    sign, digits, exponent = Decimal(repr(float(value))).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    power = len(digits) - 1 + int(exponent)
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{power}"
+
+
+def _entity_text(entity: dict[str, str | None]) -> str:
+    parts = []
+    for kind in ("user", "client-id"):
+        if kind in entity:
+            name = entity[kind]
+            label = _QUOTA_LABELS[kind]
+            parts.append(f"{label} '{name}'" if name is not None else f"the default {label}")
+    return ", ".join(parts)
+
+
+async def describe_quotas(admin: Admin, entities: list[tuple[str, str | None]]) -> int:
+    components = [(kind, 2, None) if name is None else (kind, 1, None) if name == ""
+                  else (kind, 0, name) for kind, name in entities]
+    for entity, values in await admin.describe_client_quotas(components, strict=True):
+        text = ", ".join(f"{k}={java_double(v)}" for k, v in values.items())
+        out(f"Quota configs for {_entity_text(entity)} are {text}")
+    return 0
+
+
+async def alter_quotas(admin: Admin, entities: list[tuple[str, str | None]],
+                       add: dict[str, str], delete: list[str]) -> int:
+    if any(name is None for _, name in entities):
+        raise UsageError("--entity-name or --entity-default must be specified with each "
+                         "--entity-type for --alter")
+    wanted = [(kind, 1, None) if name == "" else (kind, 0, name) for kind, name in entities]
+    found = await admin.describe_client_quotas(wanted, strict=True)
+    present = found[0][1] if found else {}
+    invalid = [k for k in delete if k not in present]
+    if invalid:
+        raise ToolError("Invalid config(s): " + ",".join(invalid), plain=True)
+    ops: list[tuple[str, float | None]] = []
+    for key, value in add.items():
+        try:
+            ops.append((key, float(value)))
+        except ValueError:
+            raise ToolError(f"Cannot parse quota configuration value for {key}: {value}",
+                            plain=True) from None
+    ops += [(key, None) for key in delete]
+    await admin.alter_client_quotas({kind: name or None for kind, name in entities}, ops)
+    kind, name = entities[0]
+    plural = {"user": "users", "client-id": "clients"}[kind]
+    if name:
+        out(f"Completed updating config for {plural[:-1]} {name}.")
+    else:
+        out(f"Completed updating default config for {plural} in the cluster.")
+    return 0
+
+
+async def _users_and_clients(args: argparse.Namespace, client: KafkaClient, admin: Admin,
+                             quotas: list[tuple[str, str | None]], add: dict[str, str],
+                             delete: list[str]) -> int:
+    """Quotas of users and clients, and a user's SCRAM credentials, told apart by their keys
+    as Kafka's ConfigCommand does (SCRAM-SHA-256/512 are credentials, the rest quotas)."""
+    user = quotas[0][1] if [kind for kind, _ in quotas] == ["user"] else None
+    scram_add = {k: v for k, v in add.items() if is_scram_key(k)}
+    scram_delete = [k for k in delete if is_scram_key(k)]
+    if (scram_add or scram_delete) and not user:
+        raise UsageError("SCRAM credentials belong to a named user alone: "
+                         "--entity-type users --entity-name <user>")
+    if args.alter:
+        quota_add = {k: v for k, v in add.items() if k not in scram_add}
+        quota_delete = [k for k in delete if k not in scram_delete]
+        if quota_add or quota_delete:
+            await alter_quotas(admin, quotas, quota_add, quota_delete)
+        if scram_add or scram_delete:
+            await alter_scram(client, user, scram_add, scram_delete)
+        return 0
+    await describe_quotas(admin, quotas)
+    if [kind for kind, _ in quotas] == ["user"] and quotas[0][1] != "":
+        await describe_scram(client, quotas[0][1])
+    return 0
+
+
 async def _main(args: argparse.Namespace) -> int:
-    kind, name = entity(args)
+    quotas = quota_entity(args)
+    kind, name = entity(args) if quotas is None else ("", None)
     add = parse_add_config(args.add_config, args.add_config_file)
     delete = split_list(args.delete_config)
     if args.alter and not (add or delete):
@@ -224,10 +335,12 @@ async def _main(args: argparse.Namespace) -> int:
         raise UsageError("--all can only be used with --describe")
     props = load_properties(args.command_config) if args.command_config else {}
     async with connect(args.bootstrap_server, props, default_client_id="kafka-configs") as client:
-        if kind == "users":
-            return await (alter_scram(client, name, add, delete) if args.alter
-                          else describe_scram(client, name))
         admin = Admin(client)
+        if quotas is not None:
+            if args.all:
+                raise UsageError("--all can only be used with topics, brokers and "
+                                 "broker-loggers")
+            return await _users_and_clients(args, client, admin, quotas, add, delete)
         if args.alter:
             return await alter(admin, kind, name, add, delete)
         return await describe(admin, kind, name, args.all)

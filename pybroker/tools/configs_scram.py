@@ -21,8 +21,8 @@ from pybroker.tools.common import ToolError, UsageError, out
 DEFAULT_ITERATIONS = 4096  # ConfigCommand's
 
 
-def is_scram(add: Mapping[str, str], delete: list[str]) -> bool:
-    return any(k in MECHANISM_IDS for k in [*add, *delete])
+def is_scram_key(key: str) -> bool:
+    return key in MECHANISM_IDS
 
 
 async def alter_scram(client: KafkaClient, user: str | None, add: Mapping[str, str],

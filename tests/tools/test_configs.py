@@ -90,7 +90,7 @@ def test_errors(tool, bootstrap, name) -> None:
         ("--alter", "--topic", t): "At least one of --add-config",
         ("--alter", "--topic", t, "--add-config", "novalue"): 'in the format "key=val"',
         ("--describe",): "At least one entity type must be specified",
-        ("--describe", "--entity-type", "users"): "is not supported",
+        ("--describe", "--entity-type", "ips"): "is not supported",
         ("--describe", "--entity-type", "planets"): "Invalid entity type planets",
         ("--describe", "--entity-type", "brokers", "--entity-name", "zero"):
             "must be a valid integer broker id",

@@ -1,0 +1,129 @@
+"""Enforcing client quotas: rates per window, and how long a client that went over waits.
+
+Theory of operation (Kafka's ClientQuotaManager over its metrics' Rate and SampledStat).
+Each quota type (produce bytes, fetch bytes) keeps one rate per (user, client id) that a quota
+is counted against (`client_quotas.quota_for` says which). A rate is a sum over
+`quota.window.num` samples of `quota.window.size.seconds` each, divided by the time they
+span (at least num-1 full windows, so a fresh client is not judged on its first
+millisecond). Recording a value that takes the rate over the bound answers the throttle time
+Kafka answers: `(rate - bound) / bound * window`, the time after which, with nothing more
+recorded, the rate is back at the bound. The caller answers with that `throttle_time_ms` and
+stops reading the connection for as long (connection.py), as Kafka mutes the channel.
+
+Pure: time is passed in (milliseconds, the caller's monotonic clock), no trio, no I/O.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from pybroker.cluster.client_quotas import (
+    ANONYMOUS, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaEntity, quota_for,
+)
+
+# Kafka's InactiveSensorExpirationTimeSeconds: a client's rate is forgotten after an hour.
+INACTIVE_EXPIRY_MS = 3600 * 1000
+
+
+class Rate:
+    """A windowed rate: `samples` buckets of `window_ms`, the oldest reused (SampledStat)."""
+
+    __slots__ = ("samples", "window_ms", "_buckets", "last_used_ms")
+
+    def __init__(self, samples: int, window_ms: int) -> None:
+        self.samples = samples
+        self.window_ms = window_ms
+        self._buckets: list[list[float]] = []  # [start_ms, value]
+        self.last_used_ms = 0.0
+
+    def record(self, value: float, now_ms: float) -> None:
+        self.last_used_ms = now_ms
+        self._purge(now_ms)
+        if not self._buckets or now_ms >= self._buckets[-1][0] + self.window_ms:
+            if len(self._buckets) >= self.samples:
+                self._buckets.pop(0)
+            self._buckets.append([now_ms, 0.0])
+        self._buckets[-1][1] += value
+
+    def _purge(self, now_ms: float) -> None:
+        expire = self.samples * self.window_ms
+        self._buckets = [b for b in self._buckets if now_ms - b[0] < expire]
+
+    def window(self, now_ms: float) -> float:
+        """The time the rate is measured over (Rate.windowSize), in ms."""
+        self._purge(now_ms)
+        oldest = self._buckets[0][0] if self._buckets else now_ms
+        elapsed = now_ms - oldest
+        full = int(elapsed // self.window_ms)
+        if full < self.samples - 1:
+            elapsed += (self.samples - 1 - full) * self.window_ms
+        return max(elapsed, 1.0)
+
+    def per_second(self, now_ms: float) -> float:
+        total = sum(b[1] for b in self._buckets if now_ms - b[0] < self.samples * self.window_ms)
+        return total / (self.window(now_ms) / 1000.0)
+
+
+class ClientQuotaManager:
+    """One quota type's rates and throttle decisions (Kafka's ClientQuotaManager for
+    Produce or Fetch)."""
+
+    def __init__(self, key: str, quotas: Callable[[], Mapping[QuotaEntity, Mapping[str, float]]],
+                 *, samples: int = 11, window_s: int = 1) -> None:
+        self.key = key
+        self._quotas = quotas
+        self.samples = samples
+        self.window_ms = window_s * 1000
+        self._rates: dict[tuple[str, str], Rate] = {}
+        self._next_expiry_ms = 0.0
+
+    def _rate(self, tags: tuple[str, str], now_ms: float) -> Rate:
+        if now_ms >= self._next_expiry_ms:
+            self._next_expiry_ms = now_ms + 60_000
+            self._rates = {t: r for t, r in self._rates.items()
+                           if now_ms - r.last_used_ms < INACTIVE_EXPIRY_MS}
+        rate = self._rates.get(tags)
+        if rate is None:
+            rate = self._rates[tags] = Rate(self.samples, self.window_ms)
+        return rate
+
+    def record(self, client_id: str, value: float, now_ms: float,
+               user: str = ANONYMOUS) -> int:
+        """Count `value` for this client; the throttle time in ms (0 within its quota, or
+        when no quota applies)."""
+        found = quota_for(self._quotas(), self.key, user, client_id)
+        if found is None:
+            return 0
+        bound, tags = found
+        rate = self._rate(tags, now_ms)
+        rate.record(value, now_ms)
+        measured = rate.per_second(now_ms)
+        if measured <= bound:
+            return 0
+        return round((measured - bound) / bound * rate.window(now_ms))
+
+    def unrecord(self, client_id: str, value: float, now_ms: float,
+                 user: str = ANONYMOUS) -> None:
+        """Take back a value recorded for a response that was not sent (a throttled fetch
+        answers empty), as Kafka records its negative."""
+        found = quota_for(self._quotas(), self.key, user, client_id)
+        if found is not None:
+            self._rate(found[1], now_ms).record(-value, now_ms)
+
+    def max_value_in_window(self, client_id: str, user: str = ANONYMOUS) -> float | None:
+        """The most one response may carry without being throttled on its own
+        (getMaxValueInQuotaWindow); None without a quota."""
+        found = quota_for(self._quotas(), self.key, user, client_id)
+        if found is None:
+            return None
+        return found[0] * (self.samples - 1) * self.window_ms / 1000
+
+
+class ClientQuotas:
+    """The broker's quota managers, reading the quotas of the current metadata image."""
+
+    def __init__(self, quotas: Callable[[], Mapping[QuotaEntity, Mapping[str, float]]], *,
+                 samples: int = 11, window_s: int = 1) -> None:
+        self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, quotas, samples=samples,
+                                          window_s=window_s)
+        self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, quotas, samples=samples,
+                                        window_s=window_s)

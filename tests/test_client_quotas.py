@@ -1,0 +1,114 @@
+"""Client quotas without a broker: precedence, the alter/describe rules, the windowed rate."""
+from __future__ import annotations
+
+import pytest
+
+from protocol.errors import ErrorCode
+from pybroker.client_quota_manager import ClientQuotaManager
+from pybroker.cluster.client_quotas import (
+    Component, QuotaEntity, QuotaError, apply_ops, describe, desanitize, parse_entity,
+    quota_for, sanitize,
+)
+from pybroker.tools.configs import java_double
+
+KEY = "producer_byte_rate"
+U, C = "alice", "c1"
+
+
+def test_precedence_is_kafkas_and_decides_who_shares_a_rate() -> None:
+    levels = [  # most specific first, with the (user, client) the rate is counted against
+        (QuotaEntity(U, C), (U, C)), (QuotaEntity(U, ""), (U, C)), (QuotaEntity(U, None), (U, "")),
+        (QuotaEntity("", C), (U, C)), (QuotaEntity("", ""), (U, C)), (QuotaEntity("", None), (U, "")),
+        (QuotaEntity(None, C), ("", C)), (QuotaEntity(None, ""), ("", C)),
+    ]
+    quotas = {entity: {KEY: float(i + 1)} for i, (entity, _) in enumerate(levels)}
+    for i, (entity, tags) in enumerate(levels):
+        assert quota_for(quotas, KEY, U, C) == (float(i + 1), tags)
+        del quotas[entity]
+    assert quota_for(quotas, KEY, U, C) is None
+    # a quota of another key does not count
+    assert quota_for({QuotaEntity(None, C): {"consumer_byte_rate": 5.0}}, KEY, U, C) is None
+
+
+@pytest.mark.parametrize("parts, message", [
+    ([], "Invalid empty client quota entity"),
+    ([("planet", "x")], "Unhandled client quota entity type: planet"),
+    ([("user", "")], "Empty user not supported"),
+    ([("client-id", "a"), ("client-id", "b")], "Duplicate client-id entity"),
+])
+def test_bad_entities_are_invalid_requests(parts, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(QuotaError) as caught:
+        parse_entity(parts)
+    assert caught.value.code == ErrorCode.INVALID_REQUEST and message in caught.value.message
+
+
+def test_entities_and_values() -> None:
+    assert parse_entity([("user", None), ("client-id", "c")]) == QuotaEntity("", "c")
+    assert apply_ops({}, [(KEY, 1048576.0, False), ("request_percentage", 12.5, False)]) == {
+        KEY: 1048576.0, "request_percentage": 12.5}
+    assert apply_ops({KEY: 5.0}, [(KEY, 0.0, True)]) == {}
+    for ops, message in (([("speed", 1.0, False)], "Invalid configuration key speed"),
+                         ([(KEY, 0.5, False)], "must be a LONG value"),
+                         ([(KEY, 0.0, False)], "must be a positive value")):
+        with pytest.raises(QuotaError, match=message):
+            apply_ops({}, ops)
+
+
+def test_znode_names_are_sanitized_like_kafkas() -> None:
+    assert sanitize("a b*c/d") == "a%20b%2Ac%2Fd" and desanitize("a%20b%2Ac%2Fd") == "a b*c/d"
+    assert QuotaEntity("", "c 1").zk_path() == "users/<default>/clients/c%201"
+    for entity in (QuotaEntity(None, "x"), QuotaEntity("u", None), QuotaEntity("u/v", "")):
+        assert QuotaEntity.from_zk_path(entity.zk_path()) == entity
+
+
+def test_describe_filters() -> None:
+    quotas = {QuotaEntity(None, "c1"): {KEY: 1.0}, QuotaEntity(None, ""): {KEY: 2.0},
+              QuotaEntity("u", None): {KEY: 3.0}, QuotaEntity("u", "c1"): {KEY: 4.0}}
+
+    def pick(components, strict=False):  # type: ignore[no-untyped-def]
+        return [e for e, _ in describe(quotas, [Component(*c) for c in components], strict)]
+    assert pick([("client-id", 0, "c1")], strict=True) == [QuotaEntity(None, "c1")]
+    assert pick([("client-id", 0, "c1")]) == [QuotaEntity(None, "c1"), QuotaEntity("u", "c1")]
+    assert pick([("client-id", 1, None)], strict=True) == [QuotaEntity(None, "")]
+    assert len(pick([("client-id", 2, None)], strict=True)) == 2
+    assert len(pick([])) == 4 and pick([], strict=True) == []
+    with pytest.raises(QuotaError) as caught:
+        pick([("planet", 2, None)])
+    assert caught.value.code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def _steady_rate(samples: int, request: int, window_s: int = 1) -> float:
+    """A client that sends `request` bytes whenever it is not held back, bytes per second
+    over 20 s after (samples + 2) windows."""
+    quotas = {QuotaEntity(None, C): {KEY: 1_000_000.0}}
+    manager = ClientQuotaManager(KEY, lambda: quotas, samples=samples, window_s=window_s)
+    now, counted, start, end = 0.0, 0, (samples + 2) * 1000.0 * window_s, 40_000.0
+    while now < end:
+        throttle = manager.record(C, request, now)
+        counted += request if now >= start else 0
+        now += throttle + 2
+    return counted / ((end - start) / 1000)
+
+
+@pytest.mark.parametrize("samples", [2, 3])
+def test_a_client_gets_its_quota(samples: int) -> None:
+    assert 0.93 <= _steady_rate(samples, 20_000) / 1_000_000 <= 1.07
+
+
+def test_throttle_time_is_kafkas_formula_and_follows_the_window_size() -> None:
+    """(rate - bound) / bound * window: 9 MB at once against 1 MB/s over the minimum window
+    of (samples - 1) windows of quota.window.size.seconds."""
+    quotas = {QuotaEntity(None, C): {KEY: 1_000_000.0}}
+    for quota_window_size_seconds in (1, 2):
+        manager = ClientQuotaManager(KEY, lambda: quotas, samples=3,
+                                     window_s=quota_window_size_seconds)
+        window = 2 * quota_window_size_seconds * 1000
+        rate = 9_000_000 / (window / 1000)
+        assert manager.record(C, 9_000_000, 0.0) == round((rate - 1e6) / 1e6 * window)
+        assert manager.record("another", 9_000_000, 0.0) == 0  # no quota for it
+    assert manager.max_value_in_window(C) == 1e6 * 2 * 2
+
+
+def test_java_double_text() -> None:
+    assert [java_double(v) for v in (1048576.0, 1e7, 0.5, 1.25e-4)] == [
+        "1048576.0", "1.0E7", "0.5", "1.25E-4"]
