@@ -332,7 +332,7 @@ def test_inert_key_is_a_one_line_warning_at_start(config_file: Path, tmp_path: P
     warnings = [ln for ln in server.lines
                 if " WARNING " in ln and "num.replica.fetchers" in ln]
     assert len(warnings) == 1, server.stderr
-    assert "no effect yet" in warnings[0] and "replication" in warnings[0]
+    assert "no effect yet" in warnings[0] and "fetchers" in warnings[0]
 
 
 def _free_port() -> int:
