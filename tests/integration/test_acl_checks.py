@@ -149,3 +149,14 @@ def test_acl_apis_need_the_cluster(secured):
         "resource_type": 2, "resource_name": "b", "resource_pattern_type": 3,
         "principal": PRINCIPAL, "host": "*", "operation": 3, "permission_type": 3}]})
     assert [r.error_code for r in created.results] == [E.CLUSTER_AUTHORIZATION_FAILED]
+
+
+def test_scram_credential_apis_need_the_cluster(secured):
+    described = secured.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})
+    assert (described.error_code, list(described.results)) == (
+        E.CLUSTER_AUTHORIZATION_FAILED, [])
+    altered = secured.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {
+        "deletions": [], "upsertions": [{"name": "alice", "mechanism": 1, "iterations": 4096,
+                                         "salt": b"s" * 16, "salted_password": b"p" * 32}]})
+    assert [(r.user, r.error_code) for r in altered.results] == [
+        ("alice", E.CLUSTER_AUTHORIZATION_FAILED)]
