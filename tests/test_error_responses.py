@@ -67,3 +67,59 @@ def test_elect_leaders_error_reaches_every_partition_asked_about(version: int) -
         (0, ErrorCode.CLUSTER_AUTHORIZATION_FAILED), (2, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
     if version >= 1:
         assert decoded.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def _one_of_each(fields, version: int) -> dict:
+    """A request with every field at its default, except each array holds one element (so
+    per-topic and per-partition error answers have something to answer about)."""
+    from protocol.schema import ArrayOf, StructOf
+    out = {}
+    for fl in fields:
+        if version not in fl.versions:
+            continue
+        t = fl.type
+        if isinstance(t, ArrayOf):
+            item = t.item
+            out[fl.name] = [_one_of_each(item.fields, version) if isinstance(item, StructOf)
+                            else {"string": "x"}.get(item, 0)]
+        elif isinstance(t, StructOf):
+            out[fl.name] = _one_of_each(t.fields, version)
+        else:
+            out[fl.name] = fl.default_value(version)
+    return out
+
+
+def _codes(value) -> list[int]:
+    """Every error_code anywhere in a decoded response."""
+    if isinstance(value, dict):
+        return [c for k, v in value.items() if not k.startswith("_")
+                for c in ([v] if k.endswith("error_code") else _codes(v))]
+    if isinstance(value, list):
+        return [c for v in value for c in _codes(v)]
+    return []
+
+
+def _refusable() -> list[tuple[int, int]]:
+    """The (API, version)s whose handler refuses whole requests through authz.require."""
+    import inspect
+    return [(key, v) for key, v in CASES
+            if "require(" in inspect.getsource(inspect.getmodule(REGISTRY[key].handle))]
+
+
+@pytest.mark.parametrize(("key", "version"), _refusable())
+def test_whole_request_authorization_failure_is_answered_with_its_code(key, version):
+    """A refusal never closes the connection: the API's error answer carries the code."""
+    message = APIS[key].request
+    request = message.decode(message.encode(_one_of_each(message.fields, version), version),
+                             version)
+    ctx = RequestContext(None, RequestHeader(key, version, 1, "test"), "127.0.0.1", 1)  # type: ignore[arg-type]
+    code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    body = _error_body(REGISTRY[key], ctx, request, code)
+    response = APIS[key].response
+    decoded = response.decode(response.encode(body, version), version)
+    assert code in _codes(decoded), decoded
+
+
+def test_refusable_apis_are_found():
+    keys = {k for k, _ in _refusable()}
+    assert {ApiKey.OFFSET_DELETE, ApiKey.JOIN_GROUP, ApiKey.END_TXN} <= keys

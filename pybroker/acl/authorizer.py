@@ -44,18 +44,29 @@ def parse_super_users(value: str | None) -> frozenset[str]:
 
 
 class _TypeIndex:
-    """The bindings of one resource type: literal ones by name, prefixed ones in a list."""
+    """The bindings of one resource type, literal and prefixed ones each by their name. A
+    name's prefixes are looked up only at the lengths some prefix binding has: with 1,000
+    PREFIXED bindings a decision costs a few dictionary lookups, not 1,000 `startswith`
+    (Kafka keeps them in a sorted map for the same reason)."""
 
     def __init__(self) -> None:
         self.literal: dict[str, list[AclBinding]] = defaultdict(list)
-        self.prefixed: list[AclBinding] = []
+        self.prefixed: dict[str, list[AclBinding]] = defaultdict(list)
+        self.prefix_lengths: list[int] = []
 
     def applying_to(self, name: str) -> list[AclBinding]:
         found = list(self.literal.get(name, ()))
         if name != WILDCARD_RESOURCE:
             found.extend(self.literal.get(WILDCARD_RESOURCE, ()))
-        found.extend(b for b in self.prefixed if name.startswith(b.resource_name))
+        for length in self.prefix_lengths:
+            if length > len(name):
+                break
+            found.extend(self.prefixed.get(name[:length], ()))
         return found
+
+    def all(self) -> list[AclBinding]:
+        return [b for table in (self.literal, self.prefixed) for bs in table.values()
+                for b in bs]
 
 
 class Authorizer:
@@ -78,9 +89,11 @@ class Authorizer:
         for b in frozen:
             entry = index[b.resource_type]
             if b.pattern_type == PatternType.PREFIXED:
-                entry.prefixed.append(b)
+                entry.prefixed[b.resource_name].append(b)
             else:
                 entry.literal[b.resource_name].append(b)
+        for entry in index.values():
+            entry.prefix_lengths = sorted({len(p) for p in entry.prefixed})
         self._bindings, self._index = frozen, dict(index)
 
     def matching(self, acl_filter: AclFilter) -> list[AclBinding]:
@@ -114,7 +127,7 @@ class Authorizer:
         index = self._index.get(resource_type)
         if index is None:
             return self.allow_if_no_acl
-        candidates = [b for bs in index.literal.values() for b in bs] + index.prefixed
+        candidates = index.all()
         return any(b.permission == AclPermission.ALLOW
                    and b.principal in (principal, WILDCARD_PRINCIPAL)
                    and b.host in (host, WILDCARD_HOST)

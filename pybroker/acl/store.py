@@ -8,13 +8,18 @@ ZooKeeper: Kafka's znodes, one per resource pattern (`pybroker.acl.acl_json`), u
 conditionally on the version read, then a sequential notification under
 `/kafka-acl-changes` (LITERAL) or `/kafka-acl-extended-changes` (PREFIXED) as Kafka writes.
 Every broker watches both notification paths and, on any change, reads every ACL znode
-again (Kafka reads only the resource named; a full read is simpler and ACLs are few).
+again (Kafka reads only the resource named; a full read is simpler and ACLs are few). As
+Kafka's ZkNodeChangeNotificationListener, whoever reads the notifications deletes those created
+more than 15 minutes ago (`CHANGE_EXPIRATION_MS`): a broker that was away longer re-reads every
+ACL at start anyway, so an old notification tells nobody anything, and without the purge the
+change paths would grow by one znode per ACL change forever.
 """
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +32,7 @@ from pybroker.storage.files import write_atomically
 
 log = logging.getLogger(__name__)
 ACL_FILE = "pybroker-acls.json"
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkNodeChangeNotificationListener default
 
 
 class LocalAclStore:
@@ -72,11 +78,14 @@ def _pattern_of(path: str) -> acl_json.Pattern | None:
 
 
 class ZkAclStore:
-    """`zk`: the broker's kazoo client (or the in-memory one), already started."""
+    """`zk`: the broker's kazoo client (or the in-memory one), already started. `now_ms`:
+    the wall clock notifications are aged by (ZooKeeper's ctime is wall-clock ms)."""
 
-    def __init__(self, zk: Any, authorizer: Authorizer) -> None:
+    def __init__(self, zk: Any, authorizer: Authorizer,
+                 now_ms: Callable[[], float] = lambda: time.time() * 1000) -> None:
         self.zk = zk
         self.authorizer = authorizer
+        self.now_ms = now_ms
         self._lock = trio.Lock()
         self._changed = trio.Event()
         self._token: trio.lowlevel.TrioToken | None = None
@@ -89,7 +98,7 @@ class ZkAclStore:
         from kazoo.exceptions import NoNodeError
         if watch:
             for path in (acl_json.LITERAL_CHANGES, acl_json.EXTENDED_CHANGES):
-                self.zk.get_children(path, watch=self._on_watch)
+                self._purge(path, self.zk.get_children(path, watch=self._on_watch))
         out: list[AclBinding] = []
         for root, ptype in ((acl_json.LITERAL_ROOT, PatternType.LITERAL),
                             (acl_json.PREFIXED_ROOT, PatternType.PREFIXED)):
@@ -116,6 +125,19 @@ class ZkAclStore:
                         log.warning("ignoring unreadable ACL znode %s/%s/%s: %s", root,
                                     type_name, name, exc)
         return out
+
+    def _purge(self, path: str, notifications: list[str]) -> None:
+        """Delete the notifications older than CHANGE_EXPIRATION_MS (every broker tries;
+        one that lost the race finds the znode gone)."""
+        from kazoo.exceptions import NoNodeError
+        expired_before = self.now_ms() - CHANGE_EXPIRATION_MS
+        for name in notifications:
+            stat = self.zk.exists(f"{path}/{name}")
+            if stat is not None and stat.ctime < expired_before:
+                try:
+                    self.zk.delete(f"{path}/{name}")
+                except NoNodeError:
+                    pass
 
     def _on_watch(self, event: Any) -> None:
         token = self._token

@@ -17,6 +17,7 @@ What it keeps of ZooKeeper's semantics, because the callers depend on it:
 - multi-ops are all or nothing, with kazoo's results on failure (RolledBackError before the
   failing op, its own error, RuntimeInconsistency after);
 - ephemeral znodes belong to a session and go when it closes or expires;
+- ctime and mtime are wall-clock ms (the ACL store ages its change notifications by ctime);
 - watches are one-shot and per client, set by get/exists (data) and get_children (children),
   and are delivered on the client's own thread, never under the tree's lock, as kazoo delivers
   them on its event thread;
@@ -29,6 +30,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,15 +50,18 @@ class _Node:
     mzxid: int
     owner: int = 0  # the session of an ephemeral znode, else 0
     version: int = 0
+    ctime: int = 0  # creation, wall-clock ms (Kafka purges old change notifications by it)
+    mtime: int = 0
     cversion: int = 0
     children: set[str] = field(default_factory=set)
 
     def copy(self) -> "_Node":
         return _Node(self.data, self.czxid, self.mzxid, self.owner, self.version,
-                     self.cversion, set(self.children))
+                     self.ctime, self.mtime, self.cversion, set(self.children))
 
     def stat(self) -> ZnodeStat:
-        return ZnodeStat(self.czxid, self.mzxid, 0, 0, self.version, self.cversion, 0,
+        return ZnodeStat(self.czxid, self.mzxid, self.ctime, self.mtime, self.version,
+                         self.cversion, 0,
                          self.owner, len(self.data), len(self.children), self.mzxid)
 
 
@@ -114,7 +119,9 @@ class MemoryZooKeeper:
         if path in self._nodes:
             raise NodeExistsError(path)
         self._zxid += 1
-        self._nodes[path] = _Node(bytes(data), self._zxid, self._zxid, owner)
+        now = int(time.time() * 1000)
+        self._nodes[path] = _Node(bytes(data), self._zxid, self._zxid, owner, ctime=now,
+                                  mtime=now)
         parent.children.add(path.rsplit("/", 1)[1])
         parent.cversion += 1
         events.append((self._data_watches, path, EventType.CREATED))
@@ -127,6 +134,7 @@ class MemoryZooKeeper:
             raise BadVersionError(path)
         self._zxid += 1
         node.data, node.mzxid, node.version = bytes(data), self._zxid, node.version + 1
+        node.mtime = int(time.time() * 1000)
         events.append((self._data_watches, path, EventType.CHANGED))
         return node.stat()
 

@@ -3,10 +3,26 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from protocol.acl_operations import AclOperation
 from protocol.config_resources import ResourceType
 from protocol.errors import ErrorCode
 from pybroker.config import ConfigError, validate_topic_configs
+from pybroker.handlers import authz
 from pybroker.handlers.base import RequestContext
+
+
+def unauthorized(ctx: RequestContext, resource_type: int, name: str,
+                 operation: AclOperation) -> ErrorCode | None:
+    """The resource's authorization error, or None (Kafka's ConfigHelper and
+    handleAlterConfigsRequest): a broker's configs need `operation` on the cluster, a topic's
+    on the topic; asked before whether the resource exists."""
+    if resource_type == ResourceType.TOPIC:
+        if not authz.allowed(ctx, operation, authz.TOPIC, name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
+        if not authz.allowed(ctx, operation, authz.CLUSTER):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None
 
 
 def check_resource(ctx: RequestContext, resource_type: int, name: str,
@@ -47,6 +63,11 @@ async def alter_topic_configs(ctx: RequestContext, request: Any,
     request only validates. ConfigError from either step is INVALID_CONFIG for that resource."""
     responses = []
     for res in request.resources:
+        refused = unauthorized(ctx, res.resource_type, res.resource_name,
+                               AclOperation.ALTER_CONFIGS)
+        if refused is not None:
+            responses.append(result(refused, None, res.resource_type, res.resource_name))
+            continue
         if res.resource_type == ResourceType.BROKER and _only_deletes(res):
             # Nothing dynamic to delete: done (Kafka's tools clear replication throttles on
             # every broker this way when a reassignment completes).

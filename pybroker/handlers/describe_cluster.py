@@ -1,14 +1,17 @@
 """DescribeCluster: the cluster id, the controller and the brokers (for the admin client).
 
-Asked for the cluster's authorized operations, it answers every cluster operation: there is
-no authorizer, and Kafka without one allows them all."""
+Anyone may ask (Kafka authorizes nothing here). Asked for the cluster's authorized operations,
+it answers those the principal may do, every one without an authorizer — and, as Kafka, none
+(0) to a principal that may not DESCRIBE the cluster."""
 from __future__ import annotations
 
 from construct import Container
 
-from protocol.acl_operations import CLUSTER_OPERATIONS, authorized_operations
+from protocol.acl_operations import CLUSTER_OPERATIONS
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from pybroker.acl.model import CLUSTER_NAME
+from pybroker.handlers.authz import CLUSTER, Op, allowed, operations_field
 from pybroker.handlers.base import Handler, RequestContext
 
 BROKERS_ENDPOINT = 1
@@ -25,8 +28,14 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             "brokers": [{"broker_id": b.node_id, "host": ep[0], "port": ep[1], "rack": b.rack}
                         for b in image.brokers.values()
                         for ep in (b.endpoint(ctx.listener),) if ep is not None],
-            "cluster_authorized_operations": authorized_operations(
-                request.include_cluster_authorized_operations, CLUSTER_OPERATIONS)}
+            "cluster_authorized_operations": _cluster_operations(ctx, request)}
+
+
+def _cluster_operations(ctx: RequestContext, request: Container) -> int:
+    requested = request.include_cluster_authorized_operations
+    if requested and not allowed(ctx, Op.DESCRIBE, CLUSTER):
+        return 0
+    return operations_field(ctx, requested, CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
 
 
 HANDLER = Handler(ApiKey.DESCRIBE_CLUSTER, 0, 1, handle)

@@ -3,18 +3,21 @@ from __future__ import annotations
 
 from construct import Container
 
+from protocol.acl_operations import AclOperation
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.config import describe_broker_config, describe_topic_config
 from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.configs_common import ResourceType, check_resource, result
+from pybroker.handlers.configs_common import ResourceType, check_resource, result, unauthorized
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     results = []
     for res in request.resources:
-        code, message = check_resource(ctx, res.resource_type, res.resource_name,
-                                       altering=False)
+        refused = unauthorized(ctx, res.resource_type, res.resource_name,
+                               AclOperation.DESCRIBE_CONFIGS)
+        code, message = (refused, refused.message) if refused is not None else \
+            check_resource(ctx, res.resource_type, res.resource_name, altering=False)
         entry = result(code, message, res.resource_type, res.resource_name)
         entry["configs"] = []
         if code == ErrorCode.NONE:

@@ -1,4 +1,8 @@
-"""DescribeLogDirs: each log dir, its partitions' sizes, and its disk space."""
+"""DescribeLogDirs: each log dir, its partitions' sizes, and its disk space.
+
+Needs DESCRIBE on the cluster; without it Kafka answers no log dirs at all and, from v3 (which
+has the field), CLUSTER_AUTHORIZATION_FAILED at the top — an answer, never a closed
+connection."""
 from __future__ import annotations
 
 import shutil
@@ -6,10 +10,15 @@ import shutil
 from construct import Container
 
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.handlers.authz import CLUSTER, Op, allowed
 from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    if not allowed(ctx, Op.DESCRIBE, CLUSTER):
+        return {"throttle_time_ms": 0,
+                "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "results": []}
     image = ctx.image
     if request.topics is None:
         wanted = {t.name: [p.partition for p in t.partitions] for t in image.topics.values()}

@@ -1,19 +1,23 @@
-"""DescribeProducers: the idempotent producers a partition knows, with their last sequence."""
+"""DescribeProducers: the idempotent producers a partition knows, with their last sequence.
+A topic the principal may not READ: TOPIC_AUTHORIZATION_FAILED on each partition (Kafka)."""
 from __future__ import annotations
 
 from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from pybroker.handlers.authz import TOPIC, Op, denied_names
 from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     topics = []
+    denied = denied_names(ctx, Op.READ, TOPIC, {t.name for t in request.topics})
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
-            code, plog = ctx.replicas.leader_log(topic.name, index)
+            code, plog = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None) if topic.name in denied \
+                else ctx.replicas.leader_log(topic.name, index)
             entry: dict = {"partition_index": index, "error_code": int(code),
                            "error_message": None, "active_producers": []}
             if plog is not None:

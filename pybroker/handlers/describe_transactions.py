@@ -1,6 +1,7 @@
 """DescribeTransactions: the coordinator's view of transactional ids (kafka-transactions.sh
 describe). Ids coordinated by another broker get NOT_COORDINATOR; unknown ones
-TRANSACTIONAL_ID_NOT_FOUND."""
+TRANSACTIONAL_ID_NOT_FOUND. As Kafka: an id the principal may not DESCRIBE gets
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and only the topics it may DESCRIBE are listed."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -9,19 +10,25 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from pybroker.handlers.authz import TOPIC, TXN, Op, allowed, denied_names
 from pybroker.handlers.base import Handler, RequestContext
 
 
 def _describe(ctx: RequestContext, transactional_id: str) -> dict:
-    code, txn = ctx.services.transactions.describe(transactional_id)
+    if not allowed(ctx, Op.DESCRIBE, TXN, transactional_id):
+        code, txn = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+    else:
+        code, txn = ctx.services.transactions.describe(transactional_id)
     if txn is None:
         return {"error_code": int(code), "transactional_id": transactional_id,
                 "transaction_state": "", "transaction_timeout_ms": 0,
                 "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1,
                 "topics": []}
     by_topic: dict[str, list[int]] = defaultdict(list)
+    hidden = denied_names(ctx, Op.DESCRIBE, TOPIC, {t for t, _ in txn.partitions})
     for topic, partition in sorted(txn.partitions):
-        by_topic[topic].append(partition)
+        if topic not in hidden:
+            by_topic[topic].append(partition)
     return {"error_code": 0, "transactional_id": transactional_id,
             "transaction_state": txn.state.kafka_name,
             "transaction_timeout_ms": txn.timeout_ms,

@@ -4,7 +4,8 @@ managed over the wire, as with Kafka's admin client and kafka-configs.
 The client sends a salt and a salted password, never the password; the broker keeps the
 derived keys (pybroker/sasl/scram_credentials.py). Checks and messages follow Kafka's
 ControllerApis/ScramControlManager: a user named twice, an unknown mechanism, too few or too
-many iterations, deleting what does not exist.
+many iterations, deleting what does not exist. As Kafka's KafkaApis: describing needs DESCRIBE
+on the cluster, altering ALTER (else CLUSTER_AUTHORIZATION_FAILED for the whole request).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from pybroker.handlers.authz import CLUSTER, Op, require
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.sasl.scram_credentials import (
     MECHANISM_IDS, MECHANISM_NAMES, credential_from_salted_password, iterations_problem,
@@ -22,6 +24,7 @@ from pybroker.sasl.scram_credentials import (
 
 
 async def describe(ctx: RequestContext, request: Container) -> dict:
+    require(ctx, Op.DESCRIBE, CLUSTER)
     users = ctx.services.scram.users()
     if request.users is None or len(request.users) == 0:
         names = sorted(users)
@@ -51,6 +54,7 @@ async def describe(ctx: RequestContext, request: Container) -> dict:
 
 
 async def alter(ctx: RequestContext, request: Container) -> dict:
+    require(ctx, Op.ALTER, CLUSTER)
     store = ctx.services.scram
     existing = store.users()
     counts = Counter([(d.name, d.mechanism) for d in request.deletions]

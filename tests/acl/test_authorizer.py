@@ -125,3 +125,15 @@ def test_zookeeper_json_round_trip():
     assert acl_json.path_of((T, "a", LIT)) == "/kafka-acl/Topic/a"
     assert acl_json.path_of((G, "g-", PRE)) == "/kafka-acl-extended/prefixed/Group/g-"
     assert operation_from_name("idempotent_write") == Op.IDEMPOTENT_WRITE
+
+
+def test_prefix_index_finds_exactly_the_bindings_that_apply():
+    """The index (lookups by prefix length) agrees with each binding's own `applies_to`."""
+    import random
+    rng = random.Random(7)
+    names = ["".join(rng.choice("ab-") for _ in range(rng.randint(0, 6))) for _ in range(300)]
+    bindings = {acl(T, n, Op.READ, pattern=rng.choice([LIT, PRE])) for n in names if n}
+    auth = Authorizer(bindings=bindings)
+    index = auth._index[T]
+    for name in set(names) | {"*", "abab-ba"}:
+        assert set(index.applying_to(name)) == {b for b in bindings if b.applies_to(name)}, name

@@ -171,3 +171,94 @@ def test_kafka_acls_round_trip(capsys):
         capsys.readouterr()
         assert main(base + ["--list", "--topic", "t"]) == 0
         assert "name=t," not in capsys.readouterr().out
+
+
+# -- the same scenario through kafka-python and aiokafka: Kafka's errors as each surfaces them --
+
+def _kafka_python_consume(broker: Broker, topic: str, group: str) -> object:
+    """The first value read (and committed), or the error raised, or — kafka-python's way
+    with a topic it may not describe — the topics its metadata marked unauthorized (its
+    metadata listener raises TopicAuthorizationFailedError, which it only logs)."""
+    import time
+
+    import kafka
+    consumer = kafka.KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group,
+                                   auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            for records in consumer.poll(200).values():
+                consumer.commit()
+                return records[0].value
+            if consumer._client.cluster.unauthorized_topics:
+                return ("unauthorized", set(consumer._client.cluster.unauthorized_topics))
+        return None
+    except Exception as exc:  # noqa: BLE001 - the error is the answer
+        return type(exc).__name__
+    finally:
+        consumer.close()
+
+
+def _kafka_python_produce(broker: Broker, **config: object) -> object:
+    import kafka
+    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap, max_block_ms=5000,
+                                   **config)
+    try:
+        producer.send("a", b"v").get(10)
+        return None
+    except Exception as exc:  # noqa: BLE001
+        return str(exc) if type(exc).__name__ == "KafkaError" else type(exc).__name__
+    finally:
+        producer.close(1)
+
+
+def test_kafka_python_gets_kafkas_errors(secured):
+    assert _kafka_python_consume(secured, "a", "g") == b"v"
+    assert _kafka_python_consume(secured, "b", "g") == ("unauthorized", {"b"})
+    assert _kafka_python_consume(secured, "a", "h") == "GroupAuthorizationFailedError"
+    # Idempotent by default: InitProducerId needs IDEMPOTENT_WRITE on the cluster or WRITE on
+    # some topic, which Kafka refuses with CLUSTER_AUTHORIZATION_FAILED; without
+    # idempotence the Produce itself is refused.
+    assert "ClusterAuthorizationFailedError" in _kafka_python_produce(secured)
+    assert _kafka_python_produce(secured, enable_idempotence=False) == \
+        "TopicAuthorizationFailedError"
+
+
+def test_aiokafka_gets_kafkas_errors(secured):
+    import asyncio
+
+    import aiokafka
+
+    async def consume(topic: str, group: str) -> object:
+        consumer = aiokafka.AIOKafkaConsumer(topic, bootstrap_servers=secured.bootstrap,
+                                             group_id=group, auto_offset_reset="earliest",
+                                             enable_auto_commit=False)
+        try:
+            await consumer.start()
+            message = await asyncio.wait_for(consumer.getone(), 15)
+            await consumer.commit()
+            return message.value
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        finally:
+            await consumer.stop()
+
+    async def produce() -> object:
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=secured.bootstrap,
+                                             request_timeout_ms=5000)
+        await producer.start()
+        try:
+            await asyncio.wait_for(producer.send_and_wait("a", b"v"), 15)
+            return None
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+        finally:
+            await producer.stop()
+
+    async def scenario() -> list:
+        return [await consume("a", "g"), await consume("b", "g"), await consume("a", "h"),
+                await produce()]
+
+    assert asyncio.run(scenario()) == [b"v", "TopicAuthorizationFailedError",
+                                       "GroupAuthorizationFailedError",
+                                       "TopicAuthorizationFailedError"]
