@@ -13,10 +13,12 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.cluster.client_quotas import QuotaEntity, QuotaError, apply_ops, parse_entity
+from pybroker.handlers.authz import CLUSTER, Op, require
 from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    require(ctx, Op.ALTER_CONFIGS, CLUSTER)  # Kafka's check for the quota APIs
     current = ctx.image.client_quotas
     changes: dict[QuotaEntity, dict[str, float]] = {}
     results = []

@@ -11,10 +11,12 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.cluster.client_quotas import Component, QuotaError, describe
+from pybroker.handlers.authz import CLUSTER, Op, require
 from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    require(ctx, Op.DESCRIBE_CONFIGS, CLUSTER)  # Kafka's check for the quota APIs
     components = [Component(c.entity_type, c.match_type, c.match)
                   for c in request.components]
     try:

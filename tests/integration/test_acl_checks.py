@@ -160,3 +160,18 @@ def test_scram_credential_apis_need_the_cluster(secured):
                                          "salt": b"s" * 16, "salted_password": b"p" * 32}]})
     assert [(r.user, r.error_code) for r in altered.results] == [
         ("alice", E.CLUSTER_AUTHORIZATION_FAILED)]
+
+
+def test_client_quota_apis_need_the_clusters_config_permissions(secured):
+    """Kafka checks DESCRIBE_CONFIGS (describe) and ALTER_CONFIGS (alter) on the cluster."""
+    described = secured.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, {
+        "components": [{"entity_type": "client-id", "match_type": 2, "match": None}],
+        "strict": False})
+    assert described.error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    assert not described.entries
+    altered = secured.request(ApiKey.ALTER_CLIENT_QUOTAS, 0, {
+        "entries": [{"entity": [{"entity_type": "client-id", "entity_name": "c1"}],
+                     "ops": [{"key": "producer_byte_rate", "value": 1024.0,
+                              "remove": False}]}],
+        "validate_only": False})
+    assert [e.error_code for e in altered.entries] == [E.CLUSTER_AUTHORIZATION_FAILED]
