@@ -112,3 +112,22 @@ def test_throttle_time_is_kafkas_formula_and_follows_the_window_size() -> None:
 def test_java_double_text() -> None:
     assert [java_double(v) for v in (1048576.0, 1e7, 0.5, 1.25e-4)] == [
         "1048576.0", "1.0E7", "0.5", "1.25E-4"]
+
+
+def test_request_percentage_is_bounded_by_one_window_and_enabled_by_any_quota() -> None:
+    """Kafka's ClientRequestQuotaManager: the throttle never exceeds one window
+    (boundedThrottleTime), and without any request_percentage nothing is measured."""
+    quotas: dict = {QuotaEntity(None, C): {KEY: 5.0}}
+    manager = ClientQuotaManager("request_percentage", lambda: quotas, samples=11,
+                                 window_s=1, max_throttle_ms=1000)
+    assert not manager.enabled()
+    quotas = {QuotaEntity(None, C): {"request_percentage": 1.0}}  # a new image: looked at
+    assert manager.enabled()
+    # 0.05 s of loop time (5 percent-seconds) over the minimum 10 s: 0.5 %, within 1 %.
+    assert manager.record(C, 5.0, 0.0) == 0
+    # another 0.1 s: 1.5 % over 10 s, i.e. (1.5 - 1) / 1 * 10 s = 5 s, bounded to 1 s
+    assert manager.record(C, 10.0, 0.0) == 1000
+    unbounded = ClientQuotaManager("request_percentage", lambda: quotas, samples=11,
+                                   window_s=1)
+    unbounded.record(C, 5.0, 0.0)
+    assert unbounded.record(C, 10.0, 0.0) == 5000

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer as CkConsumer, Producer as CkProducer
 from protocol.api_keys import ApiKey
 from pybroker.testing import Broker
 from pybroker.tools.configs import main as configs
-from tests.integration.raw import create_topic, send_request
+from tests.integration.raw import RawConnection, create_topic, send_request
 
 RATE = 1024 * 1024
 VALUE = b"x" * 10_000
@@ -204,6 +204,46 @@ def test_deleting_the_quota_lifts_the_limit(quota_broker, tool) -> None:  # type
         producer.poll(0)
     assert producer.flush(10) == 0
     assert time.monotonic() - began < 5
+
+
+def _metadata_for(conn: RawConnection, seconds: float) -> list[tuple[float, int]]:
+    """Cheap requests (Metadata v4 for no topic), one after another for `seconds`: each
+    answer's (time, throttle_time_ms)."""
+    answers = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        reply = conn.request(ApiKey.METADATA, 4, {"topics": [], "allow_auto_topic_creation": False})
+        answers.append((time.monotonic(), reply.throttle_time_ms))
+    return answers
+
+
+def test_request_percentage_throttles_a_busy_client_only(quota_broker, tool) -> None:  # type: ignore[no-untyped-def]
+    """request_percentage=1: the client may keep the broker's loop busy 1 % of the time.
+    Its cheap requests, sent back to back, soon come back with throttle_time_ms and slow to
+    what 1 % of the loop buys, while another client's are never throttled; with the quota
+    deleted, the client runs free again."""
+    bootstrap = quota_broker.bootstrap
+    _set(tool, bootstrap, "--entity-type", "clients", "--entity-name", "busy",
+         "--add-config", "request_percentage=1")
+    with RawConnection(bootstrap, client_id="busy") as busy, \
+            RawConnection(bootstrap, client_id="idle") as idle:
+        free = _metadata_for(idle, 0.5)
+        answers = _metadata_for(busy, 3.0)
+        throttled = [a for a in answers if a[1] > 0]
+        assert throttled, f"{len(answers)} requests, none throttled"
+        assert max(ms for _, ms in throttled) <= 1000  # Kafka's bound: one window
+        first = throttled[0][0]
+        steady = [a for a in answers if a[0] >= first + 0.5]
+        assert steady and len(steady) / (answers[-1][0] - first - 0.5) < 0.3 * len(free) / 0.5
+        others = _metadata_for(idle, 0.5)  # meanwhile, with the busy client's quota spent
+        assert all(ms == 0 for _, ms in free + others)
+        assert len(others) > 0.5 * len(free)
+        _set(tool, bootstrap, "--entity-type", "clients", "--entity-name", "busy",
+             "--delete-config", "request_percentage")
+        time.sleep(1.1)  # the last mute (at most one window) is over
+        lifted = _metadata_for(busy, 0.5)
+        assert all(ms == 0 for _, ms in lifted)
+        assert len(lifted) > 0.5 * len(free)
 
 
 def _alter(bootstrap: str, entity: list[tuple[str, str | None]], key: str, value: float,
