@@ -2,10 +2,13 @@
 
 The broker runs in its own process (the clients' threads would otherwise share its GIL and
 the measured rates would be the test's). It keeps quota.window.num=2 samples of 1 s instead
-of Kafka's 11: a fresh client may burst up to (samples - 1) windows of its quota before the
-first throttle, so with 11 samples the steady rate would only show after ~10 s. Rates are
-measured from 2 s after the start to the end (steady state), with requests and
-responses of at most 64 KiB so that no single acknowledgement weighs much in the figure.
+of Kafka's 11, on purpose: with 11 and Kafka's throttle formula (which the broker follows,
+tests/test_client_quotas.py), a client that sends whenever it may gets ten windows' worth at
+once, then almost nothing until that burst's sample expires eleven windows later, and bursts
+again; right on average over each 11 s period, but a 6 s slice measures anything from ~0 to
+~2x the quota. With 2 windows every slice of a steady client is within a few per cent. Rates
+are measured from 2 s after the start for 6 s (steady state), with requests and responses of
+at most 64 KiB so that no single acknowledgement weighs much in the figure.
 """
 from __future__ import annotations
 
@@ -101,8 +104,9 @@ def _produce_confluent(bootstrap: str, topic: str, acked: list) -> None:
     producer.flush(1)
 
 
-# kafka-python also holds itself back for throttle_time_ms after each throttled response
-# (KIP-219's client side), on top of the broker's mute, so it lands a little under the quota.
+# kafka-python 3 also pauses the connection for throttle_time_ms from each throttled response
+# (KIP-219's client side); that pause starts as the broker's mute does, so they overlap rather
+# than add up. Its lower bound stays at 0.8 (measured 0.80-1.14 before): not re-measured here.
 @pytest.mark.parametrize("produce, low", [(_produce_kafka_python, 0.8), (_produce_confluent, 0.9)],
                          ids=["kafka-python", "confluent-kafka"])
 def test_producer_held_to_its_byte_rate(quota_broker, tool, produce, low) -> None:  # type: ignore[no-untyped-def]
