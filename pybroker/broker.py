@@ -23,6 +23,7 @@ from pybroker.acl.authorizer import Authorizer, parse_super_users
 from pybroker.acl.store import AclStore, LocalAclStore, ZkAclStore
 from pybroker.broker_metrics import BrokerCollector, broker_registry
 from pybroker.client_quota_manager import ClientQuotas
+from pybroker.request_quota import RequestQuota
 from pybroker.clock import Clock
 from pybroker.periodic import run_every
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
@@ -170,6 +171,9 @@ class Broker:
             self.metadata.listeners.append(self.controller.apply_delta)
         self.groups.load()
         self.transactions.load()
+        quotas = ClientQuotas(lambda: self.metadata.image.client_quotas,
+                              samples=config.quota_window_num,
+                              window_s=config.quota_window_size_seconds)
         self.services = Services(config, self.node_id, self.metadata, self.logs, self.replicas,
                                  self.topics, self.groups, self.producer_ids, self.purgatory,
                                  self.transactions, self.controller, self.hooks,
@@ -179,10 +183,7 @@ class Broker:
                                  authorizer=self.authorizer, acls=self.acl_store,
                                  scram=self._scram_store(),
                                  request_log=config.request_log_enable,
-                                 quotas=ClientQuotas(
-                                     lambda: self.metadata.image.client_quotas,
-                                     samples=config.quota_window_num,
-                                     window_s=config.quota_window_size_seconds))
+                                 quotas=quotas, request_quota=RequestQuota(quotas.request))
         # /metrics: read at scrape time from these parts (pybroker/broker_metrics.py).
         self.metrics_registry = broker_registry(BrokerCollector(
             self.node_id, self.metadata, self.replicas, self.groups, self.services.memory,

@@ -10,6 +10,12 @@ Kafka answers: `(rate - bound) / bound * window`, the time after which, with not
 recorded, the rate is back at the bound. The caller answers with that `throttle_time_ms` and
 stops reading the connection for as long (connection.py), as Kafka mutes the channel.
 
+The request quota (`request_percentage`, Kafka's ClientRequestQuotaManager) is the same rate
+over time instead of bytes: each request's share of the event loop, recorded as percent-seconds
+(1 ms of loop time is 0.1), so a rate of 100 is one thread's worth of time every second. Its
+throttle is bounded by one window, as Kafka bounds it (QuotaUtils.boundedThrottleTime); who
+measures the time is request_quota.py.
+
 Pure: time is passed in (milliseconds, the caller's monotonic clock), no trio, no I/O.
 """
 from __future__ import annotations
@@ -17,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from pybroker.cluster.client_quotas import (
-    ANONYMOUS, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaEntity, quota_for,
+    ANONYMOUS, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, QuotaEntity,
+    quota_for,
 )
 
 # Kafka's InactiveSensorExpirationTimeSeconds: a client's rate is forgotten after an hour.
@@ -68,13 +75,27 @@ class ClientQuotaManager:
     Produce or Fetch)."""
 
     def __init__(self, key: str, quotas: Callable[[], Mapping[QuotaEntity, Mapping[str, float]]],
-                 *, samples: int = 11, window_s: int = 1) -> None:
+                 *, samples: int = 11, window_s: int = 1,
+                 max_throttle_ms: int | None = None) -> None:
         self.key = key
         self._quotas = quotas
         self.samples = samples
         self.window_ms = window_s * 1000
+        self.max_throttle_ms = max_throttle_ms
         self._rates: dict[tuple[str, str], Rate] = {}
         self._next_expiry_ms = 0.0
+        self._enabled_for: object = None
+        self._enabled = False
+
+    def enabled(self) -> bool:
+        """Whether any entity has a quota of this type (Kafka's quotasEnabled): without one,
+        nothing is measured. Recomputed only when the quotas mapping is a new one (the
+        metadata image replaces it on every change)."""
+        quotas = self._quotas()
+        if quotas is not self._enabled_for:
+            self._enabled_for = quotas
+            self._enabled = any(self.key in values for values in quotas.values())
+        return self._enabled
 
     def _rate(self, tags: tuple[str, str], now_ms: float) -> Rate:
         if now_ms >= self._next_expiry_ms:
@@ -99,7 +120,10 @@ class ClientQuotaManager:
         measured = rate.per_second(now_ms)
         if measured <= bound:
             return 0
-        return round((measured - bound) / bound * rate.window(now_ms))
+        throttle = round((measured - bound) / bound * rate.window(now_ms))
+        if self.max_throttle_ms is not None:
+            throttle = min(throttle, self.max_throttle_ms)
+        return throttle
 
     def unrecord(self, client_id: str, value: float, now_ms: float,
                  user: str = ANONYMOUS) -> None:
@@ -127,3 +151,5 @@ class ClientQuotas:
                                           window_s=window_s)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, quotas, samples=samples,
                                         window_s=window_s)
+        self.request = ClientQuotaManager(REQUEST_PERCENTAGE, quotas, samples=samples,
+                                          window_s=window_s, max_throttle_ms=window_s * 1000)

@@ -8,6 +8,7 @@ answers that one request with UNKNOWN_SERVER_ERROR where the API has somewhere t
 from __future__ import annotations
 
 import logging
+import struct
 from time import monotonic, perf_counter
 from typing import Any
 
@@ -21,6 +22,7 @@ from protocol.codec import (
 )
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import APIS
+from protocol.metadata_response import EncodedBody
 from pybroker.handlers import REGISTRY
 from pybroker.handlers.sasl_session import authenticated, failed, frame_limit
 from pybroker.sasl.authenticator import SaslState
@@ -29,6 +31,7 @@ from pybroker.session import Session
 from pybroker.handlers.base import RequestContext, Services
 from pybroker.request_hooks import DELAY, DROP, HookRequest, RequestHooks, complete_response
 from pybroker.request_log import log_request
+from pybroker.request_quota import RequestQuota
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +110,8 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
                 log.exception("handler for %s v%d failed", ApiKey(header.api_key).name,
                               header.api_version)
                 body = _error_body(handler, ctx, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if services.request_quota is not None:
+            body = _charge_request_time(services.request_quota, ctx, request.body, body)
         if body is None:
             return None
         return encode_response_parts(header.api_key, header.api_version,
@@ -119,6 +124,26 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
         if services.request_log:
             log_request(ctx, error, elapsed)
 
+
+def _charge_request_time(quota: RequestQuota, ctx: RequestContext, request: Container,
+                         body: Any) -> Any:
+    """Charge the request's loop time to its client's request_percentage (Kafka charges
+    neither an unanswered acks=0 produce nor a follower's fetch); over it, the response says
+    the longer of this throttle and a byte-rate one, and the connection is muted as long."""
+    exempt = body is None or (ctx.header.api_key == ApiKey.FETCH and request.replica_id >= 0)
+    throttle = quota.record(ctx, exempt)
+    if throttle <= ctx.throttle_ms:
+        return body
+    ctx.throttle_ms = throttle
+    if isinstance(body, EncodedBody):  # Metadata encoded by its handler: v3+ opens with it
+        if ctx.header.api_key == ApiKey.METADATA and ctx.version >= 3:
+            return EncodedBody(_THROTTLE.pack(throttle) + body[4:])
+    elif isinstance(body, dict):  # a version without the field encodes without it
+        body["throttle_time_ms"] = throttle
+    return body
+
+
+_THROTTLE = struct.Struct(">i")
 
 _BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
                                     ApiKey.SASL_AUTHENTICATE})

@@ -273,12 +273,15 @@ def test_single_broker_file_values() -> None:
 
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_cluster_files_values(n: int) -> None:
-    """Kafka's quickstart cluster: ids 1-3 on ports 9092-9094, one data dir each, under the
-    /pybroker chroot of config/zookeeper.properties's server, RF 3 with min.insync 2."""
+    """Kafka's quickstart cluster: ids 1-3 on ports 9092-9094 (HTTP 9644-9646), one data dir
+    each, under the /pybroker chroot of config/zookeeper.properties's server, RF 3 with
+    min.insync 2."""
     config = load_broker_config(CONFIG_DIR / "cluster" / f"server-{n}.properties", {})
     assert config.node_id == n
     assert config.listeners == (Listener("PLAINTEXT", "127.0.0.1", 9091 + n),)
     assert config.advertised_listeners == config.listeners
+    # the HTTP side door too: 9644 like config/server.properties, then 9645 and 9646
+    assert config.http_listeners == (Listener("HTTP", "127.0.0.1", 9643 + n),)
     assert config.log_dirs == (f"/tmp/pybroker-logs-{n}",)
     zookeeper = load_properties(CONFIG_DIR / "zookeeper.properties")
     assert config.zookeeper_connect == f"localhost:{zookeeper['clientPort']}/pybroker"
@@ -293,7 +296,7 @@ def test_cluster_files_values(n: int) -> None:
     assert config.transaction_state_log_replication_factor == 3
 
 
-def test_cluster_files_differ_only_in_identity_port_and_data_dir() -> None:
+def test_cluster_files_differ_only_in_identity_ports_and_data_dir() -> None:
     texts = [(CONFIG_DIR / "cluster" / f"server-{n}.properties").read_text()
              for n in (1, 2, 3)]
     for n, text in enumerate(texts, 1):
@@ -301,6 +304,7 @@ def test_cluster_files_differ_only_in_identity_port_and_data_dir() -> None:
         normalised = normalised.replace(f"broker {n} of", "broker N of")
         normalised = normalised.replace(f"node.id={n}", "node.id=N")
         normalised = normalised.replace(f"127.0.0.1:{9091 + n}", "127.0.0.1:PORT")
+        normalised = normalised.replace(f"127.0.0.1:{9643 + n}", "127.0.0.1:HTTP_PORT")
         normalised = normalised.replace(f"/tmp/pybroker-logs-{n}", "/tmp/pybroker-logs-N")
         texts[n - 1] = normalised
     assert texts[0] == texts[1] == texts[2]
@@ -793,3 +797,4 @@ def test_config_package_does_not_import_trio() -> None:
     code = "import sys, pybroker.config; assert 'trio' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT,
                    env={"PYTHONPATH": str(ROOT)})
+

@@ -15,6 +15,7 @@ from protocol.errors import ErrorCode
 from pybroker.acl.authorizer import Authorizer
 from pybroker.acl.store import AclStore
 from pybroker.client_quota_manager import ClientQuotas
+from pybroker.request_quota import RequestQuota
 from pybroker.cluster.metadata import MetadataStore, MetadataImage
 from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
@@ -72,6 +73,9 @@ class Services:
     request_log: bool = False
     # Produce and fetch byte-rate quotas; None: nothing is ever throttled.
     quotas: ClientQuotas | None = None
+    # request_percentage: each request's loop time charged to its client (request_quota.py);
+    # None: not measured.
+    request_quota: RequestQuota | None = None
 
 
 @dataclass
@@ -100,6 +104,9 @@ class RequestContext:
     # Set by a handler whose client went over a quota: the response says it
     # (throttle_time_ms) and the connection reads nothing more from the client until then.
     throttle_ms: int = 0
+    # The request's loop time has been charged to its client's request quota (by a handler
+    # that needs the throttle before it answers, Fetch; otherwise dispatch charges it).
+    request_time_recorded: bool = False
 
     @property
     def version(self) -> int:

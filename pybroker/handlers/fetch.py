@@ -112,6 +112,8 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     if quotas is not None:
         now_ms = trio.current_time() * 1000
         throttle_ms = quotas.fetch.record(ctx.client_id, total, now_ms, ctx.session.user)
+        if ctx.services.request_quota is not None:  # over either quota: the longer wait
+            throttle_ms = max(throttle_ms, ctx.services.request_quota.record(ctx))
         if throttle_ms:
             # Kafka's throttled fetch: an empty answer (the bytes are not counted, since
             # they are not sent) and the connection muted for the throttle time.

@@ -24,9 +24,11 @@ def _split(bootstrap: str) -> tuple[str, int]:
 
 
 class RawConnection:
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0,
+                 client_id: str = "raw-test") -> None:
         self.sock = socket.create_connection(_split(bootstrap), timeout=timeout)
         self.correlation_id = 0
+        self.client_id = client_id
 
     def close(self) -> None:
         self.sock.close()
@@ -47,7 +49,7 @@ class RawConnection:
                 expect_response: bool = True) -> Container | None:
         self.correlation_id += 1
         cid = self.correlation_id
-        self.send_frame(encode_request(api_key, version, cid, "raw-test", body))
+        self.send_frame(encode_request(api_key, version, cid, self.client_id, body))
         if not expect_response:
             return None
         got_cid, decoded = decode_response(api_key, version, self.read_frame())

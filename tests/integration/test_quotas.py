@@ -2,10 +2,13 @@
 
 The broker runs in its own process (the clients' threads would otherwise share its GIL and
 the measured rates would be the test's). It keeps quota.window.num=2 samples of 1 s instead
-of Kafka's 11: a fresh client may burst up to (samples - 1) windows of its quota before the
-first throttle, so with 11 samples the steady rate would only show after ~10 s. Rates are
-measured from 2 s after the start to the end (steady state), with requests and
-responses of at most 64 KiB so that no single acknowledgement weighs much in the figure.
+of Kafka's 11, on purpose: with 11 and Kafka's throttle formula (which the broker follows,
+tests/test_client_quotas.py), a client that sends whenever it may gets ten windows' worth at
+once, then almost nothing until that burst's sample expires eleven windows later, and bursts
+again; right on average over each 11 s period, but a 6 s slice measures anything from ~0 to
+~2x the quota. With 2 windows every slice of a steady client is within a few per cent. Rates
+are measured from 2 s after the start for 6 s (steady state), with requests and responses of
+at most 64 KiB so that no single acknowledgement weighs much in the figure.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from confluent_kafka import Consumer as CkConsumer, Producer as CkProducer
 from protocol.api_keys import ApiKey
 from pybroker.testing import Broker
 from pybroker.tools.configs import main as configs
-from tests.integration.raw import create_topic, send_request
+from tests.integration.raw import RawConnection, create_topic, send_request
 
 RATE = 1024 * 1024
 VALUE = b"x" * 10_000
@@ -101,8 +104,9 @@ def _produce_confluent(bootstrap: str, topic: str, acked: list) -> None:
     producer.flush(1)
 
 
-# kafka-python also holds itself back for throttle_time_ms after each throttled response
-# (KIP-219's client side), on top of the broker's mute, so it lands a little under the quota.
+# kafka-python 3 also pauses the connection for throttle_time_ms from each throttled response
+# (KIP-219's client side); that pause starts as the broker's mute does, so they overlap rather
+# than add up. Its lower bound stays at 0.8 (measured 0.80-1.14 before): not re-measured here.
 @pytest.mark.parametrize("produce, low", [(_produce_kafka_python, 0.8), (_produce_confluent, 0.9)],
                          ids=["kafka-python", "confluent-kafka"])
 def test_producer_held_to_its_byte_rate(quota_broker, tool, produce, low) -> None:  # type: ignore[no-untyped-def]
@@ -204,6 +208,46 @@ def test_deleting_the_quota_lifts_the_limit(quota_broker, tool) -> None:  # type
         producer.poll(0)
     assert producer.flush(10) == 0
     assert time.monotonic() - began < 5
+
+
+def _metadata_for(conn: RawConnection, seconds: float) -> list[tuple[float, int]]:
+    """Cheap requests (Metadata v4 for no topic), one after another for `seconds`: each
+    answer's (time, throttle_time_ms)."""
+    answers = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        reply = conn.request(ApiKey.METADATA, 4, {"topics": [], "allow_auto_topic_creation": False})
+        answers.append((time.monotonic(), reply.throttle_time_ms))
+    return answers
+
+
+def test_request_percentage_throttles_a_busy_client_only(quota_broker, tool) -> None:  # type: ignore[no-untyped-def]
+    """request_percentage=1: the client may keep the broker's loop busy 1 % of the time.
+    Its cheap requests, sent back to back, soon come back with throttle_time_ms and slow to
+    what 1 % of the loop buys, while another client's are never throttled; with the quota
+    deleted, the client runs free again."""
+    bootstrap = quota_broker.bootstrap
+    _set(tool, bootstrap, "--entity-type", "clients", "--entity-name", "busy",
+         "--add-config", "request_percentage=1")
+    with RawConnection(bootstrap, client_id="busy") as busy, \
+            RawConnection(bootstrap, client_id="idle") as idle:
+        free = _metadata_for(idle, 0.5)
+        answers = _metadata_for(busy, 3.0)
+        throttled = [a for a in answers if a[1] > 0]
+        assert throttled, f"{len(answers)} requests, none throttled"
+        assert max(ms for _, ms in throttled) <= 1000  # Kafka's bound: one window
+        first = throttled[0][0]
+        steady = [a for a in answers if a[0] >= first + 0.5]
+        assert steady and len(steady) / (answers[-1][0] - first - 0.5) < 0.3 * len(free) / 0.5
+        others = _metadata_for(idle, 0.5)  # meanwhile, with the busy client's quota spent
+        assert all(ms == 0 for _, ms in free + others)
+        assert len(others) > 0.5 * len(free)
+        _set(tool, bootstrap, "--entity-type", "clients", "--entity-name", "busy",
+             "--delete-config", "request_percentage")
+        time.sleep(1.1)  # the last mute (at most one window) is over
+        lifted = _metadata_for(busy, 0.5)
+        assert all(ms == 0 for _, ms in lifted)
+        assert len(lifted) > 0.5 * len(free)
 
 
 def _alter(bootstrap: str, entity: list[tuple[str, str | None]], key: str, value: float,
