@@ -34,6 +34,10 @@ class Certs:
         self.client_cert = "".join(b.bytes().decode() for b in leaf.cert_chain_pems)
         self.client_key = leaf.private_key_pem.bytes().decode()
         self.ca_text = ca.cert_pem.bytes().decode()
+        # For the OPEN listener: a certificate that does not name the host clients dial.
+        elsewhere = ca.issue_cert("broker.elsewhere.example")
+        self.elsewhere = self._write(root, "elsewhere.pem",
+                                     elsewhere.private_key_and_cert_chain_pem.bytes())
 
     @staticmethod
     def _write(root: Path, name: str, data: bytes) -> str:
@@ -55,6 +59,7 @@ def broker(certs: Certs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[A
                                           "SASL_SSL:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
         "ssl.keystore.location": certs.server, "ssl.truststore.location": certs.ca,
         "listener.name.ssl.ssl.client.auth": "required",
+        "listener.name.open.ssl.keystore.location": certs.elsewhere,
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512,OAUTHBEARER", "sasl.jaas.config": JAAS,
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "allow.everyone.if.no.acl.found": "true",
@@ -83,7 +88,8 @@ def _settings(certs: Certs, kind: str) -> dict[str, str]:
     return {
         "ssl-cert": {"security.protocol": "SSL", **trust, "ssl.keystore.location": certs.client,
                      "ssl.keystore.type": "PEM"},
-        "ssl-open": {"security.protocol": "SSL", **trust},
+        "ssl-open": {"security.protocol": "SSL", **trust,
+                     "ssl.endpoint.identification.algorithm": ""},
         "sasl-ssl-scram": {"security.protocol": "SASL_SSL", **trust,
                            "sasl.mechanism": "SCRAM-SHA-512",
                            "sasl.jaas.config": 'org.apache.kafka.common.security.scram.'
@@ -182,6 +188,19 @@ def test_required_certificate_missing_or_server_untrusted(
     err = _fails_fast(["--bootstrap-server", _bootstrap(broker, "OPEN"),
                        "--command-config", untrusted, "--list"], capsys)
     assert "SSL handshake failed" in err and "certificate verify failed" in err, err
+
+
+def test_the_host_name_is_verified_unless_turned_off(
+        broker: Any, certs: Certs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    verified = {**_settings(certs, "ssl-open")}
+    del verified["ssl.endpoint.identification.algorithm"]  # Kafka's default: https
+    config = _props(tmp_path / "verified.properties", **verified)
+    err = _fails_fast(["--bootstrap-server", _bootstrap(broker, "OPEN"), "--command-config",
+                       config, "--list"], capsys)
+    assert "SSL handshake failed" in err and "Hostname mismatch" in err, err
+    unverified = _props(tmp_path / "unverified.properties", **_settings(certs, "ssl-open"))
+    assert topics.main(["--bootstrap-server", _bootstrap(broker, "OPEN"), "--command-config",
+                        unverified, "--list"]) == 0
 
 
 def test_inline_pem_and_oauthbearer(broker: Any, certs: Certs, tmp_path: Path,
