@@ -38,6 +38,7 @@ from pybroker.coordinator.txn_markers import MarkerWriter
 from pybroker.coordinator.producer_ids import ProducerIdManager, ProducerIds, \
     ZkProducerIdManager
 from pybroker.handlers.base import Services
+from pybroker.inter_broker import inter_broker_security
 from pybroker.malloc_tuning import trim_malloc
 from pybroker.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
@@ -136,6 +137,9 @@ class Broker:
         self.replicas = ReplicaManager(self.node_id, self.metadata, self.logs,
                                        self.topic_configs, self.purgatory)
         self.topics = TopicAdmin(config, self.metadata)
+        # Only a cluster member reaches other brokers; a ConfigError here stops the start.
+        self.inter_broker = (inter_broker_security(config) if self.zk_store is not None
+                             else None)
         if self.zk_store is not None:
             self.replicas.fetchers = ReplicaFetchers(self.replicas, FetchSettings(
                 self.node_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
@@ -143,7 +147,8 @@ class Broker:
                 max_bytes=config["replica.fetch.response.max.bytes"],
                 partition_max_bytes=config.replica_fetch_max_bytes,
                 backoff_ms=config["replica.fetch.backoff.ms"],
-                socket_timeout_ms=config["replica.socket.timeout.ms"]), self._endpoint_of)
+                socket_timeout_ms=config["replica.socket.timeout.ms"],
+                security=self.inter_broker), self._endpoint_of)
             self.controller = Controller(
                 self.zk_store,
                 unclean_leader_election=config.unclean_leader_election_enable,
@@ -157,7 +162,7 @@ class Broker:
                                        self.topics, clock=self.clock.now_ms)
         markers = MarkerWriter(self.node_id, self.metadata, self.replicas, self.groups,
                                commit_timeout_ms=config.offsets_commit_timeout_ms,
-                               endpoint_of=self._endpoint_of)
+                               endpoint_of=self._endpoint_of, security=self.inter_broker)
         self.transactions = TransactionCoordinator(config, self.metadata, self.logs,
                                                    self.replicas, self.topics, self.groups,
                                                    self.producer_ids, markers,
@@ -213,9 +218,10 @@ class Broker:
         return store is None or (store.session_valid and self.node_id in store.image.brokers)
 
     def _endpoint_of(self, node: int) -> tuple[str, int] | None:
-        """Where followers reach a leader: its first (inter-broker) listener."""
+        """Where this broker reaches `node` (followers, marker writer): its endpoint on the
+        inter-broker listener, as registered; None while it has none."""
         info = self.metadata.image.brokers.get(node)
-        return None if info is None else (info.host, info.port)
+        return None if info is None else info.endpoint(self.config.inter_broker_listener_name)
 
     # -- background work -----------------------------------------------------------------------
     async def run_background(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:

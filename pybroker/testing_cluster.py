@@ -62,12 +62,22 @@ _DEFAULTS = {
 _TIMEOUT_S = 30.0
 
 
+def _on_port(listener: str, ports: Mapping[str, int]) -> str:
+    """`NAME://host:0` with the port NAME was served on before."""
+    name, sep, rest = listener.partition("://")
+    port = ports.get(name.upper())
+    if not sep or port is None:
+        return listener
+    return f"{name}://{rest.rpartition(':')[0]}:{port}"
+
+
 class Cluster:
     """`with Cluster(3) as cluster: ...` — `cluster.bootstrap` lists every broker."""
 
     def __init__(self, brokers: int = 3, *, zookeeper: bool | str = False,
                  log_dir: str | Path | None = None, **config: Any) -> None:
         """`config`: broker config keys for every broker, `_` standing for `.`
+        (several listeners are fine: each broker gets its own ports, kept across restarts)
         (`replica_lag_time_max_ms=500`) or given dotted through `**{"a.b": v}`.
         `zookeeper`: False, the in-memory ZooKeeper; True, a ZooKeeper server of this
         cluster's own (ZooKeeperNotInstalled, saying what to install, where the machine has
@@ -98,7 +108,8 @@ class Cluster:
         # One clock for every broker's timers, kept across their restarts: the brokers agree
         # on the time a test advanced, whichever of them coordinates a group or transaction.
         self.clock = Clock()
-        self.ports: dict[int, int] = {}
+        self.ports: dict[int, int] = {}  # each broker's first listener's
+        self.listener_ports: dict[int, dict[str, int]] = {}  # every listener's, by name
         self._servers: dict[int, ServerInfo] = {}
         self._scopes: dict[int, trio.CancelScope] = {}
         self._done: dict[int, trio.Event] = {}
@@ -191,8 +202,10 @@ class Cluster:
     def broker_config(self, node: int) -> Any:
         props = dict(self.config, **{"broker.id": str(node),
                                      "log.dirs": str(self.root / f"broker-{node}")})
-        if node in self.ports:  # the same port again: clients' bootstrap stays valid
-            props["listeners"] = f"PLAINTEXT://127.0.0.1:{self.ports[node]}"
+        ports = self.listener_ports.get(node)
+        if ports:  # the same ports again: clients' bootstrap stays valid
+            props["listeners"] = ",".join(_on_port(entry.strip(), ports)
+                                          for entry in props["listeners"].split(","))
         return load_broker_config(None, props)
 
     def _start(self, node: int) -> None:
@@ -217,6 +230,7 @@ class Cluster:
         info = self._call(start)
         self._servers[node] = info
         self.ports[node] = info.port
+        self.listener_ports[node] = dict(info.ports)
 
     def start_broker(self, i: int) -> None:
         """Serve broker `i` again (same port, same log dir); returns once it is registered
@@ -299,6 +313,11 @@ class Cluster:
     def bootstrap(self) -> str:
         """Every broker's address, running or not (a client skips the stopped ones)."""
         return ",".join(f"127.0.0.1:{self.ports[n]}" for n in sorted(self.ports))
+
+    def bootstrap_on(self, listener: str) -> str:
+        """Every broker's address on `listener` (a name in the `listeners` config)."""
+        return ",".join(f"127.0.0.1:{self.listener_ports[n][listener.upper()]}"
+                        for n in sorted(self.listener_ports))
 
     def advance_time(self, ms: int) -> None:
         """Move every broker's timers `ms` milliseconds forward and run at once what became

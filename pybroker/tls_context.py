@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import ssl
-import tempfile
 from dataclasses import dataclass
-from typing import Iterator
 
+from pybroker.client.security import normal_pem, private_pem_file
 from pybroker.config import BrokerConfig, ConfigError
 from pybroker.session import ANONYMOUS
 from pybroker.tls_principal import NoMatchingRule, PrincipalMapper, rfc2253
@@ -123,8 +121,8 @@ def _load_key_store(context: ssl.SSLContext, get, key_name) -> None:  # type: ig
                 if not os.path.isfile(certfile):
                     raise ConfigError(name, shown, "No such file")
             else:
-                certfile = stack.enter_context(_private_file(str(chain)))
-                keyfile = stack.enter_context(_private_file(str(key)))
+                certfile = stack.enter_context(private_pem_file(str(chain)))
+                keyfile = stack.enter_context(private_pem_file(str(key)))
             # Never None: OpenSSL would prompt on the terminal for an encrypted key's password.
             context.load_cert_chain(certfile, keyfile,
                                     password=b"" if password is None else str(password))
@@ -144,7 +142,7 @@ def _load_trust_store(context: ssl.SSLContext, get, key_name) -> None:  # type: 
         if location is not None:
             context.load_verify_locations(cafile=str(location))
         elif inline is not None:
-            context.load_verify_locations(cadata=_normal_pem(str(inline)))
+            context.load_verify_locations(cadata=normal_pem(str(inline)))
         else:
             context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
     except (ssl.SSLError, OSError) as exc:
@@ -153,38 +151,6 @@ def _load_trust_store(context: ssl.SSLContext, get, key_name) -> None:  # type: 
         raise ConfigError(name, location if location is not None else "[hidden]",
                           f"Cannot load the trusted certificates (PEM): "
                           f"{getattr(exc, 'strerror', None) or exc}") from None
-
-
-_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
-
-
-def _normal_pem(text: str) -> str:
-    """Inline PEM as a properties file carries it (often on one line, the line breaks lost
-    to backslash continuations), rewritten with the line breaks OpenSSL needs, as Kafka's PEM
-    reader accepts it. Header lines of encrypted traditional keys keep their own lines."""
-    blocks = []
-    for kind, body in _PEM_BLOCK.findall(text):
-        headers = re.findall(r"[A-Za-z-]+: *[^\s]+", body)
-        for header in headers:
-            body = body.replace(header, "")
-        data = "".join(body.split())
-        lines = [data[i:i + 64] for i in range(0, len(data), 64)]
-        head = "\n".join(headers) + "\n\n" if headers else ""
-        blocks.append(f"-----BEGIN {kind}-----\n{head}" + "\n".join(lines) +
-                      f"\n-----END {kind}-----\n")
-    return "".join(blocks) or text
-
-
-@contextlib.contextmanager
-def _private_file(text: str) -> Iterator[str]:
-    """`text` (PEM) in a file only this process can read, removed on exit."""
-    fd, path = tempfile.mkstemp(prefix="pybroker-tls-", suffix=".pem")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(_normal_pem(text))
-        yield path
-    finally:
-        os.unlink(path)
 
 
 __all__ = ["NoMatchingRule", "TlsListener", "tls_listener"]

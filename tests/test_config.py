@@ -353,8 +353,7 @@ group.initial.rebalance.delay.ms=0
 
 def test_kafka_kraft_style_file_loads_warning_only_about_inert_keys() -> None:
     config = load_broker_config(None, parse_properties(KAFKA_KRAFT_STYLE))
-    assert _inert_keys_warned(config) == {
-        "inter.broker.listener.name": "security"}
+    assert _inert_keys_warned(config) == {}
     assert config.listeners == (Listener("PLAINTEXT", "", 9092), Listener("CONTROLLER", "", 9093))
     assert config.advertised_listeners == (Listener("PLAINTEXT", "localhost", 9092),)
     assert config.broker_listeners == (Listener("PLAINTEXT", "", 9092),)

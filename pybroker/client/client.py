@@ -25,6 +25,7 @@ from protocol.errors import ErrorCode, KafkaError
 from pybroker.client.cluster import BrokerNode, ClusterMetadata, TopicMetadata, ZERO_UUID
 from pybroker.client.connection import BrokerConnection
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
+from pybroker.client.security import ClientSecurity
 
 __all__ = ["KafkaClient", "open_client", "parse_bootstrap", "collapse_exception_group"]
 
@@ -108,13 +109,15 @@ class KafkaClient:
     had been connected: once per outage (the first failed attempt), not once per retry, and
     again only after some connection has succeeded since. Callers that retry through an
     outage (a console consumer) would otherwise wait in silence; the first bootstrap is not
-    reported, since its failure is raised.
+    reported, since its failure is raised. `security` (TLS, SASL) applies to every
+    connection; see pybroker.client.security.client_security for Kafka's properties.
     """
 
     def __init__(self, bootstrap_servers: str | Sequence[str], *, nursery: trio.Nursery,
                  client_id: str = "pybroker-client", request_timeout: float = 30.0,
                  connect_timeout: float = 10.0,
-                 on_unreachable: Callable[[str], None] | None = None) -> None:
+                 on_unreachable: Callable[[str], None] | None = None,
+                 security: ClientSecurity | None = None) -> None:
         self.bootstrap_servers = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
         self.request_timeout = request_timeout
@@ -128,6 +131,7 @@ class KafkaClient:
         self.controller_id = -1
         self.cluster_id: str | None = None
         self._on_unreachable = on_unreachable
+        self.security = security
         self._connected_once = False
         self._in_outage = False
 
@@ -159,7 +163,8 @@ class KafkaClient:
         try:
             conn = await BrokerConnection.open(
                 host, port, nursery=self._nursery, node_id=node_id, client_id=self.client_id,
-                connect_timeout=self.connect_timeout, request_timeout=self.request_timeout)
+                connect_timeout=self.connect_timeout, request_timeout=self.request_timeout,
+                security=self.security)
         except KafkaConnectionError:
             if self._connected_once and not self._in_outage and self._on_unreachable:
                 self._in_outage = True

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import ssl
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -31,6 +32,8 @@ from protocol.framing import NEED_DATA, FrameBuffer
 from protocol.messages import APIS
 from pybroker import __version__
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
+from pybroker.client.sasl_client import authenticate
+from pybroker.client.security import PLAINTEXT, ClientSecurity
 
 __all__ = ["BrokerConnection", "PendingRequest", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
 
@@ -39,6 +42,7 @@ CLIENT_SOFTWARE_VERSION = __version__
 _CORRELATION = struct.Struct(">i")
 _ERROR_CODE = struct.Struct(">h")
 _MAX_FRAME = 1 << 30  # a response may carry large fetches; refuse only absurd sizes
+_CLOSE_TIMEOUT = 1.0
 
 
 @dataclass
@@ -66,6 +70,41 @@ def _os_reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _broken_reason(exc: BaseException) -> str:
+    """What broke a stream: TLS's alert (a broker refusing our certificate, or the lack of
+    one, says so only after the handshake under TLS 1.3), else the error's own text."""
+    cause = exc.__cause__
+    if isinstance(cause, ssl.SSLError):
+        return f"SSL: {cause.reason or cause}"
+    return str(exc) or type(exc).__name__
+
+
+async def _tls_handshake(stream: trio.abc.Stream, host: str, port: int,
+                         security: ClientSecurity, timeout: float) -> trio.SSLStream:
+    """`stream` wrapped in TLS, the broker's certificate verified (and its host name, unless
+    ssl.endpoint.identification.algorithm is empty)."""
+    assert security.ssl_context is not None
+    tls = trio.SSLStream(stream, security.ssl_context, server_hostname=host)
+    try:
+        with trio.fail_after(timeout):
+            await tls.do_handshake()
+    except trio.TooSlowError:
+        await trio.aclose_forcefully(stream)
+        raise KafkaConnectionError(f"SSL handshake with {host}:{port} timed out after "
+                                   f"{timeout:g}s (is it an SSL listener?)") from None
+    except (trio.BrokenResourceError, ssl.SSLError, OSError) as exc:
+        await trio.aclose_forcefully(stream)
+        reason = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) and \
+            exc.__cause__ is not None else exc
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            text = f"certificate verify failed: {reason.verify_message}"
+        else:
+            text = getattr(reason, "reason", None) or str(reason) or type(reason).__name__
+        raise KafkaConnectionError(f"SSL handshake failed with {host}:{port} ({text})"
+                                   ) from None
+    return tls
+
+
 class BrokerConnection:
     """A connection to `host:port`; `node_id` is -1 for a bootstrap address not yet named."""
 
@@ -81,6 +120,7 @@ class BrokerConnection:
         self._ids = itertools.count(1)
         self._send_lock = trio.Lock()
         self._failure: KafkaConnectionError | None = None
+        self.session_lifetime_ms = 0  # what SaslAuthenticate told (KIP-368); 0: unbounded
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node {self.node_id} {self.address}>"
@@ -98,32 +138,58 @@ class BrokerConnection:
     @classmethod
     async def open(cls, host: str, port: int, *, nursery: trio.Nursery, node_id: int = -1,
                    client_id: str | None = None, connect_timeout: float = 10.0,
-                   request_timeout: float = 30.0) -> "BrokerConnection":
+                   request_timeout: float = 30.0,
+                   security: ClientSecurity | None = None) -> "BrokerConnection":
         """Connect, start the reader in `nursery`, and negotiate API versions.
 
-        KafkaConnectionError if the address cannot be reached within `connect_timeout` or the
-        peer does not answer ApiVersions like a Kafka broker.
+        With `security`, TLS is handshaken before anything is sent and SASL authenticated
+        right after ApiVersions, as Kafka's clients do. KafkaConnectionError if the address
+        cannot be reached within `connect_timeout`, the TLS handshake fails, or the peer does
+        not answer ApiVersions like a Kafka broker; KafkaError(SASL_AUTHENTICATION_FAILED or
+        UNSUPPORTED_SASL_MECHANISM) if the broker refuses the credentials.
         """
+        security = security or PLAINTEXT
         try:
             with trio.fail_after(connect_timeout):
-                stream = await trio.open_tcp_stream(host, port)
+                stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
         except trio.TooSlowError:
             raise KafkaConnectionError(
                 f"timed out after {connect_timeout:g}s connecting to {host}:{port}") from None
         except OSError as exc:
             raise KafkaConnectionError(
                 f"could not connect to {host}:{port} ({_os_reason(exc)})") from None
+        if security.uses_tls:
+            stream = await _tls_handshake(stream, host, port, security,
+                                          min(connect_timeout, request_timeout))
         conn = cls(stream, host, port, node_id=node_id, client_id=client_id,
                    request_timeout=request_timeout)
         nursery.start_soon(conn._read_loop)
+        step, authenticating = "did not answer ApiVersions (is it a Kafka broker?)", False
         try:
             with trio.fail_after(min(connect_timeout, request_timeout)):
                 await conn._negotiate()
+                if security.sasl is not None and security.uses_sasl:
+                    step = f"did not complete SASL {security.sasl.mechanism} authentication"
+                    authenticating = True
+                    conn.session_lifetime_ms = await authenticate(conn, security.sasl)
         except trio.TooSlowError:
             await conn.aclose()
             raise KafkaConnectionError(
-                f"{host}:{port} accepted the connection but did not answer ApiVersions "
-                f"(is it a Kafka broker?)") from None
+                f"{host}:{port} accepted the connection but {step}") from None
+        except KafkaConnectionError as exc:
+            await conn.aclose()
+            if security.uses_tls and not authenticating and not conn.api_versions:
+                # TLS 1.3 ends the handshake before the broker has checked our certificate:
+                # its refusal shows only as the first read failing.
+                raise KafkaConnectionError(
+                    f"SSL handshake failed with {host}:{port}: the broker closed the "
+                    f"connection after the handshake ({exc}); does the listener require a "
+                    f"client certificate (ssl.keystore.location) it does not trust?") from None
+            if authenticating:
+                raise KafkaConnectionError(
+                    f"{host}:{port} closed the connection during SASL authentication "
+                    f"(is it a SASL listener?): {exc}") from None
+            raise
         except BaseException:
             await conn.aclose()
             raise
@@ -132,7 +198,10 @@ class BrokerConnection:
     async def aclose(self) -> None:
         self._fail(KafkaConnectionError(f"connection to {self.address} was closed"))
         with trio.CancelScope(shield=True):
-            await self._stream.aclose()
+            with trio.move_on_after(_CLOSE_TIMEOUT):  # TLS's close_notify must not hang us
+                await self._stream.aclose()
+            if isinstance(self._stream, trio.SSLStream):
+                await trio.aclose_forcefully(self._stream.transport_stream)
 
     def _fail(self, error: KafkaConnectionError) -> None:
         if self._failure is None:
@@ -165,7 +234,7 @@ class BrokerConnection:
                         slot.frame = frame
                         slot.done.set()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            reason = f"the connection failed ({exc or type(exc).__name__})"
+            reason = f"the connection failed ({_broken_reason(exc)})"
         except ProtocolError as exc:
             reason = f"the broker sent bytes that are not a Kafka response ({exc})"
         except trio.Cancelled:

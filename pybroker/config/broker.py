@@ -431,17 +431,38 @@ class BrokerConfig(Mapping[str, object]):
         return tuple(result)
 
     def _inter_broker_listener_name(self) -> str:
-        if "inter.broker.listener.name" not in self.explicit:
-            return cast(str, self._values["security.inter.broker.protocol"])
-        name = cast(str, self._values["inter.broker.listener.name"]).upper()
-        if "security.inter.broker.protocol" in self.explicit:
-            raise ConfigError("inter.broker.listener.name", name,
-                              "Only one of inter.broker.listener.name and "
-                              "security.inter.broker.protocol may be set")
-        if name not in {item.name for item in self.advertised_listeners}:
-            raise ConfigError("inter.broker.listener.name", name,
-                              "Must be the name of one of the advertised listeners")
+        """Kafka's rule: inter.broker.listener.name, else the listener named by
+        security.inter.broker.protocol; either must be advertised. Left at its default with no
+        PLAINTEXT listener, the first advertised listener (Kafka refuses to start instead: a
+        single broker with only an SSL listener never needs another broker; a cluster member
+        is checked when pybroker.inter_broker builds its credentials)."""
+        advertised = [item.name for item in self.advertised_listeners]
+        if "inter.broker.listener.name" in self.explicit:
+            key = "inter.broker.listener.name"
+            name = cast(str, self._values[key]).upper()
+            if "security.inter.broker.protocol" in self.explicit:
+                raise ConfigError(key, name, "Only one of inter.broker.listener.name and "
+                                             "security.inter.broker.protocol may be set")
+        else:
+            key = "security.inter.broker.protocol"
+            name = cast(str, self._values[key])
+            if key not in self.explicit and name not in advertised and advertised:
+                name = advertised[0]
+        if name not in advertised:
+            raise ConfigError(key, name, "Must be the name of one of the advertised listeners")
+        sasl = self.sasl_listeners.get(name)
+        if sasl is not None and key in self.explicit:
+            mechanism = cast(str, self._values["sasl.mechanism.inter.broker.protocol"])
+            if mechanism not in sasl.mechanisms:
+                raise ConfigError("sasl.mechanism.inter.broker.protocol", mechanism,
+                                  f"The inter-broker listener {name} is a SASL listener: set "
+                                  f"this to one of its enabled mechanisms "
+                                  f"({', '.join(sasl.mechanisms)})")
         return name
+
+    @property
+    def inter_broker_security_protocol(self) -> str:
+        return self.listener_security_protocol_map[self.inter_broker_listener_name]
 
 
 _LISTENER_PREFIX = re.compile(r"listener\.name\.([^.]+)\.(.+)")

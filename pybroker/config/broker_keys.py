@@ -119,11 +119,20 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT", None, _LOW,
        "Security protocol of each listener name, as NAME:PROTOCOL pairs."),
     _k("inter.broker.listener.name", _S, None, None, _MEDIUM,
-       "Listener brokers use to reach each other; must be an advertised listener. Only one of "
-       "this and security.inter.broker.protocol may be set.", inert="security"),
+       "Listener brokers use to reach each other (followers fetching, transaction markers), "
+       "with its security protocol; must be an advertised listener. Only one of this and "
+       "security.inter.broker.protocol may be set."),
     _k("security.inter.broker.protocol", _S, "PLAINTEXT", OneOf(SECURITY_PROTOCOLS), _MEDIUM,
-       "Protocol brokers use to reach each other, when inter.broker.listener.name is unset.",
-       inert="security", refused=("SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+       "Protocol brokers use to reach each other, when inter.broker.listener.name is unset: "
+       "the listener of that name. When set it must be advertised; when left at its default "
+       "with no PLAINTEXT listener, brokers use their first advertised listener."),
+    _k("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI", None, _MEDIUM,
+       "SASL mechanism brokers log in with on a SASL inter-broker listener; it must be enabled "
+       "there (Kafka's default GSSAPI is not served, so set it). The credentials are the "
+       "username/password options of that listener's JAAS line for the mechanism "
+       "(listener.name.<l>.<mechanism>.sasl.jaas.config, then sasl.jaas.config); for "
+       "OAUTHBEARER, its unsecuredLoginStringClaim_sub. With ACLs on, put the broker's "
+       "principal in super.users."),
     _k("authorizer.class.name", _S, "",
        OneOf(("", "kafka.security.authorizer.AclAuthorizer",
               "org.apache.kafka.metadata.authorizer.StandardAuthorizer")), _LOW,
@@ -242,8 +251,8 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "itself). The first rule whose pattern matches the whole DN wins; none: the handshake's "
        "connection is closed."),
     _k("ssl.endpoint.identification.algorithm", _S, "https", None, _LOW,
-       "Host name verification of the server certificate, client side (brokers reaching "
-       "brokers over TLS).", inert="security"),
+       "Host name verification of the server certificate when a broker reaches another over "
+       "TLS (https: verify it; empty: don't)."),
     _k("ssl.keymanager.algorithm", _S, "SunX509", None, _LOW,
        "Java's key manager factory. Accepted; Python's ssl module has none.", na=True),
     _k("ssl.trustmanager.algorithm", _S, "PKIX", None, _LOW,

@@ -31,6 +31,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.topics import GROUP_METADATA_TOPIC
 from protocol.topic_partition import TopicPartition
 from pybroker.client.connection import BrokerConnection
+from pybroker.client.security import ClientSecurity
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
 from pybroker.cluster.metadata import MetadataStore
 from pybroker.coordinator.group_coordinator import GroupCoordinator
@@ -55,13 +56,15 @@ _RETRIABLE = {
 class MarkerWriter:
     def __init__(self, node_id: int, metadata: MetadataStore, replicas: ReplicaManager,
                  groups: GroupCoordinator, *, commit_timeout_ms: int = 30000,
-                 endpoint_of: Callable[[int], tuple[str, int] | None] | None = None) -> None:
+                 endpoint_of: Callable[[int], tuple[str, int] | None] | None = None,
+                 security: ClientSecurity | None = None) -> None:
         self.node_id = node_id
         self.metadata = metadata
         self.replicas = replicas
         self.groups = groups
         self.commit_timeout_ms = commit_timeout_ms
         self.endpoint_of = endpoint_of or (lambda node: None)
+        self.security = security  # the inter-broker listener's (pybroker.inter_broker)
         self._connections: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, trio.Lock] = defaultdict(trio.Lock)
         self._nursery: trio.Nursery | None = None
@@ -162,7 +165,7 @@ class MarkerWriter:
                 return conn
             conn = await BrokerConnection.open(
                 endpoint[0], endpoint[1], nursery=self._nursery,
-                client_id=f"broker-{self.node_id}-txn-marker-sender")
+                client_id=f"broker-{self.node_id}-txn-marker-sender", security=self.security)
             self._connections[node] = conn
             return conn
 

@@ -29,6 +29,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.topic_partition import TopicPartition
 from pybroker.client.connection import BrokerConnection
+from pybroker.client.security import ClientSecurity
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
 
 __all__ = ["ReplicaFetchers", "FollowerLogs", "FetchSettings"]
@@ -56,6 +57,7 @@ class FetchSettings:
     partition_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     socket_timeout_ms: int = 30000  # replica.socket.timeout.ms
+    security: ClientSecurity | None = None  # the inter-broker listener's (pybroker.inter_broker)
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,8 @@ class ReplicaFetchers:
                             client_id=f"broker-{settings.node_id}-fetcher-{leader}",
                             connect_timeout=settings.socket_timeout_ms / 1000,
                             request_timeout=(settings.socket_timeout_ms
-                                             + settings.max_wait_ms) / 1000)
+                                             + settings.max_wait_ms) / 1000,
+                            security=settings.security)
                         try:
                             await self._fetch_loop(leader, conn, endpoint)
                         finally:

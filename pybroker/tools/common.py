@@ -26,6 +26,7 @@ from pybroker.client.client import KafkaClient, collapse_exception_group, open_c
 from pybroker.client.cluster import TopicPartition
 from pybroker.client.consumer import Consumer
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError, error_message
+from pybroker.client.security import SecurityConfigError, client_security
 
 __all__ = ["ToolError", "UsageError", "ArgumentParser", "run", "out", "err",
            "load_properties", "parse_key_values", "connect", "stop_on_signals",
@@ -137,12 +138,12 @@ def parse_key_values(items: Sequence[str] | None, what: str = "property") -> dic
 
 def client_settings(props: dict[str, str], *, default_client_id: str,
                     request_timeout: float | None = None) -> dict[str, Any]:
-    """KafkaClient options from client properties; refuses security settings we lack."""
-    protocol = props.get("security.protocol", "PLAINTEXT").upper()
-    if protocol != "PLAINTEXT":
-        raise ToolError(f"security.protocol={protocol} is not supported by these tools "
-                        "(PLAINTEXT only)")
+    """KafkaClient options from client properties, security (TLS, SASL) included."""
     options: dict[str, Any] = {"client_id": props.get("client.id", default_client_id)}
+    try:
+        options["security"] = client_security(props)
+    except SecurityConfigError as exc:
+        raise ToolError(str(exc)) from None
     try:
         if "request.timeout.ms" in props:
             options["request_timeout"] = int(props["request.timeout.ms"]) / 1000
