@@ -16,9 +16,12 @@ from compat.apache_kafka import ApacheKafka, ApacheKafkaUnavailable
 
 
 @pytest.fixture(scope="module")
-def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafka]:
+def apache_kafka(request: pytest.FixtureRequest,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafka]:
+    """A module may set APACHE_KAFKA_OVERRIDES (server.properties entries) for its node."""
     work_dir: Path = tmp_path_factory.mktemp("apache-kafka")
-    node = ApacheKafka(work_dir)
+    node = ApacheKafka(work_dir, overrides=getattr(request.module, "APACHE_KAFKA_OVERRIDES",
+                                                   None))
     try:
         node.start()
     except ApacheKafkaUnavailable as exc:

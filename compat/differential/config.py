@@ -1,0 +1,21 @@
+"""The settings both brokers run with: each accepted by Apache Kafka 4.x and by pybroker.
+
+Single node. Kafka's shipped defaults otherwise, except where a default would only make the
+run slower without changing what is compared: the group's initial rebalance delay (3 s of
+waiting per new group) and the internal topics' 50 partitions (created on the first
+FindCoordinator; five answer the same questions).
+"""
+from __future__ import annotations
+
+SHARED: dict[str, str] = {
+    "auto.create.topics.enable": "true",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "5",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "5",
+    "group.initial.rebalance.delay.ms": "0",
+    "delete.topic.enable": "true",
+}

@@ -1,0 +1,238 @@
+"""Run the corpus against Apache Kafka and pybroker, compare, and write the report.
+
+`run_corpus(kafka_bootstrap, pybroker_bootstrap)` runs every case on both (each case on
+Kafka then on pybroker; topics are the case's own, so cases do not disturb each other) and
+returns one result per case. `main()` starts both brokers fresh with `config.SHARED`, runs,
+and writes `compat/differential.json` and `compat/DIFFERENTIAL.md`.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from compat.differential.case import Case, Ctx
+from compat.differential.corpus import generic_cases, hand_cases
+from compat.differential.deliberate import FIXED, reason_for
+from compat.differential.normalise import differences
+from compat.differential.sequences import sequence_cases
+from compat.differential.target import Target
+from protocol.api_keys import ApiKey
+from protocol.messages import APIS
+
+COMPAT = Path(__file__).resolve().parents[1]
+JSON_PATH = COMPAT / "differential.json"
+MD_PATH = COMPAT / "DIFFERENTIAL.md"
+
+
+def advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
+    """The API key -> (min, max) versions a broker advertises (ApiVersions v0)."""
+    target = Target("probe", bootstrap)
+    try:
+        answer = target.request(ApiKey.API_VERSIONS, 0, {})
+    finally:
+        target.close()
+    return {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+
+
+def corpus(ours: dict[int, tuple[int, int]],
+           theirs: dict[int, tuple[int, int]]) -> tuple[list[Case], list[dict[str, Any]]]:
+    """The cases for every API version both serve; results (without running) for the
+    versions pybroker serves and Kafka does not."""
+    generic: list[Case] = []
+    cases: list[Case] = []
+    unserved: list[dict[str, Any]] = []
+    for api in sorted(ours):
+        low, high = ours[api]
+        for version in range(low, high + 1):
+            kafka = theirs.get(api)
+            if kafka is None or not kafka[0] <= version <= kafka[1]:
+                unserved.append(_unserved(api, version, kafka))
+                continue
+            generic.extend(generic_cases(api, version))
+            cases.extend(hand_cases(api, version))
+    cases.extend(sequence_cases())
+    # The generic cases first, while the brokers hold no topics or groups but their own:
+    # the ones that list everything (Metadata for all topics, ListGroups) then compare.
+    return generic + cases, unserved
+
+
+def _unserved(api: int, version: int, kafka: tuple[int, int] | None) -> dict[str, Any]:
+    case_id = f"{APIS[api].name} v{version} served"
+    theirs = "not served" if kafka is None else f"serves {kafka[0]}-{kafka[1]}"
+    diff = {"path": "served", "kafka": theirs, "pybroker": "served"}
+    return _result(case_id, api, version, [diff])
+
+
+def _result(case_id: str, api: int, version: int, diffs: list[dict[str, Any]],
+            error: str | None = None) -> dict[str, Any]:
+    unexplained = []
+    for d in diffs:
+        reason = reason_for(case_id, d["path"])
+        if reason is None:
+            unexplained.append(d)
+        else:
+            d["reason"] = reason
+    status = ("error" if error else "identical" if not diffs
+              else "differs" if unexplained else "deliberate")
+    out: dict[str, Any] = {"id": case_id, "api": APIS[api].name, "version": version,
+                           "status": status, "differences": diffs}
+    if error:
+        out["error"] = error
+    return out
+
+
+def observe(case: Case, target: Target, t0: int) -> tuple[dict[str, Any], str | None]:
+    ctx = Ctx(case, target, t0)
+    try:
+        case.run(ctx)
+        return ctx.observed, None
+    except Exception:
+        return ctx.observed, traceback.format_exc(limit=3).splitlines()[-1]
+    finally:
+        target.close()
+
+
+def run_corpus(kafka_bootstrap: str, pybroker_bootstrap: str,
+               progress: bool = False) -> list[dict[str, Any]]:
+    ours, theirs = advertised(pybroker_bootstrap), advertised(kafka_bootstrap)
+    cases, results = corpus(ours, theirs)
+    t0 = int(time.time() * 1000) - 60_000
+
+    def observe_all(name: str, bootstrap: str) -> list[tuple[dict[str, Any], str | None]]:
+        target = Target(name, bootstrap, timeout=5.0)
+        out = []
+        for case in cases:
+            began = time.monotonic()
+            out.append(observe(case, target, t0))
+            if progress:
+                print(f"{name} {time.monotonic() - began:5.2f}s {case.id}", file=sys.stderr)
+        return out
+    # The two brokers answer side by side, each its own thread: half the time.
+    with ThreadPoolExecutor(2) as pool:
+        on_kafka = pool.submit(observe_all, "kafka", kafka_bootstrap)
+        on_pybroker = pool.submit(observe_all, "pybroker", pybroker_bootstrap)
+        observed = list(zip(cases, on_kafka.result(), on_pybroker.result()))
+    for case, (k, k_err), (p, p_err) in observed:
+        if case.api == ApiKey.API_VERSIONS:
+            k, p = _api_versions(k), _api_versions(p)
+        error = f"kafka: {k_err}" if k_err else f"pybroker: {p_err}" if p_err else None
+        results.append(_result(case.id, case.api, case.version, differences(k, p), error))
+    results.sort(key=lambda r: (list(APIS).index(_key(r["api"])), r["version"], r["id"]))
+    return results
+
+
+def _key(name: str) -> int:
+    return next(k for k, a in APIS.items() if a.name == name)
+
+
+def _api_versions(observed: dict[str, Any]) -> dict[str, Any]:
+    """An ApiVersions answer restricted to the APIs pybroker declares: the APIs Kafka has
+    and pybroker does not are listed once in the report, not in every ApiVersions case."""
+    for answer in observed.values():
+        if isinstance(answer, dict) and isinstance(answer.get("api_keys"), list):
+            answer["api_keys"] = [k for k in answer["api_keys"] if k["api_key"] in APIS]
+    return observed
+
+
+def counts(results: list[dict[str, Any]]) -> dict[str, int]:
+    out = {"identical": 0, "deliberate": 0, "differs": 0, "error": 0}
+    for r in results:
+        out[r["status"]] += 1
+    out["fixed"] = sum(1 for r in results if r["id"] in FIXED and r["status"] == "identical")
+    return out
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+def write(results: list[dict[str, Any]], kafka_version: str,
+          kafka_only: list[str]) -> None:
+    data = {"kafka_version": kafka_version, "counts": counts(results),
+            "apis_only_kafka_serves": kafka_only, "cases": results}
+    JSON_PATH.write_text(json.dumps(data, indent=1, sort_keys=False, default=str) + "\n")
+    MD_PATH.write_text(markdown(data))
+
+
+def _v(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def markdown(data: dict[str, Any]) -> str:
+    c = data["counts"]
+    lines = [
+        "# pybroker beside Apache Kafka: differential conformance",
+        "",
+        f"Generated by `python -m compat.differential` (do not edit): every case of "
+        f"`compat/differential/` sent to Apache Kafka {data['kafka_version']} and to pybroker, "
+        "each started fresh with the same settings (`compat/differential/config.py`), the "
+        "answers decoded and compared field by field after masking what legitimately differs "
+        "(`compat/differential/normalise.py` says what and why). "
+        "`tests/reference/test_differential.py` reruns the corpus in the default test run "
+        "and fails when an identical case starts to differ or a recorded difference changes.",
+        "",
+        f"**{len(data['cases'])} cases: {c['identical']} identical (of which {c['fixed']} "
+        f"fixed in pybroker), {c['deliberate']} deliberately different, {c['differs']} "
+        f"different and not yet explained, {c['error']} that could not run.**",
+        "",
+        "APIs Apache Kafka serves and pybroker does not (out of pybroker's scope, not "
+        "compared): " + (", ".join(data["apis_only_kafka_serves"]) or "none") + ".",
+        "",
+    ]
+    if FIXED:
+        lines += ["## Fixed in pybroker", ""]
+        lines += [f"- {case_id}: {what}" for case_id, what in FIXED.items()]
+        lines.append("")
+    by_api: dict[str, list[dict[str, Any]]] = {}
+    for r in data["cases"]:
+        by_api.setdefault(r["api"], []).append(r)
+    lines += ["## Per API and version", ""]
+    for api, rs in by_api.items():
+        lines += [f"### {api}", "", "| version | case | result |", "|---|---|---|"]
+        for r in rs:
+            lines.append(f"| {r['version']} | {r['id'].split(' ', 2)[2]} | {r['status']} |")
+        lines.append("")
+        for r in rs:
+            if not r["differences"] and not r.get("error"):
+                continue
+            lines.append(f"- **{r['id']}** ({r['status']})")
+            if r.get("error"):
+                lines.append(f"  - could not run: `{r['error']}`")
+            for d in r["differences"]:
+                why = f" — {d['reason']}" if d.get("reason") else ""
+                lines.append(f"  - `{d['path']}`: Kafka `{_v(d['kafka'])}`, "
+                             f"pybroker `{_v(d['pybroker'])}`{why}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+# -- the one command ----------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    from compat.apache_kafka import ApacheKafka, kafka_version
+    from compat.differential.config import SHARED
+    from pybroker.testing import Broker
+
+    progress = "-v" in (argv or sys.argv[1:])
+    with tempfile.TemporaryDirectory(prefix="differential-") as tmp:
+        kafka = ApacheKafka(Path(tmp) / "kafka", overrides=SHARED)
+        broker = Broker(**{k.replace(".", "_"): v for k, v in SHARED.items()})
+        try:
+            kafka.start()
+            broker.start()
+            results = run_corpus(kafka.bootstrap, broker.bootstrap, progress)
+            ours = advertised(broker.bootstrap)
+            only = [f"{ApiKey(k).name if k in ApiKey._value2member_map_ else k}"
+                    for k in sorted(advertised(kafka.bootstrap)) if k not in ours]
+        finally:
+            broker.stop()
+            kafka.stop()
+    write(results, kafka_version(), only)
+    print(json.dumps(counts(results)))
+    return 0
