@@ -197,3 +197,106 @@ def test_each_clients_handshake_version(broker: Any, certs: Certs) -> None:
     asyncio.run(asyncio.wait_for(aiokafka_admin(), 30))
     aiokafka = {r.version for r in hooks.requests if r.api_key == ApiKey.SASL_HANDSHAKE}
     assert (confluent, kafka_python, aiokafka) == ({1}, {1}, {1})
+
+
+def test_confluent_reauthenticates_and_keeps_producing(tmp_path: Path) -> None:
+    """connections.max.reauth.ms=2000: the broker tells the client its session lifetime in
+    SaslAuthenticate (KIP-368) and librdkafka re-authenticates on the same connection before
+    it ends. The proof: SaslHandshake requests sent by an already authenticated session (the
+    hooks record the session's principal; a new connection's handshake is ANONYMOUS), and
+    every message of ~5 s of producing delivered."""
+    from confluent_kafka import Producer
+    with broker_in_thread(tmp_path, hooks=True,
+                          listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                          sasl_enabled_mechanisms="SCRAM-SHA-256",
+                          connections_max_reauth_ms=2000) as info:
+        _add_scram(f"127.0.0.1:{info.ports['PLAINTEXT']}", "alice", "SCRAM-SHA-256", "pw")
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{info.ports['SASL_PLAINTEXT']}",
+                             "security.protocol": "SASL_PLAINTEXT",
+                             "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice",
+                             "sasl.password": "pw", "linger.ms": 0})
+        delivered: list[Any] = []
+        deadline = time.monotonic() + 5.5
+        sent = 0
+        while time.monotonic() < deadline:
+            producer.produce("reauth", b"%d" % sent,
+                             on_delivery=lambda err, msg: delivered.append(err))
+            sent += 1
+            producer.poll(0.1)
+        assert producer.flush(15) == 0
+        assert len(delivered) == sent and not any(delivered)
+        handshakes = [r.principal for r in info.broker.services.hooks.requests
+                      if r.api_key == ApiKey.SASL_HANDSHAKE]
+        assert handshakes.count("User:alice") >= 2, handshakes
+
+
+def test_scram_users_under_acls(tmp_path: Path) -> None:
+    """authorizer on, admin a super user, alice allowed READ on topic `a` and group `g`:
+    alice consumes `a` in `g` and nothing else. admin manages the ACLs with confluent-kafka's
+    AdminClient over SCRAM (the bootstrap of the SCRAM users goes through PLAIN)."""
+    from confluent_kafka import Consumer, KafkaError, Producer
+    from confluent_kafka.admin import (
+        AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
+        ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
+    with broker_in_thread(tmp_path,
+                          listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                          sasl_enabled_mechanisms="PLAIN,SCRAM-SHA-256", sasl_jaas_config=JAAS,
+                          authorizer_class_name="kafka.security.authorizer.AclAuthorizer",
+                          super_users="User:admin") as info:
+        sasl = f"127.0.0.1:{info.ports['SASL_PLAINTEXT']}"
+
+        def conf(user: str, mechanism: str = "SCRAM-SHA-256") -> dict:
+            password = {"PLAIN": f"{user}-plain"}.get(mechanism, f"{user}-scram")
+            return {"bootstrap.servers": sasl, "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": mechanism, "sasl.username": user,
+                    "sasl.password": password}
+
+        bootstrap = AdminClient(conf("admin", "PLAIN"))
+        for future in bootstrap.alter_user_scram_credentials([
+                UserScramCredentialUpsertion(user, ScramCredentialInfo(
+                    ScramMechanism.SCRAM_SHA_256, 4096), f"{user}-scram".encode())
+                for user in ("admin", "alice")]).values():
+            assert future.result() is None
+        admin = AdminClient(conf("admin"))
+        producer = Producer(conf("admin"))
+        for topic in ("a", "b"):
+            producer.produce(topic, b"for " + topic.encode())
+        assert producer.flush(15) == 0
+        allowed = [AclBinding(ResourceType.TOPIC, "a", ResourcePatternType.LITERAL,
+                              "User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW),
+                   AclBinding(ResourceType.GROUP, "g", ResourcePatternType.LITERAL,
+                              "User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)]
+        for future in admin.create_acls(allowed).values():
+            assert future.result() is None
+
+        def consume(topic: str, group: str) -> Any:
+            consumer = Consumer({**conf("alice"), "group.id": group,
+                                 "auto.offset.reset": "earliest"})
+            consumer.subscribe([topic])
+            deadline = time.monotonic() + 15
+            message = None
+            while message is None and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+            consumer.close()
+            return message
+
+        got = consume("a", "g")
+        assert got is not None and got.error() is None and got.value() == b"for a"
+        denied_topic = consume("b", "g")
+        assert denied_topic is not None and denied_topic.error().code() == \
+            KafkaError.TOPIC_AUTHORIZATION_FAILED
+        denied_group = consume("a", "other")
+        assert denied_group is not None and denied_group.error().code() == \
+            KafkaError.GROUP_AUTHORIZATION_FAILED
+        errors: list[Any] = []
+        alice_producer = Producer({**conf("alice"), "message.timeout.ms": 5000})
+        alice_producer.produce("a", b"x", on_delivery=lambda err, msg: errors.append(err))
+        alice_producer.flush(10)
+        assert errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        from confluent_kafka.admin import AclBindingFilter
+        described = admin.describe_acls(AclBindingFilter(
+            ResourceType.ANY, None, ResourcePatternType.ANY, "User:alice", None,
+            AclOperation.ANY, AclPermissionType.ANY)).result(timeout=10)
+        assert len(described) == 2
+        with pytest.raises(Exception):  # alice may not manage ACLs
+            AdminClient(conf("alice")).create_acls(allowed)[allowed[0]].result()
