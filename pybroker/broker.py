@@ -28,7 +28,8 @@ from pybroker.clock import Clock
 from pybroker.periodic import run_every
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
 from pybroker.cluster.zk_store import ZkMetadataStore
-from pybroker.sasl.credential_store import LocalScramCredentialStore, ScramCredentialStore
+from pybroker.sasl.credential_store import LocalScramCredentialStore, ScramCredentialStore, \
+    ZkScramCredentialStore
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
@@ -207,8 +208,12 @@ class Broker:
         return authorizer, LocalAclStore(self.log_dirs[0], authorizer)
 
     def _scram_store(self) -> ScramCredentialStore:
-        """SCRAM credentials beside this broker's metadata. A ZooKeeper cluster member keeps
-        its own file too for now (Kafka's /config/users/<user> is not written yet)."""
+        """SCRAM credentials beside this broker's metadata; a ZooKeeper cluster member's in
+        /config/users/<user>, followed with the rest of the image."""
+        if self.zk_store is not None:
+            store = ZkScramCredentialStore(self.zk_store.zk, self.zk_store.image.scram_credentials)
+            self.metadata.listeners.append(store.apply_delta)
+            return store
         return LocalScramCredentialStore(self.log_dirs[0])
 
     def registered(self) -> bool:

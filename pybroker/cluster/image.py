@@ -75,6 +75,11 @@ class MetadataImage:
     # Client quotas (producer_byte_rate, ...) by user / client-id entity: cluster-wide, as
     # Kafka keeps them in /config/clients and /config/users.
     client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=dict)
+    # SCRAM credentials by user, then mechanism, in Kafka's text form (`salt=...,stored_key=
+    # ...`): in a ZooKeeper cluster they share /config/users/<user> with the user's quotas and
+    # are followed by the same watches. A single broker keeps them in its own file instead
+    # (pybroker/sasl/credential_store.py), so its image has none.
+    scram_credentials: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for topic in self.topics.values():

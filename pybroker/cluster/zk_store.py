@@ -40,11 +40,13 @@ from typing import Any
 import trio
 
 from pybroker.cluster import zk_data as zd
-from pybroker.cluster.client_quotas import QuotaEntity, config_strings, parse_config_strings
+from pybroker.cluster.client_quotas import QUOTA_KEYS, QuotaEntity, config_strings, \
+    desanitize, parse_config_strings
 from pybroker.cluster.metadata import BrokerInfo, DeltaListener, InconsistentClusterIdError, \
     META_PROPERTIES, MetadataImage, PartitionState, TopicInfo, diff_images, \
     new_cluster_id, read_meta_properties
 from pybroker.cluster.topic_names import is_internal
+from pybroker.cluster.zk_entity_config import change_entity_config
 from pybroker.config.definitions import ConfigError
 from pybroker.storage.files import write_atomically
 
@@ -83,6 +85,7 @@ class _Cache:
     controller: int = -1
     deleting: frozenset[str] = frozenset()
     quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
+    scram: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def build_image(cluster_id: str, cache: _Cache) -> MetadataImage:
@@ -116,7 +119,8 @@ def build_image(cluster_id: str, cache: _Cache) -> MetadataImage:
         topics[name] = TopicInfo(name, topic_id, tuple(parts), dict(cache.configs.get(name, {})),
                                  is_internal(name))
     return MetadataImage(cluster_id, cache.controller, brokers, topics,
-                         {e: dict(v) for e, v in cache.quotas.items() if v})
+                         {e: dict(v) for e, v in cache.quotas.items() if v},
+                         {u: dict(m) for u, m in cache.scram.items() if m})
 
 
 class ZkMetadataStore:
@@ -387,24 +391,33 @@ class ZkMetadataStore:
         elif kind == "deletes":
             cache.deleting = frozenset(self._children(zd.DELETE_TOPICS))
         elif kind == "quotas":
-            cache.quotas = self._read_quotas()
+            cache.quotas, cache.scram = self._read_entity_configs()
 
-    def _read_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
+    def _read_entity_configs(self) -> tuple[dict[QuotaEntity, dict[str, float]],
+                                            dict[str, dict[str, str]]]:
         """Every client quota znode, each read with a watch (few and small: all are read
-        again when any changes)."""
+        again when any changes), and the SCRAM credentials the user znodes among them hold."""
         paths = [f"clients/{c}" for c in self._children(zd.CONFIG_CLIENTS)]
         for user in self._children(zd.CONFIG_USERS):
             paths.append(f"users/{user}")
             paths += [f"users/{user}/clients/{c}"
                       for c in self._children(f"{zd.CONFIG_USERS}/{user}/clients")]
         quotas = {}
+        scram: dict[str, dict[str, str]] = {}
         for path in paths:
             got = self._get(f"/config/{path}")
             if got is not None:
-                values = parse_config_strings(zd.decode_config(got[0]))
+                config = zd.decode_config(got[0])
+                values = parse_config_strings(config)
                 if values:
                     quotas[QuotaEntity.from_zk_path(path)] = values
-        return quotas
+                parts = path.split("/")
+                credentials = {k: v for k, v in config.items() if k.startswith("SCRAM-")}
+                if len(parts) == 2 and parts[0] == "users" and credentials:
+                    user = desanitize(parts[1])
+                    if user:  # <default> holds quotas only
+                        scram[user] = credentials
+        return quotas, scram
 
     def _forget_topic(self, name: str) -> None:
         cache = self._cache
@@ -587,18 +600,12 @@ class ZkMetadataStore:
                                 ) -> None:
         """/config/clients/C, /config/users/U[/clients/C] and a change notification for
         each, as Kafka's AdminZkClient.changeConfigs writes them; every broker's watch
-        re-reads them."""
+        re-reads them. A user's other keys (its SCRAM credentials) are kept."""
         def write() -> None:
             for entity, values in changes.items():
-                path = f"/config/{entity.zk_path()}"
-                data = zd.encode_config(config_strings(values))
-                if self.zk.exists(path) is None:
-                    self.zk.create(path, data, makepath=True)
-                else:
-                    self.zk.set(path, data)
-                self.zk.create(f"{zd.CONFIG_CHANGES}/config_change_",
-                               zd.encode_config_change(entity.zk_path()), sequence=True,
-                               makepath=True)
+                strings = config_strings(values)
+                change_entity_config(self.zk, entity.zk_path(), lambda current: {
+                    **{k: v for k, v in current.items() if k not in QUOTA_KEYS}, **strings})
         await trio.to_thread.run_sync(write)
         await self.refresh_now(("quotas",))
 

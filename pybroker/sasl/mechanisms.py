@@ -14,9 +14,8 @@ import json
 import time
 from typing import Callable, Mapping
 
-import scramp
-
 from pybroker.sasl.scram_credentials import ScramCredential
+from pybroker.sasl.scram_exchange import ScramExchange, ScramFailure
 
 # PlainSaslServer's wording (for both an unknown user and a wrong password).
 PLAIN_FAILED = "Authentication failed: Invalid username or password"
@@ -71,26 +70,14 @@ class PlainServer(SaslServer):
         return b""
 
 
-class _UnknownUser(Exception):
-    pass
-
-
 class ScramServer(SaslServer):
-    """RFC 5802 through scramp: client-first, server-first, client-final, server-final."""
+    """RFC 5802: client-first, server-first, client-final, server-final (scram_exchange)."""
 
     def __init__(self, mechanism: str,
                  lookup: Callable[[str, str], ScramCredential | None]) -> None:
         self.mechanism = mechanism
-        self._lookup = lookup
-        self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info)
+        self._exchange = ScramExchange(mechanism, lambda user: lookup(user, mechanism))
         self._step = 0
-
-    def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int]:
-        credential = self._lookup(user, self.mechanism)
-        if credential is None:
-            raise _UnknownUser()
-        self.user = user
-        return credential.auth_info()
 
     def evaluate(self, token: bytes) -> bytes:
         # SaslServerAuthenticator's message for any SaslException of the exchange.
@@ -100,16 +87,14 @@ class ScramServer(SaslServer):
             message = token.decode()
             if self._step == 0:
                 self._step = 1
-                self._server.set_client_first(message)
-                return self._server.get_server_first().encode()
+                return self._exchange.first(message).encode()
             if self._step == 1:
                 self._step = 2
-                self._server.set_client_final(message)
-                final = self._server.get_server_final()
+                final = self._exchange.final(message)
+                self.user = self._exchange.user
                 self.complete = True
                 return final.encode()
-        except (scramp.ScramException, _UnknownUser, UnicodeDecodeError, ValueError,
-                KeyError, TypeError):
+        except (ScramFailure, UnicodeDecodeError):
             raise AuthenticationFailed(failed) from None
         raise AuthenticationFailed(failed)
 

@@ -39,9 +39,6 @@ class ScramCredential:
         return cls(base64.b64decode(fields["salt"]), base64.b64decode(fields["stored_key"]),
                    base64.b64decode(fields["server_key"]), int(fields["iterations"]))
 
-    def auth_info(self) -> tuple[bytes, bytes, bytes, int]:
-        """What scramp's server asks for a user."""
-        return self.salt, self.stored_key, self.server_key, self.iterations
 
 
 def credential_from_salted_password(mechanism: str, salt: bytes, salted_password: bytes,
