@@ -298,14 +298,22 @@ class ReplicaManager:
             valid = validate_records(records, tconfig, produce_version=produce_version,
                                      internal=internal, now_ms=now)
         except Rejected as rejected:
+            # As Kafka: a rejection naming its records (a timestamp out of range) reports
+            # the log start offset; the others (CRC, size, no records) -1.
             return AppendResult(rejected.code, message=rejected.message,
+                                log_start_offset=plog.log_start_offset
+                                if rejected.record_errors else -1,
                                 record_errors=rejected.record_errors)
         append_time = now if tconfig.log_append_time else None
         try:
             info = plog.append(valid.records, leader_epoch=part.leader_epoch,
                                log_append_time=append_time, batches=valid.batches)
-        except (RecordError, OutOfOrderSequence, InvalidProducerEpoch) as exc:
+        except RecordError as exc:
             return AppendResult(error_code(exc), message=str(exc))
+        except (OutOfOrderSequence, InvalidProducerEpoch) as exc:
+            # Kafka reports the log start offset with the producer-state errors.
+            return AppendResult(error_code(exc), log_start_offset=plog.log_start_offset,
+                                message=str(exc))
         except OSError as exc:
             self.log_dir_failed(plog, exc)
         purgatory = self.purgatory

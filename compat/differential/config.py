@@ -3,7 +3,9 @@
 Single node. Kafka's shipped defaults otherwise, except where a default would only make the
 run slower without changing what is compared: the group's initial rebalance delay (3 s of
 waiting per new group) and the internal topics' 50 partitions (created on the first
-FindCoordinator; five answer the same questions).
+FindCoordinator; five answer the same questions). Two of Kafka's shipped server.properties
+entries are given to both, since Kafka reports a topic's config from them as a static broker
+setting (source 4) and a default otherwise: the retention and the segment size.
 """
 from __future__ import annotations
 
@@ -18,4 +20,6 @@ SHARED: dict[str, str] = {
     "transaction.state.log.num.partitions": "5",
     "group.initial.rebalance.delay.ms": "0",
     "delete.topic.enable": "true",
+    "log.retention.hours": "168",
+    "log.segment.bytes": "1073741824",
 }

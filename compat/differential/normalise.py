@@ -10,7 +10,12 @@ Decided once here, by field name wherever it appears in an answer:
 - throttle times (quota bookkeeping, 0 on both when no quota is set, masked anyway) and
   clock readings taken by the broker (log-append times, transaction start times);
 - error messages: their wording is the broker's own and the codes beside them are what a
-  client acts on, so only whether a message is present is compared (text vs null);
+  client acts on, so only whether a message is present is compared (text vs null); the
+  literal "NONE" (what Kafka's Errors.message() gives for success) and "" are kept, so that
+  a message on a success is told from a message on an error;
+- replica lists (replicas, ISR, offline): node ids, masked like the node fields;
+- the order of partitions (by index), topics (by name) and group members (by their renamed
+  id) in a list: Kafka's follows its hash maps, and clients match entries by index and name;
 - record sets: summarised batch by batch from their headers (base offset, count, epochs,
   producer fields, timestamps, CRC), so a difference names the batch rather than a blob of
   bytes; record timestamps are shown relative to the run's base time t0 and CRCs renamed in
@@ -41,6 +46,10 @@ MASKED = {
     "session_id": "<session>",
 }
 NODE_FIELDS = {"node_id", "leader_id", "controller_id", "broker_id", "coordinator_id"}
+NODE_LISTS = {"replica_nodes", "isr_nodes", "offline_replicas"}
+MESSAGES = {"error_message", "batch_index_error_message"}
+PARTITION_KEYS = ("partition_index", "partition", "partition_id", "name", "topic",
+                  "member_id")
 RENAMED = {"member_id": "member", "leader": "member", "producer_id": "pid"}
 ZERO_UUID = uuid.UUID(int=0)
 # Record timestamps the corpus sets relative to the run's base time t0 (recent, so that
@@ -68,7 +77,9 @@ class Normaliser:
         if isinstance(value, (Container, dict)):
             return {k: self(v, k) for k, v in value.items() if not k.startswith("_io")}
         if isinstance(value, list):
-            return [self(v, name) for v in value]
+            if name in NODE_LISTS:
+                return ["<node>" if isinstance(v, int) and v >= 0 else v for v in value]
+            return _in_order([self(v, name) for v in value])
         if name in MASKED and value not in (None, -1):
             return MASKED[name]
         if name in NODE_FIELDS and isinstance(value, int) and value >= 0:
@@ -80,8 +91,8 @@ class Normaliser:
             return f"<t0{value - self.base_ts:+d}>"
         if name == "crc" and isinstance(value, int):
             return self.rename("crc", value)
-        if name == "error_message" and value is not None:
-            return "<message>"
+        if name in MESSAGES and value is not None:
+            return value if value in ("NONE", "") else "<message>"
         if isinstance(value, uuid.UUID):
             return "<uuid>" if value != ZERO_UUID else "<zero-uuid>"
         if name == "records" and isinstance(value, (bytes, bytearray, memoryview)):
@@ -89,6 +100,18 @@ class Normaliser:
         if isinstance(value, (bytes, bytearray, memoryview)):
             return bytes(value).hex()
         return value
+
+
+def _in_order(items: list) -> list:
+    """A list of partition (topic, member) entries, normalised, in index (name, renamed
+    member) order; any other list as it is."""
+    if len(items) < 2 or not all(isinstance(i, (Container, dict)) for i in items):
+        return items
+    for key in PARTITION_KEYS:
+        if all(isinstance(i.get(key), (int, str)) for i in items) and \
+                len({type(i[key]) for i in items}) == 1:
+            return sorted(items, key=lambda i: i[key])
+    return items
 
 
 def summarise_records(data: bytes) -> list[dict[str, Any]] | str:

@@ -40,6 +40,54 @@ def advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
     return {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
 
 
+def _java_hash(text: str) -> int:
+    h = 0
+    for ch in text:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def _keys_on_every_partition(partitions: int) -> list[str]:
+    """Group ids that land on each partition of an internal topic (Kafka's
+    abs(hashCode) % partitions), so that every partition's loading is waited for."""
+    keys: dict[int, str] = {}
+    n = 0
+    while len(keys) < partitions:
+        key = f"dc-warm-up-{n}"
+        keys.setdefault(abs(_java_hash(key)) % partitions, key)
+        n += 1
+    return [""] + list(keys.values())
+
+
+def warm_up(bootstrap: str, limit: float = 90.0) -> None:
+    """Until the broker's group and transaction coordinators answer (unobserved). A fresh
+    Kafka creates `__consumer_offsets` and `__transaction_state` on the first
+    FindCoordinator for each, then loads their partitions: until then it answers
+    COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS, which a client
+    retries through; the corpus compares the broker it then sees. Done on both brokers."""
+    from compat.differential.config import SHARED
+    partitions = int(SHARED["offsets.topic.num.partitions"])
+    probes: list[tuple[int, int, dict[str, Any]]] = [
+        (ApiKey.FIND_COORDINATOR, 3, {"key": "dc-warm-up", "key_type": kind}) for kind in (0, 1)]
+    probes.append((ApiKey.LIST_GROUPS, 4, {"states_filter": []}))
+    probes += [(ApiKey.OFFSET_FETCH, 7, {"group_id": g, "topics": None,
+                                         "require_stable": False})
+               for g in _keys_on_every_partition(partitions)]
+    target = Target("warm-up", bootstrap, timeout=5.0)
+    deadline = time.monotonic() + limit
+    try:
+        for api, version, body in probes:
+            while True:
+                answer = target.request(api, version, body)
+                if not isinstance(answer, str) and answer.error_code == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{bootstrap}: not ready after {limit} s: {answer}")
+                time.sleep(0.1)
+    finally:
+        target.close()
+
+
 def corpus(ours: dict[int, tuple[int, int]],
            theirs: dict[int, tuple[int, int]]) -> tuple[list[Case], list[dict[str, Any]]]:
     """The cases for every API version both serve; results (without running) for the
@@ -101,6 +149,8 @@ def observe(case: Case, target: Target, t0: int) -> tuple[dict[str, Any], str | 
 def run_corpus(kafka_bootstrap: str, pybroker_bootstrap: str,
                progress: bool = False) -> list[dict[str, Any]]:
     ours, theirs = advertised(pybroker_bootstrap), advertised(kafka_bootstrap)
+    for bootstrap in (kafka_bootstrap, pybroker_bootstrap):
+        warm_up(bootstrap)
     cases, results = corpus(ours, theirs)
     t0 = int(time.time() * 1000) - 60_000
 

@@ -2,6 +2,7 @@
 version it exercises most (the group's under JoinGroup, the producer's under Produce...)."""
 from __future__ import annotations
 
+import struct
 import time
 from typing import Any, Iterator
 
@@ -15,10 +16,28 @@ from protocol.api_keys import ApiKey as K
 JOIN_V, SYNC_V, HEARTBEAT_V, LEAVE_V, COMMIT_V, DESCRIBE_V = 7, 5, 4, 4, 8, 5
 
 
+def _string(text: str) -> bytes:
+    return struct.pack(">h", len(text)) + text.encode()
+
+
+def subscription(topic: str) -> bytes:
+    """A consumer's subscription (ConsumerProtocol v0: the topic, no user data): Kafka 4's
+    group coordinator reads the metadata of "consumer" groups, so it must be well formed."""
+    return struct.pack(">h", 0) + struct.pack(">i", 1) + _string(topic) + struct.pack(">i", -1)
+
+
+def assignment(topic: str, partitions: list[int]) -> bytes:
+    """A consumer's assignment (ConsumerProtocol v0), well formed for the same reason."""
+    return (struct.pack(">h", 0) + struct.pack(">i", 1) + _string(topic)
+            + struct.pack(">i", len(partitions)) + b"".join(struct.pack(">i", p)
+                                                            for p in partitions)
+            + struct.pack(">i", -1))
+
+
 def _join(group: str, member: str) -> dict:
     return {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
             "member_id": member, "group_instance_id": None, "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": b"\x00\x01meta"}], "reason": None}
+            "protocols": [{"name": "range", "metadata": subscription(group)}], "reason": None}
 
 
 def _sync(group: str, gen: int, member: str, assignments: list[tuple[str, bytes]]) -> dict:
@@ -40,7 +59,7 @@ def group_of_two(ctx: Ctx) -> None:
     one, two = ctx.target.conn, ctx.target.connect()
     m1 = ctx.ask("1 join without id", K.JOIN_GROUP, JOIN_V, _join(g, "")).member_id
     j1 = ctx.ask("1 join", K.JOIN_GROUP, JOIN_V, _join(g, m1), timeout=15)
-    ctx.ask("1 sync", K.SYNC_GROUP, SYNC_V, _sync(g, j1.generation_id, m1, [(m1, b"all")]))
+    ctx.ask("1 sync", K.SYNC_GROUP, SYNC_V, _sync(g, j1.generation_id, m1, [(m1, assignment(g, [0, 1]))]))
     ctx.ask("1 heartbeat", K.HEARTBEAT, HEARTBEAT_V, _beat(g, j1.generation_id, m1))
     ctx.ask("1 commit", K.OFFSET_COMMIT, COMMIT_V, {
         "group_id": g, "generation_id_or_member_epoch": j1.generation_id, "member_id": m1,
@@ -59,7 +78,7 @@ def group_of_two(ctx: Ctx) -> None:
     ctx.note("2 join", j2)
     gen = j1b.generation_id
     ctx.ask("1 sync as leader", K.SYNC_GROUP, SYNC_V,
-            _sync(g, gen, m1, [(m1, b"p0"), (m2, b"p1")]))
+            _sync(g, gen, m1, [(m1, assignment(g, [0])), (m2, assignment(g, [1]))]))
     ctx.ask("2 sync", K.SYNC_GROUP, SYNC_V, _sync(g, gen, m2, []), conn=two)
     ctx.ask("2 heartbeat", K.HEARTBEAT, HEARTBEAT_V, _beat(g, gen, m2), conn=two)
     ctx.ask("1 stale generation commit", K.OFFSET_COMMIT, COMMIT_V, {

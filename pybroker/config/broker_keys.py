@@ -358,7 +358,7 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "(LogAppendTime)."),
     _k("log.message.timestamp.before.max.ms", _L, INT64_MAX, at_least(0), _MEDIUM,
        "With CreateTime, refuse a batch whose timestamp is further than this in the past."),
-    _k("log.message.timestamp.after.max.ms", _L, INT64_MAX, at_least(0), _MEDIUM,
+    _k("log.message.timestamp.after.max.ms", _L, 3_600_000, at_least(0), _MEDIUM,
        "With CreateTime, refuse a batch whose timestamp is further than this in the future."),
     _k("log.message.downconversion.enable", _B, True, None, _LOW,
        "Whether a fetch by an old client (message format v0/v1) may be served by converting "

@@ -69,7 +69,7 @@ TOPIC_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _t("message.downconversion.enable", _B, True, None,
        "Whether fetches by old clients may be served by converting batches to their format. "
        "Accepted; unused: Fetch is served from v4 (magic-2 batches only), as in Kafka 4.", na=True),
-    _t("message.timestamp.after.max.ms", _L, INT64_MAX, at_least(0),
+    _t("message.timestamp.after.max.ms", _L, 3_600_000, at_least(0),
        "With CreateTime, refuse batches timestamped further than this in the future."),
     _t("message.timestamp.before.max.ms", _L, INT64_MAX, at_least(0),
        "With CreateTime, refuse batches timestamped further than this in the past."),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
 from pybroker.handlers.authz import GROUP, TXN, Op, require
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.handlers.txn_errors import fenced_for
@@ -13,6 +14,8 @@ from pybroker.handlers.txn_errors import fenced_for
 async def handle(ctx: RequestContext, request: Container) -> dict:
     require(ctx, Op.WRITE, TXN, request.transactional_id)
     require(ctx, Op.READ, GROUP, request.group_id)
+    if not request.transactional_id:  # as Kafka's coordinator, before it looks the id up
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST)}
     code = await ctx.services.transactions.add_offsets(
         request.transactional_id, request.producer_id, request.producer_epoch,
         request.group_id)

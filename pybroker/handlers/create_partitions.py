@@ -14,7 +14,7 @@ def _check(ctx: RequestContext, name: str, count: int, assignments: list) -> tup
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
     info = ctx.image.topics.get(name)
     if info is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None  # Kafka's controller: no message
     current = len(info.partitions)
     if count < current:
         return (ErrorCode.INVALID_PARTITIONS,

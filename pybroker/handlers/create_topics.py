@@ -24,7 +24,10 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
 
 async def _create(ctx: RequestContext, request: Container) -> list[dict]:
     results = []
-    seen: set[str] = set()
+    # As Kafka's controller: a name given twice is created for neither entry; it is
+    # answered once, after the other topics, INVALID_REQUEST.
+    names = [t.name for t in request.topics]
+    duplicates = list(dict.fromkeys(n for n in names if names.count(n) > 1))
     may_create = allowed(ctx, Op.CREATE, CLUSTER)  # else CREATE on each topic (Kafka's rule)
     for topic in request.topics:
         partitions = topic.num_partitions
@@ -48,11 +51,8 @@ async def _create(ctx: RequestContext, request: Container) -> list[dict]:
         if rf == -1:
             rf = ctx.config.default_replication_factor
         configs = {c.name: c.value for c in topic.configs if c.value is not None}
-        if topic.name in seen:
-            results.append(_result(topic.name, ErrorCode.INVALID_REQUEST,
-                                   f"Topic {topic.name} appears more than once in the request."))
+        if topic.name in duplicates:
             continue
-        seen.add(topic.name)
         if not may_create and not allowed(ctx, Op.CREATE, TOPIC, topic.name):
             results.append(_result(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                    "Authorization failed."))
@@ -62,11 +62,14 @@ async def _create(ctx: RequestContext, request: Container) -> list[dict]:
             assignments=assignments)
         entry = _result(topic.name, code, message)
         if code == ErrorCode.NONE:
-            info = ctx.image.topics.get(topic.name)
+            # The image as it is now (the request's own predates the topic): its id.
+            info = ctx.services.metadata.image.topics.get(topic.name)
             entry.update(num_partitions=partitions, replication_factor=rf,
                          topic_id=info.topic_id if info else entry.get("topic_id"),
                          configs=_configs(ctx, topic.name, configs))
         results.append(entry)
+    results += [_result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+                for name in duplicates]
     return results
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
 from pybroker.handlers.authz import TXN, Op, require
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.handlers.txn_errors import fenced_for
@@ -17,6 +18,8 @@ from pybroker.handlers.txn_errors import fenced_for
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     require(ctx, Op.WRITE, TXN, request.transactional_id)
+    if not request.transactional_id:  # as Kafka's coordinator, before it looks the id up
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST)}
     code = await ctx.services.transactions.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch,
         request.committed)

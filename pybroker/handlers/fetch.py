@@ -21,6 +21,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.handlers.authz import CLUSTER, TOPIC, Op, allowed, denied_names
 from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers.duplicate_partitions import merge_duplicates
 from pybroker.purgatory import Watch
 
 SENDFILE_MIN_BATCH = 64 * 1024
@@ -51,7 +52,20 @@ def _read_all(ctx: RequestContext, request: Container, max_bytes: int,
             size = len(result.records)
             total += size
             remaining -= size
-            errors = errors or result.error != ErrorCode.NONE
+            failed = result.error != ErrorCode.NONE
+            errors = errors or failed
+            if failed and request.replica_id < 0:
+                # As Kafka: an error answers a consumer without offsets (-1); a partition
+                # that does not exist, refused before any read, with no aborted
+                # transactions ([]), a failed read with null. A follower out of range
+                # keeps the offsets: it resets to the leader's log start from this answer.
+                unknown = result.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                entry = {"partition_index": p.partition, "error_code": int(result.error),
+                         "high_watermark": -1, "last_stable_offset": -1,
+                         "log_start_offset": -1, "aborted_transactions": [] if unknown else None,
+                         "preferred_read_replica": -1, "records": result.records}
+                partitions.append(entry)
+                continue
             entry = {
                 "partition_index": p.partition, "error_code": int(result.error),
                 "high_watermark": result.high_watermark,
@@ -74,6 +88,7 @@ def _read_all(ctx: RequestContext, request: Container, max_bytes: int,
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     deadline = trio.current_time() + max(0, request.max_wait_ms) / 1000
+    request.topics = merge_duplicates(request.topics, "topic", "partitions", "partition")
     wanted = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
     # Consumers may see only committed data; followers wait for the log end (they are what
     # moves the high watermark).
@@ -133,7 +148,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
 def _failed(topic: Container, code: ErrorCode) -> dict:
     return {"topic": topic.topic, "partitions": [
         {"partition_index": p.partition, "error_code": int(code), "high_watermark": -1,
-         "records": b""} for p in topic.partitions]}
+         "aborted_transactions": [], "records": b""} for p in topic.partitions]}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:

@@ -97,6 +97,10 @@ async def handle(ctx: RequestContext, request: Container) -> EncodedBody:
     requested = request.topics
     if version == 0 and requested == []:
         requested = None  # v0: an empty list means all topics
+    elif requested and len(requested) > 1:
+        # As Kafka (a set of names): a topic asked for twice is answered once.
+        requested = list({w.name if w.name is not None else w.topic_id: w
+                          for w in requested}.values())
     topics: list[bytes] = []
     secured = ctx.services.authorizer is not None
     ask_ops = version >= 8 and request.include_topic_authorized_operations

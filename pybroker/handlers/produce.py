@@ -20,6 +20,7 @@ from protocol.records.batch import ATTRIBUTES, HEADER_SIZE, TRANSACTIONAL, Batch
 from protocol.topic_partition import TopicPartition
 from pybroker.handlers.authz import TOPIC, TXN, Op, allowed, denied_names
 from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers.duplicate_partitions import merge_duplicates
 from pybroker.replica_manager import AppendResult
 
 
@@ -27,16 +28,19 @@ def _partition_response(index: int, code: ErrorCode, base_offset: int = -1,
                         append_time: int = -1, log_start: int = -1,
                         message: str | None = None,
                         record_errors: Sequence[tuple[int, str]] = ()) -> dict:
+    # As Kafka: error_message only beside the records it names (a RecordValidationException's
+    # custom message); every other error travels as its code alone, the message null.
     return {"index": index, "error_code": int(code), "base_offset": base_offset,
             "log_append_time_ms": append_time, "log_start_offset": log_start,
             "record_errors": [{"batch_index": i, "batch_index_error_message": why}
                               for i, why in record_errors],
-            "error_message": message}
+            "error_message": message if record_errors else None}
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict | None:
     if request.acks not in (-1, 0, 1):  # as Kafka: nothing is written
         return error_response(ctx, request, ErrorCode.INVALID_REQUIRED_ACKS)
+    request.topic_data = merge_duplicates(request.topic_data, "name", "partition_data", "index")
     manager = ctx.replicas
     txn_id = request.transactional_id
     if txn_id is None and _has_transactional_batch(request):

@@ -8,12 +8,18 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
 from pybroker.coordinator.group_state import SyncRequest
 from pybroker.handlers.authz import GROUP, Op, require
 from pybroker.handlers.base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
+    if ctx.version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+        # As Kafka: from v5 both are mandatory, checked before anything else.
+        return {"throttle_time_ms": 0,
+                "error_code": int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
+                "protocol_type": None, "protocol_name": None, "assignment": b""}
     require(ctx, Op.READ, GROUP, request.group_id)
     result = await ctx.groups.sync(SyncRequest(
         group_id=request.group_id,

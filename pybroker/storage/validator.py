@@ -106,9 +106,7 @@ def validate_records(records: bytes | bytearray | None, tconfig: TopicConfig, *,
         except RecordError as exc:
             raise Rejected(error_code(exc), str(exc)) from None
         batches = [(0, BatchHeader.unpack_from(records, 0))]  # built here: nothing to check
-    if not tconfig.log_append_time and (
-            tconfig.message_timestamp_before_max_ms < INT64_MAX
-            or tconfig.message_timestamp_after_max_ms < INT64_MAX):
+    if not tconfig.log_append_time and _may_be_out_of_range(header, now_ms, tconfig):
         bad = _out_of_range_timestamps(records, now_ms,
                                        tconfig.message_timestamp_before_max_ms,
                                        tconfig.message_timestamp_after_max_ms)
@@ -117,6 +115,17 @@ def validate_records(records: bytes | bytearray | None, tconfig: TopicConfig, *,
                            "One or more records have been rejected due to invalid timestamp",
                            bad)
     return Validated(records, batches)
+
+
+def _may_be_out_of_range(header: BatchHeader, now: int, tconfig: TopicConfig) -> bool:
+    """Whether the records must be decoded to check their timestamps. after.max.ms has a
+    finite default (1 h, as Kafka 4's KIP-937), so every batch meets it: the header's max
+    timestamp settles the common case without decoding; before.max.ms (unbounded by
+    default) needs each record's timestamp only when set."""
+    if tconfig.message_timestamp_before_max_ms < INT64_MAX:
+        return True
+    return (tconfig.message_timestamp_after_max_ms < INT64_MAX
+            and header.max_timestamp > now + tconfig.message_timestamp_after_max_ms)
 
 
 def _out_of_range_timestamps(records: bytes | bytearray, now: int, before_max_ms: int,
