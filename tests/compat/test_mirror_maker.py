@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from compat.streams import Jvm
@@ -38,7 +38,6 @@ def clusters() -> Iterator[tuple[Broker, Broker]]:
 
 def committed_offset(bootstrap: str, group: str, topic: str) -> int | None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    from confluent_kafka import ConsumerGroupTopicPartitions
     futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
     try:
         result = futures[group].result(timeout=10)
@@ -109,6 +108,8 @@ def test_a_topic_and_a_group_mirrored_from_a_to_b(clusters: tuple[Broker, Broker
         on_b = wait_for_topics(b.bootstrap, {"A.checkpoints.internal", "heartbeats"}, 30)
         checkpoints = consume_until(b.bootstrap, "A.checkpoints.internal",
                                     lambda rs: len(rs) >= 1, timeout=20)
+        heartbeats = consume_until(b.bootstrap, "heartbeats", lambda rs: len(rs) >= 2,
+                                   timeout=20)
     finally:
         mm2.stop()
 
@@ -116,6 +117,7 @@ def test_a_topic_and_a_group_mirrored_from_a_to_b(clusters: tuple[Broker, Broker
             "mm2-offsets.A.internal", "mm2-status.A.internal"} <= on_b, sorted(on_b)
     assert "mm2-offset-syncs.B.internal" in wait_for_topics(a.bootstrap, set(), 0)
     assert checkpoints, "no checkpoint records on B"
+    assert len(heartbeats) >= 2, "heartbeats are not flowing to B"
     assert topic_config(b.bootstrap, f"A.{TOPIC}")["retention.ms"] == "3600000"
     for name in ("mm2-configs.A.internal", "mm2-offsets.A.internal", "mm2-status.A.internal",
                  "A.checkpoints.internal"):
