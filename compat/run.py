@@ -250,6 +250,9 @@ def render_markdown(matrix: dict) -> str:
         "extra); kcat is Debian's package (installed by `bin/test`), which bundles its own "
         "librdkafka; pybroker's tools are this tree's.",
         "",
+        "Apache Kafka's Java client (kafka-clients) is pinned in `compat/java/pom.xml` and driven "
+        "by `compat/java/` (built with Maven on first use; one JVM serves the whole run).",
+        "",
         "## Matrix",
         "",
         "| Scenario | " + " | ".join(clients) + " |",

@@ -1,0 +1,133 @@
+"""Apache Kafka's own command-line tools, run from their jars against pybroker (issue #14).
+
+What `bin/kafka-topics.sh` and its siblings do: `kafka-run-class.sh` with a main class, every
+jar of Kafka's `libs/` on one classpath, a 256 MB heap and the tools' log4j configuration
+(warnings to stderr). Here the jars are the reference broker's (`compat/apache_kafka.py`,
+which has `kafka.admin.ConfigCommand`) plus `org.apache.kafka:kafka-tools` (where 4.x moved
+the other tools), fetched by Maven from `compat/kafka-tools/pom.xml` into
+`~/.cache/pybroker/kafka-tools-<version>/` on first use. Where both bring an artifact the
+broker's copy wins (the tools' pom pulls slf4j 1.7, the broker's classpath log4j behind
+slf4j 2).
+
+`run("kafka-topics", ["--list", "--bootstrap-server", b])` is one JVM, as the script is.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from compat import apache_kafka
+from compat.apache_kafka import ApacheKafkaUnavailable, java
+
+POM = Path(__file__).resolve().parent / "kafka-tools" / "pom.xml"
+MARKER = "COMPLETE"
+
+# The script names of Kafka's bin/ and the main classes they run in Kafka 4.1.
+TOOLS = {
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+}
+
+# Kafka's config/tools-log4j2.yaml: warnings and worse to stderr, so stdout is the tool's own.
+TOOLS_LOG4J2 = """\
+status = warn
+appender.err.type = Console
+appender.err.name = STDERR
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = STDERR
+"""
+
+
+def cache_dir() -> Path:
+    return apache_kafka.cache_dir().parent / f"kafka-tools-{apache_kafka.kafka_version()}"
+
+
+def fetch() -> Path:
+    """The directory of kafka-tools and its dependencies, fetched with Maven when incomplete."""
+    root = cache_dir()
+    lib = root / "lib"
+    want = hashlib.sha256(POM.read_bytes()).hexdigest()
+    if _complete(root, want):
+        return lib
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise ApacheKafkaUnavailable("Kafka's tools are fetched with Maven, and `mvn` is not on "
+                                     "PATH (Debian: apt-get install maven; bin/test does this)")
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _complete(root, want):
+            return lib
+        (root / MARKER).unlink(missing_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="lib-", dir=root))
+        try:
+            done = subprocess.run(
+                [mvn, "-B", "-q", "-f", str(POM), "dependency:copy-dependencies",
+                 f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
+                capture_output=True, text=True, timeout=900)
+            if done.returncode != 0 or not any(staging.glob("kafka-tools-*.jar")):
+                raise ApacheKafkaUnavailable(
+                    f"mvn could not fetch kafka-tools (exit {done.returncode}):\n"
+                    f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
+            shutil.rmtree(lib, ignore_errors=True)
+            staging.rename(lib)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        (root / "tools-log4j2.properties").write_text(TOOLS_LOG4J2)
+        (root / MARKER).write_text(want + "\n")
+    return lib
+
+
+def _complete(root: Path, pom_hash: str) -> bool:
+    marker = root / MARKER
+    return marker.is_file() and marker.read_text().strip() == pom_hash
+
+
+def _artifact(jar: Path) -> str:
+    """A jar's artifact name without its version: slf4j-api-2.0.17.jar -> slf4j-api."""
+    return re.sub(r"-\d[^-]*(-[A-Za-z0-9]+)*\.jar$", "", jar.name)
+
+
+def classpath() -> str:
+    """The broker's jars, then kafka-tools' jars of artifacts the broker lacks."""
+    jars = {_artifact(j): j for j in sorted(apache_kafka.fetch().glob("*.jar"))}
+    for j in sorted(fetch().glob("*.jar")):
+        jars.setdefault(_artifact(j), j)
+    return ":".join(str(j) for j in jars.values())
+
+
+def command(tool: str, args: Sequence[str]) -> list[str]:
+    """The java command line `bin/<tool>.sh args` runs."""
+    cp = classpath()
+    return [java(), "-Xmx256M", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={cache_dir() / 'tools-log4j2.properties'}",
+            "-cp", cp, TOOLS[tool], *args]
+
+
+def run(tool: str, args: Sequence[str], *, input: str | None = None,
+        timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run one of Kafka's tools to its end: its exit status, stdout and stderr."""
+    return subprocess.run(command(tool, args), input=input, capture_output=True, text=True,
+                          timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL)

@@ -1,0 +1,273 @@
+"""Apache Kafka's own command-line tools (4.1.1, from their jars) against pybroker (issue #14).
+
+Each command is one JVM, as `bin/kafka-*.sh` runs it (about 2-3 s each), so the module shares
+one broker (with the ACL authorizer, ANONYMOUS a super user, so that kafka-acls has something
+to talk to) and keeps to one command per thing the tool does; leader election and
+reassignment get a three-broker Cluster. Each test asserts what Kafka's tool prints, and where
+pybroker has the same tool in bin/ a few outputs are compared line for line with ours.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from compat import kafka_tools
+from compat.apache_kafka import ApacheKafkaUnavailable
+from pybroker.testing import Broker
+from tests.helpers import ROOT
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Broker]:
+    try:
+        kafka_tools.classpath()  # fetched once, before the broker starts
+    except ApacheKafkaUnavailable as exc:
+        pytest.fail(f"Kafka's tools are unavailable: {exc}", pytrace=False)
+    with Broker(authorizer_class_name="kafka.security.authorizer.AclAuthorizer",
+                super_users="User:ANONYMOUS") as b:
+        yield b
+
+
+def kafka(tool: str, *args: str, input: str | None = None, ok: bool = True,
+          timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    began = time.monotonic()
+    done = kafka_tools.run(tool, list(args), input=input, timeout=timeout)
+    print(f"{time.monotonic() - began:5.1f} s  {tool} {shlex.join(args)}")
+    if ok:
+        assert done.returncode == 0, f"{tool} {shlex.join(args)} exited {done.returncode}:\n" \
+            f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    return done
+
+
+def ours(tool: str, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([str(ROOT / "bin" / tool), *args], input=input, capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, f"bin/{tool} {shlex.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def table(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines() if line.strip()]
+
+
+def test_topics_create_list_describe_alter_delete(broker: Broker) -> None:
+    b = broker.bootstrap
+    out = kafka("kafka-topics", "--bootstrap-server", b, "--create", "--topic", "kt-topics",
+                "--partitions", "2", "--config", "retention.ms=3600000").stdout
+    assert out.strip() == "Created topic kt-topics."
+    assert "kt-topics" in kafka("kafka-topics", "--bootstrap-server", b, "--list").stdout.split()
+    kafka("kafka-topics", "--bootstrap-server", b, "--alter", "--topic", "kt-topics",
+          "--partitions", "3")
+    described = kafka("kafka-topics", "--bootstrap-server", b, "--describe",
+                      "--topic", "kt-topics").stdout
+    lines = described.splitlines()
+    assert re.fullmatch(r"Topic: kt-topics\tTopicId: \S{22}\tPartitionCount: 3\t"
+                        r"ReplicationFactor: 1\tConfigs: retention.ms=3600000", lines[0]), lines[0]
+    for p in range(3):
+        assert f"\tTopic: kt-topics\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0" \
+            "\tElr: N/A\tLastKnownElr: N/A" == lines[1 + p]
+    # pybroker's kafka-topics prints the same description.
+    mine = ours("kafka-topics", "--bootstrap-server", b, "--describe", "--topic", "kt-topics")
+    assert mine.stdout == described, f"ours:\n{mine.stdout}\nKafka's:\n{described}"
+    kafka("kafka-topics", "--bootstrap-server", b, "--delete", "--topic", "kt-topics")
+    assert "kt-topics" not in ours("kafka-topics", "--bootstrap-server", b, "--list").stdout.split()
+
+
+def test_console_producer_consumer_and_consumer_groups(broker: Broker) -> None:
+    b = broker.bootstrap
+    broker.create_topic("kt-console", partitions=1)
+    kafka("kafka-console-producer", "--bootstrap-server", b, "--topic", "kt-console",
+          "--property", "parse.key=true", "--property", "parse.headers=true",
+          input="h1:v1\tk1\tone\nh2:v2\tk2\ttwo\nh3:v3,h4:\tk3\tthree\n")
+    consumed = kafka("kafka-console-consumer", "--bootstrap-server", b, "--topic", "kt-console",
+                     "--from-beginning", "--group", "kt-g", "--max-messages", "3",
+                     "--property", "print.key=true", "--property", "print.headers=true",
+                     "--property", "print.offset=true")
+    assert consumed.stdout.splitlines() == [
+        "Offset:0\th1:v1\tk1\tone", "Offset:1\th2:v2\tk2\ttwo", "Offset:2\th3:v3,h4:\tk3\tthree"]
+    assert "Processed a total of 3 messages" in consumed.stderr
+    assert "kt-g" in kafka("kafka-consumer-groups", "--bootstrap-server", b, "--list").stdout.split()
+    described = kafka("kafka-consumer-groups", "--bootstrap-server", b, "--describe",
+                      "--group", "kt-g").stdout
+    rows = table(described)
+    assert rows[0][:6] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET",
+                           "LAG"], described
+    assert rows[1][:6] == ["kt-g", "kt-console", "0", "3", "3", "0"], described
+    mine = ours("kafka-consumer-groups", "--bootstrap-server", b, "--describe", "--group", "kt-g")
+    assert table(mine.stdout) == rows, f"ours:\n{mine.stdout}\nKafka's:\n{described}"
+    reset = kafka("kafka-consumer-groups", "--bootstrap-server", b, "--reset-offsets",
+                  "--group", "kt-g", "--topic", "kt-console", "--to-offset", "1",
+                  "--execute").stdout
+    assert table(reset)[1] == ["kt-g", "kt-console", "0", "1"], reset
+    deleted = kafka("kafka-consumer-groups", "--bootstrap-server", b, "--delete",
+                    "--group", "kt-g").stdout
+    assert "Deletion of requested consumer groups ('kt-g') was successful." in deleted
+    assert "kt-g" not in ours("kafka-consumer-groups", "--bootstrap-server", b,
+                              "--list").stdout.split()
+
+
+def test_configs_topics_brokers_users(broker: Broker) -> None:
+    b = broker.bootstrap
+    broker.create_topic("kt-configs")
+    altered = kafka("kafka-configs", "--bootstrap-server", b, "--alter", "--entity-type",
+                    "topics", "--entity-name", "kt-configs", "--add-config",
+                    "retention.ms=60000,cleanup.policy=compact").stdout
+    assert altered.strip() == "Completed updating config for topic kt-configs."
+    described = kafka("kafka-configs", "--bootstrap-server", b, "--describe", "--entity-type",
+                      "topics", "--entity-name", "kt-configs").stdout
+    assert described.splitlines()[0] == "Dynamic configs for topic kt-configs are:"
+    assert "  cleanup.policy=compact sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:" \
+        "cleanup.policy=compact, DEFAULT_CONFIG:log.cleanup.policy=delete}" in described
+    mine = ours("kafka-configs", "--bootstrap-server", b, "--describe", "--entity-type",
+                "topics", "--entity-name", "kt-configs")
+    assert sorted(mine.stdout.splitlines()) == sorted(described.splitlines()), \
+        f"ours:\n{mine.stdout}\nKafka's:\n{described}"
+    brokers = kafka("kafka-configs", "--bootstrap-server", b, "--describe", "--entity-type",
+                    "brokers", "--entity-name", "0", "--all").stdout
+    assert brokers.splitlines()[0] == "All configs for broker 0 are:"
+    assert re.search(r"^  log\.retention\.hours=168 sensitive=false", brokers, re.M), brokers
+    # Kafka's tool alters quotas and SCRAM credentials with different requests, one per run.
+    for config in ("SCRAM-SHA-256=[iterations=4096,password=alice-secret]",
+                   "producer_byte_rate=1024"):
+        kafka("kafka-configs", "--bootstrap-server", b, "--alter", "--entity-type", "users",
+              "--entity-name", "alice", "--add-config", config)
+    users = kafka("kafka-configs", "--bootstrap-server", b, "--describe", "--entity-type",
+                  "users", "--entity-name", "alice").stdout
+    assert "Quota configs for user-principal 'alice' are producer_byte_rate=1024.0" in users, users
+    assert "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=" \
+        "iterations=4096" in users, users
+
+
+def test_get_offsets_and_delete_records(broker: Broker, tmp_path: Path) -> None:
+    b = broker.bootstrap
+    broker.create_topic("kt-offsets", partitions=2)
+    kafka("kafka-producer-perf-test", "--topic", "kt-offsets", "--num-records", "200",
+          "--record-size", "10", "--throughput", "-1", "--producer-props",
+          f"bootstrap.servers={b}", "acks=all", "partitioner.class="
+          "org.apache.kafka.clients.producer.RoundRobinPartitioner")
+    latest = kafka("kafka-get-offsets", "--bootstrap-server", b, "--topic", "kt-offsets").stdout
+    assert latest.splitlines() == ["kt-offsets:0:100", "kt-offsets:1:100"], latest
+    mine = ours("kafka-get-offsets", "--bootstrap-server", b, "--topic", "kt-offsets")
+    assert mine.stdout == latest, f"ours:\n{mine.stdout}\nKafka's:\n{latest}"
+    spec = tmp_path / "delete.json"
+    spec.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "kt-offsets", "partition": 0, "offset": 40}]}))
+    deleted = kafka("kafka-delete-records", "--bootstrap-server", b, "--offset-json-file",
+                    str(spec)).stdout
+    assert "partition: kt-offsets-0\tlow_watermark: 40" in deleted, deleted
+    earliest = kafka("kafka-get-offsets", "--bootstrap-server", b, "--topic", "kt-offsets",
+                     "--time", "earliest").stdout
+    assert earliest.splitlines() == ["kt-offsets:0:40", "kt-offsets:1:0"], earliest
+
+
+def test_perf_tests(broker: Broker) -> None:
+    b = broker.bootstrap
+    broker.create_topic("kt-perf", partitions=3)
+    produced = kafka("kafka-producer-perf-test", "--topic", "kt-perf", "--num-records", "3000",
+                     "--record-size", "100", "--throughput", "-1", "--producer-props",
+                     f"bootstrap.servers={b}", "compression.type=lz4").stdout
+    assert re.search(r"^3000 records sent, [\d.]+ records/sec", produced, re.M), produced
+    consumed = kafka("kafka-consumer-perf-test", "--bootstrap-server", b, "--topic", "kt-perf",
+                     "--messages", "3000", "--timeout", "20000").stdout
+    header, row = consumed.strip().splitlines()[-2:]
+    assert header.startswith("start.time, end.time, data.consumed.in.MB"), consumed
+    assert row.split(", ")[4].strip() == "3000", consumed  # data.consumed.in.nMsg
+
+
+def test_log_dirs(broker: Broker) -> None:
+    broker.create_topic("kt-logdirs")
+    out = kafka("kafka-log-dirs", "--bootstrap-server", broker.bootstrap, "--describe",
+                "--topic-list", "kt-logdirs").stdout
+    found = json.loads(out.strip().splitlines()[-1])
+    ((entry,),) = [b["logDirs"] for b in found["brokers"]]
+    assert entry["error"] is None and entry["logDir"] == str(broker.log_dir), entry
+    assert [p["partition"] for p in entry["partitions"]] == ["kt-logdirs-0"], entry
+
+
+def test_acls(broker: Broker) -> None:
+    b = broker.bootstrap
+    kafka("kafka-acls", "--bootstrap-server", b, "--add", "--allow-principal", "User:alice",
+          "--operation", "Read", "--topic", "kt-acl", "--group", "kt-acl-g")
+    listed = kafka("kafka-acls", "--bootstrap-server", b, "--list", "--topic", "kt-acl").stdout
+    assert "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=kt-acl, " \
+        "patternType=LITERAL)`:" in listed, listed
+    assert "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in listed
+
+
+def test_transactions(broker: Broker) -> None:
+    b = broker.bootstrap
+    broker.create_topic("kt-txn")
+    kafka("kafka-producer-perf-test", "--topic", "kt-txn", "--num-records", "100",
+          "--record-size", "10", "--throughput", "-1", "--transactional-id", "kt-tid",
+          "--transaction-duration-ms", "100", "--producer-props", f"bootstrap.servers={b}")
+    listed = table(kafka("kafka-transactions", "--bootstrap-server", b, "list").stdout)
+    assert listed[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert [r for r in listed if r[0] == "kt-tid"][0][1:2] == ["0"], listed
+    described = table(kafka("kafka-transactions", "--bootstrap-server", b, "describe",
+                            "--transactional-id", "kt-tid").stdout)
+    assert described[0][:4] == ["CoordinatorId", "TransactionalId", "ProducerId",
+                                "ProducerEpoch"], described
+    assert described[1][:2] == ["0", "kt-tid"], described
+
+
+# -- a cluster: leader election and reassignment -------------------------------------------------
+
+def test_leader_election_and_reassign_partitions(tmp_path: Path) -> None:
+    from pybroker.testing_cluster import Cluster
+    kafka_tools.classpath()
+    with Cluster(3) as cluster:
+        b = cluster.bootstrap
+        cluster.create_topic("kt-moved", partitions=1, replication_factor=2)
+        replicas = cluster.replicas_of("kt-moved")
+        preferred = replicas[0]
+        # The preferred leader fails and comes back as a follower: leadership stays away.
+        cluster.stop_broker(preferred)
+        cluster.start_broker(preferred)
+        cluster.wait_for_isr("kt-moved", 0)
+        assert cluster.leader_of("kt-moved") == replicas[1]
+        elected = kafka("kafka-leader-election", "--bootstrap-server", b, "--election-type",
+                        "preferred", "--topic", "kt-moved", "--partition", "0").stdout
+        assert "Successfully completed leader election (PREFERRED) for partitions kt-moved-0" \
+            in elected, elected
+        cluster.wait_until(lambda: cluster.leader_of("kt-moved") == preferred,
+                           "the preferred leader back")
+        target = sorted({0, 1, 2} - {replicas[1]})
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "kt-moved", "partition": 0, "replicas": target}]}))
+        started = kafka("kafka-reassign-partitions", "--bootstrap-server", b,
+                        "--reassignment-json-file", str(plan), "--execute").stdout
+        assert "Successfully started partition reassignment for kt-moved-0" in started, started
+        cluster.wait_until(lambda: sorted(cluster.replicas_of("kt-moved")) == target,
+                           "the reassignment to finish")
+        verified = kafka("kafka-reassign-partitions", "--bootstrap-server", b,
+                         "--reassignment-json-file", str(plan), "--verify").stdout
+        assert "Reassignment of partition kt-moved-0 is completed." in verified, verified
+
+
+# -- the README's quickstart, typed with Kafka's tools -------------------------------------------
+
+def test_readme_quickstart_with_kafkas_tools(broker: Broker) -> None:
+    from tests.test_quickstart import quickstart_steps
+    outputs = []
+    for line, typed in quickstart_steps():
+        argv = shlex.split(line.replace("localhost:9092", broker.bootstrap))
+        tool = Path(argv[0]).name.removesuffix(".sh")
+        outputs.append(kafka(tool, *argv[1:], input="\n".join(typed) + "\n" if typed else None))
+    create, listing, _, consume, describe, group = outputs
+    assert "Created topic test." in create.stdout
+    assert "test" in listing.stdout.split()
+    assert consume.stdout.splitlines() == ["first event", "second event"]
+    assert "Processed a total of 2 messages" in consume.stderr
+    assert re.search(r"Topic: test\tTopicId: \S+\tPartitionCount: 1\tReplicationFactor: 1",
+                     describe.stdout), describe.stdout
+    assert re.search(r"Partition: 0\s+Leader: 0\s+Replicas: 0\s+Isr: 0", describe.stdout)
+    row = next(r for r in table(group.stdout) if r[0] == "quickstart")
+    assert row[1:6] == ["test", "0", "2", "2", "0"], group.stdout
