@@ -19,8 +19,9 @@ func (franzDriver) versions() map[string]string {
 }
 
 func franzClient(req *request, opts ...kgo.Opt) (*kgo.Client, error) {
-	base := []kgo.Opt{kgo.SeedBrokers(strings.Split(req.Bootstrap, ",")...),
-		kgo.RecordDeliveryTimeout(readTimeout)}
+	// No kgo.RecordDeliveryTimeout: franz-go counts it from a record's own timestamp, so a
+	// record stamped in the past would time out at once; the request's context bounds it.
+	base := []kgo.Opt{kgo.SeedBrokers(strings.Split(req.Bootstrap, ",")...)}
 	return kgo.NewClient(append(base, opts...)...)
 }
 
