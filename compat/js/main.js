@@ -71,6 +71,7 @@ async function consume (req) {
   const consumer = k.consumer({ groupId, readUncommitted: req.isolation !== 'read_committed',
     maxWaitTimeInMs: 200, heartbeatInterval: 500 })
   const records = []
+  const fetched = {} // partition -> the offset after the last one fetched, control records too
   const wanted = new Set(req.partitions)
   let startAt = null
   if (req.start === 'timestamp') {
@@ -87,8 +88,13 @@ async function consume (req) {
     const done = new Promise((resolve) => { resolveDone = resolve })
     await consumer.run({
       autoCommit: true,
-      eachMessage: async ({ partition, message }) => {
-        if (wanted.has(partition)) records.push(got(partition, message))
+      eachBatch: async ({ batch, resolveOffset }) => {
+        for (const message of batch.messages) {
+          if (wanted.has(batch.partition)) records.push(got(batch.partition, message))
+          resolveOffset(message.offset)
+        }
+        // Where the fetcher goes on from: past control records fetched with the data.
+        fetched[batch.partition] = Math.max(fetched[batch.partition] || 0, Number(batch.lastOffset()) + 1)
         if (records.length >= req.count) resolveDone()
       }
     })
@@ -99,15 +105,20 @@ async function consume (req) {
     await consumer.disconnect()
   }
   const positions = {}
+  const committed = {}
   if (req.to_end) {
     const admin = k.admin(); await admin.connect()
     try {
       const [topic] = await admin.fetchOffsets({ groupId, topics: [req.topic] })
-      for (const p of topic.partitions) if (wanted.has(p.partition)) positions[p.partition] = Number(p.offset)
+      for (const p of topic.partitions) {
+        if (!wanted.has(p.partition)) continue
+        committed[p.partition] = Number(p.offset)
+        positions[p.partition] = Math.max(Number(p.offset), fetched[p.partition] || 0)
+      }
       await admin.deleteGroups([groupId]).catch(() => {})
     } finally { await admin.disconnect() }
   }
-  return { records: records.slice(0, req.to_end ? records.length : req.count), positions }
+  return { records: records.slice(0, req.to_end ? records.length : req.count), positions, committed }
 }
 
 async function consumeGroup (req) {
