@@ -264,6 +264,10 @@ class HelperAdapter(Adapter):
     def missing(self) -> str | None:
         return have(self.tool)
 
+    def prepare(self) -> None:
+        if self.missing() is None:
+            self.helper.command()  # builds (go build) or installs (npm ci) on first use
+
     def _call(self, op: str, **args: Any) -> Any:
         return self.helper.call(op, **args)
 

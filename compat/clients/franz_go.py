@@ -11,7 +11,7 @@ from compat.helper_process import Helper, HelperAdapter, go_binary
 
 class FranzGo(HelperAdapter):
     name = "franz-go"
-    order = 50
+    order = 60
     tool = "go"
     helper = Helper("franz-go", lambda: [str(go_binary()), "franz"])
 

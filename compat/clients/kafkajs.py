@@ -22,7 +22,7 @@ NATIVE_CODEC = ("kafkajs ships gzip only and its {codec} plug-in wraps a native 
 
 class KafkaJS(HelperAdapter):
     name = "kafkajs"
-    order = 60
+    order = 70
     tool = "node"
     helper = Helper("kafkajs", lambda: ["node", str(node_program())])
 

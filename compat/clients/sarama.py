@@ -16,7 +16,7 @@ REFERENCE_HASH = ("keys placed by sarama's NewReferenceHashPartitioner (FNV-1a a
 
 class Sarama(HelperAdapter):
     name = "sarama"
-    order = 55
+    order = 65
     tool = "go"
     helper = Helper("sarama", lambda: [str(go_binary()), "sarama"])
 
