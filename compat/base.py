@@ -237,6 +237,10 @@ class Adapter:
         """Why this client cannot run here at all (not installed), or None."""
         return None
 
+    def prepare(self) -> None:
+        """Build or install what the client needs (cached), before any cell runs: a first
+        build can outlast a scenario's timeout (compat/go compiles in over a minute cold)."""
+
     # -- capabilities the scenarios ask about before producing ---------------------------------
     def cannot(self, feature: str) -> str | None:
         """Why the client cannot express `feature`, or None. Features: "partition" (produce to

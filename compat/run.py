@@ -88,6 +88,12 @@ def run_matrix(clients: list[str] | None = None, scenarios: list[str] | None = N
     if unknown:
         raise SystemExit(f"unknown client or scenario: {', '.join(unknown)} (clients: "
                          f"{', '.join(adapters)}; scenarios: {', '.join(SCENARIOS)})")
+    for c in clients:
+        try:
+            adapters[c].prepare()
+        except Exception as exc:  # noqa: BLE001 - its cells fail with the reason
+            if progress:
+                progress(f"{c}: not prepared: {exc}")
     # The slow scenarios first, so that they do not finish the run alone.
     cells = sorted(((c, s) for s in scenarios for c in clients),
                    key=lambda cs: -SCENARIOS[cs[1]].timeout)
@@ -248,7 +254,10 @@ def render_markdown(matrix: dict) -> str:
         "",
         "kafka-python, confluent-kafka and aiokafka are pinned in `pyproject.toml` (the `test` "
         "extra); kcat is Debian's package (installed by `bin/test`), which bundles its own "
-        "librdkafka; pybroker's tools are this tree's.",
+        "librdkafka; pybroker's tools are this tree's. franz-go and sarama are pinned by "
+        "`compat/go/go.mod` and `go.sum` (one Go program, built on first use), kafkajs by "
+        "`compat/js/package-lock.json` (`npm ci` on first use); each runs as one process per "
+        "matrix run that every cell talks to (`compat/helper_process.py`).",
         "",
         "Apache Kafka's Java client (kafka-clients) is pinned in `compat/java/pom.xml` and driven "
         "by `compat/java/` (built with Maven on first use; one JVM serves the whole run).",

@@ -1,0 +1,49 @@
+"""kafkajs (Node): producer, consumer (always a group member), admin, driven through compat/js
+(a Node program shared by every cell of a run: `compat.helper_process`).
+
+kafkajs ships gzip only; snappy comes from the pure-JavaScript kafkajs-snappy plug-in. Its
+LZ4 and zstd plug-ins (kafkajs-lz4, @kafkajs/zstd) wrap native addons that build with
+node-gyp or download prebuilt binaries, which a machine here cannot: N/A. kafkajs reads
+without a group only by joining a throw-away one, so reading to the end reports what that
+group committed on stopping. It reads with eachBatch: kafkajs then resolves each batch's last
+offset, transaction markers included; with eachMessage it resolves only the records it hands
+out, so a marker fetched together with data stayed uncommitted (11 of 12 in `transactions`).
+The position reported is the larger of that commit and the offset after the last one fetched;
+a cell notes it when the two differ.
+"""
+from __future__ import annotations
+
+from compat.base import Got
+from compat.helper_process import Helper, HelperAdapter, got_from, node_program
+
+NATIVE_CODEC = ("kafkajs ships gzip only and its {codec} plug-in wraps a native addon "
+                "(node-gyp build or a downloaded prebuilt binary), not installable here")
+
+
+class KafkaJS(HelperAdapter):
+    name = "kafkajs"
+    order = 70
+    tool = "node"
+    helper = Helper("kafkajs", lambda: ["node", str(node_program())])
+
+    def cannot(self, feature: str) -> str | None:
+        if feature == "null-header-value":
+            return "kafkajs's headers are an object of Buffer or string values: no null"
+        if feature in ("codec:lz4", "codec:zstd"):
+            return NATIVE_CODEC.format(codec=feature.split(":")[1])
+        return None
+
+    def consume_to_end(self, bootstrap: str, topic: str, partitions: list[int], count: int,
+                       isolation: str) -> tuple[list[Got], dict[int, int]]:
+        out = self._call("consume", bootstrap=bootstrap, topic=topic, partitions=partitions,
+                         start="beginning", count=count, isolation=isolation, to_end=True)
+        positions = {int(p): int(o) for p, o in out["positions"].items()}
+        committed = {int(p): int(o) for p, o in out["committed"].items()}
+        if committed != positions:
+            self.note(f"kafkajs fetched past the transaction markers (to {positions}) but "
+                      f"committed only {committed}: it commits the offsets of records it hands "
+                      "out, and skips a marker only when a fetch holds nothing else")
+        return [got_from(d) for d in out["records"]], positions
+
+
+ADAPTER = KafkaJS()
