@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from tests.helpers import ROOT
+from tests.python_envs import quixstreams_dir
 
 pytest_plugins = ["pytester"]
 
@@ -107,35 +103,6 @@ def test_the_client_examples_of_docs_testing_run(user_run, pytester: pytest.Pyte
     pytester.makepyfile(**examples)
     result = user_run("", "-W", "ignore::DeprecationWarning")
     result.assert_outcomes(passed=4)
-
-
-# Quix Streams caps confluent-kafka (3.28.1: `<2.13`) below the test extras' pin (2.16.1), so it
-# cannot be a test extra; a project that uses it gets the confluent-kafka it asks for.
-QUIXSTREAMS = "quixstreams==3.28.1"
-# Read at import: pytester points HOME at its temporary directory while a test runs.
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pybroker-tests"
-
-
-def quixstreams_dir() -> Path:
-    """What `pip install quixstreams==…` brings (confluent-kafka 2.12.2 among ~90 packages),
-    installed once into the user's cache directory: ~15 s of pip the first time, none after.
-    Installed beside its final name and renamed, so a run never sees half an install."""
-    final = CACHE / QUIXSTREAMS
-    if final.is_dir():
-        return final
-    CACHE.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=QUIXSTREAMS + ".", dir=CACHE))
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                          "--disable-pip-version-check", "--target", str(staging), QUIXSTREAMS],
-                         capture_output=True, text=True, timeout=300)
-    if pip.returncode != 0:
-        shutil.rmtree(staging)
-        raise AssertionError(f"pip install {QUIXSTREAMS}:\n{pip.stdout[-2000:]}{pip.stderr}")
-    try:
-        staging.rename(final)
-    except OSError:                                     # another run got there first
-        shutil.rmtree(staging)
-    return final
 
 
 def test_the_quix_streams_example_of_docs_testing_runs(
