@@ -69,6 +69,17 @@ class Txn:
     commit: bool
 
 
+@dataclass(frozen=True)
+class GroupView:
+    """A consumer group as the client's admin API describes it: its state in Kafka's spelling
+    ("Stable", "Empty"; compared without case), the assignor its members chose ("" when
+    none), and each member's assignment as topic -> partitions."""
+
+    state: str
+    assignor: str
+    members: tuple[dict[str, list[int]], ...]
+
+
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
 
@@ -303,6 +314,20 @@ class Adapter:
         committed), committing what it takes."""
         raise NotApplicable(f"{self.name} cannot run a group member")
 
+    def start_member_as(self, bootstrap: str, topic: str, group: str, *,
+                        cooperative: bool = False, instance_id: str | None = None) -> Member:
+        """Like `start_member`, with the cooperative-sticky assignor (`cooperative`) and/or
+        static membership (`instance_id`: group.instance.id). A static member's `stop()` closes
+        it without leaving the group, as the client does by default for static members."""
+        raise NotApplicable(f"{self.name}'s adapter cannot choose the assignor or "
+                            "group.instance.id of a member")
+
+    def offsets_for_times(self, bootstrap: str, topic: str,
+                          times: dict[int, int]) -> dict[int, tuple[int, int] | None]:
+        """Per partition, (offset, timestamp) of the first record whose timestamp is >= the
+        given one, None when there is none (the client's offsetsForTimes)."""
+        raise NotApplicable(f"{self.name} has no offsets-for-times lookup")
+
     # -- administration -------------------------------------------------------------------------
     def create_topic(self, bootstrap: str, topic: str, partitions: int,
                      configs: dict[str, str]) -> None:
@@ -329,4 +354,22 @@ class Adapter:
 
     def delete_config(self, bootstrap: str, topic: str, name: str) -> None:
         """Remove the override: the topic falls back to the default."""
+        raise NotApplicable(self.no_admin)
+
+    def list_groups(self, bootstrap: str) -> set[str]:
+        raise NotApplicable(self.no_admin)
+
+    def describe_group(self, bootstrap: str, group: str) -> GroupView:
+        raise NotApplicable(self.no_admin)
+
+    def alter_group_offsets(self, bootstrap: str, group: str, topic: str,
+                            offsets: dict[int, int]) -> None:
+        """Set an empty group's committed offsets (Admin alterConsumerGroupOffsets)."""
+        raise NotApplicable(self.no_admin)
+
+    def delete_group(self, bootstrap: str, group: str) -> None:
+        raise NotApplicable(self.no_admin)
+
+    def log_dir_sizes(self, bootstrap: str, topic: str) -> dict[int, int]:
+        """Per partition of `topic`, its size in bytes as DescribeLogDirs reports it."""
         raise NotApplicable(self.no_admin)

@@ -149,6 +149,8 @@ def broker_commit() -> str:
         if not head.startswith("ref:"):
             return head
         ref = head.split(":", 1)[1].strip()
+        if (git / "commondir").is_file():  # a worktree's branches live in the main .git
+            git = (git / (git / "commondir").read_text().strip()).resolve()
         if (git / ref).exists():
             return (git / ref).read_text().strip()
         for line in (git / "packed-refs").read_text().splitlines():

@@ -198,14 +198,50 @@ def _assignment_sizes(bootstrap: str, group: str, topic: str) -> tuple[str, list
 @scenario("group-rebalance", "A group of three: two share six partitions, a third joins, "
           "rebalance to 2/2/2", timeout=150)
 def group_rebalance(a: Adapter, bootstrap: str) -> str | None:
-    topic, group = unique(a, "grp"), unique(a, "g")
+    return _group_of_three(a, bootstrap, "grp", lambda t, g: a.start_member(bootstrap, t, g))
+
+
+@scenario("group-cooperative", "The cooperative-sticky assignor: two share six partitions, a "
+          "third joins, 2/2/2 with no partition moved between the first two", timeout=150)
+def group_cooperative(a: Adapter, bootstrap: str) -> str | None:
+    def sticky(topic: str, before: dict[str, set[int]], after: dict[str, set[int]],
+               assignor: str) -> None:
+        assert assignor == "cooperative-sticky", f"the group chose the {assignor!r} assignor"
+        for member, had in before.items():
+            now = after.get(member)
+            assert now is not None, f"member {member} gone after the third joined"
+            assert now <= had, f"member {member} had {sorted(had)}, now {sorted(now)}: " \
+                "a partition moved between the first two members"
+
+    return _group_of_three(a, bootstrap, "coop",
+                           lambda t, g: a.start_member_as(bootstrap, t, g, cooperative=True),
+                           sticky)
+
+
+Snapshot = Callable[[str, dict[str, set[int]], dict[str, set[int]], str], None]
+
+
+def _assigned(bootstrap: str, group: str, topic: str) -> tuple[dict[str, set[int]], str]:
+    """Member id -> its partitions of `topic`, and the group's assignor, per DescribeGroups."""
+    _, assignor, members = wire.group_members(bootstrap, group)
+    return {mid: set(parts.get(topic, [])) for mid, (_, parts) in members.items()}, assignor
+
+
+def _group_of_three(a: Adapter, bootstrap: str, what: str,
+                    start: Callable[[str, str], Member], check: Snapshot | None = None
+                    ) -> str | None:
+    """Two members started with `start(topic, group)` share six partitions 3/3 and take 60
+    records, a third joins, 2/2/2, 60 more records are taken by all three, all leave and the
+    group has committed the end of every partition. `check(topic, before, after, assignor)`
+    judges the assignments before and after the third joined."""
+    topic, group = unique(a, what), unique(a, "g")
     wire.create_topic(bootstrap, topic, 6)
     first = [f"a-{i}".encode() for i in range(60)]
     _neutral_records(bootstrap, topic, first, 6)
     members: list[Member] = []
     try:
-        members.append(a.start_member(bootstrap, topic, group))
-        members.append(a.start_member(bootstrap, topic, group))
+        members.append(start(topic, group))
+        members.append(start(topic, group))
 
         def taken() -> set[bytes]:
             return {v for m in members for v in m.values()}
@@ -219,8 +255,12 @@ def group_rebalance(a: Adapter, bootstrap: str) -> str | None:
 
         wait_for(lambda: set(first) <= taken(), 60, "two members to take the first 60 records")
         wait_for(lambda: shared_by(2), 30, "a stable group of two sharing 6 partitions 3/3")
-        members.append(a.start_member(bootstrap, topic, group))
+        before, _ = _assigned(bootstrap, group, topic)
+        members.append(start(topic, group))
         wait_for(lambda: shared_by(3), 60, "the rebalance to three members with 2/2/2")
+        if check is not None:
+            after, assignor = _assigned(bootstrap, group, topic)
+            check(topic, before, after, assignor)
         second = [f"b-{i}".encode() for i in range(60)]
         _neutral_records(bootstrap, topic, second, 6)
         wait_for(lambda: set(second) <= taken(), 60, "the second 60 records after the rebalance")
@@ -240,6 +280,71 @@ def group_rebalance(a: Adapter, bootstrap: str) -> str | None:
         f"committed {committed} once every member left, not the end of every partition (20)"
     if any(n > 1 for n in counts.values()):  # allowed: commits are at least once
         return "some records were taken twice around the rebalance (at-least-once delivery)"
+    return None
+
+
+@scenario("group-static", "Static membership: a member with a group.instance.id restarts "
+          "within the session timeout and gets its partitions back without a rebalance",
+          timeout=120)
+def group_static(a: Adapter, bootstrap: str) -> str | None:
+    topic, group = unique(a, "static"), unique(a, "g")
+    wire.create_topic(bootstrap, topic, 4)
+    first = [f"a-{i}".encode() for i in range(40)]
+    _neutral_records(bootstrap, topic, first, 4)  # value i on partition i % 4
+    members: dict[str, Member] = {}
+    try:
+        members["a"] = a.start_member_as(bootstrap, topic, group, instance_id="member-a")
+        members["b"] = a.start_member_as(bootstrap, topic, group, instance_id="member-b")
+
+        def taken() -> set[bytes]:
+            return {v for m in members.values() for v in m.values()}
+
+        def by_instance() -> tuple[str, dict[str | None, tuple[str, set[int]]]]:
+            state, _, found = wire.group_members(bootstrap, group)
+            return state, {inst: (mid, set(parts.get(topic, [])))
+                           for mid, (inst, parts) in found.items()}
+
+        def settled() -> bool:
+            state, found = by_instance()
+            return state == "Stable" and set(found) == {"member-a", "member-b"} and \
+                sorted(p for _, parts in found.values() for p in parts) == [0, 1, 2, 3] and \
+                all(parts for _, parts in found.values())
+
+        wait_for(lambda: set(first) <= taken(), 60, "two static members to take 40 records")
+        wait_for(settled, 30, "a stable group of member-a and member-b sharing 4 partitions")
+        _, before = by_instance()
+        members.pop("a").stop()  # a static member closes without leaving
+        states = set()
+        restarted = a.start_member_as(bootstrap, topic, group, instance_id="member-a")
+        members["a"] = restarted
+
+        def rejoined() -> bool:
+            state, found = by_instance()
+            states.add(state)
+            return "member-a" in found and found["member-a"][0] != before["member-a"][0]
+
+        wait_for(rejoined, 20, "member-a to rejoin under a new member id")
+        state, after = by_instance()
+        assert states == {"Stable"} and state == "Stable", \
+            f"the group went through {sorted(states | {state})} when member-a restarted"
+        assert after["member-b"] == before["member-b"], \
+            f"member-b went from {before['member-b']} to {after['member-b']}"
+        assert after["member-a"][1] == before["member-a"][1], \
+            f"member-a had {sorted(before['member-a'][1])}, got {sorted(after['member-a'][1])}"
+        second = [f"b-{i}".encode() for i in range(40)]
+        _neutral_records(bootstrap, topic, second, 4)
+        wait_for(lambda: set(second) <= taken(), 30, "the 40 records after the restart")
+        for value in restarted.values():
+            p = int(value.split(b"-")[1]) % 4
+            assert p in before["member-a"][1], \
+                f"the restarted member-a took {value!r} of partition {p}, not one of its own"
+        assert set(restarted.values()) & set(second), "the restarted member-a took nothing"
+    except BaseException:
+        for m in members.values():
+            print("member:", m.debug())
+        raise
+    finally:
+        stop_all(members.values())
     return None
 
 
@@ -313,6 +418,19 @@ def seek_offset(a: Adapter, bootstrap: str) -> str | None:
     return None
 
 
+@scenario("offsets-for-times", "Offsets for times: the first offset at or after a timestamp "
+          "(exact, between records, inside a compressed batch, past the last record)")
+def offsets_for_times(a: Adapter, bootstrap: str) -> str | None:
+    topic, recs = _seek_topic(a, bootstrap, "oft")
+    for ts, want in ((T0 - 5, 0), (T0 + 2000, 2), (T0 + 2500, 3), (T0 + 5500, 6),
+                     (T0 + 9000, 9), (T0 + 9001, None)):
+        found = a.offsets_for_times(bootstrap, topic, {0: ts})
+        expected = None if want is None else (want, recs[want].timestamp)
+        assert found == {0: expected}, f"offsets for time {ts - T0:+} ms after T0: {found}, " \
+            f"expected {expected}"
+    return None
+
+
 @scenario("seek-timestamp", "Seek to a timestamp (offsets for times), then read from there")
 def seek_timestamp(a: Adapter, bootstrap: str) -> str | None:
     topic, recs = _seek_topic(a, bootstrap, "seekts")
@@ -360,6 +478,59 @@ def admin_configs(a: Adapter, bootstrap: str) -> str | None:
     assert wire.topic_configs(bootstrap, topic)["retention.ms"] == "604800000", \
         "override not deleted"
     assert a.describe_configs(bootstrap, topic).get("retention.ms") == "604800000"
+    return None
+
+
+@scenario("admin-groups", "Admin: list and describe a live group, then (empty) alter its "
+          "offsets and delete it", timeout=120)
+def admin_groups(a: Adapter, bootstrap: str) -> str | None:
+    topic, group = unique(a, "admgrp"), unique(a, "g")
+    wire.create_topic(bootstrap, topic, 2)
+    values = [f"v-{i}".encode() for i in range(10)]
+    _neutral_records(bootstrap, topic, values, 2)
+    member = a.start_member(bootstrap, topic, group)
+    try:
+        wait_for(lambda: set(values) <= set(member.values()), 60, "the member to take 10 records")
+        wait_for(lambda: wire.describe_group(bootstrap, group)[0] == "Stable", 30,
+                 "a stable group")
+        wait_for(lambda: group in a.list_groups(bootstrap), 10, "the group in the client's list")
+        view = a.describe_group(bootstrap, group)
+        _, assignor, _ = wire.group_members(bootstrap, group)
+        assert view.state.lower() == "stable", f"described as {view.state!r}"
+        assert view.assignor == assignor, f"assignor {view.assignor!r}, the broker: {assignor!r}"
+        assert [{t: sorted(p) for t, p in m.items()} for m in view.members] == \
+            [{topic: [0, 1]}], f"members described as {view.members}"
+    except BaseException:
+        print("member:", member.debug())
+        raise
+    finally:
+        member.stop()
+    wait_for(lambda: wire.describe_group(bootstrap, group)[0] == "Empty", 30, "an empty group")
+    view = a.describe_group(bootstrap, group)
+    assert view.state.lower() == "empty" and not view.members, f"described as {view}"
+    a.alter_group_offsets(bootstrap, group, topic, {0: 1, 1: 3})
+    assert (now := wire.committed(bootstrap, group, topic, [0, 1])) == {0: 1, 1: 3}, \
+        f"committed {now} after altering to 1 and 3"
+    a.delete_group(bootstrap, group)
+    assert (now := wire.committed(bootstrap, group, topic, [0, 1])) == {0: -1, 1: -1}, \
+        f"committed {now} after deleting the group"
+    wait_for(lambda: group not in a.list_groups(bootstrap), 10,
+             "the group to leave the client's list")
+    return None
+
+
+@scenario("admin-logdirs", "Admin: describe log dirs, each partition's size as the bytes of "
+          "its batches")
+def admin_logdirs(a: Adapter, bootstrap: str) -> str | None:
+    topic = unique(a, "logdirs")
+    wire.create_topic(bootstrap, topic, 3)
+    wire.produce(bootstrap, topic, 0, [Record(b"k", b"x" * 100)])
+    for i in range(3):
+        wire.produce(bootstrap, topic, 1, [Record(b"k", b"y" * 1000)] * (i + 1), Compression.GZIP)
+    sizes = a.log_dir_sizes(bootstrap, topic)
+    want = {p: sum(h.size for h, _ in wire.batches(bootstrap, topic, p)) for p in range(3)}
+    assert want[2] == 0 and want[0] > 0, want
+    assert sizes == want, f"described sizes {sizes}, the partitions hold {want} bytes"
     return None
 
 

@@ -136,6 +136,18 @@ def describe_group(bootstrap: str, group: str) -> tuple[str, list[dict[str, list
     return g.group_state, [_consumer_assignment(m.member_assignment) for m in g.members]
 
 
+def group_members(bootstrap: str, group: str
+                  ) -> tuple[str, str, dict[str, tuple[str | None, dict[str, list[int]]]]]:
+    """(state, the assignor chosen, member id -> (group.instance.id, assignment))."""
+    resp = request(bootstrap, ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group],
+                                                          "include_authorized_operations": False})
+    g = resp.groups[0]
+    assert g.error_code == 0, f"DescribeGroups {group}: error {g.error_code}"
+    return g.group_state, g.protocol_data, {
+        m.member_id: (m.group_instance_id, _consumer_assignment(m.member_assignment))
+        for m in g.members}
+
+
 def _consumer_assignment(data: bytes) -> dict[str, list[int]]:
     """ConsumerProtocolAssignment: version int16, [topic string, [partition int32]], ..."""
     if not data:

@@ -5,8 +5,8 @@ import time
 from typing import Any, Callable
 
 from compat.base import (
-    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, Settings, ThreadMember, Txn,
-    next_offsets,
+    TIMEOUT_S, Adapter, Got, GroupView, Member, NotApplicable, ProduceFailed, Rec, Settings,
+    ThreadMember, Txn, next_offsets,
 )
 
 
@@ -200,13 +200,22 @@ class Confluent(Adapter):
             c.close()
 
     def start_member(self, bootstrap: str, topic: str, group: str) -> Member:
+        return self.start_member_as(bootstrap, topic, group)
+
+    def start_member_as(self, bootstrap: str, topic: str, group: str, *,
+                        cooperative: bool = False, instance_id: str | None = None) -> Member:
         from confluent_kafka import Consumer, KafkaException, TopicPartition
+        config = {"bootstrap.servers": bootstrap, "group.id": group,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "fetch.wait.max.ms": 100, "session.timeout.ms": 10000,
+                  "heartbeat.interval.ms": 500}
+        if cooperative:  # with no rebalance callback librdkafka assigns incrementally itself
+            config["partition.assignment.strategy"] = "cooperative-sticky"
+        if instance_id is not None:  # closing a static member does not leave the group
+            config["group.instance.id"] = instance_id
 
         def body(stopping: Any, take: Any) -> None:
-            c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                          "fetch.wait.max.ms": 100, "session.timeout.ms": 10000,
-                          "heartbeat.interval.ms": 500})
+            c = Consumer(config)
             c.subscribe([topic])
             try:
                 while not stopping():
@@ -222,7 +231,27 @@ class Confluent(Adapter):
             finally:
                 c.close()
 
-        return ThreadMember(f"confluent member of {group}", body)
+        return ThreadMember(f"confluent member {instance_id or ''} of {group}", body)
+
+    def offsets_for_times(self, bootstrap: str, topic: str,
+                          times: dict[int, int]) -> dict[int, tuple[int, int] | None]:
+        from confluent_kafka import TopicPartition
+        c = self._assigned(bootstrap)
+        try:
+            found = c.offsets_for_times([TopicPartition(topic, p, t) for p, t in times.items()],
+                                        timeout=TIMEOUT_S)
+        finally:
+            c.close()
+        out: dict[int, tuple[int, int] | None] = {}
+        for tp in found:
+            assert tp.error is None, f"offsets_for_times: {tp}"
+            # librdkafka reports the offset only (-1: none), not the record's timestamp: read it.
+            out[tp.partition] = None if tp.offset < 0 else \
+                (tp.offset, self.consume_from(bootstrap, topic, tp.partition, tp.offset, 1)[0]
+                 .timestamp)
+        if any(v is not None for v in out.values()):
+            self.note("librdkafka's offsets_for_times gives offsets only: timestamps read back")
+        return out
 
     # -- admin ----------------------------------------------------------------------------------
     def _admin(self, bootstrap: str) -> Any:
@@ -279,6 +308,40 @@ class Confluent(Adapter):
     def delete_config(self, bootstrap: str, topic: str, name: str) -> None:
         from confluent_kafka.admin import AlterConfigOpType
         self._incremental(bootstrap, topic, name, None, AlterConfigOpType.DELETE)
+
+
+    def list_groups(self, bootstrap: str) -> set[str]:
+        admin = self._admin(bootstrap)
+        found = admin.list_consumer_groups().result(TIMEOUT_S)
+        return {g.group_id for g in found.valid}
+
+    def describe_group(self, bootstrap: str, group: str) -> GroupView:
+        admin = self._admin(bootstrap)
+        d = admin.describe_consumer_groups([group])[group].result(TIMEOUT_S)
+        members = []
+        for m in d.members:
+            assigned: dict[str, list[int]] = {}
+            for tp in m.assignment.topic_partitions:
+                assigned.setdefault(tp.topic, []).append(tp.partition)
+            members.append(assigned)
+        return GroupView(d.state.name, d.partition_assignor or "", tuple(members))
+
+    def alter_group_offsets(self, bootstrap: str, group: str, topic: str,
+                            offsets: dict[int, int]) -> None:
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+        admin = self._admin(bootstrap)
+        request = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(topic, p, o) for p, o in offsets.items()])
+        (future,) = admin.alter_consumer_group_offsets([request]).values()
+        future.result(TIMEOUT_S)
+
+    def delete_group(self, bootstrap: str, group: str) -> None:
+        admin = self._admin(bootstrap)
+        admin.delete_consumer_groups([group])[group].result(TIMEOUT_S)
+
+    def log_dir_sizes(self, bootstrap: str, topic: str) -> dict[int, int]:
+        raise NotApplicable("confluent-kafka's AdminClient has no DescribeLogDirs (nor has "
+                            "librdkafka)")
 
 
 ADAPTER = Confluent()

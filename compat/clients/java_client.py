@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from compat.base import (
-    Adapter, Got, Member, ProduceFailed, Rec, Settings, Txn,
+    Adapter, Got, GroupView, Member, ProduceFailed, Rec, Settings, Txn,
 )
 
 SOURCE = Path(__file__).resolve().parent.parent / "java"
@@ -271,6 +271,18 @@ class JavaClient(Adapter):
         id = self.conn.call("member_start", bootstrap=bootstrap, topic=topic, group=group)
         return JavaMember(self.conn, id, f"java member {id} of {group}")
 
+    def start_member_as(self, bootstrap: str, topic: str, group: str, *,
+                        cooperative: bool = False, instance_id: str | None = None) -> Member:
+        id = self.conn.call("member_start", bootstrap=bootstrap, topic=topic, group=group,
+                            cooperative=cooperative, instance_id=instance_id)
+        return JavaMember(self.conn, id, f"java member {id} ({instance_id}) of {group}")
+
+    def offsets_for_times(self, bootstrap: str, topic: str,
+                          times: dict[int, int]) -> dict[int, tuple[int, int] | None]:
+        found = self.conn.call("offsets_for_times", bootstrap=bootstrap, topic=topic,
+                               times={str(p): t for p, t in times.items()})
+        return {int(p): None if at is None else (at[0], at[1]) for p, at in found.items()}
+
     # -- admin ----------------------------------------------------------------------------------
     def create_topic(self, bootstrap: str, topic: str, partitions: int,
                      configs: dict[str, str]) -> None:
@@ -297,6 +309,26 @@ class JavaClient(Adapter):
 
     def delete_config(self, bootstrap: str, topic: str, name: str) -> None:
         self.conn.call("delete_config", bootstrap=bootstrap, topic=topic, name=name)
+
+
+    def list_groups(self, bootstrap: str) -> set[str]:
+        return set(self.conn.call("list_groups", bootstrap=bootstrap))
+
+    def describe_group(self, bootstrap: str, group: str) -> GroupView:
+        d = self.conn.call("describe_group", bootstrap=bootstrap, group=group)
+        return GroupView(d["state"], d["assignor"] or "", tuple(d["members"]))
+
+    def alter_group_offsets(self, bootstrap: str, group: str, topic: str,
+                            offsets: dict[int, int]) -> None:
+        self.conn.call("alter_group_offsets", bootstrap=bootstrap, group=group, topic=topic,
+                       offsets={str(p): o for p, o in offsets.items()})
+
+    def delete_group(self, bootstrap: str, group: str) -> None:
+        self.conn.call("delete_group", bootstrap=bootstrap, group=group)
+
+    def log_dir_sizes(self, bootstrap: str, topic: str) -> dict[int, int]:
+        found = self.conn.call("log_dir_sizes", bootstrap=bootstrap, topic=topic)
+        return {int(p): size for p, size in found.items()}
 
 
 ADAPTER = JavaClient()

@@ -171,6 +171,17 @@ class KafkaPython(Adapter):
         finally:
             c.close()
 
+    def offsets_for_times(self, bootstrap: str, topic: str,
+                          times: dict[int, int]) -> dict[int, tuple[int, int] | None]:
+        from kafka import TopicPartition
+        c = self._consumer(bootstrap, group_id=None)
+        try:
+            found = c.offsets_for_times({TopicPartition(topic, p): t for p, t in times.items()})
+        finally:
+            c.close()
+        return {tp.partition: None if at is None else (at.offset, at.timestamp)
+                for tp, at in found.items()}
+
     def consume_group(self, bootstrap: str, topic: str, group: str, count: int) -> list[Got]:
         from kafka import TopicPartition
         from kafka.structs import OffsetAndMetadata

@@ -36,6 +36,12 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.ConsumerGroupListing;
+import org.apache.kafka.clients.admin.LogDirDescription;
+import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.ReplicaInfo;
+import org.apache.kafka.common.Node;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -242,6 +248,23 @@ public final class JavaClient {
                 }
                 case "consume":
                     return consume(req, bootstrap, topic);
+                case "offsets_for_times": {
+                    Map<TopicPartition, Long> times = new HashMap<>();
+                    req.get("times").fields().forEachRemaining(e ->
+                            times.put(new TopicPartition(topic, Integer.parseInt(e.getKey())), e.getValue().asLong()));
+                    ObjectNode result = JSON.createObjectNode();
+                    try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(consumerProps(bootstrap))) {
+                        for (Map.Entry<TopicPartition, OffsetAndTimestamp> e : c.offsetsForTimes(times, TIMEOUT).entrySet()) {
+                            String p = Integer.toString(e.getKey().partition());
+                            if (e.getValue() == null) {
+                                result.putNull(p);
+                            } else {
+                                result.putArray(p).add(e.getValue().offset()).add(e.getValue().timestamp());
+                            }
+                        }
+                    }
+                    return result;
+                }
                 case "consume_group":
                     return consumeGroup(bootstrap, topic, req.get("group").asText(), req.get("count").asInt());
                 case "committed": {
@@ -262,7 +285,9 @@ public final class JavaClient {
                     }
                 }
                 case "member_start": {
-                    Member m = new Member(bootstrap, topic, req.get("group").asText());
+                    String instance = req.path("instance_id").isTextual() ? req.get("instance_id").asText() : null;
+                    Member m = new Member(bootstrap, topic, req.get("group").asText(),
+                            req.path("cooperative").asBoolean(), instance);
                     int id = nextId++;
                     members.put(id, m);
                     return JSON.getNodeFactory().numberNode(id);
@@ -468,9 +493,17 @@ public final class JavaClient {
         volatile boolean stopping;
         volatile Throwable error;
 
-        Member(String bootstrap, String topic, String group) {
+        /** With `instanceId`, a static member: closing it does not leave the group. */
+        Member(String bootstrap, String topic, String group, boolean cooperative, String instanceId) {
             Properties props = consumerProps(bootstrap);
             props.put("group.id", group);
+            if (cooperative) {
+                props.put("partition.assignment.strategy",
+                        "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
+            }
+            if (instanceId != null) {
+                props.put("group.instance.id", instanceId);
+            }
             props.put("session.timeout.ms", "10000");
             props.put("heartbeat.interval.ms", "500");
             thread = new Thread(() -> {
@@ -564,6 +597,59 @@ public final class JavaClient {
                     AlterConfigOp alter = new AlterConfigOp(new ConfigEntry(req.get("name").asText(), value), type);
                     admin.incrementalAlterConfigs(Map.of(resource, List.of(alter))).all().get();
                     return null;
+                }
+                case "list_groups": {
+                    ArrayNode out = JSON.createArrayNode();
+                    for (ConsumerGroupListing g : admin.listConsumerGroups().all().get()) {
+                        out.add(g.groupId());
+                    }
+                    return out;
+                }
+                case "describe_group": {
+                    String group = req.get("group").asText();
+                    ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group))
+                            .describedGroups().get(group).get();
+                    ObjectNode out = JSON.createObjectNode();
+                    out.put("state", d.groupState().toString());
+                    out.put("assignor", d.partitionAssignor());
+                    ArrayNode members = out.putArray("members");
+                    for (MemberDescription m : d.members()) {
+                        ObjectNode assignment = members.addObject();
+                        for (TopicPartition tp : m.assignment().topicPartitions()) {
+                            ArrayNode parts = assignment.has(tp.topic()) ? (ArrayNode) assignment.get(tp.topic())
+                                    : assignment.putArray(tp.topic());
+                            parts.add(tp.partition());
+                        }
+                    }
+                    return out;
+                }
+                case "alter_group_offsets": {
+                    Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                    req.get("offsets").fields().forEachRemaining(e -> offsets.put(
+                            new TopicPartition(topic, Integer.parseInt(e.getKey())),
+                            new OffsetAndMetadata(e.getValue().asLong())));
+                    admin.alterConsumerGroupOffsets(req.get("group").asText(), offsets).all().get();
+                    return null;
+                }
+                case "delete_group":
+                    admin.deleteConsumerGroups(List.of(req.get("group").asText())).all().get();
+                    return null;
+                case "log_dir_sizes": {
+                    List<Integer> brokers = new ArrayList<>();
+                    for (Node n : admin.describeCluster().nodes().get()) {
+                        brokers.add(n.id());
+                    }
+                    ObjectNode out = JSON.createObjectNode();
+                    for (Map<String, LogDirDescription> dirs : admin.describeLogDirs(brokers).allDescriptions().get().values()) {
+                        for (LogDirDescription dir : dirs.values()) {
+                            for (Map.Entry<TopicPartition, ReplicaInfo> e : dir.replicaInfos().entrySet()) {
+                                if (e.getKey().topic().equals(topic)) {
+                                    out.put(Integer.toString(e.getKey().partition()), e.getValue().size());
+                                }
+                            }
+                        }
+                    }
+                    return out;
                 }
                 default:
                     throw new IllegalArgumentException("unknown op " + op);
