@@ -31,7 +31,7 @@ def build_parser() -> ArgumentParser:
     for flag in ("--allow-principal", "--deny-principal", "--allow-host", "--deny-host",
                  "--operation", "--topic", "--group", "--transactional-id"):
         p.add_argument(flag, action="append", default=[])
-    p.add_argument("--principal")
+    p.add_argument("--principal", action="append", default=[])
     p.add_argument("--resource-pattern-type", default=None,
                    choices=["literal", "prefixed", "match", "any", "LITERAL", "PREFIXED",
                             "MATCH", "ANY"])
@@ -90,12 +90,29 @@ def _entry_text(principal: str, host: str, op: int, permission: int) -> str:
             f"permissionType={AclPermission(permission).name})")
 
 
-def _print_acls(resources: list) -> None:
+def _block(header: str, entries: list[str], lead: str = "") -> str:
+    """Kafka 4.1's AclCommand layout: its `Adding` header keeps a space after the colon and
+    its first entry a space before the tab; its `Current` header and entries have neither.
+    Each block ends with a blank line."""
+    return header + "\n" + lead + "\n".join("\t" + e for e in entries) + "\n"
+
+
+def _pattern_order(key: tuple[int, str, int]) -> tuple[str, str, str]:
+    """Kafka orders resources by a Java hash map (arbitrary, stable per JVM run, group
+    before topic in practice); ours sorts by type, name and pattern, which keeps that."""
+    rtype, name, ptype = key
+    return ResourceType(rtype).name, name, PatternType(ptype).name
+
+
+def _print_acls(resources: list, principal: str | None = None) -> None:
+    by_pattern: dict[tuple[int, str, int], list[str]] = {}
     for r in resources:
-        out(f"Current ACLs for resource `{_pattern_text(r.resource_type, r.resource_name, r.pattern_type)}`: ")
-        for a in r.acls:
-            out(" \t" + _entry_text(a.principal, a.host, a.operation, a.permission_type) + " ")
-        out("")
+        entries = by_pattern.setdefault((r.resource_type, r.resource_name, r.pattern_type), [])
+        entries += [_entry_text(a.principal, a.host, a.operation, a.permission_type)
+                    for a in r.acls if principal is None or a.principal == principal]
+    for key in sorted(by_pattern, key=_pattern_order):
+        if by_pattern[key]:
+            out(_block(f"Current ACLs for resource `{_pattern_text(*key)}`:", by_pattern[key]))
 
 
 async def _describe(client, rtype: int, name: str | None, ptype: int,  # type: ignore[no-untyped-def]
@@ -111,20 +128,20 @@ async def _describe(client, rtype: int, name: str | None, ptype: int,  # type: i
 
 async def _main(args: argparse.Namespace) -> int:
     props = load_properties(args.command_config) if args.command_config else {}
-    default = "literal" if args.add else "any" if args.list or args.remove else "literal"
-    pattern = PatternType[(args.resource_pattern_type or default).upper()]
+    # Kafka's default is literal for every action: `--list --topic t` shows only t's literal
+    # ACLs and `--remove --topic t` leaves a prefixed t alone.
+    pattern = PatternType[(args.resource_pattern_type or "literal").upper()]
     async with connect(args.bootstrap_server, props, default_client_id=PROG) as client:
         if args.add:
             if pattern not in (PatternType.LITERAL, PatternType.PREFIXED):
                 raise ToolError("A '--resource-pattern-type' value of 'literal' or 'prefixed' "
                                 "is required when adding ACLs.")
             bindings = _bindings(args, pattern)
-            for rtype, name in _resources(args):
-                mine = [b for b in bindings if (b.resource_type, b.resource_name) == (rtype, name)]
-                out(f"Adding ACLs for resource `{_pattern_text(rtype, name, pattern)}`: ")
-                for b in mine:
-                    out(" \t" + _entry_text(b.principal, b.host, b.operation, b.permission) + " ")
-                out("")
+            keys = {(int(b.resource_type), b.resource_name, int(pattern)) for b in bindings}
+            for key in sorted(keys, key=_pattern_order):
+                mine = [_entry_text(b.principal, b.host, b.operation, b.permission)
+                        for b in bindings if (b.resource_type, b.resource_name) == key[:2]]
+                out(_block(f"Adding ACLs for resource `{_pattern_text(*key)}`: ", mine, " "))
             answer = await client.request(ApiKey.CREATE_ACLS, {"creations": [
                 {"resource_type": int(b.resource_type), "resource_name": b.resource_name,
                  "resource_pattern_type": int(b.pattern_type), "principal": b.principal,
@@ -133,14 +150,11 @@ async def _main(args: argparse.Namespace) -> int:
             for r in answer.results:
                 if r.error_code:
                     raise KafkaError(r.error_code, r.error_message)
-            for rtype, name in _resources(args):
-                _print_acls(await _describe(client, rtype, name, pattern))
         elif args.remove:
             if not args.force:
                 raise ToolError("Removing ACLs needs --force here (no interactive prompt).")
             filters = []
             for rtype, name in _resources(args):
-                out(f"Removing ACLs from resource `{_pattern_text(rtype, name, pattern)}`: ")
                 entries = _bindings(args, pattern) if (args.allow_principal
                                                        or args.deny_principal) else None
                 if entries is None:
@@ -162,9 +176,16 @@ async def _main(args: argparse.Namespace) -> int:
                 if r.error_code:
                     raise KafkaError(r.error_code, r.error_message)
         else:
-            resources = _resources(args) or [(ResourceType.ANY, None)]
-            for rtype, name in resources:
-                _print_acls(await _describe(client, rtype, name, pattern, args.principal))
+            found = []
+            for rtype, name in _resources(args):
+                found += await _describe(client, rtype, name, pattern)
+            if not _resources(args):  # no resource named: every ACL, whatever its pattern
+                found = await _describe(client, ResourceType.ANY, None, PatternType.ANY)
+            if not args.principal:
+                _print_acls(found)
+            for principal in args.principal:  # Kafka filters by principal on its side
+                out(f"ACLs for principal `{principal}`")
+                _print_acls(found, principal)
     return 0
 
 

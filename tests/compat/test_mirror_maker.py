@@ -6,7 +6,8 @@ On B the topic appears as `A.<topic>` (the DefaultReplicationPolicy) with its re
 its retention, beside MM2's own topics: `A.checkpoints.internal` (group offsets translated
 for B), `heartbeats`, and the `mm2-*.A.internal` config/offset/status topics of its Connect
 herder; on A the offset syncs `mm2-offset-syncs.B.internal`. A group that consumed on A gets
-its offset translated onto B (sync.group.offsets.enabled), so it can move and resume there.
+its offset translated onto B (sync.group.offsets.enabled), so it moves and resumes there:
+a consumer of the group on B reads exactly the records it had not consumed on A.
 One MM2 JVM (about 20 s to start its herders and connectors on a loaded machine) against two
 pybrokers in this process.
 """
@@ -112,6 +113,28 @@ def test_a_topic_and_a_group_mirrored_from_a_to_b(clusters: tuple[Broker, Broker
                                    timeout=20)
     finally:
         mm2.stop()
+
+    # The group moves to B: its consumer there starts at the translated offset and reads
+    # exactly the 10 records it had not consumed on A.
+    moved = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "billing",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    moved.subscribe([f"A.{TOPIC}"])
+    resumed: list[tuple[int, str]] = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline and len(resumed) < 10:
+            msg = moved.poll(0.5)
+            if msg is not None and not msg.error():
+                resumed.append((msg.offset(), msg.value().decode()))
+        for _ in range(4):  # anything past the 10 would show up here
+            msg = moved.poll(0.5)
+            if msg is not None and not msg.error():
+                resumed.append((msg.offset(), msg.value().decode()))
+        moved.commit(asynchronous=False)
+    finally:
+        moved.close()
+    assert resumed == list(enumerate(values))[10:], resumed
+    assert committed_offset(b.bootstrap, "billing", f"A.{TOPIC}") == 20
 
     assert {f"A.{TOPIC}", "A.checkpoints.internal", "heartbeats", "mm2-configs.A.internal",
             "mm2-offsets.A.internal", "mm2-status.A.internal"} <= on_b, sorted(on_b)

@@ -12,6 +12,7 @@ import json
 import re
 import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Iterator
@@ -199,6 +200,61 @@ def test_acls(broker: Broker) -> None:
     assert "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=kt-acl, " \
         "patternType=LITERAL)`:" in listed, listed
     assert "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in listed
+
+
+
+def acl_blocks(text: str) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """kafka-acls output as (header, each entry line's lead, the entries sorted): Kafka keeps
+    resources and entries in Java hash sets, whose order is not ours to copy, but every
+    character of every line is."""
+    assert text == "" or text.endswith("\n\n"), repr(text)
+    blocks = []
+    for block in text[:-2].split("\n\n") if text else []:
+        header, *entries = block.split("\n")
+        if header.startswith("ACLs for principal"):
+            blocks.append((header, (), ()))
+            header, *entries = entries
+        leads = tuple(e[:e.index("(")] for e in entries)
+        blocks.append((header, leads, tuple(sorted(e[len(lead):]
+                                                   for e, lead in zip(entries, leads)))))
+    return sorted(blocks)
+
+
+def test_acls_output_is_kafkas(broker: Broker) -> None:
+    """Each command run by Kafka's kafka-acls, then by ours on the same ACLs: the same text."""
+    b = broker.bootstrap
+
+    def both(*args: str) -> str:
+        theirs = kafka("kafka-acls", "--bootstrap-server", b, *args).stdout
+        done = subprocess.run([sys.executable, "-m", "pybroker.tools.acls",
+                               "--bootstrap-server", b, *args], capture_output=True,
+                              text=True, timeout=60, cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+        assert acl_blocks(done.stdout) == acl_blocks(theirs), (done.stdout, theirs)
+        return theirs
+
+    added = both("--add", "--allow-principal", "User:ann", "--allow-principal", "User:cy",
+                 "--operation", "Read", "--operation", "Describe", "--topic", "cmp-t",
+                 "--group", "cmp-g")
+    assert added.startswith("Adding ACLs for resource `ResourcePattern(resourceType=GROUP, "
+                            "name=cmp-g, patternType=LITERAL)`: \n \t(principal=User:"), added
+    assert "Current ACLs" not in added
+    both("--add", "--deny-principal", "User:bo", "--operation", "Write", "--topic", "cmp-",
+         "--resource-pattern-type", "prefixed")
+    listed = both("--list", "--topic", "cmp-t")
+    assert listed.startswith("Current ACLs for resource `ResourcePattern(resourceType=TOPIC, "
+                             "name=cmp-t, patternType=LITERAL)`:\n\t(principal=User:"), listed
+    assert "PREFIXED" not in listed  # literal is the default pattern type of --list too
+    assert "PREFIXED" in both("--list", "--topic", "cmp-t", "--resource-pattern-type", "match")
+    both("--list", "--principal", "User:ann")
+    both("--list")
+    assert both("--remove", "--force", "--allow-principal", "User:ann", "--operation",
+                "Describe", "--topic", "cmp-t") == ""
+    both("--list", "--topic", "cmp-t")
+    assert both("--remove", "--force", "--topic", "cmp-t", "--group", "cmp-g") == ""
+    assert both("--list", "--topic", "cmp-t") == ""
+    assert both("--remove", "--force", "--topic", "cmp-", "--resource-pattern-type",
+                "prefixed") == ""
 
 
 def test_transactions(broker: Broker) -> None:
