@@ -131,8 +131,12 @@ class _Requests:
     async def receive(self, data: bytes, send: Callable[[list], Awaitable[None]]) -> bool:
         """Take `data` read from the connection; answer every request it completes. False:
         close the connection now (a failed SASL exchange, after its answer, as Kafka does)."""
+        self.frames.receive_data(data)
+        return await self.answer(send)
+
+    async def answer(self, send: Callable[[list], Awaitable[None]]) -> bool:
+        """Answer every request the bytes already in `frames` complete; False as receive."""
         frames, pool, session = self.frames, self.pool, self.session
-        frames.receive_data(data)
         while True:
             if not session.authenticated:  # sasl.server.max.receive.size, from the prefix
                 sasl_limit = frame_limit(self.services, session)
@@ -210,18 +214,22 @@ async def _serve(fd: int, watch: IdleWatch, requests: _Requests) -> None:
 
 async def _serve_tls(transport: TlsTransport, watch: IdleWatch, requests: _Requests) -> None:
     """The TLS loop, shaped like the plaintext one: ciphertext read with os.read as the socket
-    has it, then decrypted a record at a time into the request loop (which may stop to wait
-    for memory: the rest waits, still encrypted, in the incoming BIO)."""
+    has it (up to what the request loop wants), decrypted, then answered."""
     send = transport.send_parts
-    fd = transport.fd
+    fd, frames = transport.fd, requests.frames
     readable = True
     while True:
         # What is in the incoming BIO first: the handshake's last read may carry requests.
+        # All of one read is decrypted before it is answered, as the plaintext loop answers
+        # a whole read: no more memory, and one pass of the request loop rather than one per
+        # 16 KB record.
+        closing = False
         try:
             for chunk in transport.plaintext():
-                if not await requests.receive(chunk, send):
-                    return
-        except TlsClosed:  # the client's close_notify
+                frames.receive_data(chunk)
+        except TlsClosed:  # the client's close_notify: answer what came before it, then close
+            closing = True
+        if not await requests.answer(send) or closing:
             return
         await transport.flush()  # whatever OpenSSL answered by itself (an alert, a key update)
         if readable:

@@ -38,9 +38,9 @@ class TlsClosed(Exception):
 
 
 class TlsTransport:
-    """One server-side TLS connection on a non-blocking descriptor. Reads and decryption are
-    separate steps so the request loop can stop decrypting while it waits for memory from the
-    pool: what is still encrypted stays in the incoming BIO (at most one read's worth)."""
+    """One server-side TLS connection on a non-blocking descriptor. Reading and decrypting
+    are separate steps: what one read brings is decrypted whole (at most what the request
+    loop asked for, plus one partial record kept in the incoming BIO)."""
 
     __slots__ = ("fd", "tls", "incoming", "outgoing")
 
