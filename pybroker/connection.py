@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import socket
+import ssl
 from functools import partial
 from typing import Awaitable, Callable
 
@@ -33,6 +34,7 @@ from pybroker.idle import IdleConnections, IdleWatch
 from pybroker.memory_pool import SMALL_FRAME
 from pybroker.session import Session
 from pybroker.tls_context import NoMatchingRule, TlsListener
+from pybroker.tls_transport import TlsClosed, TlsTransport
 
 log = logging.getLogger(__name__)
 RECEIVE_SIZE = 256 * 1024
@@ -103,8 +105,8 @@ def _in_memory(parts: list) -> int:
 class _Requests:
     """The half of a serve loop both transports share: bytes in, frames out, each request
     dispatched and answered in order, memory taken from the pool for large frames and large
-    responses. The plaintext loop (system calls on the descriptor) and the TLS loop (trio's
-    SSLStream) differ only in how they read and send."""
+    responses. The plaintext loop (system calls on the descriptor) and the TLS loop (the same
+    calls, through tls_transport's memory BIOs) differ only in how they read and send."""
 
     __slots__ = ("services", "host", "port", "listener", "session", "pool", "limit", "frames",
                  "reserved")
@@ -129,8 +131,12 @@ class _Requests:
     async def receive(self, data: bytes, send: Callable[[list], Awaitable[None]]) -> bool:
         """Take `data` read from the connection; answer every request it completes. False:
         close the connection now (a failed SASL exchange, after its answer, as Kafka does)."""
+        self.frames.receive_data(data)
+        return await self.answer(send)
+
+    async def answer(self, send: Callable[[list], Awaitable[None]]) -> bool:
+        """Answer every request the bytes already in `frames` complete; False as receive."""
         frames, pool, session = self.frames, self.pool, self.session
-        frames.receive_data(data)
         while True:
             if not session.authenticated:  # sasl.server.max.receive.size, from the prefix
                 sasl_limit = frame_limit(self.services, session)
@@ -206,78 +212,68 @@ async def _serve(fd: int, watch: IdleWatch, requests: _Requests) -> None:
             await trio.lowlevel.checkpoint()
 
 
-async def _serve_tls(stream: trio.SSLStream, watch: IdleWatch, requests: _Requests) -> None:
-    """The TLS loop: the same requests, read and sent through the TLS stream."""
-    send = partial(send_parts_tls, stream)
+async def _serve_tls(transport: TlsTransport, watch: IdleWatch, requests: _Requests) -> None:
+    """The TLS loop, shaped like the plaintext one: ciphertext read with os.read as the socket
+    has it (up to what the request loop wants), decrypted, then answered."""
+    send = transport.send_parts
+    fd, frames = transport.fd, requests.frames
+    readable = True
     while True:
-        watch.wait_starts()
-        data = await stream.receive_some(requests.want())
-        watch.waiting = False
-        if not data:
+        # What is in the incoming BIO first: the handshake's last read may carry requests.
+        # All of one read is decrypted before it is answered, as the plaintext loop answers
+        # a whole read: no more memory, and one pass of the request loop rather than one per
+        # 16 KB record.
+        closing = False
+        try:
+            for chunk in transport.plaintext():
+                frames.receive_data(chunk)
+        except TlsClosed:  # the client's close_notify: answer what came before it, then close
+            closing = True
+        if not await requests.answer(send) or closing:
             return
-        if not await requests.receive(data, send):
-            return
-
-
-async def send_parts_tls(stream: trio.abc.SendStream, parts: list) -> None:
-    """Write a response through a TLS stream: buffers and the file regions' bytes (read from
-    the segment: sendfile cannot encrypt) go out in writes of up to RECEIVE_SIZE, so a small
-    response is one TLS record burst and a large one never sits in memory whole."""
-    out: list = []
-    size = 0
-    for part in parts:
-        if type(part) is not FileRegion:
-            out.append(part)
-            size += len(part)
+        await transport.flush()  # whatever OpenSSL answered by itself (an alert, a key update)
+        if readable:
+            # A full read may have left data behind: read again, other connections first.
+            await trio.lowlevel.checkpoint()
         else:
-            offset, left = part.offset, part.length
-            while left:
-                try:
-                    fileno = part.source.fileno()
-                except ValueError:
-                    raise CloseConnection(
-                        "the segment was closed while its records were being sent") from None
-                chunk = os.pread(fileno, min(left, RECEIVE_SIZE), offset)
-                if not chunk:
-                    raise CloseConnection(
-                        "the segment ended before its records were sent (truncated)")
-                out.append(chunk)
-                size += len(chunk)
-                offset += len(chunk)
-                left -= len(chunk)
-                if size >= RECEIVE_SIZE:
-                    await stream.send_all(b"".join(out))
-                    out, size = [], 0
-    if out:
-        await stream.send_all(b"".join(out) if len(out) > 1 else out[0])
+            watch.wait_starts()
+            await trio.lowlevel.wait_readable(fd)
+            watch.waiting = False
+        want = requests.want()
+        got = transport.read_ciphertext(want)
+        if got is None:
+            readable = False
+            continue
+        if not got:
+            return
+        readable = got == want
 
 
-async def _handshake(stream: trio.SocketStream, tls: TlsListener, watch: IdleWatch,
-                     session: Session, host: str, port: int) -> trio.SSLStream | None:
+async def _handshake(fd: int, tls: TlsListener, watch: IdleWatch, session: Session, host: str,
+                     port: int) -> TlsTransport | None:
     """The TLS handshake, then the session's principal from the client's certificate; None
     (the connection is closed) when it fails. The handshake counts as waiting for a request:
     one that stalls is closed by the idle reaper after connections.max.idle.ms, as Kafka's
     selector closes it, while other connections go on."""
-    secure = trio.SSLStream(stream, tls.context, server_side=True)
+    transport = TlsTransport(fd, tls.context)
     watch.wait_starts()
     try:
-        await secure.do_handshake()
-    except trio.BrokenResourceError as exc:
+        await transport.handshake()
+    except (ssl.SSLError, TlsClosed, ConnectionError) as exc:
         # A plaintext client, an untrusted or expired certificate, no common protocol: one
         # line, as Kafka logs a failed authentication, never a traceback.
-        reason = exc.__cause__ or exc
         log.info("TLS handshake with %s:%s failed: %s", host, port,
-                 getattr(reason, "reason", None) or reason or "connection closed")
+                 getattr(exc, "reason", None) or exc or "connection closed")
         return None
     finally:
         watch.waiting = False
     try:
-        session.principal = tls.principal(secure.getpeercert())
+        session.principal = tls.principal(transport.getpeercert())
     except NoMatchingRule as exc:
         log.warning("closing TLS connection from %s:%s: %s (ssl.principal.mapping.rules)",
                     host, port, exc)
         return None
-    return secure
+    return transport
 
 
 def _protocol_of(services: Services, listener: str | None) -> str:
@@ -314,9 +310,10 @@ async def serve_connection(services: Services, stream: trio.SocketStream, *,
                     if tls is None:
                         await _serve(stream.socket.fileno(), watch, requests)
                     else:
-                        secure = await _handshake(stream, tls, watch, session, host, port)
-                        if secure is not None:
-                            await _serve_tls(secure, watch, requests)
+                        fd = stream.socket.fileno()
+                        transport = await _handshake(fd, tls, watch, session, host, port)
+                        if transport is not None:
+                            await _serve_tls(transport, watch, requests)
             finally:
                 if requests is not None:
                     requests.release()
@@ -327,6 +324,8 @@ async def serve_connection(services: Services, stream: trio.SocketStream, *,
         log.warning("closing connection from %s:%s: %s", host, port, exc)
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         pass
+    except ssl.SSLError as exc:  # a corrupt or forged record after the handshake
+        log.info("closing TLS connection from %s:%s: %s", host, port, exc.reason or exc)
     except Exception:
         # A bug on this connection's path (a response that fails to encode, ...) must not
         # escape into the server's nursery, which would take every connection down with it.

@@ -72,6 +72,10 @@ def tls_listener(config: BrokerConfig, listener: str) -> TlsListener:
                           get("ssl.principal.mapping.rules"), str(exc)) from None
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    # A client asking to renegotiate (TLS 1.2 and below) is refused with an alert: the
+    # transport (tls_transport.py) drives OpenSSL from memory BIOs and never needs one, and
+    # Kafka's SslTransportLayer refuses renegotiation too.
+    context.options |= ssl.OP_NO_RENEGOTIATION
     enabled = [_VERSIONS[name] for name in get("ssl.enabled.protocols")]  # type: ignore[attr-defined]
     if not enabled:
         raise ConfigError(key_name("ssl.enabled.protocols"), "",
