@@ -206,7 +206,8 @@ def merge(old: dict | None, new: dict) -> dict:
 
 def render_text(matrix: dict) -> str:
     clients = list(matrix["clients"])
-    width = max(len(s) for s in matrix["scenarios"]) + 2
+    width = max((len(s) for s in [*matrix["scenarios"], *matrix.get("ecosystem", {})]),
+                default=0) + 2
     lines = ["".ljust(width) + "".join(c[:15].ljust(17) for c in clients)]
     for s in matrix["scenarios"]:
         cells = [matrix["results"][c].get(s, {}).get("status", "-") for c in clients]
@@ -379,7 +380,8 @@ def main(argv: list[str] | None = None) -> int:
         matrix["ecosystem"] = ecosystem.run_rows(rows, progress=progress)
     print()
     print(render_text(matrix))
-    print(f"\n{matrix['runtime_seconds']} s")
+    if matrix["runtime_seconds"] is not None:
+        print(f"\n{matrix['runtime_seconds']} s")
     if args.write:
         write(merge(load_committed(), matrix))
         print(f"wrote {MATRIX_MD.relative_to(ROOT)} and {MATRIX_JSON.relative_to(ROOT)}")
