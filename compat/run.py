@@ -1,6 +1,7 @@
 """Run the compatibility matrix: every client through every scenario, against one broker.
 
     python -m compat.run [--write] [--clients C ...] [--scenarios S ...] [--jobs N] [--logs DIR]
+                         [--ecosystem all|python|none] [--only-ecosystem]
 
 One broker is started in this process (in a thread, on an ephemeral port, in a temporary log
 directory). Each (client, scenario) cell runs in its own worker process (`compat.worker`) and
@@ -8,7 +9,11 @@ is killed at the scenario's timeout; cells run `--jobs` at a time (each uses its
 groups). A cell ends PASS, FAIL (with a one-line reason) or N/A (the client cannot express the
 scenario, with the reason). The matrix is printed; with `--write` it is also stored in
 `compat/MATRIX.md` and `compat/matrix.json` (a partial run updates only the cells it ran).
-Exit status: 0 when no cell failed, 1 otherwise.
+The ecosystem rows (Kafka's tools, Streams, Connect, MirrorMaker 2, Quix Streams, faust:
+`compat/ecosystem.py`) run after the cells, by running the tests that check them; they take
+minutes (a JVM or two each), so `--ecosystem python` keeps only the rows without a JVM and
+`--ecosystem none` skips them (the default when `--clients` or `--scenarios` narrows the run).
+Exit status: 0 when no cell or row failed, 1 otherwise.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
+from compat import ecosystem
 from compat.clients import all_adapters
 from compat.scenarios import SCENARIOS
 from compat.worker import MARKER
@@ -175,6 +181,9 @@ def merge(old: dict | None, new: dict) -> dict:
     if not old:
         return new
     merged = dict(new)
+    rows = {**old.get("ecosystem", {}), **new.get("ecosystem", {})}
+    if rows:
+        merged["ecosystem"] = {r: rows[r] for r in ecosystem.ROWS if r in rows}
     adapters = all_adapters()  # what no longer exists (a renamed column) is dropped
     clients = [c for c in dict.fromkeys([*old.get("clients", {}), *new["clients"]])
                if c in adapters]
@@ -188,18 +197,24 @@ def merge(old: dict | None, new: dict) -> dict:
     for c in clients:
         row = {**old.get("results", {}).get(c, {}), **new["results"].get(c, {})}
         merged["results"][c] = {s: row[s] for s in scenarios if s in row}
-    if set(new["results"]) != set(clients) or set(new["scenarios"]) != set(scenarios):
+    if not new["results"]:  # only ecosystem rows ran: the cells' run is the old one
+        merged["runtime_seconds"], merged["jobs"] = old.get("runtime_seconds"), old.get("jobs")
+    elif set(new["results"]) != set(clients) or set(new["scenarios"]) != set(scenarios):
         merged["runtime_seconds"] = None  # a partial run's time says nothing of the whole
     return merged
 
 
 def render_text(matrix: dict) -> str:
     clients = list(matrix["clients"])
-    width = max(len(s) for s in matrix["scenarios"]) + 2
+    width = max((len(s) for s in [*matrix["scenarios"], *matrix.get("ecosystem", {})]),
+                default=0) + 2
     lines = ["".ljust(width) + "".join(c[:15].ljust(17) for c in clients)]
     for s in matrix["scenarios"]:
         cells = [matrix["results"][c].get(s, {}).get("status", "-") for c in clients]
         lines.append(s.ljust(width) + "".join(x.ljust(17) for x in cells))
+    for name, r in matrix.get("ecosystem", {}).items():
+        lines.append(f"{name.ljust(width)}{r['status']:<5} {r['seconds']:7.1f} s  "
+                     f"{r.get('reason') or ''}")
     return "\n".join(lines)
 
 
@@ -228,6 +243,7 @@ def render_markdown(matrix: dict) -> str:
         rows.append(f"| `{s}` | " + " | ".join(cells) + " |")
     counts = {st: sum(1 for c in clients for r in matrix["results"].get(c, {}).values()
                       if r["status"] == st) for st in STATUSES}
+    rows_run = matrix.get("ecosystem", {})
     runtime = matrix.get("runtime_seconds")
     out = [
         "# Compatibility matrix",
@@ -242,7 +258,9 @@ def render_markdown(matrix: dict) -> str:
         f"- Python {matrix['python']}; "
         + (f"whole run {runtime} s with {matrix.get('jobs', '?')} cells at a time"
            if runtime is not None else "merged from partial runs"),
-        f"- {counts['PASS']} PASS, {counts['FAIL']} FAIL, {counts['N/A']} N/A",
+        f"- {counts['PASS']} PASS, {counts['FAIL']} FAIL, {counts['N/A']} N/A"
+        + (f"; ecosystem: {sum(r['status'] == 'PASS' for r in rows_run.values())} of "
+           f"{len(rows_run)} rows PASS" if rows_run else ""),
         "",
         "## Clients",
         "",
@@ -274,6 +292,7 @@ def render_markdown(matrix: dict) -> str:
         "or the client raised (the note gives the first line). N/A: the client cannot express "
         "the scenario (the note says why).",
         "",
+        *render_ecosystem(rows_run),
         "## Notes",
         "",
     ]
@@ -290,6 +309,32 @@ def render_markdown(matrix: dict) -> str:
         "",
     ]
     return "\n".join(out)
+
+
+def render_ecosystem(rows: dict[str, dict]) -> list[str]:
+    """The Ecosystem section: one row per suite, with what it cost (its tests' time, the
+    brokers and JVMs they start included)."""
+    if not rows:
+        return []
+    out = [
+        "## Ecosystem",
+        "",
+        "Whole programs of the Kafka ecosystem against pybroker, each row PASS when the tests "
+        "that check it pass (`compat/ecosystem.py` names them; `--ecosystem python` skips the "
+        "rows that start JVMs). Time: the row's tests, with their brokers and JVMs, on the "
+        "machine that generated this file.",
+        "",
+        "| Row | What runs | Tests | Result | Time |",
+        "|---|---|---|---|---|",
+    ]
+    for name, r in rows.items():
+        row = ecosystem.ROWS.get(name)
+        where = "" if row is None else \
+            "<br>".join(f"`{node}`" for node in row.node_ids())
+        result = "PASS" if r["status"] == "PASS" else f"**FAIL**: {r.get('reason')}"
+        out.append(f"| `{name}` | {row.title if row else '?'} | {where} | {result} | "
+                   f"{r['seconds']:.0f} s |")
+    return out + [""]
 
 
 def write(matrix: dict) -> None:
@@ -310,19 +355,38 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"scenarios to run (default: all): {', '.join(SCENARIOS)}")
     parser.add_argument("--jobs", type=int, default=4, help="cells run at a time (default 4)")
     parser.add_argument("--logs", type=Path, help="keep each cell's output in this directory")
+    parser.add_argument("--ecosystem", choices=("all", "python", "none"),
+                        help="ecosystem rows to run: all, python (no JVM rows) or none "
+                             "(default: all for a whole run, none with --clients/--scenarios)")
+    parser.add_argument("--only-ecosystem", action="store_true",
+                        help="run only the ecosystem rows, not the client cells")
     args = parser.parse_args(argv)
+    narrowed = bool(args.clients or args.scenarios)
+    rows = ecosystem.select(args.ecosystem or ("none" if narrowed and not args.only_ecosystem
+                                               else "all"))
     scenarios = args.scenarios or list(SCENARIOS)
     if args.logs:
         args.logs.mkdir(parents=True, exist_ok=True)
-    matrix = run_matrix(args.clients, scenarios, jobs=args.jobs, log_dir=args.logs,
-                        progress=lambda line: print(line, flush=True))
+    progress = lambda line: print(line, flush=True)  # noqa: E731
+    if args.only_ecosystem:
+        matrix = {"generated": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                  "broker_commit": broker_commit(), "python": platform.python_version(),
+                  "runtime_seconds": None, "jobs": args.jobs, "clients": {}, "scenarios": {},
+                  "results": {}}
+    else:
+        matrix = run_matrix(args.clients, scenarios, jobs=args.jobs, log_dir=args.logs,
+                            progress=progress)
+    if rows:
+        matrix["ecosystem"] = ecosystem.run_rows(rows, progress=progress)
     print()
     print(render_text(matrix))
-    print(f"\n{matrix['runtime_seconds']} s")
+    if matrix["runtime_seconds"] is not None:
+        print(f"\n{matrix['runtime_seconds']} s")
     if args.write:
         write(merge(load_committed(), matrix))
         print(f"wrote {MATRIX_MD.relative_to(ROOT)} and {MATRIX_JSON.relative_to(ROOT)}")
-    failed = any(r["status"] == "FAIL" for row in matrix["results"].values() for r in row.values())
+    failed = any(r["status"] == "FAIL" for row in matrix["results"].values() for r in row.values()) \
+        or any(r["status"] == "FAIL" for r in matrix.get("ecosystem", {}).values())
     return 1 if failed else 0
 
 
