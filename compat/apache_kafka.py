@@ -34,7 +34,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 POM = Path(__file__).resolve().parent / "apache-kafka" / "pom.xml"
 MARKER = "COMPLETE"
@@ -100,41 +100,55 @@ def fetch() -> Path:
     """The directory of the broker's jars, complete; fetched with Maven when it is not."""
     root = cache_dir()
     lib = root / "lib"
-    want = hashlib.sha256(POM.read_bytes()).hexdigest()
-    if _complete(root, want):
-        return lib
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise ApacheKafkaUnavailable(
-            "Apache Kafka (the reference broker) is fetched with Maven, and `mvn` is not on "
-            "PATH: install it (Debian: apt-get install maven; bin/test does this)")
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be fetching: wait for it
-        if _complete(root, want):
-            return lib
-        (root / MARKER).unlink(missing_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix="lib-", dir=root))
-        try:
-            done = subprocess.run(
-                [mvn, "-B", "-q", "-f", str(POM), "dependency:copy-dependencies",
-                 f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
-                capture_output=True, text=True, timeout=900)
-            if done.returncode != 0 or not any(staging.glob("kafka_2.13-*.jar")):
-                raise ApacheKafkaUnavailable(
-                    f"mvn could not fetch Apache Kafka {kafka_version()} (exit "
-                    f"{done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-            shutil.rmtree(lib, ignore_errors=True)
-            staging.rename(lib)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        (root / MARKER).write_text(want + "\n")
+
+    def install(staging: Path) -> None:
+        shutil.rmtree(lib, ignore_errors=True)
+        staging.rename(lib)
+    maven_cached(root, hashlib.sha256(POM.read_bytes()).hexdigest(),
+                 f"Apache Kafka {kafka_version()} (the reference broker)",
+                 lambda staging: ["-f", str(POM), "dependency:copy-dependencies",
+                                  f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
+                 lambda staging: any(staging.glob("kafka_2.13-*.jar")), install)
     return lib
 
 
-def _complete(root: Path, pom_hash: str) -> bool:
+def maven_cached(root: Path, want: str, what: str, mvn_args: Callable[[Path], list[str]],
+                 built: Callable[[Path], bool], install: Callable[[Path], None]) -> None:
+    """Make `root` hold a complete Maven build stamped `want` (a hash of its inputs): unless
+    its marker already says so, run `mvn -B -q` with `mvn_args(staging)` into a fresh
+    staging directory under `root`, check it with `built(staging)`, move it into place with
+    `install(staging)`, then write the marker. A file lock keeps two processes from building
+    at once (the second waits and finds the first's build)."""
+    if _complete(root, want):
+        return
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise ApacheKafkaUnavailable(
+            f"{what} is fetched with Maven, and `mvn` is not on PATH: install it "
+            "(Debian: apt-get install maven; bin/test does this)")
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building: wait for it
+        if _complete(root, want):
+            return
+        (root / MARKER).unlink(missing_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="build-", dir=root))
+        try:
+            done = subprocess.run([mvn, "-B", "-q", *mvn_args(staging)],
+                                  capture_output=True, text=True, timeout=900)
+            if done.returncode != 0 or not built(staging):
+                raise ApacheKafkaUnavailable(
+                    f"mvn could not fetch {what} (exit {done.returncode}):\n"
+                    f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
+            install(staging)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        (root / MARKER).write_text(want + "\n")
+
+
+def _complete(root: Path, want: str) -> bool:
     marker = root / MARKER
-    return marker.is_file() and marker.read_text().strip() == pom_hash
+    return marker.is_file() and marker.read_text().strip() == want
 
 
 def java() -> str:

@@ -13,20 +13,17 @@ slf4j 2).
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
 from compat import apache_kafka
-from compat.apache_kafka import ApacheKafkaUnavailable, java
+from compat.apache_kafka import java
 
 POM = Path(__file__).resolve().parent / "kafka-tools" / "pom.xml"
-MARKER = "COMPLETE"
 
 # The script names of Kafka's bin/ and the main classes they run in Kafka 4.1.
 TOOLS = {
@@ -67,41 +64,17 @@ def fetch() -> Path:
     """The directory of kafka-tools and its dependencies, fetched with Maven when incomplete."""
     root = cache_dir()
     lib = root / "lib"
-    want = hashlib.sha256(POM.read_bytes()).hexdigest()
-    if _complete(root, want):
-        return lib
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise ApacheKafkaUnavailable("Kafka's tools are fetched with Maven, and `mvn` is not on "
-                                     "PATH (Debian: apt-get install maven; bin/test does this)")
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if _complete(root, want):
-            return lib
-        (root / MARKER).unlink(missing_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix="lib-", dir=root))
-        try:
-            done = subprocess.run(
-                [mvn, "-B", "-q", "-f", str(POM), "dependency:copy-dependencies",
-                 f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
-                capture_output=True, text=True, timeout=900)
-            if done.returncode != 0 or not any(staging.glob("kafka-tools-*.jar")):
-                raise ApacheKafkaUnavailable(
-                    f"mvn could not fetch kafka-tools (exit {done.returncode}):\n"
-                    f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
-            shutil.rmtree(lib, ignore_errors=True)
-            staging.rename(lib)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+
+    def install(staging: Path) -> None:
+        shutil.rmtree(lib, ignore_errors=True)
+        staging.rename(lib)
         (root / "tools-log4j2.properties").write_text(TOOLS_LOG4J2)
-        (root / MARKER).write_text(want + "\n")
+    apache_kafka.maven_cached(
+        root, hashlib.sha256(POM.read_bytes()).hexdigest(), "kafka-tools",
+        lambda staging: ["-f", str(POM), "dependency:copy-dependencies",
+                         f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
+        lambda staging: any(staging.glob("kafka-tools-*.jar")), install)
     return lib
-
-
-def _complete(root: Path, pom_hash: str) -> bool:
-    marker = root / MARKER
-    return marker.is_file() and marker.read_text().strip() == pom_hash
 
 
 def _artifact(jar: Path) -> str:

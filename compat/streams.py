@@ -14,23 +14,20 @@ running (stop(), atexit, and the kernel's parent-death signal, as for ApacheKafk
 from __future__ import annotations
 
 import atexit
-import fcntl
 import hashlib
 import os
 import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
 
-from compat.apache_kafka import ApacheKafkaUnavailable, _die_with_parent, java
+from compat.apache_kafka import _die_with_parent, java, maven_cached
 
 PROJECT = Path(__file__).resolve().parent / "streams"
 POM = PROJECT / "pom.xml"
-MARKER = "COMPLETE"
 
 LOG4J2 = """\
 status = warn
@@ -65,44 +62,19 @@ def _sources_hash() -> str:
 def fetch() -> Path:
     """The directory of jars (ours first as `classes/`, then Kafka's), built when missing."""
     root = cache_dir()
-    want = _sources_hash()
-    if _complete(root, want):
-        return root
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise ApacheKafkaUnavailable(
-            "Kafka Streams/Connect/MirrorMaker are fetched with Maven, and `mvn` is not on "
-            "PATH: install it (Debian: apt-get install maven; bin/test does this)")
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building: wait for it
-        if _complete(root, want):
-            return root
-        (root / MARKER).unlink(missing_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix="build-", dir=root))
-        try:
-            done = subprocess.run(
-                [mvn, "-B", "-q", "-f", str(POM), f"-Deco.build.dir={staging / 'target'}",
-                 "compile", "dependency:copy-dependencies",
-                 f"-DoutputDirectory={staging / 'lib'}", "-DincludeScope=runtime"],
-                capture_output=True, text=True, timeout=900)
-            if done.returncode != 0 or not any((staging / "lib").glob("kafka-streams-*.jar")):
-                raise ApacheKafkaUnavailable(
-                    f"mvn could not build {POM} (exit {done.returncode}):\n"
-                    f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
-            for name in ("lib", "classes"):
-                shutil.rmtree(root / name, ignore_errors=True)
-            (staging / "target" / "classes").rename(root / "classes")
-            (staging / "lib").rename(root / "lib")
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        (root / MARKER).write_text(want + "\n")
+
+    def install(staging: Path) -> None:
+        for name in ("lib", "classes"):
+            shutil.rmtree(root / name, ignore_errors=True)
+        (staging / "target" / "classes").rename(root / "classes")
+        (staging / "lib").rename(root / "lib")
+    maven_cached(
+        root, _sources_hash(), f"Kafka Streams/Connect/MirrorMaker ({POM})",
+        lambda staging: ["-f", str(POM), f"-Deco.build.dir={staging / 'target'}", "compile",
+                         "dependency:copy-dependencies", f"-DoutputDirectory={staging / 'lib'}",
+                         "-DincludeScope=runtime"],
+        lambda staging: any((staging / "lib").glob("kafka-streams-*.jar")), install)
     return root
-
-
-def _complete(root: Path, want: str) -> bool:
-    marker = root / MARKER
-    return marker.is_file() and marker.read_text().strip() == want
 
 
 def classpath() -> str:
