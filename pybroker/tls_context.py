@@ -12,12 +12,10 @@ is removed as soon as it is loaded. No trio here: this runs before the event loo
 """
 from __future__ import annotations
 
-import contextlib
-import os
 import ssl
 from dataclasses import dataclass
 
-from pybroker.client.security import normal_pem, private_pem_file
+from pybroker.client.security import load_key_pair, normal_pem
 from pybroker.config import BrokerConfig, ConfigError
 from pybroker.session import ANONYMOUS
 from pybroker.tls_principal import NoMatchingRule, PrincipalMapper, rfc2253
@@ -119,17 +117,9 @@ def _load_key_store(context: ssl.SSLContext, get, key_name) -> None:  # type: ig
     name = key_name("ssl.keystore.location" if location is not None else "ssl.keystore.key")
     shown = location if location is not None else "[hidden]"
     try:
-        with contextlib.ExitStack() as stack:
-            if location is not None:
-                certfile = keyfile = str(location)
-                if not os.path.isfile(certfile):
-                    raise ConfigError(name, shown, "No such file")
-            else:
-                certfile = stack.enter_context(private_pem_file(str(chain)))
-                keyfile = stack.enter_context(private_pem_file(str(key)))
-            # Never None: OpenSSL would prompt on the terminal for an encrypted key's password.
-            context.load_cert_chain(certfile, keyfile,
-                                    password=b"" if password is None else str(password))
+        load_key_pair(context, location, chain, key, password)
+    except FileNotFoundError:
+        raise ConfigError(name, shown, "No such file") from None
     except ssl.SSLError as exc:
         hint = ("wrong ssl.key.password, or the key is not PEM" if password is not None
                 else "the private key is encrypted (set ssl.key.password), does not match "

@@ -150,17 +150,9 @@ def _load_key_store(context: ssl.SSLContext, get: Callable[[str], object]) -> No
                                   "together")
     name = "ssl.keystore.location" if location is not None else "ssl.keystore.key"
     try:
-        with contextlib.ExitStack() as stack:
-            if location is not None:
-                certfile = keyfile = str(location)
-                if not os.path.isfile(certfile):
-                    raise SecurityConfigError(f"{name}={location}: no such file")
-            else:
-                certfile = stack.enter_context(private_pem_file(str(chain)))
-                keyfile = stack.enter_context(private_pem_file(str(key)))
-            # Never None: OpenSSL would prompt on the terminal for an encrypted key's password.
-            context.load_cert_chain(certfile, keyfile,
-                                    password=b"" if password is None else str(password))
+        load_key_pair(context, location, chain, key, password)
+    except FileNotFoundError:
+        raise SecurityConfigError(f"{name}={location}: no such file") from None
     except ssl.SSLError as exc:
         hint = ("wrong ssl.key.password, or not PEM" if password is not None
                 else "encrypted (set ssl.key.password), not matching its certificate, or "
@@ -169,6 +161,26 @@ def _load_key_store(context: ssl.SSLContext, get: Callable[[str], object]) -> No
                                   f"({exc.reason or exc})") from None
     except OSError as exc:
         raise SecurityConfigError(f"Cannot read {name}: {exc.strerror or exc}") from None
+
+
+def load_key_pair(context: ssl.SSLContext, location: object, chain: object, key: object,
+                  password: object) -> None:
+    """Load a certificate chain and its private key into `context`, from the PEM file
+    `location` (key and chain together, as Kafka's PEM keystore) or from the inline PEM texts
+    `chain` and `key` (written to private temporary files for OpenSSL and removed at once).
+    The broker's listeners and the client share it; each words the errors for its own keys:
+    FileNotFoundError (no file at `location`), ssl.SSLError, OSError."""
+    with contextlib.ExitStack() as stack:
+        if location is not None:
+            certfile = keyfile = str(location)
+            if not os.path.isfile(certfile):
+                raise FileNotFoundError(certfile)
+        else:
+            certfile = stack.enter_context(private_pem_file(str(chain)))
+            keyfile = stack.enter_context(private_pem_file(str(key)))
+        # Never None: OpenSSL would prompt on the terminal for an encrypted key's password.
+        context.load_cert_chain(certfile, keyfile,
+                                password=b"" if password is None else str(password))
 
 
 def sasl_credentials(mechanism: str, jaas: object, jaas_key: str, mechanism_key: str
