@@ -146,6 +146,18 @@ def maven_cached(root: Path, want: str, what: str, mvn_args: Callable[[Path], li
         (root / MARKER).write_text(want + "\n")
 
 
+def terminate(proc: subprocess.Popen | None, timeout: float) -> None:
+    """SIGTERM a JVM (its shutdown hooks run), then SIGKILL after `timeout` seconds."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
 def _complete(root: Path, want: str) -> bool:
     marker = root / MARKER
     return marker.is_file() and marker.read_text().strip() == want
@@ -319,14 +331,7 @@ class ApacheKafka:
         """SIGTERM (Kafka's controlled shutdown), then SIGKILL after `timeout` seconds."""
         atexit.unregister(self.stop)
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        terminate(proc, timeout)
 
     @property
     def running(self) -> bool:

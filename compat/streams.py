@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from compat.apache_kafka import _die_with_parent, java, maven_cached
+from compat.apache_kafka import _die_with_parent, java, maven_cached, terminate
 
 PROJECT = Path(__file__).resolve().parent / "streams"
 POM = PROJECT / "pom.xml"
@@ -153,14 +153,7 @@ class Jvm:
         """SIGTERM (the program's shutdown hooks run), then SIGKILL after `timeout`."""
         atexit.unregister(self.stop)
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        terminate(proc, timeout)
 
     @property
     def running(self) -> bool:
