@@ -99,12 +99,26 @@ def wait_ready(ctx: Ctx, topic: str, partitions: int) -> None:
     """Until every partition of a new topic has its leader in place (unobserved): Kafka
     answers NOT_LEADER_OR_FOLLOWER for a moment after CreateTopics returns, while the new
     partition's metadata reaches the broker; a client retries through it."""
+    _poll_list_offsets(ctx, topic, partitions, lambda code: code not in (3, 5, 6))
+
+
+def wait_gone(ctx: Ctx, topic: str, partitions: int) -> None:
+    """Until the broker answers for a deleted topic as for one that never existed
+    (unobserved): Kafka's DeleteTopics returns once the controller has removed the topic,
+    and its broker's metadata follows a moment later (a CI run saw Metadata still list it);
+    a client retries through it. ListOffsets, since a Metadata request may auto-create."""
+    _poll_list_offsets(ctx, topic, partitions, lambda code: code == 3)
+
+
+def _poll_list_offsets(ctx: Ctx, topic: str, partitions: int, done: Any) -> None:
+    """Ask ListOffsets (latest) for every partition until `done(error_code)` holds for all,
+    or about 5 s have passed; nothing is recorded."""
     body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
         {"partition_index": p, "timestamp": -1, "current_leader_epoch": -1}
         for p in range(partitions)]}]}
     for _ in range(100):
         answer = ctx.target.conn.request(K.LIST_OFFSETS, LIST_V, body)
-        if isinstance(answer, str) or all(p.error_code not in (3, 5, 6)
+        if isinstance(answer, str) or all(done(p.error_code)
                                           for p in answer.topics[0].partitions):
             return
         time.sleep(0.05)

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 from compat.differential.case import Case, Ctx
 from compat.differential.corpus import (
     FETCH_V, LIST_V, META_V, batch, create, fetch_body, init_producer_id, list_body, metadata_body, produce,
-    produce_body, setup_view,
+    produce_body, setup_view, wait_gone,
 )
 from protocol.api_keys import ApiKey as K
 
@@ -166,6 +166,7 @@ def delete_and_recreate(ctx: Ctx) -> None:
     produce(ctx, t, batch(ctx, 3), partition=1)
     ctx.ask("delete", K.DELETE_TOPICS, ctx.version, {"topics": [{"name": t}],
                                                      "topic_names": [t], "timeout_ms": 10000})
+    wait_gone(ctx, t, 2)
     ctx.ask("metadata after delete", K.METADATA, META_V, metadata_body([t]))
     ctx.ask("produce after delete", K.PRODUCE, 9, produce_body(t, batch(ctx), 1))
     answer: Any = None
