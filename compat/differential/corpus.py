@@ -459,6 +459,14 @@ def _describe_configs(ctx: Ctx) -> None:
         "include_synonyms": False, "include_documentation": False})
     ctx.ask("unknown topic", K.DESCRIBE_CONFIGS, v, {"resources": [
         {"resource_type": 2, "resource_name": t + "-none", "configuration_keys": keys}]})
+    # No override: each key's source and synonyms come from the broker's file and defaults
+    # (log.retention.hours is set there, log.retention.ms is not).
+    plain = ctx.topic("plain")
+    create(ctx, plain, label="setup create plain")
+    ctx.ask("no override, synonyms", K.DESCRIBE_CONFIGS, v, {"resources": [
+        {"resource_type": 2, "resource_name": plain,
+         "configuration_keys": ["retention.ms", "segment.bytes", "cleanup.policy"]}],
+        "include_synonyms": True, "include_documentation": False})
 
 
 def by_name(field: str) -> Callable[[Any], Any]:

@@ -34,12 +34,6 @@ RULES: list[tuple[str, str, str]] = [
     ("DescribeConfigs * topic-keys", "*.error_message",
      "Kafka 4.1 sends an empty error_message for a success and for an unknown topic alike; "
      "pybroker null on success and its own words with an error; clients read error_code"),
-    ("CreateTopics v* edge-cases", "*retention.ms.config_source",
-     "with log.retention.hours set (Kafka's shipped server.properties, given to both), "
-     "Kafka 4.1's CreateTopics reports retention.ms as static broker config (4); pybroker "
-     "keeps the synonym order of Kafka's DescribeConfigs, where retention.ms's synonyms "
-     "start at the unset log.retention.ms, and reports the default (5); the value is the "
-     "same (to be checked against Kafka 4.1's DescribeConfigs before changing)"),
     ("Metadata v[123] topics", "unknown, no auto-create*",
      "before v4 a Metadata request always allows auto-creation: see auto-create"),
     ("AlterPartitionReassignments *", "answer.error_message",

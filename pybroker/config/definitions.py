@@ -356,6 +356,8 @@ def kafka_synonym_order(
     group: Sequence[str],
     static: dict[str, str],
     defaults: dict[str, str | None],
+    *,
+    trim: bool = True,
 ) -> list[ConfigSynonym]:
     """Broker-level synonyms of `name` the way Kafka's DescribeConfigs lists them.
 
@@ -363,12 +365,14 @@ def kafka_synonym_order(
     default, and then drops entries from the front until it reaches `name` itself. The drop is
     why `retention.ms` shows no synonyms when only `log.retention.hours` is set: it starts at
     `log.retention.ms`, which is unset. We keep that quirk so tools print what they would print
-    against Kafka.
+    against Kafka. `trim=False` keeps the whole list: Kafka's CreateTopics answer (its
+    controller's view) reports retention.ms as static broker config when only
+    `log.retention.hours` is set.
     """
     found = [ConfigSynonym(n, static[n], ConfigSource.STATIC_BROKER_CONFIG)
              for n in group if n in static]
     found += [ConfigSynonym(n, defaults[n], ConfigSource.DEFAULT_CONFIG)
               for n in group if defaults.get(n) is not None]
-    while found and found[0].name != name:
+    while trim and found and found[0].name != name:
         found.pop(0)
     return found

@@ -208,14 +208,15 @@ def resolve_topic_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> 
     return TopicConfig(**fields, overrides=MappingProxyType(dict(overrides)))  # type: ignore[arg-type]
 
 
-def describe_topic_config(broker: BrokerConfig,
-                          overrides: Mapping[str, str]) -> Iterator[ConfigEntry]:
+def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str], *,
+                          trim_synonyms: bool = True) -> Iterator[ConfigEntry]:
     """DescribeConfigs rows for resource type TOPIC, one per topic config, in name order.
 
     Synonyms come in Kafka's order: the topic's own override (DYNAMIC_TOPIC_CONFIG) if any,
     then broker keys set in the file (STATIC_BROKER_CONFIG), then broker defaults
     (DEFAULT_CONFIG), trimmed as Kafka trims them (see `kafka_synonym_order`). The entry's
-    source is that of its first synonym, DEFAULT_CONFIG when there is none.
+    source is that of its first synonym, DEFAULT_CONFIG when there is none. CreateTopics
+    answers with `trim_synonyms=False`, as Kafka's controller does.
     """
     values = _effective_values(broker, overrides)
     static = dict(broker.originals)
@@ -228,7 +229,8 @@ def describe_topic_config(broker: BrokerConfig,
         primary = TOPIC_CONFIG_SYNONYMS.get(key.name)
         if primary is not None:
             group = BROKER_SYNONYM_GROUPS.get(primary, (primary,))
-            synonyms += kafka_synonym_order(primary, group, static, defaults)
+            synonyms += kafka_synonym_order(primary, group, static, defaults,
+                                            trim=trim_synonyms)
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         yield ConfigEntry(
             name=key.name, value=value, source=source,

@@ -103,7 +103,7 @@ def _configs(ctx: RequestContext, name: str, overrides: dict[str, str]) -> list[
     from pybroker.config import describe_topic_config
     return [{"name": e.name, "value": e.value, "read_only": e.read_only,
              "config_source": e.source, "is_sensitive": e.is_sensitive}
-            for e in describe_topic_config(ctx.config, overrides)]
+            for e in describe_topic_config(ctx.config, overrides, trim_synonyms=False)]
 
 
 def _result(name: str, code: ErrorCode, message: str | None) -> dict:

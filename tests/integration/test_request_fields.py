@@ -150,3 +150,29 @@ def test_join_group_reason_is_logged(broker, caplog: pytest.LogCaptureFixture) -
     lines = [r.getMessage() for r in caplog.records]
     assert any("joining group g-join-reason" in line
                and "rebalance failed: the member was fenced" in line for line in lines), lines
+
+
+# -- CreateTopics' configs: the controller's view of a key's source ---------------------------
+
+def test_create_topics_reports_retention_from_log_retention_hours_as_static() -> None:
+    """With only log.retention.hours in the broker's file, Kafka 4.1 answers CreateTopics with
+    retention.ms from static broker config (4) while its DescribeConfigs, trimming the synonyms
+    at the unset log.retention.ms, says default (5) — found by the differential corpus."""
+    from protocol.api_keys import ApiKey
+    from pybroker.testing import Broker
+    from tests.integration.raw import send_request
+    with Broker(**{"log.retention.hours": "100"}) as b:
+        topic = topic_name("retention-source")
+        created = send_request(b.bootstrap, ApiKey.CREATE_TOPICS, 5, {
+            "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1,
+                        "assignments": [], "configs": []}],
+            "timeout_ms": 5000, "validate_only": False})
+        [entry] = [c for c in created.topics[0].configs if c.name == "retention.ms"]
+        assert (entry.value, entry.config_source) == (str(100 * 3600 * 1000), 4)
+        described = send_request(b.bootstrap, ApiKey.DESCRIBE_CONFIGS, 4, {
+            "resources": [{"resource_type": 2, "resource_name": topic,
+                           "configuration_keys": ["retention.ms"]}],
+            "include_synonyms": True, "include_documentation": False})
+        [row] = described.results[0].configs
+        assert (row.value, row.config_source, list(row.synonyms)) == (
+            str(100 * 3600 * 1000), 5, [])
