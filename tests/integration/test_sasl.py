@@ -3,10 +3,8 @@ the four clients, SCRAM users made with kafka-configs and the admin API and kept
 restart, and the pre-authentication rules (gate, size limit, failures that say nothing)."""
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
-import subprocess
 import time
 from pathlib import Path
 from typing import Iterator
@@ -19,6 +17,9 @@ from protocol.codec import decode_response
 from protocol.errors import ErrorCode
 from pybroker.testing import broker_in_thread
 from pybroker.tools import configs
+from tests.integration.secure_roundtrips import (
+    aiokafka_roundtrip, confluent_roundtrip, confluent_sasl, kafka_python_roundtrip,
+    kcat_roundtrip)
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
         'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
@@ -59,86 +60,37 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
 
 def _confluent(bootstrap: str, mechanism: str, user: str = "alice",
                password: str | None = None) -> dict:
-    conf = {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": mechanism}
-    if mechanism == "OAUTHBEARER":
-        conf["sasl.oauthbearer.config"] = f"principal={user}"
-        conf["enable.sasl.oauthbearer.unsecure.jwt"] = True
-    else:
-        conf.update({"sasl.username": user, "sasl.password": password or PASSWORDS[mechanism]})
-    return conf
+    return confluent_sasl(bootstrap, "SASL_PLAINTEXT", mechanism, user,
+                          password or PASSWORDS.get(mechanism, ""))
+
+
+def _common(bootstrap: str, mechanism: str) -> dict:
+    """kafka-python's and aiokafka's settings (they share the names)."""
+    return {"bootstrap_servers": bootstrap, "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": mechanism, "sasl_plain_username": "alice",
+            "sasl_plain_password": PASSWORDS[mechanism]}
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512",
                                        "OAUTHBEARER"])
 def test_confluent_produces_and_consumes_in_a_group(sasl_broker: tuple[str, str],
                                                     mechanism: str) -> None:
-    from confluent_kafka import Consumer, Producer
-    from confluent_kafka.admin import AdminClient
     _, sasl = sasl_broker
-    topic = f"confluent-{mechanism}".lower()
-    producer = Producer(_confluent(sasl, mechanism))
-    producer.produce(topic, b"hello " + mechanism.encode())
-    assert producer.flush(15) == 0
-    consumer = Consumer({**_confluent(sasl, mechanism), "group.id": f"g-{topic}",
-                         "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    message = None
-    deadline = time.monotonic() + 20
-    while message is None and time.monotonic() < deadline:
-        message = consumer.poll(1)
-    consumer.close()
-    assert message is not None and message.error() is None
-    assert message.value() == b"hello " + mechanism.encode()
-    listed = AdminClient(_confluent(sasl, mechanism)).list_topics(timeout=10)
-    assert topic in listed.topics
+    confluent_roundtrip(_confluent(sasl, mechanism), f"confluent-{mechanism}".lower(),
+                        b"hello " + mechanism.encode())
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_kafka_python_produces_and_consumes(sasl_broker: tuple[str, str],
                                             mechanism: str) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
     _, sasl = sasl_broker
-    common = {"bootstrap_servers": sasl, "security_protocol": "SASL_PLAINTEXT",
-              "sasl_mechanism": mechanism, "sasl_plain_username": "alice",
-              "sasl_plain_password": PASSWORDS[mechanism]}
-    topic = f"kafka-python-{mechanism}".lower()
-    producer = KafkaProducer(**common)
-    producer.send(topic, b"from kafka-python").get(timeout=15)
-    producer.close()
-    consumer = KafkaConsumer(topic, group_id=f"g-{topic}", auto_offset_reset="earliest",
-                             consumer_timeout_ms=10000, **common)
-    values = [m.value for m in consumer]
-    consumer.close()
-    assert values == [b"from kafka-python"]
+    kafka_python_roundtrip(_common(sasl, mechanism), f"kafka-python-{mechanism}".lower())
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_aiokafka_produces_and_consumes(sasl_broker: tuple[str, str], mechanism: str) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     _, sasl = sasl_broker
-    common = {"bootstrap_servers": sasl, "security_protocol": "SASL_PLAINTEXT",
-              "sasl_mechanism": mechanism, "sasl_plain_username": "alice",
-              "sasl_plain_password": PASSWORDS[mechanism]}
-    topic = f"aiokafka-{mechanism}".lower()
-
-    async def main() -> list[bytes]:
-        producer = AIOKafkaProducer(**common)
-        await producer.start()
-        try:
-            await producer.send_and_wait(topic, b"from aiokafka")
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(topic, group_id=f"g-{topic}",
-                                    auto_offset_reset="earliest", **common)
-        await consumer.start()
-        try:
-            message = await asyncio.wait_for(consumer.getone(), 20)
-        finally:
-            await consumer.stop()
-        return [message.value]
-
-    assert asyncio.run(main()) == [b"from aiokafka"]
+    aiokafka_roundtrip(_common(sasl, mechanism), f"aiokafka-{mechanism}".lower())
 
 
 # Debian's kcat 1.7.1 (librdkafka 2.0.2) repeats the client nonce in client-final; Kafka 3.9
@@ -146,14 +98,10 @@ def test_aiokafka_produces_and_consumes(sasl_broker: tuple[str, str], mechanism:
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_kcat_produces_and_consumes(sasl_broker: tuple[str, str], mechanism: str) -> None:
     _, sasl = sasl_broker
-    topic = f"kcat-{mechanism}".lower()
-    auth = ["-X", "security.protocol=SASL_PLAINTEXT", "-X", f"sasl.mechanisms={mechanism}",
-            "-X", "sasl.username=alice", "-X", f"sasl.password={PASSWORDS[mechanism]}"]
-    subprocess.run(["kcat", "-b", sasl, "-P", "-t", topic, *auth], input=b"from kcat\n",
-                   check=True, timeout=30)
-    got = subprocess.run(["kcat", "-b", sasl, "-C", "-t", topic, "-o", "beginning", "-e",
-                          "-c", "1", *auth], capture_output=True, check=True, timeout=30)
-    assert got.stdout == b"from kcat\n"
+    kcat_roundtrip(sasl, ["-X", "security.protocol=SASL_PLAINTEXT",
+                          "-X", f"sasl.mechanisms={mechanism}", "-X", "sasl.username=alice",
+                          "-X", f"sasl.password={PASSWORDS[mechanism]}"],
+                   f"kcat-{mechanism}".lower())
 
 
 def test_kafka_configs_describes_and_deletes_scram_users(

@@ -11,7 +11,6 @@ without SaslAuthenticate) is what only pre-1.0 clients send.
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,6 +20,9 @@ import pytest
 from protocol.api_keys import ApiKey
 from pybroker.testing import broker_in_thread
 from pybroker.tools import configs
+from tests.integration.secure_roundtrips import (
+    aiokafka_roundtrip, confluent_roundtrip, confluent_sasl,
+    kafka_python_roundtrip, kcat_roundtrip)
 from tests.integration.test_tls import Certs
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -58,116 +60,43 @@ def _sasl_ssl(info: Any) -> str:
 
 def _confluent_conf(info: Any, certs: Certs, mechanism: str, user: str = "alice",
                     password: str | None = None) -> dict:
-    conf = {"bootstrap.servers": _sasl_ssl(info), "security.protocol": "SASL_SSL",
-            "ssl.ca.location": certs.ca, "sasl.mechanism": mechanism}
-    if mechanism == "OAUTHBEARER":
-        conf.update({"sasl.oauthbearer.config": f"principal={user}",
-                     "enable.sasl.oauthbearer.unsecure.jwt": True})
-    else:
-        conf.update({"sasl.username": user, "sasl.password": password or PASSWORDS[mechanism]})
-    return conf
-
-
-def _consume_confluent(conf: dict, topic: str, group: str) -> Any:
-    from confluent_kafka import Consumer
-    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    message = None
-    deadline = time.monotonic() + 20
-    while message is None and time.monotonic() < deadline:
-        message = consumer.poll(1)
-    consumer.close()
-    return message
+    return confluent_sasl(_sasl_ssl(info), "SASL_SSL", mechanism, user,
+                          password or PASSWORDS.get(mechanism, ""), **{"ssl.ca.location": certs.ca})
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512",
                                        "OAUTHBEARER"])
 def test_confluent_over_sasl_ssl(broker: Any, certs: Certs, mechanism: str) -> None:
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient
-    conf = _confluent_conf(broker, certs, mechanism)
-    topic = f"ssl-confluent-{mechanism}".lower()
-    producer = Producer(conf)
-    producer.produce(topic, b"tls " + mechanism.encode())
-    assert producer.flush(15) == 0
-    message = _consume_confluent(conf, topic, f"g-{topic}")
-    assert message is not None and message.error() is None
-    assert message.value() == b"tls " + mechanism.encode()
-    assert topic in AdminClient(conf).list_topics(timeout=10).topics
+    confluent_roundtrip(_confluent_conf(broker, certs, mechanism),
+                        f"ssl-confluent-{mechanism}".lower(), b"tls " + mechanism.encode())
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_kafka_python_over_sasl_ssl(broker: Any, certs: Certs, mechanism: str) -> None:
-    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-    common = {"bootstrap_servers": _sasl_ssl(broker), "security_protocol": "SASL_SSL",
-              "ssl_cafile": certs.ca, "sasl_mechanism": mechanism,
-              "sasl_plain_username": "alice", "sasl_plain_password": PASSWORDS[mechanism]}
-    topic = f"ssl-kafka-python-{mechanism}".lower()
-    producer = KafkaProducer(**common)
-    producer.send(topic, b"from kafka-python").get(timeout=15)
-    producer.close()
-    consumer = KafkaConsumer(topic, group_id=f"g-{topic}", auto_offset_reset="earliest",
-                             consumer_timeout_ms=10000, **common)
-    values = [m.value for m in consumer]
-    consumer.close()
-    assert values == [b"from kafka-python"]
-    admin = KafkaAdminClient(**common)
-    assert topic in admin.list_topics()
-    admin.close()
+    kafka_python_roundtrip(
+        {"bootstrap_servers": _sasl_ssl(broker), "security_protocol": "SASL_SSL",
+         "ssl_cafile": certs.ca, "sasl_mechanism": mechanism, "sasl_plain_username": "alice",
+         "sasl_plain_password": PASSWORDS[mechanism]},
+        f"ssl-kafka-python-{mechanism}".lower())
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_aiokafka_over_sasl_ssl(broker: Any, certs: Certs, mechanism: str) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.helpers import create_ssl_context
-    topic = f"ssl-aiokafka-{mechanism}".lower()
-
-    async def main() -> tuple[list[bytes], list[str]]:
-        common = {"bootstrap_servers": _sasl_ssl(broker), "security_protocol": "SASL_SSL",
-                  "ssl_context": create_ssl_context(cafile=certs.ca),
-                  "sasl_mechanism": mechanism, "sasl_plain_username": "alice",
-                  "sasl_plain_password": PASSWORDS[mechanism]}
-        producer = AIOKafkaProducer(**common)
-        await producer.start()
-        try:
-            await producer.send_and_wait(topic, b"from aiokafka")
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(topic, group_id=f"g-{topic}",
-                                    auto_offset_reset="earliest", **common)
-        await consumer.start()
-        try:
-            got = [(await consumer.getone()).value]
-        finally:
-            await consumer.stop()
-        admin = AIOKafkaAdminClient(**common)
-        await admin.start()
-        try:
-            topics = await admin.list_topics()
-        finally:
-            await admin.close()
-        return got, list(topics)
-
-    got, topics = asyncio.run(asyncio.wait_for(main(), 60))
-    assert got == [b"from aiokafka"] and topic in topics
+    aiokafka_roundtrip(
+        {"bootstrap_servers": _sasl_ssl(broker), "security_protocol": "SASL_SSL",
+         "ssl_context": create_ssl_context(cafile=certs.ca), "sasl_mechanism": mechanism,
+         "sasl_plain_username": "alice", "sasl_plain_password": PASSWORDS[mechanism]},
+        f"ssl-aiokafka-{mechanism}".lower())
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_kcat_over_sasl_ssl(broker: Any, certs: Certs, mechanism: str) -> None:
-    topic = f"ssl-kcat-{mechanism}".lower()
-    auth = ["-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={certs.ca}",
-            "-X", f"sasl.mechanisms={mechanism}", "-X", "sasl.username=alice",
-            "-X", f"sasl.password={PASSWORDS[mechanism]}"]
-    subprocess.run(["kcat", "-b", _sasl_ssl(broker), "-P", "-t", topic, *auth],
-                   input=b"from kcat\n", check=True, timeout=30)
-    got = subprocess.run(["kcat", "-b", _sasl_ssl(broker), "-G", f"g-{topic}", "-o",
-                          "beginning", "-e", "-c", "1", *auth, topic],
-                         capture_output=True, check=True, timeout=40)
-    assert got.stdout == b"from kcat\n"
-    listed = subprocess.run(["kcat", "-b", _sasl_ssl(broker), "-L", "-t", topic, *auth],
-                            capture_output=True, check=True, timeout=30)
-    assert f'topic "{topic}"'.encode() in listed.stdout
+    kcat_roundtrip(_sasl_ssl(broker),
+                   ["-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={certs.ca}",
+                    "-X", f"sasl.mechanisms={mechanism}", "-X", "sasl.username=alice",
+                    "-X", f"sasl.password={PASSWORDS[mechanism]}"],
+                   f"ssl-kcat-{mechanism}".lower())
 
 
 def test_each_clients_handshake_version(broker: Any, certs: Certs) -> None:
