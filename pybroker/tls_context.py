@@ -15,7 +15,7 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 
-from pybroker.client.security import load_key_pair, normal_pem
+from pybroker.client.security import load_key_pair, load_trust_store
 from pybroker.config import BrokerConfig, ConfigError
 from pybroker.session import ANONYMOUS
 from pybroker.tls_principal import NoMatchingRule, PrincipalMapper, rfc2253
@@ -133,12 +133,7 @@ def _load_key_store(context: ssl.SSLContext, get, key_name) -> None:  # type: ig
 def _load_trust_store(context: ssl.SSLContext, get, key_name) -> None:  # type: ignore[no-untyped-def]
     location, inline = get("ssl.truststore.location"), get("ssl.truststore.certificates")
     try:
-        if location is not None:
-            context.load_verify_locations(cafile=str(location))
-        elif inline is not None:
-            context.load_verify_locations(cadata=normal_pem(str(inline)))
-        else:
-            context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+        load_trust_store(context, location, inline, ssl.Purpose.CLIENT_AUTH)
     except (ssl.SSLError, OSError) as exc:
         name = key_name("ssl.truststore.location" if location is not None
                         else "ssl.truststore.certificates")

@@ -124,12 +124,7 @@ def client_ssl_context(get: Callable[[str], object], *, check_hostname: bool = T
     context.verify_mode = ssl.CERT_REQUIRED
     location, inline = get("ssl.truststore.location"), get("ssl.truststore.certificates")
     try:
-        if location is not None:
-            context.load_verify_locations(cafile=str(location))
-        elif inline is not None:
-            context.load_verify_locations(cadata=normal_pem(str(inline)))
-        else:
-            context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+        load_trust_store(context, location, inline, ssl.Purpose.SERVER_AUTH)
     except (ssl.SSLError, OSError) as exc:
         name = "ssl.truststore.location" if location is not None else \
             "ssl.truststore.certificates"
@@ -161,6 +156,19 @@ def _load_key_store(context: ssl.SSLContext, get: Callable[[str], object]) -> No
                                   f"({exc.reason or exc})") from None
     except OSError as exc:
         raise SecurityConfigError(f"Cannot read {name}: {exc.strerror or exc}") from None
+
+
+def load_trust_store(context: ssl.SSLContext, location: object, inline: object,
+                     purpose: ssl.Purpose) -> None:
+    """Trust the CAs of the PEM file `location`, else of the inline PEM text, else the
+    system's (for `purpose`); ssl.SSLError or OSError for the caller to word, as Kafka's
+    ssl.truststore.* keys say it on either side."""
+    if location is not None:
+        context.load_verify_locations(cafile=str(location))
+    elif inline is not None:
+        context.load_verify_locations(cadata=normal_pem(str(inline)))
+    else:
+        context.load_default_certs(purpose)
 
 
 def load_key_pair(context: ssl.SSLContext, location: object, chain: object, key: object,
