@@ -15,6 +15,10 @@ what `kafka-storage.sh` runs) and starts `kafka.Kafka`, returning once the port 
 ApiVersions, which Kafka only does after its request processing is enabled, i.e. once the
 node has caught up with its own metadata. The JVM is never left running: `stop()` (SIGTERM,
 then SIGKILL), atexit, and on Linux the kernel kills it if this process dies first.
+
+`ApacheKafkaCluster(work_dir, nodes=3)` is that node times three, the peer of pybroker's
+three brokers on ZooKeeper (issue #15 §3): every node combined, one static quorum naming all
+the controllers, formatted with one cluster id, launched together, stopped together.
 """
 from __future__ import annotations
 
@@ -33,8 +37,9 @@ import subprocess
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 POM = Path(__file__).resolve().parent / "apache-kafka" / "pom.xml"
 MARKER = "COMPLETE"
@@ -231,15 +236,21 @@ class ApacheKafka:
     """
 
     def __init__(self, work_dir: Path | str, *, node_id: int = 1, heap: str = "1g",
-                 overrides: Mapping[str, object] | None = None) -> None:
+                 overrides: Mapping[str, object] | None = None,
+                 quorum: Sequence["ApacheKafka"] = (),
+                 defaults: Mapping[str, str] = SHIPPED_DEFAULTS) -> None:
         self.work_dir = Path(work_dir)
         self.node_id = node_id
         self.heap = heap
         self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
+        # The nodes whose controllers vote (ApacheKafkaCluster's); none: a quorum of itself.
+        self.quorum: Sequence[ApacheKafka] = quorum
+        self.defaults = dict(defaults)  # under the per-node entries and the overrides
         self.port = 0
         self.controller_port = 0
         self.proc: subprocess.Popen | None = None
         self.start_seconds: float | None = None  # JVM launch to answering ApiVersions
+        self._launched = 0.0
 
     @property
     def bootstrap(self) -> str:
@@ -256,14 +267,15 @@ class ApacheKafka:
         props = {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
-            "controller.quorum.voters": f"{self.node_id}@{host}:{self.controller_port}",
+            "controller.quorum.voters": ",".join(
+                f"{n.node_id}@{host}:{n.controller_port}" for n in self.quorum or [self]),
             "listeners": f"PLAINTEXT://{host}:{self.port},CONTROLLER://{host}:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://{host}:{self.port}",
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "log.dirs": str(self.work_dir / "data"),
-            **SHIPPED_DEFAULTS,
+            **self.defaults,
         }
         props.update(self.overrides)
         return props
@@ -273,17 +285,28 @@ class ApacheKafka:
         if self.proc is not None:
             raise RuntimeError("ApacheKafka is already started")
         cp = classpath()
-        self.work_dir.mkdir(parents=True, exist_ok=True)
         for attempt in range(3):  # a free port may be taken before the JVM binds it
-            self.port, self.controller_port = free_port(), free_port()
-            config = self._write_config()
-            self._format(cp, config)
-            if self._launch(cp, config, timeout):
+            self.pick_ports()
+            self.prepare(cp, cluster_id())
+            if self._launch(cp, timeout):
                 return self
-            if "Address already in use" not in self.recent_log(200) or attempt == 2:
+            if not self.port_was_taken() or attempt == 2:
                 break
         raise ApacheKafkaUnavailable(
             f"Apache Kafka did not start within {timeout:.0f} s:\n" + self.recent_log(60))
+
+    def pick_ports(self) -> None:
+        self.port, self.controller_port = free_port(), free_port()
+
+    def prepare(self, cp: str, cluster: str) -> None:
+        """Write the node's config and format its storage as a member of `cluster` (every
+        node of a cluster is formatted with the same id). The quorum's ports must be picked."""
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._format(cp, self._write_config(), cluster)
+
+    def port_was_taken(self) -> bool:
+        """Whether the last launch failed because another process took one of its ports."""
+        return "Address already in use" in self.recent_log(200)
 
     def _write_config(self) -> Path:
         shutil.rmtree(self.work_dir / "data", ignore_errors=True)
@@ -297,31 +320,41 @@ class ApacheKafka:
                 f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
                 f"-Dkafka.logs.dir={self.work_dir / 'logs'}", "-cp", cp]
 
-    def _format(self, cp: str, config: Path) -> None:
+    def _format(self, cp: str, config: Path, cluster: str) -> None:
         # kafka-storage.sh runs the tool with kafka-run-class.sh's default 256 MB heap.
         done = subprocess.run(
             [*self._jvm(cp, "256m"), "kafka.tools.StorageTool", "format",
-             "--cluster-id", cluster_id(), "--config", str(config)],
+             "--cluster-id", cluster, "--config", str(config)],
             capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             raise ApacheKafkaUnavailable(
                 f"kafka.tools.StorageTool format failed (exit {done.returncode}):\n"
                 f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
 
-    def _launch(self, cp: str, config: Path, timeout: float) -> bool:
-        began = time.monotonic()
+    def _launch(self, cp: str, timeout: float) -> bool:
+        self.spawn(cp)
+        return self.wait_ready(timeout)
+
+    def spawn(self, cp: str) -> None:
+        """Launch the prepared node's JVM without waiting for it (a node of a cluster cannot
+        answer before a majority of the quorum runs)."""
+        self._launched = time.monotonic()
         with open(self.log_path, "w") as out:
             self.proc = subprocess.Popen(
-                [*self._jvm(cp, self.heap), "kafka.Kafka", str(config)],
+                [*self._jvm(cp, self.heap), "kafka.Kafka", str(self.work_dir / "server.properties")],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 cwd=self.work_dir, preexec_fn=_die_with_parent)
         atexit.register(self.stop)
-        while time.monotonic() - began < timeout:
-            if self.proc.poll() is not None:
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Until the spawned node answers ApiVersions (True), or it died or `timeout` seconds
+        passed since its launch (False, the node stopped)."""
+        while time.monotonic() - self._launched < timeout:
+            if self.proc is None or self.proc.poll() is not None:
                 self.stop()
                 return False
             if answers_api_versions("127.0.0.1", self.port):
-                self.start_seconds = time.monotonic() - began
+                self.start_seconds = time.monotonic() - self._launched
                 return True
             time.sleep(0.1)
         self.stop()
@@ -344,6 +377,94 @@ class ApacheKafka:
             return ""
 
     def __enter__(self) -> "ApacheKafka":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# The shipped server.properties is a one-node example: it sets the internal topics'
+# replication to 1. A cluster leaves them out, so Kafka's own defaults apply (3, min ISR 2),
+# as pybroker's config/cluster does for __consumer_offsets.
+ONE_NODE_ONLY = ("offsets.topic.replication.factor",
+                 "share.coordinator.state.topic.replication.factor",
+                 "share.coordinator.state.topic.min.isr",
+                 "transaction.state.log.replication.factor", "transaction.state.log.min.isr")
+
+
+class ApacheKafkaCluster:
+    """`nodes` Apache Kafka nodes, each broker and controller in one JVM, whose controllers
+    form one static quorum (controller.quorum.voters names them all), on free loopback ports.
+
+    Each node is an ApacheKafka in `work_dir/node-<id>` with the same heap and `overrides`.
+    start() and stop() act on all of them, and the JVMs are never left running (as for
+    ApacheKafka). start() must be called from a thread that outlives the cluster.
+    """
+
+    def __init__(self, work_dir: Path | str, nodes: int = 3, *, heap: str = "1g",
+                 overrides: Mapping[str, object] | None = None) -> None:
+        if nodes < 1:
+            raise ValueError("a cluster needs at least one node")
+        defaults = {k: v for k, v in SHIPPED_DEFAULTS.items() if k not in ONE_NODE_ONLY}
+        self.work_dir = Path(work_dir)
+        self.nodes: list[ApacheKafka] = [
+            ApacheKafka(self.work_dir / f"node-{i}", node_id=i, heap=heap,
+                        overrides=overrides, defaults=defaults)
+            for i in range(1, nodes + 1)]
+        for node in self.nodes:
+            node.quorum = self.nodes
+        self.start_seconds: float | None = None  # first launch to every node answering
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes)
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return tuple(node.proc.pid for node in self.nodes if node.proc is not None)
+
+    @property
+    def running(self) -> bool:
+        return all(node.running for node in self.nodes)
+
+    def start(self, timeout: float = 120) -> "ApacheKafkaCluster":
+        """Format every node as one cluster, launch them all, and return once each answers
+        ApiVersions (a node does once the quorum has a leader and it caught up with it)."""
+        if any(node.proc is not None for node in self.nodes):
+            raise RuntimeError("ApacheKafkaCluster is already started")
+        cp = classpath()
+        for attempt in range(3):  # a free port may be taken before a JVM binds it
+            for node in self.nodes:
+                node.pick_ports()
+            cluster = cluster_id()
+            with ThreadPoolExecutor(len(self.nodes)) as pool:  # a JVM each: side by side
+                list(pool.map(lambda node: node.prepare(cp, cluster), self.nodes))
+            began = time.monotonic()
+            for node in self.nodes:
+                node.spawn(cp)
+            if all(node.wait_ready(timeout) for node in self.nodes):
+                self.start_seconds = time.monotonic() - began
+                return self
+            logs = "\n".join(f"--- node {node.node_id}:\n{node.recent_log(40)}"
+                             for node in self.nodes)
+            taken = any(node.port_was_taken() for node in self.nodes)
+            self.stop()
+            if not taken or attempt == 2:
+                break
+        raise ApacheKafkaUnavailable(
+            f"Apache Kafka's {len(self.nodes)} nodes did not all start within "
+            f"{timeout:.0f} s:\n{logs}")
+
+    def stop(self, timeout: float = 20) -> None:
+        """SIGTERM every node at once, then wait (SIGKILL after `timeout` s). Stopped one by
+        one, the last node's controlled shutdown would wait for a quorum that is gone."""
+        for node in self.nodes:
+            if node.running:
+                node.proc.terminate()  # type: ignore[union-attr]
+        for node in self.nodes:
+            node.stop(timeout)
+
+    def __enter__(self) -> "ApacheKafkaCluster":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
