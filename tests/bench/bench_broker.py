@@ -170,6 +170,15 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 
         future.result()
 
 
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    for future in admin.delete_topics(topics, operation_timeout=60).values():
+        try:
+            future.result()
+        except Exception:  # already gone, or the broker cannot: only memory is at stake
+            pass
+
+
 def consumer(bootstrap: str, **extra: object) -> Consumer:
     # librdkafka requires a group.id; assign() never joins the group and nothing is committed.
     return Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
@@ -284,6 +293,11 @@ class Throughput:
     def cpu_per_million(self) -> float:
         return self.broker_cpu / self.records * 1e6
 
+    @property
+    def cpu_per_gb(self) -> float:
+        """Broker CPU seconds per 10^9 bytes of record values."""
+        return self.broker_cpu / (self.records * self.size / 1e9)
+
 
 def bench_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: int,
                   count: int, acks: str | int = 1, replication: int = 1,
@@ -292,8 +306,8 @@ def bench_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: i
     """Produce `count` records round-robin over the partitions and wait for every ack.
     Delivery is checked by delivery reports (errors only, so the client pays nothing per
     record), not by the topic's high watermark: the peer's ListOffsets(latest) lags a batch
-    behind what it stores. `cpu_pids`: the brokers whose CPU time is summed (default: `pid`
-    alone, whose peak RSS is reported). `client`: the client's security settings
+    behind what it stores. `cpu_pids`: the brokers whose CPU time and peak RSS are summed
+    (default: `pid` alone). `client`: the client's security settings
     (security.protocol, ssl.ca.location, ...)."""
     create_topic(bootstrap, topic, partitions, replication, client)
     pids = cpu_pids or (pid,)
@@ -312,7 +326,8 @@ def bench_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: i
     p.list_topics(topic, timeout=30)  # connected, metadata known
     payload = os.urandom(size)
     send = p.produce
-    reset_peak_rss(pid)
+    for each in pids:
+        reset_peak_rss(each)
     cpu0, ccpu0, t0 = sum(map(cpu_seconds, pids)), client_cpu(), time.perf_counter()
     for i in range(count):
         while True:
@@ -324,20 +339,23 @@ def bench_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: i
     left = p.flush(300)
     elapsed = time.perf_counter() - t0
     cpu, ccpu = sum(map(cpu_seconds, pids)) - cpu0, client_cpu() - ccpu0
-    hwm = status_kb(pid, "VmHWM")
+    hwm = sum(status_kb(each, "VmHWM") for each in pids)
     if left or failed:
         raise RuntimeError(f"{topic}: {left} records not delivered; errors: {failed}")
     return Throughput(count, size, elapsed, cpu, ccpu, hwm)
 
 
 def bench_consume(bootstrap: str, pid: int, topic: str, partitions: int, size: int,
-                  count: int, client: Mapping[str, object] | None = None) -> Throughput:
+                  count: int, client: Mapping[str, object] | None = None,
+                  cpu_pids: tuple[int, ...] = ()) -> Throughput:
     """Read `count` records from the beginning. The clock starts at the first records received,
     which are not counted: librdkafka takes ~0.5 s after assign() before its first fetch
     (group coordinator lookup, ListOffsets), a client start-up cost, not the broker's. Each
     `consume()` asks for no more than the records still due: librdkafka's consume(n, timeout)
     waits out its whole timeout when fewer than n records are left, which would add up to
-    0.5 s to every run and flatten the comparison."""
+    0.5 s to every run and flatten the comparison. `cpu_pids`: the brokers whose CPU time and
+    peak RSS are summed (default: `pid` alone; a cluster's followers fetch meanwhile)."""
+    pids = cpu_pids or (pid,)
     # librdkafka stops fetching a partition for fetch.queue.backoff.ms (default 1 s) whenever
     # its local queue passes queued.min.messages (100,000): a client-side pause, not the broker's.
     c = consumer(bootstrap, **{"fetch.queue.backoff.ms": 1, **(client or {})})
@@ -348,8 +366,9 @@ def bench_consume(bootstrap: str, pid: int, topic: str, partitions: int, size: i
         if time.monotonic() - last > 30:
             raise RuntimeError(f"{topic}: consumer got nothing in 30 s")
     first = got
-    reset_peak_rss(pid)
-    cpu0, ccpu0, t0 = cpu_seconds(pid), client_cpu(), time.perf_counter()
+    for each in pids:
+        reset_peak_rss(each)
+    cpu0, ccpu0, t0 = sum(map(cpu_seconds, pids)), client_cpu(), time.perf_counter()
     while got < count:
         msgs = c.consume(min(10_000, count - got), 0.5)
         if msgs:
@@ -358,8 +377,8 @@ def bench_consume(bootstrap: str, pid: int, topic: str, partitions: int, size: i
         elif time.monotonic() - last > 30:
             raise RuntimeError(f"{topic}: consumer stalled at {got}/{count}")
     elapsed = time.perf_counter() - t0
-    cpu, ccpu = cpu_seconds(pid) - cpu0, client_cpu() - ccpu0
-    hwm = status_kb(pid, "VmHWM")
+    cpu, ccpu = sum(map(cpu_seconds, pids)) - cpu0, client_cpu() - ccpu0
+    hwm = sum(status_kb(each, "VmHWM") for each in pids)
     c.close()
     return Throughput(got - first, size, elapsed, cpu, ccpu, hwm)
 

@@ -1,37 +1,44 @@
-"""The `cluster` workload of bin/pybroker-bench (issue #11): three brokers on a real ZooKeeper.
+"""The `cluster` workload of bin/pybroker-bench (issue #11): three brokers on a real ZooKeeper,
+and, with `--peers kafka` (issue #15 §3), three Apache Kafka nodes beside them.
 
 The brokers are the shipped example, `config/cluster/server-{1,2,3}.properties` (6 s ZooKeeper
 sessions, RF 3, min.insync.replicas 2, Kafka's 30 s replica lag), each a `python -m pybroker`
 child process with only its port (a free one), log dir and `zookeeper.connect` (the bench's own
-ZooKeeper, pybroker/testing_zookeeper.py, chroot /pybroker) overridden. The client is
-confluent-kafka (librdkafka) in this process, as in the other workloads. Figures:
+ZooKeeper, pybroker/testing_zookeeper.py, chroot /pybroker) overridden. The Kafka peer is
+compat/apache_kafka.py's ApacheKafkaCluster: three KRaft nodes, each broker and controller,
+1 GB heap, shipped defaults, with min.insync.replicas 2 as in pybroker's example. The client
+is confluent-kafka (librdkafka) in this process, as in the other workloads. Figures:
 
-- failover: a prober produces one 100-byte record every 5 ms with acks=all (retries without
-  limit) to a one-partition RF 3 topic; the partition's leader (read from ZooKeeper) is killed
-  with SIGKILL, or stopped with SIGTERM (controlled shutdown: the broker hands its
-  leaderships over before it exits). The figure is the longest stall of the writes around the
-  signal: the largest gap between two successive acknowledgements, from 1 s before the signal
-  until writes flow again after the broker exited. After kill -9 that is the time from the
-  kill (the last acknowledgement before it, at most 5 ms earlier) to the first acks=all write
-  that succeeds again; after SIGTERM, the pause while the leadership moves, if any. After each
-  round the broker is started again and the ISR waited for to be full. Median and max over
-  `--rounds` rounds of each.
+- failover (pybroker only): a prober produces one 100-byte record every 5 ms with acks=all
+  (retries without limit) to a one-partition RF 3 topic; the partition's leader (read from
+  ZooKeeper) is killed with SIGKILL, or stopped with SIGTERM (controlled shutdown: the broker
+  hands its leaderships over before it exits). The figure is the longest stall of the writes
+  around the signal: the largest gap between two successive acknowledgements, from 1 s before
+  the signal until writes flow again after the broker exited. After kill -9 that is the time
+  from the kill (the last acknowledgement before it, at most 5 ms earlier) to the first
+  acks=all write that succeeds again; after SIGTERM, the pause while the leadership moves, if
+  any. After each round the broker is started again and the ISR waited for to be full. Median
+  and max over `--rounds` rounds of each.
+- idle RSS: the sum over the brokers' processes, 2 s after they all answer.
 - throughput: `count` 1 KB records, acks=all, linger.ms 5 (bench_broker.bench_produce), to a
-  topic of RF 3 on the three brokers, and to a topic of RF 1 on a single broker (the shipped
-  config/server.properties) measured in the same run, one after the other; the ratio is
-  cluster / single (the issue's aim: >= 0.4). Broker CPU is the sum over the three brokers
-  (utime + stime from /proc/<pid>/stat) over the produce run, per MB produced: each MB
-  produced is written three times, once by the leader and once by each follower.
+  topic of RF 3 on the three brokers (and on the three Kafka nodes), and to a topic of RF 1 on a
+  single broker (the shipped config/server.properties); then the topic is read from the
+  beginning (bench_broker.bench_consume) and deleted. The ratio cluster / single is the issue's
+  aim (>= 0.4). Broker CPU and peak RSS are sums over the brokers (utime + stime from
+  /proc/<pid>/stat, VmHWM): each MB produced is written three times, once by the leader and
+  once by each follower, and the followers keep fetching while a consumer reads.
 - latency: end-to-end p50/p99 (produce() to the consumer's poll(), which returns a record
-  only once the high watermark passed it, i.e. once the in-sync replicas have it) at 1,000
+  only once the high watermark passed it, i.e. once the in-sync replicas have it) at 5,000
   records/s of 1 KB, acks=all, linger.ms 5 (librdkafka's default), RF 3 against RF 1 on the
   single broker (bench_broker.bench_latency). Not linger.ms 0: then every record is a request
   of its own, a connection's requests are served one at a time (as in Kafka), and each
-  acks=all request waits for a follower's round trip, so at 1,000 requests/s the queue grew
-  without bound on a 2-CPU machine (p50 3.5 s) and the figure measured the backlog.
+  acks=all request waits for a follower's round trip, so even at 1,000 requests/s the queue
+  grew without bound on a 2-CPU machine (p50 3.5 s) and the figure measured the backlog.
 
-The single broker runs once the cluster has stopped, so each has the machine's CPUs to itself,
-and the page cache is synced before each throughput run.
+The load runs `load_rounds` times; with the Kafka peer both clusters run at once (each idle
+while the other is measured) and take turns at going first, so drift in the machine's load
+hits both alike. The single broker runs once the clusters have stopped, and the page cache is
+synced before each throughput run.
 """
 from __future__ import annotations
 
@@ -48,8 +55,10 @@ from pathlib import Path
 from confluent_kafka import Producer
 from kazoo.client import KazooClient
 
+from compat.apache_kafka import ApacheKafkaCluster, classpath, java
 from tests.bench.bench_broker import (
-    MB, QUIET, Latency, Throughput, bench_latency, bench_produce, create_topic,
+    QUIET, Latency, Throughput, bench_consume, bench_latency, bench_produce, create_topic,
+    delete_topics, status_kb,
 )
 from pybroker.testing_zookeeper import run_zookeeper
 from tests.helpers import ROOT, BrokerProcess
@@ -59,19 +68,40 @@ SINGLE_CONFIG = ROOT / "config" / "server.properties"
 CHROOT = "/pybroker"
 SIZE = 1024
 PROBE_PERIOD_S = 0.005
-LATENCY_RATE = 1000
+LATENCY_RATE = 5000
 LATENCY_LINGER_MS = 5
+# pybroker's example sets min.insync.replicas 2 for the broker; so does the Kafka peer.
+KAFKA_OVERRIDES = {"min.insync.replicas": 2}
+
+
+@dataclass
+class Load:
+    """One round of one system's load; throughput by partition count."""
+
+    produce: dict[int, Throughput] = field(default_factory=dict)
+    consume: dict[int, Throughput] = field(default_factory=dict)
+    latency: Latency | None = None
 
 
 @dataclass
 class ClusterRun:
-    """What bench_cluster measured; "cluster" is RF 3 on three brokers, "single" one broker."""
+    """What bench_cluster measured, by system: "cluster" is RF 3 on three pybroker brokers,
+    "single" one broker, "kafka" RF 3 on three Apache Kafka nodes."""
 
     kill_s: list[float] = field(default_factory=list)  # failover after SIGKILL, per round
     term_s: list[float] = field(default_factory=list)  # failover after SIGTERM, per round
-    throughput: dict[str, dict[int, Throughput]] = field(
-        default_factory=lambda: {"cluster": {}, "single": {}})  # by partition count
-    latency: dict[str, Latency] = field(default_factory=dict)
+    idle_rss_mb: dict[str, float] = field(default_factory=dict)  # summed over the brokers
+    loads: dict[str, list[Load]] = field(default_factory=dict)  # one per round
+
+
+@dataclass(frozen=True)
+class System:
+    """A system under load: its name in ClusterRun, where to connect, its brokers' pids."""
+
+    name: str
+    bootstrap: str
+    pids: tuple[int, ...]
+    replication: int
 
 
 class ThreeBrokers:
@@ -214,28 +244,50 @@ def measure_failover(cluster: ThreeBrokers, rounds: int, progress) -> tuple[list
 
 
 def bench_cluster(work_dir: Path, rounds: int, count: int, partitions: tuple[int, ...],
-                  latency_seconds: float, progress) -> ClusterRun:  # type: ignore[no-untyped-def]
-    """Failover, throughput and latency of the three-broker cluster, then of one broker.
-    `progress(phase, text)` is told each figure as it comes."""
+                  latency_seconds: float, progress, load_rounds: int = 1,  # type: ignore[no-untyped-def]
+                  kafka: bool = False) -> ClusterRun:
+    """Failover of the three-broker cluster, then `load_rounds` of throughput and latency of
+    it (and of three Kafka nodes when `kafka`), then of one broker. `progress(phase, text)` is
+    told each figure as it comes. ApacheKafkaUnavailable before anything runs when `kafka`
+    and Apache Kafka cannot run here."""
+    if kafka:
+        java()
+        classpath()  # fetched now, not after the failover rounds
     run = ClusterRun()
     work_dir.mkdir(parents=True, exist_ok=True)
     try:
         with run_zookeeper(work_dir / "zookeeper") as zookeeper:
             cluster = ThreeBrokers(work_dir / "cluster", zookeeper.connect)
+            nodes = ApacheKafkaCluster(work_dir / "kafka", 3, overrides=KAFKA_OVERRIDES) \
+                if kafka else None
             try:
                 cluster.start()
+                run.idle_rss_mb["cluster"] = idle_rss_mb(cluster.pids)
                 if rounds:
                     run.kill_s, run.term_s = measure_failover(cluster, rounds, progress)
-                first = cluster.brokers[1].proc.pid  # type: ignore[union-attr]
-                _load(run, "cluster", cluster.bootstrap, first, cluster.pids, 3, count,
-                      partitions, latency_seconds, progress)
+                systems = [System("cluster", cluster.bootstrap, cluster.pids, 3)]
+                if nodes is not None:
+                    nodes.start(timeout=180)
+                    progress("kafka start", f"3 nodes answering in {nodes.start_seconds:.1f} s")
+                    run.idle_rss_mb["kafka"] = idle_rss_mb(nodes.pids)
+                    systems.append(System("kafka", nodes.bootstrap, nodes.pids, 3))
+                for rnd in range(load_rounds):
+                    shift = rnd % len(systems)  # each goes first in turn
+                    for system in systems[shift:] + systems[:shift]:
+                        run.loads.setdefault(system.name, []).append(
+                            _load(system, rnd, count, partitions, latency_seconds, progress))
             finally:
                 cluster.close()
+                if nodes is not None:
+                    nodes.stop()
         single = BrokerProcess(work_dir / "single", config=str(SINGLE_CONFIG)).start(120)
         try:
             pid = single.proc.pid  # type: ignore[union-attr]
-            _load(run, "single", single.bootstrap, pid, (pid,), 1, count, partitions,
-                  latency_seconds, progress)
+            run.idle_rss_mb["single"] = idle_rss_mb((pid,))
+            system = System("single", single.bootstrap, (pid,), 1)
+            for rnd in range(load_rounds):
+                run.loads.setdefault("single", []).append(
+                    _load(system, rnd, count, partitions, latency_seconds, progress))
         finally:
             single.stop()
     finally:
@@ -243,32 +295,41 @@ def bench_cluster(work_dir: Path, rounds: int, count: int, partitions: tuple[int
     return run
 
 
-def _load(run: ClusterRun, which: str, bootstrap: str, pid: int, pids: tuple[int, ...],
-          replication: int, count: int, partitions: tuple[int, ...], latency_seconds: float,
-          progress) -> None:  # type: ignore[no-untyped-def]
+def idle_rss_mb(pids: tuple[int, ...]) -> float:
+    """The brokers' resident memory summed, 2 s after they started answering."""
+    time.sleep(2)
+    return sum(status_kb(pid, "VmRSS") for pid in pids) / 1024
+
+
+def _load(system: System, rnd: int, count: int, partitions: tuple[int, ...],
+          latency_seconds: float, progress) -> Load:  # type: ignore[no-untyped-def]
+    load = Load()
+    name, bootstrap, pids, rf = system.name, system.bootstrap, system.pids, system.replication
     for n in partitions:
         # The page cache writes back what the run before left dirty (gigabytes), not during
         # this one (peer_bench.settle).
         os.sync()
         time.sleep(1)
-        t = bench_produce(bootstrap, pid, f"{which}-{n}p", n, SIZE, count, "all",
-                          replication=replication, cpu_pids=pids)
-        run.throughput[which][n] = t
-        progress(f"{which} produce 1 KB acks=all, {n} partition(s), RF {replication}",
-                 f"{t.mb_s:.1f} MB/s {t.rec_s:,.0f} rec/s, broker CPU "
-                 f"{cpu_per_mb(t):.3f} s/MB")
+        topic = f"{name}-{n}p-r{rnd}"
+        t = bench_produce(bootstrap, pids[0], topic, n, SIZE, count, "all", replication=rf,
+                          cpu_pids=pids)
+        load.produce[n] = t
+        progress(f"{name} produce 1 KB acks=all, {n} partition(s), RF {rf}",
+                 f"{t.mb_s:.1f} MB/s {t.rec_s:,.0f} rec/s, broker CPU {t.cpu_per_gb:.2f} s/GB, "
+                 f"peak RSS {t.peak_rss_kb / 1024:.0f} MB")
+        t = bench_consume(bootstrap, pids[0], topic, n, SIZE, count, cpu_pids=pids)
+        load.consume[n] = t
+        progress(f"{name} consume 1 KB, {n} partition(s)",
+                 f"{t.mb_s:.1f} MB/s {t.rec_s:,.0f} rec/s, broker CPU {t.cpu_per_gb:.2f} s/GB")
+        delete_topics(bootstrap, [topic])  # the next round's data is not on top of it
     if latency_seconds:
-        lat = bench_latency(bootstrap, pid, linger_ms=LATENCY_LINGER_MS, seconds=latency_seconds,
-                            rate=LATENCY_RATE, size=SIZE, acks="all", replication=replication,
-                            cpu_pids=pids)
-        run.latency[which] = lat
-        progress(f"{which} latency", f"p50 {lat.p50:.2f} p99 {lat.p99:.2f} ms "
-                                     f"({lat.received} records)")
-
-
-def cpu_per_mb(t: Throughput) -> float:
-    """Broker CPU seconds (all brokers) per MB of record values produced."""
-    return t.broker_cpu / (t.records * t.size / MB)
+        lat = bench_latency(bootstrap, pids[0], linger_ms=LATENCY_LINGER_MS,
+                            seconds=latency_seconds, rate=LATENCY_RATE, size=SIZE, acks="all",
+                            replication=rf, cpu_pids=pids)
+        load.latency = lat
+        progress(f"{name} latency", f"p50 {lat.p50:.2f} p99 {lat.p99:.2f} ms "
+                                    f"({lat.received} records)")
+    return load
 
 
 def summary(values: list[float]) -> tuple[float, float]:

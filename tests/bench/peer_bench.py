@@ -44,12 +44,16 @@ Workloads (names for --workloads):
 - partitions: pybroker alone with 1,000 / 10,000 / 50,000 partitions (--partition-counts;
   --quick stops at 10,000): create, one record each, RSS, clean stop, start, kill -9 and
   start again (bench_partitions). Once per count, not per round.
-- cluster: no peer; three pybroker brokers (config/cluster) on a real ZooKeeper against one
-  broker (config/server.properties), in a table of its own (bench_cluster): failover time
-  after kill -9 and after SIGTERM of a partition's leader (median and max of --rounds runs,
-  default 10 for this workload), 1 KB acks=all produce throughput with RF 3 over one broker's
-  (target: ratio >= 0.4), broker CPU per MB produced (the three brokers' sum), end-to-end
-  latency. Not in the default set of workloads: it needs Debian's zookeeper.
+- cluster: three pybroker brokers (config/cluster) on a real ZooKeeper against one broker
+  (config/server.properties), in a table of its own (bench_cluster): failover time after
+  kill -9 and after SIGTERM of a partition's leader (median and max of --rounds runs, default
+  10 for this workload), 1 KB acks=all produce throughput with RF 3 over one broker's
+  (target: ratio >= 0.4), consume throughput, broker CPU per GB and peak RSS (the brokers'
+  sums), idle RSS (sum), end-to-end latency p50/p99 at 5,000 rec/s. With `--peers kafka`
+  (issue #15 §3) three Apache Kafka nodes (compat/apache_kafka.py ApacheKafkaCluster) take
+  the same load, the two clusters alternating, medians of --rounds rounds (default 3; the
+  load runs once without Kafka), with ratios /kafka: `bin/pybroker-bench --peers kafka
+  --workloads cluster`. Not in the default set of workloads: it needs Debian's zookeeper.
 Idle RSS (2 s after start) is always measured.
 
 `--profile DIR` records pybroker with py-spy during each workload (bench_broker.Profiler).
@@ -75,13 +79,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from tests.bench.bench_broker import (  # noqa: E402
     QUIET, Profiler, Throughput, bench_consume, bench_latency, bench_many_partitions,
-    bench_produce, consumer, create_topic, status_kb,
+    bench_produce, consumer, create_topic, delete_topics, status_kb,
 )
-from tests.bench.bench_cluster import ClusterRun, bench_cluster, cpu_per_mb  # noqa: E402
+from tests.bench.bench_cluster import (  # noqa: E402
+    LATENCY_LINGER_MS, LATENCY_RATE, ClusterRun, bench_cluster,
+)
 from tests.bench.bench_partitions import (  # noqa: E402
     COUNTS as PARTITION_COUNTS, QUICK_COUNTS as QUICK_PARTITION_COUNTS, bench_partitions,
 )
@@ -181,15 +186,6 @@ Broker = Any  # PyBroker | PeerBroker | KafkaPeer: name, pid, bootstrap, start_s
 
 
 # --- workloads ----------------------------------------------------------------------------
-
-def delete_topics(bootstrap: str, topics: list[str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    for future in admin.delete_topics(topics, operation_timeout=60).values():
-        try:
-            future.result()
-        except Exception:  # already gone, or the broker cannot: only memory is at stake
-            pass
-
 
 @dataclass
 class Scale:
@@ -588,9 +584,13 @@ CLUSTER_COLUMNS = ("3 brokers, RF 3", "1 broker")
 
 
 def cluster_results(run: ClusterRun) -> Results:
-    """The cluster workload's table: the cluster against one broker."""
-    results = Results(columns=CLUSTER_COLUMNS)
+    """The cluster workload's table: the cluster against one broker, and against three Kafka
+    nodes when they ran (the column "kafka", so the /kafka targets of issue #15 §3 apply)."""
     mine, single = CLUSTER_COLUMNS
+    column = {"cluster": mine, "single": single, "kafka": KafkaPeer.name}
+    kafka = bool(run.loads.get("kafka"))
+    results = Results(columns=CLUSTER_COLUMNS + ((KafkaPeer.name,) if kafka else ()),
+                      target_column=single)
     for signal_name, values in (("kill -9", run.kill_s), ("SIGTERM", run.term_s)):
         if not values:
             continue
@@ -598,31 +598,65 @@ def cluster_results(run: ClusterRun) -> Results:
         for name, value in (("median", statistics.median(values)), ("max", max(values))):
             results.add(Metric(section, f"acks=all writes stalled, {name} of {len(values)}",
                                "s", "lower", on_ratio=False, fmt="{:.2f}"), mine, value)
-    for which, column in (("cluster", mine), ("single", single)):
-        for n, t in run.throughput[which].items():
-            section = f"produce 1 KB, acks=all, {n} partition{'s' if n > 1 else ''}"
-            results.add(Metric(section, "throughput", "MB/s", "higher", 0.4), column, t.mb_s)
-            results.add(Metric(section, "records/s", "k rec/s", fmt="{:,.1f}"), column,
-                        t.rec_s / 1000)
-            results.add(Metric(section, "broker CPU per MB produced", "CPU-s", "lower",
-                               fmt="{:.3f}"), column, cpu_per_mb(t))
-        if which in run.latency:
-            lat = run.latency[which]
-            section = "latency 1,000 rec/s, 1 KB, acks=all, linger.ms=5"
-            for q, value in (("p50", lat.p50), ("p99", lat.p99)):
-                results.add(Metric(section, q, "ms", "lower", fmt="{:.2f}"), column, value)
+    for which, rss in run.idle_rss_mb.items():
+        results.add(Metric("memory", "idle RSS, 2 s after start, sum of the brokers", "MB",
+                           "lower", kafka_target=0.2), column[which], rss)
+    for which, loads in run.loads.items():
+        for load in loads:
+            for n, t in load.produce.items():
+                _cluster_throughput(results, column[which],
+                                    f"produce 1 KB, acks=all, {_partitions(n)}", t, 0.4)
+            for n, t in load.consume.items():
+                _cluster_throughput(results, column[which], f"consume 1 KB, {_partitions(n)}",
+                                    t, None)
+            if load.latency is not None:
+                section = (f"latency {LATENCY_RATE:,} rec/s, 1 KB, acks=all, "
+                           f"linger.ms={LATENCY_LINGER_MS}")
+                for q, value in (("p50", load.latency.p50), ("p99", load.latency.p99)):
+                    results.add(Metric(section, q, "ms", "lower", fmt="{:.2f}",
+                                       kafka_target=1.0 if q == "p99" else None),
+                                column[which], value)
+    rounds = max((len(loads) for loads in run.loads.values()), default=0)
     results.notes.append(
         "Cluster: config/cluster/server-{1,2,3}.properties (6 s ZooKeeper sessions, "
         "min.insync.replicas 2) on one ZooKeeper; 1 broker: config/server.properties. The "
-        "single broker runs after the cluster has stopped. Broker CPU is summed over the "
-        "brokers (three writes of each MB in the cluster). Failover: the longest time without an "
-        "acknowledged acks=all write (one every 5 ms) around the signal; after kill -9, from "
-        f"the kill to the first write acknowledged again. {os.cpu_count()} CPUs shared "
-        "by the brokers, ZooKeeper and the client.")
+        "single broker runs after the cluster has stopped. Broker CPU and RSS are summed over "
+        "the brokers (three writes of each MB in a cluster). Failover: the longest time "
+        "without an acknowledged acks=all write (one every 5 ms) around the signal; after "
+        "kill -9, from the kill to the first write acknowledged again. "
+        f"Load figures: medians of {rounds} round(s). {os.cpu_count()} CPUs shared by the "
+        "brokers, ZooKeeper and the client.")
+    if kafka:
+        results.notes.append(
+            "kafka: three Apache Kafka KRaft nodes (compat/apache_kafka.py "
+            "ApacheKafkaCluster: each broker and controller, one quorum of the three, shipped "
+            "defaults with Kafka's own RF 3 for its internal topics, min.insync.replicas 2, "
+            "1 GB heap, G1), the same RF 3 topics and client; both clusters run at once, each "
+            "idle while the other is measured, and take turns at going first. Ratios are "
+            "pybroker's three brokers / Kafka's three nodes.")
     return results
 
 
-def run_cluster(plan: "Plan") -> Results:
+def _partitions(n: int) -> str:
+    return f"{n} partition{'s' if n > 1 else ''}"
+
+
+def _cluster_throughput(results: Results, column: str, section: str, t: Throughput,
+                        target: float | None) -> None:
+    """A produce or consume run of the cluster table; `target`: cluster / single broker."""
+    results.add(Metric(section, "throughput", "MB/s", "higher", target, kafka_target=1.0),
+                column, t.mb_s)
+    results.add(Metric(section, "records/s", "k rec/s", fmt="{:,.1f}"), column, t.rec_s / 1000)
+    results.add(Metric(section, "broker CPU per GB", "CPU-s", "lower", fmt="{:.2f}",
+                       kafka_target=1.5), column, t.cpu_per_gb)
+    results.add(Metric(section, "peak RSS, sum of the brokers", "MB", "lower"), column,
+                t.peak_rss_kb / 1024)
+
+
+def run_cluster(plan: "Plan", peers: tuple[str, ...] = ()) -> Results:
+    """The cluster workload; with "kafka" among `peers`, three Kafka nodes beside it, and the
+    load measured `plan.rounds` times (else once). ApacheKafkaUnavailable if Kafka cannot run."""
+    kafka = KafkaPeer.name in peers
     # librdkafka reports every refused connection to a dead broker on fd 2: silenced, while
     # the progress lines go to the terminal through a copy of it.
     with os.fdopen(os.dup(2), "w") as terminal, _stderr_silenced():
@@ -632,7 +666,8 @@ def run_cluster(plan: "Plan") -> Results:
 
         run = bench_cluster(Path(tempfile.mkdtemp(prefix="cluster-bench-")),
                             plan.cluster_rounds, plan.counts[1024], plan.partitions,
-                            plan.latency_seconds, progress)
+                            plan.latency_seconds, progress,
+                            load_rounds=plan.rounds if kafka else 1, kafka=kafka)
     return cluster_results(run)
 
 
@@ -775,7 +810,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"the peer broker cannot run here: {exc}", file=sys.stderr)
             return 2
     if "cluster" in workloads:
-        tables.append(run_cluster(plan))
+        try:
+            tables.append(run_cluster(plan, peers))
+        except ApacheKafkaUnavailable as exc:
+            print(f"the peer broker cannot run here: Apache Kafka: {exc}", file=sys.stderr)
+            return 2
     for results in tables:
         print()
         results.print_table()
