@@ -277,9 +277,11 @@ def bench_cluster(work_dir: Path, rounds: int, count: int, partitions: tuple[int
                         run.loads.setdefault(system.name, []).append(
                             _load(system, rnd, count, partitions, latency_seconds, progress))
             finally:
-                cluster.close()
-                if nodes is not None:
-                    nodes.stop()
+                try:
+                    cluster.close()
+                finally:
+                    if nodes is not None:
+                        nodes.stop()
         single = BrokerProcess(work_dir / "single", config=str(SINGLE_CONFIG)).start(120)
         try:
             pid = single.proc.pid  # type: ignore[union-attr]
