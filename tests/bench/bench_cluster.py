@@ -46,7 +46,6 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import threading
 import time
 from dataclasses import dataclass, field
@@ -332,7 +331,3 @@ def _load(system: System, rnd: int, count: int, partitions: tuple[int, ...],
         progress(f"{name} latency", f"p50 {lat.p50:.2f} p99 {lat.p99:.2f} ms "
                                     f"({lat.received} records)")
     return load
-
-
-def summary(values: list[float]) -> tuple[float, float]:
-    return statistics.median(values), max(values)
