@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from compat.base import (
-    Adapter, Got, Member, NotApplicable, ProduceFailed, Rec, Settings, Txn,
+    Adapter, Got, GroupView, Member, NotApplicable, ProduceFailed, Rec, Settings, Txn,
 )
 
 COMPAT = Path(__file__).resolve().parent
@@ -340,6 +340,18 @@ class HelperAdapter(Adapter):
     def start_member(self, bootstrap: str, topic: str, group: str) -> Member:
         return HelperMember(self.helper, bootstrap=bootstrap, topic=topic, group=group)
 
+    def start_member_as(self, bootstrap: str, topic: str, group: str, *,
+                        cooperative: bool = False, instance_id: str | None = None) -> Member:
+        return HelperMember(self.helper, bootstrap=bootstrap, topic=topic, group=group,
+                            cooperative=cooperative, instance_id=instance_id)
+
+    def offsets_for_times(self, bootstrap: str, topic: str,
+                          times: dict[int, int]) -> dict[int, tuple[int, int] | None]:
+        found = self._call("offsets_for_times", bootstrap=bootstrap, topic=topic,
+                           times={str(p): t for p, t in times.items()})
+        return {int(p): None if at is None else (int(at[0]), int(at[1]))
+                for p, at in found.items()}
+
     def create_topic(self, bootstrap: str, topic: str, partitions: int,
                      configs: dict[str, str]) -> None:
         self._call("create_topic", bootstrap=bootstrap, topic=topic, total=partitions,
@@ -365,3 +377,24 @@ class HelperAdapter(Adapter):
 
     def delete_config(self, bootstrap: str, topic: str, name: str) -> None:
         self._call("delete_config", bootstrap=bootstrap, topic=topic, name=name)
+
+    def list_groups(self, bootstrap: str) -> set[str]:
+        return set(self._call("list_groups", bootstrap=bootstrap))
+
+    def describe_group(self, bootstrap: str, group: str) -> GroupView:
+        d = self._call("describe_group", bootstrap=bootstrap, group=group)
+        return GroupView(d["state"], d["assignor"] or "",
+                         tuple({t: [int(p) for p in ps] for t, ps in m.items()}
+                               for m in d["members"]))
+
+    def alter_group_offsets(self, bootstrap: str, group: str, topic: str,
+                            offsets: dict[int, int]) -> None:
+        self._call("alter_group_offsets", bootstrap=bootstrap, group=group, topic=topic,
+                   offsets={str(p): o for p, o in offsets.items()})
+
+    def delete_group(self, bootstrap: str, group: str) -> None:
+        self._call("delete_group", bootstrap=bootstrap, group=group)
+
+    def log_dir_sizes(self, bootstrap: str, topic: str) -> dict[int, int]:
+        found = self._call("log_dir_sizes", bootstrap=bootstrap, topic=topic)
+        return {int(p): int(size) for p, size in found.items()}

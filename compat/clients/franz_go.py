@@ -6,7 +6,17 @@ reported is where franz-go's own cursor went, past transaction markers.
 """
 from __future__ import annotations
 
+from compat.base import Member
 from compat.helper_process import Helper, HelperAdapter, go_binary
+
+STATIC_RANGE = ("static members use kgo.RangeBalancer (Java's default first assignor): with "
+                "kgo's default cooperative-sticky, a restarted static leader balances the group "
+                "itself and, finding the assignment handed back differs from a fresh balance, "
+                "rejoins to force a rebalance (kgo's KIP-814 workaround; the same on Apache "
+                "Kafka 4.1.1 when the leader restarts)")
+
+END_OFFSET_AS_NONE = ("kadm's ListOffsetsAfterMilli answers a time past every record with the "
+                      "end offset (its documented fallback): reported as none")
 
 
 class FranzGo(HelperAdapter):
@@ -14,6 +24,20 @@ class FranzGo(HelperAdapter):
     order = 60
     tool = "go"
     helper = Helper("franz-go", lambda: [str(go_binary()), "franz"])
+
+    def start_member_as(self, bootstrap: str, topic: str, group: str, *,
+                        cooperative: bool = False, instance_id: str | None = None) -> Member:
+        if instance_id is not None and not cooperative:
+            self.note(STATIC_RANGE)
+        return super().start_member_as(bootstrap, topic, group, cooperative=cooperative,
+                                       instance_id=instance_id)
+
+    def offsets_for_times(self, bootstrap: str, topic: str,
+                          times: dict[int, int]) -> dict[int, tuple[int, int] | None]:
+        found = super().offsets_for_times(bootstrap, topic, times)
+        if any(at is None for at in found.values()):
+            self.note(END_OFFSET_AS_NONE)
+        return found
 
 
 ADAPTER = FranzGo()

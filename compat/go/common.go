@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 )
 
@@ -32,4 +34,25 @@ func wanted(ps []int32, p int32) bool {
 		}
 	}
 	return false
+}
+
+// byPartition turns a JSON object keyed by partition number into a map keyed by partition.
+func byPartition(m map[string]int64) (map[int32]int64, error) {
+	out := make(map[int32]int64, len(m))
+	for k, v := range m {
+		p, err := strconv.ParseInt(k, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("partition %q: %w", k, err)
+		}
+		out[int32(p)] = v
+	}
+	return out, nil
+}
+
+// groupView is what the Python side reads as a compat.base.GroupView: the state, the assignor
+// and each member's assignment as topic -> partitions.
+type groupView struct {
+	State    string               `json:"state"`
+	Assignor string               `json:"assignor"`
+	Members  []map[string][]int32 `json:"members"`
 }

@@ -261,10 +261,25 @@ func franzConsumeGroup(req *request) (any, error) {
 
 // franzMember streams what a committing group member takes until the Python side says stop.
 func franzMember(s *session, req *request) error {
-	cl, err := franzClient(req, kgo.ConsumerGroup(req.Group), kgo.ConsumeTopics(req.Topic),
+	opts := []kgo.Opt{kgo.ConsumerGroup(req.Group), kgo.ConsumeTopics(req.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.AutoCommitInterval(200*time.Millisecond), kgo.SessionTimeout(10*time.Second),
-		kgo.HeartbeatInterval(500*time.Millisecond))
+		kgo.AutoCommitInterval(200 * time.Millisecond), kgo.SessionTimeout(10 * time.Second),
+		kgo.HeartbeatInterval(500 * time.Millisecond)}
+	switch {
+	case req.Cooperative:
+		opts = append(opts, kgo.Balancers(kgo.CooperativeStickyBalancer()))
+	case req.InstanceID != nil:
+		// Range, Java's default first choice, not kgo's default cooperative-sticky: a
+		// restarted static leader balances the group itself and, when a fresh balance differs
+		// from the assignment it is handed back, rejoins to force a rebalance (kgo's KIP-814
+		// workaround); Apache Kafka 4.1.1 shows the same. compat/clients/franz_go.py notes it.
+		opts = append(opts, kgo.Balancers(kgo.RangeBalancer()))
+	}
+	if req.InstanceID != nil {
+		// kgo's Close does not leave the group for a static member (KIP-345).
+		opts = append(opts, kgo.InstanceID(*req.InstanceID))
+	}
+	cl, err := franzClient(req, opts...)
 	if err != nil {
 		return err
 	}
@@ -374,6 +389,106 @@ func franzAdmin(ctx context.Context, req *request) (any, error) {
 			}
 		}
 		return out, nil
+	case "offsets_for_times":
+		return franzOffsetsForTimes(ctx, adm, req)
+	case "list_groups":
+		groups, err := adm.ListGroups(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return groups.Groups(), nil
+	case "describe_group":
+		described, err := adm.DescribeGroups(ctx, req.Group)
+		if err != nil {
+			return nil, err
+		}
+		dg, ok := described[req.Group]
+		if !ok {
+			return nil, fmt.Errorf("group %s not described", req.Group)
+		}
+		if dg.Err != nil {
+			return nil, dg.Err
+		}
+		view := groupView{State: dg.State, Assignor: dg.Protocol, Members: []map[string][]int32{}}
+		for _, m := range dg.Members {
+			assigned := map[string][]int32{}
+			if a, ok := m.Assigned.AsConsumer(); ok {
+				for _, t := range a.Topics {
+					assigned[t.Topic] = append(assigned[t.Topic], t.Partitions...)
+				}
+			}
+			view.Members = append(view.Members, assigned)
+		}
+		return view, nil
+	case "alter_group_offsets":
+		offsets, err := byPartition(req.Offsets)
+		if err != nil {
+			return nil, err
+		}
+		var os kadm.Offsets
+		for p, at := range offsets {
+			os.AddOffset(req.Topic, p, at, -1)
+		}
+		return nil, adm.CommitAllOffsets(ctx, req.Group, os)
+	case "delete_group":
+		resp, err := adm.DeleteGroup(ctx, req.Group)
+		if err == nil {
+			err = resp.Err
+		}
+		return nil, err
+	case "log_dir_sizes":
+		// nil: every log dir of every broker, as Admin.describeLogDirs(all brokers) asks.
+		dirs, err := adm.DescribeAllLogDirs(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		sizes := map[int32]int64{}
+		var dirErr error
+		dirs.Each(func(d kadm.DescribedLogDir) {
+			if d.Err != nil {
+				dirErr = fmt.Errorf("log dir %s of broker %d: %w", d.Dir, d.Broker, d.Err)
+			}
+			for p, dp := range d.Topics[req.Topic] {
+				sizes[p] = dp.Size
+			}
+		})
+		return sizes, dirErr
 	}
 	return nil, fmt.Errorf("unknown op %q", req.Op)
+}
+
+// franzOffsetsForTimes asks kadm's ListOffsetsAfterMilli per timestamp. Where no record is at
+// or after it, kadm answers with the partition's end offset (its documented fallback), which
+// this reports as none (null), as Java's offsetsForTimes does.
+func franzOffsetsForTimes(ctx context.Context, adm *kadm.Client, req *request) (any, error) {
+	times, err := byPartition(req.Times)
+	if err != nil {
+		return nil, err
+	}
+	ends, err := adm.ListEndOffsets(ctx, req.Topic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]any{}
+	for p, ms := range times {
+		listed, err := adm.ListOffsetsAfterMilli(ctx, ms, req.Topic)
+		if err != nil {
+			return nil, err
+		}
+		o, ok := listed.Lookup(req.Topic, p)
+		end, endOK := ends.Lookup(req.Topic, p)
+		switch {
+		case !ok || !endOK:
+			return nil, fmt.Errorf("partition %d of %s not listed", p, req.Topic)
+		case o.Err != nil:
+			return nil, o.Err
+		case end.Err != nil:
+			return nil, end.Err
+		case o.Offset >= end.Offset:
+			out[p] = nil
+		default:
+			out[p] = []int64{o.Offset, o.Timestamp}
+		}
+	}
+	return out, nil
 }

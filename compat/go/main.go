@@ -64,6 +64,10 @@ type request struct {
 	Name            string            `json:"name"`
 	Value           string            `json:"value"`
 	Total           int               `json:"total"`
+	Cooperative     bool              `json:"cooperative"` // member: the cooperative-sticky assignor
+	InstanceID      *string           `json:"instance_id"` // member: group.instance.id (static)
+	Times           map[string]int64  `json:"times"`       // offsets_for_times: partition -> ms
+	Offsets         map[string]int64  `json:"offsets"`     // alter_group_offsets: partition -> offset
 }
 
 // failure kinds the Python side maps onto its exceptions.

@@ -330,6 +330,16 @@ func saramaMember(s *session, req *request) error {
 	c.Consumer.Offsets.AutoCommit.Interval = 200 * time.Millisecond
 	c.Consumer.Group.Session.Timeout = 10 * time.Second
 	c.Consumer.Group.Heartbeat.Interval = 500 * time.Millisecond
+	if req.Cooperative {
+		// Alone in the list: Java's cooperative-sticky assignor, and the cooperative protocol
+		// (sarama picks it when every strategy it offers is cooperative).
+		c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{
+			sarama.NewBalanceStrategyCooperativeSticky()}
+	}
+	if req.InstanceID != nil {
+		// Close then does not leave the group (KIP-345: sarama only forgets its member id).
+		c.Consumer.Group.InstanceId = *req.InstanceID
+	}
 	h := &groupHandler{limit: -1, take: func(m *sarama.ConsumerMessage) {
 		s.send(map[string]any{"value": encode(m.Value)})
 	}}
@@ -406,6 +416,116 @@ func saramaAdmin(req *request) (any, error) {
 			}
 		}
 		return out, nil
+	case "offsets_for_times":
+		times, err := byPartition(req.Times)
+		if err != nil {
+			return nil, err
+		}
+		listed, err := adm.ListOffsets(map[string]map[int32]int64{req.Topic: times}, nil)
+		if err != nil {
+			return nil, err
+		}
+		out := map[int32]any{}
+		for p := range times {
+			o := listed[req.Topic][p]
+			switch {
+			case o == nil:
+				return nil, fmt.Errorf("partition %d of %s not listed", p, req.Topic)
+			case o.Err != nil && o.Err != sarama.ErrNoError:
+				return nil, o.Err
+			case o.Offset < 0: // no record at or after the time
+				out[p] = nil
+			default:
+				out[p] = []int64{o.Offset, o.Timestamp}
+			}
+		}
+		return out, nil
+	case "list_groups":
+		groups, err := adm.ListConsumerGroups()
+		names := []string{}
+		for name := range groups {
+			names = append(names, name)
+		}
+		return names, err
+	case "describe_group":
+		described, err := adm.DescribeConsumerGroups([]string{req.Group})
+		if err != nil {
+			return nil, err
+		}
+		if len(described) != 1 || described[0].GroupId != req.Group {
+			return nil, fmt.Errorf("group %s not described: %v", req.Group, described)
+		}
+		dg := described[0]
+		if dg.Err != sarama.ErrNoError {
+			return nil, dg.Err
+		}
+		view := groupView{State: dg.State, Assignor: dg.Protocol, Members: []map[string][]int32{}}
+		for _, m := range dg.Members {
+			a, err := m.GetMemberAssignment()
+			if err != nil {
+				return nil, err
+			}
+			assigned := map[string][]int32{}
+			if a != nil {
+				for t, ps := range a.Topics {
+					assigned[t] = ps
+				}
+			}
+			view.Members = append(view.Members, assigned)
+		}
+		return view, nil
+	case "alter_group_offsets":
+		offsets, err := byPartition(req.Offsets)
+		if err != nil {
+			return nil, err
+		}
+		commit := map[int32]sarama.OffsetAndMetadata{}
+		for p, at := range offsets {
+			commit[p] = sarama.OffsetAndMetadata{Offset: at, LeaderEpoch: -1}
+		}
+		resp, err := adm.AlterConsumerGroupOffsets(req.Group,
+			map[string]map[int32]sarama.OffsetAndMetadata{req.Topic: commit}, nil)
+		if err != nil {
+			return nil, err
+		}
+		for p, kerr := range resp.Errors[req.Topic] {
+			if kerr != sarama.ErrNoError {
+				return nil, fmt.Errorf("partition %d: %w", p, kerr)
+			}
+		}
+		return nil, nil
+	case "delete_group":
+		return nil, adm.DeleteConsumerGroup(req.Group)
+	case "log_dir_sizes":
+		brokers, _, err := adm.DescribeCluster()
+		if err != nil {
+			return nil, err
+		}
+		ids := []int32{}
+		for _, b := range brokers {
+			ids = append(ids, b.ID())
+		}
+		dirs, err := adm.DescribeLogDirs(ids)
+		if err != nil {
+			return nil, err
+		}
+		sizes := map[int32]int64{}
+		for broker, ds := range dirs {
+			for _, d := range ds {
+				if d.ErrorCode != sarama.ErrNoError {
+					return nil, fmt.Errorf("log dir %s of broker %d: %w", d.Path, broker, d.ErrorCode)
+				}
+				for _, t := range d.Topics {
+					if t.Topic != req.Topic {
+						continue
+					}
+					for _, p := range t.Partitions {
+						sizes[p.PartitionID] = p.Size
+					}
+				}
+			}
+		}
+		return sizes, nil
 	}
 	return nil, fmt.Errorf("unknown op %q", req.Op)
 }
