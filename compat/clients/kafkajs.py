@@ -10,14 +10,32 @@ offset, transaction markers included; with eachMessage it resolves only the reco
 out, so a marker fetched together with data stayed uncommitted (11 of 12 in `transactions`).
 The position reported is the larger of that commit and the offset after the last one fetched;
 a cell notes it when the two differ.
+
+What kafkajs 2.2.4 lacks (checked in its sources, `node_modules/kafkajs/src`): static
+membership, cooperative rebalancing and DescribeLogDirs; those cells are N/A with the reason.
 """
 from __future__ import annotations
 
-from compat.base import Got
+from compat.base import Got, Member, NotApplicable
 from compat.helper_process import Helper, HelperAdapter, got_from, node_program
 
 NATIVE_CODEC = ("kafkajs ships gzip only and its {codec} plug-in wraps a native addon "
                 "(node-gyp build or a downloaded prebuilt binary), not installable here")
+
+NO_STATIC = ("kafkajs 2.2.4 has no group.instance.id: no consumer option sets one and "
+             "Broker.joinGroup sends none (only its JoinGroup v5 encoder knows the field)")
+
+NO_COOPERATIVE = ("kafkajs 2.2.4 has no cooperative rebalancing: its consumer rejoins eagerly "
+                  "(every partition reassigned), its subscription carries no owned partitions "
+                  "(MemberMetadata: version, topics, userData) and it ships the roundRobin "
+                  "assigner only")
+
+NO_LOG_DIRS = ("kafkajs 2.2.4 has no DescribeLogDirs: its admin has no such call and its "
+               "protocol table maps API key 35 to noImplementedRequestDefinitions")
+
+TIMESTAMPS_READ_BACK = ("kafkajs's fetchTopicOffsetsByTimestamp gives offsets only (the high "
+                        "watermark when no record is at or after the time, reported as none): "
+                        "timestamps read back")
 
 
 class KafkaJS(HelperAdapter):
@@ -44,6 +62,27 @@ class KafkaJS(HelperAdapter):
                       f"committed only {committed}: it commits the offsets of records it hands "
                       "out, and skips a marker only when a fetch holds nothing else")
         return [got_from(d) for d in out["records"]], positions
+
+    def start_member_as(self, bootstrap: str, topic: str, group: str, *,
+                        cooperative: bool = False, instance_id: str | None = None) -> Member:
+        raise NotApplicable(NO_COOPERATIVE if cooperative else NO_STATIC)
+
+    def offsets_for_times(self, bootstrap: str, topic: str,
+                          times: dict[int, int]) -> dict[int, tuple[int, int] | None]:
+        found = self._call("offsets_for_times", bootstrap=bootstrap, topic=topic,
+                           times={str(p): t for p, t in times.items()})
+        out: dict[int, tuple[int, int] | None] = {}
+        for p, offset in found.items():
+            if offset is None:
+                out[int(p)] = None
+            else:
+                (at,) = self.consume_from(bootstrap, topic, int(p), int(offset), 1)
+                out[int(p)] = (int(offset), at.timestamp)
+        self.note(TIMESTAMPS_READ_BACK)
+        return out
+
+    def log_dir_sizes(self, bootstrap: str, topic: str) -> dict[int, int]:
+        raise NotApplicable(NO_LOG_DIRS)
 
 
 ADAPTER = KafkaJS()

@@ -9,7 +9,7 @@
 const net = require('net')
 const fs = require('fs')
 const readline = require('readline')
-const { Kafka, CompressionTypes, CompressionCodecs, logLevel, ConfigResourceTypes } = require('kafkajs')
+const { Kafka, CompressionTypes, CompressionCodecs, logLevel, ConfigResourceTypes, AssignerProtocol } = require('kafkajs')
 CompressionCodecs[CompressionTypes.Snappy] = require('kafkajs-snappy')
 
 const READ_TIMEOUT_MS = 20000
@@ -180,6 +180,22 @@ async function alter (a, topic, configs) {
     configEntries: Object.entries(configs).map(([name, value]) => ({ name, value })) }] })
 }
 
+// offsetsForTimes asks fetchTopicOffsetsByTimestamp once per distinct time (it lists every
+// partition of the topic). It answers a time past every record with the high watermark,
+// which the end offsets listed first tell apart: reported as null. Offsets only, no timestamps.
+async function offsetsForTimes (a, req) {
+  const high = {}
+  for (const o of await a.fetchTopicOffsets(req.topic)) high[o.partition] = Number(o.high)
+  const out = {}
+  for (const [p, ms] of Object.entries(req.times)) {
+    const listed = await a.fetchTopicOffsetsByTimestamp(req.topic, ms)
+    const found = listed.find((o) => o.partition === Number(p))
+    if (!found) throw new Error(`partition ${p} of ${req.topic} not listed`)
+    out[p] = Number(found.offset) >= high[p] ? null : Number(found.offset)
+  }
+  return out
+}
+
 async function handle (session, req) {
   switch (req.op) {
     case 'produce': {
@@ -211,6 +227,23 @@ async function handle (session, req) {
       for (const p of req.partitions) out[p] = -1
       for (const p of topic.partitions) if (p.partition in out) out[p.partition] = Number(p.offset)
       return out
+    })
+    case 'offsets_for_times': return admin(req, (a) => offsetsForTimes(a, req))
+    case 'list_groups': return admin(req, async (a) => (await a.listGroups()).groups.map((g) => g.groupId))
+    case 'describe_group': return admin(req, async (a) => {
+      const { groups: [g] } = await a.describeGroups([req.group])
+      const members = g.members.map((m) => {
+        const decoded = AssignerProtocol.MemberAssignment.decode(m.memberAssignment)
+        return decoded ? decoded.assignment : {}
+      })
+      return { state: g.state, assignor: g.protocol, members }
+    })
+    case 'alter_group_offsets': return admin(req, (a) => a.setOffsets({ groupId: req.group, topic: req.topic,
+      partitions: Object.entries(req.offsets).map(([p, o]) => ({ partition: Number(p), offset: String(o) })) }).then(() => null))
+    case 'delete_group': return admin(req, async (a) => {
+      const [result] = await a.deleteGroups([req.group])
+      if (result.errorCode) throw new Error(`deleteGroups: error ${result.errorCode}`)
+      return null
     })
     case 'create_topic': return admin(req, async (a) => {
       const ok = await a.createTopics({ waitForLeaders: true, topics: [{ topic: req.topic, numPartitions: req.total,
