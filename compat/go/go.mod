@@ -2,6 +2,8 @@ module pybroker/compat/go
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
 	github.com/IBM/sarama v1.61.1
 	github.com/twmb/franz-go v1.22.3
