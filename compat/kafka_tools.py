@@ -90,11 +90,16 @@ def classpath() -> str:
     return ":".join(str(j) for j in jars.values())
 
 
-def command(tool: str, args: Sequence[str]) -> list[str]:
-    """The java command line `bin/<tool>.sh args` runs."""
+# Flags for a short command-line run: a small heap and the C1 JIT start the JVM soonest. A
+# load generator (tests/bench/kafka_perf.py) passes the scripts' performance flags instead.
+CLI_JVM = ("-Xmx256M", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+           "-Djava.awt.headless=true")
+
+
+def command(tool: str, args: Sequence[str], *, jvm: Sequence[str] = CLI_JVM) -> list[str]:
+    """The java command line `bin/<tool>.sh args` runs, with the JVM flags `jvm`."""
     cp = classpath()
-    return [java(), "-Xmx256M", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-Djava.awt.headless=true",
+    return [java(), *jvm,
             f"-Dlog4j2.configurationFile={cache_dir() / 'tools-log4j2.properties'}",
             "-cp", cp, TOOLS[tool], *args]
 
