@@ -86,20 +86,21 @@ def parse_producer_summary(stdout: str) -> ProducerSummary:
 
 
 def parse_consumer_summary(stdout: str) -> ConsumerSummary:
-    """The row after ConsumerPerformance's header (ten comma-separated columns)."""
+    """The row of ten comma-separated columns under ConsumerPerformance's header (a WARNING
+    line comes between them when the tool gave up waiting for records)."""
     lines = [line.strip() for line in stdout.splitlines()]
     if _CONSUMER_HEADER not in lines:
         raise PerfToolError(f"no header from kafka-consumer-perf-test:\n{stdout[-2000:]}")
-    at = lines.index(_CONSUMER_HEADER) + 1
-    fields = lines[at].split(", ") if at < len(lines) else []
-    if len(fields) != 10:
+    rows = [line.split(", ") for line in lines[lines.index(_CONSUMER_HEADER) + 1:]]
+    fields = next((row for row in rows if len(row) == 10), None)
+    if fields is None:
         raise PerfToolError(f"no summary row from kafka-consumer-perf-test:\n{stdout[-2000:]}")
     try:
         return ConsumerSummary(records=int(fields[4]), mib=float(fields[2]),
                                rebalance_ms=int(fields[6]), fetch_ms=int(fields[7]),
                                fetch_mib_s=float(fields[8]), fetch_rec_s=float(fields[9]))
     except ValueError:
-        raise PerfToolError(f"unreadable summary row: {lines[at]}") from None
+        raise PerfToolError(f"unreadable summary row: {', '.join(fields)}") from None
 
 
 def producer_args(bootstrap: str, topic: str, size: int, count: int, acks: str) -> list[str]:
@@ -164,7 +165,7 @@ def perf_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: in
 
 def perf_consume(bootstrap: str, pid: int, topic: str, size: int, count: int) -> Throughput:
     """Read `count` records of `topic` from the beginning with kafka-consumer-perf-test (a
-    group of its own, subscribed to the topic)."""
+    group of its own, subscribed to the topic); fewer is an error, not a short figure."""
     out, cpu, ccpu, hwm = _run("kafka-consumer-perf-test",
                                consumer_args(bootstrap, topic, count), pid)
     s = parse_consumer_summary(out)
