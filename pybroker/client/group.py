@@ -6,7 +6,10 @@ leader, the range assignment of every member's subscription, then SyncGroup, whi
 member's partitions. A background heartbeat (started by the consumer in the client's nursery)
 keeps the membership alive and raises `rejoin_needed` when the coordinator starts a rebalance
 or forgets the member; the consumer then commits and calls `join()` again. `leave()` sends
-LeaveGroup so the others rebalance at once rather than after the session timeout.
+LeaveGroup so the others rebalance at once rather than after the session timeout; a static
+member (`group_instance_id`, KIP-345) does not, as Kafka's consumer does not: its partitions
+wait for it to come back under the same instance id within the session timeout, without a
+rebalance.
 
 Errors that mean "try again" (coordinator moved or loading, rebalance in progress, stale
 generation) are retried inside `join()` until its deadline; others raise KafkaError.
@@ -221,8 +224,13 @@ class GroupMembership:
                     self.rejoin_needed = True
 
     async def leave(self) -> None:
-        """Leave the group (best effort: the session timeout removes us anyway)."""
+        """Leave the group (best effort: the session timeout removes us anyway); a static
+        member only forgets its generation (Kafka's AbstractCoordinator.maybeLeaveGroup)."""
         if not self.member_id:
+            return
+        if self.group_instance_id is not None:
+            self.member_id, self.generation_id, self.rejoin_needed = "", -1, True
+            await self._drop_connection()
             return
         body = {"group_id": self.group_id, "member_id": self.member_id,
                 "members": [{"member_id": self.member_id,

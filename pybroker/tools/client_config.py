@@ -4,7 +4,10 @@ Tools take client settings the way Kafka's do (`--producer-property acks=all`,
 `--consumer.config file`, `--producer-props k=v ...`), with Kafka's property names. The ones
 our client implements are translated here; the rest (serializers, metrics, buffer tuning) are
 accepted and ignored, since a command line copied from Kafka's documentation should still run.
-A bad value is a usage error that names the property.
+A bad value is a usage error that names the property. Settings that change what the client
+guarantees are never ignored: `enable.idempotence` follows Kafka's rules (on by default when
+acks=all, an error when asked for with other acks), and a `partition.assignment.strategy` our
+consumer does not speak is refused rather than replaced by another assignor.
 """
 from __future__ import annotations
 
@@ -14,7 +17,10 @@ from pybroker.client.consumer import parse_isolation_level
 from pybroker.client.producer import parse_acks, parse_compression
 from pybroker.tools.common import UsageError
 
-__all__ = ["producer_options", "consumer_options"]
+__all__ = ["producer_options", "consumer_options", "idempotence"]
+
+# Kafka's assignor class names (and the protocol names they announce) this client speaks.
+ASSIGNORS = {"org.apache.kafka.clients.consumer.RangeAssignor": "range", "range": "range"}
 
 
 def _int(name: str) -> Callable[[str], int]:
@@ -88,8 +94,33 @@ def producer_options(props: Mapping[str, str]) -> dict[str, Any]:
     return _translate(props, _PRODUCER)
 
 
+def idempotence(props: Mapping[str, str], acks: int) -> bool:
+    """Whether the producer is idempotent, by Kafka's rules (ProducerConfig): on by default
+    unless acks is not all; asked for explicitly with acks other than all, a usage error."""
+    explicit = props.get("enable.idempotence")
+    if explicit is None:
+        return acks == -1
+    wanted = _bool("enable.idempotence")(explicit)
+    if wanted and acks != -1:
+        raise UsageError("Must set acks to all in order to use the idempotent producer. "
+                         "Otherwise we cannot guarantee idempotence.")
+    return wanted
+
+
+def _assignors(value: str) -> None:
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ASSIGNORS]
+    if unknown or not names:
+        raise UsageError(f"Invalid value {value} for configuration partition.assignment."
+                         "strategy: pybroker's consumer speaks only the range assignor "
+                         "(org.apache.kafka.clients.consumer.RangeAssignor); "
+                         f"not supported: {', '.join(unknown) or '(none given)'}")
+
+
 def consumer_options(props: Mapping[str, str]) -> dict[str, Any]:
     """Consumer(...) keyword arguments from consumer properties."""
+    if "partition.assignment.strategy" in props:
+        _assignors(props["partition.assignment.strategy"])
     options = _translate(props, _CONSUMER)
     reset = options.get("auto_offset_reset")
     if reset is not None and reset not in ("earliest", "latest", "none"):
