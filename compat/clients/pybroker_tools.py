@@ -1,17 +1,21 @@
 """pybroker's own command-line tools (kafka-console-producer, kafka-console-consumer,
-kafka-topics, kafka-configs, kafka-get-offsets), each run as `python -m pybroker.tools.<x>`,
-the way bin/ runs them.
+kafka-topics, kafka-configs, kafka-get-offsets, kafka-consumer-groups, kafka-log-dirs), each
+run as `python -m pybroker.tools.<x>`, the way bin/ runs them.
 
 Producing: one line per record, `headers<TAB>key<TAB>value` with `parse.headers`, `parse.key`
 and a `null.marker`, so null keys, values and header values can be written. Consuming: every
 `print.*` property on, tab-separated, with a `null.literal`, so null and empty are told apart.
 Seeking to a timestamp: kafka-get-offsets `--time`, then the console consumer at that offset.
+Group members with static membership: `--consumer-property group.instance.id=`. Group admin:
+kafka-consumer-groups `--list`, `--describe --state` / `--members --verbose`, `--reset-offsets
+--to-offset`, `--delete`.
 Groups: the console consumer with `--group`, which commits what it printed. Isolation levels:
 the console consumer's `--isolation-level`, in a group of its own and until it is idle, so that
 what it commits on closing shows where it ended.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -106,7 +110,8 @@ class PybrokerTools(Adapter):
 
     def missing(self) -> str | None:
         tools = ROOT / "pybroker" / "tools"
-        needed = ("console_producer", "console_consumer", "topics", "configs", "get_offsets")
+        needed = ("console_producer", "console_consumer", "topics", "configs", "get_offsets",
+                  "consumer_groups", "log_dirs")
         absent = [t for t in needed if not (tools / f"{t}.py").exists()]
         return f"pybroker.tools lacks {', '.join(absent)}" if absent else None
 
@@ -333,6 +338,20 @@ class PybrokerTools(Adapter):
         out = _ok(_tool("consumer_groups", "--bootstrap-server", bootstrap, "--delete",
                         "--group", group), "kafka-consumer-groups --delete")
         assert "was successful" in out, f"--delete printed {out!r}"
+
+    def log_dir_sizes(self, bootstrap: str, topic: str) -> dict[int, int]:
+        printed = _ok(_tool("log_dirs", "--bootstrap-server", bootstrap, "--describe",
+                            "--topic-list", topic), "kafka-log-dirs --describe")
+        described = json.loads(printed.splitlines()[-1])
+        sizes: dict[int, int] = {}
+        for broker in described["brokers"]:
+            for log_dir in broker["logDirs"]:
+                assert log_dir["error"] is None, log_dir
+                for p in log_dir["partitions"]:
+                    name, _, partition = p["partition"].rpartition("-")
+                    if name == topic and not p["isFuture"]:
+                        sizes[int(partition)] = p["size"]
+        return sizes
 
 
 ADAPTER = PybrokerTools()
