@@ -6,8 +6,9 @@ our client implements are translated here; the rest (serializers, metrics, buffe
 accepted and ignored, since a command line copied from Kafka's documentation should still run.
 A bad value is a usage error that names the property. Settings that change what the client
 guarantees are never ignored: `enable.idempotence` follows Kafka's rules (on by default when
-acks=all, an error when asked for with other acks), and a `partition.assignment.strategy` our
-consumer does not speak is refused rather than replaced by another assignor.
+acks=all, an error when asked for with other acks), and `partition.assignment.strategy` takes
+Kafka's class names (or the protocol names librdkafka uses) of the assignors our consumer runs,
+range and cooperative-sticky; another is refused rather than replaced by one of those.
 """
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ from pybroker.tools.common import UsageError
 
 __all__ = ["producer_options", "consumer_options", "idempotence"]
 
-# Kafka's assignor class names (and the protocol names they announce) this client speaks.
-ASSIGNORS = {"org.apache.kafka.clients.consumer.RangeAssignor": "range", "range": "range"}
+# Kafka's assignor class names (and the protocol names they announce) this client runs.
+ASSIGNORS = {"org.apache.kafka.clients.consumer.RangeAssignor": "range", "range": "range",
+             "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+             "cooperative-sticky": "cooperative-sticky"}
 
 
 def _int(name: str) -> Callable[[str], int]:
@@ -107,21 +110,25 @@ def idempotence(props: Mapping[str, str], acks: int) -> bool:
     return wanted
 
 
-def _assignors(value: str) -> None:
+def _assignors(value: str) -> tuple[str, ...]:
     names = [n.strip() for n in value.split(",") if n.strip()]
     unknown = [n for n in names if n not in ASSIGNORS]
     if unknown or not names:
         raise UsageError(f"Invalid value {value} for configuration partition.assignment."
-                         "strategy: pybroker's consumer speaks only the range assignor "
-                         "(org.apache.kafka.clients.consumer.RangeAssignor); "
+                         "strategy: pybroker's consumer runs the range assignor "
+                         "(org.apache.kafka.clients.consumer.RangeAssignor) and the "
+                         "cooperative-sticky one (org.apache.kafka.clients.consumer."
+                         "CooperativeStickyAssignor) only; "
                          f"not supported: {', '.join(unknown) or '(none given)'}")
+    return tuple(ASSIGNORS[n] for n in names)
 
 
 def consumer_options(props: Mapping[str, str]) -> dict[str, Any]:
     """Consumer(...) keyword arguments from consumer properties."""
-    if "partition.assignment.strategy" in props:
-        _assignors(props["partition.assignment.strategy"])
     options = _translate(props, _CONSUMER)
+    if "partition.assignment.strategy" in props:
+        options["partition_assignment_strategy"] = \
+            _assignors(props["partition.assignment.strategy"])
     reset = options.get("auto_offset_reset")
     if reset is not None and reset not in ("earliest", "latest", "none"):
         raise UsageError(f"Invalid value {reset} for configuration auto.offset.reset: "

@@ -368,3 +368,59 @@ async def test_the_idempotent_producer_recovers_from_a_refused_batch(bootstrap, 
         headers = await _batch_headers(client, TopicPartition(t, 0))
         assert [(h.producer_id == first_id, h.base_sequence) for h in headers] == \
             [(True, 0), (False, 0)]
+
+
+async def test_cooperative_members_keep_their_partitions_when_a_third_joins(bootstrap,
+                                                                            name) -> None:
+    """KIP-429 end to end: the group runs cooperative-sticky; when a third member joins, the
+    first two give up one partition each and keep the others (never paused: their positions
+    stay), and the third gets the two in a second round."""
+    t, g = name("client"), name("client-coop")
+    async with open_client(bootstrap) as client:
+        admin = Admin(client)
+        await admin.create_topics([NewTopic(t, 6, 1)])
+        options = dict(group_id=g, heartbeat_interval_ms=100, auto_offset_reset="earliest",
+                       session_timeout_ms=6000,
+                       partition_assignment_strategy=("cooperative-sticky",))
+        async with Consumer(client, **options) as a, Consumer(client, **options) as b, \
+                Consumer(client, **options) as c:
+
+            async def poll_until(consumers: list[Consumer], done) -> None:  # type: ignore
+                """Each consumer polls in its own task, as each would in its own process:
+                a rejoin waits in JoinGroup for the others to rejoin too."""
+                async def polling(consumer: Consumer) -> None:
+                    while not done():
+                        await consumer.poll(0.02)
+
+                with trio.fail_after(30):
+                    async with trio.open_nursery() as nursery:
+                        for consumer in consumers:
+                            nursery.start_soon(polling, consumer)
+
+            async def join(newcomer: Consumer, others: list[Consumer]) -> None:
+                """The newcomer's JoinGroup waits for the others to rejoin: they poll."""
+                joined = trio.Event()
+
+                async def subscribe() -> None:
+                    await newcomer.subscribe([t])
+                    joined.set()
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(subscribe)
+                    await poll_until(others, joined.is_set)
+
+            def settled(consumers: list[Consumer], size: int) -> bool:
+                return all(len(x.assignment()) == size and x.membership is not None
+                           and not x.membership.rejoin_needed for x in consumers)
+
+            await a.subscribe([t])
+            await join(b, [a])
+            await poll_until([a, b], lambda: settled([a, b], 3))
+            before = {"a": a.assignment(), "b": b.assignment()}
+            await join(c, [a, b])
+            await poll_until([a, b, c], lambda: settled([a, b, c], 2))
+            assert a.assignment() < before["a"] and b.assignment() < before["b"]
+            assert a.assignment() | b.assignment() | c.assignment() == \
+                {TopicPartition(t, p) for p in range(6)}
+            described = (await admin.describe_groups([g]))[g]
+            assert described.protocol == "cooperative-sticky", described

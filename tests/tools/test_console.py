@@ -361,11 +361,15 @@ def test_console_producer_is_idempotent_unless_acks_forbid_it(tool, bootstrap, t
     assert r.rc == 1 and "Must set acks to all" in r.err
 
 
-def test_console_consumer_refuses_an_assignor_it_does_not_speak(tool, bootstrap, topic) -> None:
+def test_console_consumer_refuses_an_assignor_it_does_not_run(tool, bootstrap, topic) -> None:
+    tool(console_producer.main, "--bootstrap-server", bootstrap, "--topic", topic,
+         stdin=b"one\n")
     r = consume(tool, bootstrap, topic, "--group", "refused", "--consumer-property",
                 "partition.assignment.strategy="
-                "org.apache.kafka.clients.consumer.CooperativeStickyAssignor")
-    assert r.rc == 1 and "CooperativeStickyAssignor" in r.err and "range" in r.err, r.err
-    r = consume(tool, bootstrap, topic, "--group", "range-ok", "--consumer-property",
-                "partition.assignment.strategy=org.apache.kafka.clients.consumer.RangeAssignor")
-    assert r.rc == 0, r.err
+                "org.apache.kafka.clients.consumer.RoundRobinAssignor")
+    assert r.rc == 1 and "RoundRobinAssignor" in r.err and "not supported" in r.err, r.err
+    for i, assignor in enumerate(("RangeAssignor", "CooperativeStickyAssignor")):
+        r = consume(tool, bootstrap, topic, "--group", f"{topic}-{i}", "--consumer-property",
+                    f"partition.assignment.strategy=org.apache.kafka.clients.consumer.{assignor}",
+                    "--max-messages", "1")
+        assert (r.rc, r.out) == (0, "one\n"), r.err
