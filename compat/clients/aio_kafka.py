@@ -6,11 +6,22 @@ import time
 from typing import Any, Awaitable, Callable
 
 from compat.base import (
-    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, Settings, ThreadMember, Txn,
-    next_offsets,
+    TIMEOUT_S, Adapter, GroupView, Got, Member, NotApplicable, ProduceFailed, Rec, Settings,
+    ThreadMember, Txn, next_offsets,
 )
 
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs config_source of a topic override
+NO_COOPERATIVE = ("aiokafka {version} has no cooperative rebalance protocol: its assignors "
+                  "(aiokafka.coordinator.assignors: range, roundrobin, sticky) are all eager, "
+                  "none is cooperative-sticky, and its coordinator revokes every partition "
+                  "before each rejoin")
+NO_LOG_DIRS = ("aiokafka {version} has no DescribeLogDirs: neither AIOKafkaAdminClient nor "
+               "aiokafka.protocol defines it")
+DELETE_BY_REQUEST = ("deleted with aiokafka's own DeleteGroupsRequest over AIOKafkaClient.send: "
+                     "AIOKafkaAdminClient has no method that deletes a group")
+ALTER_BY_COMMIT = ("offsets altered by AIOKafkaConsumer.commit on a consumer of the group with "
+                   "assigned partitions (an OffsetCommit outside any generation, as Kafka's "
+                   "Admin sends): AIOKafkaAdminClient has no alter-offsets method")
 LEGACY_ALTER = ("aiokafka's admin has no IncrementalAlterConfigs: set and delete go through "
                 "AlterConfigs v1, which replaces every override, so the others are sent again")
 
@@ -185,6 +196,18 @@ class AIOKafka(Adapter):
 
         return self._with_consumer(bootstrap, use, group_id=None)
 
+    def offsets_for_times(self, bootstrap: str, topic: str,
+                          times: dict[int, int]) -> dict[int, tuple[int, int] | None]:
+        from aiokafka import TopicPartition
+
+        async def use(c: Any) -> Any:
+            return await c.offsets_for_times({TopicPartition(topic, p): t
+                                              for p, t in times.items()})
+
+        found = self._with_consumer(bootstrap, use, group_id=None)
+        return {tp.partition: None if at is None else (at.offset, at.timestamp)
+                for tp, at in found.items()}
+
     def consume_group(self, bootstrap: str, topic: str, group: str, count: int) -> list[Got]:
         from aiokafka import TopicPartition
 
@@ -207,15 +230,25 @@ class AIOKafka(Adapter):
                          if tp.topic == topic and tp.partition == p), -1) for p in partitions}
 
     def start_member(self, bootstrap: str, topic: str, group: str) -> Member:
+        return self.start_member_as(bootstrap, topic, group)
+
+    def start_member_as(self, bootstrap: str, topic: str, group: str, *,
+                        cooperative: bool = False, instance_id: str | None = None) -> Member:
+        import aiokafka
         from aiokafka import AIOKafkaConsumer, TopicPartition
         from aiokafka.errors import KafkaError
+
+        if cooperative:
+            raise NotApplicable(NO_COOPERATIVE.format(version=aiokafka.__version__))
 
         def body(stopping: Any, take: Any) -> None:
             async def main() -> None:
                 c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
                                      auto_offset_reset="earliest", enable_auto_commit=False,
                                      fetch_max_wait_ms=100, session_timeout_ms=10000,
-                                     heartbeat_interval_ms=500, metadata_max_age_ms=1000)
+                                     heartbeat_interval_ms=500, metadata_max_age_ms=1000,
+                                     # static: stop() closes without LeaveGroup
+                                     group_instance_id=instance_id)
                 await c.start()
                 try:
                     c.subscribe([topic])
@@ -234,7 +267,7 @@ class AIOKafka(Adapter):
 
             asyncio.run(main())
 
-        return ThreadMember(f"aiokafka member of {group}", body)
+        return ThreadMember(f"aiokafka member {instance_id or ''} of {group}", body)
 
     # -- admin ----------------------------------------------------------------------------------
     def _with_admin(self, bootstrap: str, use: Callable[[Any], Awaitable[Any]]) -> Any:
@@ -329,6 +362,60 @@ class AIOKafka(Adapter):
         overrides = self._overrides(bootstrap, topic)
         overrides.pop(name, None)
         self._alter(bootstrap, topic, overrides)
+
+    def list_groups(self, bootstrap: str) -> set[str]:
+        async def use(a: Any) -> Any:
+            return await a.list_consumer_groups()
+        return {g[0] for g in self._with_admin(bootstrap, use)}
+
+    def describe_group(self, bootstrap: str, group: str) -> GroupView:
+        from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+
+        async def use(a: Any) -> Any:
+            return await a.describe_consumer_groups([group])
+
+        (response,) = self._with_admin(bootstrap, use)
+        (d,) = response.to_object()["groups"]
+        assert d["error_code"] == 0, d
+        members = []
+        for m in d["members"]:
+            assignment = ConsumerProtocolMemberAssignment.decode(m["member_assignment"])
+            members.append({t: list(ps) for t, ps in assignment.assignment})
+        return GroupView(d["state"], d["protocol"] or "", tuple(members))
+
+    def alter_group_offsets(self, bootstrap: str, group: str, topic: str,
+                            offsets: dict[int, int]) -> None:
+        from aiokafka import TopicPartition
+        self.note(ALTER_BY_COMMIT)
+
+        async def use(c: Any) -> None:
+            tps = {TopicPartition(topic, p): o for p, o in offsets.items()}
+            c.assign(list(tps))
+            await c.commit(tps)
+
+        self._with_consumer(bootstrap, use, group_id=group)
+
+    def delete_group(self, bootstrap: str, group: str) -> None:
+        from aiokafka import AIOKafkaClient
+        from aiokafka.protocol.admin import DeleteGroupsRequest
+        self.note(DELETE_BY_REQUEST)
+
+        async def use(a: Any) -> Any:
+            node = await a.find_coordinator(group)
+            client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+            await client.bootstrap()
+            try:
+                return await client.send(node, DeleteGroupsRequest([group]))
+            finally:
+                await client.close()
+
+        response = self._with_admin(bootstrap, use)
+        results = [(r["group_id"], r["error_code"]) for r in response.to_object()["results"]]
+        assert results == [(group, 0)], f"DeleteGroups answered {response}"
+
+    def log_dir_sizes(self, bootstrap: str, topic: str) -> dict[int, int]:
+        import aiokafka
+        raise NotApplicable(NO_LOG_DIRS.format(version=aiokafka.__version__))
 
 
 ADAPTER = AIOKafka()

@@ -6,7 +6,7 @@ import warnings
 from typing import Any, Callable
 
 from compat.base import (
-    TIMEOUT_S, Adapter, Got, Member, ProduceFailed, Rec, Settings, ThreadMember, Txn,
+    TIMEOUT_S, Adapter, GroupView, Got, Member, ProduceFailed, Rec, Settings, ThreadMember, Txn,
     next_offsets,
 )
 
@@ -204,13 +204,26 @@ class KafkaPython(Adapter):
                          if tp.topic == topic and tp.partition == p), -1) for p in partitions}
 
     def start_member(self, bootstrap: str, topic: str, group: str) -> Member:
+        return self.start_member_as(bootstrap, topic, group)
+
+    def start_member_as(self, bootstrap: str, topic: str, group: str, *,
+                        cooperative: bool = False, instance_id: str | None = None) -> Member:
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata
+        settings: dict[str, Any] = {}
+        if cooperative:
+            from kafka.coordinator.assignors.cooperative_sticky import (
+                CooperativeStickyAssignor,
+            )
+            settings["partition_assignment_strategy"] = (CooperativeStickyAssignor,)
+        if instance_id is not None:
+            settings["group_instance_id"] = instance_id
+        label = f"kafka-python member {instance_id or ''} of {group}"
 
         def body(stopping: Any, take: Any) -> None:
             c = self._consumer(bootstrap, group_id=group, auto_offset_reset="earliest",
                                session_timeout_ms=10000, heartbeat_interval_ms=500,
-                               metadata_max_age_ms=1000)
+                               metadata_max_age_ms=1000, **settings)
             c.subscribe([topic])
             try:
                 while not stopping():
@@ -224,9 +237,11 @@ class KafkaPython(Adapter):
                             except KafkaError:
                                 pass  # rebalancing: the record comes again (at least once)
             finally:
+                # A static member (group_instance_id) does not send LeaveGroup on close, as
+                # the Java consumer: its partitions wait for it until the session times out.
                 c.close(autocommit=False)
 
-        return ThreadMember(f"kafka-python member of {group}", body)
+        return ThreadMember(label, body)
 
     # -- admin ----------------------------------------------------------------------------------
     def _admin(self, bootstrap: str) -> Any:
@@ -277,6 +292,42 @@ class KafkaPython(Adapter):
         result = self._with_admin(bootstrap, lambda a: a.reset_configs(
             [ConfigResource("TOPIC", topic, configs=[name])]))
         assert result["topic"][topic] == "OK", result
+
+    def list_groups(self, bootstrap: str) -> set[str]:
+        return {g["group_id"] for g in self._with_admin(bootstrap, lambda a: a.list_groups())}
+
+    def describe_group(self, bootstrap: str, group: str) -> GroupView:
+        d = self._with_admin(bootstrap, lambda a: a.describe_groups([group]))[group]
+        assert d["error"] is None, d
+        members = tuple({t["topic"]: list(t["partitions"])
+                         for t in m["member_assignment"]["assigned_partitions"]}
+                        for m in d["members"])
+        return GroupView(d["group_state"], d["protocol_data"] or "", members)
+
+    def alter_group_offsets(self, bootstrap: str, group: str, topic: str,
+                            offsets: dict[int, int]) -> None:
+        from kafka import TopicPartition
+        from kafka.errors import NoError
+        from kafka.structs import OffsetAndMetadata
+        result = self._with_admin(bootstrap, lambda a: a.alter_group_offsets(
+            group, {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1)
+                    for p, o in offsets.items()}))
+        assert all(e is NoError for e in result.values()), result
+
+    def delete_group(self, bootstrap: str, group: str) -> None:
+        result = self._with_admin(bootstrap, lambda a: a.delete_groups([group]))
+        assert dict(result) == {group: "OK"}, result
+
+    def log_dir_sizes(self, bootstrap: str, topic: str) -> dict[int, int]:
+        sizes: dict[int, int] = {}
+        for broker in self._with_admin(bootstrap, lambda a: a.describe_log_dirs([topic])):
+            for log_dir in broker["log_dirs"]:
+                assert log_dir["error_code"] == 0, log_dir
+                for t in log_dir["topics"]:
+                    if t["name"] == topic:
+                        for part in t["partitions"]:
+                            sizes[part["partition_index"]] = part["partition_size"]
+        return sizes
 
 
 ADAPTER = KafkaPython()

@@ -6,7 +6,9 @@ a record's key is what comes before the first ':' of its line (`-K:`), a line wi
 null key. Consuming: `-f` with %K/%S (key/value lengths, -1 for null) to tell null from empty.
 Groups: `-G`, which commits through librdkafka's auto-commit and on close. Isolation levels:
 `-X isolation.level`, with `-e` and without `-q`, so that kcat reports the offset where it
-reached each partition's end. kcat has no admin API and cannot set a record's timestamp.
+reached each partition's end. Offsets for times: `-Q -t topic:partition:timestamp`. Members
+with an assignor or a group.instance.id: `-G` with librdkafka's `-X` settings. kcat has no
+admin API and cannot set a record's timestamp.
 """
 from __future__ import annotations
 
@@ -95,19 +97,27 @@ def _last_line(stderr: bytes) -> str:
     return lines[-1] if lines else "(no output)"
 
 
+_QUERIED = re.compile(r"^(\S+) \[(\d+)\] offset (-?\d+)$", re.M)
+
+
 class KcatMember(ProcessMember):
-    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+    """`kcat -G`; librdkafka's `-X` settings choose the assignor and static membership
+    (librdkafka closes a static member without LeaveGroup, as the Java consumer)."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str,
+                 extra: Sequence[str] = ()) -> None:
         super().__init__("kcat", [
             KCAT, "-G", group, "-b", bootstrap, "-X", "auto.offset.reset=earliest",
             "-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=500",
-            "-X", "auto.commit.interval.ms=200", "-u", "-f", r"%s\n", topic])
+            "-X", "auto.commit.interval.ms=200", *extra, "-u", "-f", r"%s\n", topic])
 
 
 class Kcat(Adapter):
     name = "kcat"
     order = 40
     no_admin = ("kcat has no admin API: it lists metadata (-L) and queries offsets (-Q), but "
-                "cannot create, alter or delete topics, nor describe or alter configs")
+                "cannot create, alter or delete topics, nor describe or alter configs, groups "
+                "or log dirs (kcat 1.7.1's modes are -C, -P, -L, -Q and -G only)")
 
     def versions(self) -> dict[str, str]:
         out = subprocess.run([KCAT, "-V"], capture_output=True, text=True, timeout=10)
@@ -194,6 +204,31 @@ class Kcat(Adapter):
 
     def start_member(self, bootstrap: str, topic: str, group: str) -> Member:
         return KcatMember(bootstrap, topic, group)
+
+    def start_member_as(self, bootstrap: str, topic: str, group: str, *,
+                        cooperative: bool = False, instance_id: str | None = None) -> Member:
+        extra = []
+        if cooperative:
+            extra += ["-X", "partition.assignment.strategy=cooperative-sticky"]
+        if instance_id is not None:
+            extra += ["-X", f"group.instance.id={instance_id}"]
+        return KcatMember(bootstrap, topic, group, extra)
+
+    def offsets_for_times(self, bootstrap: str, topic: str,
+                          times: dict[int, int]) -> dict[int, tuple[int, int] | None]:
+        proc = _run(["-Q", "-b", bootstrap,
+                     *(arg for p, t in times.items() for arg in ("-t", f"{topic}:{p}:{t}"))])
+        assert proc.returncode == 0, _last_line(proc.stderr)
+        found = {int(p): int(o) for t, p, o in _QUERIED.findall(proc.stdout.decode())
+                 if t == topic}
+        assert set(found) == set(times), f"kcat -Q printed {proc.stdout.decode()!r}"
+        # -Q prints the offset only (-1: none), not the record's timestamp: read it.
+        out: dict[int, tuple[int, int] | None] = {
+            p: None if o < 0 else (o, self.consume_from(bootstrap, topic, p, o, 1)[0].timestamp)
+            for p, o in found.items()}
+        if any(v is not None for v in out.values()):
+            self.note("kcat -Q gives offsets only: timestamps read back")
+        return out
 
 
 ADAPTER = Kcat()

@@ -1,17 +1,21 @@
 """pybroker's own command-line tools (kafka-console-producer, kafka-console-consumer,
-kafka-topics, kafka-configs, kafka-get-offsets), each run as `python -m pybroker.tools.<x>`,
-the way bin/ runs them.
+kafka-topics, kafka-configs, kafka-get-offsets, kafka-consumer-groups, kafka-log-dirs), each
+run as `python -m pybroker.tools.<x>`, the way bin/ runs them.
 
 Producing: one line per record, `headers<TAB>key<TAB>value` with `parse.headers`, `parse.key`
 and a `null.marker`, so null keys, values and header values can be written. Consuming: every
 `print.*` property on, tab-separated, with a `null.literal`, so null and empty are told apart.
 Seeking to a timestamp: kafka-get-offsets `--time`, then the console consumer at that offset.
+Group members with static membership: `--consumer-property group.instance.id=`. Group admin:
+kafka-consumer-groups `--list`, `--describe --state` / `--members --verbose`, `--reset-offsets
+--to-offset`, `--delete`.
 Groups: the console consumer with `--group`, which commits what it printed. Isolation levels:
 the console consumer's `--isolation-level`, in a group of its own and until it is idle, so that
 what it commits on closing shows where it ended.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -19,7 +23,8 @@ import sys
 from pathlib import Path
 
 from compat.base import (
-    TIMEOUT_S, Adapter, Got, Headers, Member, ProcessMember, ProduceFailed, Rec, Settings,
+    TIMEOUT_S, Adapter, GroupView, Got, Headers, Member, ProcessMember, ProduceFailed, Rec,
+    Settings,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,14 +83,17 @@ def _parse(stdout: bytes) -> list[Got]:
 
 
 class ConsoleMember(ProcessMember):
-    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, group: str,
+                 properties: dict[str, str] | None = None) -> None:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
+        extra = [arg for name, value in (properties or {}).items()
+                 for arg in ("--consumer-property", f"{name}={value}")]
         super().__init__("kafka-console-consumer", [
             sys.executable, "-m", "pybroker.tools.console_consumer", "--bootstrap-server",
             bootstrap, "--topic", topic, "--group", group, "--from-beginning",
             "--consumer-property", "session.timeout.ms=10000",
             "--consumer-property", "heartbeat.interval.ms=500",
-            "--consumer-property", "auto.commit.interval.ms=200"], env=env, cwd=ROOT)
+            "--consumer-property", "auto.commit.interval.ms=200", *extra], env=env, cwd=ROOT)
 
 
 class PybrokerTools(Adapter):
@@ -102,7 +110,8 @@ class PybrokerTools(Adapter):
 
     def missing(self) -> str | None:
         tools = ROOT / "pybroker" / "tools"
-        needed = ("console_producer", "console_consumer", "topics", "configs", "get_offsets")
+        needed = ("console_producer", "console_consumer", "topics", "configs", "get_offsets",
+                  "consumer_groups", "log_dirs")
         absent = [t for t in needed if not (tools / f"{t}.py").exists()]
         return f"pybroker.tools lacks {', '.join(absent)}" if absent else None
 
@@ -114,9 +123,6 @@ class PybrokerTools(Adapter):
             return "kafka-console-producer cannot set a record's timestamp (as Kafka's)"
         if feature == "transactions":
             return "kafka-console-producer has no transactions (as Kafka's)"
-        if feature == "idempotence":
-            return ("pybroker's client, behind kafka-console-producer, has no idempotent mode "
-                    "(enable.idempotence is accepted and ignored)")
         return None
 
     # -- produce / consume ----------------------------------------------------------------------
@@ -133,7 +139,8 @@ class PybrokerTools(Adapter):
                       null if r.value is None else r.value]
             assert not any(b"\t" in f or b"\n" in f for f in fields), "plain text only"
             lines.append(b"\t".join(fields))
-        properties = [arg for name, value in (config or {}).items()
+        settings = {**({"enable.idempotence": "true"} if idempotent else {}), **(config or {})}
+        properties = [arg for name, value in settings.items()
                       for arg in ("--producer-property", f"{name}={value}")]
         proc = _tool("console_producer", "--bootstrap-server", bootstrap, "--topic", topic,
                      "--compression-codec", codec, "--producer-property", "linger.ms=5",
@@ -203,6 +210,43 @@ class PybrokerTools(Adapter):
     def start_member(self, bootstrap: str, topic: str, group: str) -> Member:
         return ConsoleMember(bootstrap, topic, group)
 
+    def start_member_as(self, bootstrap: str, topic: str, group: str, *,
+                        cooperative: bool = False, instance_id: str | None = None) -> Member:
+        properties = {}
+        if cooperative:
+            properties["partition.assignment.strategy"] = \
+                "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"
+        if instance_id is not None:
+            properties["group.instance.id"] = instance_id
+        member = ConsoleMember(bootstrap, topic, group, properties)
+        try:  # a refused property ends the consumer at once, with the reason on stderr
+            member.proc.wait(1.5)
+        except subprocess.TimeoutExpired:
+            return member
+        member.stop()
+        raise AssertionError(f"kafka-console-consumer exited {member.proc.returncode}: "
+                             f"{member.debug()}")
+
+    def offsets_for_times(self, bootstrap: str, topic: str,
+                          times: dict[int, int]) -> dict[int, tuple[int, int] | None]:
+        out: dict[int, tuple[int, int] | None] = {}
+        for partition, timestamp in times.items():
+            printed = _ok(_tool("get_offsets", "--bootstrap-server", bootstrap, "--topic", topic,
+                                "--partitions", str(partition), "--time", str(timestamp)),
+                          "kafka-get-offsets")
+            # Kafka's GetOffsetShell leaves out a partition with no such record.
+            m = re.fullmatch(rf"{re.escape(topic)}:{partition}:(\d+)\n", printed)
+            assert m or printed == "", f"kafka-get-offsets printed {printed!r}"
+            if m is None:
+                out[partition] = None
+                continue
+            offset = int(m.group(1))
+            (got,) = self.consume_from(bootstrap, topic, partition, offset, 1)
+            out[partition] = (offset, got.timestamp)
+            # GetOffsetShell prints offsets only, as pybroker's: the timestamp is read back.
+            self.note("kafka-get-offsets prints offsets only: timestamps read back")
+        return out
+
     # -- admin ----------------------------------------------------------------------------------
     def create_topic(self, bootstrap: str, topic: str, partitions: int,
                      configs: dict[str, str]) -> None:
@@ -249,6 +293,65 @@ class PybrokerTools(Adapter):
         _ok(_tool("configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type",
                   "topics", "--entity-name", topic, "--delete-config", name),
             "kafka-configs --alter --delete-config")
+
+    def list_groups(self, bootstrap: str) -> set[str]:
+        return set(_ok(_tool("consumer_groups", "--bootstrap-server", bootstrap, "--list"),
+                       "kafka-consumer-groups --list").split())
+
+    def describe_group(self, bootstrap: str, group: str) -> GroupView:
+        state_out = _ok(_tool("consumer_groups", "--bootstrap-server", bootstrap, "--describe",
+                              "--group", group, "--state"),
+                        "kafka-consumer-groups --describe --state")
+        rows = [line.split() for line in state_out.splitlines()
+                if line.startswith(group + " ")]
+        assert len(rows) == 1, f"--state printed {state_out!r}"
+        # GROUP, COORDINATOR host:port, (ID), ASSIGNMENT-STRATEGY, STATE, #MEMBERS
+        strategy, state = rows[0][3], rows[0][4]
+        members_out = _ok(_tool("consumer_groups", "--bootstrap-server", bootstrap,
+                                "--describe", "--group", group, "--members", "--verbose"),
+                          "kafka-consumer-groups --describe --members --verbose")
+        members = []
+        for line in members_out.splitlines():
+            if not line.startswith(group + " "):
+                continue
+            # ... #PARTITIONS CURRENT-EPOCH CURRENT-ASSIGNMENT TARGET-EPOCH TARGET-ASSIGNMENT
+            assignment = line.split()[-3]
+            member: dict[str, list[int]] = {}
+            if assignment != "-":
+                for part in assignment.split(";"):
+                    topic, _, partitions = part.rpartition(":")
+                    member[topic] = [int(p) for p in partitions.split(",")]
+            members.append(member)
+        return GroupView(state, "" if strategy == "-" else strategy, tuple(members))
+
+    def alter_group_offsets(self, bootstrap: str, group: str, topic: str,
+                            offsets: dict[int, int]) -> None:
+        for partition, offset in offsets.items():  # --to-offset: one offset per run
+            out = _ok(_tool("consumer_groups", "--bootstrap-server", bootstrap,
+                            "--reset-offsets", "--group", group, "--topic",
+                            f"{topic}:{partition}", "--to-offset", str(offset), "--execute"),
+                      "kafka-consumer-groups --reset-offsets")
+            assert re.search(rf"^{re.escape(group)}\s+{re.escape(topic)}\s+{partition}\s+"
+                             rf"{offset}\s*$", out, re.M), f"--reset-offsets printed {out!r}"
+
+    def delete_group(self, bootstrap: str, group: str) -> None:
+        out = _ok(_tool("consumer_groups", "--bootstrap-server", bootstrap, "--delete",
+                        "--group", group), "kafka-consumer-groups --delete")
+        assert "was successful" in out, f"--delete printed {out!r}"
+
+    def log_dir_sizes(self, bootstrap: str, topic: str) -> dict[int, int]:
+        printed = _ok(_tool("log_dirs", "--bootstrap-server", bootstrap, "--describe",
+                            "--topic-list", topic), "kafka-log-dirs --describe")
+        described = json.loads(printed.splitlines()[-1])
+        sizes: dict[int, int] = {}
+        for broker in described["brokers"]:
+            for log_dir in broker["logDirs"]:
+                assert log_dir["error"] is None, log_dir
+                for p in log_dir["partitions"]:
+                    name, _, partition = p["partition"].rpartition("-")
+                    if name == topic and not p["isFuture"]:
+                        sizes[int(partition)] = p["size"]
+        return sizes
 
 
 ADAPTER = PybrokerTools()

@@ -29,7 +29,7 @@ from pybroker.client.transaction_admin import TransactionAdminMixin
 
 __all__ = ["Admin", "NewTopic", "ResourceType", "ConfigSource", "ConfigResource",
            "ConfigSynonym", "ConfigEntry", "AlterOpType", "AlterConfigOp", "OffsetSpec",
-           "ListOffsetsResult", "PartitionReassignment"]
+           "ListOffsetsResult", "PartitionReassignment", "ReplicaInfo", "LogDirDescription"]
 
 V = TypeVar("V")
 Outcome = Any  # a value, or the exception that stopped it
@@ -103,6 +103,27 @@ class PartitionReassignment:
     replicas: tuple[int, ...]
     adding_replicas: tuple[int, ...]
     removing_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ReplicaInfo:
+    """One replica in a log dir, as DescribeLogDirs reports it: its size in bytes, how far it
+    is behind (a future replica's lag behind the current one), and whether it is a future one
+    (being moved between log dirs)."""
+
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    """One log dir of one broker: its error (None when readable) and its replicas."""
+
+    error: KafkaError | None
+    replicas: dict[TopicPartition, ReplicaInfo]
+    total_bytes: int = -1
+    usable_bytes: int = -1
 
 
 class Admin(GroupAdminMixin, TransactionAdminMixin):
@@ -372,6 +393,37 @@ class Admin(GroupAdminMixin, TransactionAdminMixin):
         """(cluster id, controller id, brokers by id), from Metadata (served everywhere)."""
         meta = await self.client.refresh_metadata([])
         return meta.cluster_id, meta.controller_id, dict(meta.brokers)
+
+    async def describe_log_dirs(self, broker_ids: Iterable[int]
+                                ) -> dict[int, Outcome]:
+        """Per broker, its log dirs (path -> LogDirDescription) with every replica it holds,
+        or the error that stopped the request to that broker (Kafka's describeLogDirs: asked
+        of each broker, since each knows only its own disks)."""
+        out: dict[int, Outcome] = {}
+
+        async def one(node_id: int) -> None:
+            try:
+                resp = await self.client.request(ApiKey.DESCRIBE_LOG_DIRS, {"topics": None},
+                                                 node_id=node_id)
+            except (KafkaError, KafkaConnectionError, KafkaTimeoutError) as exc:
+                out[node_id] = exc
+                return
+            if getattr(resp, "error_code", 0):
+                out[node_id] = KafkaError(resp.error_code, "DescribeLogDirs")
+                return
+            out[node_id] = {
+                d.log_dir: LogDirDescription(
+                    KafkaError(d.error_code, d.log_dir) if d.error_code else None,
+                    {TopicPartition(t.name, p.partition_index):
+                     ReplicaInfo(p.partition_size, p.offset_lag, p.is_future_key)
+                     for t in d.topics for p in t.partitions},
+                    d.total_bytes, d.usable_bytes)
+                for d in resp.results}
+
+        async with trio.open_nursery() as nursery:
+            for node_id in dict.fromkeys(broker_ids):
+                nursery.start_soon(one, node_id)
+        return out
 
     # -- offsets and records (routed to leaders) -----------------------------------------------
 

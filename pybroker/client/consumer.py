@@ -74,8 +74,8 @@ class Consumer:
                  fetch_max_wait_ms: int = 500, fetch_min_bytes: int = 1,
                  fetch_max_bytes: int = 52428800, max_partition_fetch_bytes: int = 1048576,
                  session_timeout_ms: int = 45000, heartbeat_interval_ms: int = 3000,
-                 max_poll_interval_ms: int = 300000, group_instance_id: str | None = None
-                 ) -> None:
+                 max_poll_interval_ms: int = 300000, group_instance_id: str | None = None,
+                 partition_assignment_strategy: Sequence[str] = ("range",)) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"Invalid value {auto_offset_reset} for auto.offset.reset: "
                              "expected earliest, latest or none")
@@ -93,7 +93,8 @@ class Consumer:
         self._group_options = dict(session_timeout_ms=session_timeout_ms,
                                    heartbeat_interval_ms=heartbeat_interval_ms,
                                    rebalance_timeout_ms=max_poll_interval_ms,
-                                   group_instance_id=group_instance_id)
+                                   group_instance_id=group_instance_id,
+                                   assignors=tuple(partition_assignment_strategy))
         self.membership: GroupMembership | None = None
         self._positions: dict[TopicPartition, int | None] = {}
         self._stale_metadata = False
@@ -169,11 +170,16 @@ class Consumer:
                           else OffsetSpec.LATEST)
 
     async def _rejoin(self) -> None:
+        """Join again; under the cooperative protocol the partitions kept keep their
+        positions, only the new ones start from the committed offsets."""
         assert self.membership is not None and self.group_id is not None
         partitions = await self.membership.join()
-        committed = await self.admin.list_group_offsets(self.group_id, partitions) \
-            if partitions else {}
-        self._positions = {tp: (committed[tp].offset if tp in committed else None)
+        kept = {tp: self._positions.get(tp) for tp in partitions
+                if self.membership.cooperative and self._positions.get(tp) is not None}
+        new = [tp for tp in partitions if tp not in kept]
+        committed = await self.admin.list_group_offsets(self.group_id, new) if new else {}
+        self._positions = {tp: kept[tp] if tp in kept else
+                           (committed[tp].offset if tp in committed else None)
                            for tp in partitions}
 
     # -- committing ----------------------------------------------------------------------------

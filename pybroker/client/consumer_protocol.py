@@ -7,7 +7,9 @@ classic (non-flexible) fields. Later versions only append fields, so a reader pa
 it knows and ignores the rest, which is how a v0 reader copes with a v3 writer and why decoding
 here never fails on trailing bytes. Malformed bytes raise ValueError.
 
-We write version 0 of both (what every consumer can read) and read versions 0-3.
+We write version 0 of both (what every consumer can read), except that a cooperative member's
+subscription is version 2: its owned partitions (v1) and generation (v2) are what the
+cooperative-sticky leader keeps partitions by. We read versions 0-3.
 """
 from __future__ import annotations
 
@@ -69,11 +71,21 @@ def _topic_partitions(parts: Mapping[str, Iterable[int]]) -> bytes:
     return b"".join(out)
 
 
-def encode_subscription(topics: Iterable[str], user_data: bytes | None = None) -> bytes:
-    """Subscription v0: the topics a member wants, for the leader's assignor."""
+def encode_subscription(topics: Iterable[str], user_data: bytes | None = None, *,
+                        owned_partitions: Iterable[TopicPartition] | None = None,
+                        generation_id: int = -1) -> bytes:
+    """Subscription v0: the topics a member wants, for the leader's assignor; v2 when
+    `owned_partitions` is given (a cooperative member), with them and `generation_id`."""
     names = sorted(set(topics))
-    return (_I16.pack(0) + _I32.pack(len(names)) + b"".join(_string(t) for t in names)
-            + _bytes(user_data))
+    version = 0 if owned_partitions is None else 2
+    out = (_I16.pack(version) + _I32.pack(len(names)) + b"".join(_string(t) for t in names)
+           + _bytes(user_data))
+    if owned_partitions is not None:
+        by_topic: dict[str, list[int]] = {}
+        for tp in sorted(owned_partitions):
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        out += _topic_partitions(by_topic) + _I32.pack(generation_id)
+    return out
 
 
 def encode_assignment(partitions: Mapping[str, Iterable[int]],

@@ -1,12 +1,24 @@
-"""Classic consumer-group membership: join, sync, heartbeat, leave, and the range assignor.
+"""Classic consumer-group membership: join, sync, heartbeat, leave; the range assignor and
+the cooperative-sticky one (`sticky`).
 
 Theory of operation. `join()` runs the classic protocol to completion: JoinGroup (repeated
-once with the member id the coordinator hands out, KIP-394), then, if this member was elected
-leader, the range assignment of every member's subscription, then SyncGroup, which returns this
-member's partitions. A background heartbeat (started by the consumer in the client's nursery)
+once with the member id the coordinator hands out, KIP-394) offering the member's assignors in
+order of preference, then, if this member was elected leader, the assignment of every member's
+subscription by the assignor the coordinator chose, then SyncGroup, which returns this
+member's partitions.
+
+The rebalance protocol is eager unless every assignor of the member is cooperative (Kafka's
+rule). Eager: a rejoining member gives up all its partitions first. Cooperative (KIP-429): its
+subscription lists the partitions it owns and it keeps them through the rebalance; the leader
+leaves out of the round any partition that changes owner, the owner sees it revoked
+(`revoked`) and rejoins at once, and the next round hands it over. A member that lost its
+membership (unknown member id, stale generation) has lost its partitions too. A background heartbeat (started by the consumer in the client's nursery)
 keeps the membership alive and raises `rejoin_needed` when the coordinator starts a rebalance
 or forgets the member; the consumer then commits and calls `join()` again. `leave()` sends
-LeaveGroup so the others rebalance at once rather than after the session timeout.
+LeaveGroup so the others rebalance at once rather than after the session timeout; a static
+member (`group_instance_id`, KIP-345) does not, as Kafka's consumer does not: its partitions
+wait for it to come back under the same instance id within the session timeout, without a
+rebalance.
 
 Errors that mean "try again" (coordinator moved or loading, rebalance in progress, stale
 generation) are retried inside `join()` until its deadline; others raise KafkaError.
@@ -27,10 +39,14 @@ from pybroker.client.consumer_protocol import (
     encode_subscription,
 )
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
+from pybroker.client.sticky import ASSIGNOR as COOPERATIVE_STICKY
+from pybroker.client.sticky import cooperative_adjust, sticky_assign, valid_owned
 
-__all__ = ["GroupMembership", "range_assign", "ASSIGNOR"]
+__all__ = ["GroupMembership", "range_assign", "ASSIGNOR", "ASSIGNORS", "COOPERATIVE_STICKY"]
 
 ASSIGNOR = "range"
+ASSIGNORS = (ASSIGNOR, COOPERATIVE_STICKY)  # the assignors this client can run as leader
+COOPERATIVE = frozenset({COOPERATIVE_STICKY})
 _COORDINATOR_CODES = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                 ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 _REJOIN_CODES = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION,
@@ -66,8 +82,15 @@ class GroupMembership:
 
     def __init__(self, client: KafkaClient, group_id: str, topics: Iterable[str], *,
                  session_timeout_ms: int = 45000, rebalance_timeout_ms: int = 300000,
-                 heartbeat_interval_ms: int = 3000, group_instance_id: str | None = None
-                 ) -> None:
+                 heartbeat_interval_ms: int = 3000, group_instance_id: str | None = None,
+                 assignors: Iterable[str] = (ASSIGNOR,)) -> None:
+        self.assignors = list(dict.fromkeys(assignors))
+        unknown = [a for a in self.assignors if a not in ASSIGNORS]
+        if unknown or not self.assignors:
+            raise ValueError(f"unsupported assignor(s) {unknown or self.assignors}: this "
+                             f"client runs {', '.join(ASSIGNORS)}")
+        self.cooperative = all(a in COOPERATIVE for a in self.assignors)
+        self.revoked: list[TopicPartition] = []  # given up at the last join (cooperative)
         self.client = client
         self.group_id = group_id
         self.topics = sorted(set(topics))
@@ -122,14 +145,20 @@ class GroupMembership:
             timeout if timeout is not None else self.rebalance_timeout_ms / 1000 + 30)
         while True:
             try:
-                self.assignment = await self._join_once()
-                self.rejoin_needed = False
+                owned = set(self.assignment)
+                new = await self._join_once()
+                self.revoked = sorted(owned - set(new)) if self.cooperative else []
+                self.assignment = new
+                # Cooperative: what was revoked goes to its new owner in a second round.
+                self.rejoin_needed = bool(self.revoked)
                 return self.assignment
             except KafkaError as exc:
                 if exc.code in _COORDINATOR_CODES:
                     self._coordinator = None
-                elif exc.code == ErrorCode.UNKNOWN_MEMBER_ID:
-                    self.member_id = ""
+                elif exc.code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
+                    if exc.code == ErrorCode.UNKNOWN_MEMBER_ID:
+                        self.member_id = ""
+                    self.assignment = []  # partitions lost with the membership
                 elif exc.code not in _REJOIN_CODES:
                     raise
                 last: Exception = exc
@@ -141,11 +170,16 @@ class GroupMembership:
             await trio.sleep(0.1)
 
     async def _join_once(self) -> list[TopicPartition]:
-        metadata = encode_subscription(self.topics)
+        if self.cooperative:
+            metadata = encode_subscription(self.topics, owned_partitions=self.assignment,
+                                           generation_id=self.generation_id)
+        else:
+            metadata = encode_subscription(self.topics)
         body = {"group_id": self.group_id, "session_timeout_ms": self.session_timeout_ms,
                 "rebalance_timeout_ms": self.rebalance_timeout_ms, "member_id": self.member_id,
                 "group_instance_id": self.group_instance_id, "protocol_type": PROTOCOL_TYPE,
-                "protocols": [{"name": ASSIGNOR, "metadata": metadata}], "reason": None}
+                "protocols": [{"name": a, "metadata": metadata} for a in self.assignors],
+                "reason": None}
         join_timeout = self.rebalance_timeout_ms / 1000 + 5
         resp = await self.request(ApiKey.JOIN_GROUP, body, timeout=join_timeout)
         if resp.error_code == ErrorCode.MEMBER_ID_REQUIRED:  # KIP-394: ask again with the id
@@ -154,20 +188,21 @@ class GroupMembership:
             resp = await self.request(ApiKey.JOIN_GROUP, body, timeout=join_timeout)
         if resp.error_code:
             raise KafkaError(resp.error_code, f"JoinGroup {self.group_id}")
-        if resp.protocol_name not in (None, ASSIGNOR):
+        protocol = resp.protocol_name or self.assignors[0]
+        if protocol not in self.assignors:
             raise KafkaError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-                             f"the group chose assignor {resp.protocol_name!r}; this client "
-                             f"only speaks {ASSIGNOR!r}")
+                             f"the group chose assignor {protocol!r}; this member offered "
+                             f"{', '.join(self.assignors)}")
         self.member_id = resp.member_id
         self.generation_id = resp.generation_id
         self.leader_id = resp.leader
         assignments = []
         if self.is_leader and not resp.skip_assignment:
-            assignments = await self._assign(resp.members)
+            assignments = await self._assign(resp.members, protocol)
         sync = await self.request(ApiKey.SYNC_GROUP, {
             "group_id": self.group_id, "generation_id": self.generation_id,
             "member_id": self.member_id, "group_instance_id": self.group_instance_id,
-            "protocol_type": PROTOCOL_TYPE, "protocol_name": ASSIGNOR,
+            "protocol_type": PROTOCOL_TYPE, "protocol_name": protocol,
             "assignments": assignments}, timeout=join_timeout)
         if sync.error_code:
             raise KafkaError(sync.error_code, f"SyncGroup {self.group_id}")
@@ -178,18 +213,35 @@ class GroupMembership:
                              f"unreadable assignment from the group leader: {exc}") from None
         return sorted(assignment.partitions)
 
-    async def _assign(self, members: list) -> list[dict]:
+    async def _assign(self, members: list, protocol: str) -> list[dict]:
         subscriptions: dict[str, tuple[str, ...]] = {}
+        owned: dict[str, tuple[TopicPartition, ...]] = {}
+        generations: dict[str, int] = {}
         for m in members:
             try:
-                subscriptions[m.member_id] = decode_subscription(m.metadata).topics
+                sub = decode_subscription(m.metadata)
             except ValueError:
                 subscriptions[m.member_id] = ()
+                continue
+            subscriptions[m.member_id] = sub.topics
+            owned[m.member_id], generations[m.member_id] = sub.owned_partitions, \
+                sub.generation_id
         topics = sorted({t for ts in subscriptions.values() for t in ts})
         meta = await self.client.refresh_metadata(topics)
         counts = {t: len(meta.topics[t].partitions) for t in topics
                   if t in meta.topics and meta.topics[t].error == ErrorCode.NONE}
-        plan = range_assign(subscriptions, counts)
+        if protocol == COOPERATIVE_STICKY:
+            sticky = sticky_assign(subscriptions, counts, owned, generations)
+            existing = {TopicPartition(t, p) for t, n in counts.items() for p in range(n)}
+            moving = cooperative_adjust(sticky, valid_owned(owned, generations, existing))
+            plan: dict[str, dict[str, list[int]]] = {}
+            for member, tps in moving.items():
+                by_topic: dict[str, list[int]] = {}
+                for tp in tps:
+                    by_topic.setdefault(tp.topic, []).append(tp.partition)
+                plan[member] = by_topic
+        else:
+            plan = range_assign(subscriptions, counts)
         return [{"member_id": m, "assignment": encode_assignment(parts)}
                 for m, parts in plan.items()]
 
@@ -221,8 +273,14 @@ class GroupMembership:
                     self.rejoin_needed = True
 
     async def leave(self) -> None:
-        """Leave the group (best effort: the session timeout removes us anyway)."""
+        """Leave the group (best effort: the session timeout removes us anyway); a static
+        member only forgets its generation (Kafka's AbstractCoordinator.maybeLeaveGroup)."""
         if not self.member_id:
+            return
+        self.assignment = []
+        if self.group_instance_id is not None:
+            self.member_id, self.generation_id, self.rejoin_needed = "", -1, True
+            await self._drop_connection()
             return
         body = {"group_id": self.group_id, "member_id": self.member_id,
                 "members": [{"member_id": self.member_id,

@@ -11,9 +11,17 @@ moved) goes back to the front of its partition's queue after a metadata refresh,
 `delivery_timeout_ms`; any other error fails its records' futures. With acks=0 nothing is
 answered: a batch counts as delivered (offset -1) once written.
 
-No idempotence and no transactions: a retried batch may be written twice if the first answer
-was lost, and may land after a later batch of the same partition (as Kafka without
-`enable.idempotence`).
+Without `enable_idempotence` a retried batch may be written twice if the first answer was
+lost, and may land after a later batch of the same partition (as Kafka with
+`enable.idempotence=false`). With it (KIP-98), the producer first asks any broker for a producer
+id and epoch (InitProducerId without a transactional id), stamps each batch with them and with
+its partition's next sequence number (fixed when the batch is first sent, kept on retries),
+so the leader drops a duplicate and refuses a gap (OUT_OF_ORDER_SEQUENCE_NUMBER). Kafka keeps up
+to five batches of a partition in flight and re-sequences after a failure; this producer keeps
+one per partition in flight, which gives the same guarantee (no duplicates, no reordering)
+without that machinery. A batch that fails after it was sent leaves its partition's sequence
+unknown to us, so the producer then takes a new producer id before sending more (Kafka bumps the
+idempotent epoch). Idempotence needs acks=all, as in Kafka. No transactions.
 """
 from __future__ import annotations
 
@@ -28,7 +36,7 @@ import trio
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records.batch import Compression
-from protocol.records.record import build_batch
+from protocol.records.record import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, build_batch
 from protocol.records.record import Record
 from pybroker.client.client import REFRESH_CODES, KafkaClient
 from pybroker.client.cluster import TopicPartition
@@ -116,6 +124,7 @@ class _Batch:
     error: BaseException | None = None
     attempts: int = 0
     not_before: float = 0.0  # retry backoff
+    base_sequence: int = NO_SEQUENCE  # idempotence: fixed at the first send, kept on retries
 
     def settle(self, error: BaseException | None = None, base_offset: int = -1,
                append_time: int = -1) -> None:
@@ -164,15 +173,25 @@ class Producer:
 
     Options follow Kafka's producer configs: `acks` (-1 = all), `compression`, `linger_ms`,
     `batch_size`, `max_in_flight` (per broker), `request_timeout_ms`, `delivery_timeout_ms`,
-    `max_request_size`, `buffer_memory` (send() waits while this much is unacknowledged).
+    `max_request_size`, `buffer_memory` (send() waits while this much is unacknowledged),
+    `enable_idempotence` (needs acks=-1).
     """
 
     def __init__(self, client: KafkaClient, *, acks: int = -1,
                  compression: Compression | int = Compression.NONE, linger_ms: float = 5,
                  batch_size: int = 16384, max_in_flight: int = 5,
                  request_timeout_ms: int = 30000, delivery_timeout_ms: int = 120000,
-                 max_request_size: int = 1048576, buffer_memory: int = 33554432) -> None:
+                 max_request_size: int = 1048576, buffer_memory: int = 33554432,
+                 enable_idempotence: bool = False) -> None:
+        if enable_idempotence and acks != -1:
+            raise ValueError("Must set acks to all in order to use the idempotent producer. "
+                             "Otherwise we cannot guarantee idempotence.")
         self.client = client
+        self.idempotent = enable_idempotence
+        self.producer_id, self.producer_epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        self._next_sequence: dict[TopicPartition, int] = {}
+        self._in_flight: set[TopicPartition] = set()  # idempotence: one batch per partition
+        self._new_id_needed = False
         self.acks = acks
         self.compression = Compression(compression)
         self.linger = max(0.0, linger_ms / 1000)
@@ -202,7 +221,26 @@ class Producer:
         await self.close(flush=exc_type is None)
 
     async def start(self) -> None:
+        if self.idempotent:
+            await self._init_producer_id()
         self._scope = await self.client.nursery.start(self._sender)
+
+    async def _init_producer_id(self) -> None:
+        """A producer id and epoch for this producer's life (Kafka's TransactionManager
+        without a transactional id), retried while the broker's id allocation is not ready."""
+        async def attempt() -> Any:
+            resp = await self.client.request(ApiKey.INIT_PRODUCER_ID, {
+                "transactional_id": None, "transaction_timeout_ms": 60000,
+                "producer_id": -1, "producer_epoch": -1},
+                timeout=self.request_timeout_ms / 1000)
+            if resp.error_code:
+                raise KafkaError(resp.error_code, "InitProducerId")
+            return resp
+
+        resp = await self.client.retrying(attempt, timeout=self.delivery_timeout, refresh=False)
+        self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+        self._next_sequence.clear()
+        self._new_id_needed = False
 
     async def close(self, *, flush: bool = True) -> None:
         """Flush (unless told not to), then stop the sender; unsent records fail."""
@@ -324,6 +362,8 @@ class Producer:
         self._wakeup.set()
 
     def _settled(self, batch: _Batch) -> None:
+        self._in_flight.discard(batch.tp)
+        self._wakeup.set()  # the partition's next batch may go
         self._unsettled.discard(batch)
         self._buffered -= batch.size
         self._space.set()
@@ -340,7 +380,7 @@ class Producer:
                         if self._flushing or now - batch.created >= self.linger:
                             self._close_batch(tp)
                     ready = {tp: q.popleft() for tp, q in self._queues.items()
-                             if q and q[0].not_before <= now}
+                             if q and q[0].not_before <= now and tp not in self._in_flight}
                     self._queues = {tp: q for tp, q in self._queues.items() if q}
                     if not ready:
                         self._wakeup = trio.Event()
@@ -351,6 +391,8 @@ class Producer:
                         with trio.move_on_at(deadline):
                             await self._wakeup.wait()
                         continue
+                    if self._new_id_needed:
+                        await self._renew_producer_id(ready)
                     await self._dispatch(ready, waiters)
 
     async def _dispatch(self, ready: dict[TopicPartition, _Batch], waiters: trio.Nursery
@@ -369,6 +411,8 @@ class Producer:
                 self._retry_or_fail(batch, exc)
                 continue
             by_leader.setdefault(leader, []).append(batch)
+            if self.idempotent:
+                self._in_flight.add(tp)
         for node_id, batches in by_leader.items():
             sem = self._inflight.setdefault(node_id, trio.Semaphore(self.max_in_flight))
             await sem.acquire()
@@ -391,11 +435,36 @@ class Producer:
                 continue
             waiters.start_soon(self._await_response, pending, batches, sem)
 
+    async def _renew_producer_id(self, ready: dict[TopicPartition, _Batch]) -> None:
+        """After a sent batch failed: wait for the batches in flight, then take a new id; the
+        batches not yet written are sequenced afresh under it."""
+        while self._in_flight:
+            self._wakeup = trio.Event()
+            await self._wakeup.wait()
+        try:
+            await self._init_producer_id()
+        except (KafkaError, KafkaConnectionError, KafkaTimeoutError) as exc:
+            for batch in ready.values():
+                self._fail(batch, exc)
+            ready.clear()
+            return
+        for batch in list(self._unsettled):
+            batch.base_sequence = NO_SEQUENCE
+
     def _request_body(self, batches: list[_Batch]) -> dict:
         topics: dict[str, list[dict]] = {}
         for batch in batches:
             batch.attempts += 1
-            records = build_batch(batch.records, compression=self.compression)
+            stamp: dict[str, int] = {}
+            if self.idempotent:
+                if batch.base_sequence == NO_SEQUENCE:
+                    batch.base_sequence = self._next_sequence.get(batch.tp, 0)
+                    self._next_sequence[batch.tp] = \
+                        (batch.base_sequence + len(batch.records)) & 0x7FFFFFFF
+                stamp = {"producer_id": self.producer_id,
+                         "producer_epoch": self.producer_epoch,
+                         "base_sequence": batch.base_sequence}
+            records = build_batch(batch.records, compression=self.compression, **stamp)
             topics.setdefault(batch.tp.topic, []).append(
                 {"index": batch.tp.partition, "records": records})
         return {"transactional_id": None, "acks": self.acks,
@@ -434,6 +503,7 @@ class Producer:
                      or (isinstance(exc, KafkaError)
                          and (exc.code in REFRESH_CODES or exc.retriable)
                          and exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        self._in_flight.discard(batch.tp)
         if retriable and not self._closed \
                 and trio.current_time() - batch.created < self.delivery_timeout:
             batch.not_before = trio.current_time() + _RETRY_BACKOFF
@@ -443,5 +513,7 @@ class Producer:
         self._fail(batch, exc)
 
     def _fail(self, batch: _Batch, exc: BaseException) -> None:
+        if batch.base_sequence != NO_SEQUENCE:
+            self._new_id_needed = True
         batch.settle(exc)
         self._settled(batch)

@@ -4,7 +4,11 @@ Tools take client settings the way Kafka's do (`--producer-property acks=all`,
 `--consumer.config file`, `--producer-props k=v ...`), with Kafka's property names. The ones
 our client implements are translated here; the rest (serializers, metrics, buffer tuning) are
 accepted and ignored, since a command line copied from Kafka's documentation should still run.
-A bad value is a usage error that names the property.
+A bad value is a usage error that names the property. Settings that change what the client
+guarantees are never ignored: `enable.idempotence` follows Kafka's rules (on by default when
+acks=all, an error when asked for with other acks), and `partition.assignment.strategy` takes
+Kafka's class names (or the protocol names librdkafka uses) of the assignors our consumer runs,
+range and cooperative-sticky; another is refused rather than replaced by one of those.
 """
 from __future__ import annotations
 
@@ -14,7 +18,12 @@ from pybroker.client.consumer import parse_isolation_level
 from pybroker.client.producer import parse_acks, parse_compression
 from pybroker.tools.common import UsageError
 
-__all__ = ["producer_options", "consumer_options"]
+__all__ = ["producer_options", "consumer_options", "idempotence"]
+
+# Kafka's assignor class names (and the protocol names they announce) this client runs.
+ASSIGNORS = {"org.apache.kafka.clients.consumer.RangeAssignor": "range", "range": "range",
+             "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+             "cooperative-sticky": "cooperative-sticky"}
 
 
 def _int(name: str) -> Callable[[str], int]:
@@ -88,9 +97,38 @@ def producer_options(props: Mapping[str, str]) -> dict[str, Any]:
     return _translate(props, _PRODUCER)
 
 
+def idempotence(props: Mapping[str, str], acks: int) -> bool:
+    """Whether the producer is idempotent, by Kafka's rules (ProducerConfig): on by default
+    unless acks is not all; asked for explicitly with acks other than all, a usage error."""
+    explicit = props.get("enable.idempotence")
+    if explicit is None:
+        return acks == -1
+    wanted = _bool("enable.idempotence")(explicit)
+    if wanted and acks != -1:
+        raise UsageError("Must set acks to all in order to use the idempotent producer. "
+                         "Otherwise we cannot guarantee idempotence.")
+    return wanted
+
+
+def _assignors(value: str) -> tuple[str, ...]:
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ASSIGNORS]
+    if unknown or not names:
+        raise UsageError(f"Invalid value {value} for configuration partition.assignment."
+                         "strategy: pybroker's consumer runs the range assignor "
+                         "(org.apache.kafka.clients.consumer.RangeAssignor) and the "
+                         "cooperative-sticky one (org.apache.kafka.clients.consumer."
+                         "CooperativeStickyAssignor) only; "
+                         f"not supported: {', '.join(unknown) or '(none given)'}")
+    return tuple(ASSIGNORS[n] for n in names)
+
+
 def consumer_options(props: Mapping[str, str]) -> dict[str, Any]:
     """Consumer(...) keyword arguments from consumer properties."""
     options = _translate(props, _CONSUMER)
+    if "partition.assignment.strategy" in props:
+        options["partition_assignment_strategy"] = \
+            _assignors(props["partition.assignment.strategy"])
     reset = options.get("auto_offset_reset")
     if reset is not None and reset not in ("earliest", "latest", "none"):
         raise UsageError(f"Invalid value {reset} for configuration auto.offset.reset: "

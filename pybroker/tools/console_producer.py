@@ -27,7 +27,7 @@ import trio
 from protocol.errors import ErrorCode, KafkaError
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError, error_message
 from pybroker.client.producer import DeliveryFuture, Producer, parse_acks, parse_compression
-from pybroker.tools.client_config import producer_options
+from pybroker.tools.client_config import idempotence, producer_options
 from pybroker.tools.common import (
     INTERRUPTED, ArgumentParser, ToolError, UsageError, connect, err, load_properties,
     parse_argv, parse_key_values, run, stop_on_signals,
@@ -208,6 +208,7 @@ def settings(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, Any]]:
             options["compression"] = parse_compression(args.compression_codec)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    options["enable_idempotence"] = idempotence(props, options["acks"])
     for flag, option in (("timeout", "linger_ms"), ("batch_size", "batch_size"),
                          ("request_timeout_ms", "request_timeout_ms"),
                          ("max_memory_bytes", "buffer_memory")):

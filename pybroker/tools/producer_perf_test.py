@@ -19,12 +19,12 @@ import random
 import string
 import sys
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
 import trio
 
 from pybroker.client.producer import Producer, RecordMetadata
-from pybroker.tools.client_config import producer_options
+from pybroker.tools.client_config import idempotence, producer_options
 from pybroker.tools.common import (
     INTERRUPTED, ArgumentParser, ToolError, UsageError, connect, err, load_properties, out,
     parse_argv, parse_key_values, run, stop_on_signals,
@@ -154,8 +154,9 @@ async def _main(args: argparse.Namespace) -> int:
                         "coordinator", plain=True)
     props = load_properties(args.producer_config) if args.producer_config else {}
     props.update(parse_key_values(args.producer_props, "producer property"))
-    options = {"linger_ms": 5}
+    options: dict[str, Any] = {"linger_ms": 5}
     options.update(producer_options(props))
+    options["enable_idempotence"] = idempotence(props, options.get("acks", -1))
     pool = payloads(args)
     rng = random.Random()
     stats = Stats(args.num_records)

@@ -287,3 +287,140 @@ async def test_raw_produce_and_fetch_for_replication(kafka, bootstrap, name) -> 
         with pytest.raises(KafkaError) as info:
             await produce_batch(client, TopicPartition(t, 5), batch)
         assert info.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_a_static_member_closes_without_leaving(bootstrap, name) -> None:
+    """KIP-345: a member with a group.instance.id keeps its place when it closes, and gets its
+    partitions back under a new member id without a rebalance when it comes back."""
+    t, g = name("client"), name("client-static")
+    async with open_client(bootstrap) as client:
+        admin = Admin(client)
+        await admin.create_topics([NewTopic(t, 2, 1)])
+        options = dict(group_id=g, heartbeat_interval_ms=100, auto_offset_reset="earliest",
+                       session_timeout_ms=6000, group_instance_id="static-1")
+        async with Consumer(client, **options) as consumer:
+            await consumer.subscribe([t])
+            before = (await admin.describe_groups([g]))[g]
+        after = (await admin.describe_groups([g]))[g]
+        assert after.state == "Stable", after
+        assert [(m.member_id, m.group_instance_id) for m in after.members] == \
+            [(m.member_id, m.group_instance_id) for m in before.members] != []
+        async with Consumer(client, **options) as again:
+            await again.subscribe([t])
+            assert again.assignment() == {TopicPartition(t, 0), TopicPartition(t, 1)}
+            now = (await admin.describe_groups([g]))[g]
+            assert now.state == "Stable" and len(now.members) == 1
+            assert now.members[0].member_id != before.members[0].member_id
+            assert now.members[0].group_instance_id == "static-1"
+
+
+async def _batch_headers(client, tp: TopicPartition) -> list:  # type: ignore[no-untyped-def]
+    from protocol.records.batch import iter_batches
+    from pybroker.client import fetch
+    leader = await client.leader(tp.topic, tp.partition)
+    got = await fetch(client, leader, {tp: 0}, max_wait_ms=0)
+    return [h for _, h in iter_batches(memoryview(got[tp].records or b""))]
+
+
+async def test_the_idempotent_producer_stamps_ids_and_sequences(bootstrap, name) -> None:
+    """KIP-98: one producer id and epoch, per-partition sequences from 0 with no gap, batch
+    after batch; another producer gets another id."""
+    t = name("idem")
+    async with open_client(bootstrap) as client:
+        await Admin(client).create_topics([NewTopic(t, 2, 1)])
+        async with Producer(client, enable_idempotence=True, batch_size=60, linger_ms=0) as p:
+            for round_ in range(3):
+                for i in range(4):
+                    await p.send(t, b"v%d-%d" % (round_, i), partition=i % 2)
+                await p.flush()
+            first_id = p.producer_id
+        async with Producer(client, enable_idempotence=True) as other:
+            await other.send(t, b"other", partition=0)
+        assert other.producer_id != first_id >= 0
+        for partition in (0, 1):
+            headers = await _batch_headers(client, TopicPartition(t, partition))
+            mine = [h for h in headers if h.producer_id == first_id]
+            assert len(mine) >= 3 and {h.producer_epoch for h in mine} == {p.producer_epoch}
+            sequence = 0
+            for h in mine:
+                assert h.base_sequence == sequence, [(x.base_sequence, x.records_count)
+                                                     for x in mine]
+                sequence += h.records_count
+            assert sequence == 6
+        with pytest.raises(ValueError, match="acks to all"):
+            Producer(client, enable_idempotence=True, acks=1)
+
+
+async def test_the_idempotent_producer_recovers_from_a_refused_batch(bootstrap, name) -> None:
+    """A batch the leader refuses leaves a hole in the sequence; the producer takes a new id
+    rather than have every later batch refused as OUT_OF_ORDER_SEQUENCE_NUMBER."""
+    t = name("idem")
+    async with open_client(bootstrap) as client:
+        await Admin(client).create_topics([NewTopic(t, 1, 1, {"max.message.bytes": "1000"})])
+        async with Producer(client, enable_idempotence=True, linger_ms=0) as p:
+            await (await p.send(t, b"first", partition=0)).wait()
+            first_id = p.producer_id
+            with pytest.raises(KafkaError) as info:
+                await (await p.send(t, b"x" * 2000, partition=0)).wait()
+            assert info.value.code == ErrorCode.MESSAGE_TOO_LARGE
+            after = await (await p.send(t, b"after", partition=0)).wait()
+        assert after.offset == 1
+        headers = await _batch_headers(client, TopicPartition(t, 0))
+        assert [(h.producer_id == first_id, h.base_sequence) for h in headers] == \
+            [(True, 0), (False, 0)]
+
+
+async def test_cooperative_members_keep_their_partitions_when_a_third_joins(bootstrap,
+                                                                            name) -> None:
+    """KIP-429 end to end: the group runs cooperative-sticky; when a third member joins, the
+    first two give up one partition each and keep the others (never paused: their positions
+    stay), and the third gets the two in a second round."""
+    t, g = name("client"), name("client-coop")
+    async with open_client(bootstrap) as client:
+        admin = Admin(client)
+        await admin.create_topics([NewTopic(t, 6, 1)])
+        options = dict(group_id=g, heartbeat_interval_ms=100, auto_offset_reset="earliest",
+                       session_timeout_ms=6000,
+                       partition_assignment_strategy=("cooperative-sticky",))
+        async with Consumer(client, **options) as a, Consumer(client, **options) as b, \
+                Consumer(client, **options) as c:
+
+            async def poll_until(consumers: list[Consumer], done) -> None:  # type: ignore
+                """Each consumer polls in its own task, as each would in its own process:
+                a rejoin waits in JoinGroup for the others to rejoin too."""
+                async def polling(consumer: Consumer) -> None:
+                    while not done():
+                        await consumer.poll(0.02)
+
+                with trio.fail_after(30):
+                    async with trio.open_nursery() as nursery:
+                        for consumer in consumers:
+                            nursery.start_soon(polling, consumer)
+
+            async def join(newcomer: Consumer, others: list[Consumer]) -> None:
+                """The newcomer's JoinGroup waits for the others to rejoin: they poll."""
+                joined = trio.Event()
+
+                async def subscribe() -> None:
+                    await newcomer.subscribe([t])
+                    joined.set()
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(subscribe)
+                    await poll_until(others, joined.is_set)
+
+            def settled(consumers: list[Consumer], size: int) -> bool:
+                return all(len(x.assignment()) == size and x.membership is not None
+                           and not x.membership.rejoin_needed for x in consumers)
+
+            await a.subscribe([t])
+            await join(b, [a])
+            await poll_until([a, b], lambda: settled([a, b], 3))
+            before = {"a": a.assignment(), "b": b.assignment()}
+            await join(c, [a, b])
+            await poll_until([a, b, c], lambda: settled([a, b, c], 2))
+            assert a.assignment() < before["a"] and b.assignment() < before["b"]
+            assert a.assignment() | b.assignment() | c.assignment() == \
+                {TopicPartition(t, p) for p in range(6)}
+            described = (await admin.describe_groups([g]))[g]
+            assert described.protocol == "cooperative-sticky", described

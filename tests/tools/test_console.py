@@ -336,3 +336,40 @@ def test_console_consumer_warns_once_per_outage(tool, tmp_path: Path) -> None:
         consumer.wait(10)
         if broker.proc is not None and broker.proc.poll() is None:
             broker.kill()
+
+
+def _producer_ids(bootstrap: str, topic: str) -> list[tuple[int, int]]:
+    from compat import wire
+    return [(h.producer_id, h.base_sequence) for h, _ in wire.batches(bootstrap, topic, 0)]
+
+
+def test_console_producer_is_idempotent_unless_acks_forbid_it(tool, bootstrap, topic) -> None:
+    """As Kafka's: enable.idempotence defaults to true with acks=all (the console producer's
+    default), is off with other acks, and asked for with acks=1 is a usage error."""
+    run = ("--bootstrap-server", bootstrap, "--topic", topic, "--producer-property",
+           "linger.ms=0")
+    assert tool(console_producer.main, *run, stdin=b"a\nb\n").rc == 0
+    assert tool(console_producer.main, *run, "--request-required-acks", "1",
+                stdin=b"c\n").rc == 0
+    assert tool(console_producer.main, *run, "--producer-property", "enable.idempotence=false",
+                stdin=b"d\n").rc == 0
+    stamped = _producer_ids(bootstrap, topic)
+    assert len(stamped) == 3 and stamped[0][0] >= 0 and stamped[0][1] == 0, stamped
+    assert stamped[1:] == [(-1, -1), (-1, -1)], stamped
+    r = tool(console_producer.main, *run, "--request-required-acks", "1", "--producer-property",
+             "enable.idempotence=true", stdin=b"e\n")
+    assert r.rc == 1 and "Must set acks to all" in r.err
+
+
+def test_console_consumer_refuses_an_assignor_it_does_not_run(tool, bootstrap, topic) -> None:
+    tool(console_producer.main, "--bootstrap-server", bootstrap, "--topic", topic,
+         stdin=b"one\n")
+    r = consume(tool, bootstrap, topic, "--group", "refused", "--consumer-property",
+                "partition.assignment.strategy="
+                "org.apache.kafka.clients.consumer.RoundRobinAssignor")
+    assert r.rc == 1 and "RoundRobinAssignor" in r.err and "not supported" in r.err, r.err
+    for i, assignor in enumerate(("RangeAssignor", "CooperativeStickyAssignor")):
+        r = consume(tool, bootstrap, topic, "--group", f"{topic}-{i}", "--consumer-property",
+                    f"partition.assignment.strategy=org.apache.kafka.clients.consumer.{assignor}",
+                    "--max-messages", "1")
+        assert (r.rc, r.out) == (0, "one\n"), r.err

@@ -19,7 +19,10 @@ def _segment(kafka, tool, bootstrap, name) -> Path:  # type: ignore[no-untyped-d
     t = name("dump")
     assert tool(topics.main, "--bootstrap-server", bootstrap, "--create", "--topic", t,
                 "--config", "index.interval.bytes=1").rc == 0
-    send = (console_producer.main, "--bootstrap-server", bootstrap, "--topic", t, "--sync")
+    # Not idempotent (the console producer's default, as Kafka's), so that the batches show
+    # the fields of a plain producer: producerId -1, sequence -1.
+    send = (console_producer.main, "--bootstrap-server", bootstrap, "--topic", t, "--sync",
+            "--producer-property", "enable.idempotence=false")
     assert tool(*send, stdin=b"first\nsecond\n").rc == 0
     assert tool(*send, "--property", "parse.key=true", "--property", "parse.headers=true",
                 "--compression-codec", "gzip", stdin=b"h:1\tkey\tthird\n").rc == 0

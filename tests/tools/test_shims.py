@@ -26,7 +26,7 @@ TOOLS = {
     "kafka-configs": "configs", "kafka-get-offsets": "get_offsets",
     "kafka-delete-records": "delete_records", "kafka-producer-perf-test": "producer_perf_test",
     "kafka-consumer-perf-test": "consumer_perf_test", "kafka-dump-log": "dump_log",
-    "kafka-leader-election": "leader_election",
+    "kafka-leader-election": "leader_election", "kafka-log-dirs": "log_dirs",
     "kafka-reassign-partitions": "reassign_partitions", "kafka-transactions": "transactions",
 }
 
