@@ -7,7 +7,9 @@ its retention, beside MM2's own topics: `A.checkpoints.internal` (group offsets 
 for B), `heartbeats`, and the `mm2-*.A.internal` config/offset/status topics of its Connect
 herder; on A the offset syncs `mm2-offset-syncs.B.internal`. A group that consumed on A gets
 its offset translated onto B (sync.group.offsets.enabled), so it moves and resumes there:
-a consumer of the group on B reads exactly the records it had not consumed on A.
+a consumer of the group on B reads from the translated offset on: every record it had not
+consumed on A, none skipped (10 of 20 in a quiet run; MM2 may translate a record or two
+lower when it no longer holds the nearest offset sync, which re-reads them).
 One MM2 JVM (about 20 s to start its herders and connectors on a loaded machine) against two
 pybrokers in this process.
 """
@@ -105,7 +107,11 @@ def test_a_topic_and_a_group_mirrored_from_a_to_b(clusters: tuple[Broker, Broker
             if translated == 10:
                 break
             time.sleep(1)
-        assert translated == 10, f"billing's offset on B: {translated}\n{mm2.tail()}"
+        # MM2 translates conservatively (KAFKA-12468, KAFKA-14666): from the nearest offset sync it still
+        # holds at or below 10, so a sync it has dropped can leave the group a record or two
+        # behind on B — re-read, never skipped. 10 is what a quiet run gives.
+        assert translated is not None and 8 <= translated <= 10, \
+            f"billing's offset on B: {translated}\n{mm2.tail()}"
         on_b = wait_for_topics(b.bootstrap, {"A.checkpoints.internal", "heartbeats"}, 30)
         checkpoints = consume_until(b.bootstrap, "A.checkpoints.internal",
                                     lambda rs: len(rs) >= 1, timeout=20)
@@ -115,25 +121,25 @@ def test_a_topic_and_a_group_mirrored_from_a_to_b(clusters: tuple[Broker, Broker
         mm2.stop()
 
     # The group moves to B: its consumer there starts at the translated offset and reads
-    # exactly the 10 records it had not consumed on A.
+    # every record from there on (the 10 it had not consumed on A, when translated to 10).
     moved = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "billing",
                       "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     moved.subscribe([f"A.{TOPIC}"])
     resumed: list[tuple[int, str]] = []
     deadline = time.monotonic() + 30
     try:
-        while time.monotonic() < deadline and len(resumed) < 10:
+        while time.monotonic() < deadline and len(resumed) < 20 - translated:
             msg = moved.poll(0.5)
             if msg is not None and not msg.error():
                 resumed.append((msg.offset(), msg.value().decode()))
-        for _ in range(4):  # anything past the 10 would show up here
+        for _ in range(4):  # anything past the 20th would show up here
             msg = moved.poll(0.5)
             if msg is not None and not msg.error():
                 resumed.append((msg.offset(), msg.value().decode()))
         moved.commit(asynchronous=False)
     finally:
         moved.close()
-    assert resumed == list(enumerate(values))[10:], resumed
+    assert resumed == list(enumerate(values))[translated:], (translated, resumed)
     assert committed_offset(b.bootstrap, "billing", f"A.{TOPIC}") == 20
 
     assert {f"A.{TOPIC}", "A.checkpoints.internal", "heartbeats", "mm2-configs.A.internal",
