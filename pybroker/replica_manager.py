@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import trio
 
@@ -30,12 +30,14 @@ from pybroker.cluster.metadata import MetadataStore, MetadataDelta, MetadataImag
     PartitionState, TopicInfo
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.purgatory import Purgatory, Watch
-from pybroker.replica.fetcher import ReplicaFetchers
 from pybroker.replica.partition import Partition
 from pybroker.storage.log_manager import LogManager, remove_dirs
 from pybroker.storage.partition_log import OffsetOutOfRange, PartitionLog
 from pybroker.storage.producer_state import InvalidProducerEpoch, OutOfOrderSequence
 from pybroker.storage.validator import Rejected, error_code, validate_records
+
+if TYPE_CHECKING:  # a cluster member's only (broker.py): not imported by a single broker
+    from pybroker.replica.fetcher import ReplicaFetchers
 
 
 log = logging.getLogger(__name__)

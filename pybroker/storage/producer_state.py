@@ -45,8 +45,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crc32c import crc32c
-
+from protocol.records import checksum
 from protocol.records.batch import CONTROL, NO_SEQUENCE, TRANSACTIONAL, BatchHeader
 from protocol.records.record import ControlRecord
 from protocol.records.types import InvalidRecordError
@@ -443,7 +442,7 @@ class ProducerStateManager:
                 body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset,
                                     b.timestamp)
         count = struct.pack(">I", len(self.producers))
-        crc = crc32c(count + body)
+        crc = checksum.crc32c(count + body)
         data = _FILE_HEADER.pack(_MAGIC, _VERSION, crc, len(self.producers)) + body
         path = self._snapshot_path(offset)
         write_atomically(path, data, sync=sync)
@@ -457,7 +456,7 @@ class ProducerStateManager:
         magic, version, crc, count = _FILE_HEADER.unpack_from(data)
         if magic != _MAGIC or version != _VERSION:
             raise ValueError(f"unknown magic/version {magic!r}/{version}")
-        if crc32c(data[_FILE_HEADER.size - 4:]) != crc:
+        if checksum.crc32c(data[_FILE_HEADER.size - 4:]) != crc:
             raise ValueError("crc mismatch")
         producers: dict[int, ProducerStateEntry] = {}
         pos = _FILE_HEADER.size
