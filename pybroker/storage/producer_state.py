@@ -484,9 +484,10 @@ class ProducerStateManager:
         self.producers = {}
         self._reset_transactions()
         self.last_snapshot_offset = None
-        self.delete_snapshots_after(log_end_offset)
+        # One read of the directory for both: a start with 10,000 partitions reads 10,000.
+        kept = self.delete_snapshots_after(log_end_offset)
         limit = log_end_offset if at_most is None else min(at_most, log_end_offset)
-        for offset in reversed(self.snapshot_offsets()):
+        for offset in reversed(kept):
             if offset > limit:
                 continue
             path = self._snapshot_path(offset)
@@ -501,13 +502,17 @@ class ProducerStateManager:
             return offset
         return None
 
-    def delete_snapshots_after(self, offset: int) -> None:
-        """Remove snapshots strictly beyond `offset`."""
+    def delete_snapshots_after(self, offset: int) -> list[int]:
+        """Remove snapshots strictly beyond `offset`; the offsets of those left, ascending."""
+        kept = []
         for snap in self.snapshot_offsets():
             if snap > offset:
                 self._snapshot_path(snap).unlink(missing_ok=True)
+            else:
+                kept.append(snap)
         if self.last_snapshot_offset is not None and self.last_snapshot_offset > offset:
             self.last_snapshot_offset = None
+        return kept
 
     def delete_snapshots_before(self, offset: int) -> None:
         """Remove snapshots strictly below `offset` (their segments are gone)."""
