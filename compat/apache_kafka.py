@@ -368,7 +368,7 @@ class ApacheKafka:
             raise RuntimeError("ApacheKafka is still running")
         if not self.port:
             raise RuntimeError("ApacheKafka was never started")
-        if not self._launch(classpath(), self.work_dir / "server.properties", timeout):
+        if not self._launch(classpath(), timeout):
             raise ApacheKafkaUnavailable(
                 f"Apache Kafka did not start again within {timeout:.0f} s:\n"
                 + self.recent_log(60))
