@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from pybroker.testing import Broker
 from tests.helpers import ROOT
@@ -26,7 +27,7 @@ NOT_AT_START = {
 }
 
 _MODULES_AT_LISTENING = """
-import logging, os, sys, tempfile
+import logging, os, sys
 class AtListening(logging.Handler):
     def emit(self, record):
         if "listening on" in record.getMessage():
@@ -34,15 +35,15 @@ class AtListening(logging.Handler):
             os._exit(0)
 logging.getLogger().addHandler(AtListening())
 sys.argv = ["pybroker", "--defaults", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-            "--override", "log.dirs=" + tempfile.mkdtemp(prefix="start-cost-")]
+            "--override", "log.dirs=" + sys.argv[1]]
 from pybroker.__main__ import main
 main()
 """
 
 
-def test_a_default_start_imports_only_what_it_serves_with() -> None:
-    done = subprocess.run([sys.executable, "-c", _MODULES_AT_LISTENING], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+def test_a_default_start_imports_only_what_it_serves_with(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", _MODULES_AT_LISTENING, str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     loaded = set(done.stdout.split())
     assert "pybroker.handlers.produce" in loaded, done.stderr[-2000:]  # it did start
     assert not NOT_AT_START & loaded
