@@ -360,6 +360,28 @@ class ApacheKafka:
         self.stop()
         return False
 
+    def restart(self, timeout: float = 90) -> "ApacheKafka":
+        """Start the stopped (or killed) node again on its ports, config and data, without
+        formatting: what a restart with partitions on disk costs (issue #15 §3).
+        `start_seconds` becomes this launch's time to answering ApiVersions."""
+        if self.proc is not None:
+            raise RuntimeError("ApacheKafka is still running")
+        if not self.port:
+            raise RuntimeError("ApacheKafka was never started")
+        if not self._launch(classpath(), timeout):
+            raise ApacheKafkaUnavailable(
+                f"Apache Kafka did not start again within {timeout:.0f} s:\n"
+                + self.recent_log(60))
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hooks, so the next start recovers its logs."""
+        atexit.unregister(self.stop)
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
     def stop(self, timeout: float = 20) -> None:
         """SIGTERM (Kafka's controlled shutdown), then SIGKILL after `timeout` seconds."""
         atexit.unregister(self.stop)

@@ -12,27 +12,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from protocol.topic_partition import TopicPartition
 from pybroker.acl.authorizer import Authorizer, parse_super_users
 from pybroker.acl.store import AclStore, LocalAclStore, ZkAclStore
-from pybroker.broker_metrics import BrokerCollector, broker_registry
 from pybroker.client_quota_manager import ClientQuotas
 from pybroker.request_quota import RequestQuota
 from pybroker.clock import Clock
 from pybroker.periodic import run_every
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
-from pybroker.cluster.zk_store import ZkMetadataStore
 from pybroker.sasl.credential_store import LocalScramCredentialStore, ScramCredentialStore, \
     ZkScramCredentialStore
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.config import BrokerConfig
-from pybroker.controller.controller import Controller
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.txn_coordinator import TransactionCoordinator
 from pybroker.coordinator.txn_markers import MarkerWriter
@@ -43,7 +40,6 @@ from pybroker.inter_broker import inter_broker_security
 from pybroker.malloc_tuning import trim_malloc
 from pybroker.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
-from pybroker.replica.fetcher import FetchSettings, ReplicaFetchers
 from pybroker.replica_manager import ReplicaManager
 from pybroker.request_hooks import RequestHooks
 from pybroker.storage.cleaner import LogCleaner
@@ -51,6 +47,12 @@ from pybroker.storage.log_dir_lock import LogDirLocks
 from pybroker.storage.log_manager import LogManager
 from pybroker.storage.segment import LogSegment
 from pybroker.topic_admin import TopicAdmin
+
+if TYPE_CHECKING:
+    from prometheus_client.registry import CollectorRegistry
+
+    from pybroker.cluster.zk_store import ZkMetadataStore
+    from pybroker.controller.controller import Controller
 
 log = logging.getLogger(__name__)
 # How often `.deleted` segment files are looked at; file.delete.delay.ms is counted from the
@@ -84,7 +86,10 @@ class Broker:
         # dirs as they were.
         self.zk_store: ZkMetadataStore | None = None
         if config.zookeeper_connect:
-            self.zk_store = ZkMetadataStore(
+            # The cluster's code (kazoo, the controller, the replica fetchers) is imported
+            # only by a cluster member: a single broker starts without it (issue #15 §3).
+            from pybroker.cluster import zk_store
+            self.zk_store = zk_store.ZkMetadataStore(
                 config.zookeeper_connect, self.node_id, rack=config.broker_rack,
                 session_timeout_ms=config.zookeeper_session_timeout_ms,
                 connection_timeout_ms=(config["zookeeper.connection.timeout.ms"]
@@ -142,6 +147,8 @@ class Broker:
         self.inter_broker = (inter_broker_security(config) if self.zk_store is not None
                              else None)
         if self.zk_store is not None:
+            from pybroker.controller.controller import Controller
+            from pybroker.replica.fetcher import FetchSettings, ReplicaFetchers
             self.replicas.fetchers = ReplicaFetchers(self.replicas, FetchSettings(
                 self.node_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
                 min_bytes=config["replica.fetch.min.bytes"],
@@ -190,8 +197,14 @@ class Broker:
                                  scram=self._scram_store(),
                                  request_log=config.request_log_enable,
                                  quotas=quotas, request_quota=RequestQuota(quotas.request))
-        # /metrics: read at scrape time from these parts (pybroker/broker_metrics.py).
-        self.metrics_registry = broker_registry(BrokerCollector(
+
+    @cached_property
+    def metrics_registry(self) -> CollectorRegistry:
+        """/metrics: read at scrape time from the broker's parts (pybroker/broker_metrics.py).
+        Built at the first scrape: prometheus_client costs ~40 ms of imports, which a start
+        should not pay before its listeners bind."""
+        from pybroker.broker_metrics import BrokerCollector, broker_registry
+        return broker_registry(BrokerCollector(
             self.node_id, self.metadata, self.replicas, self.groups, self.services.memory,
             self.services.stats, self.transactions))
 

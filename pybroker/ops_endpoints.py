@@ -8,7 +8,9 @@ Prometheus expect them.
   not yet in its own metadata image (after a lost session it is not ready until it has
   registered again); 200 after. The body says which condition is missing.
 - `/metrics`: Prometheus text from the broker's own registry (`broker_metrics.py`), rendered
-  inline with prometheus_client's `generate_latest`; 503 before the broker exists.
+  inline with prometheus_client's `generate_latest`; 503 before the broker exists. The
+  registry, and prometheus_client with it (~40 ms of imports), are loaded at the first scrape,
+  not at start.
 - `/` and its pages (`/topics`, `/topic/<name>`, `/groups`, `/group/<id>`): the status page
   for people (`status_page.py`); 503 before the broker exists.
 
@@ -18,12 +20,14 @@ reports progress with `broker_built` and `serving`.
 from __future__ import annotations
 
 from collections.abc import Callable
-
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.registry import CollectorRegistry
+from typing import TYPE_CHECKING
 
 from pybroker.http_server import HttpResponse
-from pybroker.status_page import StatusPage
+
+if TYPE_CHECKING:
+    from prometheus_client.registry import CollectorRegistry
+
+    from pybroker.status_page import StatusPage
 
 __all__ = ["OpsEndpoints"]
 
@@ -37,15 +41,16 @@ def _text(status: int, text: str) -> HttpResponse:
 
 class OpsEndpoints:
     def __init__(self) -> None:
-        self._registry: CollectorRegistry | None = None
+        self._registry: Callable[[], CollectorRegistry] | None = None
         self._registered: Callable[[], bool] | None = None
         self._serving = False
         self._status: StatusPage | None = None
 
-    def broker_built(self, registry: CollectorRegistry, registered: Callable[[], bool],
-                     status: StatusPage | None = None) -> None:
-        """The logs are recovered; `registered` says whether the broker is a member of its
-        cluster now (always True on a single broker); `status` serves the status page."""
+    def broker_built(self, registry: Callable[[], CollectorRegistry],
+                     registered: Callable[[], bool], status: StatusPage | None = None) -> None:
+        """The logs are recovered; `registry()` gives the broker's metrics registry (built
+        on first call); `registered` says whether the broker is a member of its cluster now
+        (always True on a single broker); `status` serves the status page."""
         self._registry = registry
         self._registered = registered
         self._status = status
@@ -73,7 +78,8 @@ class OpsEndpoints:
         if path == "/metrics":
             if self._registry is None:
                 return _text(503, "starting: logs are being recovered")
-            return HttpResponse(200, generate_latest(self._registry), CONTENT_TYPE_LATEST)
+            from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+            return HttpResponse(200, generate_latest(self._registry()), CONTENT_TYPE_LATEST)
         if path == "/" or path.startswith(STATUS_PREFIXES):
             if self._status is None:
                 return _text(503, "starting: logs are being recovered")

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import trio
 
@@ -30,12 +30,14 @@ from pybroker.cluster.metadata import MetadataStore, MetadataDelta, MetadataImag
     PartitionState, TopicInfo
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.purgatory import Purgatory, Watch
-from pybroker.replica.fetcher import ReplicaFetchers
 from pybroker.replica.partition import Partition
 from pybroker.storage.log_manager import LogManager, remove_dirs
 from pybroker.storage.partition_log import OffsetOutOfRange, PartitionLog
 from pybroker.storage.producer_state import InvalidProducerEpoch, OutOfOrderSequence
 from pybroker.storage.validator import Rejected, error_code, validate_records
+
+if TYPE_CHECKING:  # a cluster member's only (broker.py): not imported by a single broker
+    from pybroker.replica.fetcher import ReplicaFetchers
 
 
 log = logging.getLogger(__name__)
@@ -133,8 +135,8 @@ class ReplicaManager:
             return code, None
         return ErrorCode.NONE, part
 
-    def _become_leader(self, topic: str, partition: int,
-                       state: PartitionState) -> Partition | None:
+    def _become_leader(self, topic: str, partition: int, state: PartitionState,
+                       announce: bool = True) -> Partition | None:
         plog = self.logs.get(topic, partition)
         if plog is None:  # not created yet (in a worker thread): clients retry
             return None
@@ -146,8 +148,9 @@ class ReplicaManager:
                             now_ms=int(time.time() * 1000)):
             if self.fetchers is not None:
                 self.fetchers.unfollow((topic, partition))
-            log.info("broker %d leads %s-%d at epoch %d (ISR %s)", self.node_id, topic,
-                     partition, state.leader_epoch, list(state.isr))
+            if announce:
+                log.info("broker %d leads %s-%d at epoch %d (ISR %s)", self.node_id, topic,
+                         partition, state.leader_epoch, list(state.isr))
         return part
 
     def _is_internal(self, topic: str) -> bool:
@@ -173,13 +176,15 @@ class ReplicaManager:
         if sync_once:
             self.logs.sync()
 
-    def _take_up(self, info: TopicInfo, partitions: Iterable[int]) -> None:
+    def _take_up(self, info: TopicInfo, partitions: Iterable[int],
+                 announce: bool = True) -> None:
+        """`announce`: log each leadership taken (without, the caller sums them up)."""
         for index in partitions:
             state = info.partitions[index]
             tp = (info.name, index)
             if state.leader == self.node_id:
                 was_leading = tp in self._partitions and self._partitions[tp].is_leader
-                self._become_leader(info.name, index, state)
+                self._become_leader(info.name, index, state, announce)
                 if not was_leading:
                     self.purgatory.notify_all(tp)
                 continue
@@ -209,7 +214,13 @@ class ReplicaManager:
         for info in image.topics.values():
             indexes = range(len(info.partitions))
             self._create_logs(info, indexes)
-            self._take_up(info, indexes)
+            # One line a topic, not one a partition: 10,000 lines to stderr were a tenth of
+            # a start with 10,000 partitions on disk (issue #15 §3).
+            self._take_up(info, indexes, announce=False)
+            led = [p for p in indexes if info.partitions[p].leader == self.node_id]
+            if led:
+                log.info("broker %d leads %d of the %d partitions of %s", self.node_id,
+                         len(led), len(info.partitions), info.name)
 
     async def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
         """A store listener: this broker's logs and leaderships follow each change. Until a

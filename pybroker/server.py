@@ -12,6 +12,7 @@ import logging
 import socket
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -20,12 +21,12 @@ from pybroker.broker import Broker
 
 from pybroker.connection import serve_connection
 from pybroker.connection_limits import ConnectionLimits
-from pybroker.http_server import serve_http
 from pybroker.idle import IdleConnections
 from pybroker.open_files import raise_open_files_limit
-from pybroker.ops_endpoints import OpsEndpoints
-from pybroker.status_page import StatusPage
 from pybroker.tls_context import TlsListener, tls_listener
+
+if TYPE_CHECKING:
+    from pybroker.ops_endpoints import OpsEndpoints
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +146,15 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
     except BaseException:
         await _close_all(bound)
         raise
+    if not http_bound:
+        await _serve_broker(config, bound, None, [], tls, hooks=hooks,
+                            zk_client_class=zk_client_class, clock=clock,
+                            task_status=task_status)
+        return
+    # The side door's code (h11, the status page) is imported only when one is bound: a
+    # broker without http.listeners starts without it (issue #15 §3, start time).
+    from pybroker.http_server import serve_http
+    from pybroker.ops_endpoints import OpsEndpoints
     # The HTTP side door serves from now on, in a nursery of its own: /healthz answers and
     # /readyz says 503 while the logs recover.
     ops = OpsEndpoints()
@@ -165,7 +175,7 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
             side_door.cancel_scope.cancel()
 
 
-async def _serve_broker(config, bound, ops: OpsEndpoints,  # type: ignore[no-untyped-def]
+async def _serve_broker(config, bound, ops: OpsEndpoints | None,  # type: ignore[no-untyped-def]
                         http_ports: list[int], tls: dict[str, TlsListener], *, hooks, zk_client_class, clock,
                         task_status) -> None:
     first = config.broker_listeners[0]
@@ -182,10 +192,14 @@ async def _serve_broker(config, bound, ops: OpsEndpoints,  # type: ignore[no-unt
         raise
     try:
         broker.metadata.set_endpoints(_advertised(config, bound))
-        status = StatusPage(broker.node_id, broker.metadata, broker.replicas, broker.groups,
-                            broker.services.stats,
-                            sample_interval=config["http.status.sample.interval.ms"] / 1000)
-        ops.broker_built(broker.metrics_registry, broker.registered, status)
+        status = None
+        if ops is not None:
+            from pybroker.status_page import StatusPage
+            status = StatusPage(broker.node_id, broker.metadata, broker.replicas,
+                                broker.groups, broker.services.stats,
+                                sample_interval=config["http.status.sample.interval.ms"] / 1000)
+            # The registry (prometheus_client, ~40 ms to import) is built at the first scrape.
+            ops.broker_built(lambda: broker.metrics_registry, broker.registered, status)
         # The connection layer is the server's: the broker never sees sockets.
         idle = IdleConnections(config.connections_max_idle_ms)
         limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip)
@@ -193,7 +207,7 @@ async def _serve_broker(config, bound, ops: OpsEndpoints,  # type: ignore[no-unt
         async with trio.open_nursery() as nursery:
             await nursery.start(broker.run_background)
             nursery.start_soon(idle.reap)
-            if http_ports:  # the status page's charts: a few numbers every few seconds
+            if status is not None:  # the status page's charts: a few numbers every few seconds
                 nursery.start_soon(status.run_sampler)
             others = "".join(f"; listener {spec.name} on {spec.host or '0.0.0.0'}:"
                              f"{ports[spec.name]}" for spec in config.broker_listeners[1:])
@@ -211,7 +225,8 @@ async def _serve_broker(config, bound, ops: OpsEndpoints,  # type: ignore[no-unt
                     partial(serve_connection, broker.services, idle=idle, limits=limits,
                             listener=name, tls=tls.get(name)),
                     sockets, handler_nursery=nursery))
-            ops.serving()
+            if ops is not None:
+                ops.serving()
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(broker.close)

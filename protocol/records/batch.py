@@ -28,8 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import cast
 
-from crc32c import crc32c
-
+from protocol.records import checksum
 from protocol.records.types import Compression, CorruptRecordError, InvalidRecordError, \
     RecordError, UnsupportedCompressionError
 
@@ -277,7 +276,7 @@ def walk_batches(buf: bytes | bytearray | memoryview, *, verify_crc: bool = True
             size = length + LOG_OVERHEAD
             if size > left:
                 return out, pos, f"torn tail: batch at {pos} needs {size} bytes, {left} left"
-            if verify_crc and crc32c(view[pos + ATTRIBUTES:pos + size]) != fields[4]:
+            if verify_crc and checksum.crc32c(view[pos + ATTRIBUTES:pos + size]) != fields[4]:
                 return out, pos, f"crc mismatch at {pos}"
             append((pos, make(*fields)))
             pos += size
@@ -327,7 +326,7 @@ def compute_crc(buf: bytes | bytearray | memoryview, pos: int,
         if size < HEADER_SIZE or pos < 0 or pos + size > len(view):
             raise ValueError(f"batch of {size} bytes at {pos} does not fit a "
                              f"{len(view)}-byte buffer")
-        return crc32c(view[pos + ATTRIBUTES:pos + size])
+        return checksum.crc32c(view[pos + ATTRIBUTES:pos + size])
 
 
 def verify_crc(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:

@@ -15,24 +15,70 @@ Layers, bottom up: `connection` (one broker: frames, correlation ids, negotiated
 assignor). Failures raise `KafkaError` (with Kafka's `ErrorCode`), `KafkaConnectionError` or
 `KafkaTimeoutError`, each with a message fit to show a person.
 """
-from protocol.errors import ErrorCode, KafkaError
-from pybroker.client.admin import (
-    Admin, AlterConfigOp, AlterOpType, ConfigEntry, ConfigResource, ConfigSource,
-    ListOffsetsResult, NewTopic, OffsetSpec, ResourceType,
-)
-from pybroker.client.client import KafkaClient, open_client
-from pybroker.client.cluster import BrokerNode, PartitionMetadata, TopicMetadata, TopicPartition
-from pybroker.client.connection import BrokerConnection
-from pybroker.client.consumer import Consumer, ConsumerRecord
-from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
-from pybroker.client.group_admin import (
-    GroupDescription, GroupListing, MemberDescription, OffsetAndMetadata,
-)
-from pybroker.client.log_io import FetchedPartition, FetchPosition, fetch, produce_batch
-from pybroker.client.producer import DeliveryFuture, Producer, RecordMetadata
-from pybroker.client.transaction_admin import (
-    AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing,
-)
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+# Where each public name lives. They are imported on first use (PEP 562), not here: the
+# broker imports `pybroker.client.connection` for replication and transaction markers, and
+# importing a submodule runs this package first. Loading the admin, consumer and producer
+# with it cost a default start ~30 ms before its listeners bound (issue #15 §3).
+_EXPORTS = {
+    "protocol.errors": ("ErrorCode", "KafkaError"),
+    "pybroker.client.admin": (
+        "Admin", "AlterConfigOp", "AlterOpType", "ConfigEntry", "ConfigResource",
+        "ConfigSource", "ListOffsetsResult", "NewTopic", "OffsetSpec", "ResourceType"),
+    "pybroker.client.client": ("KafkaClient", "open_client"),
+    "pybroker.client.cluster": ("BrokerNode", "PartitionMetadata", "TopicMetadata",
+                                "TopicPartition"),
+    "pybroker.client.connection": ("BrokerConnection",),
+    "pybroker.client.consumer": ("Consumer", "ConsumerRecord"),
+    "pybroker.client.errors": ("KafkaConnectionError", "KafkaTimeoutError"),
+    "pybroker.client.group_admin": ("GroupDescription", "GroupListing", "MemberDescription",
+                                    "OffsetAndMetadata"),
+    "pybroker.client.log_io": ("FetchedPartition", "FetchPosition", "fetch", "produce_batch"),
+    "pybroker.client.producer": ("DeliveryFuture", "Producer", "RecordMetadata"),
+    "pybroker.client.transaction_admin": ("AbortTransactionSpec", "ProducerState",
+                                          "TransactionDescription", "TransactionListing"),
+}
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # once: later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))
+
+
+if TYPE_CHECKING:  # what type checkers and readers see; not run
+    from protocol.errors import ErrorCode, KafkaError
+    from pybroker.client.admin import (
+        Admin, AlterConfigOp, AlterOpType, ConfigEntry, ConfigResource, ConfigSource,
+        ListOffsetsResult, NewTopic, OffsetSpec, ResourceType,
+    )
+    from pybroker.client.client import KafkaClient, open_client
+    from pybroker.client.cluster import (
+        BrokerNode, PartitionMetadata, TopicMetadata, TopicPartition,
+    )
+    from pybroker.client.connection import BrokerConnection
+    from pybroker.client.consumer import Consumer, ConsumerRecord
+    from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
+    from pybroker.client.group_admin import (
+        GroupDescription, GroupListing, MemberDescription, OffsetAndMetadata,
+    )
+    from pybroker.client.log_io import FetchedPartition, FetchPosition, fetch, produce_batch
+    from pybroker.client.producer import DeliveryFuture, Producer, RecordMetadata
+    from pybroker.client.transaction_admin import (
+        AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing,
+    )
 
 __all__ = [
     "ErrorCode", "KafkaError", "KafkaConnectionError", "KafkaTimeoutError",

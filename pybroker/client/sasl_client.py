@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Protocol
 
-import scramp
 from construct import Container
 
 from protocol.api_keys import ApiKey
@@ -60,6 +59,11 @@ class _Plain(_Exchange):
 
 class _Scram(_Exchange):
     def __init__(self, creds: SaslCredentials) -> None:
+        # scramp (and the asn1crypto it pulls in) only once a SCRAM login happens: the
+        # broker imports this module for its inter-broker connections, and its start should
+        # not pay ~10 ms for a mechanism most deployments never use.
+        import scramp
+        self._scramp = scramp
         self._client = scramp.ScramClient([creds.mechanism], creds.username, creds.password)
         self._final_sent = False
 
@@ -73,7 +77,7 @@ class _Scram(_Exchange):
                 self._final_sent = True
                 return self._client.get_client_final().encode()
             self._client.set_server_final(challenge.decode())
-        except (scramp.ScramException, UnicodeDecodeError) as exc:
+        except (self._scramp.ScramException, UnicodeDecodeError) as exc:
             raise KafkaError(ErrorCode.SASL_AUTHENTICATION_FAILED,
                              f"Authentication failed: the broker's SCRAM answer is not valid "
                              f"({exc})") from None

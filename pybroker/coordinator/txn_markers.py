@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -30,13 +30,15 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.topics import GROUP_METADATA_TOPIC
 from protocol.topic_partition import TopicPartition
-from pybroker.client.connection import BrokerConnection
-from pybroker.client.security import ClientSecurity
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
 from pybroker.cluster.metadata import MetadataStore
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.txn_state import MarkerJob
 from pybroker.replica_manager import AppendResult, ReplicaManager
+
+if TYPE_CHECKING:
+    from pybroker.client.connection import BrokerConnection
+    from pybroker.client.security import ClientSecurity
 
 __all__ = ["MarkerWriter"]
 
@@ -163,6 +165,9 @@ class MarkerWriter:
             conn = self._connections.get(node)
             if conn is not None and not conn.closed:
                 return conn
+            # The client's connection code only once a marker goes to another broker: a
+            # single broker writes its markers locally and never loads it (issue #15 §3).
+            from pybroker.client.connection import BrokerConnection
             conn = await BrokerConnection.open(
                 endpoint[0], endpoint[1], nursery=self._nursery,
                 client_id=f"broker-{self.node_id}-txn-marker-sender", security=self.security)

@@ -18,7 +18,6 @@ from pybroker.client_quota_manager import ClientQuotas
 from pybroker.request_quota import RequestQuota
 from pybroker.cluster.metadata import MetadataStore, MetadataImage
 from pybroker.config import BrokerConfig
-from pybroker.controller.controller import Controller
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIds
 from pybroker.coordinator.txn_coordinator import TransactionCoordinator
@@ -31,8 +30,9 @@ from pybroker.session import Session
 from pybroker.storage.log_manager import LogManager
 from pybroker.topic_admin import TopicAdmin
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the controller only in a cluster's annotations: not imported at start
     from protocol.headers import RequestHeader
+    from pybroker.controller.controller import Controller
     from pybroker.request_hooks import RequestHooks
 
 

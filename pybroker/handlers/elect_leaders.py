@@ -18,7 +18,6 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.controller.controller import ControllerFenced
 from pybroker.handlers.authz import CLUSTER, Op, require
 from pybroker.handlers.base import Handler, RequestContext
 
@@ -40,6 +39,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         results = {tp: (ErrorCode.NOT_CONTROLLER, None)
                    for tp in (wanted if wanted is not None else _all_partitions(ctx))}
     else:
+        # Imported here: only a cluster member has a controller, and a single broker's
+        # start does not load the controller's code (issue #15 §3).
+        from pybroker.controller.controller import ControllerFenced
         election_type = int(getattr(request, "election_type", 0) or 0)
         try:
             results = await controller.elect_leaders(election_type, wanted)

@@ -52,9 +52,11 @@ Workloads (names for --workloads):
 - start: pybroker's start-to-listening with 1,000 partitions on disk (median of 3 restarts,
   bench_broker.bench_many_partitions). The peer has nothing on disk to load; its start time
   (Popen to accepting connections) is shown for reference.
-- partitions: pybroker alone with 1,000 / 10,000 / 50,000 partitions (--partition-counts;
+- partitions: pybroker with 1,000 / 10,000 / 50,000 partitions (--partition-counts;
   --quick stops at 10,000): create, one record each, RSS, clean stop, start, kill -9 and
-  start again (bench_partitions). Once per count, not per round.
+  start again (bench_partitions). Once per count, not per round. With `--peers` naming
+  kafka, Apache Kafka runs the same steps (bench_partitions_kafka; its starts are timed to
+  the topic served again), pybroker and Kafka in turn.
 - cluster: three pybroker brokers (config/cluster) on a real ZooKeeper against one broker
   (config/server.properties), in a table of its own (bench_cluster): failover time after
   kill -9 and after SIGTERM of a partition's leader (median and max of --rounds runs, default
@@ -65,7 +67,9 @@ Workloads (names for --workloads):
   the same load, the two clusters alternating, medians of --rounds rounds (default 3; the
   load runs once without Kafka), with ratios /kafka: `bin/pybroker-bench --peers kafka
   --workloads cluster`. Not in the default set of workloads: it needs Debian's zookeeper.
-Idle RSS (2 s after start) is always measured.
+Idle RSS (2 s after start) is always measured, and so is the start to listening with an empty
+log dir: pybroker's the median of 5 fresh starts before the peers run (its modules are
+byte-compiled first, as an installed wheel's are), each peer's its one start.
 
 `--profile DIR` records pybroker with py-spy during each workload (bench_broker.Profiler).
 """
@@ -100,6 +104,7 @@ from tests.bench.bench_cluster import (  # noqa: E402
 )
 from tests.bench.bench_partitions import (  # noqa: E402
     COUNTS as PARTITION_COUNTS, QUICK_COUNTS as QUICK_PARTITION_COUNTS, bench_partitions,
+    bench_partitions_kafka,
 )
 from tests.bench.kafka_perf import perf_consume, perf_produce  # noqa: E402
 from tests.helpers import BrokerProcess  # noqa: E402
@@ -576,22 +581,53 @@ def partitions_metrics(n: int) -> dict[str, Metric]:
     }
 
 
-def run_partitions(results: Results, tmp: Path, counts: Iterable[int]) -> None:
-    for n in counts:
-        settle()
-        with _stderr_silenced():  # the producer's retries of the stopped broker are loud
-            r = bench_partitions(tmp / f"partitions-{n}", n)
-        m = partitions_metrics(n)
-        for key, value in (("create", r.create_s), ("produce", r.produce_s),
-                           ("missing", n - r.delivered), ("rss", r.rss_mb),
-                           ("per", r.rss_per_partition_kb), ("stop", r.clean_stop_s),
-                           ("start", r.start_after_clean_s), ("kill", r.start_after_kill_s)):
-            results.add(m[key], "pybroker", value)
-        _progress("pybroker", f"partitions {n}",
-                  f"create {r.create_s:.2f}s produce {r.produce_s:.2f}s "
-                  f"RSS {r.rss_mb:.0f} MB ({r.rss_per_partition_kb:.2f} KB/partition) "
-                  f"stop {r.clean_stop_s:.2f}s start {r.start_after_clean_s:.2f}s "
-                  f"after kill -9 {r.start_after_kill_s:.2f}s")
+def run_partitions(results: Results, tmp: Path, counts: Iterable[int],
+                   kafka: bool = False) -> None:
+    """pybroker alone, or (with `kafka`) pybroker and Apache Kafka in turn for each count,
+    the first alternating from count to count."""
+    runners = [("pybroker", bench_partitions)]
+    if kafka:
+        runners.append((KafkaPeer.name, bench_partitions_kafka))
+    for i, n in enumerate(counts):
+        for name, bench in runners[i % len(runners):] + runners[:i % len(runners)]:
+            settle()
+            with _stderr_silenced():  # the producer's retries of the stopped broker are loud
+                r = bench(tmp / f"partitions-{name}-{n}", n)
+            m = partitions_metrics(n)
+            for key, value in (("create", r.create_s), ("produce", r.produce_s),
+                               ("missing", n - r.delivered), ("rss", r.rss_mb),
+                               ("per", r.rss_per_partition_kb), ("stop", r.clean_stop_s),
+                               ("start", r.start_after_clean_s),
+                               ("kill", r.start_after_kill_s)):
+                results.add(m[key], name, value)
+            _progress(name, f"partitions {n}",
+                      f"create {r.create_s:.2f}s produce {r.produce_s:.2f}s "
+                      f"RSS {r.rss_mb:.0f} MB ({r.rss_per_partition_kb:.2f} KB/partition) "
+                      f"stop {r.clean_stop_s:.2f}s start {r.start_after_clean_s:.2f}s "
+                      f"after kill -9 {r.start_after_kill_s:.2f}s")
+
+
+EMPTY_STARTS = 5
+
+
+def byte_compile() -> None:
+    """pybroker's modules compiled to bytecode before its first start, as pip does when it
+    installs the wheel. A shell with PYTHONDONTWRITEBYTECODE set (which the brokers inherit)
+    would otherwise have every start compile ~300 modules from source: about as long again
+    as the start itself, and not what an installed broker pays."""
+    import compileall
+    for package in ("pybroker", "protocol"):
+        compileall.compile_dir(str(ROOT / package), quiet=2)
+
+
+def empty_start_ms(tmp: Path, runs: int = EMPTY_STARTS) -> list[float]:
+    """pybroker's start to listening on an empty log dir, `runs` times (each a fresh dir)."""
+    times = []
+    for i in range(runs):
+        b = PyBroker(tmp / f"empty-{i}").start()
+        times.append(b.start_seconds * 1000)
+        b.stop()
+    return times
 
 
 def settle() -> None:
@@ -755,6 +791,11 @@ def measure(plan: Plan, profile_dir: Path | None = None,
     if "throughput" in plan.workloads and "kafka-perf" in plan.loadgens:
         kafka_tools.classpath()  # Maven fetches the jars now, not inside a timed run
     try:
+        byte_compile()
+        if plan.idle_rss:  # before the peers run: the median of several fresh starts
+            starts = empty_start_ms(tmp)
+            results.add(START_EMPTY, "pybroker", statistics.median(starts))
+            _progress("pybroker", "start, empty", " ".join(f"{t:.0f}" for t in starts) + " ms")
         mine = PyBroker(tmp / "logs").start()
         started.append(mine)
         for name in peers:
@@ -763,7 +804,8 @@ def measure(plan: Plan, profile_dir: Path | None = None,
             time.sleep(2)
             for b in started:
                 results.add(IDLE_RSS, b.name, status_kb(b.pid, "VmRSS") / 1024)
-                results.add(START_EMPTY, b.name, b.start_seconds * 1000)
+                if b is not mine:
+                    results.add(START_EMPTY, b.name, b.start_seconds * 1000)
         for rnd in range(plan.rounds):
             shift = rnd % len(started)  # each broker goes first in turn
             order = started[shift:] + started[:shift]
@@ -793,10 +835,23 @@ def measure(plan: Plan, profile_dir: Path | None = None,
             results.add(START_MANY, "pybroker", start_s * 1000)
             results.add(RSS_MANY, "pybroker", rss)
         if "partitions" in plan.workloads:
-            run_partitions(results, tmp, plan.partition_counts)
+            run_partitions(results, tmp, plan.partition_counts,
+                           kafka=KafkaPeer.name in peers)
         results.notes.extend(PEER_NOTES[p] for p in peers)
         if "throughput" in plan.workloads and "kafka-perf" in plan.loadgens:
             results.notes.append(KAFKA_PERF_NOTE)
+        if plan.idle_rss:
+            results.notes.append(
+                f"Start to listening, empty: pybroker's median of {EMPTY_STARTS} fresh starts, "
+                "Popen to its 'listening on' line (logs loaded), its modules byte-compiled as "
+                "an installed wheel's are; a peer's one start, Popen to answering ApiVersions "
+                "(Kafka's storage format before it not counted).")
+        if "partitions" in plan.workloads and KafkaPeer.name in peers:
+            results.notes.append(
+                "Partitions: Apache Kafka's starts are timed from the JVM's launch to a "
+                "Metadata answer in which every partition of the topic has a leader; "
+                "pybroker's to its 'listening on' line, which it logs once every log is "
+                "loaded. Its 'create topic' includes the wait for those leaders.")
         results.notes.append(
             f"Medians of {plan.rounds} round(s); ratio = pybroker / peer (for CPU, RSS and "
             f"times lower is better). {os.cpu_count()} CPUs shared by the brokers (all "

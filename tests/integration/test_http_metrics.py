@@ -217,14 +217,23 @@ def test_readiness_waits_for_recovery_serving_and_registration() -> None:
     assert ops("GET", "/metrics").status == 503
     registered = False
     from prometheus_client.registry import CollectorRegistry
-    ops.broker_built(CollectorRegistry(), lambda: registered)
+    built: list[CollectorRegistry] = []  # the registry is built at the first scrape, once
+
+    def registry() -> CollectorRegistry:
+        if not built:
+            built.append(CollectorRegistry())
+        return built[0]
+
+    ops.broker_built(registry, lambda: registered)
     assert ops("GET", "/readyz").body == b"not ready: Kafka listeners are not serving yet\n"
     ops.serving()
     assert ops("GET", "/readyz").status == 503
     assert b"not registered" in ops("GET", "/readyz").body
     registered = True
     assert ops("GET", "/readyz").status == 200
+    assert not built
     assert ops("GET", "/metrics").status == 200
+    assert len(built) == 1
 
 
 def test_http_listeners_are_validated() -> None:

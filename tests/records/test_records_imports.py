@@ -18,7 +18,7 @@ def test_records_does_not_import_trio_or_the_broker() -> None:
     assert not {"trio", "asyncio", "pybroker"} & loaded
 
 
-def test_batch_module_imports_only_struct_crc32c_and_the_types_leaf() -> None:
+def test_batch_module_imports_only_struct_the_checksum_and_the_types_leaf() -> None:
     """The hot path never loads record or codec code, at module level or lazily: `record`
     and `compression` import `batch`, never the other way round (no import cycle)."""
     tree = ast.parse(Path(protocol.records.batch.__file__).read_text())
@@ -26,7 +26,25 @@ def test_batch_module_imports_only_struct_crc32c_and_the_types_leaf() -> None:
     for node in ast.walk(tree):  # lazy imports inside functions count too
         if isinstance(node, ast.Import):
             imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module == "protocol.records":
+            imported |= {f"protocol.records.{alias.name}" for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module)
     assert imported <= {"__future__", "struct", "collections.abc", "dataclasses", "typing",
-                        "crc32c", "protocol.records.types"}
+                        "protocol.records.checksum", "protocol.records.types"}
+
+
+def test_crc32c_is_loaded_at_the_first_checksum_not_at_import() -> None:
+    """The crc32c package reads its distribution's metadata when imported (~15 ms of a
+    broker's start): it loads at the first checksum, and from then on the C function is
+    called directly."""
+    code = ("import sys, protocol.records.batch, pybroker.storage.producer_state\n"
+            "from protocol.records import checksum\n"
+            "print('crc32c' in sys.modules, 'importlib.metadata' in sys.modules)\n"
+            "first = checksum.crc32c(b'123456789')\n"
+            "import crc32c\n"
+            "print(hex(first), hex(checksum.crc32c(b'123456789')),"
+            " checksum.crc32c is crc32c.crc32c)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.split() == ["False", "False", "0xe3069283", "0xe3069283", "True"]
