@@ -315,14 +315,17 @@ class Throughput:
 def bench_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: int,
                   count: int, acks: str | int = 1, replication: int = 1,
                   cpu_pids: tuple[int, ...] = (),
-                  client: Mapping[str, object] | None = None) -> Throughput:
+                  client: Mapping[str, object] | None = None,
+                  create: bool = True) -> Throughput:
     """Produce `count` records round-robin over the partitions and wait for every ack.
     Delivery is checked by delivery reports (errors only, so the client pays nothing per
     record), not by the topic's high watermark: the peer's ListOffsets(latest) lags a batch
     behind what it stores. `cpu_pids`: the brokers whose CPU time and peak RSS are summed
     (default: `pid` alone). `client`: the client's security settings
-    (security.protocol, ssl.ca.location, ...)."""
-    create_topic(bootstrap, topic, partitions, replication, client)
+    (security.protocol, ssl.ca.location, ...). `create=False`: the caller made the topic
+    (and waited until it is ready)."""
+    if create:
+        create_topic(bootstrap, topic, partitions, replication, client)
     pids = cpu_pids or (pid,)
     failed: list[str] = []
 
@@ -360,14 +363,16 @@ def bench_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: i
 
 def bench_consume(bootstrap: str, pid: int, topic: str, partitions: int, size: int,
                   count: int, client: Mapping[str, object] | None = None,
-                  cpu_pids: tuple[int, ...] = ()) -> Throughput:
+                  cpu_pids: tuple[int, ...] = (), stall_seconds: float = 30) -> Throughput:
     """Read `count` records from the beginning. The clock starts at the first records received,
     which are not counted: librdkafka takes ~0.5 s after assign() before its first fetch
     (group coordinator lookup, ListOffsets), a client start-up cost, not the broker's. Each
     `consume()` asks for no more than the records still due: librdkafka's consume(n, timeout)
     waits out its whole timeout when fewer than n records are left, which would add up to
     0.5 s to every run and flatten the comparison. `cpu_pids`: the brokers whose CPU time and
-    peak RSS are summed (default: `pid` alone; a cluster's followers fetch meanwhile)."""
+    peak RSS are summed (default: `pid` alone; a cluster's followers fetch meanwhile).
+    RuntimeError after `stall_seconds` without a record (Kafka with 10,000 partitions kept a
+    consumer waiting 38 s for its last 13 partitions)."""
     pids = cpu_pids or (pid,)
     # librdkafka stops fetching a partition for fetch.queue.backoff.ms (default 1 s) whenever
     # its local queue passes queued.min.messages (100,000): a client-side pause, not the broker's.
@@ -377,8 +382,8 @@ def bench_consume(bootstrap: str, pid: int, topic: str, partitions: int, size: i
     while not got:  # a small first batch, so that most of `count` is left to time
         got = sum(1 for m in c.consume(min(1_000, max(1, count // 10)), 0.5)
                   if not m.error())
-        if time.monotonic() - last > 30:
-            raise RuntimeError(f"{topic}: consumer got nothing in 30 s")
+        if time.monotonic() - last > stall_seconds:
+            raise RuntimeError(f"{topic}: consumer got nothing in {stall_seconds:g} s")
     first = got
     for each in pids:
         reset_peak_rss(each)
@@ -388,8 +393,9 @@ def bench_consume(bootstrap: str, pid: int, topic: str, partitions: int, size: i
         if msgs:
             got += sum(1 for m in msgs if not m.error())
             last = time.monotonic()
-        elif time.monotonic() - last > 30:
-            raise RuntimeError(f"{topic}: consumer stalled at {got}/{count}")
+        elif time.monotonic() - last > stall_seconds:
+            raise RuntimeError(f"{topic}: consumer stalled at {got}/{count} for "
+                               f"{stall_seconds:g} s")
     elapsed = time.perf_counter() - t0
     cpu, ccpu = sum(map(cpu_seconds, pids)) - cpu0, client_cpu() - ccpu0
     hwm = sum(status_kb(each, "VmHWM") for each in pids)

