@@ -9,10 +9,11 @@ from protocol.acl_operations import AclOperation
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from pybroker.acl.model import (
-    CLUSTER_NAME, AclBinding, AclPermission, PatternType, ResourceType, operation_from_name,
+    CLUSTER_NAME, SUPPORTED_OPERATIONS, AclBinding, AclPermission, PatternType, ResourceType,
+    operation_from_name,
 )
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, connect, err, load_properties, out, parse_argv, run,
+    ArgumentParser, ToolError, UsageError, connect, err, load_properties, out, parse_argv, run,
 )
 
 PROG = "kafka-acls"
@@ -62,6 +63,26 @@ def _operations(args: argparse.Namespace, rtype: ResourceType) -> list[AclOperat
         return [operation_from_name(o) for o in args.operation] or [_O.ALL]
     except ValueError as exc:
         raise ToolError(str(exc)) from None
+
+
+def _check_operations(args: argparse.Namespace) -> None:
+    """An operation the resource type has no use for is a usage error before anything is
+    sent, as Kafka's AclCommand says it (its list in a set's order, ours in Kafka's enum's)."""
+    for rtype, _ in _resources(args):
+        valid = SUPPORTED_OPERATIONS[rtype] | {_O.ALL}
+        if set(_operations(args, rtype)) - valid:
+            names = ", ".join(op.name for op in sorted(valid))
+            raise UsageError(f"ResourceType {rtype.name} only supports operations [{names}]")
+
+
+def _confirm(args: argparse.Namespace, question: str) -> bool:
+    """--force, or a "y" typed on stdin after the question (Kafka's confirmAction; Kafka 4.1
+    reads the terminal and fails without one, we read stdin so a script can pipe its answer)."""
+    if args.force:
+        return True
+    out(question)
+    answer = sys.stdin.readline()
+    return answer.strip().lower() == "y"
 
 
 def _bindings(args: argparse.Namespace, pattern: PatternType) -> list[AclBinding]:
@@ -151,30 +172,36 @@ async def _main(args: argparse.Namespace) -> int:
                 if r.error_code:
                     raise KafkaError(r.error_code, r.error_message)
         elif args.remove:
-            if not args.force:
-                raise ToolError("Removing ACLs needs --force here (no interactive prompt).")
-            filters = []
             for rtype, name in _resources(args):
-                entries = _bindings(args, pattern) if (args.allow_principal
-                                                       or args.deny_principal) else None
-                if entries is None:
-                    filters.append({"resource_type_filter": int(rtype),
-                                    "resource_name_filter": name, "pattern_type_filter": int(pattern),
-                                    "principal_filter": None, "host_filter": None,
-                                    "operation": int(_O.ANY),
-                                    "permission_type": int(AclPermission.ANY)})
+                key = (int(rtype), name, int(pattern))
+                filter_text = _pattern_text(*key)
+                if args.allow_principal or args.deny_principal:
+                    mine = [b for b in _bindings(args, pattern)
+                            if (b.resource_type, b.resource_name) == (rtype, name)]
+                    entries = "\n".join("\t" + _entry_text(b.principal, b.host, b.operation,
+                                                            b.permission) for b in mine)
+                    if not _confirm(args, f"Are you sure you want to remove ACLs: \n {entries}"
+                                          f"\n from resource filter `{filter_text}`? (y/n)"):
+                        continue
+                    filters = [{"resource_type_filter": int(b.resource_type),
+                                "resource_name_filter": b.resource_name,
+                                "pattern_type_filter": int(pattern),
+                                "principal_filter": b.principal, "host_filter": b.host,
+                                "operation": int(b.operation),
+                                "permission_type": int(b.permission)} for b in mine]
                 else:
-                    filters += [{"resource_type_filter": int(b.resource_type),
-                                 "resource_name_filter": b.resource_name,
-                                 "pattern_type_filter": int(pattern),
-                                 "principal_filter": b.principal, "host_filter": b.host,
-                                 "operation": int(b.operation),
-                                 "permission_type": int(b.permission)}
-                                for b in entries if (b.resource_type, b.resource_name) == (rtype, name)]
-            answer = await client.request(ApiKey.DELETE_ACLS, {"filters": filters})
-            for r in answer.filter_results:
-                if r.error_code:
-                    raise KafkaError(r.error_code, r.error_message)
+                    if not _confirm(args, "Are you sure you want to delete all ACLs for "
+                                          f"resource filter `{filter_text}`? (y/n)"):
+                        continue
+                    filters = [{"resource_type_filter": int(rtype),
+                                "resource_name_filter": name, "pattern_type_filter": int(pattern),
+                                "principal_filter": None, "host_filter": None,
+                                "operation": int(_O.ANY),
+                                "permission_type": int(AclPermission.ANY)}]
+                answer = await client.request(ApiKey.DELETE_ACLS, {"filters": filters})
+                for r in answer.filter_results:
+                    if r.error_code:
+                        raise KafkaError(r.error_code, r.error_message)
         else:
             found = []
             for rtype, name in _resources(args):
@@ -199,6 +226,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sum((args.add, args.remove, args.list)) != 1:
         err("Command must include exactly one action: --list, --add, --remove.")
         return 1
+    if args.add or args.remove:
+        try:
+            _check_operations(args)
+        except ToolError as exc:
+            err(str(exc))
+            return exc.exit_code
     try:
         return run(_main, args)
     except KafkaError as exc:

@@ -186,6 +186,42 @@ def test_kafka_acls_round_trip(capsys):
         assert "operation=CREATE" in capsys.readouterr().out
 
 
+
+def test_kafka_acls_asks_before_removing_and_refuses_an_operation_the_type_lacks(
+        monkeypatch, capsys):
+    """Without --force, --remove asks Kafka 4.1's question (its text as its AclCommand prints
+    it) and removes only on "y" (read from stdin: Kafka's reads the terminal); --operation
+    Write on a group is a usage error before anything is sent."""
+    import io
+
+    from pybroker.tools.acls import main
+    with Broker(authorizer_class_name=AUTHORIZER, super_users=PRINCIPAL) as b:
+        base = ["--bootstrap-server", b.bootstrap]
+        grant = ["--allow-principal", "User:alice", "--operation", "Read", "--topic", "t"]
+        assert main(base + ["--add", *grant]) == 0
+        capsys.readouterr()
+        monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+        assert main(base + ["--remove", *grant]) == 0
+        assert capsys.readouterr().out == (
+            "Are you sure you want to remove ACLs: \n \t(principal=User:alice, host=*, "
+            "operation=READ, permissionType=ALLOW)\n from resource filter "
+            "`ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)`? (y/n)\n")
+        assert main(base + ["--list", "--topic", "t"]) == 0
+        assert "operation=READ" in capsys.readouterr().out  # kept
+        monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+        assert main(base + ["--remove", "--topic", "t"]) == 0
+        assert capsys.readouterr().out == (
+            "Are you sure you want to delete all ACLs for resource filter "
+            "`ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)`? (y/n)\n")
+        assert main(base + ["--list", "--topic", "t"]) == 0
+        assert capsys.readouterr().out == ""
+        assert main(base + ["--add", "--allow-principal", "User:alice", "--operation", "Write",
+                            "--group", "g"]) == 1
+        printed = capsys.readouterr()
+        assert printed.out == ""
+        assert printed.err.startswith("ResourceType GROUP only supports operations [")
+        assert "READ" in printed.err and "WRITE" not in printed.err
+
 # -- the same scenario through kafka-python and aiokafka: Kafka's errors as each surfaces them --
 
 def _kafka_python_consume(broker: Broker, topic: str, group: str) -> object:
