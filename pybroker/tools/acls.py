@@ -7,13 +7,13 @@ from collections.abc import Sequence
 
 from protocol.acl_operations import AclOperation
 from protocol.api_keys import ApiKey
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import KafkaError
 from pybroker.acl.model import (
     CLUSTER_NAME, SUPPORTED_OPERATIONS, AclBinding, AclPermission, PatternType, ResourceType,
     operation_from_name,
 )
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, UsageError, connect, err, load_properties, out, parse_argv, run,
+    ArgumentParser, ToolError, UsageError, connect, load_properties, out, tool_main,
 )
 
 PROG = "kafka-acls"
@@ -216,27 +216,16 @@ async def _main(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_argv(build_parser(), argv)
-    if isinstance(args, int):
-        return args
-    if not args.bootstrap_server:
-        err('Missing required argument "[bootstrap-server]"')
-        return 1
+def check_args(args: argparse.Namespace) -> None:
     if sum((args.add, args.remove, args.list)) != 1:
-        err("Command must include exactly one action: --list, --add, --remove.")
-        return 1
+        raise UsageError("Command must include exactly one action: --list, --add, --remove.")
     if args.add or args.remove:
-        try:
-            _check_operations(args)
-        except ToolError as exc:
-            err(str(exc))
-            return exc.exit_code
-    try:
-        return run(_main, args)
-    except KafkaError as exc:
-        err(f"Error: {exc.code.name}: {exc.message or ErrorCode(exc.code).name}")
-        return 1
+        _check_operations(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return tool_main(build_parser(), argv, _main, required=("bootstrap_server",),
+                     check=check_args)
 
 
 if __name__ == "__main__":

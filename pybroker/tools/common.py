@@ -1,21 +1,24 @@
 """What every tool shares: Kafka-style flags, properties files, running, and error reporting.
 
-A tool is `main(argv) -> int`: parse flags with `ArgumentParser` (Kafka's flag names; a bad
-flag is one line on stderr and exit code 1, as Kafka's tools exit), then `run()` its async body
-under trio. `run()` is where failures become sentences: an unreachable broker, a timeout, a
-Kafka error code or a `ToolError` print one line (with the tool's own prefix, e.g. kafka-topics'
-"Error while executing topic command : ") and return 1 -- never a traceback. Ctrl-C and SIGTERM
-end a tool through `stop_on_signals`, so it can clean up and report before exiting 130.
+A tool is `main(argv) -> int`, written as `tool_main(parser, argv, body, ...)`: parse flags
+with `ArgumentParser` (Kafka's flag names; a bad flag is one line on stderr and exit code 1, as
+Kafka's tools exit), refuse missing or conflicting flags before connecting, then `run()` its
+async body under trio. `run()` is where failures become sentences: an unreachable broker, a
+timeout, a Kafka error code or a `ToolError` print one line (with the tool's own prefix, e.g.
+kafka-topics' "Error while executing topic command : ") and return 1 -- never a traceback.
+Ctrl-C and SIGTERM end a tool through `stop_on_signals`, so it can clean up and report before
+exiting 130.
 """
 from __future__ import annotations
 
 import argparse
+import inspect
 import re
 import signal
 import sys
 import threading
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable, NoReturn, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, NoReturn, Sequence, Union
 
 import trio
 
@@ -30,7 +33,8 @@ from pybroker.client.security import SecurityConfigError, client_security
 
 __all__ = ["ToolError", "UsageError", "ArgumentParser", "run", "out", "err",
            "load_properties", "parse_key_values", "connect", "stop_on_signals",
-           "INTERRUPTED", "split_list", "parse_argv", "include_list", "pretty_table"]
+           "INTERRUPTED", "split_list", "parse_argv", "include_list", "pretty_table",
+           "tool_main", "require"]
 
 INTERRUPTED = 130  # what a shell reports for a command ended by SIGINT
 
@@ -267,3 +271,49 @@ def parse_argv(parser: ArgumentParser, argv: Sequence[str] | None) -> argparse.N
         return exc.exit_code
     except SystemExit as exc:  # --help
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+
+
+Flag = Union[str, Sequence[str]]
+"""A required flag by its argparse dest (`bootstrap_server`), or a tuple of alternatives any one
+of which will do (`("bootstrap_server", "broker_list")`, named after the first)."""
+
+
+def _given(value: Any) -> bool:
+    # Numbers count even when 0 (`--messages 0`); an empty string or list does not.
+    return value is not None and value is not False and value != "" and value != []
+
+
+def require(args: argparse.Namespace, *flags: Flag) -> None:
+    """Kafka's 'Missing required argument' for the first of `flags` not given, in order."""
+    for flag in flags:
+        names = (flag,) if isinstance(flag, str) else tuple(flag)
+        if not any(_given(getattr(args, name)) for name in names):
+            raise UsageError(f'Missing required argument "[{names[0].replace("_", "-")}]"')
+
+
+def tool_main(parser: ArgumentParser, argv: Sequence[str] | None,
+              body: Callable[..., Awaitable[int | None] | int], *,
+              required: Sequence[Flag] = (),
+              check: Callable[[argparse.Namespace], Any] | None = None,
+              error_prefix: str = "Error: ") -> int:
+    """Every tool's `main`: parse, refuse a bad command line before connecting, run `body`.
+
+    The refusals come in Kafka's order: `required` flags first, then the tool's own
+    `check(args)`; either reports its `ToolError` bare (no `error_prefix`: these are usage
+    messages) and exits with its code. What `check` returns, unless None, is passed to `body`
+    after `args` (the action it chose). An async `body` runs under `run()`; a plain function
+    (a tool that reads files, not brokers) is called as it is.
+    """
+    args = parse_argv(parser, argv)
+    if isinstance(args, int):
+        return args
+    try:
+        require(args, *required)
+        chosen = check(args) if check is not None else None
+    except ToolError as exc:
+        err(str(exc))
+        return exc.exit_code
+    extra = () if chosen is None else (chosen,)
+    if not inspect.iscoroutinefunction(body):
+        return int(body(args, *extra) or 0)
+    return run(body, args, *extra, error_prefix=error_prefix)

@@ -27,8 +27,8 @@ from pybroker.client.admin import (
 )
 from pybroker.tools.configs_scram import alter_scram, describe_scram, is_scram_key
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, UsageError, connect, err, load_properties, out, parse_argv, run,
-    split_list,
+    ArgumentParser, ToolError, UsageError, connect, err, load_properties, out, split_list,
+    tool_main,
 )
 
 PROG = "kafka-configs"
@@ -346,22 +346,20 @@ async def _main(args: argparse.Namespace) -> int:
         return await describe(admin, kind, name, args.all)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_argv(build_parser(), argv)
-    if isinstance(args, int):
-        return args
+def check_args(args: argparse.Namespace) -> None:
     if args.alter == args.describe:
-        err("Command must include exactly one action: --describe, --alter")
-        return 1
+        raise UsageError("Command must include exactly one action: --describe, --alter")
     if args.bootstrap_controller and not args.bootstrap_server:
-        err("--bootstrap-controller is not supported: pybroker has no KRaft controllers; "
-            "use --bootstrap-server")
-        return 1
+        raise UsageError("--bootstrap-controller is not supported: pybroker has no KRaft "
+                         "controllers; use --bootstrap-server")
     if not args.bootstrap_server:
-        err("One of the required --bootstrap-server or --bootstrap-controller arguments must "
-            "be specified")
-        return 1
-    return run(_main, args, error_prefix="Error while executing config command: ")
+        raise UsageError("One of the required --bootstrap-server or --bootstrap-controller "
+                         "arguments must be specified")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return tool_main(build_parser(), argv, _main, check=check_args,
+                     error_prefix="Error while executing config command: ")
 
 
 if __name__ == "__main__":

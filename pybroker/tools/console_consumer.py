@@ -37,7 +37,7 @@ from pybroker.tools import zk_admin
 from pybroker.tools.client_config import consumer_options
 from pybroker.tools.common import (
     INTERRUPTED, ArgumentParser, ToolError, UsageError, connect, err, load_properties,
-    parse_argv, parse_key_values, run, stop_on_signals, subscribe_or_assign,
+    parse_key_values, stop_on_signals, subscribe_or_assign, tool_main,
 )
 
 PROG = "kafka-console-consumer"
@@ -297,20 +297,16 @@ def _brokers_of(zookeeper: str) -> str:
     return servers
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_argv(build_parser(), argv)
-    if isinstance(args, int):
-        return args
-    try:
-        check_args(args)
-    except UsageError as exc:
-        err(str(exc))
-        return exc.exit_code
+def _check_and_warn(args: argparse.Namespace) -> None:
+    check_args(args)
     if args.zookeeper:
         err("Using the ConsoleConsumer with old consumer is deprecated and will be removed in "
             "a future major release. Consider using the new consumer by passing "
             "[bootstrap-server] instead of [zookeeper].")
-    return run(_main, args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return tool_main(build_parser(), argv, _main, check=_check_and_warn)
 
 
 if __name__ == "__main__":

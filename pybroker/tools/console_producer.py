@@ -30,7 +30,7 @@ from pybroker.client.producer import DeliveryFuture, Producer, parse_acks, parse
 from pybroker.tools.client_config import idempotence, producer_options
 from pybroker.tools.common import (
     INTERRUPTED, ArgumentParser, ToolError, UsageError, connect, err, load_properties,
-    parse_argv, parse_key_values, run, stop_on_signals,
+    parse_key_values, stop_on_signals, tool_main,
 )
 
 PROG = "kafka-console-producer"
@@ -282,16 +282,8 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_argv(build_parser(), argv)
-    if isinstance(args, int):
-        return args
-    if not (args.bootstrap_server or args.broker_list):
-        err('Missing required argument "[bootstrap-server]"')
-        return 1
-    if not args.topic:
-        err('Missing required argument "[topic]"')
-        return 1
-    return run(_main, args)
+    return tool_main(build_parser(), argv, _main,
+                     required=(("bootstrap_server", "broker_list"), "topic"))
 
 
 if __name__ == "__main__":

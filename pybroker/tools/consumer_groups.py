@@ -20,7 +20,7 @@ from pybroker.client.cluster import TopicPartition
 from pybroker.client.errors import error_message
 from pybroker.client.group_admin import GroupDescription
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, UsageError, connect, err, load_properties, out, parse_argv, run,
+    ArgumentParser, ToolError, UsageError, connect, err, load_properties, out, tool_main,
 )
 from pybroker.tools.group_reset import SCENARIOS, partitions_to_reset, plan, read_plan_file
 
@@ -410,16 +410,8 @@ async def _main(args: argparse.Namespace, action: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_argv(build_parser(), argv)
-    if isinstance(args, int):
-        return args
-    try:
-        action = check_args(args)
-    except UsageError as exc:
-        err(str(exc))
-        return exc.exit_code
-    return run(_main, args, action,
-               error_prefix="Error: Executing consumer group command failed due to ")
+    return tool_main(build_parser(), argv, _main, check=check_args,
+                     error_prefix="Error: Executing consumer group command failed due to ")
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ import trio
 from pybroker.client.consumer import Consumer
 from pybroker.tools.client_config import consumer_options
 from pybroker.tools.common import (
-    INTERRUPTED, ArgumentParser, connect, err, load_properties, out, parse_argv,
-    parse_key_values, run, stop_on_signals, subscribe_or_assign,
+    INTERRUPTED, ArgumentParser, UsageError, connect, load_properties, out, parse_key_values,
+    require, stop_on_signals, subscribe_or_assign, tool_main,
 )
 
 PROG = "kafka-consumer-perf-test"
@@ -174,20 +174,15 @@ def _progress(args: argparse.Namespace, bytes_read: int, last_bytes: int, messag
     sys.stdout.flush()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_argv(build_parser(), argv)
-    if isinstance(args, int):
-        return args
-    if args.messages is None:
-        err('Missing required argument "[messages]"')
-        return 1
+def check_args(args: argparse.Namespace) -> None:
     if bool(args.topic) == bool(args.include):
-        err("Exactly one of the following arguments is required: [topic], [include]")
-        return 1
-    if not (args.bootstrap_server or args.broker_list):
-        err('Missing required argument "[bootstrap-server]"')
-        return 1
-    return run(_main, args)
+        raise UsageError("Exactly one of the following arguments is required: [topic], "
+                         "[include]")
+    require(args, ("bootstrap_server", "broker_list"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return tool_main(build_parser(), argv, _main, required=("messages",), check=check_args)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pybroker.client.admin import Admin
 from pybroker.client.cluster import TopicPartition
 from pybroker.client.errors import error_message
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, connect, err, load_properties, out, parse_argv, run,
+    ArgumentParser, ToolError, connect, load_properties, out, tool_main,
 )
 
 PROG = "kafka-delete-records"
@@ -87,14 +87,8 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_argv(build_parser(), argv)
-    if isinstance(args, int):
-        return args
-    for flag in ("bootstrap_server", "offset_json_file"):
-        if not getattr(args, flag):
-            err(f'Missing required argument "[{flag.replace("_", "-")}]"')
-            return 1
-    return run(_main, args)
+    return tool_main(build_parser(), argv, _main,
+                     required=("bootstrap_server", "offset_json_file"))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ from protocol.records.batch import (
     HEADER_SIZE, LOG_OVERHEAD, MAGIC, MAGIC_V2, MIN_BATCH_LENGTH, BatchHeader, verify_crc,
 )
 from protocol.records.record import decode_batch, decode_control_record
-from pybroker.tools.common import ArgumentParser, ToolError, err, out, parse_argv, split_list
+from pybroker.tools.common import ArgumentParser, ToolError, UsageError, err, out, split_list, \
+    tool_main
 
 PROG = "kafka-dump-log"
 _INDEX_ENTRY = struct.Struct(">II")
@@ -261,16 +262,15 @@ def dump_txn_index(path: Path, args: argparse.Namespace) -> None:
             f"lastOffset: {last} lastStableOffset: {lso}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_argv(build_parser(), argv)
-    if isinstance(args, int):
-        return args
-    files = split_list(args.files)
-    if not files:
-        err('Missing required argument "[files]"')
-        return 1
+def check_args(args: argparse.Namespace) -> None:
+    """`--files ,` names no file: as missing as no --files at all."""
+    if not split_list(args.files):
+        raise UsageError('Missing required argument "[files]"')
+
+
+def _dump_files(args: argparse.Namespace) -> int:
     status = 0
-    for name in files:
+    for name in split_list(args.files):
         path = Path(name)
         out(f"Dumping {path}")
         try:
@@ -297,6 +297,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
     sys.stdout.flush()
     return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return tool_main(build_parser(), argv, _dump_files, check=check_args)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,7 @@ from pybroker.client.admin import Admin, OffsetSpec
 from pybroker.client.cluster import TopicPartition
 from pybroker.client.errors import error_message
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, connect, err, include_list, load_properties, out,
-    parse_argv, run,
+    ArgumentParser, ToolError, connect, err, include_list, load_properties, out, tool_main,
 )
 
 PROG = "kafka-get-offsets"
@@ -123,13 +122,9 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_argv(build_parser(), argv)
-    if isinstance(args, int):
-        return args
-    if not (args.bootstrap_server or args.broker_list):
-        err('Missing required argument "[bootstrap-server]"')
-        return 1
-    return run(_main, args, error_prefix="Error occurred: ")
+    return tool_main(build_parser(), argv, _main,
+                     required=(("bootstrap_server", "broker_list"),),
+                     error_prefix="Error occurred: ")
 
 
 if __name__ == "__main__":

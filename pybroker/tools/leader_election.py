@@ -21,7 +21,7 @@ from pybroker.client.admin import Admin
 from pybroker.client.cluster import TopicPartition
 from pybroker.client.errors import KafkaTimeoutError, error_message
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, connect, load_properties, out, parse_argv, run,
+    ArgumentParser, ToolError, connect, load_properties, out, tool_main,
 )
 
 PROG = "kafka-leader-election"
@@ -181,15 +181,7 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_argv(build_parser(), argv)
-    if isinstance(args, int):
-        return args
-    try:
-        validate(args)
-    except ToolError as exc:
-        sys.stderr.write(f"{exc}\n")
-        return exc.exit_code
-    return run(_main, args)
+    return tool_main(build_parser(), argv, _main, check=validate)
 
 
 if __name__ == "__main__":

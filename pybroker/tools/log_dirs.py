@@ -21,7 +21,7 @@ from protocol.errors import ErrorCode
 from pybroker.client.admin import Admin, LogDirDescription
 from pybroker.client.errors import error_message
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, UsageError, connect, err, load_properties, out, parse_argv, run,
+    ArgumentParser, ToolError, UsageError, connect, err, load_properties, out, tool_main,
 )
 
 PROG = "kafka-log-dirs"
@@ -97,14 +97,7 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_argv(build_parser(), argv)
-    if isinstance(args, int):
-        return args
-    for flag in ("bootstrap_server", "describe"):
-        if not getattr(args, flag):
-            err(f'Missing required argument "[{flag.replace("_", "-")}]"')
-            return 1
-    return run(_main, args)
+    return tool_main(build_parser(), argv, _main, required=("bootstrap_server", "describe"))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from pybroker.client.producer import Producer, RecordMetadata
 from pybroker.tools.client_config import idempotence, producer_options
 from pybroker.tools.common import (
     INTERRUPTED, ArgumentParser, ToolError, UsageError, connect, err, load_properties, out,
-    parse_argv, parse_key_values, run, stop_on_signals,
+    parse_key_values, require, stop_on_signals, tool_main,
 )
 
 PROG = "kafka-producer-perf-test"
@@ -196,15 +196,16 @@ async def _main(args: argparse.Namespace) -> int:
     return INTERRUPTED if stopped[0] else 0
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """`--topic ''` counts as given, as in Kafka's argparse4j (the broker then refuses the
+    topic), where `require` would call an empty value missing."""
+    if args.topic is None:
+        require(args, "topic")
+    require(args, "num_records", "throughput")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_argv(build_parser(), argv)
-    if isinstance(args, int):
-        return args
-    for flag in ("topic", "num_records", "throughput"):
-        if getattr(args, flag) is None:
-            err(f'Missing required argument "[{flag.replace("_", "-")}]"')
-            return 1
-    return run(_main, args)
+    return tool_main(build_parser(), argv, _main, check=check_args)
 
 
 if __name__ == "__main__":

@@ -41,8 +41,9 @@ from pybroker.client.admin import Admin, AlterConfigOp, AlterOpType, ConfigResou
 from pybroker.client.cluster import TopicPartition
 from pybroker.client.errors import error_message
 from pybroker.controller.assignment import assign_replicas
-from pybroker.tools.common import ArgumentParser, ToolError, connect, load_properties, out, \
-    parse_argv, run
+from pybroker.tools.common import (
+    ArgumentParser, ToolError, connect, load_properties, out, tool_main,
+)
 from pybroker.tools.leader_election import java_exception
 from pybroker.tools.reassign_json import (
     ANY_LOG_DIR, ReassignFileError, Reassignment, check_executable, check_topics,
@@ -389,15 +390,7 @@ async def _main(args: argparse.Namespace, action: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_argv(build_parser(), argv)
-    if isinstance(args, int):
-        return args
-    try:
-        action = validate(args)
-    except ToolError as exc:
-        sys.stderr.write(f"{exc}\n")
-        return exc.exit_code
-    return run(_main, args, action)
+    return tool_main(build_parser(), argv, _main, check=validate)
 
 
 if __name__ == "__main__":

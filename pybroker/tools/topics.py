@@ -20,7 +20,7 @@ from protocol.errors import ErrorCode, KafkaError
 from pybroker.client.admin import Admin, ConfigResource, NewTopic, ResourceType
 from pybroker.client.cluster import TopicMetadata, format_topic_id
 from pybroker.tools.common import (
-    ArgumentParser, UsageError, connect, include_list, load_properties, out, parse_argv, run,
+    ArgumentParser, UsageError, connect, include_list, load_properties, out, tool_main,
 )
 from pybroker.tools.topics_common import (
     TopicMissing, parse_assignment, parse_configs, partition_line, topic_line,
@@ -244,15 +244,7 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_argv(build_parser(), argv)
-    if isinstance(args, int):
-        return args
-    try:
-        check_args(args)
-    except UsageError as exc:
-        sys.stderr.write(f"{exc}\n")
-        return exc.exit_code
-    return run(_main, args, error_prefix=ERROR_PREFIX)
+    return tool_main(build_parser(), argv, _main, check=check_args, error_prefix=ERROR_PREFIX)
 
 
 if __name__ == "__main__":

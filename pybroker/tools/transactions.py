@@ -36,7 +36,7 @@ from pybroker.client.transaction_admin import (
     AbortTransactionSpec, ProducerState, TransactionDescription,
 )
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, connect, err, load_properties, out, parse_argv, pretty_table, run,
+    ArgumentParser, ToolError, connect, load_properties, out, pretty_table, tool_main,
 )
 
 PROG = "kafka-transactions.sh"
@@ -332,15 +332,7 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_argv(build_parser(), argv)
-    if isinstance(args, int):
-        return args
-    try:
-        check_args(args)
-    except ToolError as exc:
-        err(str(exc))
-        return exc.exit_code
-    return run(_main, args)
+    return tool_main(build_parser(), argv, _main, check=check_args)
 
 
 if __name__ == "__main__":
