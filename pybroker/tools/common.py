@@ -298,11 +298,12 @@ def tool_main(parser: ArgumentParser, argv: Sequence[str] | None,
               error_prefix: str = "Error: ") -> int:
     """Every tool's `main`: parse, refuse a bad command line before connecting, run `body`.
 
-    The refusals come in Kafka's order: `required` flags first, then the tool's own
-    `check(args)`; either reports its `ToolError` bare (no `error_prefix`: these are usage
-    messages) and exits with its code. What `check` returns, unless None, is passed to `body`
-    after `args` (the action it chose). An async `body` runs under `run()`; a plain function
-    (a tool that reads files, not brokers) is called as it is.
+    `required` flags are refused first, then the tool's own `check(args)` (a tool whose order
+    of refusals interleaves the two calls `require` inside its check); either reports its
+    `ToolError` bare and exits with its code, as Kafka prints usage errors. What `check`
+    returns, unless None, is passed to `body` after `args` (the action it chose). An async
+    `body` runs under `run()` with `error_prefix`; a plain function (a tool that reads files,
+    not brokers, and reports its own errors) is called as it is.
     """
     args = parse_argv(parser, argv)
     if isinstance(args, int):
