@@ -83,7 +83,7 @@ def go_binary() -> Path:
 def node_program() -> Path:
     """compat/js copied beside its node_modules (`npm ci`: exactly package-lock.json)."""
     src = COMPAT / "js"
-    files = [src / "main.js", src / "package.json", src / "package-lock.json"]
+    files = [src / "main.js", src / "codecs.js", src / "package.json", src / "package-lock.json"]
     home = cache_root() / "compat-js" / _digest(files)
     with _Locked(home.parent / ".lock"):
         if not (home / ".installed").exists():

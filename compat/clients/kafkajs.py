@@ -2,12 +2,16 @@
 (a Node program shared by every cell of a run: `compat.helper_process`).
 
 kafkajs ships gzip only; snappy comes from the pure-JavaScript kafkajs-snappy plug-in. Its
-LZ4 and zstd plug-ins (kafkajs-lz4, @kafkajs/zstd) wrap native addons that build with
-node-gyp or download prebuilt binaries, which a machine here cannot: N/A. kafkajs reads
-without a group only by joining a throw-away one, so reading to the end reports what that
-group committed on stopping. It reads with eachBatch: kafkajs then resolves each batch's last
-offset, transaction markers included; with eachMessage it resolves only the records it hands
-out, so a marker fetched together with data stayed uncommitted (11 of 12 in `transactions`).
+LZ4 and zstd plug-ins (kafkajs-lz4, @kafkajs/zstd) wrap native addons (node-gyp or downloaded
+prebuilt binaries), so compat/js/codecs.js registers its own: LZ4 frames around lz4js's block
+decoder (the frame reader and block writer are ours: lz4js misreads block checksums and
+writes blocks the reference decoder refuses) and zstd from @bokuweb/zstd-wasm (WebAssembly).
+
+kafkajs reads without a group only by joining a throw-away one, so reading to the end reports
+what that group committed on stopping. It reads with eachBatch: kafkajs then resolves each
+batch's last offset, transaction markers included; with eachMessage it resolves only the
+records it hands out, so a marker fetched together with data stayed uncommitted (11 of 12 in
+`transactions`).
 The position reported is the larger of that commit and the offset after the last one fetched;
 a cell notes it when the two differ.
 
@@ -18,9 +22,6 @@ from __future__ import annotations
 
 from compat.base import Got, Member, NotApplicable
 from compat.helper_process import Helper, HelperAdapter, got_from, node_program
-
-NATIVE_CODEC = ("kafkajs ships gzip only and its {codec} plug-in wraps a native addon "
-                "(node-gyp build or a downloaded prebuilt binary), not installable here")
 
 NO_STATIC = ("kafkajs 2.2.4 has no group.instance.id: no consumer option sets one and "
              "Broker.joinGroup sends none (only its JoinGroup v5 encoder knows the field)")
@@ -47,8 +48,6 @@ class KafkaJS(HelperAdapter):
     def cannot(self, feature: str) -> str | None:
         if feature == "null-header-value":
             return "kafkajs's headers are an object of Buffer or string values: no null"
-        if feature in ("codec:lz4", "codec:zstd"):
-            return NATIVE_CODEC.format(codec=feature.split(":")[1])
         return None
 
     def consume_to_end(self, bootstrap: str, topic: str, partitions: list[int], count: int,

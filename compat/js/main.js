@@ -10,10 +10,14 @@ const net = require('net')
 const fs = require('fs')
 const readline = require('readline')
 const { Kafka, CompressionTypes, CompressionCodecs, logLevel, ConfigResourceTypes, AssignerProtocol } = require('kafkajs')
+const { LZ4, ZSTD } = require('./codecs')
 CompressionCodecs[CompressionTypes.Snappy] = require('kafkajs-snappy')
+CompressionCodecs[CompressionTypes.LZ4] = LZ4
+CompressionCodecs[CompressionTypes.ZSTD] = ZSTD
 
 const READ_TIMEOUT_MS = 20000
-const CODECS = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP, snappy: CompressionTypes.Snappy }
+const CODECS = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP, snappy: CompressionTypes.Snappy,
+  lz4: CompressionTypes.LZ4, zstd: CompressionTypes.ZSTD }
 
 class Failure extends Error {
   constructor (kind, message) { super(message); this.kind = kind }
@@ -277,7 +281,10 @@ async function handle (session, req) {
 
 function versions () {
   const out = { node: process.versions.node }
-  for (const name of ['kafkajs', 'kafkajs-snappy']) out[name] = require(`${name}/package.json`).version
+  for (const name of ['kafkajs', 'kafkajs-snappy', 'lz4js', '@bokuweb/zstd-wasm']) {
+    // read from disk: zstd-wasm's "exports" hides its package.json from require
+    out[name] = JSON.parse(fs.readFileSync(`${__dirname}/node_modules/${name}/package.json`, 'utf8')).version
+  }
   return out
 }
 

@@ -7,9 +7,10 @@ Formats differ from the codecs' defaults in ways that matter for interoperabilit
   `\\x82SNAPPY\\x00`, int32 version, int32 compatible-version, then (int32 length, raw snappy
   block) chunks. We read both and write raw blocks, which every client reads. cramjam's plain
   `snappy.compress` is the unrelated snappy *framing* format and is not used.
-- lz4: the LZ4 frame format with independent blocks (cramjam.lz4.compress / decompress),
-  which is what magic-2 batches carry. The old broken-checksum framing of magic 0/1 is not
-  handled.
+- lz4: the LZ4 frame format, which is what magic-2 batches carry. We write independent
+  blocks: Kafka's Java reader (KafkaLZ4BlockInputStream) decodes each block alone, so it
+  fails on cramjam.lz4.compress's default linked blocks once a batch passes 64 KB. Any frame
+  is read. The old broken-checksum framing of magic 0/1 is not handled.
 - zstd: standard frames; decompression handles frames that do not declare their content
   size (streaming producers write those).
 - gzip: a standard gzip member.
@@ -53,7 +54,9 @@ def compress(codec: Compression | int, data: Buffer) -> bytes:
     if codec is Compression.SNAPPY:
         return bytes(cramjam.snappy.compress_raw(data))
     if codec is Compression.LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        stream = cramjam.lz4.Compressor(block_linked=False)
+        stream.compress(data if isinstance(data, bytes) else bytes(data))  # takes bytes only
+        return bytes(stream.finish())
     return bytes(cramjam.zstd.compress(data, level=ZSTD_LEVEL))
 
 

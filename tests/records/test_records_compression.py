@@ -1,5 +1,5 @@
-"""Codecs: round trips, the xerial snappy framing of the Java client, lz4 frames, zstd frames
-without a content size, and errors."""
+"""Codecs: round trips, the xerial snappy framing of the Java client, lz4 frames (ours with
+independent blocks), zstd frames without a content size, and errors."""
 from __future__ import annotations
 
 import gzip
@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from protocol.records import Compression, CorruptRecordError, UnsupportedCompressionError
 from protocol.records.compression import XERIAL_MAGIC, compress, decompress
+from tests.lz4_frames import FLG_BLOCK_INDEPENDENT, blocks_decoded_alone
 
 TEXT = b"".join(b"record %d of a fairly repetitive payload; " % i for i in range(2000))
 
@@ -82,6 +83,13 @@ def test_lz4_frames_from_other_writers() -> None:
     stream.compress(TEXT)
     assert decompress(Compression.LZ4, bytes(stream.finish())) == TEXT
     assert decompress(Compression.LZ4, aio_codec.lz4_encode(TEXT)) == TEXT
+
+
+def test_lz4_blocks_decode_alone() -> None:
+    frame = compress(Compression.LZ4, TEXT * 3)  # 260 KB: four 64 KB blocks
+    assert frame[4] & FLG_BLOCK_INDEPENDENT
+    blocks = blocks_decoded_alone(frame)
+    assert len(blocks) == 4 and b"".join(blocks) == TEXT * 3
 
 
 @pytest.mark.parametrize("codec", list(Compression)[1:])
