@@ -83,16 +83,24 @@ class ApacheKafkaUnavailable(RuntimeError):
     """Apache Kafka cannot be fetched or run here (the message says what is missing)."""
 
 
-def kafka_version() -> str:
-    """The Kafka version pinned in the pom: the one place it is written."""
-    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
-    assert m, f"{POM} pins no <kafka.version>"
+def pom_version(pom: Path) -> str:
+    """The Kafka version a pom pins (`<kafka.version>`): the one place each build writes it."""
+    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", pom.read_text())
+    assert m, f"{pom} pins no <kafka.version>"
     return m.group(1).strip()
 
 
+def kafka_version() -> str:
+    return pom_version(POM)
+
+
+def cache_root() -> Path:
+    """~/.cache/pybroker (or under $XDG_CACHE_HOME): every Maven-built piece of compat/."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pybroker"
+
+
 def cache_dir() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "pybroker" / f"apache-kafka-{kafka_version()}"
+    return cache_root() / f"apache-kafka-{kafka_version()}"
 
 
 def classpath() -> str:

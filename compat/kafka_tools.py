@@ -57,7 +57,7 @@ rootLogger.appenderRef.err.ref = STDERR
 
 
 def cache_dir() -> Path:
-    return apache_kafka.cache_dir().parent / f"kafka-tools-{apache_kafka.kafka_version()}"
+    return apache_kafka.cache_root() / f"kafka-tools-{apache_kafka.kafka_version()}"
 
 
 def fetch() -> Path:

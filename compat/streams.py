@@ -24,7 +24,9 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from compat.apache_kafka import _die_with_parent, java, maven_cached, terminate
+from compat.apache_kafka import (
+    _die_with_parent, cache_root, java, maven_cached, pom_version, terminate,
+)
 
 PROJECT = Path(__file__).resolve().parent / "streams"
 POM = PROJECT / "pom.xml"
@@ -41,14 +43,11 @@ rootLogger.appenderRef.out.ref = OUT
 
 
 def kafka_version() -> str:
-    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
-    assert m, f"{POM} pins no <kafka.version>"
-    return m.group(1).strip()
+    return pom_version(POM)
 
 
 def cache_dir() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "pybroker" / f"streams-connect-mirror-{kafka_version()}"
+    return cache_root() / f"streams-connect-mirror-{kafka_version()}"
 
 
 def _sources_hash() -> str:
