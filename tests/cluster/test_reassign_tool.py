@@ -262,7 +262,11 @@ def test_bad_input_gives_kafkas_one_line_errors(cluster: Cluster, reassign: Tool
         dead_plan = plan({"partitions": [
             {"topic": "solid", "partition": 0, "replicas": [1, dead]}]})
         # The brokers learn of it from their ZooKeeper watches, a moment later (seconds on
-        # a loaded machine: a CI run once needed more than 10).
+        # a loaded machine: a CI run once needed more than 10). Until every live broker has,
+        # the tool may be told the broker still exists and really start a move to it (a CI
+        # run: every later try then met "an existing partition assignment"): wait first.
+        cluster.wait_until(cluster._all_see_all, SESSION_TIMEOUT_MS / 1000 + 30,
+                           f"every live broker to forget broker {dead}")
         outputs: list[str] = []
 
         def refused() -> bool:

@@ -318,12 +318,20 @@ def test_preferred_election_returns_leadership_to_the_preferred_replica(
         answers.append(f"rc={result.rc} out={result.out!r} err={result.err[-300:]!r}")
         elected = [line for line in result.lines if line.startswith(
             "Successfully completed leader election (PREFERRED) for partitions ")]
-        return result if elected and "prefer-0" in elected[0].split(
-            "partitions ", 1)[1].split(", ") else None
+        if elected and "prefer-0" in elected[0].split("partitions ", 1)[1].split(", "):
+            return result
+        # An earlier answer may have been lost after the controller elected (the tool's
+        # request timed out on a loaded machine): the next ones find nothing to do (rc 0,
+        # no line: --all-topic-partitions leaves out ELECTION_NOT_NEEDED), and broker 2
+        # leads — which only this tool can have done, with automatic rebalancing off.
+        if result.rc == 0 and len(answers) > 1 and cluster.leader("prefer", 0) == 2:
+            return result
+        return None
     try:
         cluster.wait_until(elect, 30, "the preferred election of prefer-0")
     except AssertionError as exc:
-        raise AssertionError(f"{exc}; the tool's answers: {answers[-3:]}") from None
+        raise AssertionError(f"{exc}; the tool's answers: {answers[:2] + answers[-3:]}") \
+            from None
     assert cluster.leader("prefer", 0) == 2
 
     single = tool(leader_election.main, "--bootstrap-server", cluster.bootstrap(),
