@@ -1,4 +1,4 @@
-"""`pybroker-server config/server.properties [--override key=value]...`, like kafka-server-start.
+"""`pybroker-server config/standalone/server.properties [--override key=value]...`, like kafka-server-start.
 
 Runs in the foreground, logs to stderr (as text, or JSON lines with log.format=json), and shuts down gracefully on SIGTERM or SIGINT. A bad
 config or an unusable log dir exits non-zero with a one-line reason.
@@ -32,7 +32,7 @@ _DESCRIPTION = """\
 Start a Kafka-compatible broker, as Kafka's kafka-server-start.sh does.
 
 server.properties is a broker config file in Kafka's format and with Kafka's property
-names (config/server.properties in the clone is a commented example: one broker on
+names (config/standalone/server.properties in the clone is a commented example: one broker on
 127.0.0.1:9092). --override sets one property on top of the file, as in Kafka.
 
 Data goes to the directories of log.dirs (the example file: /tmp/pybroker-logs); without

@@ -230,7 +230,7 @@ def test_node_id_and_broker_id_are_one_setting() -> None:
 
 def test_config_dir_has_the_expected_files() -> None:
     names = {path.relative_to(CONFIG_DIR).as_posix() for path in SHIPPED}
-    assert {"server.properties", "cluster/server-1.properties", "cluster/server-2.properties",
+    assert {"standalone/server.properties", "cluster/server-1.properties", "cluster/server-2.properties",
             "cluster/server-3.properties"} <= names
 
 
@@ -258,7 +258,7 @@ def test_shipped_file_warns_only_about_inert_keys(path: pathlib.Path,
 
 
 def test_single_broker_file_values() -> None:
-    config = load_broker_config(CONFIG_DIR / "server.properties", {})
+    config = load_broker_config(CONFIG_DIR / "standalone" / "server.properties", {})
     assert config.node_id == 0
     assert config.listeners == (Listener("PLAINTEXT", "127.0.0.1", 9092),)
     assert config.advertised_listeners == config.listeners
@@ -280,7 +280,7 @@ def test_cluster_files_values(n: int) -> None:
     assert config.node_id == n
     assert config.listeners == (Listener("PLAINTEXT", "127.0.0.1", 9091 + n),)
     assert config.advertised_listeners == config.listeners
-    # the HTTP side door too: 9644 like config/server.properties, then 9645 and 9646
+    # the HTTP side door too: 9644 like config/standalone/server.properties, then 9645 and 9646
     assert config.http_listeners == (Listener("HTTP", "127.0.0.1", 9643 + n),)
     assert config.log_dirs == (f"/tmp/pybroker-logs-{n}",)
     zookeeper = load_properties(CONFIG_DIR / "zookeeper.properties")
@@ -721,7 +721,7 @@ def test_wire_numbering() -> None:
 def test_describe_retention_ms_without_override() -> None:
     # server.properties sets log.retention.hours only. Kafka lists retention.ms's synonyms from
     # log.retention.ms onwards, which is unset, so none are shown and the source is DEFAULT.
-    broker = load_broker_config(CONFIG_DIR / "server.properties", {})
+    broker = load_broker_config(CONFIG_DIR / "standalone" / "server.properties", {})
     entry = _entry(list(describe_topic_config(broker, {})), "retention.ms")
     assert (entry.value, entry.source, entry.is_default) == ("604800000", D, True)
     assert entry.synonyms == ()

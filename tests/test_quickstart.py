@@ -1,4 +1,4 @@
-"""The README's quickstart, run as written: the server from config/server.properties, then each
+"""The README's quickstart, run as written: the server from config/standalone/server.properties, then each
 tool line, with lines starting with `>` typed into the console producer.
 
 Only two things are changed, so the test cannot collide with a real broker or earlier data:
@@ -41,10 +41,10 @@ def _free_port() -> int:
 
 @pytest.fixture
 def server(tmp_path: Path):  # type: ignore[no-untyped-def]
-    # The README's server command is `bin/pybroker-server config/server.properties`; the
+    # The README's server command is `bin/pybroker-server config/standalone/server.properties`; the
     # harness runs the same module with the same file, overriding only port and log dir.
     proc = BrokerProcess(tmp_path / "logs", port=_free_port(),
-                         config=str(ROOT / "config" / "server.properties")).start()
+                         config=str(ROOT / "config" / "standalone" / "server.properties")).start()
     yield proc
     proc.stop()
 

@@ -3,7 +3,7 @@
 The tour talks to `127.0.0.1:9092`, as the README's broker listens. To run it unchanged without
 touching that port on this machine (a developer's broker, other test runs), the test gives the
 tour a network of its own: a private network namespace (`unshare`), in which a broker started
-from config/server.properties owns 127.0.0.1:9092 and nothing else is there. Before the Python
+from config/standalone/server.properties owns 127.0.0.1:9092 and nothing else is there. Before the Python
 snippet the README's kcat lines write "hello" to a topic, so a snippet that prints an older
 record instead of its own is caught. The embedding snippet listens on a free port and needs no
 such care; it is run beside a directory named `pybroker`, where a clone of that name would be.
@@ -67,7 +67,7 @@ def run_tour(workdir: Path) -> dict[str, list]:  # type: ignore[type-arg]
     """Inside the namespace: the README's broker, kcat lines and Python tour (twice), as
     printed; (exit code, stdout, stderr) of each."""
     broker = BrokerProcess(workdir / "logs", port=TOUR_PORT,
-                           config=str(ROOT / "config" / "server.properties")).start()
+                           config=str(ROOT / "config" / "standalone" / "server.properties")).start()
     results: dict[str, list] = {}  # type: ignore[type-arg]
     try:
         for i, line in enumerate(tour_shell_lines()):

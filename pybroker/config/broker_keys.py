@@ -267,7 +267,7 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("http.listeners", _LS, (), None, _MEDIUM,
        "Where to serve /healthz, /readyz and /metrics (Prometheus text), as comma-separated "
        "http://host:port; port 0 picks a free port. Empty (the default) serves no HTTP; the "
-       "shipped config/server.properties sets http://127.0.0.1:9644. Not a Kafka key."),
+       "shipped config/standalone/server.properties sets http://127.0.0.1:9644. Not a Kafka key."),
     _k("http.request.timeout.ms", _I, 10000, at_least(1), _LOW,
        "How long an HTTP client may take to send a request's head (and how long a kept-alive "
        "connection may sit idle); slower connections are closed. Not a Kafka key."),

@@ -22,7 +22,7 @@ is confluent-kafka (librdkafka) in this process, as in the other workloads. Figu
 - idle RSS: the sum over the brokers' processes, 2 s after they all answer.
 - throughput: `count` 1 KB records, acks=all, linger.ms 5 (bench_broker.bench_produce), to a
   topic of RF 3 on the three brokers (and on the three Kafka nodes), and to a topic of RF 1 on a
-  single broker (the shipped config/server.properties); then the topic is read from the
+  single broker (the shipped config/standalone/server.properties); then the topic is read from the
   beginning (bench_broker.bench_consume) and deleted. The ratio cluster / single is the issue's
   aim (>= 0.4). Broker CPU and peak RSS are sums over the brokers (utime + stime from
   /proc/<pid>/stat, VmHWM): each MB produced is written three times, once by the leader and
@@ -63,7 +63,7 @@ from pybroker.testing_zookeeper import run_zookeeper
 from tests.helpers import ROOT, BrokerProcess
 
 CLUSTER_CONFIG = ROOT / "config" / "cluster"
-SINGLE_CONFIG = ROOT / "config" / "server.properties"
+SINGLE_CONFIG = ROOT / "config" / "standalone" / "server.properties"
 CHROOT = "/pybroker"
 SIZE = 1024
 PROBE_PERIOD_S = 0.005

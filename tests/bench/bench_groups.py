@@ -10,7 +10,7 @@ Three figures, each the median of a few runs:
 - commit throughput: one consumer committing synchronously after every record (each commit
   is a round trip and an append to __consumer_offsets before the answer).
 
-The broker runs with group.initial.rebalance.delay.ms=0 (as config/server.properties ships;
+The broker runs with group.initial.rebalance.delay.ms=0 (as config/standalone/server.properties ships;
 Kafka's default of 3000 would add 3 s to the first figure) and heartbeats every 100 ms.
 """
 from __future__ import annotations

@@ -66,7 +66,7 @@ Workloads (names for --workloads):
   kafka, Apache Kafka runs the same steps (bench_partitions_kafka; its starts are timed to
   the topic served again), pybroker and Kafka in turn.
 - cluster: three pybroker brokers (config/cluster) on a real ZooKeeper against one broker
-  (config/server.properties), in a table of its own (bench_cluster): failover time after
+  (config/standalone/server.properties), in a table of its own (bench_cluster): failover time after
   kill -9 and after SIGTERM of a partition's leader (median and max of --rounds runs, default
   10 for this workload), 1 KB acks=all produce throughput with RF 3 over one broker's
   (target: ratio >= 0.4), consume throughput, broker CPU per GB and peak RSS (the brokers'
@@ -799,7 +799,7 @@ def cluster_results(run: ClusterRun) -> Results:
     rounds = max((len(loads) for loads in run.loads.values()), default=0)
     results.notes.append(
         "Cluster: config/cluster/server-{1,2,3}.properties (6 s ZooKeeper sessions, "
-        "min.insync.replicas 2) on one ZooKeeper; 1 broker: config/server.properties. The "
+        "min.insync.replicas 2) on one ZooKeeper; 1 broker: config/standalone/server.properties. The "
         "single broker runs after the cluster has stopped. Broker CPU and RSS are summed over "
         "the brokers (three writes of each MB in a cluster). Failover: the longest time "
         "without an acknowledged acks=all write (one every 5 ms) around the signal; after "

@@ -1,6 +1,6 @@
 """The command line: `python -m pybroker` / `bin/pybroker-server` with a server.properties.
 
-Issue #3: the broker starts from a copy of config/server.properties, logs with timestamps and
+Issue #3: the broker starts from a copy of config/standalone/server.properties, logs with timestamps and
 levels to stderr, serves stock clients, exits 0 on SIGTERM and SIGINT within a few seconds, and
 refuses bad configuration with a non-zero exit and a one-line reason (no traceback).
 """
@@ -22,7 +22,7 @@ import pybroker
 from pybroker.config import BROKER_CONFIG_DEFS, load_properties
 from tests.helpers import ROOT
 
-SERVER_PROPERTIES = ROOT / "config" / "server.properties"
+SERVER_PROPERTIES = ROOT / "config" / "standalone" / "server.properties"
 LOG_LINE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] (DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
 
 
@@ -90,7 +90,7 @@ class Server:
             self.proc.wait(10)
 
 
-# config/server.properties advertises 127.0.0.1:9092; with the listener moved to an ephemeral
+# config/standalone/server.properties advertises 127.0.0.1:9092; with the listener moved to an ephemeral
 # port the advertised one must follow (port 0 there means "the bound port"), as in Kafka.
 # Its HTTP side door (127.0.0.1:9644) moves to an ephemeral port too.
 LISTENER_OVERRIDES = ["--override", "listeners=PLAINTEXT://127.0.0.1:0",
