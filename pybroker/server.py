@@ -26,6 +26,7 @@ from pybroker.open_files import raise_open_files_limit
 from pybroker.tls_context import TlsListener, tls_listener
 
 if TYPE_CHECKING:
+    from pybroker.config import Listener
     from pybroker.ops_endpoints import OpsEndpoints
 
 log = logging.getLogger(__name__)
@@ -101,21 +102,22 @@ def _advertised(config, bound: dict[str, list[trio.SocketListener]]  # type: ign
     return endpoints
 
 
-async def _bind_http(config) -> list[list[trio.SocketListener]]:  # type: ignore[no-untyped-def]
-    """Every listener of http.listeners; all or none."""
-    bound: list[list[trio.SocketListener]] = []
-    try:
-        for spec in config.http_listeners:
-            try:
-                bound.append(await trio.open_tcp_listeners(spec.port, host=spec.host or None))
-            except OSError as exc:
-                raise OSError(exc.errno, f"HTTP listener http://{spec.host}:{spec.port} cannot "
-                                         f"be bound: {exc.strerror or exc}") from None
-    except BaseException:
-        for sockets in bound:
-            for listener in sockets:
-                await trio.aclose_forcefully(listener)
-        raise
+async def _bind_http(config) -> list[tuple[Listener, list[trio.SocketListener]]]:  # type: ignore[no-untyped-def]
+    """Every listener of http.listeners that can be bound, with its spec.
+
+    The side door is optional, so an address that cannot be bound is a warning, not a failed
+    start: Kafka's quickstart makes a second broker by copying server.properties and editing
+    broker.id, port and log.dir, and that copy names the first broker's HTTP port too. The
+    Kafka listeners, bound before, stay all or none."""
+    bound: list[tuple[Listener, list[trio.SocketListener]]] = []
+    for spec in config.http_listeners:
+        try:
+            bound.append((spec, await trio.open_tcp_listeners(spec.port,
+                                                               host=spec.host or None)))
+        except OSError as exc:
+            log.warning("HTTP listener http://%s:%d cannot be bound: %s; this broker serves "
+                        "no HTTP there (set http.listeners to a free port, or empty)",
+                        spec.host, spec.port, exc.strerror or exc)
     return bound
 
 
@@ -142,10 +144,11 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
     # in the backlog.
     bound = await _bind_all(config)
     try:
-        http_bound = await _bind_http(config)
+        http_specs = await _bind_http(config)
     except BaseException:
         await _close_all(bound)
         raise
+    http_bound = [sockets for _, sockets in http_specs]
     if not http_bound:
         await _serve_broker(config, bound, None, [], tls, hooks=hooks,
                             zk_client_class=zk_client_class, clock=clock,
@@ -164,7 +167,7 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
             side_door.start_soon(partial(
                 serve_http, sockets, ops,
                 head_timeout=config["http.request.timeout.ms"] / 1000))
-        for spec, port in zip(config.http_listeners, http_ports):
+        for (spec, _), port in zip(http_specs, http_ports):
             log.info("HTTP (/healthz, /readyz, /metrics) on http://%s:%d",
                      spec.host or "0.0.0.0", port)
         try:

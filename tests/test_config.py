@@ -271,11 +271,44 @@ def test_single_broker_file_values() -> None:
     assert config["log.flush.interval.messages"] == 2**63 - 1  # commented out: Kafka's default
 
 
+def test_zookeeper_file_values() -> None:
+    """config/server.properties is Kafka's quickstart broker (issue #27): broker 0 on
+    127.0.0.1:9092 through port's default, data in log.dir, registered at the root of
+    config/zookeeper.properties's server, internal topics with one replica."""
+    config = load_broker_config(CONFIG_DIR / "server.properties", {})
+    text = (CONFIG_DIR / "server.properties").read_text()
+    assert config.node_id == 0 and "broker.id=0" in text.splitlines()
+    assert config.listeners == (Listener("PLAINTEXT", "127.0.0.1", 9092),)
+    # The keys the quickstart edits must not be shadowed by keys the file sets.
+    assert not {"listeners", "log.dirs", "node.id"} & config.explicit
+    assert config.log_dirs == ("/tmp/kafka-logs",)
+    zookeeper = load_properties(CONFIG_DIR / "zookeeper.properties")
+    assert config.zookeeper_connect == f"localhost:{zookeeper['clientPort']}"
+    assert config.offsets_topic_replication_factor == 1
+    assert config.warnings == ()
+
+
+def test_a_copy_edited_as_kafkas_quickstart_says_is_a_second_broker() -> None:
+    """`cp config/server.properties config/server-1.properties`, then broker.id=1,
+    port=9093, log.dir=/tmp/kafka-logs-1: each edit takes effect, the port one with
+    Kafka 0.8's deprecation warning naming listeners."""
+    lines = (CONFIG_DIR / "server.properties").read_text().splitlines()
+    edits = {"broker.id": "1", "port": "9093", "log.dir": "/tmp/kafka-logs-1"}
+    edited = [f"{line.split('=')[0]}={edits.pop(line.split('=')[0])}"
+              if line.split("=")[0] in edits else line for line in lines]
+    edited += [f"{k}={v}" for k, v in edits.items()]
+    config = load_broker_config(None, parse_properties("\n".join(edited)))
+    assert config.node_id == 1
+    assert config.listeners == (Listener("PLAINTEXT", "127.0.0.1", 9093),)
+    assert config.log_dirs == ("/tmp/kafka-logs-1",)
+    assert config.warnings == (
+        "Configuration 'port' is deprecated: use listeners=PLAINTEXT://127.0.0.1:9093",)
+
+
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_cluster_files_values(n: int) -> None:
     """Kafka's quickstart cluster: ids 1-3 on ports 9092-9094 (HTTP 9644-9646), one data dir
-    each, under the /pybroker chroot of config/zookeeper.properties's server, RF 3 with
-    min.insync 2."""
+    each, at the root of config/zookeeper.properties's server, RF 3 with min.insync 2."""
     config = load_broker_config(CONFIG_DIR / "cluster" / f"server-{n}.properties", {})
     assert config.node_id == n
     assert config.listeners == (Listener("PLAINTEXT", "127.0.0.1", 9091 + n),)
@@ -284,7 +317,8 @@ def test_cluster_files_values(n: int) -> None:
     assert config.http_listeners == (Listener("HTTP", "127.0.0.1", 9643 + n),)
     assert config.log_dirs == (f"/tmp/pybroker-logs-{n}",)
     zookeeper = load_properties(CONFIG_DIR / "zookeeper.properties")
-    assert config.zookeeper_connect == f"localhost:{zookeeper['clientPort']}/pybroker"
+    # No chroot: Kafka's quickstart types --zookeeper localhost:2181 (issue #27).
+    assert config.zookeeper_connect == f"localhost:{zookeeper['clientPort']}"
     # ZooKeeper grants sessions of 2 to 20 ticks; zookeeper.properties keeps its default
     # tickTime (3000 ms), so 6000 is the shortest it accepts as asked.
     assert "tickTime" not in zookeeper
@@ -448,8 +482,22 @@ def test_listeners_wins_over_port_and_host_name() -> None:
                                        "port": "9093", "host.name": "0.0.0.0"})
     assert config.listeners == (Listener("PLAINTEXT", "127.0.0.1", 9094),)
     assert config.warnings == (
-        "Configuration 'port' is deprecated and ignored: listeners is set",
-        "Configuration 'host.name' is deprecated and ignored: listeners is set")
+        "Configuration 'port' (9093) is ignored: listeners is set and wins "
+        "(PLAINTEXT://127.0.0.1:9094); port is deprecated",
+        "Configuration 'host.name' (0.0.0.0) is ignored: listeners is set and wins "
+        "(PLAINTEXT://127.0.0.1:9094); host.name is deprecated")
+
+
+def test_log_dirs_wins_over_log_dir_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="pybroker.config"):
+        config = load_broker_config(None, {"log.dirs": "/data/a,/data/b",
+                                           "log.dir": "/tmp/kafka-logs-1"})
+    assert config.log_dirs == ("/data/a", "/data/b")
+    assert config.warnings == ("Configuration 'log.dir' (/tmp/kafka-logs-1) is ignored: "
+                               "log.dirs is set and wins (/data/a,/data/b)",)
+    assert [r.getMessage() for r in caplog.records] == list(config.warnings)
+    assert load_broker_config(None, {"log.dir": "/tmp/x"}).warnings == ()
+    assert load_broker_config(None, {"log.dirs": "/tmp/x"}).warnings == ()
 
 
 @pytest.mark.parametrize("given, advertised", [
@@ -473,8 +521,9 @@ def test_advertised_listeners_wins_over_advertised_host_name() -> None:
                                        "advertised.host.name": "b", "advertised.port": "2"})
     assert [item.url for item in config.advertised_listeners] == ["PLAINTEXT://a:1"]
     assert config.warnings == tuple(
-        f"Configuration '{name}' is deprecated and ignored: advertised.listeners is set"
-        for name in ("advertised.host.name", "advertised.port"))
+        f"Configuration '{name}' ({value}) is ignored: advertised.listeners is set and wins "
+        f"(PLAINTEXT://a:1); {name} is deprecated"
+        for name, value in (("advertised.host.name", "b"), ("advertised.port", "2")))
 
 
 @pytest.mark.parametrize("given, key", [

@@ -111,7 +111,7 @@ class BrokerConfig(Mapping[str, object]):
         self.log_dirs: tuple[str, ...] = cast(
             "tuple[str, ...]", values["log.dirs"] if values["log.dirs"] is not None
             else values["log.dir"])
-        deprecated = self._legacy_listener_keys()
+        deprecated = self._shadowed_log_dir() + self._legacy_listener_keys()
         for message in deprecated:
             logger.warning("%s", message)
         self.warnings += deprecated
@@ -282,6 +282,15 @@ class BrokerConfig(Mapping[str, object]):
         else:
             values["broker.id"] = values["node.id"]
 
+    def _shadowed_log_dir(self) -> tuple[str, ...]:
+        """log.dirs wins over log.dir, as in Kafka, which says nothing: a copy of a file that
+        sets log.dirs, with log.dir edited as Kafka's quickstart tells, would otherwise share
+        the first broker's data directory without a word."""
+        if not {"log.dir", "log.dirs"} <= self.explicit:
+            return ()
+        return (f"Configuration 'log.dir' ({self.originals['log.dir']}) is ignored: log.dirs "
+                f"is set and wins ({self.originals['log.dirs']})",)
+
     def _legacy_listener_keys(self) -> tuple[str, ...]:
         """Kafka 0.8's port, host.name, advertised.host.name and advertised.port, read as
         Kafka 2.x read them: with listeners unset, the one listener is
@@ -294,7 +303,9 @@ class BrokerConfig(Mapping[str, object]):
         warnings = []
         bind = [name for name in ("port", "host.name") if name in explicit]
         if bind and "listeners" in explicit:
-            warnings += [f"Configuration '{name}' is deprecated and ignored: listeners is set"
+            winner = ",".join(cast("tuple[str, ...]", values["listeners"]))
+            warnings += [f"Configuration '{name}' ({self.originals[name]}) is ignored: "
+                         f"listeners is set and wins ({winner}); {name} is deprecated"
                          for name in bind]
         elif bind:
             url = Listener("PLAINTEXT", cast(str, values["host.name"]),
@@ -305,8 +316,10 @@ class BrokerConfig(Mapping[str, object]):
         advertise = [name for name in ("advertised.host.name", "advertised.port")
                      if name in explicit]
         if advertise and "advertised.listeners" in explicit:
-            warnings += [f"Configuration '{name}' is deprecated and ignored: "
-                         "advertised.listeners is set" for name in advertise]
+            winner = ",".join(cast("tuple[str, ...]", values["advertised.listeners"]))
+            warnings += [f"Configuration '{name}' ({self.originals[name]}) is ignored: "
+                         f"advertised.listeners is set and wins ({winner}); {name} is "
+                         "deprecated" for name in advertise]
         elif advertise:
             plaintext = next((match for match in map(_LISTENER.fullmatch, cast(
                 "tuple[str, ...]", values["listeners"])) if match and

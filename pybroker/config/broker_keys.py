@@ -103,7 +103,7 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Deprecated (Kafka 0.8; removed in Kafka 3.0): the port of the one listener. When "
        "listeners is unset, port and host.name make it PLAINTEXT://host.name:port; when it "
        "is set they are ignored. Either way setting it logs a one-line warning naming "
-       "listeners.", deprecated=True),
+       "listeners (and, when listeners wins, its value).", deprecated=True),
     _k("host.name", _S, "127.0.0.1", None, _HIGH,
        "Deprecated (Kafka 0.8; removed in Kafka 3.0): the host of the one listener, with port "
        "(see port). pybroker's default is 127.0.0.1, as for listeners; Kafka's was empty "
@@ -267,7 +267,9 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("http.listeners", _LS, (), None, _MEDIUM,
        "Where to serve /healthz, /readyz and /metrics (Prometheus text), as comma-separated "
        "http://host:port; port 0 picks a free port. Empty (the default) serves no HTTP; the "
-       "shipped config/standalone/server.properties sets http://127.0.0.1:9644. Not a Kafka key."),
+       "shipped config files set http://127.0.0.1:9644. Optional: an address that cannot be "
+       "bound (a second broker made by copying the file) logs a warning and the broker "
+       "serves without it. Not a Kafka key."),
     _k("http.request.timeout.ms", _I, 10000, at_least(1), _LOW,
        "How long an HTTP client may take to send a request's head (and how long a kept-alive "
        "connection may sit idle); slower connections are closed. Not a Kafka key."),
@@ -299,9 +301,11 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("num.partitions", _I, 1, at_least(1), _MEDIUM,
        "Partitions of a topic created without an explicit count (auto-created, or -1)."),
     _k("log.dir", _LS, ("/tmp/kafka-logs",), NonEmptyUniqueList(), _HIGH,
-       "Data directory, used only when log.dirs is unset."),
+       "Data directory, used only when log.dirs is unset; when both are set, a one-line "
+       "warning at start names log.dirs as the one that wins."),
     _k("log.dirs", _LS, None, NonEmptyUniqueList(), _HIGH,
-       "Comma-separated data directories, partitions spread over them. Wins over log.dir."),
+       "Comma-separated data directories, partitions spread over them. Wins over log.dir "
+       "(with a warning at start when both are set)."),
     _k("log.segment.bytes", _I, 1073741824, at_least(14), _HIGH,
        "Start a new segment file when the active one would grow past this size."),
     _k("log.roll.ms", _L, None, at_least(1), _HIGH,

@@ -292,8 +292,9 @@ def _brokers_of(zookeeper: str) -> str:
     """The registered brokers' addresses, found through ZooKeeper (blocking)."""
     with zk_admin.open_zk(zookeeper) as zk:
         servers = zk_admin.bootstrap_servers(zk)
-    if not servers:
-        raise ToolError(f"No brokers are registered in ZooKeeper at {zookeeper}")
+        if not servers:
+            raise ToolError(f"No brokers are registered in ZooKeeper at {zookeeper}"
+                            + zk_admin.chroot_hint(zk, zookeeper))
     return servers
 
 

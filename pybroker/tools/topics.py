@@ -52,7 +52,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--topic-id", help="The topic-id to describe.")
     p.add_argument("--config", action="append", metavar="name=value",
                    help="A topic configuration override for the topic being created.")
-    p.add_argument("--delete-config", action="append", help=argparse.SUPPRESS)
+    p.add_argument("--delete-config", action="append", metavar="name",
+                   help="A topic configuration override to be removed for an existing topic "
+                   "(with --zookeeper --alter only, as in Kafka 2.x).")
     p.add_argument("--partitions", type=int, metavar="# of partitions",
                    help="The number of partitions for the topic being created or altered.")
     p.add_argument("--replication-factor", type=int, metavar="replication factor",
@@ -94,9 +96,12 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError("--bootstrap-server must be specified")
     if action in ("create", "alter", "delete") and not args.topic:
         raise UsageError('Missing required argument "[topic]"')
-    if action == "alter" and args.partitions is None:
+    # --alter --config/--delete-config: ZooKeeper only, as in Kafka 2.x.
+    zk_alter = bool(args.zookeeper) and action == "alter"
+    if action == "alter" and args.partitions is None and not (
+            zk_alter and (args.config or args.delete_config)):
         raise UsageError('Missing required argument "[partitions]"')
-    if args.delete_config:
+    if args.delete_config and not zk_alter:
         raise UsageError("delete-config option is no longer supported; use kafka-configs "
                          "--alter --delete-config")
 
@@ -104,8 +109,8 @@ def check_args(args: argparse.Namespace) -> None:
         if getattr(args, flag.replace("-", "_")) not in (None, False) and action not in allowed:
             raise UsageError(f'Option "[{flag}]" can\'t be used with option "[{action}]"')
 
-    only("config", ("create",))
-    if action == "alter" and args.config:
+    only("config", ("create", "alter") if zk_alter else ("create",))
+    if action == "alter" and args.config and not zk_alter:
         raise UsageError('Option "[config]" can\'t be used with option "[alter]" (To alter '
                          'topic configurations, the kafka-configs tool can be used.)')
     only("partitions", ("create", "alter"))

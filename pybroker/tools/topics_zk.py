@@ -8,10 +8,17 @@ output: create writes the topic's znodes and lets the controller elect leaders; 
 partition's assignment and state znodes, printing 2.8's lines (no Elr columns, which came in
 3.8); delete marks the topic in /admin/delete_topics for the controller.
 
+alter adds partitions (a longer assignment in /brokers/topics/T, which the controller
+follows) and changes configs (`--config`, `--delete-config`: /config/topics/T and a change
+notification, which every broker follows), as 2.8 did, with its deprecation warning for the
+configs.
+
 As in 2.8, describe knows no `min.insync.replicas` here (it reads no broker defaults), so
 `--under-min-isr-partitions` and `--at-min-isr-partitions` are refused with `--zookeeper`.
-Not done: `--alter` (adding partitions or changing configs through ZooKeeper); use
-`--bootstrap-server`, as Kafka 3 requires anyway.
+
+When nothing is registered where `--zookeeper host:port` points but brokers are registered
+under a chroot of that server (zookeeper.connect=host:port/chroot), an error or an empty
+listing says which connect string to give instead, rather than an empty answer.
 """
 from __future__ import annotations
 
@@ -23,9 +30,10 @@ import trio
 
 from pybroker.cluster.topic_names import invalid_topic_reason, is_internal
 from pybroker.config.topic import validate_topic_configs
-from pybroker.controller.assignment import assign_replicas
+from protocol.errors import KafkaError
+from pybroker.controller.assignment import assign_added_partitions, assign_replicas
 from pybroker.tools import zk_admin
-from pybroker.tools.common import ToolError, UsageError, include_list, out
+from pybroker.tools.common import ToolError, UsageError, err, include_list, out
 from pybroker.tools.topics_common import (
     TopicMissing, parse_assignment, parse_configs, partition_line, topic_line,
 )
@@ -38,9 +46,6 @@ def check_zookeeper_args(args: argparse.Namespace, action: str) -> None:
     """Kafka 2.8's checkArgs for `--zookeeper`, with its messages."""
     if args.bootstrap_server:
         raise UsageError("Only one of --bootstrap-server or --zookeeper must be specified")
-    if action == "alter":
-        raise UsageError("--alter with --zookeeper is not supported by pybroker; use "
-                         "--bootstrap-server")
     for flag in _ZK_REFUSED:
         if getattr(args, flag.replace("-", "_")) not in (None, False):
             raise UsageError(f'Option "[{flag}]" can\'t be used with option "[zookeeper]"')
@@ -161,6 +166,71 @@ def describe(zk: Any, args: argparse.Namespace) -> None:
                                    deleting=deleting))
 
 
+def alter(zk: Any, args: argparse.Namespace) -> None:
+    """2.8's ZookeeperTopicService.alterTopic: configs first, then partitions, per topic."""
+    names = _matching(zk, args)
+    to_set = parse_configs(args.config)
+    to_delete = [name.strip() for name in args.delete_config or ()]
+    if to_set:
+        try:
+            validate_topic_configs(to_set)
+        except Exception as exc:  # the config layer's ConfigError, with Kafka's wording
+            raise ToolError(str(exc)) from None
+    for name in names:
+        if to_set or to_delete:
+            out("WARNING: Altering topic configuration from this script has been deprecated "
+                "and may be removed in future releases.")
+            out("         Going forward, please use kafka-configs.sh for this functionality")
+            configs = zk_admin.topic_config(zk, name)
+            configs.update(to_set)
+            for key in to_delete:
+                configs.pop(key, None)
+            zk_admin.set_topic_config(zk, name, configs)
+            out(f"Updated config for topic {name}.")
+        if args.partitions is not None:
+            if name == "__consumer_offsets":
+                raise TopicMissing("The number of partitions for the offsets topic cannot be "
+                                   "changed.")
+            out("WARNING: If partitions are increased for a topic that has a key, the "
+                "partition logic or ordering of the messages will be affected")
+            zk_admin.add_partitions(zk, name, _added(zk, name, args))
+            out("Adding partitions succeeded!")
+
+
+def _added(zk: Any, name: str, args: argparse.Namespace) -> dict[int, list[int]]:
+    """AdminZkClient.addPartitions: the new partitions' replicas, from --replica-assignment
+    (its entries past the existing partitions) or continuing the existing round-robin."""
+    assigned = zk_admin.assignment(zk, name)
+    if assigned is None or not assigned.partitions:
+        raise ToolError(f"The topic {name} does not exist")
+    existing = [list(assigned.partitions[p]) for p in sorted(assigned.partitions)]
+    count = len(existing)
+    if args.partitions <= count:
+        raise ToolError(f"The number of partitions for a topic can only be increased. Topic "
+                        f"{name} currently has {count} partitions, {args.partitions} would "
+                        "not be an increase.")
+    registered = zk_admin.brokers(zk)
+    if args.replica_assignment:
+        proposed = list(parse_assignment(args.replica_assignment).values())[count:]
+        if len(proposed) != args.partitions - count:
+            raise ToolError(f"Increasing the number of partitions by {args.partitions - count} "
+                            f"but {len(proposed)} assignments provided.")
+        unknown = sorted({b for r in proposed for b in r} - set(registered))
+        if unknown:
+            raise ToolError("Unknown broker(s) in replica assignment: "
+                            + ", ".join(map(str, unknown)) + ".")
+        if any(len(r) != len(existing[0]) for r in proposed):
+            raise ToolError(f"Inconsistent replication factor between partitions, partition 0 "
+                            f"has {len(existing[0])} while partitions "
+                            f"[{', '.join(str(count + i) for i in range(len(proposed)))}] have "
+                            f"replication factors [{', '.join(str(len(r)) for r in proposed)}], "
+                            "respectively.")
+        return {count + i: r for i, r in enumerate(proposed)}
+    racks = {n: (None if args.disable_rack_aware else b.rack) for n, b in registered.items()}
+    added = assign_added_partitions(existing, racks, args.partitions, rng=random.Random())
+    return {count + i: r for i, r in enumerate(added)}
+
+
 def delete(zk: Any, args: argparse.Namespace) -> None:
     for name in _matching(zk, args):
         if is_internal(name):
@@ -175,8 +245,19 @@ def delete(zk: Any, args: argparse.Namespace) -> None:
 
 def _blocking(args: argparse.Namespace, action: str) -> None:
     with zk_admin.open_zk(args.zookeeper) as zk:
-        {"create": create, "list": list_topics, "describe": describe,
-         "delete": delete}[action](zk, args)
+        try:
+            {"create": create, "list": list_topics, "describe": describe, "alter": alter,
+             "delete": delete}[action](zk, args)
+        except (ToolError, KafkaError) as exc:
+            hint = zk_admin.chroot_hint(zk, args.zookeeper)
+            if not hint:
+                raise
+            raise ToolError(f"{exc}{hint}", getattr(exc, "exit_code", 1),
+                            plain=getattr(exc, "plain", False)) from None
+        if action == "list" and not zk_admin.topics(zk):
+            hint = zk_admin.chroot_hint(zk, args.zookeeper)
+            if hint:
+                err(f"No topics at {args.zookeeper}{hint}")
 
 
 async def run_on_zookeeper(args: argparse.Namespace, action: str) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from pybroker.cluster import zk_data as zd
@@ -92,6 +93,28 @@ def bootstrap_servers(zk: Any, listener: str = "PLAINTEXT") -> str:
     return ",".join(addresses)
 
 
+def chroots_with_brokers(zk: Any, connect: str) -> list[str]:
+    """The chroots one level under the root whose /brokers/ids has registrations, when
+    `connect` names none and the root has none itself: where the brokers are that a
+    `--zookeeper host:port` found missing (a cluster configured with
+    zookeeper.connect=host:port/chroot). Empty otherwise."""
+    if "/" in connect or _children(zk, zd.BROKER_IDS):
+        return []
+    return [f"/{child}" for child in sorted(_children(zk, "/"))
+            if child != "zookeeper" and _children(zk, f"/{child}{zd.BROKER_IDS}")]
+
+
+def chroot_hint(zk: Any, connect: str) -> str:
+    """The sentence to add to an answer that found no brokers at `connect`, naming the
+    connect string to give instead; "" when there is nothing better to suggest."""
+    found = chroots_with_brokers(zk, connect)
+    if not found:
+        return ""
+    return (f" (no brokers are registered at the root of {connect}; brokers are registered "
+            f"under the chroot {' and '.join(found)}: use --zookeeper "
+            f"{' or '.join(connect + c for c in found)})")
+
+
 def topics(zk: Any) -> list[str]:
     """Every topic in /brokers/topics, sorted (Kafka's getAllTopicsInCluster)."""
     return sorted(_children(zk, zd.TOPICS))
@@ -155,3 +178,37 @@ def mark_for_deletion(zk: Any, topic: str) -> bool:
     except NodeExistsError:
         return False
     return True
+
+
+def add_partitions(zk: Any, topic: str, added: Mapping[int, Sequence[int]]) -> None:
+    """Write the topic's assignment with `added` partitions appended (Kafka's
+    AdminZkClient.addPartitions): the controller, watching /brokers/topics/T, elects their
+    leaders and every replica creates its log. Conditional on the version read, so two
+    tools adding at once cannot both win."""
+    got = _get(zk, zd.topic_path(topic))
+    if got is None:
+        raise ToolError(f"The topic {topic} does not exist")
+    current = zd.decode_topic(got[0])
+    partitions = dict(current.partitions)
+    partitions.update({p: tuple(r) for p, r in added.items()})
+    from kazoo.exceptions import BadVersionError
+
+    try:
+        zk.set(zd.topic_path(topic), zd.encode_topic(replace(current, partitions=partitions)),
+               got[1].version)
+    except BadVersionError:
+        raise ToolError(f"The assignment of topic {topic} changed while adding partitions; "
+                        "nothing was added: run the command again") from None
+
+
+def set_topic_config(zk: Any, topic: str, configs: Mapping[str, str]) -> None:
+    """Replace the topic's overrides in /config/topics/T and announce the change under
+    /config/changes, as Kafka's AdminZkClient.changeTopicConfig does; every broker applies
+    it."""
+    zk.ensure_path(zd.CONFIG_TOPICS)
+    if zk.exists(zd.config_path(topic)) is None:
+        zk.create(zd.config_path(topic), zd.encode_config(configs))
+    else:
+        zk.set(zd.config_path(topic), zd.encode_config(configs))
+    zk.create(f"{zd.CONFIG_CHANGES}/config_change_",
+              zd.encode_config_change(f"topics/{topic}"), sequence=True, makepath=True)

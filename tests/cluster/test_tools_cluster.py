@@ -210,6 +210,103 @@ def test_zookeeper_create_list_describe(cluster: Cluster,
 
 
 
+def test_zookeeper_alter_adds_partitions_and_changes_configs(
+        cluster: Cluster, tool: Callable[..., Result]) -> None:
+    """Kafka 2.x's `kafka-topics --zookeeper --alter` (issue #35 §11): --partitions writes a
+    longer assignment that the controller elects leaders for, continuing the round-robin or
+    taking --replica-assignment's extra entries; --config/--delete-config rewrite
+    /config/topics/T with 2.x's deprecation warning, and every broker serves the new
+    overrides. A decrease and the offsets topic are refused with Kafka's messages."""
+    zk = cluster.connect
+    created = tool(topics.main, "--zookeeper", zk, "--create", "--topic", "grow",
+                   "--partitions", "1", "--replication-factor", "3",
+                   "--config", "retention.ms=3600000", "--config", "cleanup.policy=delete")
+    assert created.rc == 0, created.err
+    grown = tool(topics.main, "--zookeeper", zk, "--alter", "--topic", "grow",
+                 "--partitions", "3")
+    assert grown.rc == 0, grown.err
+    assert grown.lines == ["WARNING: If partitions are increased for a topic that has a key, "
+                           "the partition logic or ordering of the messages will be affected",
+                           "Adding partitions succeeded!"]
+    data = json.loads(cluster.zk.get("/brokers/topics/grow")[0])
+    assert sorted(data["partitions"]) == ["0", "1", "2"]
+    assert all(sorted(r) == [1, 2, 3] for r in data["partitions"].values())
+    for p in range(3):
+        cluster.wait_isr("grow", p, {1, 2, 3})
+
+    pinned = tool(topics.main, "--zookeeper", zk, "--alter", "--topic", "grow",
+                  "--partitions", "4", "--replica-assignment", "1:2:3,1:2:3,1:2:3,3:2:1")
+    assert pinned.rc == 0, pinned.err
+    assert json.loads(cluster.zk.get("/brokers/topics/grow")[0])["partitions"]["3"] == [3, 2, 1]
+    cluster.wait_isr("grow", 3, {1, 2, 3})
+    cluster.wait_until(lambda: cluster.state("grow", 3)["leader"] == 3, 30, "3 to lead")
+
+    configured = tool(topics.main, "--zookeeper", zk, "--alter", "--topic", "grow",
+                      "--config", "retention.ms=7200000", "--config", "segment.ms=600000",
+                      "--delete-config", "cleanup.policy")
+    assert configured.rc == 0, configured.err
+    assert configured.lines == [
+        "WARNING: Altering topic configuration from this script has been deprecated and may "
+        "be removed in future releases.",
+        "         Going forward, please use kafka-configs.sh for this functionality",
+        "Updated config for topic grow."]
+    assert json.loads(cluster.zk.get("/config/topics/grow")[0])["config"] == {
+        "retention.ms": "7200000", "segment.ms": "600000"}
+
+    def served() -> list[str]:
+        described = tool(topics.main, "--bootstrap-server", cluster.bootstrap(), "--describe",
+                         "--topic", "grow")
+        return [line for line in described.lines if line.startswith("Topic: grow")]
+
+    cluster.wait_until(lambda: any("PartitionCount: 4" in line and
+                                   "retention.ms=7200000" in line and
+                                   "segment.ms=600000" in line and "cleanup.policy" not in line
+                                   for line in served()), 30, "the brokers to serve the change")
+
+    shrink = tool(topics.main, "--zookeeper", zk, "--alter", "--topic", "grow",
+                  "--partitions", "2")
+    assert shrink.rc == 1 and ("The number of partitions for a topic can only be increased. "
+                               "Topic grow currently has 4 partitions, 2 would not be an "
+                               "increase.") in shrink.err
+    unknown = tool(topics.main, "--zookeeper", zk, "--alter", "--topic", "grow",
+                   "--partitions", "5", "--replica-assignment", "1,1,1,1,7")
+    assert unknown.rc == 1 and "Unknown broker(s) in replica assignment: 7." in unknown.err
+    bad = tool(topics.main, "--zookeeper", zk, "--alter", "--topic", "grow",
+               "--config", "retention.ms=soon")
+    assert bad.rc == 1 and "retention.ms" in bad.err
+    assert json.loads(cluster.zk.get("/brokers/topics/grow")[0])["partitions"].keys() == {
+        "0", "1", "2", "3"}
+    nothing = tool(topics.main, "--zookeeper", zk, "--alter", "--topic", "grow")
+    assert nothing.rc == 1 and 'Missing required argument "[partitions]"' in nothing.err
+    modern = tool(topics.main, "--bootstrap-server", cluster.bootstrap(), "--alter", "--topic",
+                  "grow", "--partitions", "5", "--delete-config", "segment.ms")
+    assert modern.rc == 1 and "delete-config option is no longer supported" in modern.err
+
+
+def test_zookeeper_without_the_chroot_names_it(cluster: Cluster, zk_server: ZooKeeperProcess,
+                                                tool: Callable[..., Result]) -> None:
+    """Brokers registered under a chroot, tools given the bare host:port (issue #27): each
+    says where the brokers are instead of answering empty."""
+    assert cluster.chroot == "/pybroker"
+    bare = zk_server.connect
+    assert "/" not in bare
+    hint = f"use --zookeeper {bare}/pybroker"
+    listed = tool(topics.main, "--zookeeper", bare, "--list")
+    assert listed.rc == 0 and listed.out == "" and hint in listed.err, listed
+    created = tool(topics.main, "--zookeeper", bare, "--create", "--topic", "lost",
+                   "--partitions", "1", "--replication-factor", "1")
+    assert created.rc == 1
+    assert "larger than available brokers: 0" in created.err and hint in created.err
+    consumed = tool(console_consumer.main, "--zookeeper", bare, "--topic", "lost",
+                    "--from-beginning")
+    assert consumed.rc == 1
+    assert f"No brokers are registered in ZooKeeper at {bare}" in consumed.err
+    assert hint in consumed.err
+    # With the chroot given, nothing is added.
+    assert "use --zookeeper" not in tool(topics.main, "--zookeeper", cluster.connect,
+                                         "--list").err
+
+
 def test_zookeeper_delete_marks_and_the_controller_removes_the_topic(
         cluster: Cluster, tool: Callable[..., Result]) -> None:
     """`--zookeeper --delete` marks the topic (2.8's two lines); the controller removes it,

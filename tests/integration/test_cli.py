@@ -359,6 +359,10 @@ def test_cluster_file_without_zookeeper_fails_in_one_line(tmp_path: Path) -> Non
                            *LISTENER_OVERRIDES, "--override", f"log.dirs={log_dir}",
                            "--override", f"zookeeper.connect=127.0.0.1:{port}",
                            "--override", "zookeeper.connection.timeout.ms=1500"])
+    reason = result.stderr.strip().splitlines()[-1]
     assert f"ZooKeeper at 127.0.0.1:{port} did not answer within " \
-        "zookeeper.connection.timeout.ms=1500" in result.stderr.strip().splitlines()[-1]
+        "zookeeper.connection.timeout.ms=1500" in reason
+    # What to do about it, either way (issue #27): start ZooKeeper, or the standalone file.
+    assert "bin/zookeeper-server-start.sh config/zookeeper.properties" in reason
+    assert "bin/pybroker-server config/standalone/server.properties" in reason
     assert not log_dir.exists()

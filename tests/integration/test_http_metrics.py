@@ -310,3 +310,34 @@ def test_a_cluster_reports_readiness_controller_and_under_replication() -> None:
         assert value(samples, "kafka_topic_partition_in_sync_replica", **part) == 2
         assert value(samples, "pybroker_under_replicated_partitions") >= 1
         assert value(samples, "kafka_brokers") == 2
+
+
+def test_a_taken_http_port_is_a_warning_and_the_broker_serves_kafka(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue #27: a second broker made by copying server.properties names the first one's
+    HTTP port; it starts, says the side door is not there, serves Kafka, and still serves
+    every other HTTP listener it was given."""
+    from kafka import KafkaAdminClient
+    from pybroker.testing import BrokerProcess
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = BrokerProcess(tmp_path / "logs",
+                             http_listeners=f"http://127.0.0.1:{port},http://127.0.0.1:0"
+                             ).start()
+        try:
+            warned = [line for line in proc.stderr_lines
+                      if f"HTTP listener http://127.0.0.1:{port} cannot be bound" in line]
+            assert len(warned) == 1 and "WARNING" in warned[0], proc.stderr_lines
+            served = [line for line in proc.stderr_lines if "HTTP (/healthz" in line]
+            assert len(served) == 1 and f":{port}" not in served[0], served
+            admin = KafkaAdminClient(bootstrap_servers=proc.bootstrap)
+            try:
+                assert admin.describe_cluster()["brokers"]
+            finally:
+                admin.close()
+            other = int(served[0].split()[-2].rsplit(":", 1)[1])
+            assert get(other, "/healthz")[0] == 200
+        finally:
+            proc.stop()
