@@ -23,21 +23,20 @@ has moved (the README says "a few seconds later"), within the session timeout pl
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from pybroker.testing_zookeeper import four_letter_word
-from tests.helpers import ROOT, venv_not_ready
+from tests.cluster.private_namespace import (
+    run_inside, wait_serving, why_no_private_namespace, zookeeper_serving,
+)
+from tests.helpers import ROOT
 
 README = ROOT / "README.md"
 SESSION_TIMEOUT_S = 6  # zookeeper.session.timeout.ms of config/cluster/*.properties
@@ -70,47 +69,7 @@ def quickstart_steps() -> list[Step]:
     return steps
 
 
-def _why_no_private_namespace() -> str | None:
-    # The steps run bin/ scripts inside a namespace with no network: they must not need to
-    # install anything first.
-    unready = venv_not_ready()
-    if unready is not None:
-        return unready
-    for tool in ("unshare", "ip", "ps"):
-        if shutil.which(tool) is None:
-            return f"the cluster quickstart needs {tool} on PATH (a private namespace)"
-    probe = subprocess.run(["unshare", "--map-root-user", "--net", "--mount", "--pid", "--fork",
-                            "--mount-proc", "true"], capture_output=True, text=True, timeout=30)
-    if probe.returncode != 0:
-        return ("the cluster quickstart needs private network, mount and pid namespaces to own "
-                "ports 2181 and 9092-9094 and /tmp/zookeeper without touching this machine's; "
-                f"unshare said: {probe.stderr.strip()}")
-    home = Path(os.environ.get("ZOOKEEPER_HOME", "/usr/share/zookeeper"))  # as bin/_zookeeper
-    if not (home / "bin" / "zkEnv.sh").exists():
-        return f"zookeeper is not installed (no {home}/bin/zkEnv.sh; bin/test installs it)"
-    return None
-
-
 # --- inside the namespace ------------------------------------------------------------------------
-
-def _wait_serving(what: str, proc: subprocess.Popen[bytes], ready: Callable[[], bool],
-                  timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}")
-        if ready():
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"{what} was not serving after {timeout} s")
-
-
-def _zookeeper_serving() -> bool:
-    try:
-        return "Mode: " in four_letter_word("127.0.0.1", 2181, "srvr")
-    except OSError:
-        return False
-
 
 def run_quickstart(workdir: Path) -> dict[str, object]:
     """Run the steps as written; return what the assertions need."""
@@ -131,7 +90,7 @@ def run_quickstart(workdir: Path) -> dict[str, object]:
                                             stderr=subprocess.STDOUT)
                 servers.append(proc)
                 try:
-                    _wait_serving(command, proc, _zookeeper_serving if "zookeeper" in command
+                    wait_serving(command, proc, zookeeper_serving if "zookeeper" in command
                                   else lambda log=log: b"listening on" in log.read_bytes())
                 except RuntimeError as exc:
                     tail = log.read_bytes()[-3000:].decode(errors="replace")
@@ -213,45 +172,13 @@ def _relabelled(describe: str, relabel: dict[int, int]) -> str:
     return re.sub(r"TopicId: \S+", "TopicId: <id>", text)
 
 
-def _env() -> dict[str, str]:
-    """The bin/ scripts run with this test's Python environment (bin/_bootstrap's
-    PYBROKER_VENV) when it is a venv, and import this checkout's pybroker."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    if sys.prefix != sys.base_prefix:
-        env.setdefault("PYBROKER_VENV", sys.prefix)
-    return env
-
-
-def _needed_under_tmp() -> list[Path]:
-    """The checkout and this Python, where they live under /tmp (a fresh clone in CI): the
-    namespace's private /tmp would hide them, so they are bound back in at the same paths."""
-    tmp = Path("/tmp")
-    wanted = {ROOT, Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent}
-    found = sorted({p.resolve() for p in wanted if p.resolve().is_relative_to(tmp)})
-    # Outermost first, and nothing inside another already bound.
-    return [p for p in found if not any(p != q and p.is_relative_to(q) for q in found)]
-
-
 # --- the test ------------------------------------------------------------------------------------
 
 def test_cluster_quickstart_runs_as_written(tmp_path: Path) -> None:
-    reason = _why_no_private_namespace()
+    reason = why_no_private_namespace()
     if reason:
         pytest.skip(reason)
-    private_tmp = tmp_path / "tmp"
-    private_tmp.mkdir()
-    inside = (f'ip link set lo up && mkdir -p {private_tmp}/.host '
-              f'&& mount --bind /tmp {private_tmp}/.host && mount --rbind {private_tmp} /tmp'
-              + "".join(f' && mkdir -p {shlex.quote(str(p))} && mount --bind '
-                        f'{shlex.quote("/tmp/.host/" + str(p.relative_to("/tmp")))} '
-                        f'{shlex.quote(str(p))}' for p in _needed_under_tmp())
-              + ' && exec "$@"')
-    done = subprocess.run(
-        ["unshare", "--map-root-user", "--net", "--mount", "--pid", "--fork", "--mount-proc",
-         "sh", "-c", inside, "sh", sys.executable, "-m", "tests.cluster.test_readme_cluster",
-         str(tmp_path / "work")],
-        capture_output=True, text=True, timeout=180, cwd=ROOT,
-        env=_env())
+    done = run_inside("tests.cluster.test_readme_cluster", tmp_path, timeout=180)
     assert done.returncode == 0, done.stderr[-5000:]
     run = json.loads(done.stdout.splitlines()[-1])
     steps = {i: s for i, s in enumerate(run["steps"])}
