@@ -10,6 +10,7 @@ seconds. It is not skipped when the network is missing: it fails, saying so.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -148,3 +149,26 @@ def test_wheel_in_a_fresh_venv_runs_a_users_tests(tmp_path: Path) -> None:
     (project / "test_with_kafka.py").write_text(textwrap.dedent(USER_TEST))
     out = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=project)
     assert "2 passed" in out, out
+
+
+def test_the_first_run_of_the_readme_command_prints_nothing_alarming(tmp_path: Path) -> None:
+    """Issue #27: the README's first command on a fresh clone sets up .venv and starts. What
+    it prints while doing so is its one "setting up" line: no boxed setuptools warning, no
+    pip notice. Run here as `bin/pybroker-server --version` on a copy of the checkout with no
+    .venv, which bin/_bootstrap builds exactly as the README's command does."""
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    for name in [*SOURCES, "bin", "config"]:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, clone / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy(ROOT / name, clone / name)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYBROKER_VENV", "PYTHONPATH", "VIRTUAL_ENV", "PYTHONWARNINGS")}
+    done = subprocess.run([str(clone / "bin" / "pybroker-server"), "--version"], cwd=clone,
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.strip() == f"{__version__} (pybroker)"
+    assert done.stderr.splitlines() == [
+        f"pybroker: setting up {clone}/.venv (first run only)..."], done.stderr
