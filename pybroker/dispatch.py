@@ -24,7 +24,9 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import APIS
 from protocol.metadata_response import EncodedBody
 from pybroker.handlers import REGISTRY
-from pybroker.handlers.sasl_session import authenticated, failed, frame_limit
+from pybroker.handlers.sasl_session import (
+    authenticated, begins_reauthentication, failed, frame_limit,
+)
 from pybroker.sasl.authenticator import SaslState
 from pybroker.sasl.mechanisms import AuthenticationFailed
 from pybroker.session import Session
@@ -147,22 +149,26 @@ _THROTTLE = struct.Struct(">i")
 
 _BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
                                     ApiKey.SASL_AUTHENTICATE})
-_REAUTHENTICATION = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
 def _sasl_gate(session: Session, api_key: int) -> None:
     """Kafka's SASL rule: until a SASL connection has authenticated, only ApiVersions and
-    the SASL APIs are served (and once a mechanism is chosen, only SaslAuthenticate); any
-    other request closes it, unanswered. An authenticated session that has outlived its
-    lifetime (KIP-368) is closed at its next request, unless that request re-authenticates."""
+    the SASL APIs are served (and once a mechanism is chosen, only SaslAuthenticate; after a
+    re-authentication named another mechanism, nothing); any other request closes it,
+    unanswered. An authenticated session that has outlived its lifetime (KIP-368) is closed
+    at its next request unless that request is a SaslHandshake beginning re-authentication
+    (Kafka's SocketServer asks that first, so a late re-authentication is still accepted)."""
     if not session.authenticated:
-        chosen = session.sasl is not None and session.sasl.state is SaslState.AUTHENTICATE
-        if api_key not in _BEFORE_AUTHENTICATION or (
-                chosen and api_key != ApiKey.SASL_AUTHENTICATE):
+        state = session.sasl.state if session.sasl is not None else SaslState.HANDSHAKE
+        if api_key not in _BEFORE_AUTHENTICATION or state is SaslState.BAD_MECHANISM or (
+                state is SaslState.AUTHENTICATE and api_key != ApiKey.SASL_AUTHENTICATE):
             name = ApiKey(api_key).name if api_key in ApiKey._value2member_map_ else api_key
             raise CloseConnection(f"unexpected {name} request before SASL authentication")
-    elif (session.expires_at is not None and api_key not in _REAUTHENTICATION
-          and monotonic() > session.expires_at):
+        return
+    now = monotonic()
+    if api_key == ApiKey.SASL_HANDSHAKE and begins_reauthentication(session, now):
+        return
+    if session.expires_at is not None and now > session.expires_at:
         raise CloseConnection("the SASL session expired without re-authentication "
                               "(connections.max.reauth.ms)")
 
