@@ -3,7 +3,6 @@ tests/reference/test_sasl_reauth.py runs against Apache Kafka 4.1.1 too), and py
 client keeping its connections through several session lifetimes."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -14,7 +13,6 @@ from pybroker.client import open_client
 from pybroker.client.security import client_security
 from pybroker.testing import broker_in_thread
 from pybroker.tools import configs
-from tests.integration import reauth_scenarios
 from tests.integration.reauth_scenarios import (
     LIFETIME_MS, LISTENER, PAST_LIFETIME_S, SCENARIOS, SCRAM_PASSWORD, SCRAM_USER, SETTINGS,
 )
@@ -38,15 +36,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
 def test_the_broker_as_kafka(broker: Any, scenario: Callable[[tuple[str, int]], None]) -> None:
     scenario(("127.0.0.1", broker.ports[LISTENER]))
-
-
-def test_a_request_during_reauthentication_closes_unanswered(broker: Any) -> None:
-    """Kafka answers it (with the request's error body) before closing; pybroker closes, as
-    it does for the same request during a first authentication."""
-    with reauth_scenarios.RawSession(("127.0.0.1", broker.ports[LISTENER])) as s:
-        assert s.plain().error_code == 0
-        assert s.handshake("PLAIN").error_code == 0
-        assert s.metadata() is None
 
 
 _BROKERS_ONLY = {"topics": [], "allow_auto_topic_creation": False,
