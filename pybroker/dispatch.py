@@ -24,7 +24,9 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import APIS
 from protocol.metadata_response import EncodedBody
 from pybroker.handlers import REGISTRY
-from pybroker.handlers.sasl_session import authenticated, failed, frame_limit
+from pybroker.handlers.sasl_session import (
+    authenticated, begins_reauthentication, failed, frame_limit,
+)
 from pybroker.sasl.authenticator import SaslState
 from pybroker.sasl.mechanisms import AuthenticationFailed
 from pybroker.session import Session
@@ -73,13 +75,19 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
         raise CloseConnection(str(exc)) from None
 
     header = request.header
-    if session is not None and (not session.authenticated or session.expires_at is not None):
+    out_of_exchange = session is not None and (
+        not session.authenticated or session.expires_at is not None) and \
         _sasl_gate(session, header.api_key)
     handler = REGISTRY.get(header.api_key)
     ctx = RequestContext(services, header, host, port, REGISTRY, services.metadata.image,
                          listener, session if session is not None else Session(listener))
     if handler is None:
         raise CloseConnection(f"no handler for API key {header.api_key}")
+    if out_of_exchange:
+        ctx.session.close_after_response = True
+        return encode_response_parts(header.api_key, header.api_version, header.correlation_id,
+                                     _error_body(handler, ctx, request.body,
+                                                 ErrorCode.ILLEGAL_SASL_STATE))
     # Counted for /metrics as plain integers (request_stats.py): from the decoded request to
     # the encoded response, so a long-poll fetch counts its wait. Failed: answered with a
     # top-level error code, or not answered because of an error (left at
@@ -147,24 +155,35 @@ _THROTTLE = struct.Struct(">i")
 
 _BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
                                     ApiKey.SASL_AUTHENTICATE})
-_REAUTHENTICATION = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
-def _sasl_gate(session: Session, api_key: int) -> None:
-    """Kafka's SASL rule: until a SASL connection has authenticated, only ApiVersions and
-    the SASL APIs are served (and once a mechanism is chosen, only SaslAuthenticate); any
-    other request closes it, unanswered. An authenticated session that has outlived its
-    lifetime (KIP-368) is closed at its next request, unless that request re-authenticates."""
+def _sasl_gate(session: Session, api_key: int) -> bool:
+    """Kafka's SASL rules; True when the request is to be answered with its error body
+    (ILLEGAL_SASL_STATE) and the connection then closed.
+
+    Until a SASL connection has authenticated, only ApiVersions and the SASL APIs are served;
+    any other request closes it, unanswered. Once a handshake has chosen a mechanism, only
+    SaslAuthenticate: another request is answered ILLEGAL_SASL_STATE, then the connection
+    closed (Kafka's SaslServerAuthenticator, for a first authentication as for a
+    re-authentication); after a re-authentication named another mechanism, whatever comes
+    closes it. An authenticated session that has outlived its lifetime (KIP-368) is closed
+    at its next request unless that request is a SaslHandshake beginning re-authentication
+    (Kafka's SocketServer asks that first, so a late re-authentication is still accepted)."""
     if not session.authenticated:
-        chosen = session.sasl is not None and session.sasl.state is SaslState.AUTHENTICATE
-        if api_key not in _BEFORE_AUTHENTICATION or (
-                chosen and api_key != ApiKey.SASL_AUTHENTICATE):
+        state = session.sasl.state if session.sasl is not None else SaslState.HANDSHAKE
+        if state is SaslState.AUTHENTICATE:
+            return api_key != ApiKey.SASL_AUTHENTICATE
+        if api_key not in _BEFORE_AUTHENTICATION or state is SaslState.BAD_MECHANISM:
             name = ApiKey(api_key).name if api_key in ApiKey._value2member_map_ else api_key
             raise CloseConnection(f"unexpected {name} request before SASL authentication")
-    elif (session.expires_at is not None and api_key not in _REAUTHENTICATION
-          and monotonic() > session.expires_at):
+        return False
+    now = monotonic()
+    if api_key == ApiKey.SASL_HANDSHAKE and begins_reauthentication(session, now):
+        return False
+    if session.expires_at is not None and now > session.expires_at:
         raise CloseConnection("the SASL session expired without re-authentication "
                               "(connections.max.reauth.ms)")
+    return False
 
 
 def _raw_token(session: Session, frame: bytes, host: str) -> list[Any]:

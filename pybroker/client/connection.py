@@ -12,11 +12,21 @@ broker names when it answers UNSUPPORTED_VERSION in a v0 body, KIP-511); every l
 then uses min(our highest, the broker's highest) for its API, so the same client speaks to
 pybroker and to any Kafka broker. An API the broker does not serve in a version we declare
 raises KafkaError(UNSUPPORTED_VERSION) naming it, before anything is sent.
+
+Re-authentication (KIP-368): when SaslAuthenticate names a session lifetime, the connection
+re-authenticates once 85-95 % of it has passed (Kafka's client's window, random so that many
+connections do not re-authenticate together), before the next request is written, as Kafka's
+client does it: lazily, so an idle connection re-authenticates when it is used again (a broker
+accepts a SaslHandshake beginning re-authentication even after the session expired). The
+exchange runs under the send lock, so no other request is written between its frames;
+responses to requests already written keep arriving meanwhile. A failed re-authentication
+fails the connection (the broker closes it too); the client's next use reconnects.
 """
 from __future__ import annotations
 
 import itertools
 import os
+import random
 import ssl
 import struct
 from dataclasses import dataclass, field
@@ -33,7 +43,7 @@ from protocol.messages import APIS
 from pybroker import __version__
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
 from pybroker.client.sasl_client import authenticate
-from pybroker.client.security import PLAINTEXT, ClientSecurity
+from pybroker.client.security import PLAINTEXT, ClientSecurity, SaslCredentials
 
 __all__ = ["BrokerConnection", "PendingRequest", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
 
@@ -43,6 +53,8 @@ _CORRELATION = struct.Struct(">i")
 _ERROR_CODE = struct.Struct(">h")
 _MAX_FRAME = 1 << 30  # a response may carry large fetches; refuse only absurd sizes
 _CLOSE_TIMEOUT = 1.0
+# Kafka's client re-authenticates between 85 and 95 % of the session lifetime.
+_REAUTH_WINDOW = (0.85, 0.95)
 
 
 @dataclass
@@ -121,6 +133,9 @@ class BrokerConnection:
         self._send_lock = trio.Lock()
         self._failure: KafkaConnectionError | None = None
         self.session_lifetime_ms = 0  # what SaslAuthenticate told (KIP-368); 0: unbounded
+        self._sasl: SaslCredentials | None = None  # to re-authenticate with
+        self._reauthenticate_at: float | None = None  # trio time; None: never
+        self.reauthentications = 0  # completed on this connection
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node {self.node_id} {self.address}>"
@@ -171,7 +186,8 @@ class BrokerConnection:
                 if security.sasl is not None and security.uses_sasl:
                     step = f"did not complete SASL {security.sasl.mechanism} authentication"
                     authenticating = True
-                    conn.session_lifetime_ms = await authenticate(conn, security.sasl)
+                    conn._sasl = security.sasl
+                    conn._session_started(await authenticate(conn, security.sasl))
         except trio.TooSlowError:
             await conn.aclose()
             raise KafkaConnectionError(
@@ -194,6 +210,32 @@ class BrokerConnection:
             await conn.aclose()
             raise
         return conn
+
+    def _session_started(self, lifetime_ms: int) -> None:
+        """Note the session lifetime the broker gave and when to re-authenticate."""
+        self.session_lifetime_ms = lifetime_ms
+        self._reauthenticate_at = None if lifetime_ms <= 0 else \
+            trio.current_time() + lifetime_ms / 1000 * random.uniform(*_REAUTH_WINDOW)
+
+    async def _reauthenticate(self) -> None:
+        """Re-authenticate now; called holding the send lock. Any failure (the broker's
+        refusal, a timeout, a cancellation mid-exchange) fails the connection: the broker
+        has closed it, or its frames are no longer where either side expects."""
+        assert self._sasl is not None
+        try:
+            with trio.fail_after(self.request_timeout):
+                lifetime = await authenticate(_Reauthentication(self), self._sasl)
+        except BaseException as exc:
+            reason = "timed out" if isinstance(exc, trio.TooSlowError) else \
+                (str(exc) or type(exc).__name__)
+            self._fail(KafkaConnectionError(
+                f"SASL re-authentication with {self.address} failed ({reason})"))
+            await trio.aclose_forcefully(self._stream)
+            if isinstance(exc, Exception):
+                raise self._failure from None  # type: ignore[misc]
+            raise
+        self.reauthentications += 1
+        self._session_started(lifetime)
 
     async def aclose(self) -> None:
         self._fail(KafkaConnectionError(f"connection to {self.address} was closed"))
@@ -353,17 +395,10 @@ class BrokerConnection:
                 async with self._send_lock:
                     if self._failure is not None:
                         raise self._failure
-                    try:
-                        await self._stream.send_all(frame)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                        self._fail(KafkaConnectionError(
-                            f"lost connection to {self.address} ({exc or type(exc).__name__})"))
-                        raise self._failure from None  # type: ignore[misc]
-                    except BaseException:
-                        # Cancelled mid-frame: the stream is no longer aligned on frames.
-                        self._fail(KafkaConnectionError(
-                            f"connection to {self.address} abandoned mid-request"))
-                        raise
+                    if self._reauthenticate_at is not None \
+                            and trio.current_time() >= self._reauthenticate_at:
+                        await self._reauthenticate()
+                    await self._send_frame(frame)
         except trio.TooSlowError:
             self._slots.pop(cid, None)
             raise KafkaTimeoutError(f"{APIS[api_key].name} request to {self.address} timed "
@@ -372,6 +407,43 @@ class BrokerConnection:
             self._slots.pop(cid, None)
             raise
         return cid, slot
+
+    async def _send_frame(self, frame: bytes) -> None:
+        """Write one whole frame; the caller holds the send lock."""
+        try:
+            await self._stream.send_all(frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self._fail(KafkaConnectionError(
+                f"lost connection to {self.address} ({exc or type(exc).__name__})"))
+            raise self._failure from None  # type: ignore[misc]
+        except BaseException:
+            # Cancelled mid-frame: the stream is no longer aligned on frames.
+            self._fail(KafkaConnectionError(
+                f"connection to {self.address} abandoned mid-request"))
+            raise
+
+    async def _request_holding_lock(self, api_key: int, body: Mapping[str, Any], *,
+                                    version: int | None = None, min_version: int | None = None,
+                                    max_version: int | None = None) -> Container:
+        """One request and its decoded response, written by a task that holds the send lock
+        (re-authentication's SASL requests)."""
+        if version is None:
+            version = self.pick_version(api_key, min_version, max_version)
+        cid = next(self._ids) & 0x7FFFFFFF
+        slot = self._slots[cid] = _Slot()
+        try:
+            await self._send_frame(encode_request(api_key, version, cid, self.client_id, body))
+        except BaseException:
+            self._slots.pop(cid, None)
+            raise
+        timeout = self.request_timeout
+        frame = await self._wait(api_key, cid, slot, trio.current_time() + timeout, timeout)
+        try:
+            return decode_response(api_key, version, frame)[1]
+        except ProtocolError as exc:
+            raise KafkaConnectionError(
+                f"could not read the {APIS[api_key].name} v{version} response from "
+                f"{self.address}: {exc}") from None
 
     async def _wait(self, api_key: int, cid: int, slot: _Slot, deadline: float,
                     timeout: float) -> bytes:
@@ -411,3 +483,16 @@ class PendingRequest:
             raise KafkaConnectionError(
                 f"could not read the {APIS[self.api_key].name} v{self.version} response from "
                 f"{self.conn.address}: {exc}") from None
+
+
+class _Reauthentication:
+    """The connection as sasl_client.authenticate sees it while re-authenticating: its
+    requests are written by the task already holding the send lock."""
+
+    def __init__(self, conn: BrokerConnection) -> None:
+        self._conn = conn
+        self.address = conn.address
+
+    async def request(self, api_key: int, body: Mapping[str, Any], **kwargs: Any
+                      ) -> Container | None:
+        return await self._conn._request_holding_lock(api_key, body, **kwargs)

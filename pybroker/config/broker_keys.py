@@ -159,9 +159,15 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Largest frame accepted from a SASL connection before it has authenticated; a larger "
        "one closes the connection."),
     _k("connections.max.reauth.ms", _L, 0, at_least(0), _MEDIUM,
-       "KIP-368: a SASL session lasts this long (told to the client in SaslAuthenticate); a "
-       "connection that has not re-authenticated by then is closed at its next request. 0: "
-       "sessions never expire."),
+       "KIP-368: a SASL session lasts this long, or less when its OAUTHBEARER token expires "
+       "sooner (told to the client in SaslAuthenticate v1+). The client re-authenticates on "
+       "the same connection (SaslHandshake and SaslAuthenticate again, the same principal "
+       "and mechanism, at most once a second; pybroker's client does it at 85-95 % of the "
+       "lifetime); a connection that has not by then is closed at its next request, whatever "
+       "its SaslAuthenticate version, as Kafka does. 0: sessions never expire, and a "
+       "SaslHandshake on an authenticated connection is answered ILLEGAL_SASL_STATE. "
+       "listener.name.<l>.connections.max.reauth.ms overrides it per listener, and "
+       "listener.name.<l>.<mechanism>.connections.max.reauth.ms per listener and mechanism."),
     _k("num.network.threads", _I, 3, at_least(1), _HIGH,
        "Kafka's network thread count. Accepted; pybroker serves each connection as a task.", na=True),
     _k("num.io.threads", _I, 8, at_least(1), _HIGH,

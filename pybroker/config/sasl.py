@@ -6,13 +6,18 @@ key (lower-case listener name), and the JAAS line per listener and mechanism
 Kafka applies when the broker starts are applied here too, so a misconfigured listener stops
 the broker with a clear message rather than refusing every client later: GSSAPI is not
 served, an unknown mechanism is refused, PLAIN needs a PlainLoginModule with users.
+
+connections.max.reauth.ms may also be set per listener and mechanism
+(`listener.name.<l>.<mechanism>.connections.max.reauth.ms`, Kafka's SaslChannelBuilder), which
+wins over the listener's and then the broker's value.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from pybroker.config.definitions import ConfigError
+from pybroker.config.broker_keys import BROKER_CONFIG_DEFS
+from pybroker.config.definitions import ConfigError, parse_value
 from pybroker.config.jaas import JaasEntry, JaasError, parse_jaas
 
 PLAIN = "PLAIN"
@@ -24,6 +29,7 @@ SERVED_MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER)
 LISTENER_KEYS = ("sasl.enabled.mechanisms", "connections.max.reauth.ms",
                  "sasl.server.max.receive.size", "sasl.jaas.config")
 _PLAIN_MODULE = "PlainLoginModule"
+_REAUTH = "connections.max.reauth.ms"
 
 
 @dataclass(frozen=True)
@@ -32,10 +38,14 @@ class SaslListenerConfig:
 
     mechanisms: tuple[str, ...]
     max_receive_size: int = 524288
-    reauth_ms: int = 0
+    # connections.max.reauth.ms of each enabled mechanism (0: sessions never expire).
+    reauth_ms_by_mechanism: Mapping[str, int] = field(default_factory=dict)
     plain_users: Mapping[str, str] = field(default_factory=dict, repr=False)
     # OAUTHBEARER's unsecured validator options (unsecuredValidator*), from its JAAS line.
     oauth_options: Mapping[str, str] = field(default_factory=dict)
+
+    def reauth_ms(self, mechanism: str) -> int:
+        return self.reauth_ms_by_mechanism.get(mechanism, 0)
 
 
 def listener_key(name: str) -> bool:
@@ -43,9 +53,9 @@ def listener_key(name: str) -> bool:
     if not name.startswith("listener.name."):
         return False
     rest = name[len("listener.name."):].partition(".")[2]
-    return rest in LISTENER_KEYS or (
-        rest.endswith(".sasl.jaas.config")
-        and rest[:-len(".sasl.jaas.config")].upper() in SERVED_MECHANISMS)
+    return rest in LISTENER_KEYS or any(
+        rest.endswith(suffix) and rest[:-len(suffix)].upper() in SERVED_MECHANISMS
+        for suffix in (".sasl.jaas.config", "." + _REAUTH))
 
 
 def sasl_listener_config(values: Mapping[str, object], originals: Mapping[str, str],
@@ -74,7 +84,9 @@ def sasl_listener_config(values: Mapping[str, object], originals: Mapping[str, s
             raise ConfigError(key, shown, f"Unknown SASL mechanism {mechanism}; pybroker "
                                           f"serves {', '.join(SERVED_MECHANISMS)}")
     max_receive = int(get("sasl.server.max.receive.size")[1])  # type: ignore[arg-type]
-    reauth = int(get("connections.max.reauth.ms")[1])  # type: ignore[arg-type]
+    reauth = {mechanism: _reauth_ms(originals, prefix, mechanism,
+                                    int(get(_REAUTH)[1]))  # type: ignore[arg-type]
+              for mechanism in mechanisms}
     plain_users: dict[str, str] = {}
     if PLAIN in mechanisms:
         entry = _jaas(values, originals, prefix, PLAIN)
@@ -91,6 +103,19 @@ def sasl_listener_config(values: Mapping[str, object], originals: Mapping[str, s
         if entry is not None:
             oauth = {k: v for k, v in entry.options.items() if k.startswith("unsecuredValidator")}
     return SaslListenerConfig(mechanisms, max_receive, reauth, plain_users, oauth)
+
+
+def _reauth_ms(originals: Mapping[str, str], prefix: str, mechanism: str, fallback: int) -> int:
+    """listener.name.<l>.<mechanism>.connections.max.reauth.ms, validated as the broker-wide
+    key is; `fallback` (the listener's or the broker's value) when it is not set."""
+    key = f"{prefix}{mechanism.lower()}.{_REAUTH}"
+    if key not in originals:
+        return fallback
+    definition = BROKER_CONFIG_DEFS[_REAUTH]
+    value = parse_value(key, definition.type, originals[key])
+    if definition.validator is not None:
+        definition.validator.check(key, value)
+    return int(value)  # type: ignore[arg-type]
 
 
 def _jaas(values: Mapping[str, object], originals: Mapping[str, str], prefix: str,

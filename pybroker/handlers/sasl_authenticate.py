@@ -2,7 +2,9 @@
 
 Success sets the session's principal and, from v1, tells the client how long its session
 lasts (KIP-368). A failure answers SASL_AUTHENTICATION_FAILED with the mechanism's message
-and closes the connection; a token before any handshake, ILLEGAL_SASL_STATE.
+and closes the connection; a token before any handshake, ILLEGAL_SASL_STATE. A token on a
+connection already authenticated (not re-authenticating) is answered ILLEGAL_SASL_STATE and
+the connection kept, as Kafka's request handler answers it.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from pybroker.sasl.mechanisms import AuthenticationFailed
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     sasl = authenticator_of(ctx.services, ctx.session)
-    if sasl is None:
+    if sasl is None or ctx.session.authenticated:
         return _error(ErrorCode.ILLEGAL_SASL_STATE,
                       "SaslAuthenticate request received after successful authentication")
     try:

@@ -3,6 +3,10 @@
 A connection on a SASL listener gets its `SaslAuthenticator` at its first SASL request; on
 other listeners there is none, and the SASL APIs answer ILLEGAL_SASL_STATE as Kafka's do
 once a connection is authenticated. Success is where the session learns its principal.
+
+While a session re-authenticates (KIP-368) it is not `authenticated`: as during the first
+exchange, only the SASL requests of the exchange are served, and the frame limit is
+sasl.server.max.receive.size. The principal stays what it was.
 """
 from __future__ import annotations
 
@@ -25,13 +29,27 @@ def authenticator_of(services: Services, session: Session) -> SaslAuthenticator 
     return session.sasl
 
 
+def begins_reauthentication(session: Session, now: float) -> bool:
+    """Whether a SaslHandshake arriving now on `session` starts re-authenticating it: the
+    session is authenticated, has a lifetime, and began none in the last second."""
+    sasl = session.sasl
+    return (session.authenticated and sasl is not None
+            and sasl.may_reauthenticate(now, session.expires_at is not None))
+
+
+def reauthentication_started(session: Session) -> None:
+    """Until the new exchange completes, only its SASL requests are served."""
+    session.authenticated = False
+
+
 def authenticated(session: Session, sasl: SaslAuthenticator, host: str) -> int:
     """Record success on the session; the session lifetime (ms, 0: none) to tell the client."""
     lifetime = sasl.session_lifetime_ms()
     session.principal = f"User:{sasl.user}"
     session.authenticated = True
     session.expires_at = time.monotonic() + lifetime / 1000 if lifetime else None
-    log.debug("%s authenticated from %s with %s", session.principal, host, sasl.mechanism)
+    log.debug("%s %sauthenticated from %s with %s (session lifetime %d ms)", session.principal,
+              "re-" if sasl.reauthenticating else "", host, sasl.mechanism, lifetime)
     return lifetime
 
 

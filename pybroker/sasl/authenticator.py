@@ -3,9 +3,15 @@
 Before authentication a connection may send ApiVersions and SaslHandshake; after a handshake
 v1 the tokens come in SaslAuthenticate requests, after a handshake v0 (older clients) as raw
 size-prefixed frames with no Kafka header. Success names the user; a failure, or a SASL
-request out of order, is answered and the connection closed. Once authenticated, a client
-may re-authenticate (KIP-368) with the same mechanism and principal; the session's lifetime
-is the shortest of connections.max.reauth.ms and the credential's own (a token's expiry).
+request out of order, is answered and the connection closed.
+
+Re-authentication (KIP-368), as Kafka's KafkaChannel and SaslServerAuthenticator allow it: the
+session's lifetime is the shortest of connections.max.reauth.ms (of the mechanism) and the
+credential's own (a token's expiry); only a session with a lifetime may re-authenticate, at
+most once a second (`may_reauthenticate`), by a new SaslHandshake and exchange on the same
+connection. The principal must stay the same (else SASL_AUTHENTICATION_FAILED); a handshake
+naming another enabled mechanism is answered, and the exchange's next frame then closes the
+connection unanswered (Kafka's REAUTH_BAD_MECHANISM).
 """
 from __future__ import annotations
 
@@ -26,7 +32,12 @@ class SaslState(enum.Enum):
     AUTHENTICATE = "authenticate"    # handshake v1 done: SaslAuthenticate requests
     RAW_TOKEN = "raw_token"          # handshake v0 done: raw size-prefixed tokens
     COMPLETE = "complete"
+    BAD_MECHANISM = "bad_mechanism"  # re-authentication named another mechanism: next frame closes
     FAILED = "failed"
+
+
+# Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS.
+MIN_REAUTH_INTERVAL_S = 1.0
 
 
 class IllegalSaslState(Exception):
@@ -40,23 +51,35 @@ class SaslAuthenticator:
         self.state = SaslState.HANDSHAKE
         self.mechanism: str | None = None
         self.user: str | None = None  # the authenticated user, kept across re-authentication
+        self.reauthenticating = False  # the current (or last) exchange re-authenticates
+        self._reauth_started: float | None = None  # when the last re-authentication began
         self._server: SaslServer | None = None
 
     @property
     def raw_tokens(self) -> bool:
         return self.state is SaslState.RAW_TOKEN
 
-    def handshake(self, mechanism: str, version: int) -> bool:
-        """Whether `mechanism` is offered; on a match the exchange starts."""
+    def may_reauthenticate(self, now: float, expiring: bool) -> bool:
+        """Whether a SaslHandshake arriving at `now` (monotonic seconds) begins re-authenticating
+        a session that has a lifetime (`expiring`). When not, Kafka serves the handshake as an
+        ordinary request: ILLEGAL_SASL_STATE, the connection kept (unless it has expired)."""
+        return (self.state is SaslState.COMPLETE and expiring
+                and (self._reauth_started is None
+                     or now - self._reauth_started >= MIN_REAUTH_INTERVAL_S))
+
+    def handshake(self, mechanism: str, version: int, now: float) -> bool:
+        """Whether `mechanism` is offered; on a match the exchange starts. On a complete
+        session the caller has checked `may_reauthenticate`: this begins re-authentication."""
         if self.state not in (SaslState.HANDSHAKE, SaslState.COMPLETE):
             raise IllegalSaslState("Unexpected SaslHandshake request during SASL authentication")
-        reauthenticating = self.state is SaslState.COMPLETE
-        if reauthenticating and (version < 1 or mechanism != self.mechanism):
-            raise IllegalSaslState("Re-authentication must keep the SASL mechanism "
-                                   f"{self.mechanism} and use SaslHandshake v1 or later")
         if mechanism not in self.config.mechanisms:
             self.state = SaslState.FAILED
             return False
+        if self.state is SaslState.COMPLETE:
+            self.reauthenticating, self._reauth_started = True, now
+            if mechanism != self.mechanism:
+                self.state = SaslState.BAD_MECHANISM
+                return True
         self.mechanism = mechanism
         self._server = self._new_server(mechanism)
         self.state = SaslState.AUTHENTICATE if version >= 1 else SaslState.RAW_TOKEN
@@ -73,7 +96,7 @@ class SaslAuthenticator:
                     and self._server.user != self.user:
                 raise AuthenticationFailed(
                     "Cannot change principals during re-authentication from "
-                    f"User:{self.user}: User:{self._server.user}")
+                    f"User.{self.user}: User.{self._server.user}")
         except AuthenticationFailed:
             self.state = SaslState.FAILED
             raise
@@ -88,7 +111,7 @@ class SaslAuthenticator:
 
     def session_lifetime_ms(self) -> int:
         """KIP-368's session lifetime after success; 0 when the session does not expire."""
-        limits = [ms for ms in (self.config.reauth_ms,
+        limits = [ms for ms in (self.config.reauth_ms(self.mechanism or ""),
                                 self._server.lifetime_ms if self._server else None)
                   if ms is not None and ms > 0]
         return min(limits) if limits else 0
@@ -98,4 +121,4 @@ class SaslAuthenticator:
             return PlainServer(self.config.plain_users)
         if mechanism == OAUTHBEARER:
             return OAuthBearerUnsecuredServer(self.config.oauth_options)
-        return ScramServer(mechanism, self._scram_lookup)
+        return ScramServer(mechanism, self._scram_lookup, self.reauthenticating)

@@ -74,14 +74,16 @@ class ScramServer(SaslServer):
     """RFC 5802: client-first, server-first, client-final, server-final (scram_exchange)."""
 
     def __init__(self, mechanism: str,
-                 lookup: Callable[[str, str], ScramCredential | None]) -> None:
+                 lookup: Callable[[str, str], ScramCredential | None],
+                 reauthenticating: bool = False) -> None:
         self.mechanism = mechanism
+        self._during = "re-authentication" if reauthenticating else "authentication"
         self._exchange = ScramExchange(mechanism, lambda user: lookup(user, mechanism))
         self._step = 0
 
     def evaluate(self, token: bytes) -> bytes:
         # SaslServerAuthenticator's message for any SaslException of the exchange.
-        failed = ("Authentication failed during authentication due to invalid credentials "
+        failed = (f"Authentication failed during {self._during} due to invalid credentials "
                   f"with SASL mechanism {self.mechanism}")
         try:
             message = token.decode()

@@ -5,6 +5,7 @@ replicate over it (a topic's ISR fills), an acks=all produce through our tools c
 leader is stopped, and everything is consumed from the new leader."""
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from pathlib import Path
@@ -122,3 +123,22 @@ def test_a_sasl_inter_broker_listener_needs_a_served_mechanism_and_credentials(
     with pytest.raises(ConfigError) as info:
         inter_broker_security(config)
     assert "username" in str(info.value) and "broker-secret" not in str(info.value)
+
+
+def test_followers_reauthenticate_on_a_sasl_inter_broker_listener(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """connections.max.reauth.ms=1500: the follower's fetcher re-authenticates its one
+    connection to the leader (pybroker's client, KIP-368) instead of the leader closing it
+    at each expiry. Four lifetimes of replication: the ISR stays full and no session expired
+    on either broker (the leader logs each connection it closes)."""
+    caplog.set_level(logging.WARNING, logger="pybroker.connection")
+    with Cluster(2, **{"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                       "inter.broker.listener.name": "SASL_PLAINTEXT",
+                       "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                       "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": JAAS,
+                       "connections.max.reauth.ms": "1500"}) as cluster:
+        cluster.create_topic("reauth", 1, 2)  # waits for the ISR
+        time.sleep(6)
+        assert set(cluster.isr_of("reauth")) == {0, 1}
+    expired = [r.getMessage() for r in caplog.records if "expired" in r.getMessage()]
+    assert expired == []
