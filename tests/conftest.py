@@ -9,6 +9,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
+from tests.tiers import TIERS, tier_of
+
 # Hypothesis loads third-party plugins by entry point, trio's among them; the protocol tests
 # must run with trio absent, so none are loaded (the suite needs none).
 os.environ.setdefault("HYPOTHESIS_NO_PLUGINS", "1")
@@ -39,6 +41,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # ty
         terminalreporter.section("performance figures")
         for line in lines:
             terminalreporter.write_line(line)
+    spent = config.stash.get(_TIER_TIME, None)
+    if spent:
+        terminalreporter.section("time per tier (setup, call and teardown of its tests, "
+                                 "summed over the workers)")
+        for tier in TIERS:
+            if tier in spent:
+                seconds, count = spent[tier]
+                terminalreporter.write_line(
+                    f"{tier:<12} {int(seconds // 60):3d} min {seconds % 60:4.1f} s  "
+                    f"{count} tests")
 
 
 @pytest.fixture
@@ -56,3 +68,38 @@ def tool(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
         captured = capsys.readouterr()
         return Result(rc, captured.out, captured.err)
     return call
+
+
+# --- tiers (tests/tiers.py) ------------------------------------------------------------------
+
+_TESTS_DIR = Path(__file__).parent
+_TIER_TIME = pytest.StashKey[dict]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _CONFIG
+    _CONFIG = config
+    for tier in TIERS:
+        config.addinivalue_line("markers", f"{tier}: the {tier} tier (tests/tiers.py)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = tier_of(item.path.relative_to(_TESTS_DIR).as_posix())
+        item.add_marker(getattr(pytest.mark, tier))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each test's setup, call and teardown time, added to its tier's, found from the
+    report's node id, so this works where the reports arrive from elsewhere too (pytest-xdist's
+    workers send theirs to the process that prints the summary)."""
+    path = report.nodeid.split("::", 1)[0]
+    if _CONFIG is None or not path.startswith("tests/"):
+        return
+    tier = tier_of(path.removeprefix("tests/"))
+    spent = _CONFIG.stash.setdefault(_TIER_TIME, {})
+    seconds, count = spent.get(tier, (0.0, 0))
+    spent[tier] = (seconds + report.duration, count + (report.when == "call"))
+
+
+_CONFIG: pytest.Config | None = None
