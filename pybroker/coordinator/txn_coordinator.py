@@ -112,10 +112,19 @@ class TransactionCoordinator:
         return await self.topic.coordinator_for(transactional_id, listener)
 
     def _coordinates(self, transactional_id: str) -> ErrorCode:
-        if TXN_TOPIC not in self.metadata.image.topics:
-            return ErrorCode.NOT_COORDINATOR
-        return ErrorCode.NONE if self.partition_for(transactional_id) in self.owned \
-            else ErrorCode.NOT_COORDINATOR
+        """NONE if this broker coordinates the id now; COORDINATOR_LOAD_IN_PROGRESS while its
+        partition is this broker's but not loaded yet (the image names this broker leader,
+        and FindCoordinator answers with it, before the delta's load has replayed the
+        partition): the client retries here, as on Kafka's loading coordinator.
+        NOT_COORDINATOR when another broker leads it, or no __transaction_state is known here
+        (the client looks for the coordinator again)."""
+        partition = self.partition_for(transactional_id)
+        if partition in self.owned:
+            return ErrorCode.NONE
+        state = self.metadata.image.partition(TXN_TOPIC, partition)
+        if state is not None and state.leader == self.config.node_id:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NOT_COORDINATOR
 
     def _epoch_of(self, transactional_id: str) -> tuple[int, int]:
         partition = self.partition_for(transactional_id)
@@ -173,7 +182,7 @@ class TransactionCoordinator:
             state = image.topics[TXN_TOPIC].partitions[index]
             mine = state.leader == self.config.node_id
             if mine and self.owned.get(index) != state.leader_epoch:
-                if index in self.owned:
+                if self.owned.pop(index, None) is not None:  # loading again: not served meanwhile
                     self.state.unload(index)
                 records = await trio.to_thread.run_sync(
                     lambda: list(self._records_of(index)))
