@@ -109,6 +109,19 @@ class ReplicaManager:
             return ErrorCode.NONE
         return verifier(transactional_id, producer_id, producer_epoch, tp)
 
+    def in_ongoing_transaction(self, tp: TopicPartition, producer_id: int,
+                               producer_epoch: int) -> bool:
+        """Whether the producer's transaction at this epoch is open in `tp`, led here: its
+        first batch there was verified, and the marker that ends it has not been written
+        (Kafka's hasOngoingTransaction, which spares a produce the coordinator's round
+        trip)."""
+        part = self._partitions.get(tp)
+        if part is None or not part.is_leader:
+            return False
+        entry = part.log.producer_state.producers.get(producer_id)
+        return entry is not None and entry.producer_epoch == producer_epoch \
+            and entry.current_txn_first_offset >= 0
+
     # -- the partitions this broker hosts ------------------------------------------------------
     def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1
                          ) -> tuple[ErrorCode, Partition | None]:

@@ -348,6 +348,19 @@ class TransactionCoordinator:
             return ErrorCode.NONE
         return self.state.in_transaction(producer_id, producer_epoch, tp)
 
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Sequence[TopicPartition]
+                          ) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn verify-only (another broker's produce verification): this
+        broker's answer for each partition, or why it cannot answer (NOT_COORDINATOR,
+        COORDINATOR_LOAD_IN_PROGRESS, INVALID_REQUEST for an empty id) for all of them."""
+        code = ErrorCode.INVALID_REQUEST if not transactional_id \
+            else self._coordinates(transactional_id)
+        if code:
+            return {tp: code for tp in partitions}
+        return self.state.verify_partitions(transactional_id, producer_id, producer_epoch,
+                                            partitions)
+
     def describe(self, transactional_id: str) -> tuple[ErrorCode, TxnMetadata | None]:
         if (code := self._coordinates(transactional_id)):
             return code, None

@@ -52,6 +52,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
             return error_response(ctx, request,
                                   ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         denied = denied_names(ctx, Op.WRITE, TOPIC, (t.name for t in request.topic_data))
+    refused: dict[TopicPartition, ErrorCode] = {}
+    if txn_id is not None and ctx.services.txn_verifier is not None:
+        refused = await _verify(ctx, txn_id, request)
     appended: list[tuple[TopicPartition, AppendResult]] = []
     stats = ctx.services.stats
     for topic in request.topic_data:
@@ -60,10 +63,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
                 result = AppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 appended.append(((topic.name, pd.index), result))
                 continue
-            refused = ErrorCode.NONE if txn_id is None else \
-                _verify(ctx, txn_id, topic.name, pd.index, pd.records)
-            if refused != ErrorCode.NONE:
-                result = AppendResult(refused, message=(
+            code = refused.get((topic.name, pd.index)) if refused else None
+            if code:
+                result = AppendResult(code, message=(
                     f"Partition {topic.name}-{pd.index} is not in the ongoing transaction of "
                     f"{txn_id!r} (add it with AddPartitionsToTxn first)"))
             else:
@@ -110,22 +112,33 @@ def _has_transactional_batch(request: Container) -> bool:
                for topic in request.topic_data for pd in topic.partition_data)
 
 
-def _verify(ctx: RequestContext, transactional_id: str, topic: str, partition: int,
-            records: bytes | None) -> ErrorCode:
+async def _verify(ctx: RequestContext, transactional_id: str, request: Container
+                  ) -> dict[TopicPartition, ErrorCode]:
     """A transactional batch may only go to a partition of its producer's ongoing
-    transaction (Kafka's KIP-890 verification): INVALID_TXN_STATE otherwise, which Produce
-    v11+ reports as the abortable TRANSACTION_ABORTABLE. The batch's own checks (CRC, a
+    transaction (Kafka's KIP-890 verification, `coordinator/txn_verifier.py`): the partitions
+    refused, with INVALID_TXN_STATE, which Produce v11+ reports as the abortable
+    TRANSACTION_ABORTABLE. One header read per partition; the batch's own checks (CRC, a
     fenced epoch) are the log's."""
-    if not records or len(records) < HEADER_SIZE:
-        return ErrorCode.NONE
-    header = BatchHeader.unpack_from(records, 0)
-    if not header.is_transactional:
-        return ErrorCode.NONE
-    code = ctx.replicas.verify_transaction(transactional_id, header.producer_id,
-                                           header.producer_epoch, (topic, partition))
-    if code == ErrorCode.INVALID_TXN_STATE and ctx.version >= 11:
-        return ErrorCode.TRANSACTION_ABORTABLE
-    return code
+    by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
+    for topic in request.topic_data:
+        for pd in topic.partition_data:
+            records = pd.records
+            if not records or len(records) < HEADER_SIZE:
+                continue
+            header = BatchHeader.unpack_from(records, 0)
+            if header.is_transactional:
+                by_producer.setdefault((header.producer_id, header.producer_epoch),
+                                       []).append((topic.name, pd.index))
+    refused: dict[TopicPartition, ErrorCode] = {}
+    verifier = ctx.services.txn_verifier
+    assert verifier is not None
+    for (producer_id, epoch), partitions in by_producer.items():
+        refused.update(await verifier.verify(transactional_id, producer_id, epoch, partitions))
+    if ctx.version >= 11:
+        for tp, code in refused.items():
+            if code == ErrorCode.INVALID_TXN_STATE:
+                refused[tp] = ErrorCode.TRANSACTION_ABORTABLE
+    return refused
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict | None:

@@ -1,0 +1,127 @@
+"""Produce verification across brokers (Kafka's KIP-890 part 1, its AddPartitionsToTxnManager).
+
+A transactional batch may only go to a partition of its producer's ongoing transaction:
+otherwise a producer that skipped AddPartitionsToTxn (or whose transaction was aborted
+meanwhile) leaves a transaction open in the partition that no coordinator will ever end, and
+read_committed consumers stall behind it. The leader asks the transaction coordinator:
+- in process when this broker coordinates the id (`TransactionCoordinator.verify`: a lookup,
+  no await);
+- else with AddPartitionsToTxn v4 (verifyOnly, the broker-to-broker batch form: all of a
+  Produce's unverified partitions in one request) on the inter-broker listener.
+The answer is cached where Kafka keeps it, in the partition's producer state: once the
+producer's transaction is open in a partition (its first batch appended), later batches of the
+same epoch go without asking, until the marker that ends it. So a transaction costs one round
+trip per partition led elsewhere than its coordinator, never one per produce.
+
+Errors a client cannot act on are translated as Kafka's ReplicaManager does: a coordinator
+that cannot answer now (loading, moving, unreachable, CONCURRENT_TRANSACTIONS) gives
+NOT_ENOUGH_REPLICAS, which every client retries without refreshing metadata; PRODUCER_FENCED
+gives INVALID_PRODUCER_EPOCH; a partition not in the transaction gives INVALID_TXN_STATE (the
+Produce handler reports it as TRANSACTION_ABORTABLE to v11+).
+
+Not built: Kafka's VerificationGuard, which also refuses the append when the transaction's
+marker landed between the coordinator's answer and the append.
+"""
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from protocol.topic_partition import TopicPartition
+from pybroker.cluster.metadata import MetadataStore
+from pybroker.coordinator.broker_channels import BrokerChannels
+from pybroker.coordinator.txn_coordinator import TXN_TOPIC, TransactionCoordinator
+from pybroker.replica_manager import ReplicaManager
+
+__all__ = ["TxnVerifier", "VERIFY_VERSION"]
+
+log = logging.getLogger(__name__)
+
+# AddPartitionsToTxn's broker-to-broker form (v4+); v5 only adds transaction version 2.
+VERIFY_VERSION = 4
+_RETRY = ErrorCode.NOT_ENOUGH_REPLICAS
+# What the coordinator's answer becomes for the producer (Kafka's ReplicaManager).
+_FOR_PRODUCE = {
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.TRANSACTION_ABORTABLE: ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.CONCURRENT_TRANSACTIONS: _RETRY,
+    ErrorCode.NETWORK_EXCEPTION: _RETRY,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: _RETRY,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: _RETRY,
+    ErrorCode.NOT_COORDINATOR: _RETRY,
+}
+
+
+class TxnVerifier:
+    def __init__(self, node_id: int, metadata: MetadataStore, replicas: ReplicaManager,
+                 transactions: TransactionCoordinator, channels: BrokerChannels) -> None:
+        self.node_id = node_id
+        self.metadata = metadata
+        self.replicas = replicas
+        self.transactions = transactions
+        self.channels = channels
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: Sequence[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """The error of each partition the producer may not write to now; the others are
+        absent (an empty dict: all verified)."""
+        transactions = self.transactions
+        index = transactions.partition_for(transactional_id)
+        state = self.metadata.image.partition(TXN_TOPIC, index)
+        if state is None or index in transactions.owned or state.leader == self.node_id:
+            out = {}
+            for tp in partitions:
+                code = transactions.verify(transactional_id, producer_id, producer_epoch, tp)
+                if code == ErrorCode.NONE and index not in transactions.owned \
+                        and state is not None:
+                    code = _RETRY  # this broker's, still loading
+                if code:
+                    out[tp] = code
+            return out
+        unverified = [tp for tp in partitions
+                      if not self.replicas.in_ongoing_transaction(tp, producer_id,
+                                                                  producer_epoch)]
+        if not unverified:
+            return {}
+        if state.leader < 0:
+            return {tp: _RETRY for tp in unverified}
+        return await self._ask(state.leader, transactional_id, producer_id, producer_epoch,
+                               unverified)
+
+    async def _ask(self, coordinator: int, transactional_id: str, producer_id: int,
+                   producer_epoch: int, partitions: list[TopicPartition]
+                   ) -> dict[TopicPartition, ErrorCode]:
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for topic, partition in partitions:
+            by_topic[topic].append(partition)
+        request = {"transactions": [{
+            "transactional_id": transactional_id, "producer_id": producer_id,
+            "producer_epoch": producer_epoch, "verify_only": True,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}]}
+        try:
+            response = await self.channels.request(coordinator, ApiKey.ADD_PARTITIONS_TO_TXN,
+                                                   request, version=VERIFY_VERSION)
+        except KafkaError as exc:  # a coordinator that cannot verify: Kafka goes on unverified
+            log.warning("broker %d cannot verify transactions (%s): produce unverified",
+                        coordinator, exc)
+            return {}
+        if response is None:
+            return {tp: _RETRY for tp in partitions}
+        if response.error_code:
+            top = ErrorCode(response.error_code)
+            log.warning("AddPartitionsToTxn verification by broker %d refused: %s",
+                        coordinator, top.name)
+            return {tp: _FOR_PRODUCE.get(top, top) for tp in partitions}
+        answered: dict[TopicPartition, ErrorCode] = {}
+        for txn in response.results_by_transaction:
+            for topic in txn.topic_results:
+                for p in topic.results_by_partition:
+                    code = ErrorCode(p.partition_error_code)
+                    answered[(topic.name, p.partition_index)] = _FOR_PRODUCE.get(code, code)
+        # A partition the coordinator left out is not verified.
+        return {tp: code for tp in partitions
+                if (code := answered.get(tp, ErrorCode.INVALID_TXN_STATE))}
