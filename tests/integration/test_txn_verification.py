@@ -1,0 +1,90 @@
+"""Produce verification across brokers costs one coordinator round trip per partition and
+transaction, never one per produce (issue #35 §6): the leader's producer state says once the
+transaction is open in the partition, and the marker that ends it makes the next transaction
+ask again. Three in-process brokers (pybroker.testing.Cluster), so the coordinator's request
+counts can be read; tests/cluster/test_txn_verification_cluster.py runs the refusals on a real
+ZooKeeper."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode as E
+from pybroker.testing import Cluster
+from tests.integration.raw import send_request
+from tests.integration.test_transactions import _raw_txn_batch
+
+TOPIC = "verified"
+PARTITIONS = 6
+_NOT_YET = {E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR,
+            E.CONCURRENT_TRANSACTIONS}
+
+
+def until_answered(ask: Callable[[], Any], timeout: float = 30) -> Any:
+    """A coordinator request asked again while the answer says "not yet", as clients do."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = ask()
+        if answer.error_code not in _NOT_YET or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    with Cluster(3) as running:
+        running.create_topic(TOPIC, PARTITIONS, replication_factor=1)
+        yield running
+
+
+def _verifications(cluster: Cluster, node: int) -> int:
+    stats = cluster.server(node).broker.services.stats.apis.get(ApiKey.ADD_PARTITIONS_TO_TXN)
+    return 0 if stats is None else stats.requests
+
+
+def test_one_verification_per_partition_and_transaction(cluster: Cluster) -> None:
+    first = f"127.0.0.1:{cluster.ports[0]}"
+    found = until_answered(lambda: send_request(first, ApiKey.FIND_COORDINATOR, 3,
+                                                {"key": "cached", "key_type": 1}))
+    coordinator = f"{found.host}:{found.port}"
+    init = until_answered(lambda: send_request(coordinator, ApiKey.INIT_PRODUCER_ID, 3, {
+        "transactional_id": "cached", "transaction_timeout_ms": 60000, "producer_id": -1,
+        "producer_epoch": -1}))
+    pid, epoch = init.producer_id, init.producer_epoch
+    partition = next(p for p in range(PARTITIONS) if cluster.leader_of(TOPIC, p) != found.node_id)
+    leader = f"127.0.0.1:{cluster.ports[cluster.leader_of(TOPIC, partition)]}"
+    sequence = 0
+
+    def transaction(batches: int) -> None:
+        nonlocal sequence
+        add = send_request(coordinator, ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+            "v3_and_below_transactional_id": "cached", "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": TOPIC, "partitions": [partition]}]})
+        assert add.results_by_topic_v3_and_below[0].results_by_partition[0] \
+            .partition_error_code == 0
+        for _ in range(batches):
+            body = {"transactional_id": "cached", "acks": -1, "timeout_ms": 5000,
+                    "topic_data": [{"name": TOPIC, "partition_data": [
+                        {"index": partition,
+                         "records": _raw_txn_batch(pid, epoch, sequence=sequence)}]}]}
+            response = send_request(leader, ApiKey.PRODUCE, 9, body)
+            assert response.responses[0].partition_responses[0].error_code == 0
+            sequence += 1
+        end = until_answered(lambda: send_request(coordinator, ApiKey.END_TXN, 3, {
+            "transactional_id": "cached", "producer_id": pid, "producer_epoch": epoch,
+            "committed": True}))
+        assert end.error_code == 0
+
+    before = _verifications(cluster, found.node_id)
+    transaction(5)  # AddPartitionsToTxn from the client, one verification from the leader
+    assert _verifications(cluster, found.node_id) - before == 2
+    cluster.wait_until(
+        lambda: not cluster.server(cluster.leader_of(TOPIC, partition)).broker.replicas
+        .in_ongoing_transaction((TOPIC, partition), pid, epoch),
+        "the commit marker to end the transaction in the partition")
+    transaction(3)  # the marker ended it: the next transaction is verified again, once
+    assert _verifications(cluster, found.node_id) - before == 4
