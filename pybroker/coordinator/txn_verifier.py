@@ -4,8 +4,8 @@ A transactional batch may only go to a partition of its producer's ongoing trans
 otherwise a producer that skipped AddPartitionsToTxn (or whose transaction was aborted
 meanwhile) leaves a transaction open in the partition that no coordinator will ever end, and
 read_committed consumers stall behind it. The leader asks the transaction coordinator:
-- in process when this broker coordinates the id (`TransactionCoordinator.verify`: a lookup,
-  no await);
+- in process when this broker coordinates the id (the state machine's `in_transaction`: a
+  lookup, no await);
 - else with AddPartitionsToTxn v4 (verifyOnly, the broker-to-broker batch form: all of a
   Produce's unverified partitions in one request) on the inter-broker listener.
 The answer is cached where Kafka keeps it, in the partition's producer state: once the
@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 # AddPartitionsToTxn's broker-to-broker form (v4+); v5 only adds transaction version 2.
 VERIFY_VERSION = 4
 _RETRY = ErrorCode.NOT_ENOUGH_REPLICAS
+# Transactional ids whose partition is remembered; past it the memory starts over.
+_MAX_CACHED_IDS = 100_000
 # What the coordinator's answer becomes for the producer (Kafka's ReplicaManager).
 _FOR_PRODUCE = {
     ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
@@ -64,24 +66,36 @@ class TxnVerifier:
         self.replicas = replicas
         self.transactions = transactions
         self.channels = channels
+        # Each transactional id's partition of __transaction_state (Java's string hash is
+        # the costly part of a lookup, and the topic's partition count never changes).
+        self._partition_of: dict[str, int] = {}
+
+    def _index(self, transactional_id: str) -> int | None:
+        if TXN_TOPIC not in self.metadata.image.topics:
+            return None
+        if len(self._partition_of) >= _MAX_CACHED_IDS:
+            self._partition_of.clear()
+        index = self._partition_of[transactional_id] = \
+            self.transactions.partition_for(transactional_id)
+        return index
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: Sequence[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         """The error of each partition the producer may not write to now; the others are
         absent (an empty dict: all verified)."""
+        index = self._partition_of.get(transactional_id)
+        if index is None:
+            index = self._index(transactional_id)
+            if index is None:  # no __transaction_state: no transaction is open anywhere
+                return {tp: ErrorCode.INVALID_TXN_STATE for tp in partitions}
         transactions = self.transactions
-        index = transactions.partition_for(transactional_id)
+        if index in transactions.owned:  # in process: a lookup per partition
+            in_transaction = transactions.state.in_transaction
+            return {tp: code for tp in partitions
+                    if (code := in_transaction(producer_id, producer_epoch, tp))}
         state = self.metadata.image.partition(TXN_TOPIC, index)
-        if state is None or index in transactions.owned or state.leader == self.node_id:
-            out = {}
-            for tp in partitions:
-                code = transactions.verify(transactional_id, producer_id, producer_epoch, tp)
-                if code == ErrorCode.NONE and index not in transactions.owned \
-                        and state is not None:
-                    code = _RETRY  # this broker's, still loading
-                if code:
-                    out[tp] = code
-            return out
+        if state is None or state.leader == self.node_id:  # this broker's, still loading
+            return {tp: _RETRY for tp in partitions}
         unverified = [tp for tp in partitions
                       if not self.replicas.in_ongoing_transaction(tp, producer_id,
                                                                   producer_epoch)]

@@ -119,22 +119,29 @@ async def _verify(ctx: RequestContext, transactional_id: str, request: Container
     refused, with INVALID_TXN_STATE, which Produce v11+ reports as the abortable
     TRANSACTION_ABORTABLE. One header read per partition; the batch's own checks (CRC, a
     fenced epoch) are the log's."""
-    by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
+    verifier = ctx.services.txn_verifier
+    assert verifier is not None
+    refused: dict[TopicPartition, ErrorCode] = {}
+    producer: tuple[int, int] | None = None
+    partitions: list[TopicPartition] = []
     for topic in request.topic_data:
+        name = topic.name
         for pd in topic.partition_data:
             records = pd.records
             if not records or len(records) < HEADER_SIZE:
                 continue
             header = BatchHeader.unpack_from(records, 0)
-            if header.is_transactional:
-                by_producer.setdefault((header.producer_id, header.producer_epoch),
-                                       []).append((topic.name, pd.index))
-    refused: dict[TopicPartition, ErrorCode] = {}
-    verifier = ctx.services.txn_verifier
-    assert verifier is not None
-    for (producer_id, epoch), partitions in by_producer.items():
-        refused.update(await verifier.verify(transactional_id, producer_id, epoch, partitions))
-    if ctx.version >= 11:
+            if not header.is_transactional:
+                continue
+            key = (header.producer_id, header.producer_epoch)
+            if producer is not None and key != producer:  # batches of several producers
+                refused.update(await verifier.verify(transactional_id, *producer, partitions))
+                partitions = []
+            producer = key
+            partitions.append((name, pd.index))
+    if producer is not None:
+        refused.update(await verifier.verify(transactional_id, *producer, partitions))
+    if refused and ctx.version >= 11:
         for tp, code in refused.items():
             if code == ErrorCode.INVALID_TXN_STATE:
                 refused[tp] = ErrorCode.TRANSACTION_ABORTABLE
