@@ -164,12 +164,13 @@ def metadata_body(topics: list[str] | None, auto: bool = False) -> dict:
 # -- hand-written cases, by API ----------------------------------------------------------------
 
 HandCase = Callable[[Ctx], None]
-HAND: dict[int, list[tuple[str, HandCase]]] = {}
+HAND: dict[int, list[tuple[str, HandCase, int]]] = {}
 
 
-def hand(api: int, name: str) -> Callable[[HandCase], HandCase]:
+def hand(api: int, name: str, since: int = 0) -> Callable[[HandCase], HandCase]:
+    """Register a case for every version of `api` from `since`."""
     def register(fn: HandCase) -> HandCase:
-        HAND.setdefault(api, []).append((name, fn))
+        HAND.setdefault(api, []).append((name, fn, since))
         return fn
     return register
 
@@ -434,6 +435,52 @@ def _init_producer_id(ctx: Ctx) -> None:
     init_producer_id(ctx, "second", ctx.version)
 
 
+def _verify_view(answer: Any) -> Any:
+    """An AddPartitionsToTxn v4 answer as each partition's code, by transaction, topic and
+    partition: Kafka orders its results by hash map."""
+    return {"error_code": answer.error_code, "results": sorted(
+        (txn.transactional_id, topic.name, p.partition_index, p.partition_error_code)
+        for txn in answer.results_by_transaction for topic in txn.topic_results
+        for p in topic.results_by_partition)}
+
+
+@hand(K.ADD_PARTITIONS_TO_TXN, "verify-only", since=4)
+def _add_partitions_verify_only(ctx: Ctx) -> None:
+    """v4+, what a partition leader asks the transaction coordinator before it appends a
+    transactional batch (KIP-890 part 1): is each partition in the transaction?"""
+    v = ctx.version
+    t, tid = ctx.topic(), f"dc-verify-{v}"
+    create(ctx, t, 2)
+    conn = ctx.target.conn
+    for _ in range(100):  # unobserved set-up: the producer, the partition 0 added
+        conn.request(K.FIND_COORDINATOR, 3, {"key": tid, "key_type": 1})
+        init = conn.request(K.INIT_PRODUCER_ID, 3, {
+            "transactional_id": tid, "transaction_timeout_ms": 60000, "producer_id": -1,
+            "producer_epoch": -1})
+        if not isinstance(init, str) and init.error_code not in (14, 15, 16, 51):
+            break
+        time.sleep(0.1)
+    pid, epoch = init.producer_id, init.producer_epoch
+    conn.request(K.ADD_PARTITIONS_TO_TXN, 3, {
+        "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
+        "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": t, "partitions": [0]}]})
+
+    def verify(transactional_id: str, producer_id: int, producer_epoch: int) -> dict:
+        return {"transactions": [{
+            "transactional_id": transactional_id, "producer_id": producer_id,
+            "producer_epoch": producer_epoch, "verify_only": True,
+            "topics": [{"name": t, "partitions": [0, 1]}]}]}
+    ctx.ask("added and not added", K.ADD_PARTITIONS_TO_TXN, v, verify(tid, pid, epoch),
+            view=_verify_view)
+    ctx.ask("another epoch", K.ADD_PARTITIONS_TO_TXN, v, verify(tid, pid, epoch + 1),
+            view=_verify_view)
+    ctx.ask("another producer id", K.ADD_PARTITIONS_TO_TXN, v, verify(tid, pid + 1, epoch),
+            view=_verify_view)
+    ctx.ask("unknown transactional id", K.ADD_PARTITIONS_TO_TXN, v,
+            verify(tid + "-none", pid, epoch), view=_verify_view)
+
+
 @hand(K.OFFSET_FOR_LEADER_EPOCH, "ordinary-and-unknown")
 def _offset_for_leader_epoch(ctx: Ctx) -> None:
     t, v = ctx.topic(), ctx.version
@@ -493,5 +540,6 @@ def init_producer_id(ctx: Ctx, label: str, version: int) -> Any:
 
 
 def hand_cases(api: int, version: int) -> Iterator[Case]:
-    for name, fn in HAND.get(api, []):
-        yield Case(api, version, name, fn)
+    for name, fn, since in HAND.get(api, []):
+        if version >= since:
+            yield Case(api, version, name, fn)
