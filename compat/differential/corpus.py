@@ -435,6 +435,34 @@ def _init_producer_id(ctx: Ctx) -> None:
     init_producer_id(ctx, "second", ctx.version)
 
 
+def init_transactional(ctx: Ctx, transactional_id: str) -> tuple[int, int]:
+    """An unobserved transactional producer: (producer id, epoch), retried through a
+    coordinator that is not ready yet (its topic is created on the first FindCoordinator)."""
+    conn = ctx.target.conn
+    for _ in range(100):
+        conn.request(K.FIND_COORDINATOR, 3, {"key": transactional_id, "key_type": 1})
+        init = conn.request(K.INIT_PRODUCER_ID, 3, {
+            "transactional_id": transactional_id, "transaction_timeout_ms": 60000,
+            "producer_id": -1, "producer_epoch": -1})
+        if not isinstance(init, str) and init.error_code not in (14, 15, 16, 51):
+            break
+        time.sleep(0.1)
+    return init.producer_id, init.producer_epoch
+
+
+@hand(K.PRODUCE, "transactional-partition-not-added")
+def _produce_not_added(ctx: Ctx) -> None:
+    """A transactional batch to a partition its producer never added (KIP-890 part 1): the
+    partition's leader asks the coordinator and refuses it."""
+    t, v = ctx.topic(), ctx.version
+    tid = f"dc-not-added-{v}"
+    create(ctx, t)
+    pid, epoch = init_transactional(ctx, tid)
+    records = batch(ctx, 1, producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                    transactional=True)
+    ctx.ask("answer", K.PRODUCE, v, {**produce_body(t, records), "transactional_id": tid})
+
+
 def _verify_view(answer: Any) -> Any:
     """An AddPartitionsToTxn v4 answer as each partition's code, by transaction, topic and
     partition: Kafka orders its results by hash map."""
@@ -451,17 +479,8 @@ def _add_partitions_verify_only(ctx: Ctx) -> None:
     v = ctx.version
     t, tid = ctx.topic(), f"dc-verify-{v}"
     create(ctx, t, 2)
-    conn = ctx.target.conn
-    for _ in range(100):  # unobserved set-up: the producer, the partition 0 added
-        conn.request(K.FIND_COORDINATOR, 3, {"key": tid, "key_type": 1})
-        init = conn.request(K.INIT_PRODUCER_ID, 3, {
-            "transactional_id": tid, "transaction_timeout_ms": 60000, "producer_id": -1,
-            "producer_epoch": -1})
-        if not isinstance(init, str) and init.error_code not in (14, 15, 16, 51):
-            break
-        time.sleep(0.1)
-    pid, epoch = init.producer_id, init.producer_epoch
-    conn.request(K.ADD_PARTITIONS_TO_TXN, 3, {
+    pid, epoch = init_transactional(ctx, tid)  # unobserved set-up, with partition 0 added
+    ctx.target.conn.request(K.ADD_PARTITIONS_TO_TXN, 3, {
         "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
         "v3_and_below_producer_epoch": epoch,
         "v3_and_below_topics": [{"name": t, "partitions": [0]}]})

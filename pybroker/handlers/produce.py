@@ -27,14 +27,26 @@ from pybroker.replica_manager import AppendResult
 def _partition_response(index: int, code: ErrorCode, base_offset: int = -1,
                         append_time: int = -1, log_start: int = -1,
                         message: str | None = None,
-                        record_errors: Sequence[tuple[int, str]] = ()) -> dict:
-    # As Kafka: error_message only beside the records it names (a RecordValidationException's
-    # custom message); every other error travels as its code alone, the message null.
+                        record_errors: Sequence[tuple[int, str]] = (),
+                        custom_message: bool = False) -> dict:
+    # As Kafka: error_message only where the error has a custom message — beside the records
+    # it names (a RecordValidationException), or a transaction verification's refusal; every
+    # other error travels as its code alone, the message null.
     return {"index": index, "error_code": int(code), "base_offset": base_offset,
             "log_append_time_ms": append_time, "log_start_offset": log_start,
             "record_errors": [{"batch_index": i, "batch_index_error_message": why}
                               for i, why in record_errors],
-            "error_message": message if record_errors else None}
+            "error_message": message if record_errors or custom_message else None}
+
+
+# The verification refusals Kafka explains in error_message (its ReplicaManager's custom
+# messages); TRANSACTION_ABORTABLE and a fenced epoch go without one.
+_VERIFY_MESSAGES = {
+    ErrorCode.INVALID_TXN_STATE: "The partition was not added to the transaction",
+    ErrorCode.NOT_ENOUGH_REPLICAS:
+        "The transaction coordinator could not say whether the partition was added to the "
+        "transaction (retriable)",
+}
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict | None:
@@ -65,9 +77,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
                 continue
             code = refused.get((topic.name, pd.index)) if refused else None
             if code:
-                result = AppendResult(code, message=(
-                    f"Partition {topic.name}-{pd.index} is not in the ongoing transaction of "
-                    f"{txn_id!r} (add it with AddPartitionsToTxn first)"))
+                result = AppendResult(code, message=_VERIFY_MESSAGES.get(code))
             else:
                 result = manager.append(topic.name, pd.index, pd.records,
                                         produce_version=ctx.version, acks=request.acks)
@@ -84,8 +94,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
     return {"responses": [
         {"name": topic.name, "partition_responses": [
             _partition_response(pd.index, r.error, r.base_offset, r.log_append_time,
-                                r.log_start_offset, r.message, r.record_errors)
-            for pd in topic.partition_data for _, r in (next(results),)]}
+                                r.log_start_offset, r.message, r.record_errors,
+                                custom_message=bool(refused) and tp in refused)
+            for pd in topic.partition_data for tp, r in (next(results),)]}
         for topic in request.topic_data], "throttle_time_ms": throttle_ms}
 
 
