@@ -472,15 +472,16 @@ class GroupCoordinator:
         """NONE if this broker serves the group now. COORDINATOR_LOAD_IN_PROGRESS while its
         partition is this broker's but not loaded yet: the image names this broker leader
         (FindCoordinator already answers with it) before the delta's load has replayed the
-        partition, and on a cluster another broker may learn of a new __consumer_offsets a
-        moment before this one does. Both pass; the client retries here, as Kafka's clients
-        do on a loading coordinator. NOT_COORDINATOR when another broker leads it: the client
-        looks for the coordinator again."""
+        partition; and on a cluster another broker may name this one leader of a new
+        partition a moment before this one's image has it, or has its leader. All pass; the
+        client retries here, as Kafka's clients do on a loading coordinator.
+        NOT_COORDINATOR when another broker leads it: the client looks for the coordinator
+        again."""
         partition = self.partition_for(group_id)
         if partition in self.owned:
             return ErrorCode.NONE
         state = self.metadata.image.partition(OFFSETS_TOPIC, partition)
-        if state is None or state.leader == self.config.node_id:
+        if state is None or state.leader in (self.config.node_id, -1):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NOT_COORDINATOR
 

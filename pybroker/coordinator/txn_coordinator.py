@@ -115,14 +115,15 @@ class TransactionCoordinator:
         """NONE if this broker coordinates the id now; COORDINATOR_LOAD_IN_PROGRESS while its
         partition is this broker's but not loaded yet (the image names this broker leader,
         and FindCoordinator answers with it, before the delta's load has replayed the
-        partition): the client retries here, as on Kafka's loading coordinator.
-        NOT_COORDINATOR when another broker leads it, or no __transaction_state is known here
-        (the client looks for the coordinator again)."""
+        partition; or, on a cluster, another broker's image already names this one leader
+        where this one's has no leader yet): the client retries here, as on Kafka's loading
+        coordinator. NOT_COORDINATOR when another broker leads it, or no __transaction_state
+        is known here (the client looks for the coordinator again)."""
         partition = self.partition_for(transactional_id)
         if partition in self.owned:
             return ErrorCode.NONE
         state = self.metadata.image.partition(TXN_TOPIC, partition)
-        if state is not None and state.leader == self.config.node_id:
+        if state is not None and state.leader in (self.config.node_id, -1):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NOT_COORDINATOR
 
