@@ -3,7 +3,8 @@ transaction, never one per produce (issue #35 §6): the leader's producer state 
 transaction is open in the partition, and the marker that ends it makes the next transaction
 ask again. Three in-process brokers (pybroker.testing.Cluster), so the coordinator's request
 counts can be read; tests/cluster/test_txn_verification_cluster.py runs the refusals on a real
-ZooKeeper."""
+ZooKeeper. The leader reaches the coordinator on the inter-broker listener, secured as the
+replica fetchers are (SSL with client certificates here)."""
 from __future__ import annotations
 
 import time
@@ -88,3 +89,47 @@ def test_one_verification_per_partition_and_transaction(cluster: Cluster) -> Non
         "the commit marker to end the transaction in the partition")
     transaction(3)  # the marker ended it: the next transaction is verified again, once
     assert _verifications(cluster, found.node_id) - before == 4
+
+
+def test_verification_goes_over_the_secured_inter_broker_listener(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Clients on PLAINTEXT, brokers on SSL requiring client certificates: the leader's
+    AddPartitionsToTxn reaches the coordinator there, and refuses a partition not added."""
+    trustme = pytest.importorskip("trustme")
+    root = tmp_path_factory.mktemp("pki")
+    ca = trustme.CA()
+    (root / "ca.pem").write_bytes(ca.cert_pem.bytes())
+    (root / "server.pem").write_bytes(
+        ca.issue_cert("localhost", "127.0.0.1").private_key_and_cert_chain_pem.bytes())
+    with Cluster(3, **{"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+                       "security.inter.broker.protocol": "SSL", "ssl.client.auth": "required",
+                       "ssl.keystore.location": str(root / "server.pem"),
+                       "ssl.truststore.location": str(root / "ca.pem")}) as cluster:
+        cluster.create_topic(TOPIC, PARTITIONS, replication_factor=1)
+        plain = cluster.bootstrap_on("PLAINTEXT").split(",")
+        found = until_answered(lambda: send_request(plain[0], ApiKey.FIND_COORDINATOR, 3,
+                                                    {"key": "secured", "key_type": 1}))
+        coordinator = f"{found.host}:{found.port}"
+        init = until_answered(lambda: send_request(coordinator, ApiKey.INIT_PRODUCER_ID, 3, {
+            "transactional_id": "secured", "transaction_timeout_ms": 60000,
+            "producer_id": -1, "producer_epoch": -1}))
+        added, not_added = [p for p in range(PARTITIONS)
+                            if cluster.leader_of(TOPIC, p) != found.node_id][:2]
+        add = send_request(coordinator, ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+            "v3_and_below_transactional_id": "secured",
+            "v3_and_below_producer_id": init.producer_id,
+            "v3_and_below_producer_epoch": init.producer_epoch,
+            "v3_and_below_topics": [{"name": TOPIC, "partitions": [added]}]})
+        assert add.results_by_topic_v3_and_below[0].results_by_partition[0] \
+            .partition_error_code == 0
+
+        def produce(partition: int) -> int:
+            leader = plain[cluster.leader_of(TOPIC, partition)]
+            body = {"transactional_id": "secured", "acks": -1, "timeout_ms": 5000,
+                    "topic_data": [{"name": TOPIC, "partition_data": [
+                        {"index": partition, "records": _raw_txn_batch(
+                            init.producer_id, init.producer_epoch)}]}]}
+            response = send_request(leader, ApiKey.PRODUCE, 9, body)
+            return int(response.responses[0].partition_responses[0].error_code)
+        assert produce(not_added) == E.INVALID_TXN_STATE
+        assert produce(added) == 0
