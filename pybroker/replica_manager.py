@@ -122,6 +122,16 @@ class ReplicaManager:
         return entry is not None and entry.producer_epoch == producer_epoch \
             and entry.current_txn_first_offset >= 0
 
+    def verification_guard(self, tp: TopicPartition) -> tuple[int, int] | None:
+        """What must not change while a transactional batch for `tp` waits on its
+        coordinator's answer (Kafka's VerificationGuard): the partition's producer state and
+        the markers written to it. None where this broker does not lead `tp`."""
+        part = self._partitions.get(tp)
+        if part is None or not part.is_leader:
+            return None
+        state = part.log.producer_state
+        return id(state), state.markers_written
+
     # -- the partitions this broker hosts ------------------------------------------------------
     def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1
                          ) -> tuple[ErrorCode, Partition | None]:

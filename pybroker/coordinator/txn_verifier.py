@@ -19,8 +19,11 @@ NOT_ENOUGH_REPLICAS, which every client retries without refreshing metadata; PRO
 gives INVALID_PRODUCER_EPOCH; a partition not in the transaction gives INVALID_TXN_STATE (the
 Produce handler reports it as TRANSACTION_ABORTABLE to v11+).
 
-Not built: Kafka's VerificationGuard, which also refuses the append when the transaction's
-marker landed between the coordinator's answer and the append.
+A marker that lands on a partition while its batch waits for the coordinator's answer may be
+the end of that very transaction; the batch would reopen it where no coordinator will end it
+again. As Kafka's VerificationGuard refuses such an append, the batch is refused retriably
+(NOT_ENOUGH_REPLICAS) when any marker was written to the partition meanwhile, and its retry is
+asked about afresh. The answer is used at once: the append follows without yielding.
 """
 from __future__ import annotations
 
@@ -103,8 +106,15 @@ class TxnVerifier:
             return {}
         if state.leader < 0:
             return {tp: _RETRY for tp in unverified}
-        return await self._ask(state.leader, transactional_id, producer_id, producer_epoch,
-                               unverified)
+        guards = [(tp, self.replicas.verification_guard(tp)) for tp in unverified]
+        refused = await self._ask(state.leader, transactional_id, producer_id, producer_epoch,
+                                  unverified)
+        for tp, guard in guards:
+            if tp not in refused and self.replicas.verification_guard(tp) != guard:
+                # A marker landed meanwhile: perhaps this transaction's, which the batch must
+                # not reopen. Asked again, the coordinator answers for the transaction now.
+                refused[tp] = _RETRY
+        return refused
 
     async def _ask(self, coordinator: int, transactional_id: str, producer_id: int,
                    producer_epoch: int, partitions: list[TopicPartition]

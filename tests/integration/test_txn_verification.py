@@ -11,6 +11,7 @@ import time
 from typing import Any, Callable, Iterator
 
 import pytest
+import trio
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode as E
@@ -133,3 +134,46 @@ def test_verification_goes_over_the_secured_inter_broker_listener(
             return int(response.responses[0].partition_responses[0].error_code)
         assert produce(not_added) == E.INVALID_TXN_STATE
         assert produce(added) == 0
+
+
+def test_a_marker_landing_while_verifying_refuses_the_batch_retriably(cluster: Cluster) -> None:
+    """The client aborts while the leader waits for the coordinator's answer: the abort's
+    marker lands on the partition first, and the batch, verified against the transaction
+    that was, must not reopen it there (Kafka's VerificationGuard)."""
+    first = f"127.0.0.1:{cluster.ports[0]}"
+    found = until_answered(lambda: send_request(first, ApiKey.FIND_COORDINATOR, 3,
+                                                {"key": "guarded", "key_type": 1}))
+    coordinator = f"{found.host}:{found.port}"
+    init = until_answered(lambda: send_request(coordinator, ApiKey.INIT_PRODUCER_ID, 3, {
+        "transactional_id": "guarded", "transaction_timeout_ms": 60000, "producer_id": -1,
+        "producer_epoch": -1}))
+    pid, epoch = init.producer_id, init.producer_epoch
+    partition = next(p for p in range(PARTITIONS) if cluster.leader_of(TOPIC, p) != found.node_id)
+    node = cluster.leader_of(TOPIC, partition)
+    add = send_request(coordinator, ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+        "v3_and_below_transactional_id": "guarded", "v3_and_below_producer_id": pid,
+        "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": TOPIC, "partitions": [partition]}]})
+    assert add.results_by_topic_v3_and_below[0].results_by_partition[0] \
+        .partition_error_code == 0
+    channels = cluster.server(node).broker.txn_verifier.channels
+    ask = channels.request
+    aborted: list[int] = []
+
+    async def abort_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        answer = await ask(*args, **kwargs)
+        end = await trio.to_thread.run_sync(lambda: until_answered(lambda: send_request(
+            coordinator, ApiKey.END_TXN, 3, {"transactional_id": "guarded",
+                                             "producer_id": pid, "producer_epoch": epoch,
+                                             "committed": False})))
+        aborted.append(end.error_code)
+        return answer
+    channels.request = abort_meanwhile  # type: ignore[method-assign]
+    body = {"transactional_id": "guarded", "acks": -1, "timeout_ms": 5000, "topic_data": [
+        {"name": TOPIC, "partition_data": [
+            {"index": partition, "records": _raw_txn_batch(pid, epoch)}]}]}
+    response = send_request(f"127.0.0.1:{cluster.ports[node]}", ApiKey.PRODUCE, 9, body)
+    assert aborted == [0]
+    assert response.responses[0].partition_responses[0].error_code == E.NOT_ENOUGH_REPLICAS
+    assert not cluster.server(node).broker.replicas.in_ongoing_transaction(
+        (TOPIC, partition), pid, epoch)
