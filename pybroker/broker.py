@@ -177,10 +177,10 @@ class Broker:
                                                    self.replicas, self.topics, self.groups,
                                                    self.producer_ids, markers,
                                                    clock=self.clock.now_ms)
-        self.replicas.txn_verifier = self.transactions.verify
         self.txn_verifier = TxnVerifier(
             self.node_id, self.metadata, self.replicas, self.transactions,
             BrokerChannels(self.node_id, "txn-verifier", self._endpoint_of, self.inter_broker))
+        self.replicas.txn_verifier = self.txn_verifier.verify
         self.authorizer, self.acl_store = self._build_authorizer(config)
         # Who follows the store's changes, in order: stale topic configs first.
         self.metadata.listeners += [self.topic_configs.apply_delta, self.replicas.apply_delta,

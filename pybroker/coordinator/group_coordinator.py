@@ -352,8 +352,8 @@ class GroupCoordinator:
         if code:
             return {tp: code for tp in offsets}
         partition = self.partition_for(group_id)
-        code = self.replicas.verify_transaction(transactional_id, producer_id, producer_epoch,
-                                                (OFFSETS_TOPIC, partition))
+        code = await self.replicas.verify_transaction(transactional_id, producer_id,
+                                                      producer_epoch, (OFFSETS_TOPIC, partition))
         if code == ErrorCode.INVALID_TXN_STATE:  # not in the transaction: abortable (v4+)
             code = ErrorCode.TRANSACTION_ABORTABLE
         if code:

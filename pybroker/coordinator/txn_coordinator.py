@@ -336,19 +336,6 @@ class TransactionCoordinator:
             await trio.sleep(0.01)  # a persist of the completion may still be in flight
         return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
 
-    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-               tp: TopicPartition) -> ErrorCode:
-        """The replica manager's transaction verifier (KIP-890 part 1, in-process): answers
-        for the ids this broker coordinates; NONE for those another broker coordinates (the
-        partition's producer state still fences older epochs there). Before
-        __transaction_state exists no transaction can be open anywhere."""
-        image = self.metadata.image
-        if TXN_TOPIC not in image.topics:
-            return ErrorCode.INVALID_TXN_STATE
-        if self.partition_for(transactional_id) not in self.owned:
-            return ErrorCode.NONE
-        return self.state.in_transaction(producer_id, producer_epoch, tp)
-
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           partitions: Sequence[TopicPartition]
                           ) -> dict[TopicPartition, ErrorCode]:

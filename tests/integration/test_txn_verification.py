@@ -177,3 +177,48 @@ def test_a_marker_landing_while_verifying_refuses_the_batch_retriably(cluster: C
     assert response.responses[0].partition_responses[0].error_code == E.NOT_ENOUGH_REPLICAS
     assert not cluster.server(node).broker.replicas.in_ongoing_transaction(
         (TOPIC, partition), pid, epoch)
+
+
+def test_txn_offset_commit_is_verified_where_the_coordinator_is_another_broker(
+        cluster: Cluster) -> None:
+    """TxnOffsetCommit writes a transactional batch to __consumer_offsets on the group's
+    coordinator; where the transaction's coordinator is another broker, the group's partition
+    must be in the transaction too (AddOffsetsToTxn), as Kafka verifies it."""
+    first = f"127.0.0.1:{cluster.ports[0]}"
+    txn = until_answered(lambda: send_request(first, ApiKey.FIND_COORDINATOR, 3,
+                                              {"key": "offsets", "key_type": 1}))
+    group, groups = None, None
+    for n in range(100):  # a group coordinated elsewhere than the transaction
+        groups = until_answered(lambda n=n: send_request(first, ApiKey.FIND_COORDINATOR, 3,
+                                                         {"key": f"g{n}", "key_type": 0}))
+        if groups.node_id != txn.node_id:
+            group = f"g{n}"
+            break
+    assert group is not None and groups is not None
+    coordinator = f"{txn.host}:{txn.port}"
+    init = until_answered(lambda: send_request(coordinator, ApiKey.INIT_PRODUCER_ID, 3, {
+        "transactional_id": "offsets", "transaction_timeout_ms": 60000, "producer_id": -1,
+        "producer_epoch": -1}))
+
+    def commit(version: int) -> int:
+        body = {"transactional_id": "offsets", "group_id": group,
+                "producer_id": init.producer_id, "producer_epoch": init.producer_epoch,
+                "generation_id": -1, "member_id": "", "group_instance_id": None,
+                "topics": [{"name": TOPIC, "partitions": [
+                    {"partition_index": 0, "committed_offset": 7, "committed_leader_epoch": -1,
+                     "committed_metadata": ""}]}]}
+        deadline = time.monotonic() + 30
+        while True:
+            response = send_request(f"{groups.host}:{groups.port}", ApiKey.TXN_OFFSET_COMMIT,
+                                    version, body)
+            code = int(response.topics[0].partitions[0].error_code)
+            if code not in _NOT_YET or time.monotonic() > deadline:
+                return code
+            time.sleep(0.1)
+    assert commit(3) == E.INVALID_TXN_STATE  # AddOffsetsToTxn never sent
+    assert commit(4) == E.TRANSACTION_ABORTABLE
+    added = until_answered(lambda: send_request(coordinator, ApiKey.ADD_OFFSETS_TO_TXN, 3, {
+        "transactional_id": "offsets", "producer_id": init.producer_id,
+        "producer_epoch": init.producer_epoch, "group_id": group}))
+    assert added.error_code == 0
+    assert commit(3) == 0
