@@ -7,6 +7,8 @@ Three brokers on a real ZooKeeper, in process so that their loads can be held
 from __future__ import annotations
 
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode as E
 from pybroker.testing import Cluster
+from tests.cluster.brokers import running_cluster
 from tests.integration.group_harness import wait_until
 from tests.integration.raw import send_request
 from tests.integration.test_coordinator_loading import HeldLoad
@@ -101,4 +104,39 @@ def test_first_clients_of_a_new_cluster_meet_loading_coordinators(zookeeper) -> 
         producer.begin_transaction()
         producer.produce("first-txn", b"v")
         producer.commit_transaction(60)
+        assert errors == []
+
+
+def test_a_consumer_group_is_the_very_first_client_of_a_new_cluster(
+        tmp_path: Path, zookeeper) -> None:  # type: ignore[no-untyped-def]
+    """As a user meets it, nothing held: three fresh broker processes, a confluent-kafka
+    consumer with a group is the first client (it creates __consumer_offsets), then a
+    producer; the consumer reads every record and no error reaches the application."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    with running_cluster(tmp_path, zookeeper.connect) as cluster:
+        bootstrap = cluster.bootstrap()
+        errors: list[Any] = []
+        consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": bootstrap, "group.id": "first",
+            "auto.offset.reset": "earliest", "error_cb": errors.append,
+            "topic.metadata.refresh.interval.ms": 500})
+        try:
+            consumer.subscribe(["first-topic"])
+            producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+            for i in range(10):
+                producer.produce("first-topic", f"v{i}".encode())
+            assert producer.flush(30) == 0
+            got: list[bytes] = []
+            deadline = time.monotonic() + 60
+            while len(got) < 10 and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is None:
+                    continue
+                if msg.error():
+                    errors.append(msg.error())
+                else:
+                    got.append(msg.value())
+        finally:
+            consumer.close()
+        assert sorted(got) == sorted(f"v{i}".encode() for i in range(10))
         assert errors == []
