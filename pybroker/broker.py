@@ -32,7 +32,9 @@ from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.txn_coordinator import TransactionCoordinator
+from pybroker.coordinator.broker_channels import BrokerChannels
 from pybroker.coordinator.txn_markers import MarkerWriter
+from pybroker.coordinator.txn_verifier import TxnVerifier
 from pybroker.coordinator.producer_ids import ProducerIdManager, ProducerIds, \
     ZkProducerIdManager
 from pybroker.handlers.base import Services
@@ -175,7 +177,10 @@ class Broker:
                                                    self.replicas, self.topics, self.groups,
                                                    self.producer_ids, markers,
                                                    clock=self.clock.now_ms)
-        self.replicas.txn_verifier = self.transactions.verify
+        self.txn_verifier = TxnVerifier(
+            self.node_id, self.metadata, self.replicas, self.transactions,
+            BrokerChannels(self.node_id, "txn-verifier", self._endpoint_of, self.inter_broker))
+        self.replicas.txn_verifier = self.txn_verifier.verify
         self.authorizer, self.acl_store = self._build_authorizer(config)
         # Who follows the store's changes, in order: stale topic configs first.
         self.metadata.listeners += [self.topic_configs.apply_delta, self.replicas.apply_delta,
@@ -196,7 +201,8 @@ class Broker:
                                  authorizer=self.authorizer, acls=self.acl_store,
                                  scram=self._scram_store(),
                                  request_log=config.request_log_enable,
-                                 quotas=quotas, request_quota=RequestQuota(quotas.request))
+                                 quotas=quotas, request_quota=RequestQuota(quotas.request),
+                                 txn_verifier=self.txn_verifier)
 
     @cached_property
     def metrics_registry(self) -> CollectorRegistry:
@@ -274,6 +280,7 @@ class Broker:
                                    self.clean_logs)
             await nursery.start(self.groups.run)
             await nursery.start(self.transactions.run)
+            await nursery.start(self.txn_verifier.channels.run)
             task_status.started()
 
     async def _every(self, interval_ms: int, job: Any) -> None:

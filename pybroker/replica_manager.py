@@ -11,7 +11,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -94,20 +94,46 @@ class ReplicaManager:
         # counts once each.
         self.isr_shrinks = 0
         self.isr_expands = 0
-        # Set by the broker once its transaction coordinator exists: whether a partition is in
-        # the ongoing transaction of (transactional id, producer id, epoch) (Kafka's KIP-890
-        # verification).
-        self.txn_verifier: Callable[[str, int, int, TopicPartition], ErrorCode] | None = None
+        # Set by the broker once its transaction coordinator exists: which of the partitions
+        # are not in the ongoing transaction of (transactional id, producer id, epoch), and
+        # why (Kafka's KIP-890 verification, `coordinator/txn_verifier.py`: asking the
+        # coordinator in process or on another broker).
+        self.txn_verifier: Callable[[str, int, int, list[TopicPartition]],
+                                    Awaitable[dict[TopicPartition, ErrorCode]]] | None = None
 
-    def verify_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                           tp: TopicPartition) -> ErrorCode:
-        """NONE if `tp` belongs to the producer's ongoing transaction, else Kafka's error
-        (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH); NONE when no verifier is set or the
-        transactional id is coordinated by another broker."""
+    async def verify_transaction(self, transactional_id: str, producer_id: int,
+                                 producer_epoch: int, tp: TopicPartition) -> ErrorCode:
+        """NONE if `tp` belongs to the producer's ongoing transaction, else why not
+        (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, NOT_ENOUGH_REPLICAS while the coordinator
+        cannot answer); NONE when no verifier is set."""
         verifier = self.txn_verifier
         if verifier is None:
             return ErrorCode.NONE
-        return verifier(transactional_id, producer_id, producer_epoch, tp)
+        return (await verifier(transactional_id, producer_id, producer_epoch, [tp])).get(
+            tp, ErrorCode.NONE)
+
+    def in_ongoing_transaction(self, tp: TopicPartition, producer_id: int,
+                               producer_epoch: int) -> bool:
+        """Whether the producer's transaction at this epoch is open in `tp`, led here: its
+        first batch there was verified, and the marker that ends it has not been written
+        (Kafka's hasOngoingTransaction, which spares a produce the coordinator's round
+        trip)."""
+        part = self._partitions.get(tp)
+        if part is None or not part.is_leader:
+            return False
+        entry = part.log.producer_state.producers.get(producer_id)
+        return entry is not None and entry.producer_epoch == producer_epoch \
+            and entry.current_txn_first_offset >= 0
+
+    def verification_guard(self, tp: TopicPartition) -> tuple[int, int] | None:
+        """What must not change while a transactional batch for `tp` waits on its
+        coordinator's answer (Kafka's VerificationGuard): the partition's producer state and
+        the markers written to it. None where this broker does not lead `tp`."""
+        part = self._partitions.get(tp)
+        if part is None or not part.is_leader:
+            return None
+        state = part.log.producer_state
+        return id(state), state.markers_written
 
     # -- the partitions this broker hosts ------------------------------------------------------
     def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1

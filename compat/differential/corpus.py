@@ -164,12 +164,13 @@ def metadata_body(topics: list[str] | None, auto: bool = False) -> dict:
 # -- hand-written cases, by API ----------------------------------------------------------------
 
 HandCase = Callable[[Ctx], None]
-HAND: dict[int, list[tuple[str, HandCase]]] = {}
+HAND: dict[int, list[tuple[str, HandCase, int]]] = {}
 
 
-def hand(api: int, name: str) -> Callable[[HandCase], HandCase]:
+def hand(api: int, name: str, since: int = 0) -> Callable[[HandCase], HandCase]:
+    """Register a case for every version of `api` from `since`."""
     def register(fn: HandCase) -> HandCase:
-        HAND.setdefault(api, []).append((name, fn))
+        HAND.setdefault(api, []).append((name, fn, since))
         return fn
     return register
 
@@ -434,6 +435,71 @@ def _init_producer_id(ctx: Ctx) -> None:
     init_producer_id(ctx, "second", ctx.version)
 
 
+def init_transactional(ctx: Ctx, transactional_id: str) -> tuple[int, int]:
+    """An unobserved transactional producer: (producer id, epoch), retried through a
+    coordinator that is not ready yet (its topic is created on the first FindCoordinator)."""
+    conn = ctx.target.conn
+    for _ in range(100):
+        conn.request(K.FIND_COORDINATOR, 3, {"key": transactional_id, "key_type": 1})
+        init = conn.request(K.INIT_PRODUCER_ID, 3, {
+            "transactional_id": transactional_id, "transaction_timeout_ms": 60000,
+            "producer_id": -1, "producer_epoch": -1})
+        if not isinstance(init, str) and init.error_code not in (14, 15, 16, 51):
+            break
+        time.sleep(0.1)
+    return init.producer_id, init.producer_epoch
+
+
+@hand(K.PRODUCE, "transactional-partition-not-added")
+def _produce_not_added(ctx: Ctx) -> None:
+    """A transactional batch to a partition its producer never added (KIP-890 part 1): the
+    partition's leader asks the coordinator and refuses it."""
+    t, v = ctx.topic(), ctx.version
+    tid = f"dc-not-added-{v}"
+    create(ctx, t)
+    pid, epoch = init_transactional(ctx, tid)
+    records = batch(ctx, 1, producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                    transactional=True)
+    ctx.ask("answer", K.PRODUCE, v, {**produce_body(t, records), "transactional_id": tid})
+
+
+def _verify_view(answer: Any) -> Any:
+    """An AddPartitionsToTxn v4 answer as each partition's code, by transaction, topic and
+    partition: Kafka orders its results by hash map."""
+    return {"error_code": answer.error_code, "results": sorted(
+        (txn.transactional_id, topic.name, p.partition_index, p.partition_error_code)
+        for txn in answer.results_by_transaction for topic in txn.topic_results
+        for p in topic.results_by_partition)}
+
+
+@hand(K.ADD_PARTITIONS_TO_TXN, "verify-only", since=4)
+def _add_partitions_verify_only(ctx: Ctx) -> None:
+    """v4+, what a partition leader asks the transaction coordinator before it appends a
+    transactional batch (KIP-890 part 1): is each partition in the transaction?"""
+    v = ctx.version
+    t, tid = ctx.topic(), f"dc-verify-{v}"
+    create(ctx, t, 2)
+    pid, epoch = init_transactional(ctx, tid)  # unobserved set-up, with partition 0 added
+    ctx.target.conn.request(K.ADD_PARTITIONS_TO_TXN, 3, {
+        "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
+        "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": t, "partitions": [0]}]})
+
+    def verify(transactional_id: str, producer_id: int, producer_epoch: int) -> dict:
+        return {"transactions": [{
+            "transactional_id": transactional_id, "producer_id": producer_id,
+            "producer_epoch": producer_epoch, "verify_only": True,
+            "topics": [{"name": t, "partitions": [0, 1]}]}]}
+    ctx.ask("added and not added", K.ADD_PARTITIONS_TO_TXN, v, verify(tid, pid, epoch),
+            view=_verify_view)
+    ctx.ask("another epoch", K.ADD_PARTITIONS_TO_TXN, v, verify(tid, pid, epoch + 1),
+            view=_verify_view)
+    ctx.ask("another producer id", K.ADD_PARTITIONS_TO_TXN, v, verify(tid, pid + 1, epoch),
+            view=_verify_view)
+    ctx.ask("unknown transactional id", K.ADD_PARTITIONS_TO_TXN, v,
+            verify(tid + "-none", pid, epoch), view=_verify_view)
+
+
 @hand(K.OFFSET_FOR_LEADER_EPOCH, "ordinary-and-unknown")
 def _offset_for_leader_epoch(ctx: Ctx) -> None:
     t, v = ctx.topic(), ctx.version
@@ -493,5 +559,6 @@ def init_producer_id(ctx: Ctx, label: str, version: int) -> Any:
 
 
 def hand_cases(api: int, version: int) -> Iterator[Case]:
-    for name, fn in HAND.get(api, []):
-        yield Case(api, version, name, fn)
+    for name, fn, since in HAND.get(api, []):
+        if version >= since:
+            yield Case(api, version, name, fn)

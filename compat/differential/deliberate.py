@@ -57,6 +57,12 @@ RULES: list[tuple[str, str, str]] = [
     ("CreateTopics v* edge-cases", "validate only.topics*.topic_id",
      "validate_only: Kafka's controller assigns an id to the topic it does not create; "
      "pybroker answers the zero id of a topic that does not exist"),
+    ("AddPartitionsToTxn v4 defaults", "answer",
+     "no transactions at all: Kafka answers a v4 request once every transaction in it is "
+     "answered, so one with none is never answered (the client times out); pybroker "
+     "answers at once, with no results"),
+    ("AddPartitionsToTxn v4 unknown-tag", "answer",
+     "the defaults' empty transactions: see AddPartitionsToTxn v4 defaults"),
     ("Metadata v* topics", "auto-create*",
      "auto-creation: Kafka's KRaft broker asks its controller and answers before the topic "
      "exists (UNKNOWN_TOPIC_OR_PARTITION, no partitions: the client asks again); pybroker "

@@ -4,7 +4,7 @@ from protocol.schema import f
 
 
 ADD_PARTITIONS_TO_TXN = Api(
-    24, 'AddPartitionsToTxn', versions='0-3', flexible='3+',
+    24, 'AddPartitionsToTxn', versions='0-4', flexible='3+',
     request=[
         f('transactions', [
             f('transactional_id', 'string', '4+'),

@@ -352,8 +352,8 @@ class GroupCoordinator:
         if code:
             return {tp: code for tp in offsets}
         partition = self.partition_for(group_id)
-        code = self.replicas.verify_transaction(transactional_id, producer_id, producer_epoch,
-                                                (OFFSETS_TOPIC, partition))
+        code = await self.replicas.verify_transaction(transactional_id, producer_id,
+                                                      producer_epoch, (OFFSETS_TOPIC, partition))
         if code == ErrorCode.INVALID_TXN_STATE:  # not in the transaction: abortable (v4+)
             code = ErrorCode.TRANSACTION_ABORTABLE
         if code:
@@ -387,8 +387,8 @@ class GroupCoordinator:
     def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None,
                       require_stable: bool = False
                       ) -> tuple[ErrorCode, list[tuple[str, int, FetchedOffset]]]:
-        if self._led_elsewhere(group_id):
-            return ErrorCode.NOT_COORDINATOR, []
+        if (code := self._not_serving(group_id)):
+            return code, []
         return self.state.fetch_offsets(group_id, partitions, require_stable)
 
     async def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
@@ -414,8 +414,8 @@ class GroupCoordinator:
         return {g: codes[g] or answers[g] for g in group_ids}
 
     def describe_group(self, group_id: str) -> GroupDescription:
-        if self._led_elsewhere(group_id):
-            return GroupDescription(group_id, ErrorCode.NOT_COORDINATOR, "", "", "")
+        if (code := self._not_serving(group_id)):
+            return GroupDescription(group_id, code, "", "", "")
         return self.state.describe_group(group_id)
 
     def list_groups(self, states: Sequence[str] = (),
@@ -468,19 +468,39 @@ class GroupCoordinator:
     def _owns(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self.owned
 
-    def _led_elsewhere(self, group_id: str) -> bool:
-        """For reads, which create nothing: the group's partition exists and is not ours."""
-        return OFFSETS_TOPIC in self.metadata.image.topics and not self._owns(group_id)
+    def _availability(self, group_id: str) -> ErrorCode:
+        """NONE if this broker serves the group now. COORDINATOR_LOAD_IN_PROGRESS while its
+        partition is this broker's but not loaded yet: the image names this broker leader
+        (FindCoordinator already answers with it) before the delta's load has replayed the
+        partition; and on a cluster another broker may name this one leader of a new
+        partition a moment before this one's image has it, or has its leader. All pass; the
+        client retries here, as Kafka's clients do on a loading coordinator.
+        NOT_COORDINATOR when another broker leads it: the client looks for the coordinator
+        again."""
+        partition = self.partition_for(group_id)
+        if partition in self.owned:
+            return ErrorCode.NONE
+        state = self.metadata.image.partition(OFFSETS_TOPIC, partition)
+        if state is None or state.leader in (self.config.node_id, -1):
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NOT_COORDINATOR
+
+    def _not_serving(self, group_id: str) -> ErrorCode:
+        """For reads, which create nothing: before __consumer_offsets exists there is nothing
+        to read (NONE, an empty answer); after, `_availability`."""
+        if OFFSETS_TOPIC not in self.metadata.image.topics:
+            return ErrorCode.NONE
+        return self._availability(group_id)
 
     async def _coordinates(self, group_id: str) -> ErrorCode:
-        """NONE if this broker coordinates the group, else NOT_COORDINATOR (its partition is
-        led elsewhere). Before __consumer_offsets exists it is created, as FindCoordinator
-        would, so a client that skips FindCoordinator on one broker is served."""
+        """NONE if this broker coordinates the group, else why not (`_availability`). Before
+        __consumer_offsets exists it is created, as FindCoordinator would, so a client that
+        skips FindCoordinator on one broker is served."""
         if OFFSETS_TOPIC not in self.metadata.image.topics:
             code = await self.ensure_topic()
             if code:
                 return code
-        return ErrorCode.NONE if self._owns(group_id) else ErrorCode.NOT_COORDINATOR
+        return self._availability(group_id)
 
     async def on_topic_deleted(self, topic: str) -> None:
         """Committed offsets of a deleted topic go with it (Kafka's onPartitionsDeleted)."""

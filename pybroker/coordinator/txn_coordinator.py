@@ -112,10 +112,20 @@ class TransactionCoordinator:
         return await self.topic.coordinator_for(transactional_id, listener)
 
     def _coordinates(self, transactional_id: str) -> ErrorCode:
-        if TXN_TOPIC not in self.metadata.image.topics:
-            return ErrorCode.NOT_COORDINATOR
-        return ErrorCode.NONE if self.partition_for(transactional_id) in self.owned \
-            else ErrorCode.NOT_COORDINATOR
+        """NONE if this broker coordinates the id now; COORDINATOR_LOAD_IN_PROGRESS while its
+        partition is this broker's but not loaded yet (the image names this broker leader,
+        and FindCoordinator answers with it, before the delta's load has replayed the
+        partition; or, on a cluster, another broker's image already names this one leader
+        where this one's has no leader yet): the client retries here, as on Kafka's loading
+        coordinator. NOT_COORDINATOR when another broker leads it, or no __transaction_state
+        is known here (the client looks for the coordinator again)."""
+        partition = self.partition_for(transactional_id)
+        if partition in self.owned:
+            return ErrorCode.NONE
+        state = self.metadata.image.partition(TXN_TOPIC, partition)
+        if state is not None and state.leader in (self.config.node_id, -1):
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NOT_COORDINATOR
 
     def _epoch_of(self, transactional_id: str) -> tuple[int, int]:
         partition = self.partition_for(transactional_id)
@@ -173,7 +183,7 @@ class TransactionCoordinator:
             state = image.topics[TXN_TOPIC].partitions[index]
             mine = state.leader == self.config.node_id
             if mine and self.owned.get(index) != state.leader_epoch:
-                if index in self.owned:
+                if self.owned.pop(index, None) is not None:  # loading again: not served meanwhile
                     self.state.unload(index)
                 records = await trio.to_thread.run_sync(
                     lambda: list(self._records_of(index)))
@@ -326,18 +336,18 @@ class TransactionCoordinator:
             await trio.sleep(0.01)  # a persist of the completion may still be in flight
         return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
 
-    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-               tp: TopicPartition) -> ErrorCode:
-        """The replica manager's transaction verifier (KIP-890 part 1, in-process): answers
-        for the ids this broker coordinates; NONE for those another broker coordinates (the
-        partition's producer state still fences older epochs there). Before
-        __transaction_state exists no transaction can be open anywhere."""
-        image = self.metadata.image
-        if TXN_TOPIC not in image.topics:
-            return ErrorCode.INVALID_TXN_STATE
-        if self.partition_for(transactional_id) not in self.owned:
-            return ErrorCode.NONE
-        return self.state.in_transaction(producer_id, producer_epoch, tp)
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Sequence[TopicPartition]
+                          ) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn verify-only (another broker's produce verification): this
+        broker's answer for each partition, or why it cannot answer (NOT_COORDINATOR,
+        COORDINATOR_LOAD_IN_PROGRESS, INVALID_REQUEST for an empty id) for all of them."""
+        code = ErrorCode.INVALID_REQUEST if not transactional_id \
+            else self._coordinates(transactional_id)
+        if code:
+            return {tp: code for tp in partitions}
+        return self.state.verify_partitions(transactional_id, producer_id, producer_epoch,
+                                            partitions)
 
     def describe(self, transactional_id: str) -> tuple[ErrorCode, TxnMetadata | None]:
         if (code := self._coordinates(transactional_id)):

@@ -30,14 +30,13 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.topics import GROUP_METADATA_TOPIC
 from protocol.topic_partition import TopicPartition
-from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
 from pybroker.cluster.metadata import MetadataStore
+from pybroker.coordinator.broker_channels import BrokerChannels
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.txn_state import MarkerJob
 from pybroker.replica_manager import AppendResult, ReplicaManager
 
 if TYPE_CHECKING:
-    from pybroker.client.connection import BrokerConnection
     from pybroker.client.security import ClientSecurity
 
 __all__ = ["MarkerWriter"]
@@ -65,11 +64,9 @@ class MarkerWriter:
         self.replicas = replicas
         self.groups = groups
         self.commit_timeout_ms = commit_timeout_ms
-        self.endpoint_of = endpoint_of or (lambda node: None)
-        self.security = security  # the inter-broker listener's (pybroker.inter_broker)
-        self._connections: dict[int, BrokerConnection] = {}
-        self._connecting: dict[int, trio.Lock] = defaultdict(trio.Lock)
-        self._nursery: trio.Nursery | None = None
+        # Leaders elsewhere, reached on the inter-broker listener (pybroker.inter_broker).
+        self.channels = BrokerChannels(node_id, "txn-marker-sender",
+                                       endpoint_of or (lambda node: None), security)
 
     # -- this broker as the partitions' leader (also the WriteTxnMarkers handler) --------------
     async def write_local(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
@@ -138,14 +135,8 @@ class MarkerWriter:
             "producer_id": job.producer_id, "producer_epoch": job.producer_epoch,
             "transaction_result": job.commit, "coordinator_epoch": job.coordinator_epoch,
             "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}]}
-        try:
-            conn = await self._connection(leader)
-            if conn is None:
-                return failed
-            response: Any = await conn.request(ApiKey.WRITE_TXN_MARKERS, request)
-        except (KafkaConnectionError, KafkaTimeoutError, OSError) as exc:
-            log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
-            self._drop(leader)
+        response: Any = await self.channels.request(leader, ApiKey.WRITE_TXN_MARKERS, request)
+        if response is None:
             return failed
         out = dict(failed)
         for marker in response.markers:
@@ -154,38 +145,6 @@ class MarkerWriter:
                     out[(topic.name, p.partition_index)] = ErrorCode(p.error_code)
         return out
 
-    async def _connection(self, node: int) -> BrokerConnection | None:
-        conn = self._connections.get(node)
-        if conn is not None and not conn.closed:
-            return conn
-        endpoint = self.endpoint_of(node)
-        if endpoint is None or self._nursery is None:
-            return None
-        async with self._connecting[node]:
-            conn = self._connections.get(node)
-            if conn is not None and not conn.closed:
-                return conn
-            # The client's connection code only once a marker goes to another broker: a
-            # single broker writes its markers locally and never loads it (issue #15 §3).
-            from pybroker.client.connection import BrokerConnection
-            conn = await BrokerConnection.open(
-                endpoint[0], endpoint[1], nursery=self._nursery,
-                client_id=f"broker-{self.node_id}-txn-marker-sender", security=self.security)
-            self._connections[node] = conn
-            return conn
-
-    def _drop(self, node: int) -> None:
-        conn = self._connections.pop(node, None)
-        if conn is not None and self._nursery is not None:
-            self._nursery.start_soon(conn.aclose)
-
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Holds the connections to other leaders (their readers run here)."""
-        try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                task_status.started()
-                await trio.sleep_forever()
-        finally:
-            self._nursery = None
-            self._connections.clear()
+        await self.channels.run(task_status=task_status)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
-from typing import Generic, Iterable, TypeVar
+from typing import Generic, Iterable, Sequence, TypeVar
 
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
@@ -493,6 +493,28 @@ class TxnStateMachine:
                 or tp not in txn.partitions):
             return ErrorCode.INVALID_TXN_STATE
         return ErrorCode.NONE
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Sequence[TopicPartition]
+                          ) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn v4+ with verifyOnly, a partition leader asking (KIP-890 part 1):
+        is each partition in the id's transaction, as persisted? Kafka's answers: the
+        transaction's own problem for every partition (INVALID_PRODUCER_ID_MAPPING,
+        PRODUCER_FENCED, CONCURRENT_TRANSACTIONS while its markers are decided), else NONE or
+        TRANSACTION_ABORTABLE per partition. Nothing is added."""
+        txn = self._txns.get(transactional_id)
+        code = ErrorCode.NONE
+        if txn is None or txn.producer_id != producer_id:
+            code = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        elif txn.producer_epoch != producer_epoch:
+            code = ErrorCode.PRODUCER_FENCED
+        elif txn.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+            code = ErrorCode.CONCURRENT_TRANSACTIONS
+        if code:
+            return {tp: code for tp in partitions}
+        assert txn is not None
+        return {tp: ErrorCode.NONE if tp in txn.partitions else ErrorCode.TRANSACTION_ABORTABLE
+                for tp in partitions}
 
     def open_transactions(self) -> int:
         """Transactions begun and not yet completed: Ongoing, or preparing their commit,

@@ -21,6 +21,7 @@ from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIds
 from pybroker.coordinator.txn_coordinator import TransactionCoordinator
+from pybroker.coordinator.txn_verifier import TxnVerifier
 from pybroker.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
@@ -71,6 +72,9 @@ class Services:
     # request.log.enable: one line per request on pybroker.request.logger (request_log.py);
     # off, dispatch pays this one attribute check.
     request_log: bool = False
+    # Whether a transactional batch's partition is in its producer's transaction, asking the
+    # coordinator in process or on another broker (KIP-890 part 1); None: never verified.
+    txn_verifier: TxnVerifier | None = None
     # Produce and fetch byte-rate quotas; None: nothing is ever throttled.
     quotas: ClientQuotas | None = None
     # request_percentage: each request's loop time charged to its client (request_quota.py);

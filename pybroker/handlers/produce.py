@@ -27,14 +27,26 @@ from pybroker.replica_manager import AppendResult
 def _partition_response(index: int, code: ErrorCode, base_offset: int = -1,
                         append_time: int = -1, log_start: int = -1,
                         message: str | None = None,
-                        record_errors: Sequence[tuple[int, str]] = ()) -> dict:
-    # As Kafka: error_message only beside the records it names (a RecordValidationException's
-    # custom message); every other error travels as its code alone, the message null.
+                        record_errors: Sequence[tuple[int, str]] = (),
+                        custom_message: bool = False) -> dict:
+    # As Kafka: error_message only where the error has a custom message — beside the records
+    # it names (a RecordValidationException), or a transaction verification's refusal; every
+    # other error travels as its code alone, the message null.
     return {"index": index, "error_code": int(code), "base_offset": base_offset,
             "log_append_time_ms": append_time, "log_start_offset": log_start,
             "record_errors": [{"batch_index": i, "batch_index_error_message": why}
                               for i, why in record_errors],
-            "error_message": message if record_errors else None}
+            "error_message": message if record_errors or custom_message else None}
+
+
+# The verification refusals Kafka explains in error_message (its ReplicaManager's custom
+# messages); TRANSACTION_ABORTABLE and a fenced epoch go without one.
+_VERIFY_MESSAGES = {
+    ErrorCode.INVALID_TXN_STATE: "The partition was not added to the transaction",
+    ErrorCode.NOT_ENOUGH_REPLICAS:
+        "The transaction coordinator could not say whether the partition was added to the "
+        "transaction (retriable)",
+}
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict | None:
@@ -52,6 +64,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
             return error_response(ctx, request,
                                   ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         denied = denied_names(ctx, Op.WRITE, TOPIC, (t.name for t in request.topic_data))
+    refused: dict[TopicPartition, ErrorCode] = {}
+    if txn_id is not None and ctx.services.txn_verifier is not None:
+        refused = await _verify(ctx, txn_id, request)
     appended: list[tuple[TopicPartition, AppendResult]] = []
     stats = ctx.services.stats
     for topic in request.topic_data:
@@ -60,12 +75,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
                 result = AppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 appended.append(((topic.name, pd.index), result))
                 continue
-            refused = ErrorCode.NONE if txn_id is None else \
-                _verify(ctx, txn_id, topic.name, pd.index, pd.records)
-            if refused != ErrorCode.NONE:
-                result = AppendResult(refused, message=(
-                    f"Partition {topic.name}-{pd.index} is not in the ongoing transaction of "
-                    f"{txn_id!r} (add it with AddPartitionsToTxn first)"))
+            code = refused.get((topic.name, pd.index)) if refused else None
+            if code:
+                result = AppendResult(code, message=_VERIFY_MESSAGES.get(code))
             else:
                 result = manager.append(topic.name, pd.index, pd.records,
                                         produce_version=ctx.version, acks=request.acks)
@@ -82,8 +94,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
     return {"responses": [
         {"name": topic.name, "partition_responses": [
             _partition_response(pd.index, r.error, r.base_offset, r.log_append_time,
-                                r.log_start_offset, r.message, r.record_errors)
-            for pd in topic.partition_data for _, r in (next(results),)]}
+                                r.log_start_offset, r.message, r.record_errors,
+                                custom_message=bool(refused) and tp in refused)
+            for pd in topic.partition_data for tp, r in (next(results),)]}
         for topic in request.topic_data], "throttle_time_ms": throttle_ms}
 
 
@@ -110,22 +123,40 @@ def _has_transactional_batch(request: Container) -> bool:
                for topic in request.topic_data for pd in topic.partition_data)
 
 
-def _verify(ctx: RequestContext, transactional_id: str, topic: str, partition: int,
-            records: bytes | None) -> ErrorCode:
+async def _verify(ctx: RequestContext, transactional_id: str, request: Container
+                  ) -> dict[TopicPartition, ErrorCode]:
     """A transactional batch may only go to a partition of its producer's ongoing
-    transaction (Kafka's KIP-890 verification): INVALID_TXN_STATE otherwise, which Produce
-    v11+ reports as the abortable TRANSACTION_ABORTABLE. The batch's own checks (CRC, a
+    transaction (Kafka's KIP-890 verification, `coordinator/txn_verifier.py`): the partitions
+    refused, with INVALID_TXN_STATE, which Produce v11+ reports as the abortable
+    TRANSACTION_ABORTABLE. One header read per partition; the batch's own checks (CRC, a
     fenced epoch) are the log's."""
-    if not records or len(records) < HEADER_SIZE:
-        return ErrorCode.NONE
-    header = BatchHeader.unpack_from(records, 0)
-    if not header.is_transactional:
-        return ErrorCode.NONE
-    code = ctx.replicas.verify_transaction(transactional_id, header.producer_id,
-                                           header.producer_epoch, (topic, partition))
-    if code == ErrorCode.INVALID_TXN_STATE and ctx.version >= 11:
-        return ErrorCode.TRANSACTION_ABORTABLE
-    return code
+    verifier = ctx.services.txn_verifier
+    assert verifier is not None
+    refused: dict[TopicPartition, ErrorCode] = {}
+    producer: tuple[int, int] | None = None
+    partitions: list[TopicPartition] = []
+    for topic in request.topic_data:
+        name = topic.name
+        for pd in topic.partition_data:
+            records = pd.records
+            if not records or len(records) < HEADER_SIZE:
+                continue
+            header = BatchHeader.unpack_from(records, 0)
+            if not header.is_transactional:
+                continue
+            key = (header.producer_id, header.producer_epoch)
+            if producer is not None and key != producer:  # batches of several producers
+                refused.update(await verifier.verify(transactional_id, *producer, partitions))
+                partitions = []
+            producer = key
+            partitions.append((name, pd.index))
+    if producer is not None:
+        refused.update(await verifier.verify(transactional_id, *producer, partitions))
+    if refused and ctx.version >= 11:
+        for tp, code in refused.items():
+            if code == ErrorCode.INVALID_TXN_STATE:
+                refused[tp] = ErrorCode.TRANSACTION_ABORTABLE
+    return refused
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict | None:

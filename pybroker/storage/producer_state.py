@@ -257,6 +257,10 @@ class ProducerStateManager:
         # Completed transactions whose marker the high watermark has not passed, in marker
         # order (Kafka's unreplicatedTxns).
         self.unreplicated: deque[CompletedTxn] = deque()
+        # Markers written since this state was made (not persisted): a transaction
+        # verification that waited on the coordinator compares it before and after (Kafka's
+        # VerificationGuard), since a transaction that ended meanwhile must not reopen here.
+        self.markers_written = 0
 
     # -- live use ------------------------------------------------------------------------------
     def check(self, header: BatchHeader) -> DuplicateBatch | None:
@@ -338,6 +342,7 @@ class ProducerStateManager:
         if entry is None:
             entry = self.producers[producer_id] = ProducerStateEntry(producer_id)
         first = entry.apply_marker(epoch, coordinator_epoch, timestamp)
+        self.markers_written += 1
         self.ongoing.pop(producer_id, None)
         if first < 0:
             return None

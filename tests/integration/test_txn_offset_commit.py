@@ -118,8 +118,10 @@ def test_verification_errors_by_version(tmp_path: Path) -> None:
         bootstrap = info.bootstrap
         create_topic(bootstrap, "t", 1)
         answers = {"abortable": E.INVALID_TXN_STATE, "fenced": E.PRODUCER_FENCED}
-        info.broker.replicas.txn_verifier = \
-            lambda txn_id, pid, epoch, tp: answers["fenced" if epoch == 0 else "abortable"]
+
+        async def verifier(txn_id: str, pid: int, epoch: int, tps: list) -> dict:
+            return {tp: answers["fenced" if epoch == 0 else "abortable"] for tp in tps}
+        info.broker.replicas.txn_verifier = verifier
         assert txn_commit(bootstrap, "g", {0: 1}, version=4) == [E.TRANSACTION_ABORTABLE]
         assert txn_commit(bootstrap, "g", {0: 1}, version=3) == [E.INVALID_TXN_STATE]
         assert txn_commit(bootstrap, "g", {0: 1}, version=2, epoch=0) == \
