@@ -463,7 +463,8 @@ class ReplicaManager:
             code, part = self._follower_for_consumer(topic, partition, current_leader_epoch)
             if part is None:
                 return ReadResult(code)
-        elif client_metadata is not None and self.replica_selector is not None:
+        elif (client_metadata is not None and self.replica_selector is not None
+              and part.followers):  # alone, the leader is the only choice
             preferred = preferred_read_replica(
                 self.replica_selector, part, client_metadata, offset,
                 int(time.time() * 1000), self._reachable_racks(client_metadata.listener))
