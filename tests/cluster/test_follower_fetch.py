@@ -9,6 +9,7 @@ import re
 import time
 import urllib.request
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +53,17 @@ def _roles(cluster: Cluster) -> tuple[int, int, int]:
     return leader, first, second
 
 
-def _bytes_out(cluster: Cluster, node: int) -> int:
-    """Record bytes broker `node` returned to consumers for the topic (its /metrics)."""
+def _metric(cluster: Cluster, node: int, series: str) -> int:
+    """One series of broker `node`'s /metrics (0 when absent)."""
     port = cluster.brokers[node].http_port
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    found = re.search(r'^pybroker_bytes_out_total\{topic="%s"\} (\S+)$' % TOPIC, body, re.M)
+    found = re.search(r"^%s (\S+)$" % re.escape(series), body, re.M)
     return int(float(found.group(1))) if found else 0
+
+
+def _bytes_out(cluster: Cluster, node: int) -> int:
+    """Record bytes broker `node` returned to consumers for the topic."""
+    return _metric(cluster, node, 'pybroker_bytes_out_total{topic="%s"}' % TOPIC)
 
 
 def _produce(cluster: Cluster, values: list[bytes], acks: str = "all",
@@ -70,25 +76,26 @@ def _produce(cluster: Cluster, values: list[bytes], acks: str = "all",
     assert producer.flush(30) == 0 and not failed, failed
 
 
-def _fetch(cluster: Cluster, node: int, offset: int, *, version: int = 11, rack: str = "",
-           max_wait_ms: int = 0) -> Any:
-    """One raw Fetch of the test partition to broker `node`: the partition's answer."""
-    async def run() -> Any:
-        async with trio.open_nursery() as nursery:
-            conn = await BrokerConnection.open("127.0.0.1", cluster.brokers[node].port,
-                                               nursery=nursery)
-            response = await conn.request(ApiKey.FETCH, {
-                "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1,
-                "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
-                "session_epoch": -1, "topics": [{"topic": TOPIC, "partitions": [{
-                    "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
-                    "last_fetched_epoch": -1, "log_start_offset": -1,
-                    "partition_max_bytes": 1 << 20}]}],
-                "forgotten_topics_data": [], "rack_id": rack}, version=version)
-            await conn.aclose()
-            nursery.cancel_scope.cancel()
-        return response.responses[0].partitions[0]
-    return trio.run(run)
+async def _fetch_async(port: int, offset: int, *, version: int = 11, rack: str = "",
+                       max_wait_ms: int = 0, timeout: float | None = None) -> Any:
+    """One raw consumer Fetch of the test partition: the partition's answer."""
+    async with trio.open_nursery() as nursery:
+        conn = await BrokerConnection.open("127.0.0.1", port, nursery=nursery)
+        response = await conn.request(ApiKey.FETCH, {
+            "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1,
+            "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+            "session_epoch": -1, "topics": [{"topic": TOPIC, "partitions": [{
+                "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+                "last_fetched_epoch": -1, "log_start_offset": -1,
+                "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": rack}, version=version, timeout=timeout)
+        await conn.aclose()
+        nursery.cancel_scope.cancel()
+    return response.responses[0].partitions[0]
+
+
+def _fetch(cluster: Cluster, node: int, offset: int, **kwargs: Any) -> Any:
+    return trio.run(partial(_fetch_async, cluster.brokers[node].port, offset, **kwargs))
 
 
 def _consume(consumer: Consumer, count: int, timeout: float) -> list[tuple[int, bytes]]:
@@ -152,6 +159,33 @@ def test_a_follower_serves_v11_consumers_up_to_its_high_watermark(cluster: Clust
         cluster.resume(other)
     cluster.wait_until(lambda: _fetch(cluster, near, hw).records, 30,
                        "the record to be committed and served by the follower")
+
+
+def test_a_long_poll_on_a_follower_is_answered_when_its_high_watermark_moves(
+        cluster: Cluster) -> None:
+    """The follower wakes a waiting consumer when the leader's answer moves its high
+    watermark, as the leader does at a commit: the fetch asks to wait 60 s and is answered
+    by a produce once it waits (a client timeout of 30 s fails it otherwise)."""
+    leader, near, _ = _roles(cluster)
+    committed = _fetch(cluster, leader, 0, version=10).high_watermark
+    cluster.wait_until(lambda: _fetch(cluster, near, 0).high_watermark == committed, 30,
+                       "the follower to learn the leader's high watermark")
+    waiting = 'pybroker_purgatory_size{delayed_operation="Fetch"}'
+    before = _metric(cluster, near, waiting)
+
+    def produce_once_it_waits() -> None:
+        cluster.wait_until(lambda: _metric(cluster, near, waiting) > before, 30,
+                           "the consumer's fetch to wait on the follower")
+        _produce(cluster, [b"woken"])
+
+    async def run() -> Any:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.to_thread.run_sync, produce_once_it_waits)
+            return await _fetch_async(cluster.brokers[near].port, committed,
+                                      max_wait_ms=60_000, timeout=30)
+    answer = trio.run(run)
+    assert answer.error_code == ErrorCode.NONE and answer.records
+    assert answer.high_watermark == committed + 1
 
 
 def test_a_consumer_reads_from_its_racks_follower_then_the_leader_when_it_dies(
