@@ -98,6 +98,22 @@ def _fetch(cluster: Cluster, node: int, offset: int, **kwargs: Any) -> Any:
     return trio.run(partial(_fetch_async, cluster.brokers[node].port, offset, **kwargs))
 
 
+def _list_latest(cluster: Cluster, node: int) -> int:
+    """The error of a raw ListOffsets (latest) for the test partition at broker `node`."""
+    async def run() -> int:
+        async with trio.open_nursery() as nursery:
+            conn = await BrokerConnection.open("127.0.0.1", cluster.brokers[node].port,
+                                               nursery=nursery)
+            response = await conn.request(ApiKey.LIST_OFFSETS, {
+                "replica_id": -1, "isolation_level": 0, "topics": [{"name": TOPIC, "partitions": [
+                    {"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1,
+                     "max_num_offsets": 1}]}]})
+            await conn.aclose()
+            nursery.cancel_scope.cancel()
+        return response.topics[0].partitions[0].error_code
+    return trio.run(run)
+
+
 def _consume(consumer: Consumer, count: int, timeout: float) -> list[tuple[int, bytes]]:
     """Up to `count` records (offset, value), polling for at most `timeout` seconds."""
     got: list[tuple[int, bytes]] = []
@@ -137,8 +153,10 @@ def test_a_follower_serves_v11_consumers_up_to_its_high_watermark(cluster: Clust
     assert answer.error_code == ErrorCode.NONE and answer.preferred_read_replica == -1
     assert answer.records and answer.high_watermark == committed
     hw = committed
-    # Below v11 a consumer reads from the leader only (Kafka's fetchOnlyLeader).
+    # Below v11 a consumer reads from the leader only (Kafka's fetchOnlyLeader), and
+    # ListOffsets is the leader's whatever the version.
     assert _fetch(cluster, near, 0, version=10).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert _list_latest(cluster, near) == ErrorCode.NOT_LEADER_OR_FOLLOWER
     # Past the follower's log end: out of range (the client goes back to the leader).
     assert _fetch(cluster, near, hw + 1000).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     # Between the follower's high watermark and its log end: nothing yet, and no error, as
