@@ -20,22 +20,24 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.client.connection import BrokerConnection
-from tests.cluster.brokers import SESSION_TIMEOUT_MS, Cluster
+from tests.cluster.brokers import Cluster
 from tests.cluster.test_failover import create_topic
 
 SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+SESSION_MS = 10_000
 TOPIC = "near"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: Any) -> Iterator[Cluster]:
     """Brokers 1, 2, 3 in racks rack-1, rack-2, rack-3 with the rack-aware selector, and one
-    RF 3 partition. The lag time is long so that a paused follower stays in the ISR (holding
-    the high watermark back) for as long as a test needs; a dead one still leaves the ISR
-    when its ZooKeeper session expires."""
+    RF 3 partition. A paused follower stays in the ISR, holding the high watermark back, until
+    its ZooKeeper session expires (the lag time is longer): 10 s, so that a busy machine
+    still fits a test's steps in, where a dead follower leaves the ISR as soon."""
     c = Cluster(tmp_path_factory.mktemp("follower-fetch"), zk_server.connect,
                 **{"replica.selector.class": SELECTOR, "http.listeners": "http://127.0.0.1:0",
-                   "replica.lag.time.max.ms": "60000"})
+                   "replica.lag.time.max.ms": "60000",
+                   "zookeeper.session.timeout.ms": str(SESSION_MS)})
     try:
         for node in c.ids:
             c.broker(node, **{"broker.rack": f"rack-{node}"}).start()
@@ -230,7 +232,7 @@ def test_a_consumer_reads_from_its_racks_follower_then_the_leader_when_it_dies(
         cluster.kill(near)
         second = [b"second-%d" % i for i in range(100)]
         _produce(cluster, second)
-        more = _consume(consumer, 100, SESSION_TIMEOUT_MS / 1000 + 20)
+        more = _consume(consumer, 100, SESSION_MS / 1000 + 20)
         assert [v for _, v in more] == second
         assert [o for o, _ in more] == list(range(len(got), len(got) + 100))
         assert _bytes_out(cluster, leader) > after[leader]
