@@ -42,6 +42,7 @@ from pybroker.inter_broker import inter_broker_security
 from pybroker.malloc_tuning import trim_malloc
 from pybroker.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
+from pybroker.replica.replica_selector import replica_selector
 from pybroker.replica_manager import ReplicaManager
 from pybroker.request_hooks import RequestHooks
 from pybroker.storage.cleaner import LogCleaner
@@ -143,7 +144,8 @@ class Broker:
             else ProducerIdManager(self.log_dirs[0]))
         self.purgatory = Purgatory()
         self.replicas = ReplicaManager(self.node_id, self.metadata, self.logs,
-                                       self.topic_configs, self.purgatory)
+                                       self.topic_configs, self.purgatory,
+                                       replica_selector(config.replica_selector_class))
         self.topics = TopicAdmin(config, self.metadata)
         # Only a cluster member reaches other brokers; a ConfigError here stops the start.
         self.inter_broker = (inter_broker_security(config) if self.zk_store is not None

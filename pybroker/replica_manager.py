@@ -11,7 +11,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -31,6 +31,8 @@ from pybroker.cluster.metadata import MetadataStore, MetadataDelta, MetadataImag
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.purgatory import Purgatory, Watch
 from pybroker.replica.partition import Partition
+from pybroker.replica.replica_selector import ClientMetadata, ReplicaSelector, \
+    preferred_read_replica
 from pybroker.storage.log_manager import LogManager, remove_dirs
 from pybroker.storage.partition_log import OffsetOutOfRange, PartitionLog
 from pybroker.storage.producer_state import InvalidProducerEpoch, OutOfOrderSequence
@@ -73,16 +75,24 @@ class ReadResult:
     # records overlap, for the consumer to drop; None under read_uncommitted (Kafka sends
     # null there, and a client given a list would drop records it must show).
     aborted_transactions: list[tuple[int, int]] | None = None
+    # The follower a consumer should fetch this partition from instead (KIP-392); -1: here.
+    preferred_read_replica: int = -1
 
 
 class ReplicaManager:
     def __init__(self, node_id: int, metadata: MetadataStore, logs: LogManager,
-                 topic_configs: TopicConfigs, purgatory: Purgatory) -> None:
+                 topic_configs: TopicConfigs, purgatory: Purgatory,
+                 replica_selector: ReplicaSelector | None = None) -> None:
         self.node_id = node_id
         self.metadata = metadata
         self.logs = logs
         self.topic_configs = topic_configs
         self.purgatory = purgatory
+        # replica.selector.class: None sends every consumer to the leader (Kafka's default).
+        self.replica_selector = replica_selector
+        # The racks of the brokers reachable on a listener, for the selector: (image,
+        # listener, racks), rebuilt when either changes.
+        self._racks: tuple[MetadataImage, str | None, Mapping[int, str | None]] | None = None
         self._partitions: dict[TopicPartition, Partition] = {}
         # In a cluster: the fetchers that copy the partitions this broker follows, and the
         # led partitions whose ISR may need to grow (a follower caught up).
@@ -433,14 +443,36 @@ class ReplicaManager:
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
              replica_id: int = -1, isolation_level: int = 0,
              min_one_message: bool = True, region_min_batch: int = 0,
-             current_leader_epoch: int = -1, last_fetched_epoch: int = -1) -> ReadResult:
+             current_leader_epoch: int = -1, last_fetched_epoch: int = -1,
+             replica_log_start_offset: int = -1,
+             client_metadata: ClientMetadata | None = None) -> ReadResult:
         """`region_min_batch`: see `PartitionLog.read` (records as a FileRegion for sendfile
         when they start with a batch at least that large). A follower's read (`replica_id`
         >= 0) up to the log end also says it has everything below `offset`, which may commit
-        data: waiting consumers and acks=all produces are woken then."""
+        data: waiting consumers and acks=all produces are woken then.
+
+        `client_metadata` (a consumer's Fetch v11+, KIP-392): the leader may answer with a
+        preferred read replica and no records, and a follower serves the consumer up to the
+        high watermark it knows; without it a consumer reads from the leader only."""
+        if replica_id >= 0:
+            client_metadata = None
         code, part = self.leader_partition(topic, partition, current_leader_epoch)
         if part is None:
-            return ReadResult(code)
+            if client_metadata is None or code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                return ReadResult(code)
+            code, part = self._follower_for_consumer(topic, partition, current_leader_epoch)
+            if part is None:
+                return ReadResult(code)
+        elif (client_metadata is not None and self.replica_selector is not None
+              and part.followers):  # alone, the leader is the only choice
+            preferred = preferred_read_replica(
+                self.replica_selector, part, client_metadata, offset,
+                int(time.time() * 1000), self._reachable_racks(client_metadata.listener))
+            if preferred >= 0:  # as Kafka: the leader's offsets, no records, no read
+                plog = part.log
+                return ReadResult(ErrorCode.NONE, b"", plog.high_watermark,
+                                  plog.last_stable_offset, plog.log_start_offset,
+                                  preferred_read_replica=preferred)
         plog = part.log
         if last_fetched_epoch >= 0:
             # As Kafka's Partition.readRecords: the fetcher's last epoch must end, in this
@@ -454,7 +486,8 @@ class ReplicaManager:
                                   plog.last_stable_offset, plog.log_start_offset,
                                   diverging_epoch=(epoch, end))
         if replica_id >= 0:
-            if part.update_follower_fetch(replica_id, offset, int(time.time() * 1000)):
+            if part.update_follower_fetch(replica_id, offset, int(time.time() * 1000),
+                                          replica_log_start_offset):
                 self.purgatory.notify((topic, partition), Watch.HIGH_WATERMARK)
             if replica_id not in part.isr and part.can_join_isr(replica_id):
                 self._isr_candidates.add((topic, partition))
@@ -478,6 +511,34 @@ class ReplicaManager:
         return ReadResult(ErrorCode.NONE, data.records, plog.high_watermark,
                           plog.last_stable_offset, plog.log_start_offset,
                           aborted_transactions=aborted)
+
+    def _follower_for_consumer(self, topic: str, partition: int, current_leader_epoch: int
+                               ) -> tuple[ErrorCode, Partition | None]:
+        """A partition this broker follows, for a consumer allowed to read from followers
+        (Kafka's getLocalLog without requireLeader): fenced by leader epoch as at the leader,
+        NOT_LEADER_OR_FOLLOWER where this broker holds no replica (or, its ZooKeeper session
+        lost, knows nothing current)."""
+        state = self.metadata.image.partition(topic, partition)
+        part = self._partitions.get((topic, partition))
+        if (state is None or part is None or part.is_leader or part.log.closed
+                or self.node_id not in state.replicas or not self.metadata.session_valid):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+        code = part.check_leader_epoch(current_leader_epoch)
+        if code != ErrorCode.NONE:
+            return code, None
+        return ErrorCode.NONE, part
+
+    def _reachable_racks(self, listener: str | None) -> Mapping[int, str | None]:
+        """The rack of each live broker a client on `listener` can reach (Kafka's
+        getPartitionReplicaEndpoints): a broker gone from the image, or without that
+        listener, is never a preferred read replica."""
+        image = self.metadata.image
+        cached = self._racks
+        if cached is None or cached[0] is not image or cached[1] != listener:
+            racks = {b.node_id: b.rack for b in image.brokers.values()
+                     if b.endpoint(listener) is not None}
+            self._racks = cached = (image, listener, racks)
+        return cached[2]
 
     def list_offset(self, topic: str, partition: int, timestamp: int,
                     isolation_level: int, current_leader_epoch: int = -1
@@ -549,7 +610,8 @@ class ReplicaManager:
                 log.warning("replica %s-%d: cannot append fetched batches: %s", tp[0], tp[1],
                             exc)
                 return ErrorCode.CORRUPT_MESSAGE
-        part.follow_leader_high_watermark(data.high_watermark)
+        if part.follow_leader_high_watermark(data.high_watermark):
+            self.purgatory.notify(tp, Watch.HIGH_WATERMARK)  # consumers reading here
         return ErrorCode.NONE
 
     def log_dir_failed(self, plog: PartitionLog, exc: OSError) -> NoReturn:

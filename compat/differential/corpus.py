@@ -270,6 +270,18 @@ def _fetch_epoch(ctx: Ctx) -> None:
     ctx.ask("future (7)", K.FETCH, ctx.version, fetch_body(t, 0, epoch=7))
 
 
+@hand(K.FETCH, "client-rack")
+def _fetch_client_rack(ctx: Ctx) -> None:
+    """KIP-392's rack_id from a consumer: one broker, no replica.selector.class (Kafka's
+    default), so the leader serves it and names no preferred read replica."""
+    t = ctx.topic()
+    create(ctx, t)
+    produce(ctx, t, batch(ctx))
+    body = fetch_body(t, 0)
+    body["rack_id"] = "rack-a"
+    ctx.ask("with rack_id", K.FETCH, ctx.version, body)
+
+
 @hand(K.FETCH, "duplicate-topics")
 def _fetch_duplicates(ctx: Ctx) -> None:
     t = ctx.topic()

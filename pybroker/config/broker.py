@@ -219,6 +219,7 @@ class BrokerConfig(Mapping[str, object]):
     unclean_leader_election_enable = _Key[bool]("unclean.leader.election.enable")
     replica_fetch_max_bytes = _Key[int]("replica.fetch.max.bytes")
     replica_lag_time_max_ms = _Key[int]("replica.lag.time.max.ms")
+    replica_selector_class = _Key["str | None"]("replica.selector.class")
     fetch_max_bytes = _Key[int]("fetch.max.bytes")
     group_initial_rebalance_delay_ms = _Key[int]("group.initial.rebalance.delay.ms")
     group_min_session_timeout_ms = _Key[int]("group.min.session.timeout.ms")

@@ -25,7 +25,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from pybroker.config.definitions import (
-    INT32_MAX, INT64_MAX, ConfigKey, ConfigType, Importance, KeyState, ListOf,
+    INT32_MAX, INT64_MAX, ConfigKey, ConfigType, Importance, KeyState, KnownClass, ListOf,
     NonEmptyUniqueList, OneOf, Validator, at_least, between,
 )
 
@@ -73,7 +73,9 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "generated one). An id that differs from the one in meta.properties is refused at "
        "start, as Kafka refuses a broker joining the wrong cluster."),
     _k("broker.rack", _S, None, None, _MEDIUM,
-       "Rack or zone label of this broker, reported to clients for rack-aware placement."),
+       "Rack or zone label of this broker, registered in ZooKeeper and reported to clients "
+       "(Metadata, DescribeCluster); with replica.selector.class set, consumers whose "
+       "client.rack matches it read from this broker's replicas (KIP-392)."),
     _k("zookeeper.connect", _S, None, None, _HIGH,
        "ZooKeeper connection string, host:port[,host:port...][/chroot]. Set: this broker is a "
        "member of the cluster coordinated there (replication, leader failover). Unset: a "
@@ -420,6 +422,13 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Bytes a follower's fetch waits for before returning early."),
     _k("replica.lag.time.max.ms", _L, 30000, None, _HIGH,
        "A follower that has not caught up within this long leaves the in-sync replicas."),
+    _k("replica.selector.class", _S, None,
+       KnownClass(("org.apache.kafka.common.replica.RackAwareReplicaSelector",)), _MEDIUM,
+       "Which replica a consumer reads from (KIP-392). Unset, as in Kafka: always the leader. "
+       "org.apache.kafka.common.replica.RackAwareReplicaSelector: a consumer whose client.rack "
+       "matches the broker.rack of an in-sync follower (and not the leader's) is sent there, "
+       "and followers serve such consumers up to their high watermark. Any other class is "
+       "refused at start."),
     _k("replica.socket.timeout.ms", _I, 30000, None, _HIGH,
        "Network timeout of a follower's requests to the leader."),
     _k("replica.high.watermark.checkpoint.interval.ms", _L, 5000, None, _HIGH,

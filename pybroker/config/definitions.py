@@ -160,7 +160,24 @@ class ThrottledReplicas:
         return "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
 
 
-Validator = Range | OneOf | ListOf | NonEmptyUniqueList | ThrottledReplicas
+@dataclass(frozen=True)
+class KnownClass:
+    """One of the Java class names pybroker has a counterpart for (a plugin key such as
+    replica.selector.class). Kafka loads any class on its classpath and fails at start when it
+    cannot; here every other name is refused at start, in Kafka's words, with what is served."""
+
+    choices: tuple[str, ...]
+
+    def check(self, key: str, value: object) -> None:
+        if value not in self.choices:
+            raise ConfigError(key, value, f"Class {value} could not be found (pybroker serves "
+                                          f"{', '.join(self.choices)})")
+
+    def describe(self) -> str:
+        return f"[{', '.join(self.choices)}]"
+
+
+Validator = Range | OneOf | ListOf | NonEmptyUniqueList | ThrottledReplicas | KnownClass
 
 
 def at_least(minimum: int | float) -> Range:

@@ -6,6 +6,10 @@ so a consumer can always make progress (Kafka's rule). The response as a whole i
 the smaller of the request's max_bytes and the broker's fetch.max.bytes. Fetch sessions are
 not kept: every response carries session id 0, which clients treat as a full fetch.
 
+A consumer's Fetch v11+ may be answered by a follower, and the leader may point it at one
+(`preferred_read_replica`, KIP-392): the rules are the replica manager's and the selector's
+(`replica/replica_selector.py`); here they are only passed through.
+
 Records need no transforming on the way out (every version served carries magic-2 batches as
 stored), so large ones go from the segment file to the socket with sendfile: the log hands
 back a FileRegion when the first batch is at least SENDFILE_MIN_BATCH bytes, and the
@@ -23,12 +27,13 @@ from pybroker.handlers.authz import CLUSTER, TOPIC, Op, allowed, denied_names
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.handlers.duplicate_partitions import merge_duplicates
 from pybroker.purgatory import Watch
+from pybroker.replica.replica_selector import ClientMetadata
 
 SENDFILE_MIN_BATCH = 64 * 1024
 
 
 def _read_all(ctx: RequestContext, request: Container, max_bytes: int,
-              denied: set[str]) -> tuple[list[dict], int, bool]:
+              denied: set[str], client: ClientMetadata | None) -> tuple[list[dict], int, bool]:
     manager = ctx.replicas
     remaining = max_bytes
     total = 0
@@ -48,7 +53,9 @@ def _read_all(ctx: RequestContext, request: Container, max_bytes: int,
                                   min_one_message=total == 0,
                                   region_min_batch=SENDFILE_MIN_BATCH,
                                   current_leader_epoch=p.current_leader_epoch,
-                                  last_fetched_epoch=p.get("last_fetched_epoch", -1))
+                                  last_fetched_epoch=p.get("last_fetched_epoch", -1),
+                                  replica_log_start_offset=p.get("log_start_offset", -1),
+                                  client_metadata=client)
             size = len(result.records)
             total += size
             remaining -= size
@@ -74,9 +81,11 @@ def _read_all(ctx: RequestContext, request: Container, max_bytes: int,
                 "aborted_transactions": None if result.aborted_transactions is None else [
                     {"producer_id": pid, "first_offset": first}
                     for pid, first in result.aborted_transactions],
-                "preferred_read_replica": -1,
+                "preferred_read_replica": result.preferred_read_replica,
                 "records": result.records,
             }
+            # Answer now, as Kafka: the consumer is to fetch elsewhere.
+            errors = errors or result.preferred_read_replica >= 0
             if result.diverging_epoch is not None:
                 errors = True  # answer now: the follower must truncate before it waits
                 entry["diverging_epoch"] = {"epoch": result.diverging_epoch[0],
@@ -108,6 +117,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     # it while it is sent): under a flood of large requests fetches get smaller, never
     # refused (the first batch still comes whole).
     pool = ctx.services.memory
+    # KIP-392: a consumer's Fetch v11+ may be sent to, and served by, a follower.
+    client = (ClientMetadata(request.rack_id or "", ctx.listener)
+              if ctx.version >= 11 and request.replica_id < 0 else None)
     denied: set[str] = set()
     if ctx.services.authorizer is not None:
         names = [t.topic for t in request.topics]
@@ -116,13 +128,14 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         else:
             denied = denied_names(ctx, Op.READ, TOPIC, names)
     while True:
-        responses, total, errors = _read_all(ctx, request, min(max_bytes, pool.available), denied)
+        responses, total, errors = _read_all(ctx, request, min(max_bytes, pool.available),
+                                             denied, client)
         if total >= min_bytes or errors or not wanted:
             break
         left = deadline - trio.current_time()
         if left <= 0 or not await ctx.services.purgatory.wait_any(wanted, left, watch):
             responses, total, errors = _read_all(ctx, request,
-                                                 min(max_bytes, pool.available), denied)
+                                                 min(max_bytes, pool.available), denied, client)
             break
     if quotas is not None:
         now_ms = trio.current_time() * 1000

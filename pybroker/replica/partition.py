@@ -45,10 +45,12 @@ def _isr(members: "tuple[int, ...] | list[int] | frozenset[int]") -> frozenset[i
 @dataclass(slots=True)
 class FollowerState:
     """What the leader knows of one follower: its log end offset (-1: unknown since this
-    broker became leader) and the last time it had fetched up to the leader's log end."""
+    broker became leader), the last time it had fetched up to the leader's log end, and its
+    log start offset (what a consumer sent there can still read; -1: unknown)."""
 
     log_end_offset: int = -1
     last_caught_up_ms: int = -1
+    log_start_offset: int = -1
 
 
 class Partition:
@@ -140,23 +142,28 @@ class Partition:
         self.isr = _isr(isr)
         self.maybe_increment_high_watermark()
 
-    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
+                              log_start_offset: int = -1) -> bool:
         """A follower fetched from `fetch_offset`, so it has everything below it. Returns True
         if the high watermark moved."""
         state = self.followers.get(replica_id)
         if state is None:
             return False
         state.log_end_offset = fetch_offset
+        state.log_start_offset = log_start_offset
         if fetch_offset >= self.log.log_end_offset:
             state.last_caught_up_ms = now_ms
         return self.maybe_increment_high_watermark()
 
-    def follow_leader_high_watermark(self, leader_high_watermark: int) -> None:
+    def follow_leader_high_watermark(self, leader_high_watermark: int) -> bool:
         """As a follower: the high watermark is the leader's, as far as this log reaches
-        (Kafka's ReplicaFetcherThread), never moved backwards here (truncation does that)."""
+        (Kafka's ReplicaFetcherThread), never moved backwards here (truncation does that).
+        True if it moved: consumers reading from this follower (KIP-392) may be waiting."""
         hw = min(leader_high_watermark, self.log.log_end_offset)
         if not self.is_leader and hw > self.log.high_watermark:
             self.log.update_high_watermark(hw)
+            return True
+        return False
 
     def out_of_sync_replicas(self, now_ms: int, lag_time_max_ms: int) -> set[int]:
         """ISR followers to drop (Kafka's getOutOfSyncReplicas): not at the log end, and not
