@@ -10,7 +10,7 @@ from protocol.errors import ErrorCode as E
 from pybroker.coordinator.group_metadata import Group, GroupState, IllegalTransition
 from pybroker.coordinator.group_records import GroupMetadataRecord, OffsetAndMetadata
 from pybroker.coordinator.group_state import (
-    NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig, LeavingMember, TimerKind, Timers,
+    NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig, LeavingMember, SyncRequest, TimerKind, Timers,
 )
 from tests.coordinator.driver import RANGE, Driver, subscription
 
@@ -634,3 +634,64 @@ def test_protocol_metadata_kept_per_member() -> None:
     d = Driver()
     ids, _ = d.stable_group(2, protocols=RANGE)
     assert all(m.protocols == RANGE for m in d.m.groups["g"].members.values())
+
+
+# -- records written while the group moves on (issue #35) --------------------------------------
+
+def test_a_leave_during_the_snapshot_write_stands() -> None:
+    """The leader's SyncGroup produces the group's snapshot; on a cluster its write waits for
+    every replica, and a LeaveGroup lands meanwhile. When the write completes, the written
+    snapshot must not put the departed member back: the rest rebalance without it."""
+    d = Driver()
+    ids, gen = d.stable_group(2)
+    d.join(ids[0])  # the leader rejoins (new metadata, say): a rebalance
+    d.join(ids[1])
+    leader = d.m.groups["g"].leader_id
+    assert leader is not None
+    follower = next(m for m in ids if m != leader)
+    d.sync(follower, gen + 1)
+    in_flight = d.m.sync(_sync_request(d, leader, gen + 1, ids), d.now, next(d.tokens))
+    snapshots = [r for r in in_flight.records if isinstance(r, GroupMetadataRecord)]
+    assert snapshots and follower in {m.member_id for m in snapshots[0].value.members}
+    d.run(d.m.leave("g", [LeavingMember(follower)], d.now))  # lands during the write
+    for record in in_flight.records:  # the write completes
+        d.m.replay(record, loading=False)
+    group = d.m.groups["g"]
+    assert follower not in group.members
+    assert group.state is GroupState.PREPARING_REBALANCE
+    assert d.heartbeat(leader, gen + 1) == E.REBALANCE_IN_PROGRESS
+    rejoined = d.joined(d.join(leader))
+    assert rejoined.error == E.NONE and rejoined.generation_id == gen + 2
+    assert [m.member_id for m in rejoined.members] == [leader]
+
+
+def test_a_join_during_a_tombstone_write_keeps_the_group() -> None:
+    """DeleteGroups decided on an Empty group; a member joins while the tombstone is being
+    written. The tombstone takes the offsets, but the member and its group stay."""
+    d = Driver()
+    d.commit({("t", 0): 3}, group="idle")
+    in_flight = d.m.delete_groups(["idle"])
+    assert in_flight.response == {"idle": E.NONE}
+    joined = d.joined(d.join(group="idle"))  # pre-v4: admitted at once (no initial delay)
+    for record in in_flight.records:
+        d.m.replay(record, loading=False)
+    assert "idle" not in d.m.offsets
+    group = d.m.groups["idle"]
+    assert group.state is GroupState.COMPLETING_REBALANCE
+    assert list(group.members) == [joined.member_id]
+    assert d.heartbeat(joined.member_id, joined.generation_id, group="idle") == E.NONE
+
+
+def test_loading_adopts_the_snapshot_as_written() -> None:
+    """At load the log is the only truth: the snapshot replaces what memory holds."""
+    d = Driver()
+    ids, gen = d.stable_group(2)
+    snapshot = d.m.groups["g"].snapshot()
+    d.leave(ids[1])
+    d.m.replay(GroupMetadataRecord("g", snapshot))
+    assert set(d.m.groups["g"].members) == set(ids)
+    assert d.m.groups["g"].state is GroupState.STABLE
+
+
+def _sync_request(d: Driver, leader: str, generation: int, ids: list[str]) -> SyncRequest:
+    return SyncRequest("g", leader, generation, {m: f"a-{m}".encode() for m in ids})
