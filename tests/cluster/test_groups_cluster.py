@@ -20,6 +20,7 @@ from typing import Any, Iterator
 import pytest
 
 from protocol.api_keys import ApiKey as K
+from protocol.codec import decode_response
 from protocol.errors import ErrorCode as E
 from pybroker.coordinator.internal_topic import partition_for
 from tests.cluster.brokers import Cluster, running_cluster
@@ -30,7 +31,7 @@ from tests.integration.raw import RawConnection
 OFFSETS = "__consumer_offsets"
 OFFSETS_PARTITIONS = 5
 PARTITIONS = 6
-JOIN_V, SYNC_V, HEARTBEAT_V, LEAVE_V, DESCRIBE_V, FIND_V = 7, 5, 4, 4, 5, 3
+JOIN_V, SYNC_V, HEARTBEAT_V, LEAVE_V, DESCRIBE_V, FIND_V, COMMIT_V = 7, 5, 4, 4, 5, 3, 8
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +68,11 @@ def coordinator(cluster: Cluster, group: str) -> tuple[str, int]:
     leader = cluster.leader(OFFSETS, partition)
     assert leader == answer.node_id
     follower = next(n for n in cluster.ids if n != leader)
-    return f"{answer.host}:{answer.port}", follower
+    bootstrap = f"{answer.host}:{answer.port}"
+    # Named before it has loaded the partition, a coordinator answers NOT_COORDINATOR for a
+    # moment (issue #35 §2): wait until it describes the group.
+    cluster.wait_until(lambda: describe(bootstrap, group), 30, f"{group}'s coordinator to serve")
+    return bootstrap, follower
 
 
 def describe(bootstrap: str, group: str) -> tuple[str, list[str]]:
@@ -99,12 +104,14 @@ class RawMember:
         self.group, self.topic = group, topic
         self.waiting = RawConnection(bootstrap, timeout=30, client_id="raw-member")
         self.prompt = RawConnection(bootstrap, timeout=30, client_id="raw-member")
+        self.spare = RawConnection(bootstrap, timeout=30, client_id="raw-member")
         self.member_id = ""
         self.generation = -1
 
     def close(self) -> None:
         self.waiting.close()
         self.prompt.close()
+        self.spare.close()
 
     def _join_body(self) -> dict[str, Any]:
         return {"group_id": self.group, "session_timeout_ms": 10000,
@@ -113,15 +120,17 @@ class RawMember:
                 "protocols": [{"name": "range", "metadata": _subscription(self.topic)}],
                 "reason": None}
 
-    def send_join(self) -> None:
+    def send_join(self, conn: RawConnection | None = None) -> None:
+        """JoinGroup on `conn` (the waiting connection unless another request waits there)."""
+        conn = conn or self.waiting
         if not self.member_id:  # JoinGroup v4+: the member id first (MEMBER_ID_REQUIRED)
-            first = self.waiting.request(K.JOIN_GROUP, JOIN_V, self._join_body())
+            first = conn.request(K.JOIN_GROUP, JOIN_V, self._join_body())
             assert first is not None and first.error_code == E.MEMBER_ID_REQUIRED
             self.member_id = first.member_id
-        self.waiting.request(K.JOIN_GROUP, JOIN_V, self._join_body(), expect_response=False)
+        conn.request(K.JOIN_GROUP, JOIN_V, self._join_body(), expect_response=False)
 
-    def joined(self) -> Any:
-        answer = self._receive(K.JOIN_GROUP, JOIN_V)
+    def joined(self, conn: RawConnection | None = None) -> Any:
+        answer = self._receive(K.JOIN_GROUP, JOIN_V, conn)
         assert answer.error_code == E.NONE, answer
         self.generation = answer.generation_id
         return answer
@@ -137,10 +146,19 @@ class RawMember:
     def synced(self) -> Any:
         return self._receive(K.SYNC_GROUP, SYNC_V)
 
-    def _receive(self, api: int, version: int) -> Any:
-        from protocol.codec import decode_response
-        _, answer = decode_response(api, version, self.waiting.read_frame())
+    def _receive(self, api: int, version: int, conn: RawConnection | None = None) -> Any:
+        _, answer = decode_response(api, version, (conn or self.waiting).read_frame())
         return answer
+
+    def commit(self, generation: int, offset: int) -> E:
+        answer = self.prompt.request(K.OFFSET_COMMIT, COMMIT_V, {
+            "group_id": self.group, "generation_id_or_member_epoch": generation,
+            "member_id": self.member_id, "group_instance_id": None,
+            "topics": [{"name": self.topic, "partitions": [{
+                "partition_index": 0, "committed_offset": offset,
+                "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+        assert answer is not None
+        return E(answer.topics[0].partitions[0].error_code)
 
     def heartbeat(self) -> E:
         answer = self.prompt.request(K.HEARTBEAT, HEARTBEAT_V, {
@@ -159,6 +177,22 @@ class RawMember:
         return E(answer.members[0].error_code)
 
 
+def two_joined(cluster: Cluster, bootstrap: str, a: RawMember, b: RawMember) -> None:
+    """`a` alone in a first generation, then `a` (leader) and `b` joined into the next:
+    the group in CompletingRebalance, no SyncGroup sent yet."""
+    a.send_join()
+    a.joined()
+    a.send_sync({a.member_id: b""})
+    assert a.synced().error_code == E.NONE
+    b.send_join()  # parks until the leader rejoins
+    cluster.wait_until(lambda: describe(bootstrap, a.group)[0] == "PreparingRebalance", 10,
+                       "the second member's join to start a rebalance")
+    a.send_join()
+    assert a.joined().leader == a.member_id
+    b.joined()
+    assert a.generation == b.generation
+
+
 # -- the window, held open with raw requests ------------------------------------------------------
 
 def test_a_leave_during_the_snapshot_write_starts_a_rebalance(cluster: Cluster) -> None:
@@ -170,17 +204,7 @@ def test_a_leave_during_the_snapshot_write_starts_a_rebalance(cluster: Cluster) 
     bootstrap, follower = coordinator(cluster, group)
     a, b = RawMember(bootstrap, group, "gt"), RawMember(bootstrap, group, "gt")
     try:
-        a.send_join()
-        a.joined()
-        a.send_sync({a.member_id: b""})
-        assert a.synced().error_code == E.NONE
-        b.send_join()  # parks until the leader rejoins
-        cluster.wait_until(lambda: describe(bootstrap, group)[0] == "PreparingRebalance", 10,
-                           "the second member's join to start a rebalance")
-        a.send_join()
-        assert a.joined().leader == a.member_id
-        b.joined()
-        assert a.generation == b.generation
+        two_joined(cluster, bootstrap, a, b)
         b.send_sync({})
         with follower_paused(cluster, follower):
             a.send_sync({a.member_id: b"a", b.member_id: b"b"})
@@ -199,6 +223,40 @@ def test_a_leave_during_the_snapshot_write_starts_a_rebalance(cluster: Cluster) 
         rejoined = a.joined()
         assert rejoined.generation_id == before + 1
         assert [m.member_id for m in rejoined.members] == [a.member_id]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_rebalance_completed_during_the_snapshot_write_judges_commits(
+        cluster: Cluster) -> None:
+    """Issue #35 §3 on a cluster: while generation N's snapshot is written, the leader
+    rejoins and the group completes generation N+1. Commits are then judged by N+1, as
+    Kafka does: N is ILLEGAL_GENERATION, N+1 before its SyncGroup REBALANCE_IN_PROGRESS.
+    Without the fix the written snapshot took the group back to Stable at N, and a closing
+    member's commit at N was accepted."""
+    group = "raw-commits"
+    bootstrap, follower = coordinator(cluster, group)
+    a, b = RawMember(bootstrap, group, "gt"), RawMember(bootstrap, group, "gt")
+    try:
+        two_joined(cluster, bootstrap, a, b)
+        old = a.generation
+        with follower_paused(cluster, follower):
+            a.send_sync({a.member_id: b"a", b.member_id: b"b"})
+            cluster.wait_until(lambda: describe(bootstrap, group)[0] == "Stable", 10,
+                               "the leader's SyncGroup (its snapshot now being written)")
+            a.send_join(a.spare)  # the leader rejoins: a rebalance
+            cluster.wait_until(
+                lambda: describe(bootstrap, group)[0] == "PreparingRebalance", 10,
+                "the leader's rejoin to start a rebalance")
+            b.send_join()
+            assert a.joined(a.spare).generation_id == old + 1
+            assert b.joined().generation_id == old + 1
+        assert a.synced().error_code == E.NONE  # decided before the rejoin, released now
+        assert describe(bootstrap, group)[0] == "CompletingRebalance"
+        assert b.commit(old, 1) == E.ILLEGAL_GENERATION
+        assert b.commit(old + 1, 2) == E.REBALANCE_IN_PROGRESS
+        assert b.heartbeat() == E.NONE
     finally:
         a.close()
         b.close()

@@ -695,3 +695,56 @@ def test_loading_adopts_the_snapshot_as_written() -> None:
 
 def _sync_request(d: Driver, leader: str, generation: int, ids: list[str]) -> SyncRequest:
     return SyncRequest("g", leader, generation, {m: f"a-{m}".encode() for m in ids})
+
+
+def test_a_rebalance_completed_during_the_snapshot_write_judges_commits() -> None:
+    """Issue #35 §3's mechanism: generation N's snapshot is being written when the leader
+    rejoins and N+1 completes. Once written, commits are judged by N+1 (as Kafka does: N is
+    ILLEGAL_GENERATION, N+1 before its SyncGroup REBALANCE_IN_PROGRESS), never accepted at N
+    as they were when the written snapshot took the group back to Stable at N."""
+    d = Driver()
+    ids, gen = d.stable_group(2)
+    d.join(ids[0])
+    d.join(ids[1])
+    gen += 1
+    leader = d.m.groups["g"].leader_id
+    assert leader is not None
+    follower = next(m for m in ids if m != leader)
+    in_flight = d.m.sync(_sync_request(d, leader, gen, ids), d.now, next(d.tokens))
+    tokens = [d.join(leader), d.join(follower)]  # the leader rejoins: N+1 completes
+    assert {d.joined(t).generation_id for t in tokens} == {gen + 1}
+    for record in in_flight.records:
+        d.m.replay(record, loading=False)
+    assert d.m.groups["g"].state is GroupState.COMPLETING_REBALANCE
+    assert d.commit({("t", 0): 1}, member_id=follower, generation=gen) == \
+        {("t", 0): E.ILLEGAL_GENERATION}
+    assert d.commit({("t", 0): 2}, member_id=follower, generation=gen + 1) == \
+        {("t", 0): E.REBALANCE_IN_PROGRESS}
+
+
+def test_commits_in_each_phase_of_a_rebalance_as_kafka_answers_them() -> None:
+    """The classic group's commit rules, as Apache Kafka 4.1.1 answered the differential
+    sequence "commits in each phase of a rebalance": preparing, the current generation is
+    accepted (the member still owns its partitions) and a stale one is not; between join and
+    sync, REBALANCE_IN_PROGRESS for the new generation and ILLEGAL_GENERATION for any other;
+    a member that left is unknown; the one left commits while the group prepares again."""
+    d = Driver()
+    ids, gen = d.stable_group(1)
+    (one,) = ids
+    two = d.new_member()  # PreparingRebalance; the newcomer's join waits
+    assert d.commit({("t", 0): 1}, member_id=one, generation=gen) == {("t", 0): E.NONE}
+    assert d.commit({("t", 0): 2}, member_id=one, generation=gen - 1) == \
+        {("t", 0): E.ILLEGAL_GENERATION}
+    assert d.commit({("t", 0): 3}, member_id=two, generation=gen) == {("t", 0): E.NONE}
+    d.join(one)
+    assert state(d) is GroupState.COMPLETING_REBALANCE
+    new = gen + 1
+    for generation, code in ((new, E.REBALANCE_IN_PROGRESS), (gen, E.ILLEGAL_GENERATION),
+                             (new + 1, E.ILLEGAL_GENERATION)):
+        assert d.commit({("t", 0): 4}, member_id=one, generation=generation) == \
+            {("t", 0): code}
+    d.leave(two)
+    assert d.commit({("t", 0): 7}, member_id=two, generation=new) == \
+        {("t", 0): E.UNKNOWN_MEMBER_ID}
+    assert state(d) is GroupState.PREPARING_REBALANCE
+    assert d.commit({("t", 0): 8}, member_id=one, generation=new) == {("t", 0): E.NONE}
