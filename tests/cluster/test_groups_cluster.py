@@ -14,7 +14,6 @@ from __future__ import annotations
 import struct
 import threading
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -39,6 +38,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: Any) -> Iterato
     with running_cluster(tmp_path_factory.mktemp("groups"), zk_server.connect, **{
             "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
             "group.min.session.timeout.ms": "1000",
+            # A paused follower holds a write open: neither dropped from the ISR nor timed
+            # out, nor its ZooKeeper session lost (10 s: the test server's most), while a
+            # round starts and the change under test lands (a few seconds).
+            "replica.lag.time.max.ms": "20000",
+            "offsets.commit.timeout.ms": "30000",
+            "zookeeper.session.timeout.ms": "10000",
             "group.initial.rebalance.delay.ms": "0"}) as c:
         create_topic(c, "gt", partitions=PARTITIONS)
         yield c
@@ -88,7 +93,7 @@ def describe(bootstrap: str, group: str) -> tuple[str, list[str]]:
 @contextmanager
 def follower_paused(cluster: Cluster, node: int) -> Iterator[None]:
     """A follower of the group's partition stopped: a snapshot write waits until it resumes
-    (well within replica.lag.time.max.ms, so it is never dropped from the ISR)."""
+    (well within replica.lag.time.max.ms and offsets.commit.timeout.ms, raised for this)."""
     cluster.pause(node)
     try:
         yield
@@ -283,24 +288,29 @@ def settled(cluster: Cluster, bootstrap: str, group: str, members: list[Member])
 
 
 def in_window(cluster: Cluster, bootstrap: str, group: str, follower: int,
-              trigger: Any, during: Any, members: int | None) -> None:
-    """Start a round with `trigger` and hold its snapshot write open (a paused follower);
-    run `during`, and with `members` wait until the coordinator has that many members (the
-    change landed while the snapshot was being written) before letting the write complete."""
+              trigger: Any, during: Any, joined: int, members: int | None) -> None:
+    """With the follower paused, start a round with `trigger` and wait until its snapshot
+    is being written (the leader's SyncGroup made the group Stable with `joined` members;
+    the write cannot complete); run `during`, and with `members` wait until the coordinator
+    has that many members (the change landed while the snapshot was being written); then
+    resume."""
     with follower_paused(cluster, follower):
         trigger()
-        cluster.wait_until(lambda: describe(bootstrap, group)[0] == "Stable", 30,
-                           "the round's SyncGroup (its snapshot now being written)")
+        cluster.wait_until(
+            lambda: (lambda state, ids: state == "Stable" and len(ids) == joined)(
+                *describe(bootstrap, group)), 30,
+            f"the round's SyncGroup with {joined} members (its snapshot now being written)")
         during()
         if members is not None:
             cluster.wait_until(lambda: len(describe(bootstrap, group)[1]) == members, 10,
                                "the change to land while the snapshot is written")
 
 
-# Whether the client's close sends its LeaveGroup while its SyncGroup is still waiting: the
-# harness's kafka-python member sees SIGTERM only once its poll (5 s, see group_member.py)
-# returns, after the write; its leave lands just after the round settles instead.
-LEAVES_MID_SYNC = {"confluent": True, "kafka-python": False}
+# Whether the client's close sends its LeaveGroup while its SyncGroup is still waiting, so
+# that the leave lands inside the held-open write. The harness's kafka-python member sees
+# SIGTERM only once its poll (5 s, see group_member.py) returns; kgo's Close waits for its
+# group loop, in the SyncGroup. Theirs land just after the round settles instead.
+LEAVES_MID_SYNC = {"confluent": True, "kafka-python": False, "franz-go": False}
 
 
 @pytest.mark.parametrize("client", ["kafka-python", "confluent"])
@@ -310,8 +320,9 @@ def test_members_leave_join_and_die_during_rounds(cluster: Cluster, client: str)
     started: list[Member] = []
 
     def start() -> Member:
-        m = Member(client, cluster.bootstrap(), "gt", group, session_ms=2000,
-                   heartbeat_ms=200)
+        # Not through the paused follower: a client's first connection there would hang.
+        m = Member(client, cluster.bootstrap(exclude=(follower,)), "gt", group,
+                   session_ms=2000, heartbeat_ms=200)
         started.append(m)
         return m
     try:
@@ -323,7 +334,8 @@ def test_members_leave_join_and_die_during_rounds(cluster: Cluster, client: str)
         newcomer: list[Member] = []
         in_window(cluster, bootstrap, group, follower,
                   trigger=lambda: newcomer.append(start()),
-                  during=stopping.start, members=3 if LEAVES_MID_SYNC[client] else None)
+                  during=stopping.start, joined=4,
+                  members=3 if LEAVES_MID_SYNC[client] else None)
         stopping.join(30)
         live = live[1:] + newcomer
         settled(cluster, bootstrap, group, live)
@@ -333,9 +345,77 @@ def test_members_leave_join_and_die_during_rounds(cluster: Cluster, client: str)
         newcomer.clear()
         in_window(cluster, bootstrap, group, follower,
                   trigger=lambda: newcomer.append(start()),
-                  during=dying.kill, members=None)
+                  during=dying.kill, joined=4, members=None)
         live = live[1:] + newcomer
         settled(cluster, bootstrap, group, live)
     finally:
         for m in started:
             m.ensure_dead()
+
+
+# -- franz-go, through compat/go's helper -----------------------------------------------------------
+
+def _assignment(data: bytes) -> list[int]:
+    """The partitions of a ConsumerProtocol Assignment (any version: topics come first)."""
+    partitions: list[int] = []
+    (topics,) = struct.unpack_from(">i", data, 2)
+    at = 6
+    for _ in range(max(topics, 0)):
+        (length,) = struct.unpack_from(">h", data, at)
+        at += 2 + length
+        (count,) = struct.unpack_from(">i", data, at)
+        at += 4
+        partitions += struct.unpack_from(f">{count}i", data, at)
+        at += 4 * count
+    return partitions
+
+
+def assigned_by_coordinator(bootstrap: str, group: str) -> tuple[str, int, list[int]]:
+    """(state, members, the partitions the coordinator's stored assignments give them)."""
+    with RawConnection(bootstrap) as conn:
+        answer = conn.request(K.DESCRIBE_GROUPS, DESCRIBE_V,
+                              {"groups": [group], "include_authorized_operations": False})
+    assert answer is not None
+    g = answer.groups[0]
+    parts = sorted(p for m in g.members if m.member_assignment
+                   for p in _assignment(m.member_assignment))
+    return g.group_state, len(g.members), parts
+
+
+def test_franz_go_members_leave_and_join_during_rounds(cluster: Cluster) -> None:
+    """franz-go (kgo, cooperative-sticky) members: a fourth joins and one closes (kgo's Close
+    leaves, once its SyncGroup is answered) as the round is written. The helper runs every member in one process, so none
+    can be killed alone and kgo's session is fixed at 10 s: deaths are the Python clients'.
+    Ownership is read from the coordinator's stored assignments (the helper reports values
+    taken, not assignments). Its leave lands after the write, so this guards the rounds; the
+    raw and confluent-kafka tests catch the defect itself."""
+    from compat.clients.franz_go import ADAPTER
+    if ADAPTER.missing():
+        pytest.skip(f"franz-go needs compat/go: {ADAPTER.missing()}")
+    group = "rounds-franz-go"
+    bootstrap, follower = coordinator(cluster, group)
+    started: list[Any] = []
+
+    def start() -> Any:
+        m = ADAPTER.start_member(cluster.bootstrap(exclude=(follower,)), "gt", group)
+        started.append(m)
+        return m
+
+    def settled(members: int) -> None:
+        cluster.wait_until(
+            lambda: assigned_by_coordinator(bootstrap, group)
+            == ("Stable", members, list(range(PARTITIONS))), 30,
+            f"{members} franz-go member(s) assigned every partition")
+    try:
+        live = [start(), start(), start()]
+        settled(3)
+        started.remove(live[0])
+        stopping = threading.Thread(target=live[0].stop)
+        in_window(cluster, bootstrap, group, follower, trigger=lambda: live.append(start()),
+                  during=stopping.start, joined=4,
+                  members=3 if LEAVES_MID_SYNC["franz-go"] else None)
+        stopping.join(30)
+        settled(3)
+    finally:
+        for m in started:
+            m.stop()
