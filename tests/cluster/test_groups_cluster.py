@@ -7,7 +7,9 @@ membership can move on while it is in flight; a written snapshot once put a depa
 back for good. The window is held open on purpose: a follower of the group's partition is
 paused (SIGSTOP) while the round's snapshot is written, the change under test lands, and the
 follower resumes. DescribeGroups, answered from memory, says when the write has started (the
-leader's SyncGroup made the group Stable) and when the leave has landed.
+leader's SyncGroup made the group Stable, with the round's members) and when the leave has
+landed. A stock client's leave lands inside the write only if its close does not wait for its
+own SyncGroup (`LEAVES_MID_SYNC`); the raw-protocol tests place theirs exactly.
 """
 from __future__ import annotations
 
@@ -287,6 +289,11 @@ def settled(cluster: Cluster, bootstrap: str, group: str, members: list[Member])
                              f"{[m.debug() for m in members]}") from None
 
 
+def stable_with(bootstrap: str, group: str, members: int) -> bool:
+    state, ids = describe(bootstrap, group)
+    return state == "Stable" and len(ids) == members
+
+
 def in_window(cluster: Cluster, bootstrap: str, group: str, follower: int,
               trigger: Any, during: Any, joined: int, members: int | None) -> None:
     """With the follower paused, start a round with `trigger` and wait until its snapshot
@@ -296,10 +303,9 @@ def in_window(cluster: Cluster, bootstrap: str, group: str, follower: int,
     resume."""
     with follower_paused(cluster, follower):
         trigger()
-        cluster.wait_until(
-            lambda: (lambda state, ids: state == "Stable" and len(ids) == joined)(
-                *describe(bootstrap, group)), 30,
-            f"the round's SyncGroup with {joined} members (its snapshot now being written)")
+        cluster.wait_until(lambda: stable_with(bootstrap, group, joined), 30,
+                           f"the round's SyncGroup with {joined} members (its snapshot now "
+                           "being written)")
         during()
         if members is not None:
             cluster.wait_until(lambda: len(describe(bootstrap, group)[1]) == members, 10,
