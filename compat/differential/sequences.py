@@ -99,6 +99,59 @@ def group_of_two(ctx: Ctx) -> None:
             _beat(g, j1c.generation_id, "nobody"))
 
 
+def _commit(group: str, gen: int, member: str, offset: int) -> dict:
+    return {"group_id": group, "generation_id_or_member_epoch": gen, "member_id": member,
+            "group_instance_id": None, "topics": [{"name": group, "partitions": [
+                {"partition_index": 0, "committed_offset": offset,
+                 "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+
+
+def commits_during_a_rebalance(ctx: Ctx) -> None:
+    """OffsetCommit from a member in each phase of a rebalance (issue #35 §3): while the group
+    prepares (current and stale generation), between the join and the sync (the new, the old
+    and a future generation), from a member the rebalance dropped, and once Stable again."""
+    g = ctx.topic()
+    create(ctx, g, 2)
+    one, two = ctx.target.conn, ctx.target.connect()
+    m1 = ctx.ask("1 join without id", K.JOIN_GROUP, JOIN_V, _join(g, "")).member_id
+    j1 = ctx.ask("1 join", K.JOIN_GROUP, JOIN_V, _join(g, m1), timeout=15)
+    gen = j1.generation_id
+    ctx.ask("1 sync", K.SYNC_GROUP, SYNC_V, _sync(g, gen, m1, [(m1, assignment(g, [0, 1]))]))
+    m2 = ctx.ask("2 join without id", K.JOIN_GROUP, JOIN_V, _join(g, ""), conn=two).member_id
+    two.send(K.JOIN_GROUP, JOIN_V, _join(g, m2))  # parks until the first rejoins
+    time.sleep(0.2)
+    ctx.ask("1 heartbeat while preparing", K.HEARTBEAT, HEARTBEAT_V, _beat(g, gen, m1))
+    ctx.ask("1 commit while preparing", K.OFFSET_COMMIT, COMMIT_V, _commit(g, gen, m1, 1))
+    ctx.ask("1 stale commit while preparing", K.OFFSET_COMMIT, COMMIT_V,
+            _commit(g, gen - 1, m1, 2))
+    ctx.ask("2 commit before its first generation", K.OFFSET_COMMIT, COMMIT_V,
+            _commit(g, gen, m2, 3), conn=ctx.target.connect())
+    one.send(K.JOIN_GROUP, JOIN_V, _join(g, m1))
+    j1b = one.receive(15)
+    ctx.note("1 rejoin", j1b)
+    ctx.note("2 join", two.receive(15))
+    new = j1b.generation_id
+    ctx.ask("1 commit between join and sync", K.OFFSET_COMMIT, COMMIT_V,
+            _commit(g, new, m1, 4))
+    ctx.ask("1 old generation commit between join and sync", K.OFFSET_COMMIT, COMMIT_V,
+            _commit(g, new - 1, m1, 5))
+    ctx.ask("1 future generation commit", K.OFFSET_COMMIT, COMMIT_V, _commit(g, new + 1, m1, 6))
+    ctx.ask("2 leave before its sync", K.LEAVE_GROUP, LEAVE_V,
+            {"group_id": g, "members": [{"member_id": m2, "group_instance_id": None}]},
+            conn=two)
+    ctx.ask("2 commit after leaving", K.OFFSET_COMMIT, COMMIT_V, _commit(g, new, m2, 7),
+            conn=two)
+    ctx.ask("1 commit after the other left", K.OFFSET_COMMIT, COMMIT_V,
+            _commit(g, new, m1, 8))
+    j1c = ctx.ask("1 rejoin alone", K.JOIN_GROUP, JOIN_V, _join(g, m1), timeout=15)
+    ctx.ask("1 sync alone", K.SYNC_GROUP, SYNC_V,
+            _sync(g, j1c.generation_id, m1, [(m1, assignment(g, [0, 1]))]))
+    ctx.ask("1 commit when stable", K.OFFSET_COMMIT, COMMIT_V,
+            _commit(g, j1c.generation_id, m1, 9))
+    ctx.ask("committed", K.OFFSET_FETCH, 7, {"group_id": g, "topics": None,
+                                               "require_stable": False})
+
+
 def idempotent_producer(ctx: Ctx) -> None:
     """A retried batch is a duplicate (same offsets, no second copy); a gap in the sequence
     is OUT_OF_ORDER_SEQUENCE_NUMBER; the right next sequence is taken."""
@@ -183,6 +236,8 @@ def delete_and_recreate(ctx: Ctx) -> None:
 
 
 SEQUENCES = [(K.JOIN_GROUP, JOIN_V, "sequence: two members, rebalance, leave", group_of_two),
+             (K.OFFSET_COMMIT, COMMIT_V, "sequence: commits in each phase of a rebalance",
+              commits_during_a_rebalance),
              (K.PRODUCE, 9, "sequence: idempotent retry and sequence errors",
               idempotent_producer),
              (K.FETCH, FETCH_V, "sequence: long poll 500 ms without data", long_poll),

@@ -196,8 +196,10 @@ class GroupCoordinator:
 
     async def _persist(self, records: list[GroupRecord]) -> ErrorCode:
         """Append each partition's records as one batch, wait until it is committed (the
-        high watermark passed it, within offsets.commit.timeout.ms), then replay it: nothing
-        is answered or applied before it would survive the leader's loss. The first error
+        high watermark passed it, within offsets.commit.timeout.ms), then replay it as written
+        live (offsets take effect; a group snapshot never undoes membership that moved on
+        during the wait): nothing is answered or applied before it would survive the
+        leader's loss. The first error
         stops it; partitions already committed stay committed (and replayed). A write that
         timed out is still in the log and may be committed later: loading replays it then, as
         Kafka's does (the client was told its fate is unknown, and retries). On one broker the
@@ -215,7 +217,7 @@ class GroupCoordinator:
             if error:
                 return APPEND_ERRORS.get(error, error)
             for record in batch_records:
-                self.state.replay(record, base_offset)
+                self.state.replay(record, base_offset, loading=False)
         return ErrorCode.NONE
 
     async def _apply(self, outcome: Outcome[Any]) -> ErrorCode:
@@ -374,7 +376,7 @@ class GroupCoordinator:
             mapped = _TXN_COMMIT_ERRORS.get(error, error)
             return {tp: code or mapped for tp, code in outcome.response.items()}
         for record in outcome.records:
-            self.state.replay(record, base_offset, producer_id)
+            self.state.replay(record, base_offset, producer_id, loading=False)
         return outcome.response
 
     def on_txn_marker(self, partition: int, producer_id: int, commit: bool) -> None:

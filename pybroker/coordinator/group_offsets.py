@@ -372,12 +372,26 @@ class OffsetOperations:
 
     # -- replay --------------------------------------------------------------------------------
     def replay(self, record: GroupRecord, log_offset: int | None = None,
-               producer_id: int = NO_PRODUCER_ID) -> None:
-        """Apply one record of __consumer_offsets: live after it is written, and at load.
+               producer_id: int = NO_PRODUCER_ID, *, loading: bool = True) -> None:
+        """Apply one record of __consumer_offsets: at load (`loading`), and live once a record
+        this machine produced is written (`loading=False`).
 
         `log_offset` is where its batch starts in the log; `producer_id` that of a
         transactional batch, whose offset commits stay pending until the marker
         (`complete_txn`). A tombstone removes pending offsets of its partition too.
+
+        Offsets change only here, loading or live alike. A group's membership does not: it
+        changes in memory as requests arrive, and its GroupMetadata record is a snapshot taken
+        from memory. So a snapshot is adopted only when loading, when the log is all there is.
+        Live, the group in memory is never older than a snapshot it produced, and often newer:
+        on a cluster the write waits for every in-sync replica (acks=all), and a LeaveGroup,
+        JoinGroup or session expiry that lands meanwhile must stand (issue #35: adopting the
+        snapshot put a departed member back, without a session timer, for good). Likewise a
+        group tombstone written live forgets the group only if it is still Empty; a member
+        that joined while the tombstone was being written keeps the group (the next snapshot
+        recreates it in the log). A generation or version comparison would not do: a leave
+        does not move the generation, and a counter kept only in memory means nothing to
+        records read back at load.
         """
         if log_offset is None:
             log_offset = self._last_log_offset + 1
@@ -408,13 +422,21 @@ class OffsetOperations:
             self.offsets.pop(record.group, None)
             self._committed_at.pop(record.group, None)
             self.pending.remove_group(record.group)
-            if group is not None:
+            if group is not None and (loading or self._still_deletable(group)):
                 self._forget(group)
             return
+        if not loading:
+            return  # memory made this snapshot and may have moved on since: it stands
         if group is None or group.snapshot() != record.value:
             if group is not None:
                 self._forget(group)
             self.groups[record.group] = Group.from_snapshot(record.group, record.value)
+
+    @staticmethod
+    def _still_deletable(group: Group) -> bool:
+        """A live tombstone's group as it was when its deletion was decided: Empty, nobody
+        in it or waiting to join."""
+        return group.state is _S.EMPTY and not group.members and not group.pending_members
 
     def _store(self, group_id: str, tp: TopicPartition, value: OffsetAndMetadata,
                log_offset: int) -> None:

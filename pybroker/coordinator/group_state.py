@@ -28,7 +28,8 @@ Durability. Offsets and group deletion change only through `replay(record)`, whi
 calls after the records of an outcome are written — and which loading at start uses on every
 record of the log, so live and loaded state cannot diverge. Membership changes live (it is not
 persisted step by step, as in Kafka); the GroupMetadata record is its snapshot, which `replay`
-adopts only when it differs from the group in memory, i.e. when loading.
+adopts only when loading: live, the group in memory made it and may have moved on while it was
+being written (a leave during an acks=all write on a cluster), and newer state must stand.
 
 Offsets, admin operations and retention live in `group_offsets.OffsetOperations`, mixed in here.
 """

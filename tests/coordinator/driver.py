@@ -44,7 +44,7 @@ class Driver:
 
     def _run(self, outcome: Outcome[Any]) -> Any:
         for record in outcome.records:
-            self.m.replay(record)
+            self.m.replay(record, loading=False)
         self.log.extend(outcome.records)
         for token, result in outcome.completions:
             assert token not in self.answers, f"token {token} answered twice"

@@ -10,7 +10,7 @@ from protocol.errors import ErrorCode as E
 from pybroker.coordinator.group_metadata import Group, GroupState, IllegalTransition
 from pybroker.coordinator.group_records import GroupMetadataRecord, OffsetAndMetadata
 from pybroker.coordinator.group_state import (
-    NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig, LeavingMember, TimerKind, Timers,
+    NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig, LeavingMember, SyncRequest, TimerKind, Timers,
 )
 from tests.coordinator.driver import RANGE, Driver, subscription
 
@@ -634,3 +634,117 @@ def test_protocol_metadata_kept_per_member() -> None:
     d = Driver()
     ids, _ = d.stable_group(2, protocols=RANGE)
     assert all(m.protocols == RANGE for m in d.m.groups["g"].members.values())
+
+
+# -- records written while the group moves on (issue #35) --------------------------------------
+
+def test_a_leave_during_the_snapshot_write_stands() -> None:
+    """The leader's SyncGroup produces the group's snapshot; on a cluster its write waits for
+    every replica, and a LeaveGroup lands meanwhile. When the write completes, the written
+    snapshot must not put the departed member back: the rest rebalance without it."""
+    d = Driver()
+    ids, gen = d.stable_group(2)
+    d.join(ids[0])  # the leader rejoins (new metadata, say): a rebalance
+    d.join(ids[1])
+    leader = d.m.groups["g"].leader_id
+    assert leader is not None
+    follower = next(m for m in ids if m != leader)
+    d.sync(follower, gen + 1)
+    in_flight = d.m.sync(_sync_request(d, leader, gen + 1, ids), d.now, next(d.tokens))
+    snapshots = [r for r in in_flight.records if isinstance(r, GroupMetadataRecord)]
+    assert snapshots and follower in {m.member_id for m in snapshots[0].value.members}
+    d.run(d.m.leave("g", [LeavingMember(follower)], d.now))  # lands during the write
+    for record in in_flight.records:  # the write completes
+        d.m.replay(record, loading=False)
+    group = d.m.groups["g"]
+    assert follower not in group.members
+    assert group.state is GroupState.PREPARING_REBALANCE
+    assert d.heartbeat(leader, gen + 1) == E.REBALANCE_IN_PROGRESS
+    rejoined = d.joined(d.join(leader))
+    assert rejoined.error == E.NONE and rejoined.generation_id == gen + 2
+    assert [m.member_id for m in rejoined.members] == [leader]
+
+
+def test_a_join_during_a_tombstone_write_keeps_the_group() -> None:
+    """DeleteGroups decided on an Empty group; a member joins while the tombstone is being
+    written. The tombstone takes the offsets, but the member and its group stay."""
+    d = Driver()
+    d.commit({("t", 0): 3}, group="idle")
+    in_flight = d.m.delete_groups(["idle"])
+    assert in_flight.response == {"idle": E.NONE}
+    joined = d.joined(d.join(group="idle"))  # pre-v4: admitted at once (no initial delay)
+    for record in in_flight.records:
+        d.m.replay(record, loading=False)
+    assert "idle" not in d.m.offsets
+    group = d.m.groups["idle"]
+    assert group.state is GroupState.COMPLETING_REBALANCE
+    assert list(group.members) == [joined.member_id]
+    assert d.heartbeat(joined.member_id, joined.generation_id, group="idle") == E.NONE
+
+
+def test_loading_adopts_the_snapshot_as_written() -> None:
+    """At load the log is the only truth: the snapshot replaces what memory holds."""
+    d = Driver()
+    ids, gen = d.stable_group(2)
+    snapshot = d.m.groups["g"].snapshot()
+    d.leave(ids[1])
+    d.m.replay(GroupMetadataRecord("g", snapshot))
+    assert set(d.m.groups["g"].members) == set(ids)
+    assert d.m.groups["g"].state is GroupState.STABLE
+
+
+def _sync_request(d: Driver, leader: str, generation: int, ids: list[str]) -> SyncRequest:
+    return SyncRequest("g", leader, generation, {m: f"a-{m}".encode() for m in ids})
+
+
+def test_a_rebalance_completed_during_the_snapshot_write_judges_commits() -> None:
+    """Issue #35 §3's mechanism: generation N's snapshot is being written when the leader
+    rejoins and N+1 completes. Once written, commits are judged by N+1 (as Kafka does: N is
+    ILLEGAL_GENERATION, N+1 before its SyncGroup REBALANCE_IN_PROGRESS), never accepted at N
+    as they were when the written snapshot took the group back to Stable at N."""
+    d = Driver()
+    ids, gen = d.stable_group(2)
+    d.join(ids[0])
+    d.join(ids[1])
+    gen += 1
+    leader = d.m.groups["g"].leader_id
+    assert leader is not None
+    follower = next(m for m in ids if m != leader)
+    in_flight = d.m.sync(_sync_request(d, leader, gen, ids), d.now, next(d.tokens))
+    tokens = [d.join(leader), d.join(follower)]  # the leader rejoins: N+1 completes
+    assert {d.joined(t).generation_id for t in tokens} == {gen + 1}
+    for record in in_flight.records:
+        d.m.replay(record, loading=False)
+    assert d.m.groups["g"].state is GroupState.COMPLETING_REBALANCE
+    assert d.commit({("t", 0): 1}, member_id=follower, generation=gen) == \
+        {("t", 0): E.ILLEGAL_GENERATION}
+    assert d.commit({("t", 0): 2}, member_id=follower, generation=gen + 1) == \
+        {("t", 0): E.REBALANCE_IN_PROGRESS}
+
+
+def test_commits_in_each_phase_of_a_rebalance_as_kafka_answers_them() -> None:
+    """The classic group's commit rules, as Apache Kafka 4.1.1 answered the differential
+    sequence "commits in each phase of a rebalance": preparing, the current generation is
+    accepted (the member still owns its partitions) and a stale one is not; between join and
+    sync, REBALANCE_IN_PROGRESS for the new generation and ILLEGAL_GENERATION for any other;
+    a member that left is unknown; the one left commits while the group prepares again."""
+    d = Driver()
+    ids, gen = d.stable_group(1)
+    (one,) = ids
+    two = d.new_member()  # PreparingRebalance; the newcomer's join waits
+    assert d.commit({("t", 0): 1}, member_id=one, generation=gen) == {("t", 0): E.NONE}
+    assert d.commit({("t", 0): 2}, member_id=one, generation=gen - 1) == \
+        {("t", 0): E.ILLEGAL_GENERATION}
+    assert d.commit({("t", 0): 3}, member_id=two, generation=gen) == {("t", 0): E.NONE}
+    d.join(one)
+    assert state(d) is GroupState.COMPLETING_REBALANCE
+    new = gen + 1
+    for generation, code in ((new, E.REBALANCE_IN_PROGRESS), (gen, E.ILLEGAL_GENERATION),
+                             (new + 1, E.ILLEGAL_GENERATION)):
+        assert d.commit({("t", 0): 4}, member_id=one, generation=generation) == \
+            {("t", 0): code}
+    d.leave(two)
+    assert d.commit({("t", 0): 7}, member_id=two, generation=new) == \
+        {("t", 0): E.UNKNOWN_MEMBER_ID}
+    assert state(d) is GroupState.PREPARING_REBALANCE
+    assert d.commit({("t", 0): 8}, member_id=one, generation=new) == {("t", 0): E.NONE}
