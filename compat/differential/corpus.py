@@ -221,6 +221,19 @@ def _produce_timestamps(ctx: Ctx) -> None:
     ctx.ask("ten years ahead", K.PRODUCE, ctx.version, produce_body(t, future))
 
 
+@hand(K.PRODUCE, "compacted-keyless-records")
+def _produce_compacted_keyless(ctx: Ctx) -> None:
+    """KIP-467: the batch is refused whole, its keyless records named (v8+)."""
+    t = ctx.topic()
+    create(ctx, t, configs={"cleanup.policy": "compact"})
+    records = build_batch([Record(b"k0", b"a", timestamp=ctx.t0),
+                           Record(None, b"b", timestamp=ctx.t0 + 1),
+                           Record(b"k2", b"c", timestamp=ctx.t0 + 2),
+                           Record(None, b"d", timestamp=ctx.t0 + 3)])
+    ctx.ask("two keyless of four", K.PRODUCE, ctx.version, produce_body(t, records))
+    ctx.ask("log end", K.LIST_OFFSETS, LIST_V, list_body(t, -1))
+
+
 @hand(K.PRODUCE, "duplicate-topics")
 def _produce_duplicates(ctx: Ctx) -> None:
     t = ctx.topic()
