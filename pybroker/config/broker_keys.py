@@ -124,8 +124,9 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "security.inter.broker.protocol may be set."),
     _k("security.inter.broker.protocol", _S, "PLAINTEXT", OneOf(SECURITY_PROTOCOLS), _MEDIUM,
        "Protocol brokers use to reach each other, when inter.broker.listener.name is unset: "
-       "the listener of that name. When set it must be advertised; when left at its default "
-       "with no PLAINTEXT listener, brokers use their first advertised listener."),
+       "the listener of that name, which must be advertised (also at the default: a broker "
+       "without a PLAINTEXT listener sets this or inter.broker.listener.name, or does not "
+       "start, as Kafka)."),
     _k("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI", None, _MEDIUM,
        "SASL mechanism brokers log in with on a SASL inter-broker listener; it must be enabled "
        "there (Kafka's default GSSAPI is not served, so set it). The credentials are the "
