@@ -183,6 +183,8 @@ class BrokerConfig(Mapping[str, object]):
     queued_max_request_bytes = _Key[int]("queued.max.request.bytes")
     quota_window_num = _Key[int]("quota.window.num")
     quota_window_size_seconds = _Key[int]("quota.window.size.seconds")
+    controller_quota_window_num = _Key[int]("controller.quota.window.num")
+    controller_quota_window_size_seconds = _Key[int]("controller.quota.window.size.seconds")
     socket_listen_backlog_size = _Key[int]("socket.listen.backlog.size")
     connections_max_idle_ms = _Key[int]("connections.max.idle.ms")
     max_connections = _Key[int]("max.connections")

@@ -301,6 +301,12 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "consumer_byte_rate)."),
     _k("quota.window.size.seconds", _I, 1, at_least(1), _LOW,
        "The time span of each sample of a client quota rate."),
+    _k("controller.quota.window.num", _I, 11, at_least(1), _LOW,
+       "With controller.quota.window.size.seconds, the burst of controller_mutation_rate: a "
+       "client may create or delete up to num x size x rate partitions at once."),
+    _k("controller.quota.window.size.seconds", _I, 1, at_least(1), _LOW,
+       "The time span of each sample of controller_mutation_rate (see "
+       "controller.quota.window.num)."),
     _k("queued.max.requests", _I, 500, at_least(1), _HIGH,
        "Kafka's request queue bound. Accepted; pybroker handles one request per connection at "
        "a time, so connections are their own back-pressure.", na=True),
