@@ -309,6 +309,11 @@ def test_bad_entities_keys_and_values_get_kafkas_errors(quota_broker) -> None:
          "Configuration producer_byte_rate must be a LONG value"),
         ([("client-id", "e1")], "consumer_byte_rate", -5.0,
          "Configuration consumer_byte_rate must be a positive value, not -5.0"),
+        # Refused, not stored: nothing here would enforce it (Kafka 4.1's kafka-configs
+        # --entity-type ips sends this).
+        ([("ip", "10.0.0.1")], "connection_creation_rate", 5.0,
+         "IP quotas (connection_creation_rate) are not supported by pybroker: it does not "
+         "limit connection creation rates"),
     ]
     for entity, key, value, message in cases:
         entry = _alter(bootstrap, entity, key, value)
