@@ -330,6 +330,27 @@ def _metadata_topics(ctx: Ctx) -> None:
     ctx.ask("invalid name", K.METADATA, v, metadata_body(["bad/name"], auto=True))
 
 
+@hand(K.CREATE_TOPICS, "controller-mutation-quota")
+def _create_past_mutation_quota(ctx: Ctx) -> None:
+    """KIP-599: controller_mutation_rate=0.2 for a client id of this case's own; with
+    Kafka's 11 windows of 1 s its bucket holds 2.2 partitions. Three partitions are admitted
+    (the bucket goes below zero), then v6+ refuses the next topic with
+    THROTTLING_QUOTA_EXCEEDED while older versions create it and throttle."""
+    t, v = ctx.topic(), ctx.version
+    mutator = ctx.target.connect()
+    mutator.client_id = f"dc-mutator-v{v}"
+    ctx.ask("set quota", K.ALTER_CLIENT_QUOTAS, 1, {"entries": [{
+        "entity": [{"entity_type": "client-id", "entity_name": mutator.client_id}],
+        "ops": [{"key": "controller_mutation_rate", "value": 0.2, "remove": False}]}],
+        "validate_only": False})
+    topics = [{"name": name, "num_partitions": n, "replication_factor": 1, "assignments": [],
+               "configs": []} for name, n in ((t + "-a", 3), (t + "-b", 1))]
+    ctx.ask("two topics past the quota", K.CREATE_TOPICS, v,
+            {"topics": topics, "timeout_ms": 10000, "validate_only": False},
+            conn=mutator, view=topics_view)
+    ctx.ask("what exists", K.METADATA, META_V, metadata_body([t + "-a", t + "-b"]))
+
+
 @hand(K.CREATE_TOPICS, "edge-cases")
 def _create_edges(ctx: Ctx) -> None:
     t, v = ctx.topic(), ctx.version

@@ -103,7 +103,7 @@ def split_list(values: Sequence[str] | None) -> list[str]:
     return items
 
 
-class ClientProperties(dict):  # type: ignore[type-arg]
+class ClientProperties(dict[str, str]):
     """Client properties that remember which keys the tool and the client read, so that
     `connect` can name each one supplied and never used (Kafka's clients log theirs:
     AbstractConfig.logUnused) rather than ignore it silently. A key is used when something
