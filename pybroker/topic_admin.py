@@ -90,7 +90,7 @@ class TopicAdmin:
             except KafkaError as exc:
                 return exc.code, exc.message
         if admit is not None and not admit(len(assignments)):
-            return ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded."
+            return ErrorCode.THROTTLING_QUOTA_EXCEEDED, None  # as Kafka 4.1: no message
         try:
             await self.metadata.create_topic(name, partitions, configs,
                                              internal=internal or is_internal(name),

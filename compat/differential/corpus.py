@@ -337,18 +337,38 @@ def _create_past_mutation_quota(ctx: Ctx) -> None:
     (the bucket goes below zero), then v6+ refuses the next topic with
     THROTTLING_QUOTA_EXCEEDED while older versions create it and throttle."""
     t, v = ctx.topic(), ctx.version
-    mutator = ctx.target.connect()
-    mutator.client_id = f"dc-mutator-v{v}"
-    ctx.ask("set quota", K.ALTER_CLIENT_QUOTAS, 1, {"entries": [{
-        "entity": [{"entity_type": "client-id", "entity_name": mutator.client_id}],
-        "ops": [{"key": "controller_mutation_rate", "value": 0.2, "remove": False}]}],
-        "validate_only": False})
+    mutator, probe = ctx.target.connect(), ctx.target.connect()
+    mutator.client_id, probe.client_id = f"dc-mutator-v{v}", f"dc-probe-v{v}"
+    for conn in (mutator, probe):  # one entity a request: Kafka answers them in any order
+        ctx.ask(f"set quota of {conn.client_id}", K.ALTER_CLIENT_QUOTAS, 1, {"entries": [{
+            "entity": [{"entity_type": "client-id", "entity_name": conn.client_id}],
+            "ops": [{"key": "controller_mutation_rate", "value": 0.2, "remove": False}]}],
+            "validate_only": False})
+    _wait_mutation_quota(probe, t)
     topics = [{"name": name, "num_partitions": n, "replication_factor": 1, "assignments": [],
                "configs": []} for name, n in ((t + "-a", 3), (t + "-b", 1))]
     ctx.ask("two topics past the quota", K.CREATE_TOPICS, v,
             {"topics": topics, "timeout_ms": 10000, "validate_only": False},
             conn=mutator, view=topics_view)
+    wait_ready(ctx, t + "-a", 3)
+    if v < 6:
+        wait_ready(ctx, t + "-b", 1)
     ctx.ask("what exists", K.METADATA, META_V, metadata_body([t + "-a", t + "-b"]))
+
+
+def _wait_mutation_quota(probe: Any, t: str) -> None:
+    """Until the quota set with the probe's is in force (unobserved): Kafka's controller
+    applies a quota once the metadata image carrying it is published, a moment after
+    AlterClientQuotas answers. The probe creates a topic of 5 partitions and one of 1 (v7,
+    strict) until the second is refused."""
+    for i in range(100):
+        topics = [{"name": f"{t}-probe{i}-{n}", "num_partitions": n, "replication_factor": 1,
+                   "assignments": [], "configs": []} for n in (5, 1)]
+        answer = probe.request(K.CREATE_TOPICS, 7, {"topics": topics, "timeout_ms": 10000,
+                                                   "validate_only": False})
+        if isinstance(answer, str) or answer.topics[1].error_code != 0:
+            return
+        time.sleep(0.05)
 
 
 @hand(K.CREATE_TOPICS, "edge-cases")
