@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 from compat.differential.case import Case, Ctx
 from protocol.api_keys import ApiKey as K
 from protocol.messages import APIS
+from protocol.records.batch import LOG_APPEND_TIME
 from protocol.records.record import Record, build_batch
 from protocol.schema import ArrayOf
 
@@ -232,6 +233,24 @@ def _produce_compacted_keyless(ctx: Ctx) -> None:
                            Record(None, b"d", timestamp=ctx.t0 + 3)])
     ctx.ask("two keyless of four", K.PRODUCE, ctx.version, produce_body(t, records))
     ctx.ask("log end", K.LIST_OFFSETS, LIST_V, list_body(t, -1))
+
+
+@hand(K.PRODUCE, "log-append-time-set-by-producer")
+def _produce_stamped_append_time(ctx: Ctx) -> None:
+    """Only the broker stamps LogAppendTime: a producer's batch with that timestamp type is
+    refused record by record on a LogAppendTime topic, and on a CreateTime topic where its
+    records carry no timestamp."""
+    t = ctx.topic()
+    create(ctx, t + "-lat", configs={"message.timestamp.type": "LogAppendTime"})
+    create(ctx, t + "-ct", label="setup create 2")
+    stamped = build_batch([Record(b"k0", b"a", timestamp=ctx.t0),
+                           Record(None, b"bb", timestamp=ctx.t0 + 1)],
+                          timestamp_type=LOG_APPEND_TIME)
+    ctx.ask("LogAppendTime topic", K.PRODUCE, ctx.version, produce_body(t + "-lat", stamped))
+    unstamped = build_batch([Record(b"k0", b"a", timestamp=-1)], timestamp_type=LOG_APPEND_TIME)
+    ctx.ask("CreateTime topic, no timestamp", K.PRODUCE, ctx.version,
+            produce_body(t + "-ct", unstamped))
+    ctx.ask("log end", K.LIST_OFFSETS, LIST_V, list_body(t + "-lat", -1))
 
 
 @hand(K.PRODUCE, "duplicate-topics")

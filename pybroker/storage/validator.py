@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from protocol.errors import ErrorCode
-from protocol.records.batch import BatchHeader, Compression, validate_batches
+from protocol.records.batch import (
+    LOG_APPEND_TIME, NO_TIMESTAMP, BatchHeader, Compression, validate_batches,
+)
 from protocol.records.record import iter_records_in, recompress_batch
 from protocol.records.types import CorruptRecordError, InvalidRecordError, RecordError
 from pybroker.config import TopicConfig
@@ -97,8 +99,14 @@ def validate_records(records: bytes | bytearray | None, tconfig: TopicConfig, *,
     # Transactional batches are served; whether the partition is in the producer's
     # transaction is checked above storage, and the producer-state rules by the log.
     check_times = not tconfig.log_append_time and _may_be_out_of_range(header, now_ms, tconfig)
-    if tconfig.compact or check_times:
+    # A producer may not stamp its batch LogAppendTime: refused record by record where a
+    # record's timestamp is not range-checked instead (a LogAppendTime topic, or a record
+    # without a timestamp), as Kafka's validateTimestamp. The header says it: no decoding.
+    stamped = header.timestamp_type == LOG_APPEND_TIME and (
+        tconfig.log_append_time or header.max_timestamp == NO_TIMESTAMP)
+    if tconfig.compact or check_times or stamped:
         _raise_record_errors(_record_errors(records, tconfig, now_ms, check_times,
+                                            header.timestamp_type == LOG_APPEND_TIME,
                                             topic_partition))
     codec = tconfig.stored_compression
     if codec is not None and header.compression != codec:
@@ -133,12 +141,15 @@ class _RecordErrors:
 
 
 def _record_errors(records: bytes | bytearray, tconfig: TopicConfig, now: int,
-                   check_times: bool, topic_partition: tuple[str, int]) -> _RecordErrors:
+                   check_times: bool, stamped_append_time: bool,
+                   topic_partition: tuple[str, int]) -> _RecordErrors:
     """Kafka's per-record checks (KIP-467), one decode of the batch: on a compacted topic a
     record without a key (compaction keeps the newest record per key, so every record needs
     one); with `check_times`, message.timestamp.before.max.ms / after.max.ms on a CreateTime
     topic — a record stamped outside [now - before, now + after] (records without a timestamp,
-    -1, pass). A keyless record is reported for its key alone, as in Kafka."""
+    -1, pass); in a batch its producer stamped LogAppendTime (`stamped_append_time`, whose
+    records read the batch's max timestamp), each record not range-checked. A keyless record
+    is reported for its key alone, as in Kafka."""
     compact = tconfig.compact
     low = now - tconfig.message_timestamp_before_max_ms
     high = now + tconfig.message_timestamp_after_max_ms
@@ -148,11 +159,19 @@ def _record_errors(records: bytes | bytearray, tconfig: TopicConfig, now: int,
         if compact and record.key is None:
             errors.append((index, "Compacted topic cannot accept message without key in "
                                   f"topic partition {topic_partition[0]}-{topic_partition[1]}"))
-        elif check_times and record.timestamp != -1 and not low <= record.timestamp <= high:
+        elif not tconfig.log_append_time and record.timestamp != NO_TIMESTAMP:
+            if check_times and not low <= record.timestamp <= high:
+                any_timestamp = True
+                errors.append((index, f"Timestamp {record.timestamp} of message with offset "
+                                      f"{record.offset} is out of range. The timestamp should "
+                                      f"be within [{low}, {high}]"))
+        elif stamped_append_time:
             any_timestamp = True
-            errors.append((index, f"Timestamp {record.timestamp} of message with offset "
-                                  f"{record.offset} is out of range. The timestamp should be "
-                                  f"within [{low}, {high}]"))
+            errors.append((index, (
+                f"Invalid timestamp type in message DefaultRecord(offset={record.offset}, "
+                f"timestamp={record.timestamp}, key={len(record.key or b'')} bytes, "
+                f"value={len(record.value or b'')} bytes). Producer should not set timestamp "
+                f"type to LogAppendTime.")))
     return _RecordErrors(errors, any_timestamp)
 
 

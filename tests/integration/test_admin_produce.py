@@ -114,6 +114,25 @@ def test_compacted_topic_names_each_keyless_record(broker) -> None:
     assert raw_produce(broker.bootstrap, name, 0, build_batch([Record(b"k", b"v")]),
                        version=9).error_code == ErrorCode.NONE
 
+
+def test_a_batch_stamped_log_append_time_by_its_producer_is_refused(broker) -> None:
+    """Only the broker stamps LogAppendTime: on such a topic a producer's batch carrying that
+    timestamp type is refused with INVALID_TIMESTAMP, every record named; nothing is
+    written. A CreateTime batch is stamped by the broker as usual."""
+    from protocol.records.batch import LOG_APPEND_TIME
+    name = topic_name("lat-stamped")
+    create_topic(broker.bootstrap, name, 1, {"message.timestamp.type": "LogAppendTime"})
+    now = int(time.time() * 1000)
+    records = [Record(b"k", b"a", timestamp=now), Record(b"k", b"b", timestamp=now)]
+    part = raw_produce(broker.bootstrap, name, 0,
+                       build_batch(records, timestamp_type=LOG_APPEND_TIME), version=9)
+    assert part.error_code == ErrorCode.INVALID_TIMESTAMP
+    assert [e.batch_index for e in part.record_errors] == [0, 1]
+    assert "Producer should not set timestamp type to LogAppendTime" in \
+        part.record_errors[0].batch_index_error_message
+    assert high_watermark(broker, name) == 0
+    assert raw_produce(broker.bootstrap, name, 0, build_batch(records)).error_code == 0
+
 def test_produce_corrupt_crc(broker) -> None:
     name = topic_name("crc")
     create_topic(broker.bootstrap, name, 1)

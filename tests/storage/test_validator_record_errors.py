@@ -59,3 +59,27 @@ def test_keyed_records_pass_and_a_delete_topic_takes_keyless_ones() -> None:
     keyless = build_batch([Record(None, b"v", timestamp=now)])
     assert validate_records(keyless, _topic(), produce_version=9, internal=False,
                             now_ms=now).records == keyless
+
+
+def test_a_batch_its_producer_stamped_log_append_time_is_refused_record_by_record() -> None:
+    """Kafka's validateTimestamp: a producer may not set LogAppendTime. On a LogAppendTime
+    topic every record is refused; on a CreateTime topic only records without a timestamp
+    (which it cannot range-check), each read with the batch's max timestamp."""
+    from protocol.records.batch import LOG_APPEND_TIME
+    now = int(time.time() * 1000)
+    stamped = build_batch([Record(b"k", b"a", timestamp=now), Record(None, b"bb", timestamp=now)],
+                          timestamp_type=LOG_APPEND_TIME)
+    rejected = _rejected(stamped, _topic(**{"message.timestamp.type": "LogAppendTime"}), now)
+    assert rejected.code == ErrorCode.INVALID_TIMESTAMP
+    assert rejected.record_errors == [
+        (0, f"Invalid timestamp type in message DefaultRecord(offset=0, timestamp={now}, "
+            "key=1 bytes, value=1 bytes). Producer should not set timestamp type to "
+            "LogAppendTime."),
+        (1, f"Invalid timestamp type in message DefaultRecord(offset=1, timestamp={now}, "
+            "key=0 bytes, value=2 bytes). Producer should not set timestamp type to "
+            "LogAppendTime.")]
+    unstamped = build_batch([Record(b"k", b"a", timestamp=-1)], timestamp_type=LOG_APPEND_TIME)
+    assert _rejected(unstamped, _topic(), now).record_errors[0][1].startswith(
+        "Invalid timestamp type in message DefaultRecord(offset=0, timestamp=-1,")
+    assert validate_records(stamped, _topic(), produce_version=9, internal=False,
+                            now_ms=now).records == stamped  # CreateTime, stamped: range-checked
