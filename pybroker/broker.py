@@ -193,7 +193,9 @@ class Broker:
         self.transactions.load()
         quotas = ClientQuotas(lambda: self.metadata.image.client_quotas,
                               samples=config.quota_window_num,
-                              window_s=config.quota_window_size_seconds)
+                              window_s=config.quota_window_size_seconds,
+                              controller_samples=config.controller_quota_window_num,
+                              controller_window_s=config.controller_quota_window_size_seconds)
         self.services = Services(config, self.node_id, self.metadata, self.logs, self.replicas,
                                  self.topics, self.groups, self.producer_ids, self.purgatory,
                                  self.transactions, self.controller, self.hooks,

@@ -16,6 +16,17 @@ over time instead of bytes: each request's share of the event loop, recorded as 
 throttle is bounded by one window, as Kafka bounds it (QuotaUtils.boundedThrottleTime); who
 measures the time is request_quota.py.
 
+The controller mutation quota (`controller_mutation_rate`, KIP-599, Kafka's
+ControllerMutationQuotaManager) is a token bucket instead of a rate: partitions created or
+deleted per second. The bucket holds at most `controller.quota.window.num` ×
+`controller.quota.window.size.seconds` × quota credits (a new client starts full), refills at
+the quota's rate and may go below zero: a mutation is admitted while credits are at zero or
+above, and takes its partitions' worth. Each request gets a `MutationQuota`: strict
+(CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+) refuses a topic's mutation once
+the credits are below zero (THROTTLING_QUOTA_EXCEEDED); permissive (older versions, whose
+clients know no such error) admits every mutation. Either way the throttle is the time the
+bucket needs to come back to zero, `-credits / quota` seconds.
+
 Pure: time is passed in (milliseconds, the caller's monotonic clock), no trio, no I/O.
 """
 from __future__ import annotations
@@ -23,8 +34,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from pybroker.cluster.client_quotas import (
-    ANONYMOUS, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, QuotaEntity,
-    quota_for,
+    ANONYMOUS, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE, QuotaEntity, quota_for,
 )
 
 # Kafka's InactiveSensorExpirationTimeSeconds: a client's rate is forgotten after an hour.
@@ -142,11 +153,94 @@ class ClientQuotaManager:
         return found[0] * (self.samples - 1) * self.window_ms / 1000
 
 
+class TokenBucket:
+    """Credits for partition mutations (Kafka's TokenBucket stat): refilled at `quota` per
+    second up to `burst`, taken by each mutation, possibly below zero."""
+
+    __slots__ = ("credits", "last_ms")
+
+    def __init__(self) -> None:
+        self.credits = 0.0
+        self.last_ms: float | None = None  # never used: full at the first look
+
+    def measure(self, quota: float, burst: float, now_ms: float) -> float:
+        if self.last_ms is None:
+            self.credits = burst
+        else:
+            self.credits = min(burst, self.credits + quota * (now_ms - self.last_ms) / 1000)
+        self.last_ms = max(now_ms, self.last_ms or now_ms)
+        return self.credits
+
+    def take(self, value: float, quota: float, burst: float, now_ms: float) -> None:
+        self.credits = min(burst, self.measure(quota, burst, now_ms) - value)
+
+
+class MutationQuota:
+    """One CreateTopics / CreatePartitions / DeleteTopics request's view of its client's
+    bucket (Kafka's Strict- and PermissiveControllerMutationQuota). Without a quota every
+    mutation is admitted and nothing is counted."""
+
+    def __init__(self, bucket: TokenBucket | None, quota: float, burst: float,
+                 strict: bool) -> None:
+        self._bucket = bucket
+        self._quota = quota
+        self._burst = burst
+        self.strict = strict
+        self.throttle_ms = 0
+
+    def admit(self, partitions: int, now_ms: float) -> bool:
+        """Whether a topic's mutation of `partitions` may go ahead, counting it if so.
+        False (strict only): the client is over its quota; the throttle says for how long."""
+        bucket = self._bucket
+        if bucket is None:
+            return True
+        if self.strict:
+            credits = bucket.measure(self._quota, self._burst, now_ms)
+            if credits < 0:
+                self.throttle_ms = self._throttle(credits)
+                return False
+        bucket.take(partitions, self._quota, self._burst, now_ms)
+        if not self.strict:
+            credits = bucket.measure(self._quota, self._burst, now_ms)
+            self.throttle_ms = max(self.throttle_ms, self._throttle(credits))
+        return True
+
+    def _throttle(self, credits: float) -> int:
+        return round(-credits / self._quota * 1000) if credits < 0 else 0
+
+
+class ControllerMutationQuotaManager:
+    """The buckets of the clients with a controller_mutation_rate, by the (user, client)
+    each quota is counted against."""
+
+    def __init__(self, quotas: Callable[[], Mapping[QuotaEntity, Mapping[str, float]]], *,
+                 samples: int = 11, window_s: int = 1) -> None:
+        self._quotas = quotas
+        self.burst_s = samples * window_s
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+
+    def new_quota(self, client_id: str, user: str, strict: bool, now_ms: float
+                  ) -> MutationQuota:
+        found = quota_for(self._quotas(), CONTROLLER_MUTATION_RATE, user, client_id)
+        if found is None:
+            return MutationQuota(None, 0.0, 0.0, strict)
+        quota, tags = found
+        # Buckets unused for an hour are forgotten (Kafka's inactive sensor expiry); a
+        # forgotten bucket would have refilled to its burst anyway.
+        self._buckets = {t: b for t, b in self._buckets.items()
+                         if b.last_ms is None or now_ms - b.last_ms < INACTIVE_EXPIRY_MS}
+        bucket = self._buckets.setdefault(tags, TokenBucket())
+        return MutationQuota(bucket, quota, quota * self.burst_s, strict)
+
+
 class ClientQuotas:
     """The broker's quota managers, reading the quotas of the current metadata image."""
 
     def __init__(self, quotas: Callable[[], Mapping[QuotaEntity, Mapping[str, float]]], *,
-                 samples: int = 11, window_s: int = 1) -> None:
+                 samples: int = 11, window_s: int = 1, controller_samples: int = 11,
+                 controller_window_s: int = 1) -> None:
+        self.controller_mutation = ControllerMutationQuotaManager(
+            quotas, samples=controller_samples, window_s=controller_window_s)
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, quotas, samples=samples,
                                           window_s=window_s)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, quotas, samples=samples,

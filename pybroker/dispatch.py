@@ -80,7 +80,8 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
         _sasl_gate(session, header.api_key)
     handler = REGISTRY.get(header.api_key)
     ctx = RequestContext(services, header, host, port, REGISTRY, services.metadata.image,
-                         listener, session if session is not None else Session(listener))
+                         listener, session if session is not None else Session(listener),
+                         request_size=len(frame))
     if handler is None:
         raise CloseConnection(f"no handler for API key {header.api_key}")
     if out_of_exchange:

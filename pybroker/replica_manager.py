@@ -343,7 +343,8 @@ class ReplicaManager:
         now = int(time.time() * 1000)
         try:
             valid = validate_records(records, tconfig, produce_version=produce_version,
-                                     internal=internal, now_ms=now)
+                                     internal=internal, now_ms=now,
+                                     topic_partition=(topic, partition))
         except Rejected as rejected:
             # As Kafka: a rejection naming its records (a timestamp out of range) reports
             # the log start offset; the others (CRC, size, no records) -1.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import trio
 
@@ -74,11 +74,13 @@ class TopicAdmin:
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
                            configs: dict[str, str], *, validate_only: bool = False,
                            internal: bool = False, assignments: list[list[int]] | None = None,
+                           admit: Callable[[int], bool] | None = None,
                            ) -> tuple[ErrorCode, str | None]:
         """Validate a new topic and ask the store for it; it is done (this broker's logs
         made by the replica manager) when this returns. `assignments` (validated by the
-        caller) are the partitions' replicas, leader first. Client-driven callers hold
-        `changes`."""
+        caller) are the partitions' replicas, leader first. `admit(partitions)`, once the
+        topic is valid and assigned, is the client's controller_mutation_rate: False
+        refuses it with THROTTLING_QUOTA_EXCEEDED. Client-driven callers hold `changes`."""
         code, message = self.check_new_topic(name, partitions, replication_factor, configs)
         if code != ErrorCode.NONE or validate_only:
             return code, message
@@ -87,6 +89,8 @@ class TopicAdmin:
                 assignments = self.assign(partitions, replication_factor)
             except KafkaError as exc:
                 return exc.code, exc.message
+        if admit is not None and not admit(len(assignments)):
+            return ErrorCode.THROTTLING_QUOTA_EXCEEDED, None  # as Kafka 4.1: no message
         try:
             await self.metadata.create_topic(name, partitions, configs,
                                              internal=internal or is_internal(name),

@@ -161,3 +161,25 @@ def test_with_kafkas_eleven_windows_a_saturating_client_bursts_once_a_period() -
     assert min(slices) < 0.2 and max(slices) > 1.5
     two = _saturating_producer(2, 20_000, 45_000)
     assert all(0.9 <= rate(two, start, 6) <= 1.1 for start in range(2000, 30_000, 1000))
+
+
+def test_controller_mutations_draw_on_a_token_bucket() -> None:
+    """KIP-599: a new client's bucket is full (samples x window x rate credits); a mutation is
+    admitted while credits are at zero or above and may take them below; strict requests
+    are then refused until the bucket has refilled, and every request's throttle is the time
+    to get back to zero."""
+    from pybroker.client_quota_manager import ControllerMutationQuotaManager
+    quotas = {QuotaEntity(None, C): {"controller_mutation_rate": 2.0}}
+    manager = ControllerMutationQuotaManager(lambda: quotas, samples=3, window_s=1)
+    strict = manager.new_quota(C, "ANONYMOUS", True, 0.0)
+    assert strict.admit(10, 0.0)  # 6 credits: admitted, 4 below zero
+    assert not strict.admit(1, 0.0) and strict.throttle_ms == 2000
+    assert not manager.new_quota(C, "ANONYMOUS", True, 1000.0).admit(1, 1000.0)  # -2 still
+    later = manager.new_quota(C, "ANONYMOUS", True, 2000.0)
+    assert later.admit(1, 2000.0) and later.throttle_ms == 0  # back at 0: admitted
+    permissive = manager.new_quota(C, "ANONYMOUS", False, 2000.0)
+    assert permissive.admit(3, 2000.0) and permissive.admit(2, 2000.0)  # never refused
+    assert permissive.throttle_ms == 3000  # 6 below zero at 2 a second
+    free = manager.new_quota("another", "ANONYMOUS", True, 2000.0)  # no quota for it
+    assert all(free.admit(1000, 2000.0) for _ in range(3)) and free.throttle_ms == 0
+    assert manager.new_quota(C, "ANONYMOUS", True, 60_000.0).admit(6, 60_000.0)  # refilled

@@ -408,21 +408,27 @@ def test_a_sasl_ssl_listener_needs_its_key_material_and_mechanisms() -> None:
     # SASL_PLAINTEXT, whatever the listener is called.
     with pytest.raises(ConfigError, match="GSSAPI"):
         load_broker_config(None, {"listeners": "EXTERNAL://127.0.0.1:9093",
+                                  "inter.broker.listener.name": "EXTERNAL",
                                   "listener.security.protocol.map":
                                       "EXTERNAL:SASL_SSL,PLAINTEXT:PLAINTEXT"})
 
 
 def test_ssl_listener_is_accepted() -> None:
     # Served with TLS (its key material is checked at start: tests/test_tls_config.py).
-    config = load_broker_config(None, {"listeners": "SSL://127.0.0.1:9093"})
+    config = load_broker_config(None, {"listeners": "SSL://127.0.0.1:9093",
+                                       "security.inter.broker.protocol": "SSL"})
     assert config.listener_security_protocol_map["SSL"] == "SSL"
+    assert config.inter_broker_listener_name == "SSL"
 
 
 def test_a_sasl_plaintext_listener_left_with_gssapi_is_refused() -> None:
     with pytest.raises(ConfigError, match="GSSAPI .Kerberos. is not supported"):
-        load_broker_config(None, {"listeners": "SASL_PLAINTEXT://127.0.0.1:9093"})
+        load_broker_config(None, {"listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+                                  "inter.broker.listener.name": "SASL_PLAINTEXT"})
     config = load_broker_config(None, {
         "listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
         "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "listener.name.sasl_plaintext.sasl.jaas.config":
             'org.apache.kafka.common.security.scram.ScramLoginModule required;'})
@@ -439,7 +445,7 @@ def test_every_plaintext_client_listener_is_served() -> None:
 
 def test_plaintext_listener_under_another_name_is_served() -> None:
     config = load_broker_config(None, {
-        "listeners": "CLIENT://127.0.0.1:9092",
+        "listeners": "CLIENT://127.0.0.1:9092", "inter.broker.listener.name": "CLIENT",
         "listener.security.protocol.map": "CLIENT:PLAINTEXT"})
     assert config.broker_listeners == (Listener("CLIENT", "127.0.0.1", 9092),)
 

@@ -55,7 +55,8 @@ def pems(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _build(**props: str) -> object:
-    config = load_broker_config(None, {"listeners": "SSL://127.0.0.1:0", **props})
+    config = load_broker_config(None, {"listeners": "SSL://127.0.0.1:0",
+                                       "inter.broker.listener.name": "SSL", **props})
     return tls_listener(config, "SSL")
 
 
@@ -67,6 +68,7 @@ def test_inline_pem_on_one_line_and_per_listener_overrides(pems: dict[str, str])
     assert _build(**{"ssl.keystore.location": "/nonexistent.pem",
                      "listener.name.ssl.ssl.keystore.location": pems["server"]})
     config = load_broker_config(None, {"listeners": "SSL://127.0.0.1:0",
+                                       "inter.broker.listener.name": "SSL",
                                        "listener.name.ssl.ssl.client.auth": "required"})
     assert config.for_listener("SSL", "ssl.client.auth") == "required"
     assert config["ssl.client.auth"] == "none" and not config.warnings
@@ -128,7 +130,8 @@ def test_sensitive_values_never_shown() -> None:
 
 def test_sasl_listeners_stay_refused() -> None:
     with pytest.raises(ConfigError, match="SASL"):
-        load_broker_config(None, {"listeners": "SASL_SSL://127.0.0.1:0"})
+        load_broker_config(None, {"listeners": "SASL_SSL://127.0.0.1:0",
+                                  "inter.broker.listener.name": "SASL_SSL"})
 
 
 def test_versions_ciphers_and_inline_trust_reach_the_context(pems: dict[str, str]) -> None:

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 from compat.differential.case import Case, Ctx
 from protocol.api_keys import ApiKey as K
 from protocol.messages import APIS
+from protocol.records.batch import LOG_APPEND_TIME
 from protocol.records.record import Record, build_batch
 from protocol.schema import ArrayOf
 
@@ -221,6 +222,37 @@ def _produce_timestamps(ctx: Ctx) -> None:
     ctx.ask("ten years ahead", K.PRODUCE, ctx.version, produce_body(t, future))
 
 
+@hand(K.PRODUCE, "compacted-keyless-records")
+def _produce_compacted_keyless(ctx: Ctx) -> None:
+    """KIP-467: the batch is refused whole, its keyless records named (v8+)."""
+    t = ctx.topic()
+    create(ctx, t, configs={"cleanup.policy": "compact"})
+    records = build_batch([Record(b"k0", b"a", timestamp=ctx.t0),
+                           Record(None, b"b", timestamp=ctx.t0 + 1),
+                           Record(b"k2", b"c", timestamp=ctx.t0 + 2),
+                           Record(None, b"d", timestamp=ctx.t0 + 3)])
+    ctx.ask("two keyless of four", K.PRODUCE, ctx.version, produce_body(t, records))
+    ctx.ask("log end", K.LIST_OFFSETS, LIST_V, list_body(t, -1))
+
+
+@hand(K.PRODUCE, "log-append-time-set-by-producer")
+def _produce_stamped_append_time(ctx: Ctx) -> None:
+    """Only the broker stamps LogAppendTime: a producer's batch with that timestamp type is
+    refused record by record on a LogAppendTime topic, and on a CreateTime topic where its
+    records carry no timestamp."""
+    t = ctx.topic()
+    create(ctx, t + "-lat", configs={"message.timestamp.type": "LogAppendTime"})
+    create(ctx, t + "-ct", label="setup create 2")
+    stamped = build_batch([Record(b"k0", b"a", timestamp=ctx.t0),
+                           Record(None, b"bb", timestamp=ctx.t0 + 1)],
+                          timestamp_type=LOG_APPEND_TIME)
+    ctx.ask("LogAppendTime topic", K.PRODUCE, ctx.version, produce_body(t + "-lat", stamped))
+    unstamped = build_batch([Record(b"k0", b"a", timestamp=-1)], timestamp_type=LOG_APPEND_TIME)
+    ctx.ask("CreateTime topic, no timestamp", K.PRODUCE, ctx.version,
+            produce_body(t + "-ct", unstamped))
+    ctx.ask("log end", K.LIST_OFFSETS, LIST_V, list_body(t + "-lat", -1))
+
+
 @hand(K.PRODUCE, "duplicate-topics")
 def _produce_duplicates(ctx: Ctx) -> None:
     t = ctx.topic()
@@ -327,6 +359,47 @@ def _metadata_topics(ctx: Ctx) -> None:
     if v >= 4:
         ctx.ask("auto-create", K.METADATA, v, metadata_body([t + "-auto"], auto=True))
     ctx.ask("invalid name", K.METADATA, v, metadata_body(["bad/name"], auto=True))
+
+
+@hand(K.CREATE_TOPICS, "controller-mutation-quota")
+def _create_past_mutation_quota(ctx: Ctx) -> None:
+    """KIP-599: controller_mutation_rate=0.2 for a client id of this case's own; with
+    Kafka's 11 windows of 1 s its bucket holds 2.2 partitions. Three partitions are admitted
+    (the bucket goes below zero), then v6+ refuses the next topic with
+    THROTTLING_QUOTA_EXCEEDED while older versions create it and throttle."""
+    t, v = ctx.topic(), ctx.version
+    mutator, probe = ctx.target.connect(), ctx.target.connect()
+    mutator.client_id, probe.client_id = f"dc-mutator-v{v}", f"dc-probe-v{v}"
+    for conn in (mutator, probe):  # one entity a request: Kafka answers them in any order
+        ctx.ask(f"set quota of {conn.client_id}", K.ALTER_CLIENT_QUOTAS, 1, {"entries": [{
+            "entity": [{"entity_type": "client-id", "entity_name": conn.client_id}],
+            "ops": [{"key": "controller_mutation_rate", "value": 0.2, "remove": False}]}],
+            "validate_only": False})
+    _wait_mutation_quota(probe, t)
+    topics = [{"name": name, "num_partitions": n, "replication_factor": 1, "assignments": [],
+               "configs": []} for name, n in ((t + "-a", 3), (t + "-b", 1))]
+    ctx.ask("two topics past the quota", K.CREATE_TOPICS, v,
+            {"topics": topics, "timeout_ms": 10000, "validate_only": False},
+            conn=mutator, view=topics_view)
+    wait_ready(ctx, t + "-a", 3)
+    if v < 6:
+        wait_ready(ctx, t + "-b", 1)
+    ctx.ask("what exists", K.METADATA, META_V, metadata_body([t + "-a", t + "-b"]))
+
+
+def _wait_mutation_quota(probe: Any, t: str) -> None:
+    """Until the quota set with the probe's is in force (unobserved): Kafka's controller
+    applies a quota once the metadata image carrying it is published, a moment after
+    AlterClientQuotas answers. The probe creates a topic of 5 partitions and one of 1 (v7,
+    strict) until the second is refused."""
+    for i in range(100):
+        topics = [{"name": f"{t}-probe{i}-{n}", "num_partitions": n, "replication_factor": 1,
+                   "assignments": [], "configs": []} for n in (5, 1)]
+        answer = probe.request(K.CREATE_TOPICS, 7, {"topics": topics, "timeout_ms": 10000,
+                                                   "validate_only": False})
+        if isinstance(answer, str) or answer.topics[1].error_code != 0:
+            return
+        time.sleep(0.05)
 
 
 @hand(K.CREATE_TOPICS, "edge-cases")

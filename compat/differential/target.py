@@ -26,6 +26,9 @@ class Conn:
         self.sock: socket.socket | None = None
         self.cid = 0
         self.pending: list[tuple[int, int, int]] = []  # (api, version, cid) sent, unread
+        # The requests' client id: a case that sets a client quota uses one of its own, so
+        # that the other cases' requests are never counted against it.
+        self.client_id = "differential"
 
     def _socket(self) -> socket.socket:
         if self.sock is None:
@@ -44,7 +47,7 @@ class Conn:
         park, such as a JoinGroup waiting for the other members)."""
         self.cid += 1
         frame = raw if raw is not None else encode_request(api, version, self.cid,
-                                                            "differential", body)
+                                                            self.client_id, body)
         try:
             self._socket().sendall(frame)
         except OSError:

@@ -112,7 +112,7 @@ def parse_entity(parts: Iterable[tuple[str, str | None]]) -> QuotaEntity:
         elif entity_type == IP:
             raise QuotaError(ErrorCode.INVALID_REQUEST,
                              "IP quotas (connection_creation_rate) are not supported by "
-                             "pybroker")
+                             "pybroker: it does not limit connection creation rates")
         else:
             raise QuotaError(ErrorCode.INVALID_REQUEST,
                              f"Unhandled client quota entity type: {entity_type}")

@@ -183,6 +183,8 @@ class BrokerConfig(Mapping[str, object]):
     queued_max_request_bytes = _Key[int]("queued.max.request.bytes")
     quota_window_num = _Key[int]("quota.window.num")
     quota_window_size_seconds = _Key[int]("quota.window.size.seconds")
+    controller_quota_window_num = _Key[int]("controller.quota.window.num")
+    controller_quota_window_size_seconds = _Key[int]("controller.quota.window.size.seconds")
     socket_listen_backlog_size = _Key[int]("socket.listen.backlog.size")
     connections_max_idle_ms = _Key[int]("connections.max.idle.ms")
     max_connections = _Key[int]("max.connections")
@@ -445,25 +447,29 @@ class BrokerConfig(Mapping[str, object]):
         return tuple(result)
 
     def _inter_broker_listener_name(self) -> str:
-        """Kafka's rule: inter.broker.listener.name, else the listener named by
-        security.inter.broker.protocol; either must be advertised. Left at its default with no
-        PLAINTEXT listener, the first advertised listener (Kafka refuses to start instead: a
-        single broker with only an SSL listener never needs another broker; a cluster member
-        is checked when pybroker.inter_broker builds its credentials)."""
+        """Kafka's rule: inter.broker.listener.name, else the listener named after
+        security.inter.broker.protocol (PLAINTEXT by default); either must be advertised, or
+        the broker does not start — also a single broker whose only listeners are SSL or SASL
+        and that names none of them (Kafka 4.1's KafkaConfig refuses it with these words)."""
         advertised = [item.name for item in self.advertised_listeners]
         if "inter.broker.listener.name" in self.explicit:
             key = "inter.broker.listener.name"
             name = cast(str, self._values[key]).upper()
             if "security.inter.broker.protocol" in self.explicit:
                 raise ConfigError(key, name, "Only one of inter.broker.listener.name and "
-                                             "security.inter.broker.protocol may be set")
+                                             "security.inter.broker.protocol should be set.")
+            if name not in self.listener_security_protocol_map:
+                raise ConfigError(key, name, (
+                    f"Listener with name {name} defined in inter.broker.listener.name not "
+                    f"found in listener.security.protocol.map."))
         else:
             key = "security.inter.broker.protocol"
             name = cast(str, self._values[key])
-            if key not in self.explicit and name not in advertised and advertised:
-                name = advertised[0]
         if name not in advertised:
-            raise ConfigError(key, name, "Must be the name of one of the advertised listeners")
+            raise ConfigError(key, name, (
+                "requirement failed: inter.broker.listener.name must be a listener name "
+                "defined in advertised.listeners. The valid options based on currently "
+                f"configured listeners are {','.join(advertised)}"))
         sasl = self.sasl_listeners.get(name)
         if sasl is not None and key in self.explicit:
             mechanism = cast(str, self._values["sasl.mechanism.inter.broker.protocol"])

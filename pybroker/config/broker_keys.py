@@ -126,8 +126,9 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "security.inter.broker.protocol may be set."),
     _k("security.inter.broker.protocol", _S, "PLAINTEXT", OneOf(SECURITY_PROTOCOLS), _MEDIUM,
        "Protocol brokers use to reach each other, when inter.broker.listener.name is unset: "
-       "the listener of that name. When set it must be advertised; when left at its default "
-       "with no PLAINTEXT listener, brokers use their first advertised listener."),
+       "the listener of that name, which must be advertised (also at the default: a broker "
+       "without a PLAINTEXT listener sets this or inter.broker.listener.name, or does not "
+       "start, as Kafka)."),
     _k("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI", None, _MEDIUM,
        "SASL mechanism brokers log in with on a SASL inter-broker listener; it must be enabled "
        "there (Kafka's default GSSAPI is not served, so set it). The credentials are the "
@@ -302,6 +303,12 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "consumer_byte_rate)."),
     _k("quota.window.size.seconds", _I, 1, at_least(1), _LOW,
        "The time span of each sample of a client quota rate."),
+    _k("controller.quota.window.num", _I, 11, at_least(1), _LOW,
+       "With controller.quota.window.size.seconds, the burst of controller_mutation_rate: a "
+       "client may create or delete up to num x size x rate partitions at once."),
+    _k("controller.quota.window.size.seconds", _I, 1, at_least(1), _LOW,
+       "The time span of each sample of controller_mutation_rate (see "
+       "controller.quota.window.num)."),
     _k("queued.max.requests", _I, 500, at_least(1), _HIGH,
        "Kafka's request queue bound. Accepted; pybroker handles one request per connection at "
        "a time, so connections are their own back-pressure.", na=True),

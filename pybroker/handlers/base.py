@@ -111,6 +111,9 @@ class RequestContext:
     # The request's loop time has been charged to its client's request quota (by a handler
     # that needs the throttle before it answers, Fetch; otherwise dispatch charges it).
     request_time_recorded: bool = False
+    # The request's size on the wire, header and body (its frame without the size prefix):
+    # what Kafka's producer_byte_rate counts (RequestChannel's request size).
+    request_size: int = 0
 
     @property
     def version(self) -> int:

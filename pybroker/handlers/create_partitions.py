@@ -7,6 +7,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.handlers.authz import TOPIC, Op, allowed
 from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers.mutation_quota import THROTTLED, admit, mutation_quota, throttle
 
 
 def _check(ctx: RequestContext, name: str, count: int, assignments: list) -> tuple[ErrorCode, str | None]:
@@ -37,9 +38,13 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     if not ctx.is_controller:
         return error_response(ctx, request, ErrorCode.NOT_CONTROLLER)
     results = []
+    quota = mutation_quota(ctx, strict_since=3)
     async with ctx.topics.changes:
         for topic in request.topics:
             code, message = _check(ctx, topic.name, topic.count, topic.assignments)
+            if code == ErrorCode.NONE and not request.validate_only and not admit(
+                    quota, topic.count - len(ctx.image.topics[topic.name].partitions)):
+                code, message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED
             if code == ErrorCode.NONE and not request.validate_only:
                 await ctx.topics.add_partitions(
                     topic.name, topic.count,
@@ -47,7 +52,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                     else None)
             results.append({"name": topic.name, "error_code": int(code),
                             "error_message": message})
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": throttle(ctx, quota), "results": results}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:

@@ -7,22 +7,28 @@ The logs are created in a worker thread before the answer (1,000 partitions take
 file system calls); `topic_changes` keeps a DeleteTopics from running meanwhile."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.handlers.authz import CLUSTER, TOPIC, Op, allowed
 from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers.mutation_quota import admit, mutation_quota, throttle
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     if not ctx.is_controller:
         return error_response(ctx, request, ErrorCode.NOT_CONTROLLER)
+    quota = mutation_quota(ctx, strict_since=6)
     async with ctx.topics.changes:
-        return {"throttle_time_ms": 0, "topics": await _create(ctx, request)}
+        topics = await _create(ctx, request, lambda partitions: admit(quota, partitions))
+    return {"throttle_time_ms": throttle(ctx, quota), "topics": topics}
 
 
-async def _create(ctx: RequestContext, request: Container) -> list[dict]:
+async def _create(ctx: RequestContext, request: Container,
+                  admit_partitions: Callable[[int], bool]) -> list[dict]:
     results = []
     # As Kafka's controller: a name given twice is created for neither entry; it is
     # answered once, after the other topics, INVALID_REQUEST.
@@ -59,7 +65,7 @@ async def _create(ctx: RequestContext, request: Container) -> list[dict]:
             continue
         code, message = await ctx.topics.create_topic(
             topic.name, partitions, rf, configs, validate_only=request.validate_only,
-            assignments=assignments)
+            assignments=assignments, admit=admit_partitions)
         entry = _result(topic.name, code, message)
         if code == ErrorCode.NONE:
             # The image as it is now (the request's own predates the topic): its id.

@@ -8,8 +8,10 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from pybroker.client_quota_manager import MutationQuota
 from pybroker.handlers.authz import TOPIC, Op, allowed
 from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers.mutation_quota import THROTTLED, admit, mutation_quota, throttle
 
 _ZERO = uuid.UUID(int=0)
 
@@ -26,13 +28,14 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
+    quota = mutation_quota(ctx, strict_since=5)
     async with ctx.topics.changes:
-        responses = await _delete(ctx, wanted)
-    return {"throttle_time_ms": 0, "responses": responses}
+        responses = await _delete(ctx, wanted, quota)
+    return {"throttle_time_ms": throttle(ctx, quota), "responses": responses}
 
 
-async def _delete(ctx: RequestContext,
-                  wanted: list[tuple[str | None, uuid.UUID | None]]) -> list[dict]:
+async def _delete(ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID | None]],
+                  quota: MutationQuota) -> list[dict]:
     image = ctx.image
     responses = []
     for name, topic_id in wanted:
@@ -62,6 +65,11 @@ async def _delete(ctx: RequestContext,
                               "error_message": "Internal topics cannot be deleted."})
             continue
         topic_id = info.topic_id
+        if not admit(quota, len(info.partitions)):
+            responses.append({"name": name, "topic_id": topic_id,
+                              "error_code": int(ErrorCode.THROTTLING_QUOTA_EXCEEDED),
+                              "error_message": THROTTLED})
+            continue
         code = await ctx.topics.delete_topic(name)
         responses.append({"name": name, "topic_id": topic_id, "error_code": int(code),
                           "error_message": None})

@@ -23,6 +23,7 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from protocol.messages import APIS
 from pybroker.handlers.authz import CLUSTER, TOPIC, Op, allowed, denied_names
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.handlers.duplicate_partitions import merge_duplicates
@@ -139,13 +140,15 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             break
     if quotas is not None:
         now_ms = trio.current_time() * 1000
-        throttle_ms = quotas.fetch.record(ctx.client_id, total, now_ms, ctx.session.user)
+        # Encoded only while some client has a consumer_byte_rate (none: nothing to count).
+        size = _response_size(ctx.version, responses) if quotas.fetch.enabled() else 0
+        throttle_ms = quotas.fetch.record(ctx.client_id, size, now_ms, ctx.session.user)
         if ctx.services.request_quota is not None:  # over either quota: the longer wait
             throttle_ms = max(throttle_ms, ctx.services.request_quota.record(ctx))
         if throttle_ms:
             # Kafka's throttled fetch: an empty answer (the bytes are not counted, since
             # they are not sent) and the connection muted for the throttle time.
-            quotas.fetch.unrecord(ctx.client_id, total, now_ms, ctx.session.user)
+            quotas.fetch.unrecord(ctx.client_id, size, now_ms, ctx.session.user)
             ctx.throttle_ms = throttle_ms
             return {"throttle_time_ms": throttle_ms, "error_code": 0, "session_id": 0,
                     "responses": []}
@@ -156,6 +159,17 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             if size:
                 stats.fetched(response["topic"], size)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+
+def _response_size(version: int, responses: list[dict]) -> int:
+    """What consumer_byte_rate counts: the whole response's size, as Kafka's
+    FetchContext.getResponseSize (the body and the correlation id; its topic and partition
+    fields too, not only the records). Encoded only under a quota: the record sets are
+    referenced, never copied, so this costs the headers' encoding."""
+    body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    parts = APIS[ApiKey.FETCH].response.encode_parts(body, version)
+    return 4 + sum(len(part) for part in parts)
 
 
 def _failed(topic: Container, code: ErrorCode) -> dict:

@@ -85,7 +85,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
                     stats.produced(topic.name, len(pd.records),
                                    result.end_offset - result.base_offset)
             appended.append(((topic.name, pd.index), result))
-    throttle_ms = _record_quota(ctx, request)
+    throttle_ms = _record_quota(ctx)
     if request.acks == 0:
         return None
     if request.acks == -1:
@@ -100,16 +100,16 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
         for topic in request.topic_data], "throttle_time_ms": throttle_ms}
 
 
-def _record_quota(ctx: RequestContext, request: Container) -> int:
-    """Count the request's record bytes against the client's producer_byte_rate once they
-    are written (Kafka records after the append): over the quota, the response says for how
-    long the client is held back and the connection is muted for as long (acks=0 too)."""
+def _record_quota(ctx: RequestContext) -> int:
+    """Count the whole request's size (header, topics, records: Kafka's request size, not
+    its record bytes) against the client's producer_byte_rate once it is written (Kafka
+    records after the append): over the quota, the response says for how long the client is
+    held back and the connection is muted for as long (acks=0 too)."""
     quotas = ctx.services.quotas
     if quotas is None:
         return 0
-    size = sum(len(pd.records) for t in request.topic_data for pd in t.partition_data
-               if pd.records is not None)
-    ctx.throttle_ms = quotas.produce.record(ctx.client_id, size, trio.current_time() * 1000,
+    ctx.throttle_ms = quotas.produce.record(ctx.client_id, ctx.request_size,
+                                            trio.current_time() * 1000,
                                             ctx.session.user)
     return ctx.throttle_ms
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from protocol.errors import ErrorCode
-from protocol.records.batch import BatchHeader, Compression, validate_batches
+from protocol.records.batch import (
+    LOG_APPEND_TIME, NO_TIMESTAMP, BatchHeader, Compression, validate_batches,
+)
 from protocol.records.record import iter_records_in, recompress_batch
 from protocol.records.types import CorruptRecordError, InvalidRecordError, RecordError
 from pybroker.config import TopicConfig
@@ -62,9 +64,12 @@ class Validated:
 
 
 def validate_records(records: bytes | bytearray | None, tconfig: TopicConfig, *,
-                     produce_version: int, internal: bool, now_ms: int) -> Validated:
+                     produce_version: int, internal: bool, now_ms: int,
+                     topic_partition: tuple[str, int] = ("", -1)) -> Validated:
     """The checks of one partition's records from Produce (or, `internal`, from the broker's
-    own coordinators, which may write several batches and control records). Raises Rejected."""
+    own coordinators, which may write several batches and control records). Raises Rejected.
+    `topic_partition` is named in per-record messages, as in Kafka's (a tuple, so the hot
+    path formats nothing)."""
     if not records:
         raise Rejected(ErrorCode.INVALID_RECORD, "No records in the request")
     if len(records) > tconfig.max_message_bytes:
@@ -93,10 +98,16 @@ def validate_records(records: bytes | bytearray | None, tconfig: TopicConfig, *,
                        f"producer {header.producer_id}")
     # Transactional batches are served; whether the partition is in the producer's
     # transaction is checked above storage, and the producer-state rules by the log.
-    if tconfig.compact and any(r.key is None for r in iter_records_in(records)):
-        # Compacted topics keep the newest record per key, so every record needs a key.
-        raise Rejected(ErrorCode.INVALID_RECORD,
-                       "Compacted topic cannot accept message without key")
+    check_times = not tconfig.log_append_time and _may_be_out_of_range(header, now_ms, tconfig)
+    # A producer may not stamp its batch LogAppendTime: refused record by record where a
+    # record's timestamp is not range-checked instead (a LogAppendTime topic, or a record
+    # without a timestamp), as Kafka's validateTimestamp. The header says it: no decoding.
+    stamped = header.timestamp_type == LOG_APPEND_TIME and (
+        tconfig.log_append_time or header.max_timestamp == NO_TIMESTAMP)
+    if tconfig.compact or check_times or stamped:
+        _raise_record_errors(_record_errors(records, tconfig, now_ms, check_times,
+                                            header.timestamp_type == LOG_APPEND_TIME,
+                                            topic_partition))
     codec = tconfig.stored_compression
     if codec is not None and header.compression != codec:
         # compression.type names a codec the producer did not use: rebuild the batch with it,
@@ -106,14 +117,6 @@ def validate_records(records: bytes | bytearray | None, tconfig: TopicConfig, *,
         except RecordError as exc:
             raise Rejected(error_code(exc), str(exc)) from None
         batches = [(0, BatchHeader.unpack_from(records, 0))]  # built here: nothing to check
-    if not tconfig.log_append_time and _may_be_out_of_range(header, now_ms, tconfig):
-        bad = _out_of_range_timestamps(records, now_ms,
-                                       tconfig.message_timestamp_before_max_ms,
-                                       tconfig.message_timestamp_after_max_ms)
-        if bad:
-            raise Rejected(ErrorCode.INVALID_TIMESTAMP,
-                           "One or more records have been rejected due to invalid timestamp",
-                           bad)
     return Validated(records, batches)
 
 
@@ -128,13 +131,63 @@ def _may_be_out_of_range(header: BatchHeader, now: int, tconfig: TopicConfig) ->
             and header.max_timestamp > now + tconfig.message_timestamp_after_max_ms)
 
 
-def _out_of_range_timestamps(records: bytes | bytearray, now: int, before_max_ms: int,
-                             after_max_ms: int) -> list[tuple[int, str]]:
-    """message.timestamp.before.max.ms / after.max.ms on a CreateTime topic: (index in the
-    batch, message) for each record stamped outside [now - before, now + after], in Kafka's
-    words. Records without a timestamp (-1) pass, as in Kafka."""
-    low, high = now - before_max_ms, now + after_max_ms
-    return [(index, f"Timestamp {record.timestamp} of message with offset {record.offset} is "
-                    f"out of range. The timestamp should be within [{low}, {high}]")
-            for index, record in enumerate(iter_records_in(records))
-            if record.timestamp != -1 and not low <= record.timestamp <= high]
+@dataclass(frozen=True)
+class _RecordErrors:
+    """What one walk over the batch's records found: (index in the batch, message) of each
+    bad record, and whether any of them is a timestamp's (which decides the batch's code)."""
+
+    errors: list[tuple[int, str]]
+    any_timestamp: bool
+
+
+def _record_errors(records: bytes | bytearray, tconfig: TopicConfig, now: int,
+                   check_times: bool, stamped_append_time: bool,
+                   topic_partition: tuple[str, int]) -> _RecordErrors:
+    """Kafka's per-record checks (KIP-467), one decode of the batch: on a compacted topic a
+    record without a key (compaction keeps the newest record per key, so every record needs
+    one); with `check_times`, message.timestamp.before.max.ms / after.max.ms on a CreateTime
+    topic — a record stamped outside [now - before, now + after] (records without a timestamp,
+    -1, pass); in a batch its producer stamped LogAppendTime (`stamped_append_time`, whose
+    records read the batch's max timestamp), each record not range-checked. A keyless record
+    is reported for its key alone, as in Kafka."""
+    compact = tconfig.compact
+    low = now - tconfig.message_timestamp_before_max_ms
+    high = now + tconfig.message_timestamp_after_max_ms
+    errors: list[tuple[int, str]] = []
+    any_timestamp = False
+    for index, record in enumerate(iter_records_in(records)):
+        if compact and record.key is None:
+            errors.append((index, "Compacted topic cannot accept message without key in "
+                                  f"topic partition {topic_partition[0]}-{topic_partition[1]}"))
+        elif not tconfig.log_append_time and record.timestamp != NO_TIMESTAMP:
+            if check_times and not low <= record.timestamp <= high:
+                any_timestamp = True
+                errors.append((index, f"Timestamp {record.timestamp} of message with offset "
+                                      f"{record.offset} is out of range. The timestamp should "
+                                      f"be within [{low}, {high}]"))
+        elif stamped_append_time:
+            any_timestamp = True
+            errors.append((index, (
+                f"Invalid timestamp type in message DefaultRecord(offset={record.offset}, "
+                f"timestamp={record.timestamp}, key={len(record.key or b'')} bytes, "
+                f"value={len(record.value or b'')} bytes). Producer should not set timestamp "
+                f"type to LogAppendTime.")))
+    return _RecordErrors(errors, any_timestamp)
+
+
+def _raise_record_errors(found: _RecordErrors) -> None:
+    """The whole batch is refused when any record is bad (nothing is appended), naming each
+    bad record: INVALID_TIMESTAMP if a timestamp is among them, INVALID_RECORD otherwise, with
+    Kafka's messages (its RecordValidationException)."""
+    errors = found.errors
+    if not errors:
+        return
+    if found.any_timestamp:
+        raise Rejected(ErrorCode.INVALID_TIMESTAMP,
+                       "One or more records have been rejected due to invalid timestamp",
+                       errors)
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i, why in errors[:3])
+    raise Rejected(ErrorCode.INVALID_RECORD,
+                   f"One or more records have been rejected due to {len(errors)} record errors "
+                   f"in total, and only showing the first three errors at most: [{shown}]",
+                   errors)

@@ -13,7 +13,8 @@ from pybroker.acl.model import (
     operation_from_name,
 )
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, UsageError, connect, load_properties, out, tool_main,
+    ArgumentParser, ClientProperties, ToolError, UsageError, connect, load_properties, out,
+    tool_main,
 )
 
 PROG = "kafka-acls"
@@ -148,7 +149,7 @@ async def _describe(client, rtype: int, name: str | None, ptype: int,  # type: i
 
 
 async def _main(args: argparse.Namespace) -> int:
-    props = load_properties(args.command_config) if args.command_config else {}
+    props = load_properties(args.command_config) if args.command_config else ClientProperties()
     # Kafka's default is literal for every action: `--list --topic t` shows only t's literal
     # ACLs and `--remove --topic t` leaves a prefixed t alone.
     pattern = PatternType[(args.resource_pattern_type or "literal").upper()]

@@ -2,9 +2,10 @@
 
 Tools take client settings the way Kafka's do (`--producer-property acks=all`,
 `--consumer.config file`, `--producer-props k=v ...`), with Kafka's property names. The ones
-our client implements are translated here; the rest (serializers, metrics, buffer tuning) are
-accepted and ignored, since a command line copied from Kafka's documentation should still run.
-A bad value is a usage error that names the property. Settings that change what the client
+our client implements are translated here; the rest (serializers, metrics, socket buffers,
+retries...) still let a command line copied from Kafka's documentation run, and
+`common.connect` names each of them on stderr as ignored (as Kafka's clients log the
+configurations they did not use). A bad value is a usage error that names the property. Settings that change what the client
 guarantees are never ignored: `enable.idempotence` follows Kafka's rules (on by default when
 acks=all, an error when asked for with other acks), and `partition.assignment.strategy` takes
 Kafka's class names (or the protocol names librdkafka uses) of the assignors our consumer runs,
@@ -89,7 +90,8 @@ _CONSUMER: dict[str, tuple[str, Callable[[str], Any]]] = {
 
 def _translate(props: Mapping[str, str],
                table: dict[str, tuple[str, Callable[[str], Any]]]) -> dict[str, Any]:
-    return {table[k][0]: table[k][1](v) for k, v in props.items() if k in table}
+    return {option: convert(props[key]) for key, (option, convert) in table.items()
+            if key in props}
 
 
 def producer_options(props: Mapping[str, str]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError, erro
 from pybroker.client.security import SecurityConfigError, client_security
 
 __all__ = ["ToolError", "UsageError", "ArgumentParser", "run", "out", "err",
-           "load_properties", "parse_key_values", "connect", "stop_on_signals",
+           "ClientProperties", "load_properties", "parse_key_values", "connect", "stop_on_signals",
            "INTERRUPTED", "split_list", "parse_argv", "include_list", "pretty_table",
            "tool_main", "require"]
 
@@ -103,14 +103,41 @@ def split_list(values: Sequence[str] | None) -> list[str]:
     return items
 
 
-def load_properties(path: str) -> dict[str, str]:
+class ClientProperties(dict[str, str]):
+    """Client properties that remember which keys the tool and the client read, so that
+    `connect` can name each one supplied and never used (Kafka's clients log theirs:
+    AbstractConfig.logUnused) rather than ignore it silently. A key is used when something
+    looked it up (`[]`, `get`, `in`), whatever it found."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> str:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.read.add(key)
+        return super().__contains__(key)
+
+    def unused(self) -> list[str]:
+        return [key for key in self if key not in self.read]
+
+
+def load_properties(path: str) -> ClientProperties:
     """A Java .properties file (key=value or key: value, # and ! comments, \\ continuation)."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as exc:
         raise ToolError(f"Cannot read properties file {path}: {exc.strerror or exc}") from None
-    props: dict[str, str] = {}
+    props = ClientProperties()
     logical = ""
     for raw in text.splitlines():
         line = raw.strip() if not logical else raw.lstrip()
@@ -129,9 +156,9 @@ def load_properties(path: str) -> dict[str, str]:
     return props
 
 
-def parse_key_values(items: Sequence[str] | None, what: str = "property") -> dict[str, str]:
+def parse_key_values(items: Sequence[str] | None, what: str = "property") -> ClientProperties:
     """`key=value` flag values (Kafka's CommandLineUtils.parseKeyValueArgs)."""
-    props: dict[str, str] = {}
+    props = ClientProperties()
     for item in items or ():
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -171,7 +198,8 @@ async def connect(bootstrap: str | None, props: dict[str, str] | None = None, *,
     failure is reported as their error anyway.
     """
     props = props or {}
-    servers = bootstrap or props.get("bootstrap.servers")
+    from_props = props.get("bootstrap.servers")  # read either way: --bootstrap-server wins
+    servers = bootstrap or from_props
     if not servers:
         raise UsageError("Missing required argument \"[bootstrap-server]\"")
     try:
@@ -180,6 +208,10 @@ async def connect(bootstrap: str | None, props: dict[str, str] | None = None, *,
         raise UsageError(str(exc)) from None
     options = client_settings(props, default_client_id=default_client_id,
                               request_timeout=request_timeout)
+    if isinstance(props, ClientProperties):  # everything the tool reads is read by now
+        for key in props.unused():
+            err(f"WARN The configuration '{key}' was supplied but isn't used by pybroker's "
+                f"client: it is ignored")
     if warn_when_unreachable:
         options["on_unreachable"] = lambda text: err(f"WARN {text}")
     async with open_client(servers, **options) as client:

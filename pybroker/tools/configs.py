@@ -27,7 +27,8 @@ from pybroker.client.admin import (
 )
 from pybroker.tools.configs_scram import alter_scram, describe_scram, is_scram_key
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, UsageError, connect, err, load_properties, out, split_list,
+    ArgumentParser, ClientProperties, ToolError, UsageError, connect, err, load_properties, out,
+    split_list,
     tool_main,
 )
 
@@ -333,7 +334,7 @@ async def _main(args: argparse.Namespace) -> int:
         raise UsageError("--add-config and --delete-config can only be used with --alter")
     if args.all and not args.describe:
         raise UsageError("--all can only be used with --describe")
-    props = load_properties(args.command_config) if args.command_config else {}
+    props = load_properties(args.command_config) if args.command_config else ClientProperties()
     async with connect(args.bootstrap_server, props, default_client_id="kafka-configs") as client:
         admin = Admin(client)
         if quotas is not None:

@@ -36,8 +36,8 @@ from pybroker.client.consumer import Consumer, ConsumerRecord, parse_isolation_l
 from pybroker.tools import zk_admin
 from pybroker.tools.client_config import consumer_options
 from pybroker.tools.common import (
-    INTERRUPTED, ArgumentParser, ToolError, UsageError, connect, err, load_properties,
-    parse_key_values, stop_on_signals, subscribe_or_assign, tool_main,
+    INTERRUPTED, ArgumentParser, ClientProperties, ToolError, UsageError, connect, err,
+    load_properties, parse_key_values, stop_on_signals, subscribe_or_assign, tool_main,
 )
 
 PROG = "kafka-console-consumer"
@@ -176,7 +176,7 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def consumer_settings(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, Any]]:
-    props = load_properties(args.consumer_config) if args.consumer_config else {}
+    props = load_properties(args.consumer_config) if args.consumer_config else ClientProperties()
     props.update(parse_key_values(args.consumer_property, "consumer property"))
     groups = {g for g in (args.group, props.get("group.id")) if g}
     if len(groups) > 1:

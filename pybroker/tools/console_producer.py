@@ -29,8 +29,8 @@ from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError, erro
 from pybroker.client.producer import DeliveryFuture, Producer, parse_acks, parse_compression
 from pybroker.tools.client_config import idempotence, producer_options
 from pybroker.tools.common import (
-    INTERRUPTED, ArgumentParser, ToolError, UsageError, connect, err, load_properties,
-    parse_key_values, stop_on_signals, tool_main,
+    INTERRUPTED, ArgumentParser, ClientProperties, ToolError, UsageError, connect, err,
+    load_properties, parse_key_values, stop_on_signals, tool_main,
 )
 
 PROG = "kafka-console-producer"
@@ -197,7 +197,7 @@ async def read_lines(stream: BinaryIO, prompt: bool = False) -> AsyncIterator[li
 
 def settings(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, Any]]:
     """Producer properties (for the client) and Producer options, explicit flags winning."""
-    props = load_properties(args.producer_config) if args.producer_config else {}
+    props = load_properties(args.producer_config) if args.producer_config else ClientProperties()
     props.update(parse_key_values(args.producer_property, "producer property"))
     options: dict[str, Any] = {"acks": -1, "linger_ms": 1000, "request_timeout_ms": 1500}
     options.update(producer_options(props))

@@ -20,7 +20,8 @@ from pybroker.client.cluster import TopicPartition
 from pybroker.client.errors import error_message
 from pybroker.client.group_admin import GroupDescription
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, UsageError, connect, err, load_properties, out, tool_main,
+    ArgumentParser, ClientProperties, ToolError, UsageError, connect, err, load_properties, out,
+    tool_main,
 )
 from pybroker.tools.group_reset import SCENARIOS, partitions_to_reset, plan, read_plan_file
 
@@ -399,7 +400,7 @@ async def delete_offsets(admin: Admin, args: argparse.Namespace) -> int:
 
 
 async def _main(args: argparse.Namespace, action: str) -> int:
-    props = load_properties(args.command_config) if args.command_config else {}
+    props = load_properties(args.command_config) if args.command_config else ClientProperties()
     timeout = max(1.0, args.timeout / 1000)
     async with connect(args.bootstrap_server, props, default_client_id="kafka-consumer-groups",
                        request_timeout=max(timeout, 30.0)) as client:

@@ -27,8 +27,8 @@ import trio
 from pybroker.client.consumer import Consumer
 from pybroker.tools.client_config import consumer_options
 from pybroker.tools.common import (
-    INTERRUPTED, ArgumentParser, UsageError, connect, load_properties, out, parse_key_values,
-    require, stop_on_signals, subscribe_or_assign, tool_main,
+    INTERRUPTED, ArgumentParser, ClientProperties, UsageError, connect, load_properties, out,
+    parse_key_values, require, stop_on_signals, subscribe_or_assign, tool_main,
 )
 
 PROG = "kafka-consumer-perf-test"
@@ -102,7 +102,7 @@ def _div(a: float, b: float) -> float:
 
 
 async def _main(args: argparse.Namespace) -> int:
-    props = load_properties(args.consumer_config) if args.consumer_config else {}
+    props = load_properties(args.consumer_config) if args.consumer_config else ClientProperties()
     props.update(parse_key_values(args.command_property, "consumer property"))
     options = consumer_options(props)
     options.setdefault("auto_offset_reset", "latest" if args.from_latest else "earliest")

@@ -17,7 +17,7 @@ from pybroker.client.admin import Admin
 from pybroker.client.cluster import TopicPartition
 from pybroker.client.errors import error_message
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, connect, load_properties, out, tool_main,
+    ArgumentParser, ClientProperties, ToolError, connect, load_properties, out, tool_main,
 )
 
 PROG = "kafka-delete-records"
@@ -69,7 +69,7 @@ async def _main(args: argparse.Namespace) -> int:
             offsets = parse_offsets(f.read())
     except OSError as exc:
         raise ToolError(f"Cannot read {args.offset_json_file}: {exc.strerror or exc}") from None
-    props = load_properties(args.command_config) if args.command_config else {}
+    props = load_properties(args.command_config) if args.command_config else ClientProperties()
     async with connect(args.bootstrap_server, props,
                        default_client_id="kafka-delete-records") as client:
         out("Executing records delete operation")

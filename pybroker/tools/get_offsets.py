@@ -18,7 +18,8 @@ from pybroker.client.admin import Admin, OffsetSpec
 from pybroker.client.cluster import TopicPartition
 from pybroker.client.errors import error_message
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, connect, err, include_list, load_properties, out, tool_main,
+    ArgumentParser, ClientProperties, ToolError, connect, err, include_list, load_properties,
+    out, tool_main,
 )
 
 PROG = "kafka-get-offsets"
@@ -99,7 +100,7 @@ def build_filter(args: argparse.Namespace) -> Filter:
 async def _main(args: argparse.Namespace) -> int:
     spec = parse_time(args.time)
     wanted = build_filter(args)
-    props = load_properties(args.command_config) if args.command_config else {}
+    props = load_properties(args.command_config) if args.command_config else ClientProperties()
     async with connect(args.bootstrap_server or args.broker_list, props,
                        default_client_id="GetOffsetShell") as client:
         admin = Admin(client)

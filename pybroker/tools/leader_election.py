@@ -21,7 +21,7 @@ from pybroker.client.admin import Admin
 from pybroker.client.cluster import TopicPartition
 from pybroker.client.errors import KafkaTimeoutError, error_message
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, connect, load_properties, out, tool_main,
+    ArgumentParser, ClientProperties, ToolError, connect, load_properties, out, tool_main,
 )
 
 PROG = "kafka-leader-election"
@@ -161,7 +161,7 @@ async def _main(args: argparse.Namespace) -> int:
         partitions = parse_election_data(args.path_to_json_file)
     elif args.topic is not None:
         partitions = [TopicPartition(args.topic, args.partition)]
-    props = load_properties(args.admin_config) if args.admin_config else {}
+    props = load_properties(args.admin_config) if args.admin_config else ClientProperties()
     timeout = int(props.get("default.api.timeout.ms", TIMEOUT_S * 1000)) / 1000
     async with connect(args.bootstrap_server, props, default_client_id=PROG,
                        request_timeout=timeout / 2) as client:

@@ -21,7 +21,8 @@ from protocol.errors import ErrorCode
 from pybroker.client.admin import Admin, LogDirDescription
 from pybroker.client.errors import error_message
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, UsageError, connect, err, load_properties, out, tool_main,
+    ArgumentParser, ClientProperties, ToolError, UsageError, connect, err, load_properties, out,
+    tool_main,
 )
 
 PROG = "kafka-log-dirs"
@@ -75,7 +76,7 @@ def as_json(described: dict[int, dict[str, LogDirDescription]], topics: set[str]
 async def _main(args: argparse.Namespace) -> int:
     topics = set(_split(args.topic_list))
     wanted = parse_brokers(args.broker_list)
-    props = load_properties(args.command_config) if args.command_config else {}
+    props = load_properties(args.command_config) if args.command_config else ClientProperties()
     async with connect(args.bootstrap_server, props, default_client_id="log-dirs-tool") as client:
         _, _, nodes = await Admin(client).describe_cluster()
         missing = wanted - set(nodes)

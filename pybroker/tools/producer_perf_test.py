@@ -26,8 +26,8 @@ import trio
 from pybroker.client.producer import Producer, RecordMetadata
 from pybroker.tools.client_config import idempotence, producer_options
 from pybroker.tools.common import (
-    INTERRUPTED, ArgumentParser, ToolError, UsageError, connect, err, load_properties, out,
-    parse_key_values, require, stop_on_signals, tool_main,
+    INTERRUPTED, ArgumentParser, ClientProperties, ToolError, UsageError, connect, err,
+    load_properties, out, parse_key_values, require, stop_on_signals, tool_main,
 )
 
 PROG = "kafka-producer-perf-test"
@@ -152,7 +152,7 @@ async def _main(args: argparse.Namespace) -> int:
     if args.transactional_id:
         raise ToolError("Transactions are not supported: pybroker has no transaction "
                         "coordinator", plain=True)
-    props = load_properties(args.producer_config) if args.producer_config else {}
+    props = load_properties(args.producer_config) if args.producer_config else ClientProperties()
     props.update(parse_key_values(args.producer_props, "producer property"))
     options: dict[str, Any] = {"linger_ms": 5}
     options.update(producer_options(props))

@@ -42,7 +42,7 @@ from pybroker.client.cluster import TopicPartition
 from pybroker.client.errors import error_message
 from pybroker.controller.assignment import assign_replicas
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, connect, load_properties, out, tool_main,
+    ArgumentParser, ClientProperties, ToolError, connect, load_properties, out, tool_main,
 )
 from pybroker.tools.leader_election import java_exception
 from pybroker.tools.reassign_json import (
@@ -379,7 +379,7 @@ _RUN: dict[str, Callable[..., Awaitable[None]]] = {
 
 
 async def _main(args: argparse.Namespace, action: str) -> int:
-    props = load_properties(args.command_config) if args.command_config else {}
+    props = load_properties(args.command_config) if args.command_config else ClientProperties()
     props.setdefault("client.id", CLIENT_ID)
     timeout = int(props.get("default.api.timeout.ms", TIMEOUT_MS)) / 1000
     inputs = read_inputs(action, args)

@@ -20,7 +20,8 @@ from protocol.errors import ErrorCode, KafkaError
 from pybroker.client.admin import Admin, ConfigResource, NewTopic, ResourceType
 from pybroker.client.cluster import TopicMetadata, format_topic_id
 from pybroker.tools.common import (
-    ArgumentParser, UsageError, connect, include_list, load_properties, out, tool_main,
+    ArgumentParser, ClientProperties, UsageError, connect, include_list, load_properties, out,
+    tool_main,
 )
 from pybroker.tools.topics_common import (
     TopicMissing, parse_assignment, parse_configs, partition_line, topic_line,
@@ -239,7 +240,7 @@ async def _main(args: argparse.Namespace) -> int:
     action = next(a for a in _ACTIONS if getattr(args, a))
     if args.zookeeper:
         return await run_on_zookeeper(args, action)
-    props = load_properties(args.command_config) if args.command_config else {}
+    props = load_properties(args.command_config) if args.command_config else ClientProperties()
     async with connect(args.bootstrap_server, props, default_client_id="kafka-topics",
                        request_timeout=30.0) as client:
         admin = Admin(client)

@@ -36,7 +36,8 @@ from pybroker.client.transaction_admin import (
     AbortTransactionSpec, ProducerState, TransactionDescription,
 )
 from pybroker.tools.common import (
-    ArgumentParser, ToolError, connect, load_properties, out, pretty_table, tool_main,
+    ArgumentParser, ClientProperties, ToolError, connect, load_properties, out, pretty_table,
+    tool_main,
 )
 
 PROG = "kafka-transactions.sh"
@@ -324,7 +325,7 @@ _COMMANDS = {"list": list_transactions, "describe": describe,
 
 
 async def _main(args: argparse.Namespace) -> int:
-    props = load_properties(args.command_config) if args.command_config else {}
+    props = load_properties(args.command_config) if args.command_config else ClientProperties()
     async with connect(args.bootstrap_server, props,
                        default_client_id="kafka-transactions") as client:
         await _COMMANDS[args.command](Admin(client), args)

@@ -72,6 +72,67 @@ def test_produce_timestamps_out_of_range(broker) -> None:
     assert [g.value for g in KAFKA_PYTHON.consume(broker.bootstrap, name, [0], 1)] == [b"now"]
 
 
+def test_compacted_topic_names_each_keyless_record(broker) -> None:
+    """KIP-467: a batch with keyless records on a compacted topic is refused as a whole
+    (nothing appended) with INVALID_RECORD, each keyless record named by its index in the
+    batch, and Kafka's error_message (v8+); a stock client reports that message."""
+    from compat.base import ProduceFailed
+    name = topic_name("compact-nokey")
+    create_topic(broker.bootstrap, name, 1, {"cleanup.policy": "compact"})
+    batch = build_batch([Record(b"k", b"a"), Record(None, b"b"), Record(b"k", b"c"),
+                         Record(None, b"d")])
+    part = raw_produce(broker.bootstrap, name, 0, batch, version=9)
+    assert part.error_code == ErrorCode.INVALID_RECORD
+    why = f"Compacted topic cannot accept message without key in topic partition {name}-0"
+    assert [(e.batch_index, e.batch_index_error_message) for e in part.record_errors] == \
+        [(1, why), (3, why)]
+    assert part.error_message == (
+        "One or more records have been rejected due to 2 record errors in total, and only "
+        f"showing the first three errors at most: [RecordError(batchIndex=1, message='{why}'), "
+        f"RecordError(batchIndex=3, message='{why}')]")
+    assert part.log_start_offset == 0
+    assert high_watermark(broker, name) == 0
+    # kafka-python fails each record with its own error: the keyless one with the broker's
+    # message, the keyed one of the same batch as a casualty of it.
+    from kafka import KafkaProducer
+    from kafka.errors import InvalidRecordError, KafkaError
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=200, retries=0)
+    try:
+        keyed = producer.send(name, key=b"k", value=b"keyed", partition=0)
+        keyless = producer.send(name, value=b"no key", partition=0)
+        producer.flush(10)
+    finally:
+        producer.close(5)
+    with pytest.raises(InvalidRecordError, match=f"without key in topic partition {name}-0"):
+        keyless.get(5)
+    with pytest.raises(KafkaError, match="part of a batch"):
+        keyed.get(5)
+    with pytest.raises(ProduceFailed, match="INVALID_RECORD"):
+        CONFLUENT.produce(broker.bootstrap, name, [Rec(None, b"no key", partition=0)],
+                          config={"message.timeout.ms": 5000})
+    assert high_watermark(broker, name) == 0
+    assert raw_produce(broker.bootstrap, name, 0, build_batch([Record(b"k", b"v")]),
+                       version=9).error_code == ErrorCode.NONE
+
+
+def test_a_batch_stamped_log_append_time_by_its_producer_is_refused(broker) -> None:
+    """Only the broker stamps LogAppendTime: on such a topic a producer's batch carrying that
+    timestamp type is refused with INVALID_TIMESTAMP, every record named; nothing is
+    written. A CreateTime batch is stamped by the broker as usual."""
+    from protocol.records.batch import LOG_APPEND_TIME
+    name = topic_name("lat-stamped")
+    create_topic(broker.bootstrap, name, 1, {"message.timestamp.type": "LogAppendTime"})
+    now = int(time.time() * 1000)
+    records = [Record(b"k", b"a", timestamp=now), Record(b"k", b"b", timestamp=now)]
+    part = raw_produce(broker.bootstrap, name, 0,
+                       build_batch(records, timestamp_type=LOG_APPEND_TIME), version=9)
+    assert part.error_code == ErrorCode.INVALID_TIMESTAMP
+    assert [e.batch_index for e in part.record_errors] == [0, 1]
+    assert "Producer should not set timestamp type to LogAppendTime" in \
+        part.record_errors[0].batch_index_error_message
+    assert high_watermark(broker, name) == 0
+    assert raw_produce(broker.bootstrap, name, 0, build_batch(records)).error_code == 0
+
 def test_produce_corrupt_crc(broker) -> None:
     name = topic_name("crc")
     create_topic(broker.bootstrap, name, 1)

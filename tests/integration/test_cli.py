@@ -191,13 +191,37 @@ def test_secure_listener_without_its_settings_exits_with_one_line(
     """Never plaintext on a port the operator configured for TLS or SASL: a TLS listener
     without key material, or a SASL one left with Kafka's default GSSAPI, stops the broker
     with one line naming the setting."""
+    inter_broker = listeners.split("://")[0]
     result = _run_failing([sys.executable, "-m", "pybroker", str(config_file),
                            "--override", f"listeners={listeners}",
                            "--override", f"advertised.listeners={listeners}",
+                           "--override", f"inter.broker.listener.name={inter_broker}",
                            "--override", f"log.dirs={tmp_path / 'logs'}"])
     errors = [line for line in result.stderr.splitlines()
               if line.startswith("pybroker-server: ")]
     assert len(errors) == 1 and missing in errors[0], result.stderr
+
+
+@pytest.mark.parametrize("listeners", ["SSL://127.0.0.1:0", "SASL_PLAINTEXT://127.0.0.1:0"])
+def test_only_secure_listeners_and_no_inter_broker_listener_named_exits(
+        config_file: Path, tmp_path: Path, listeners: str) -> None:
+    """Kafka refuses to start when the inter-broker listener (security.inter.broker.protocol's
+    PLAINTEXT by default) is not advertised, rather than using another listener: one line,
+    Kafka's words."""
+    result = _run_failing([sys.executable, "-m", "pybroker", str(config_file),
+                           "--override", f"listeners={listeners}",
+                           "--override", f"advertised.listeners={listeners}",
+                           "--override", "sasl.enabled.mechanisms=PLAIN",
+                           "--override", "sasl.jaas.config=org.apache.kafka.common.security."
+                                         'plain.PlainLoginModule required user_a="b";',
+                           "--override", f"log.dirs={tmp_path / 'logs'}"])
+    errors = [line for line in result.stderr.splitlines()
+              if line.startswith("pybroker-server: ")]
+    name = listeners.split("://")[0]
+    assert len(errors) == 1 and (
+        "inter.broker.listener.name must be a listener name defined in advertised.listeners. "
+        f"The valid options based on currently configured listeners are {name}") in errors[0], \
+        result.stderr
 
 
 def test_override_without_equals_is_an_error(config_file: Path, tmp_path: Path) -> None:

@@ -21,6 +21,8 @@ from confluent_kafka import Consumer as CkConsumer, Producer as CkProducer
 from protocol.api_keys import ApiKey
 from pybroker.testing import Broker
 from pybroker.tools.configs import main as configs
+from protocol.records.record import Record, build_batch
+from tests.integration.admin_helpers import raw_produce
 from tests.integration.raw import RawConnection, create_topic, send_request
 
 RATE = 1024 * 1024
@@ -250,6 +252,43 @@ def test_request_percentage_throttles_a_busy_client_only(quota_broker, tool) -> 
         assert len(lifted) > 0.5 * len(free)
 
 
+def test_quotas_count_the_request_and_response_sizes(quota_broker, tool) -> None:  # type: ignore[no-untyped-def]
+    """As Kafka: producer_byte_rate counts a Produce request's size (header, topic and
+    partition fields and records), not its record bytes; consumer_byte_rate a Fetch
+    response's size, not its record bytes. A produce of one small record under an 8 KB
+    client id, and a fetch of 100 empty partitions (~4 KB of answer, no record), are each
+    over a quota their records alone are far below."""
+    bootstrap = quota_broker.bootstrap
+    producer_id, consumer_id = "p" * 8000, "consumer-of-empty-partitions"
+    _set(tool, bootstrap, "--entity-type", "clients", "--entity-name", producer_id,
+         "--add-config", "producer_byte_rate=2000")
+    _set(tool, bootstrap, "--entity-type", "clients", "--entity-name", consumer_id,
+         "--add-config", "consumer_byte_rate=1000")
+    topic = "q-sizes"
+    create_topic(bootstrap, topic, 100)
+    batch = build_batch([Record(b"k", b"v")])
+    assert len(batch) < 100
+    with RawConnection(bootstrap, client_id=producer_id) as conn:
+        produced = raw_produce(bootstrap, topic, 0, batch, acks=1, conn=conn)
+        assert produced.error_code == 0
+        throttled = conn.request(ApiKey.PRODUCE, 9, {
+            "transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+                {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+        assert throttled is not None and throttled.throttle_time_ms > 0
+    fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+             "topics": [{"topic": topic, "partitions": [
+                 {"partition": p, "fetch_offset": 0, "current_leader_epoch": -1,
+                  "last_fetched_epoch": -1, "log_start_offset": -1,
+                  "partition_max_bytes": 1 << 20} for p in range(1, 100)]}],
+             "forgotten_topics_data": [], "rack_id": ""}
+    with RawConnection(bootstrap, client_id=consumer_id) as conn:
+        answers = [conn.request(ApiKey.FETCH, 12, fetch) for _ in range(2)]
+    assert all(not p.records for a in answers if a is not None
+               for t in a.responses for p in t.partitions)
+    assert any(a is not None and a.throttle_time_ms > 0 for a in answers)
+
+
 def _alter(bootstrap: str, entity: list[tuple[str, str | None]], key: str, value: float,
            validate_only: bool = False):  # type: ignore[no-untyped-def]
     body = {"entries": [{"entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
@@ -270,6 +309,11 @@ def test_bad_entities_keys_and_values_get_kafkas_errors(quota_broker) -> None:
          "Configuration producer_byte_rate must be a LONG value"),
         ([("client-id", "e1")], "consumer_byte_rate", -5.0,
          "Configuration consumer_byte_rate must be a positive value, not -5.0"),
+        # Refused, not stored: nothing here would enforce it (Kafka 4.1's kafka-configs
+        # --entity-type ips sends this).
+        ([("ip", "10.0.0.1")], "connection_creation_rate", 5.0,
+         "IP quotas (connection_creation_rate) are not supported by pybroker: it does not "
+         "limit connection creation rates"),
     ]
     for entity, key, value, message in cases:
         entry = _alter(bootstrap, entity, key, value)

@@ -228,6 +228,8 @@ def test_scram_users_survive_a_restart(tmp_path: Path) -> None:
 
 def test_session_lifetime_and_receive_size_come_from_their_keys(tmp_path: Path) -> None:
     with broker_in_thread(tmp_path, listeners="SASL_PLAINTEXT://127.0.0.1:0",
+                          security_inter_broker_protocol="SASL_PLAINTEXT",
+                          sasl_mechanism_inter_broker_protocol="PLAIN",
                           sasl_enabled_mechanisms="PLAIN", sasl_jaas_config=JAAS,
                           connections_max_reauth_ms="500",
                           sasl_server_max_receive_size="100") as info:

@@ -223,6 +223,49 @@ def test_plaintext_and_ssl_listeners_on_one_broker(certs: Certs, tls_broker: Any
     assert got == [b"in plain"]
 
 
+def _encrypted_server_key(certs: Certs, password: bytes) -> str:
+    """The broker's key and chain in one PEM file, the key encrypted with `password`."""
+    from cryptography.hazmat.primitives import serialization
+    pem = Path(certs.server).read_bytes()
+    key = serialization.load_pem_private_key(pem, None)
+    encrypted = key.private_bytes(serialization.Encoding.PEM,
+                                  serialization.PrivateFormat.PKCS8,
+                                  serialization.BestAvailableEncryption(password))
+    chain = pem[pem.index(b"-----BEGIN CERTIFICATE-----"):]
+    return certs._write(f"server-encrypted-{password.decode()}.pem", encrypted + chain)
+
+
+@pytest.mark.parametrize("form", ["broker-wide", "per-listener"])
+def test_encrypted_listener_key_is_loaded_with_its_password(
+        form: str, certs: Certs, tmp_path: Path) -> None:
+    """ssl.key.password (or listener.name.<listener>.ssl.key.password beside that listener's
+    keystore) decrypts the listener's private key: clients handshake and produce over it."""
+    keystore = _encrypted_server_key(certs, b"s3cret")
+    if form == "broker-wide":
+        keys = {"ssl_keystore_location": keystore, "ssl_key_password": "s3cret"}
+    else:  # the broker-wide key stays plain: only the listener's own keys can open it
+        keys = {"listener_name_ssl_ssl_keystore_location": keystore,
+                "listener_name_ssl_ssl_key_password": "s3cret"}
+    with broker_in_thread(tmp_path, **{**_tls_overrides(certs), **keys}) as info:
+        topic = f"enc-{form}-{uuid.uuid4().hex[:6]}"
+        create_topic(_plain_bootstrap(info), topic, 1)
+        assert _confluent(_ssl_bootstrap(info), certs, False, topic, [b"sealed"]) == [b"sealed"]
+
+
+def test_encrypted_listener_key_without_or_with_a_wrong_password_stops_the_start(
+        certs: Certs, tmp_path: Path) -> None:
+    from pybroker.config import ConfigError
+    keystore = _encrypted_server_key(certs, b"s3cret")
+    for extra, words in (({}, "set ssl.key.password"),
+                         ({"listener_name_ssl_ssl_key_password": "nope"},
+                          "wrong ssl.key.password")):
+        with pytest.raises(BaseExceptionGroup) as refused:  # trio reports the failed start
+            with broker_in_thread(tmp_path, **{**_tls_overrides(certs),
+                                               "ssl_keystore_location": keystore, **extra}):
+                pass
+        assert refused.group_contains(ConfigError, match=words, depth=None)
+
+
 # --- what must be refused --------------------------------------------------------------------
 
 def _tls_exchange(port: int, certs: Certs, cert: str | None, key: str | None) -> bytes:

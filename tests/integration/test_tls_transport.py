@@ -188,5 +188,6 @@ def test_listener_contexts_refuse_renegotiation(tmp_path: Path) -> None:
     server = tmp_path / "server.pem"
     ca.issue_cert("localhost").private_key_and_cert_chain_pem.write_to_path(str(server))
     config = load_broker_config(None, {"listeners": "SSL://127.0.0.1:0",
+                                       "inter.broker.listener.name": "SSL",
                                        "ssl.keystore.location": str(server)})
     assert tls_listener(config, "SSL").context.options & ssl.OP_NO_RENEGOTIATION

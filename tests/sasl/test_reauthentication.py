@@ -56,6 +56,8 @@ def test_another_mechanism_is_accepted_at_the_handshake_and_ends_the_exchange() 
 def test_a_mechanisms_own_lifetime_wins_over_the_listeners_and_the_brokers() -> None:
     config = load_broker_config(None, {
         "listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule '
                             'required user_alice="a";',
@@ -74,5 +76,7 @@ def test_a_mechanisms_lifetime_is_validated(value: str) -> None:
     with pytest.raises(ConfigError, match=key):
         load_broker_config(None, {
             "listeners": "SASL_PLAINTEXT://127.0.0.1:9093", "sasl.enabled.mechanisms": "PLAIN",
+            "inter.broker.listener.name": "SASL_PLAINTEXT",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
             "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule '
                                 'required user_alice="a";', key: value})

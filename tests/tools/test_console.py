@@ -373,3 +373,34 @@ def test_console_consumer_refuses_an_assignor_it_does_not_run(tool, bootstrap, t
                     f"partition.assignment.strategy=org.apache.kafka.clients.consumer.{assignor}",
                     "--max-messages", "1")
         assert (r.rc, r.out) == (0, "one\n"), r.err
+
+
+def test_client_properties_pybroker_does_not_use_are_named(tool, bootstrap, topic,
+                                                             tmp_path) -> None:
+    """Kafka's client keys the tools' client applies (linger.ms, batch.size, fetch.min.bytes,
+    fetch.max.wait.ms, ...) take effect quietly; each one it does not use is named on
+    stderr as ignored (as Kafka's clients log the configurations they did not use) rather
+    than dropped silently — from --producer-property, --consumer-property and an admin
+    tool's --command-config alike."""
+    def warned(err: str) -> list[str]:
+        return [line for line in err.splitlines() if line.startswith("WARN The configuration")]
+    r = tool(console_producer.main, "--bootstrap-server", bootstrap, "--topic", topic,
+             "--producer-property", "linger.ms=0", "--producer-property", "batch.size=16384",
+             "--producer-property", "retries=5", "--producer-property", "send.buffer.bytes=1",
+             stdin=b"a\n")
+    assert r.rc == 0, r.err
+    assert warned(r.err) == [
+        f"WARN The configuration '{key}' was supplied but isn't used by pybroker's client: "
+        "it is ignored" for key in ("retries", "send.buffer.bytes")]
+    r = consume(tool, bootstrap, topic, "--max-messages", "1",
+                "--consumer-property", "fetch.min.bytes=1",
+                "--consumer-property", "fetch.max.wait.ms=100",
+                "--consumer-property", "check.crcs=false")
+    assert r.out == "a\n"
+    assert [line.split("'")[1] for line in warned(r.err)] == ["check.crcs"]
+    config = tmp_path / "admin.properties"
+    config.write_text("client.id=admin\nrequest.timeout.ms=30000\nacks=all\n")
+    r = tool(topics.main, "--bootstrap-server", bootstrap, "--list",
+             "--command-config", str(config))
+    assert r.rc == 0 and topic in r.out.split()
+    assert [line.split("'")[1] for line in warned(r.err)] == ["acks"]
