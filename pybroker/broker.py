@@ -14,7 +14,7 @@ import threading
 import time
 from functools import cached_property, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import trio
 
@@ -35,6 +35,10 @@ from pybroker.coordinator.txn_coordinator import TransactionCoordinator
 from pybroker.coordinator.txn_markers import MarkerWriter
 from pybroker.coordinator.producer_ids import ProducerIdManager, ProducerIds, \
     ZkProducerIdManager
+from pybroker.config.broker_keys import ALL_TOPIC_CONFIG_SYNONYMS
+from pybroker.config.definitions import ConfigError
+from pybroker.config.dynamic import CLEANER_CONFIGS
+from pybroker.dynamic_broker_config import DynamicBrokerConfig, Reconfigurable
 from pybroker.handlers.base import Services
 from pybroker.inter_broker import inter_broker_security
 from pybroker.malloc_tuning import trim_malloc
@@ -123,7 +127,10 @@ class Broker:
             self.metadata = LocalMetadataStore(self.log_dirs[0], self.node_id, listener.host,
                                                listener.port, config.broker_rack,
                                                config.cluster_id)
-        self._build_parts(config)
+        # The parts start with the dynamic configs already stored (KIP-226), and follow them.
+        self.dynamic_config = DynamicBrokerConfig(config, self.node_id, self.metadata)
+        self._build_parts(self.dynamic_config.current)
+        self._follow_dynamic_configs()
 
     def _build_parts(self, config: BrokerConfig) -> None:
         # Before the logs: loading them asks each topic's log config.
@@ -196,7 +203,55 @@ class Broker:
                                  authorizer=self.authorizer, acls=self.acl_store,
                                  scram=self._scram_store(),
                                  request_log=config.request_log_enable,
-                                 quotas=quotas, request_quota=RequestQuota(quotas.request))
+                                 quotas=quotas, request_quota=RequestQuota(quotas.request),
+                                 dynamic_config=self.dynamic_config)
+
+    def _follow_dynamic_configs(self) -> None:
+        """The broker's parts that follow dynamic configs (KIP-226); the server adds its own
+        (TLS listeners, connection limits). The store's listeners apply them after the topic
+        configs' and the replica manager's, which they replace wholesale."""
+        dynamic = self.dynamic_config
+        log_keys = {name for chain in ALL_TOPIC_CONFIG_SYNONYMS.values() for name, _ in chain}
+        log_keys.add("producer.id.expiration.ms")
+        dynamic.add(Reconfigurable("log defaults", log_keys.__contains__,
+                                   self._reconfigure_logs))
+        dynamic.add(Reconfigurable("log cleaner", CLEANER_CONFIGS.__contains__,
+                                   self._reconfigure_cleaner, self._validate_cleaner))
+        self.metadata.listeners.append(dynamic.apply_delta)
+
+    def _reconfigure_logs(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """New broker defaults: every topic without an override of its own follows them,
+        its open logs at once (Kafka's DynamicLogConfig)."""
+        self.topic_configs.config = new
+        self.topic_configs.invalidate_all()
+        for plog in self.logs.logs():
+            plog.config = self.topic_configs.log_config(plog.topic)
+        if self.controller is not None:
+            self.controller.unclean = new.unclean_leader_election_enable
+
+    def _validate_cleaner(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """Kafka's LogCleaner.validateReconfiguration, word for word."""
+        threads, current = new.log_cleaner_threads, old.log_cleaner_threads
+        if threads < 1:
+            raise ConfigError("log.cleaner.threads", threads, "", message=(
+                "Log cleaner threads should be at least 1"))
+        if threads < current // 2:
+            raise ConfigError("log.cleaner.threads", threads, "", message=(
+                "Log cleaner threads cannot be reduced to less than half the current value "
+                f"{current}"))
+        if threads > current * 2:
+            raise ConfigError("log.cleaner.threads", threads, "", message=(
+                "Log cleaner threads cannot be increased to more than double the current "
+                f"value {current}"))
+
+    def _reconfigure_cleaner(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """The next cleaning pass runs with the new thread count, buffers and backoff
+        (`clean_logs` and its loop read them from the current configuration)."""
+        threads = new.log_cleaner_threads
+        self.cleaner.max_map_entries = LogCleaner.max_map_entries_for(
+            int(new["log.cleaner.dedupe.buffer.size"]), threads)
+        self.cleaner.io_chunk = LogCleaner.io_chunk_for(int(new["log.cleaner.io.buffer.size"]),
+                                                        threads)
 
     @cached_property
     def metrics_registry(self) -> CollectorRegistry:
@@ -268,15 +323,15 @@ class Broker:
             nursery.start_soon(self._every,
                                self.config.replica_high_watermark_checkpoint_interval_ms,
                                self._checkpoint_high_watermarks)
-            # As Kafka: log.cleaner.threads=0 starts no cleaner thread, so nothing is cleaned.
-            if self.config.log_cleaner_enable and self.config.log_cleaner_threads > 0:
-                nursery.start_soon(self._every, self.config.log_cleaner_backoff_ms,
-                                   self.clean_logs)
+            if self.config.log_cleaner_enable:  # threads and backoff are dynamic
+                nursery.start_soon(self._every,
+                                   lambda: self.dynamic_config.current.log_cleaner_backoff_ms,
+                                   self._clean_if_threads)
             await nursery.start(self.groups.run)
             await nursery.start(self.transactions.run)
             task_status.started()
 
-    async def _every(self, interval_ms: int, job: Any) -> None:
+    async def _every(self, interval_ms: int | Callable[[], int], job: Any) -> None:
         await run_every(interval_ms, job, f"background job {job.__name__}")
 
     async def _give_memory_back(self) -> None:
@@ -334,6 +389,11 @@ class Broker:
         await trio.to_thread.run_sync(partial(self.logs.checkpoint, recovery_points=False,
                                               log_start_offsets=False))
 
+    async def _clean_if_threads(self) -> None:
+        # As Kafka: log.cleaner.threads=0 runs no cleaner thread, so nothing is cleaned.
+        if self.dynamic_config.current.log_cleaner_threads > 0:
+            await self.clean_logs()
+
     async def clean_logs(self) -> int:
         """One pass of the log cleaner: compact every log that needs it, filthiest first,
         up to log.cleaner.threads logs at a time (Kafka's cleaner threads).
@@ -366,7 +426,7 @@ class Broker:
                     cleaned += 1
 
         async with trio.open_nursery() as nursery:
-            for _ in range(max(1, self.config.log_cleaner_threads)):
+            for _ in range(max(1, self.dynamic_config.current.log_cleaner_threads)):
                 nursery.start_soon(worker)
         files = self.cleaner.checkpoint_files()
         if files:
