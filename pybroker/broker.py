@@ -14,7 +14,7 @@ import threading
 import time
 from functools import cached_property, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -24,7 +24,7 @@ from pybroker.acl.store import AclStore, LocalAclStore, ZkAclStore
 from pybroker.client_quota_manager import ClientQuotas
 from pybroker.request_quota import RequestQuota
 from pybroker.clock import Clock
-from pybroker.periodic import run_every
+from pybroker.periodic import MIN_INTERVAL_MS, run_every
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
 from pybroker.sasl.credential_store import LocalScramCredentialStore, ScramCredentialStore, \
     ZkScramCredentialStore
@@ -83,6 +83,8 @@ class Broker:
         agree on the time a test advanced; the wall clock by default."""
         self.config = config
         self.hooks = hooks
+        # Wakes the cleaner's loop when its dynamic configs change (`_run_cleaner`).
+        self._cleaner_reconfigured = trio.Event()
         self.clock = clock or Clock()
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
@@ -252,6 +254,7 @@ class Broker:
             int(new["log.cleaner.dedupe.buffer.size"]), threads)
         self.cleaner.io_chunk = LogCleaner.io_chunk_for(int(new["log.cleaner.io.buffer.size"]),
                                                         threads)
+        self._cleaner_reconfigured.set()
 
     @cached_property
     def metrics_registry(self) -> CollectorRegistry:
@@ -323,15 +326,13 @@ class Broker:
             nursery.start_soon(self._every,
                                self.config.replica_high_watermark_checkpoint_interval_ms,
                                self._checkpoint_high_watermarks)
-            if self.config.log_cleaner_enable:  # threads and backoff are dynamic
-                nursery.start_soon(self._every,
-                                   lambda: self.dynamic_config.current.log_cleaner_backoff_ms,
-                                   self._clean_if_threads)
+            if self.config.log_cleaner_enable:
+                nursery.start_soon(self._run_cleaner)
             await nursery.start(self.groups.run)
             await nursery.start(self.transactions.run)
             task_status.started()
 
-    async def _every(self, interval_ms: int | Callable[[], int], job: Any) -> None:
+    async def _every(self, interval_ms: int, job: Any) -> None:
         await run_every(interval_ms, job, f"background job {job.__name__}")
 
     async def _give_memory_back(self) -> None:
@@ -389,10 +390,21 @@ class Broker:
         await trio.to_thread.run_sync(partial(self.logs.checkpoint, recovery_points=False,
                                               log_start_offsets=False))
 
-    async def _clean_if_threads(self) -> None:
-        # As Kafka: log.cleaner.threads=0 runs no cleaner thread, so nothing is cleaned.
-        if self.dynamic_config.current.log_cleaner_threads > 0:
-            await self.clean_logs()
+    async def _run_cleaner(self) -> None:
+        """A cleaning pass every log.cleaner.backoff.ms, with the thread count and backoff
+        of the configuration as it is then (both dynamic): a reconfigured cleaner starts
+        again at once, as Kafka restarts its cleaner threads. log.cleaner.threads=0 cleans
+        nothing, as Kafka runs no cleaner thread."""
+        while True:
+            backoff_ms = self.dynamic_config.current.log_cleaner_backoff_ms
+            with trio.move_on_after(max(backoff_ms, MIN_INTERVAL_MS) / 1000):
+                await self._cleaner_reconfigured.wait()
+            self._cleaner_reconfigured = trio.Event()
+            if self.dynamic_config.current.log_cleaner_threads > 0:
+                try:
+                    await self.clean_logs()
+                except Exception:
+                    log.exception("background job clean_logs failed")
 
     async def clean_logs(self) -> int:
         """One pass of the log cleaner: compact every log that needs it, filthiest first,

@@ -12,14 +12,12 @@ log = logging.getLogger(__name__)
 MIN_INTERVAL_MS = 10
 
 
-async def run_every(interval_ms: int | Callable[[], int], job: Callable[[], Awaitable[object]],
-                    what: str) -> None:
+async def run_every(interval_ms: int, job: Callable[[], Awaitable[object]], what: str) -> None:
     """Run `job` every `interval_ms` until cancelled; a pass that fails is logged (as
-    `what`) and the next one runs on time. A callable interval is asked before each wait
-    (a dynamic config: the next wait follows it)."""
+    `what`) and the next one runs on time."""
+    interval = max(interval_ms, MIN_INTERVAL_MS) / 1000
     while True:
-        interval = interval_ms() if callable(interval_ms) else interval_ms
-        await trio.sleep(max(interval, MIN_INTERVAL_MS) / 1000)
+        await trio.sleep(interval)
         try:
             await job()
         except Exception:

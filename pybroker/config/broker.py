@@ -568,14 +568,14 @@ def describe_broker_config(broker: BrokerConfig, *, per_broker: bool = True
     """DescribeConfigs rows for resource type BROKER, in name order.
 
     `per_broker` (resource name "<id>"): every config, each from the highest layer that sets
-    it. Otherwise (resource name "", the cluster default): only the dynamic defaults, with
-    no per-broker synonyms, as Kafka's ConfigHelper answers. A key is read-only unless Kafka
+    it. Otherwise (resource name "", the cluster default): only the dynamic defaults, each
+    with itself as its one synonym, as Kafka 4.1 answers. A key is read-only unless Kafka
     lets it change dynamically. Keys the broker does not know but was given are listed too
     (type UNKNOWN), as Kafka lists them.
     """
     layers = broker.layers()
     if not per_broker:
-        layers = layers[1:]
+        layers = layers[1:2]
         names = set(broker.dynamic_default_configs)
     else:
         names = set(broker) | set(broker.originals)

@@ -115,16 +115,20 @@ def update_mode(name: str) -> UpdateMode:
 
 
 def is_dynamic(name: str) -> bool:
-    """Whether Kafka lets `name` change without a restart (DescribeConfigs' read_only is the
-    opposite); listener overrides count as read-only there, as in Kafka."""
-    return split_listener_key(name)[0] is None and update_mode(name) is not UpdateMode.READ_ONLY
+    """Whether `name` may change without a restart here (DescribeConfigs' read_only is the
+    opposite): Kafka lets it and pybroker applies it live. Listener overrides count as
+    read-only there, as in Kafka."""
+    return (split_listener_key(name)[0] is None and name in APPLIED
+            and update_mode(name) is not UpdateMode.READ_ONLY)
 
 
-def scala_set(names: Iterable[str]) -> str:
-    """A set of names as Kafka's messages print a Scala set (`Set(a, b)`; HashSet beyond
-    four), sorted so the answer is stable."""
+def scala_set(names: Iterable[str], *, mutable: bool = False) -> str:
+    """A set of names as Kafka's messages print a Scala set: `Set(a, b)`, HashSet beyond
+    four, or always for a `mutable` one (Kafka's security configs come from a Java set).
+    Sorted, where Kafka prints them in hash order, so the answer is stable."""
     items = sorted(names)
-    return f"{'Set' if len(items) <= 4 else 'HashSet'}({', '.join(items)})"
+    kind = "HashSet" if mutable or len(items) > 4 else "Set"
+    return f"{kind}({', '.join(items)})"
 
 
 class DynamicConfigError(ValueError):
@@ -158,7 +162,7 @@ def check_change(props: Mapping[str, str], *, per_broker: bool) -> None:
     if bare_security:
         raise DynamicConfigError(
             "These security configs can be dynamically updated only per-listener using the "
-            f"listener prefix: {scala_set(bare_security)}")
+            f"listener prefix: {scala_set(bare_security, mutable=True)}")
     for name, raw in props.items():
         key = _key(name)
         assert key is not None
