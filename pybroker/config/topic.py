@@ -17,7 +17,7 @@ from typing import Iterator, Mapping, cast
 from protocol.records.batch import Compression
 from pybroker.config.broker import BrokerConfig
 from pybroker.config.broker_keys import (
-    ALL_TOPIC_CONFIG_SYNONYMS, BROKER_CONFIG_KEYS, BROKER_SYNONYM_GROUPS, CLEANUP_POLICIES,
+    ALL_TOPIC_CONFIG_SYNONYMS, BROKER_SYNONYM_GROUPS, CLEANUP_POLICIES,
     COMPRESSION_TYPES, TIMESTAMP_TYPES,
 )
 from pybroker.config.definitions import (
