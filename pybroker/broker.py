@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import replace
 from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,7 @@ from pybroker.coordinator.producer_ids import ProducerIdManager, ProducerIds, \
     ZkProducerIdManager
 from pybroker.config.broker_keys import ALL_TOPIC_CONFIG_SYNONYMS
 from pybroker.config.definitions import ConfigError
-from pybroker.config.dynamic import CLEANER_CONFIGS
+from pybroker.config.dynamic import CLEANER_CONFIGS, TLS_CONFIGS
 from pybroker.dynamic_broker_config import DynamicBrokerConfig, Reconfigurable
 from pybroker.handlers.base import Services
 from pybroker.inter_broker import inter_broker_security
@@ -177,9 +178,10 @@ class Broker:
             self.topics.warn_inert(topic.name, topic.configs)  # at every start, as broker keys
         self.groups = GroupCoordinator(config, self.metadata, self.logs, self.replicas,
                                        self.topics, clock=self.clock.now_ms)
-        markers = MarkerWriter(self.node_id, self.metadata, self.replicas, self.groups,
-                               commit_timeout_ms=config.offsets_commit_timeout_ms,
-                               endpoint_of=self._endpoint_of, security=self.inter_broker)
+        self.markers = markers = MarkerWriter(
+            self.node_id, self.metadata, self.replicas, self.groups,
+            commit_timeout_ms=config.offsets_commit_timeout_ms, endpoint_of=self._endpoint_of,
+            security=self.inter_broker)
         self.transactions = TransactionCoordinator(config, self.metadata, self.logs,
                                                    self.replicas, self.topics, self.groups,
                                                    self.producer_ids, markers,
@@ -219,6 +221,10 @@ class Broker:
                                    self._reconfigure_logs))
         dynamic.add(Reconfigurable("log cleaner", CLEANER_CONFIGS.__contains__,
                                    self._reconfigure_cleaner, self._validate_cleaner))
+        if self.inter_broker is not None:
+            dynamic.add(Reconfigurable("inter-broker client", TLS_CONFIGS.__contains__,
+                                       self._reconfigure_inter_broker,
+                                       self._validate_inter_broker))
         self.metadata.listeners.append(dynamic.apply_delta)
 
     def _reconfigure_logs(self, old: BrokerConfig, new: BrokerConfig) -> None:
@@ -230,6 +236,19 @@ class Broker:
             plog.config = self.topic_configs.log_config(plog.topic)
         if self.controller is not None:
             self.controller.unclean = new.unclean_leader_election_enable
+
+    def _validate_inter_broker(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        inter_broker_security(new)  # ConfigError: the client side cannot be built
+
+    def _reconfigure_inter_broker(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """The inter-broker listener's rotated key and trust stores are this broker's
+        client credentials too (Kafka's rule): the followers' and the marker writer's next
+        connections to other brokers use them."""
+        self.inter_broker = security = inter_broker_security(new)
+        fetchers = self.replicas.fetchers
+        if fetchers is not None:
+            fetchers.settings = replace(fetchers.settings, security=security)
+        self.markers.security = security
 
     def _validate_cleaner(self, old: BrokerConfig, new: BrokerConfig) -> None:
         """Kafka's LogCleaner.validateReconfiguration, word for word."""

@@ -2,7 +2,9 @@
 `listener.name.<l>.ssl.keystore.location`, altered on the broker, serves every new
 connection with the new certificate; naming the same location again reloads a file replaced
 in place (Kafka's reloadUpdatedFilesWithoutConfigChange); a store that does not load is
-refused and the listener keeps its certificate. Certificates come from trustme."""
+refused and the listener keeps its certificate; on a cluster replicating over SSL, the
+brokers' own client side follows the inter-broker listener's new stores. Certificates come
+from trustme."""
 from __future__ import annotations
 
 import socket
@@ -18,6 +20,7 @@ from confluent_kafka.admin import (
 )
 
 from pybroker.testing import Broker
+from pybroker.testing_cluster import Cluster
 from tests.integration.admin_helpers import TIMEOUT
 
 KEY = "listener.name.ssl.ssl.keystore.location"
@@ -54,9 +57,15 @@ def served_name(broker: Broker, ca: trustme.CA) -> str:
 
 
 def alter(broker: Broker, value: str) -> tuple[int, str | None]:
-    resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
-        ConfigEntry(KEY, value, incremental_operation=AlterConfigOpType.SET)])
-    client = AdminClient({"bootstrap.servers": broker.bootstrap})  # plaintext listener
+    return alter_on(broker.bootstrap, "0", KEY, value)
+
+
+def alter_on(bootstrap: str, node: str, key: str, value: str) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs SET of broker `node`'s `key`, from confluent-kafka over the
+    plaintext listener (the admin client sends it to that broker)."""
+    resource = ConfigResource(ResourceType.BROKER, node, incremental_configs=[
+        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+    client = AdminClient({"bootstrap.servers": bootstrap})
     future = next(iter(client.incremental_alter_configs([resource]).values()))
     try:
         future.result(TIMEOUT)
@@ -102,3 +111,36 @@ def test_a_store_that_does_not_load_is_refused(broker: Broker, ca: trustme.CA,
     assert message is not None and "No such file" in message
     assert message.endswith("for configuration Invalid dynamic configuration")
     assert served_name(broker, ca) == "first"
+
+
+def test_inter_broker_clients_follow_a_rotated_certificate_authority(tmp_path: Path) -> None:
+    """Brokers replicating over SSL with client certificates move to a new CA the way an
+    operator does, without a restart: every trust store first takes both CAs, then every
+    key store a certificate of the new one. A follower's next connection (to a new leader
+    after a failover) then presents and checks the new certificates: the inter-broker
+    listener's stores are this broker's client credentials too."""
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    (tmp_path / "old-ca.pem").write_bytes(old_ca.cert_pem.bytes())
+    (tmp_path / "both-cas.pem").write_bytes(old_ca.cert_pem.bytes() + new_ca.cert_pem.bytes())
+    with Cluster(3, **{"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+                       "security.inter.broker.protocol": "SSL", "ssl.client.auth": "required",
+                       "ssl.keystore.location": keystore(old_ca, tmp_path / "old.pem", "old"),
+                       "ssl.truststore.location": str(tmp_path / "old-ca.pem")}) as cluster:
+        cluster.create_topic("rotated", 1, 3, {"min.insync.replicas": "2"})
+        for key, value in (("ssl.truststore.location", str(tmp_path / "both-cas.pem")),
+                           ("ssl.keystore.location", None)):
+            for node in range(3):
+                value_here = value or keystore(new_ca, tmp_path / f"new-{node}.pem", "new")
+                assert alter_on(cluster.bootstrap, str(node),
+                                f"listener.name.ssl.{key}", value_here) == (0, None)
+        leader = cluster.leader_of("rotated")
+        cluster.stop_broker(leader)
+        cluster.wait_until(lambda: cluster.leader_of("rotated") not in (-1, leader),
+                           "a new leader")
+        errors: list = []
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                             "message.timeout.ms": 15000})
+        producer.produce("rotated", b"after the rotation",
+                         on_delivery=lambda e, m: errors.append(e))
+        producer.flush(20)
+        assert errors == [None]  # the follower fetched it from the new leader over the new CA
