@@ -82,6 +82,9 @@ def test_update_modes_are_kafkas() -> None:
     ({"listener.name.ssl.ssl.keystore.location": "/x"}, False,
      "Cannot update these configs at default cluster level, broker id must be specified: "
      "Set(listener.name.ssl.ssl.keystore.location)"),
+    ({"leader.replication.throttled.rate": "1000"}, True, "Cannot update these configs "
+     "dynamically: Set(leader.replication.throttled.rate) (they need throttling (replication "
+     "throttled to a byte rate), which pybroker does not have yet)"),
     ({"num.io.threads": "4"}, False, "Cannot update these configs dynamically: "
      "Set(num.io.threads) (pybroker applies them only from server.properties, at start)"),
 ])

@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from pybroker.config.broker_keys import BROKER_CONFIG_DEFS, BROKER_SYNONYM_GROUPS, LISTENER_KEYS
-from pybroker.config.definitions import ConfigError, ConfigKey, KeyState
+from pybroker.config.definitions import FEATURES, ConfigError, ConfigKey, KeyState
 
 # Kafka's ZooKeeper name of the cluster-default entity (ConfigEntityName.Default).
 DEFAULT_ENTITY = "<default>"
@@ -91,6 +91,12 @@ TLS_CONFIGS = frozenset(name for name in _KAFKA_PER_BROKER
 APPLIED = LOG_DEFAULTS | CLEANER_CONFIGS | CONNECTION_CONFIGS | TLS_CONFIGS | {
     "producer.id.expiration.ms"}
 
+# Kafka's broker configs that exist only dynamically (its replication quotas,
+# DynamicConfig.Broker): they wait for replication throttling here.
+THROTTLE_CONFIGS = frozenset({
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second"})
+
 _LISTENER_PREFIX = re.compile(r"listener\.name\.([^.]+)\.(.+)")
 
 
@@ -147,8 +153,14 @@ def check_change(props: Mapping[str, str], *, per_broker: bool) -> None:
     """Kafka's DynamicBrokerConfig.validateConfigs over the whole new set of one level's
     dynamic configs, in Kafka's order: keys that are not dynamic, security keys without a
     listener prefix, values that do not parse, per-broker keys at the cluster level. pybroker
-    adds, in the first message's words, names it does not know and Kafka's dynamic keys it
-    cannot apply live. DynamicConfigError with Kafka's message."""
+    adds, in the first message's words, the replication throttles (not built), names it does
+    not know, and Kafka's dynamic keys it cannot apply live. DynamicConfigError with Kafka's
+    message."""
+    throttles = {name for name in props if name in THROTTLE_CONFIGS}
+    if throttles:
+        raise DynamicConfigError(
+            f"Cannot update these configs dynamically: {scala_set(throttles)} (they need "
+            f"{FEATURES['throttling']}, which pybroker does not have yet)")
     unknown = {name for name in props if _key(name) is None}
     if unknown:
         raise DynamicConfigError(
