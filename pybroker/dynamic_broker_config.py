@@ -23,6 +23,8 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import trio
+
 from pybroker.cluster.metadata import MetadataDelta, MetadataImage, MetadataStore
 from pybroker.config import BrokerConfig, ConfigError
 from pybroker.config.dynamic import (
@@ -66,6 +68,7 @@ class DynamicBrokerConfig:
         self.node_id = node_id
         self.store = store
         self.reconfigurables: list[Reconfigurable] = []
+        self._altering = trio.Lock()
         default, own = self._layers(store.image)
         self.current = static
         self._applied = (default, own)
@@ -112,18 +115,22 @@ class DynamicBrokerConfig:
                 raise DynamicConfigError(invalid_dynamic_configuration(str(exc))) from None
         return new
 
-    async def alter(self, resource_name: str, props: Mapping[str, str], *,
+    async def alter(self, resource_name: str,
+                    edit: Callable[[dict[str, str]], dict[str, str]], *,
                     validate_only: bool) -> None:
-        """Check, then store `resource_name`'s new dynamic configs (every broker applies
-        them from the store). A keystore named again with the same location is reloaded
-        here, since the stored configs do not change (Kafka's
-        reloadUpdatedFilesWithoutConfigChange)."""
-        self.validate(resource_name, props)
-        if validate_only:
-            return
-        unchanged = self.stored(resource_name) == dict(props)
-        await self.store.set_broker_configs(entity_of(resource_name), props)
-        if unchanged and resource_name == str(self.node_id):
+        """Replace `resource_name`'s dynamic configs by `edit(stored)` once checked (every
+        broker applies them from the store); ConfigError from `edit`, DynamicConfigError
+        from the checks. Alters on this broker are serialised, so two at once both count. A
+        keystore named again with the same location is reloaded here, since the stored
+        configs do not change (Kafka's reloadUpdatedFilesWithoutConfigChange)."""
+        async with self._altering:
+            stored = self.stored(resource_name)
+            props = edit(dict(stored))
+            self.validate(resource_name, props)
+            if validate_only:
+                return
+            await self.store.set_broker_configs(entity_of(resource_name), props)
+        if stored == props and resource_name == str(self.node_id):
             self._reconfigure(self.current, self.current, force=set(props))
 
     # -- applying ---------------------------------------------------------------------------------

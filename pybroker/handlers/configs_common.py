@@ -91,8 +91,8 @@ async def _alter_broker(ctx: RequestContext, res: Any,
     if dynamic is None:  # a Services built without a broker (tests of a handler alone)
         return ErrorCode.INVALID_REQUEST, "This broker has no dynamic configuration"
     try:
-        configs = new_configs(dynamic.stored(res.resource_name), res, True)
-        await dynamic.alter(res.resource_name, configs, validate_only=validate_only)
+        await dynamic.alter(res.resource_name, lambda stored: new_configs(stored, res, True),
+                            validate_only=validate_only)
     except ConfigError as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)
     except DynamicConfigError as exc:

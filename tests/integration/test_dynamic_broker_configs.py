@@ -18,6 +18,7 @@ from confluent_kafka.admin import (
 )
 
 from compat.wire import request
+from protocol.codec import decode_response
 from protocol.api_keys import ApiKey
 from protocol.errors import KafkaError as ProtocolKafkaError
 from pybroker.client.admin import Admin, AlterConfigOp, AlterOpType
@@ -29,6 +30,7 @@ from pybroker.tools.configs import main as configs
 from pybroker.storage.cleaner_manager import CLEANER_CHECKPOINT
 from tests.integration.admin_helpers import TIMEOUT, ck_code
 from tests.integration.group_harness import wait_until
+from tests.integration.raw import RawConnection
 
 SET, DELETE = AlterConfigOpType.SET, AlterConfigOpType.DELETE
 D, DD = ConfigSource.DYNAMIC_BROKER_CONFIG.value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
@@ -273,3 +275,26 @@ def test_dynamic_configs_survive_a_restart(tmp_path: Path, tool) -> None:
     stored = json.loads((tmp_path / "pybroker-metadata.json").read_text())["broker_configs"]
     assert stored == {"<default>": {"message.max.bytes": "2000"},
                       "0": {"log.retention.ms": "7000"}}
+
+
+def test_alters_arriving_together_both_count(broker: Broker) -> None:
+    """Ten IncrementalAlterConfigs of the cluster default, each setting its own key, sent at
+    once on ten connections: each edits what the one before it stored, none is lost."""
+    keys = ["log.retention.ms", "log.retention.bytes", "log.segment.bytes", "log.roll.ms",
+            "log.roll.jitter.ms", "log.flush.interval.messages", "log.flush.interval.ms",
+            "log.index.interval.bytes", "log.segment.delete.delay.ms", "message.max.bytes"]
+    connections = [RawConnection(broker.bootstrap) for _ in keys]
+    try:
+        for conn, key in zip(connections, keys):
+            body = {"resources": [{"resource_type": 4, "resource_name": "", "configs": [
+                {"name": key, "config_operation": 0, "value": "1000000"}]}],
+                "validate_only": False}
+            conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body, expect_response=False)
+        for conn in connections:
+            _, answer = decode_response(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, conn.read_frame())
+            assert answer.responses[0].error_code == 0
+    finally:
+        for conn in connections:
+            conn.close()
+    dynamic = {name for name, e in describe(broker).items() if e.source == DD}
+    assert dynamic == set(keys)
