@@ -24,6 +24,8 @@ from protocol.errors import KafkaError as ProtocolKafkaError
 from pybroker.client.admin import Admin, AlterConfigOp, AlterOpType
 from pybroker.client.admin import ConfigResource as OurResource
 from pybroker.client.admin import ResourceType as OurType
+from pybroker.config import BROKER_CONFIG_DEFS, KeyState
+from pybroker.config.dynamic import APPLIED
 from pybroker.testing import Broker
 from pybroker.tools.common import connect
 from pybroker.tools.configs import main as configs
@@ -298,3 +300,11 @@ def test_alters_arriving_together_both_count(broker: Broker) -> None:
             conn.close()
     dynamic = {name for name, e in describe(broker).items() if e.source == DD}
     assert dynamic == set(keys)
+
+
+def test_every_key_accepted_dynamically_has_a_part_that_applies_it(broker: Broker) -> None:
+    """No silent accept: each key a dynamic change may carry is followed by a part of the
+    running broker (log defaults, cleaner, connection limits, TLS listeners)."""
+    parts = broker.server_info.broker.dynamic_config.reconfigurables
+    assert not [key for key in APPLIED if not any(part.follows(key) for part in parts)]
+    assert all(BROKER_CONFIG_DEFS[key].state is KeyState.HONOURED for key in APPLIED)
