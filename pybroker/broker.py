@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import replace
 from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from pybroker.acl.store import AclStore, LocalAclStore, ZkAclStore
 from pybroker.client_quota_manager import ClientQuotas
 from pybroker.request_quota import RequestQuota
 from pybroker.clock import Clock
-from pybroker.periodic import run_every
+from pybroker.periodic import MIN_INTERVAL_MS, run_every
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
 from pybroker.sasl.credential_store import LocalScramCredentialStore, ScramCredentialStore, \
     ZkScramCredentialStore
@@ -37,6 +38,10 @@ from pybroker.coordinator.txn_markers import MarkerWriter
 from pybroker.coordinator.txn_verifier import TxnVerifier
 from pybroker.coordinator.producer_ids import ProducerIdManager, ProducerIds, \
     ZkProducerIdManager
+from pybroker.config.broker_keys import ALL_TOPIC_CONFIG_SYNONYMS
+from pybroker.config.definitions import ConfigError
+from pybroker.config.dynamic import CLEANER_CONFIGS, TLS_CONFIGS
+from pybroker.dynamic_broker_config import DynamicBrokerConfig, Reconfigurable
 from pybroker.handlers.base import Services
 from pybroker.inter_broker import inter_broker_security
 from pybroker.malloc_tuning import trim_malloc
@@ -82,6 +87,8 @@ class Broker:
         agree on the time a test advanced; the wall clock by default."""
         self.config = config
         self.hooks = hooks
+        # Wakes the cleaner's loop when its dynamic configs change (`_run_cleaner`).
+        self._cleaner_reconfigured = trio.Event()
         self.clock = clock or Clock()
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
@@ -126,7 +133,10 @@ class Broker:
             self.metadata = LocalMetadataStore(self.log_dirs[0], self.node_id, listener.host,
                                                listener.port, config.broker_rack,
                                                config.cluster_id)
-        self._build_parts(config)
+        # The parts start with the dynamic configs already stored (KIP-226), and follow them.
+        self.dynamic_config = DynamicBrokerConfig(config, self.node_id, self.metadata)
+        self._build_parts(self.dynamic_config.current)
+        self._follow_dynamic_configs()
 
     def _build_parts(self, config: BrokerConfig) -> None:
         # Before the logs: loading them asks each topic's log config.
@@ -172,9 +182,10 @@ class Broker:
             self.topics.warn_inert(topic.name, topic.configs)  # at every start, as broker keys
         self.groups = GroupCoordinator(config, self.metadata, self.logs, self.replicas,
                                        self.topics, clock=self.clock.now_ms)
-        markers = MarkerWriter(self.node_id, self.metadata, self.replicas, self.groups,
-                               commit_timeout_ms=config.offsets_commit_timeout_ms,
-                               endpoint_of=self._endpoint_of, security=self.inter_broker)
+        self.markers = markers = MarkerWriter(
+            self.node_id, self.metadata, self.replicas, self.groups,
+            commit_timeout_ms=config.offsets_commit_timeout_ms, endpoint_of=self._endpoint_of,
+            security=self.inter_broker)
         self.transactions = TransactionCoordinator(config, self.metadata, self.logs,
                                                    self.replicas, self.topics, self.groups,
                                                    self.producer_ids, markers,
@@ -206,7 +217,74 @@ class Broker:
                                  scram=self._scram_store(),
                                  request_log=config.request_log_enable,
                                  quotas=quotas, request_quota=RequestQuota(quotas.request),
-                                 txn_verifier=self.txn_verifier)
+                                 txn_verifier=self.txn_verifier,
+                                 dynamic_config=self.dynamic_config)
+
+    def _follow_dynamic_configs(self) -> None:
+        """The broker's parts that follow dynamic configs (KIP-226); the server adds its own
+        (TLS listeners, connection limits). The store's listeners apply them after the topic
+        configs' and the replica manager's, which they replace wholesale."""
+        dynamic = self.dynamic_config
+        log_keys = {name for chain in ALL_TOPIC_CONFIG_SYNONYMS.values() for name, _ in chain}
+        log_keys.add("producer.id.expiration.ms")
+        dynamic.add(Reconfigurable("log defaults", log_keys.__contains__,
+                                   self._reconfigure_logs))
+        dynamic.add(Reconfigurable("log cleaner", CLEANER_CONFIGS.__contains__,
+                                   self._reconfigure_cleaner, self._validate_cleaner))
+        if self.inter_broker is not None:
+            dynamic.add(Reconfigurable("inter-broker client", TLS_CONFIGS.__contains__,
+                                       self._reconfigure_inter_broker,
+                                       self._validate_inter_broker))
+        self.metadata.listeners.append(dynamic.apply_delta)
+
+    def _reconfigure_logs(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """New broker defaults: every topic without an override of its own follows them,
+        its open logs at once (Kafka's DynamicLogConfig)."""
+        self.topic_configs.config = new
+        self.topic_configs.invalidate_all()
+        for plog in self.logs.logs():
+            plog.config = self.topic_configs.log_config(plog.topic)
+        if self.controller is not None:
+            self.controller.unclean = new.unclean_leader_election_enable
+
+    def _validate_inter_broker(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        inter_broker_security(new)  # ConfigError: the client side cannot be built
+
+    def _reconfigure_inter_broker(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """The inter-broker listener's rotated key and trust stores are this broker's
+        client credentials too (Kafka's rule): the followers' and the marker writer's next
+        connections to other brokers use them."""
+        self.inter_broker = security = inter_broker_security(new)
+        fetchers = self.replicas.fetchers
+        if fetchers is not None:
+            fetchers.settings = replace(fetchers.settings, security=security)
+        self.markers.channels.security = security
+        self.txn_verifier.channels.security = security
+
+    def _validate_cleaner(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """Kafka's LogCleaner.validateReconfiguration, word for word."""
+        threads, current = new.log_cleaner_threads, old.log_cleaner_threads
+        if threads < 1:
+            raise ConfigError("log.cleaner.threads", threads, "", message=(
+                "Log cleaner threads should be at least 1"))
+        if threads < current // 2:
+            raise ConfigError("log.cleaner.threads", threads, "", message=(
+                "Log cleaner threads cannot be reduced to less than half the current value "
+                f"{current}"))
+        if threads > current * 2:
+            raise ConfigError("log.cleaner.threads", threads, "", message=(
+                "Log cleaner threads cannot be increased to more than double the current "
+                f"value {current}"))
+
+    def _reconfigure_cleaner(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """The next cleaning pass runs with the new thread count, buffers and backoff
+        (`clean_logs` and its loop read them from the current configuration)."""
+        threads = new.log_cleaner_threads
+        self.cleaner.max_map_entries = LogCleaner.max_map_entries_for(
+            int(new["log.cleaner.dedupe.buffer.size"]), threads)
+        self.cleaner.io_chunk = LogCleaner.io_chunk_for(int(new["log.cleaner.io.buffer.size"]),
+                                                        threads)
+        self._cleaner_reconfigured.set()
 
     @cached_property
     def metrics_registry(self) -> CollectorRegistry:
@@ -278,10 +356,8 @@ class Broker:
             nursery.start_soon(self._every,
                                self.config.replica_high_watermark_checkpoint_interval_ms,
                                self._checkpoint_high_watermarks)
-            # As Kafka: log.cleaner.threads=0 starts no cleaner thread, so nothing is cleaned.
-            if self.config.log_cleaner_enable and self.config.log_cleaner_threads > 0:
-                nursery.start_soon(self._every, self.config.log_cleaner_backoff_ms,
-                                   self.clean_logs)
+            if self.config.log_cleaner_enable:
+                nursery.start_soon(self._run_cleaner)
             await nursery.start(self.groups.run)
             await nursery.start(self.transactions.run)
             await nursery.start(self.txn_verifier.channels.run)
@@ -345,6 +421,22 @@ class Broker:
         await trio.to_thread.run_sync(partial(self.logs.checkpoint, recovery_points=False,
                                               log_start_offsets=False))
 
+    async def _run_cleaner(self) -> None:
+        """A cleaning pass every log.cleaner.backoff.ms, with the thread count and backoff
+        of the configuration as it is then (both dynamic): a reconfigured cleaner starts
+        again at once, as Kafka restarts its cleaner threads. log.cleaner.threads=0 cleans
+        nothing, as Kafka runs no cleaner thread."""
+        while True:
+            backoff_ms = self.dynamic_config.current.log_cleaner_backoff_ms
+            with trio.move_on_after(max(backoff_ms, MIN_INTERVAL_MS) / 1000):
+                await self._cleaner_reconfigured.wait()
+            self._cleaner_reconfigured = trio.Event()
+            if self.dynamic_config.current.log_cleaner_threads > 0:
+                try:
+                    await self.clean_logs()
+                except Exception:
+                    log.exception("background job clean_logs failed")
+
     async def clean_logs(self) -> int:
         """One pass of the log cleaner: compact every log that needs it, filthiest first,
         up to log.cleaner.threads logs at a time (Kafka's cleaner threads).
@@ -377,7 +469,7 @@ class Broker:
                     cleaned += 1
 
         async with trio.open_nursery() as nursery:
-            for _ in range(max(1, self.config.log_cleaner_threads)):
+            for _ in range(max(1, self.dynamic_config.current.log_cleaner_threads)):
                 nursery.start_soon(worker)
         files = self.cleaner.checkpoint_files()
         if files:

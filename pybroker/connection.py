@@ -20,7 +20,7 @@ import os
 import socket
 import ssl
 from functools import partial
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Mapping
 
 import trio
 
@@ -284,10 +284,14 @@ def _protocol_of(services: Services, listener: str | None) -> str:
 
 async def serve_connection(services: Services, stream: trio.SocketStream, *,
                            idle: IdleConnections, limits: ConnectionLimits,
-                           listener: str | None = None, tls: TlsListener | None = None) -> None:
+                           listener: str | None = None,
+                           tls: Mapping[str, TlsListener] | None = None) -> None:
     """Serve one accepted connection until it closes, idles out or misbehaves; `limits`
-    decides whether it is served at all (max.connections, max.connections.per.ip). With
-    `tls` (an SSL listener's), the connection is a TLS one."""
+    decides whether it is served at all (max.connections, max.connections.per.ip). On a
+    listener that has a context in `tls` (an SSL listener's), the connection is a TLS one,
+    with the context as it is when the connection arrives (a rotated keystore, KIP-226,
+    serves the connections that come after it)."""
+    tls_listener = None if tls is None or listener is None else tls.get(listener)
     try:
         host, port = stream.socket.getpeername()[:2]
     except OSError:
@@ -307,11 +311,12 @@ async def serve_connection(services: Services, stream: trio.SocketStream, *,
                 with idle.track() as watch:
                     session = Session.on(listener, _protocol_of(services, listener))
                     requests = _Requests(services, host, port, listener, session)
-                    if tls is None:
+                    if tls_listener is None:
                         await _serve(stream.socket.fileno(), watch, requests)
                     else:
                         fd = stream.socket.fileno()
-                        transport = await _handshake(fd, tls, watch, session, host, port)
+                        transport = await _handshake(fd, tls_listener, watch, session, host,
+                                                     port)
                         if transport is not None:
                             await _serve_tls(transport, watch, requests)
             finally:

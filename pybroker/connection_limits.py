@@ -23,6 +23,17 @@ class ConnectionLimits:
         self._slots = trio.CapacityLimiter(max_connections) if max_connections else None
         self._per_ip: Counter[str] = Counter()
 
+    def reconfigure(self, max_connections: int, max_per_ip: int) -> None:
+        """New limits (dynamic broker configs): the next connections are counted against
+        them; connections already served stay, as Kafka keeps them."""
+        self.max_per_ip = max_per_ip
+        if not max_connections:
+            self._slots = None
+        elif self._slots is None:
+            self._slots = trio.CapacityLimiter(max_connections)
+        else:
+            self._slots.total_tokens = max_connections
+
     @asynccontextmanager
     async def admit(self, host: str) -> AsyncIterator[bool]:
         """Yields whether a connection from `host` may be served (waiting for a slot first);

@@ -18,6 +18,9 @@ import trio
 
 from pybroker.accept import serve_listeners_draining
 from pybroker.broker import Broker
+from pybroker.config import BrokerConfig, ConfigError
+from pybroker.config.dynamic import CONNECTION_CONFIGS, TLS_CONFIGS, split_listener_key
+from pybroker.dynamic_broker_config import Reconfigurable
 
 from pybroker.connection import serve_connection
 from pybroker.connection_limits import ConnectionLimits
@@ -128,6 +131,39 @@ def _tls_listeners(config) -> dict[str, TlsListener]:  # type: ignore[no-untyped
             if config.listener_security_protocol_map[spec.name] in ("SSL", "SASL_SSL")}
 
 
+def _follow_dynamic_configs(broker: Broker, tls: dict[str, TlsListener],
+                            limits: ConnectionLimits) -> None:
+    """The connection layer's dynamic configs (KIP-226): a TLS listener's key material and
+    settings (each new connection handshakes with the context as it is then: a rotated
+    certificate without a restart), and the connection limits. A broker restarted with
+    dynamic TLS configs stored serves with them from its first connection."""
+    dynamic = broker.dynamic_config
+
+    def rebuild_tls(old: BrokerConfig, new: BrokerConfig) -> None:
+        tls.update(_tls_listeners(new))
+
+    def check_tls(old: BrokerConfig, new: BrokerConfig) -> None:
+        tls_names = set(_tls_listeners(new))  # ConfigError: a store that does not load
+        for name in new.originals:
+            listener, base = split_listener_key(name)
+            if listener is not None and base.startswith("ssl.") and listener not in tls_names:
+                raise ConfigError(name, new.originals[name], "", message=(
+                    f"Listener {listener} is not an SSL or SASL_SSL listener of this broker"))
+
+    def reconfigure_limits(old: BrokerConfig, new: BrokerConfig) -> None:
+        limits.reconfigure(new.max_connections, new.max_connections_per_ip)
+
+    if dynamic.current is not broker.config:
+        try:
+            rebuild_tls(broker.config, dynamic.current)
+        except ConfigError as exc:
+            log.error("stored dynamic TLS configs are ignored: %s", exc)
+    dynamic.add(Reconfigurable("TLS listeners", TLS_CONFIGS.__contains__, rebuild_tls,
+                               check_tls))
+    dynamic.add(Reconfigurable("connection limits", CONNECTION_CONFIGS.__contains__,
+                               reconfigure_limits))
+
+
 async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-untyped-def]
                 clock=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve until cancelled. `hooks` (pybroker.request_hooks.RequestHooks) makes a test
@@ -205,7 +241,9 @@ async def _serve_broker(config, bound, ops: OpsEndpoints | None,  # type: ignore
             ops.broker_built(lambda: broker.metrics_registry, broker.registered, status)
         # The connection layer is the server's: the broker never sees sockets.
         idle = IdleConnections(config.connections_max_idle_ms)
-        limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip)
+        current = broker.dynamic_config.current
+        limits = ConnectionLimits(current.max_connections, current.max_connections_per_ip)
+        _follow_dynamic_configs(broker, tls, limits)
         ports = {name: sockets[0].socket.getsockname()[1] for name, sockets in bound.items()}
         async with trio.open_nursery() as nursery:
             await nursery.start(broker.run_background)
@@ -226,7 +264,7 @@ async def _serve_broker(config, bound, ops: OpsEndpoints | None,  # type: ignore
                 nursery.start_soon(partial(
                     serve_listeners_draining,
                     partial(serve_connection, broker.services, idle=idle, limits=limits,
-                            listener=name, tls=tls.get(name)),
+                            listener=name, tls=tls),
                     sockets, handler_nursery=nursery))
             if ops is not None:
                 ops.serving()

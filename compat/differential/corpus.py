@@ -620,6 +620,44 @@ def _describe_configs(ctx: Ctx) -> None:
         "include_synonyms": True, "include_documentation": False})
 
 
+@hand(K.INCREMENTAL_ALTER_CONFIGS, "dynamic-broker-config")
+def _dynamic_broker_config(ctx: Ctx) -> None:
+    """KIP-226 on the broker asked (its own id: 0 here, 1 for Kafka, masked in the answers):
+    a dynamic config set, described with its source and synonyms, deleted again (the value
+    is the default's own, so no other case sees a change); a key Kafka reads only at start
+    refused with its message."""
+    v = ctx.version
+    node = str(ctx.target.conn.request(K.DESCRIBE_CLUSTER, 0, {
+        "include_cluster_authorized_operations": False}).brokers[0].broker_id)
+    key = "log.cleaner.min.cleanable.ratio"
+
+    def alter(label: str, name: str, op: int, value: str | None) -> None:
+        ctx.ask(label, K.INCREMENTAL_ALTER_CONFIGS, v, {"resources": [
+            {"resource_type": 4, "resource_name": node, "configs": [
+                {"name": name, "config_operation": op, "value": value}]}],
+            "validate_only": False}, view=masked("responses"))
+    alter("set", key, 0, "0.5")
+    describe = {"resources": [
+        {"resource_type": 4, "resource_name": node, "configuration_keys": [key]}],
+        "include_synonyms": True, "include_documentation": False}
+    for _ in range(50):  # Kafka applies it once its metadata log reaches the broker
+        answer = ctx.target.conn.request(K.DESCRIBE_CONFIGS, 4, describe)
+        if isinstance(answer, str) or answer.results[0].configs[0].config_source == 2:
+            break
+        time.sleep(0.1)
+    ctx.ask("describe", K.DESCRIBE_CONFIGS, 4, describe, view=masked("results"))
+    alter("delete", key, 1, None)
+    alter("static key refused", "num.partitions", 0, "3")
+
+
+def masked(field: str) -> Callable[[Any], Any]:
+    """An answer with its resources' names masked: a broker's own id differs between the
+    targets."""
+    def view(answer: Any) -> Any:
+        return {**answer, field: [{**r, "resource_name": "<node>"} for r in answer[field]]}
+    return view
+
+
 def by_name(field: str) -> Callable[[Any], Any]:
     """An answer with the array `field` sorted by name: where Kafka's order follows a hash
     map's and no client relies on it (DeleteTopics' results)."""

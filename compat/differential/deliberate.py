@@ -34,6 +34,9 @@ RULES: list[tuple[str, str, str]] = [
     ("DescribeConfigs * topic-keys", "*.error_message",
      "Kafka 4.1 sends an empty error_message for a success and for an unknown topic alike; "
      "pybroker null on success and its own words with an error; clients read error_code"),
+    ("IncrementalAlterConfigs * dynamic-broker-config", "describe.results[0].error_message",
+     "Kafka 4.1 sends an empty error_message for a success and for an unknown topic alike; "
+     "pybroker null on success and its own words with an error; clients read error_code"),
     ("Metadata v[123] topics", "unknown, no auto-create*",
      "before v4 a Metadata request always allows auto-creation: see auto-create"),
     ("AlterPartitionReassignments *", "answer.error_message",

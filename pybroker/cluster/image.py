@@ -80,6 +80,9 @@ class MetadataImage:
     # are followed by the same watches. A single broker keeps them in its own file instead
     # (pybroker/sasl/credential_store.py), so its image has none.
     scram_credentials: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # Dynamic broker configs (KIP-226) by entity: "<default>" for every broker's, "<id>" for
+    # one broker's; cluster-wide, as Kafka keeps them in /config/brokers.
+    broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for topic in self.topics.values():

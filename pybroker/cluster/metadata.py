@@ -77,6 +77,8 @@ class MetadataStore(Protocol):
     async def set_client_quotas(self, changes: Mapping[QuotaEntity, Mapping[str, float]]
                                 ) -> None: ...
 
+    async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None: ...
+
 
 # What a change of the store makes of the current topics: the next topics and the delta.
 TopicsChange = tuple[dict[str, TopicInfo], MetadataDelta]
@@ -140,7 +142,8 @@ class LocalMetadataStore:
         # One broker is its own controller.
         self.image = MetadataImage(cluster_id, node_id,
                                    {node_id: BrokerInfo(node_id, host, port, rack)},
-                                   self._load(), self._load_quotas())
+                                   self._load(), self._load_quotas(),
+                                   broker_configs=self._load_broker_configs())
         # Bumped by every change, so what is derived from the image (the Metadata handler's
         # encoded topic entries) knows when to be rebuilt.
         self.changes = 0
@@ -167,8 +170,17 @@ class LocalMetadataStore:
         return {QuotaEntity.from_zk_path(q["entity"]): dict(q["values"])
                 for q in json.loads(path.read_text()).get("client_quotas", [])}
 
+    def _load_broker_configs(self) -> dict[str, dict[str, str]]:
+        path = self.log_dir / METADATA_FILE
+        if not path.exists():
+            return {}
+        return {entity: dict(configs) for entity, configs in
+                json.loads(path.read_text()).get("broker_configs", {}).items()}
+
     def _save(self, image: MetadataImage) -> None:
-        data = {"version": 1, "client_quotas": [
+        data = {"version": 1, "broker_configs": {
+            entity: dict(configs) for entity, configs in sorted(image.broker_configs.items())},
+            "client_quotas": [
             {"entity": entity.zk_path(), "values": dict(values)}
             for entity, values in sorted(image.client_quotas.items(),
                                          key=lambda item: item[0].zk_path())], "topics": [
@@ -275,6 +287,23 @@ class LocalMetadataStore:
             await trio.to_thread.run_sync(self._save, image)
             self.image = image
             self.changes += 1
+
+    async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Replace one entity's dynamic broker configs ("<default>" or a broker id; none
+        left: the entity goes), persisted with the image before anyone sees them; then the
+        listeners run, so the broker applies them (pybroker/dynamic_broker_config.py)."""
+        async with self._writing:
+            entities = {name: dict(values) for name, values in self.image.broker_configs.items()}
+            if configs:
+                entities[entity] = dict(configs)
+            else:
+                entities.pop(entity, None)
+            image = replace(self.image, broker_configs=entities)
+            await trio.to_thread.run_sync(self._save, image)
+            self.image = image
+            self.changes += 1
+        for listener in self.listeners:
+            await listener(image, MetadataDelta())
 
     async def alter_partition(self, topic: str, partition: int, *,
                               leader: int | None = None, leader_epoch: int | None = None,

@@ -35,6 +35,12 @@ class TopicConfigs:
         self._cache.pop(topic, None)
         self._log_cache.pop(topic, None)
 
+    def invalidate_all(self) -> None:
+        """The broker's defaults changed (a dynamic broker config): every topic resolves
+        again."""
+        self._cache.clear()
+        self._log_cache.clear()
+
     def log_config(self, topic: str) -> LogConfig:
         """What the topic's logs need of its configuration (storage knows no TopicConfig)."""
         cached = self._log_cache.get(topic)

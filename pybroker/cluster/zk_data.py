@@ -26,12 +26,13 @@ CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CLIENTS = "/config/clients"
 CONFIG_USERS = "/config/users"
+CONFIG_BROKERS = "/config/brokers"
 DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 ISR_CHANGES = "/isr_change_notification"
 # Created at start when missing, as Kafka's KafkaZkClient.createTopLevelPaths does.
 PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, CONFIG_CHANGES, DELETE_TOPICS,
-                    ISR_CHANGES, "/config/brokers", "/config/users", "/config/clients")
+                    ISR_CHANGES, CONFIG_BROKERS, CONFIG_USERS, CONFIG_CLIENTS)
 
 
 def broker_path(node_id: int) -> str:

@@ -86,6 +86,7 @@ class _Cache:
     deleting: frozenset[str] = frozenset()
     quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
     scram: dict[str, dict[str, str]] = field(default_factory=dict)
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def build_image(cluster_id: str, cache: _Cache) -> MetadataImage:
@@ -120,7 +121,8 @@ def build_image(cluster_id: str, cache: _Cache) -> MetadataImage:
                                  is_internal(name))
     return MetadataImage(cluster_id, cache.controller, brokers, topics,
                          {e: dict(v) for e, v in cache.quotas.items() if v},
-                         {u: dict(m) for u, m in cache.scram.items() if m})
+                         {u: dict(m) for u, m in cache.scram.items() if m},
+                         {e: dict(c) for e, c in cache.broker_configs.items() if c})
 
 
 class ZkMetadataStore:
@@ -335,7 +337,8 @@ class ZkMetadataStore:
 
     def _read_all(self) -> None:
         self._cache = _Cache()
-        for key in (("brokers",), ("topics",), ("controller",), ("deletes",), ("quotas",)):
+        for key in (("brokers",), ("topics",), ("controller",), ("deletes",), ("quotas",),
+                    ("broker_configs",)):
             self._read(key)
 
     def _read(self, key: tuple[Any, ...]) -> None:
@@ -395,6 +398,14 @@ class ZkMetadataStore:
             cache.deleting = frozenset(self._children(zd.DELETE_TOPICS))
         elif kind == "quotas":
             cache.quotas, cache.scram = self._read_entity_configs()
+        elif kind == "broker_configs":
+            # /config/brokers/<default> and /config/brokers/<id>: few and small, all read
+            # again when any changes, each with a watch.
+            cache.broker_configs = {}
+            for entity in self._children(zd.CONFIG_BROKERS):
+                got = self._get(f"{zd.CONFIG_BROKERS}/{entity}")
+                if got is not None:
+                    cache.broker_configs[entity] = zd.decode_config(got[0])
 
     def _read_entity_configs(self) -> tuple[dict[QuotaEntity, dict[str, float]],
                                             dict[str, dict[str, str]]]:
@@ -612,6 +623,14 @@ class ZkMetadataStore:
         await trio.to_thread.run_sync(write)
         await self.refresh_now(("quotas",))
 
+    async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        """/config/brokers/<entity> ("<default>" or a broker id) and a change notification,
+        as Kafka's AdminZkClient.changeBrokerConfig writes them; every broker's watch re-reads
+        them and applies what concerns it."""
+        await trio.to_thread.run_sync(lambda: change_entity_config(
+            self.zk, f"brokers/{entity}", lambda current: configs))
+        await self.refresh_now(("broker_configs",))
+
     # -- the leader's write ----------------------------------------------------------------------
     async def alter_isr(self, topic: str, partition: int, leader_epoch: int,
                         isr: tuple[int, ...]) -> bool:
@@ -673,6 +692,8 @@ def _key_of(path: str | None) -> tuple[Any, ...] | None:
         return ("config", parts[2])
     if parts[:2] in (["config", "clients"], ["config", "users"]):
         return ("quotas",)
+    if parts[:2] == ["config", "brokers"]:
+        return ("broker_configs",)
     if parts == ["controller"]:
         return ("controller",)
     if parts == ["admin", "delete_topics"]:
@@ -681,7 +702,8 @@ def _key_of(path: str | None) -> tuple[Any, ...] | None:
 
 
 _ORDER = {"brokers": 0, "broker": 1, "topics": 2, "topic": 3, "config": 4, "state": 5,
-          "controller": 6, "deletes": 7, "quotas": 8, "session": -1}
+          "controller": 6, "deletes": 7, "quotas": 8, "broker_configs": 8,
+          "session": -1}
 
 
 def _read_order(key: tuple[Any, ...]) -> tuple[int, str]:

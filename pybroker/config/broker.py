@@ -4,8 +4,9 @@ The keys themselves (names, types, defaults, validators, docs) are declared once
 `broker_keys.BROKER_CONFIG_KEYS`; this module turns a file's properties into a `BrokerConfig`
 with Kafka's precedence and cross-key rules, and describes it for DescribeConfigs.
 
-Differences from Kafka, on purpose (the defaults that differ are listed in broker_keys):
-- Every broker key is read-only in DescribeConfigs: there is no dynamic broker configuration.
+Dynamic broker configs (KIP-226) are two more layers over the file's (`BrokerConfig.
+with_dynamic`, `config/dynamic.py`): the broker's values are those of the layers stacked, and
+DescribeConfigs names the layer each value comes from.
 
 As in Kafka, unknown keys are reported (`BrokerConfig.warnings`, and logged), never fatal: a
 typo costs a warning, and files written for another Kafka version still load. No known key is
@@ -30,6 +31,7 @@ from pybroker.config.definitions import (
     ConfigEntry, ConfigError, ConfigKey, ConfigSource, ConfigSynonym, ConfigType, KeyState,
     kafka_synonym_order, to_config_string,
 )
+from pybroker.config.dynamic import effective_props, is_dynamic
 from pybroker.config.properties import load_properties
 from pybroker.config.sasl import SaslListenerConfig, listener_key, sasl_listener_config
 
@@ -77,14 +79,26 @@ class BrokerConfig(Mapping[str, object]):
     None when unset). The attributes give what the broker should act on, with Kafka's
     precedence applied (`config.log_retention_ms` follows ms → minutes → hours). Raises
     ConfigError on the first invalid value; unknown keys only add to `warnings`.
+
+    `dynamic_default` and `dynamic_broker` are the dynamic layers (KIP-226) over `props`:
+    `originals` is what the broker runs with, all layers stacked; `static_configs` the file's
+    alone. Warnings are logged by the first build only (`quiet` for the rebuilds).
     """
 
     __slots__ = ("_values", "originals", "explicit", "warnings", "listeners",
                  "advertised_listeners", "listener_security_protocol_map", "log_dirs",
                  "inter_broker_listener_name", "controller_listener_names", "http_listeners",
-                 "_listener_values", "sasl_listeners", "_frozen")
+                 "_listener_values", "sasl_listeners", "static_configs",
+                 "dynamic_default_configs", "dynamic_broker_configs", "_frozen")
 
-    def __init__(self, props: Mapping[str, str]) -> None:
+    def __init__(self, props: Mapping[str, str], *,
+                 dynamic_default: Mapping[str, str] | None = None,
+                 dynamic_broker: Mapping[str, str] | None = None, quiet: bool = False) -> None:
+        static_configs = MappingProxyType(dict(props))
+        dynamic_default = MappingProxyType(dict(dynamic_default or {}))
+        dynamic_broker = MappingProxyType(dict(dynamic_broker or {}))
+        if dynamic_default or dynamic_broker:
+            props = effective_props(props, dynamic_default, dynamic_broker)
         values: dict[str, object] = {}
         for key in BROKER_CONFIG_KEYS:
             values[key.name] = key.parse(props[key.name]) if key.name in props else key.default
@@ -100,9 +114,12 @@ class BrokerConfig(Mapping[str, object]):
                          for key in (_key_of(name),)
                          if (key is None and not listener_key(name))
                          or (key is not None and key.state is KeyState.INERT))
-        for message in warnings:
+        for message in () if quiet else warnings:
             logger.warning("%s", message)
         self._values = values
+        self.static_configs: Mapping[str, str] = static_configs
+        self.dynamic_default_configs: Mapping[str, str] = dynamic_default
+        self.dynamic_broker_configs: Mapping[str, str] = dynamic_broker
         self._listener_values = listener_values
         self.originals: Mapping[str, str] = MappingProxyType(dict(props))
         self.explicit: frozenset[str] = frozenset(props)
@@ -112,7 +129,7 @@ class BrokerConfig(Mapping[str, object]):
             "tuple[str, ...]", values["log.dirs"] if values["log.dirs"] is not None
             else values["log.dir"])
         deprecated = self._shadowed_log_dir() + self._legacy_listener_keys()
-        for message in deprecated:
+        for message in () if quiet else deprecated:
             logger.warning("%s", message)
         self.warnings += deprecated
         self._resolve_listeners()
@@ -146,10 +163,29 @@ class BrokerConfig(Mapping[str, object]):
         return own[name] if name in own else self._values[name]
 
     def source(self, name: str) -> str:
-        """`STATIC_BROKER_CONFIG` when set in the file or overrides, else `DEFAULT_CONFIG`."""
+        """The layer `name`'s value comes from: `DYNAMIC_BROKER_CONFIG`,
+        `DYNAMIC_DEFAULT_BROKER_CONFIG`, `STATIC_BROKER_CONFIG` (the file or overrides), else
+        `DEFAULT_CONFIG`."""
         if name not in self._values and name not in self.originals:
             raise KeyError(name)
-        return ("STATIC_BROKER_CONFIG" if name in self.explicit else "DEFAULT_CONFIG")
+        for source, layer in self.layers()[:3]:
+            if name in layer:
+                return source.name
+        return "DEFAULT_CONFIG"
+
+    def layers(self) -> tuple[tuple[ConfigSource, Mapping[str, str | None]], ...]:
+        """Each layer of the configuration with its DescribeConfigs source, highest first."""
+        return ((ConfigSource.DYNAMIC_BROKER_CONFIG, self.dynamic_broker_configs),
+                (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, self.dynamic_default_configs),
+                (ConfigSource.STATIC_BROKER_CONFIG, self.static_configs),
+                (ConfigSource.DEFAULT_CONFIG, _DEFAULTS))
+
+    def with_dynamic(self, default: Mapping[str, str], broker: Mapping[str, str]
+                     ) -> BrokerConfig:
+        """This broker's configuration with these dynamic layers (replacing any it had);
+        ConfigError when the stack does not hold together."""
+        return BrokerConfig(self.static_configs, dynamic_default=default, dynamic_broker=broker,
+                            quiet=True)
 
     def topic_default(self, topic_config: str) -> object:
         """The value a topic gets for `topic_config` when it has no override of its own.
@@ -534,22 +570,36 @@ def load_broker_config(path: str | os.PathLike[str] | None = None,
     return BrokerConfig(props)
 
 
-def describe_broker_config(broker: BrokerConfig) -> Iterator[ConfigEntry]:
+def describe_broker_config(broker: BrokerConfig, *, per_broker: bool = True
+                           ) -> Iterator[ConfigEntry]:
     """DescribeConfigs rows for resource type BROKER, in name order.
 
-    Every entry is read-only: pybroker has no dynamic broker configuration, so unlike Kafka it
-    never offers a key as alterable. Keys the broker does not know but was given are listed too
+    `per_broker` (resource name "<id>"): every config, each from the highest layer that sets
+    it. Otherwise (resource name "", the cluster default): only the dynamic defaults, each
+    with itself as its one synonym, as Kafka 4.1 answers. A key is read-only unless Kafka
+    lets it change dynamically. Keys the broker does not know but was given are listed too
     (type UNKNOWN), as Kafka lists them.
     """
-    static = dict(broker.originals)
-    defaults = {key.name: to_config_string(key.default) for key in BROKER_CONFIG_KEYS}
-    for name in sorted(set(broker) | set(broker.originals)):
+    layers = broker.layers()
+    if not per_broker:
+        layers = layers[1:2]
+        names = set(broker.dynamic_default_configs)
+    else:
+        names = set(broker) | set(broker.originals)
+    for name in sorted(names):
         key = BROKER_CONFIG_DEFS.get(name)
         group = BROKER_SYNONYM_GROUPS.get(name, (name,))
-        synonyms = tuple(kafka_synonym_order(name, group, static, defaults))
+        listener = _listener_prefixed(name)
+        if listener is not None:  # its base key is its synonym, below it (Kafka's rule)
+            group = (name, listener[1].name)
+        synonyms = tuple(kafka_synonym_order(name, group, layers))
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
-        value: str | None = (to_config_string(broker[name]) if key is not None
-                             else static[name])
+        if not per_broker:
+            value: str | None = broker.dynamic_default_configs[name]
+        elif key is not None:
+            value = to_config_string(broker[name])
+        else:
+            value = broker.originals[name]
         sensitive = is_sensitive(name)
         if sensitive:  # Kafka sends null for a sensitive value, and for its synonyms'
             value = None
@@ -557,7 +607,11 @@ def describe_broker_config(broker: BrokerConfig) -> Iterator[ConfigEntry]:
         declared = _key_of(name)
         yield ConfigEntry(
             name=name, value=value, source=source,
-            is_default=source is ConfigSource.DEFAULT_CONFIG, read_only=True,
+            is_default=source is ConfigSource.DEFAULT_CONFIG, read_only=not is_dynamic(name),
             is_sensitive=sensitive, synonyms=synonyms,
             config_type=declared.type if declared is not None else ConfigType.UNKNOWN,
             documentation=declared.doc if declared is not None else "")
+
+
+_DEFAULTS: Mapping[str, str | None] = MappingProxyType(
+    {key.name: to_config_string(key.default) for key in BROKER_CONFIG_KEYS})

@@ -17,6 +17,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
+from collections.abc import Mapping
 from typing import Literal, Sequence
 
 from protocol.config_resources import ConfigSource, ConfigSynonym
@@ -371,25 +372,25 @@ class ConfigEntry:
 def kafka_synonym_order(
     name: str,
     group: Sequence[str],
-    static: dict[str, str],
-    defaults: dict[str, str | None],
+    layers: Sequence[tuple[ConfigSource, Mapping[str, str | None]]],
     *,
     trim: bool = True,
 ) -> list[ConfigSynonym]:
     """Broker-level synonyms of `name` the way Kafka's DescribeConfigs lists them.
 
-    Kafka lists every name of the synonym group set statically, then every one with a non-null
-    default, and then drops entries from the front until it reaches `name` itself. The drop is
+    `layers` are the broker's configuration layers, highest first (`BrokerConfig.layers`:
+    dynamic per-broker, dynamic default, static, defaults). Kafka lists every name of the
+    synonym group set in the first layer, then in the next, and so on (a default only when not
+    null), and then drops entries from the front until it reaches `name` itself. The drop is
     why `retention.ms` shows no synonyms when only `log.retention.hours` is set: it starts at
     `log.retention.ms`, which is unset. We keep that quirk so tools print what they would print
     against Kafka. `trim=False` keeps the whole list: Kafka's CreateTopics answer (its
     controller's view) reports retention.ms as static broker config when only
     `log.retention.hours` is set.
     """
-    found = [ConfigSynonym(n, static[n], ConfigSource.STATIC_BROKER_CONFIG)
-             for n in group if n in static]
-    found += [ConfigSynonym(n, defaults[n], ConfigSource.DEFAULT_CONFIG)
-              for n in group if defaults.get(n) is not None]
+    found = [ConfigSynonym(n, layer[n], source)
+             for source, layer in layers for n in group
+             if n in layer and (layer[n] is not None or source is not ConfigSource.DEFAULT_CONFIG)]
     while trim and found and found[0].name != name:
         found.pop(0)
     return found

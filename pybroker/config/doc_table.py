@@ -11,6 +11,7 @@ from typing import Iterable
 
 from pybroker.config.broker_keys import BROKER_CONFIG_KEYS
 from pybroker.config.definitions import FEATURES, ConfigKey, KeyState, to_config_string
+from pybroker.config.dynamic import APPLIED, SECURITY_CONFIGS, UpdateMode, update_mode
 from pybroker.config.topic import TOPIC_CONFIG_KEYS
 
 _HEADER = """\
@@ -33,6 +34,16 @@ Every key pybroker accepts is in one of these states:
   key of today. Honoured as Kafka read it then, and setting it logs a one-line warning at
   start naming the key to use instead.
 
+A broker key's **dynamic** column is its update mode (KIP-226): *read-only* keys are read from
+server.properties at start; *cluster-wide* ones may also be changed on a running cluster,
+for every broker (`kafka-configs --alter --entity-type brokers --entity-default`) or one
+(`--entity-name <id>`); *per-broker* ones for one broker only, and a TLS listener's key and
+trust stores only with the listener prefix (`listener.name.<listener>.ssl.keystore.location`:
+new connections get the new certificate). Precedence: a broker's own dynamic value, then the
+cluster default, then server.properties, then the default. Kafka updates a few more keys
+dynamically (thread pools, listeners, SASL settings); pybroker refuses those with Kafka's
+"Cannot update these configs dynamically" (docs/OPERATIONS.md).
+
 Keys pybroker does not know are reported with a warning at start and otherwise ignored, as
 Kafka does. Listeners: every PLAINTEXT client listener is served, each answering Metadata
 with its own advertised endpoints; an SSL, SASL_SSL or SASL_PLAINTEXT listener is refused at
@@ -53,11 +64,26 @@ def _cell(text: str | None) -> str:
     return "" if text is None else text.replace("|", "\\|")
 
 
-def _table(keys: Iterable[ConfigKey]) -> list[str]:
-    lines = ["| key | state | default | description |", "| --- | --- | --- | --- |"]
+def _dynamic(key: ConfigKey) -> str:
+    """The key's update mode here: Kafka's, for the keys pybroker applies live."""
+    mode = update_mode(key.name)
+    if key.name not in APPLIED or mode is UpdateMode.READ_ONLY:
+        return UpdateMode.READ_ONLY.value
+    if key.name in SECURITY_CONFIGS:
+        return "per-broker, listener prefix only"
+    return mode.value
+
+
+def _table(keys: Iterable[ConfigKey], *, broker: bool = False) -> list[str]:
+    if broker:
+        lines = ["| key | state | dynamic | default | description |",
+                 "| --- | --- | --- | --- | --- |"]
+    else:
+        lines = ["| key | state | default | description |", "| --- | --- | --- | --- |"]
     for key in sorted(keys, key=lambda k: k.name):
         default = to_config_string(key.default)
-        lines.append(f"| `{key.name}` | {_state(key)} | "
+        dynamic = f" {_dynamic(key)} |" if broker else ""
+        lines.append(f"| `{key.name}` | {_state(key)} |{dynamic} "
                      f"{'`' + _cell(default) + '`' if default else ''} | {_cell(key.doc)} |")
     return lines
 
@@ -66,7 +92,7 @@ def render() -> str:
     """docs/CONFIG.md as it should read."""
     features = "; ".join(f"*{name}*: {text}" for name, text in FEATURES.items())
     parts = [_HEADER.format(features=features), "## Broker keys (server.properties)", "",
-             *_table(BROKER_CONFIG_KEYS), "", "## Topic keys", "", *_table(TOPIC_CONFIG_KEYS)]
+             *_table(BROKER_CONFIG_KEYS, broker=True), "", "## Topic keys", "", *_table(TOPIC_CONFIG_KEYS)]
     return "\n".join(parts) + "\n"
 
 

@@ -17,7 +17,7 @@ from typing import Iterator, Mapping, cast
 from protocol.records.batch import Compression
 from pybroker.config.broker import BrokerConfig
 from pybroker.config.broker_keys import (
-    ALL_TOPIC_CONFIG_SYNONYMS, BROKER_CONFIG_KEYS, BROKER_SYNONYM_GROUPS, CLEANUP_POLICIES,
+    ALL_TOPIC_CONFIG_SYNONYMS, BROKER_SYNONYM_GROUPS, CLEANUP_POLICIES,
     COMPRESSION_TYPES, TIMESTAMP_TYPES,
 )
 from pybroker.config.definitions import (
@@ -213,14 +213,13 @@ def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str], *,
     """DescribeConfigs rows for resource type TOPIC, one per topic config, in name order.
 
     Synonyms come in Kafka's order: the topic's own override (DYNAMIC_TOPIC_CONFIG) if any,
-    then broker keys set in the file (STATIC_BROKER_CONFIG), then broker defaults
-    (DEFAULT_CONFIG), trimmed as Kafka trims them (see `kafka_synonym_order`). The entry's
+    then the broker's dynamic configs (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG),
+    broker keys set in the file (STATIC_BROKER_CONFIG), then broker defaults (DEFAULT_CONFIG), trimmed as Kafka trims them (see `kafka_synonym_order`). The entry's
     source is that of its first synonym, DEFAULT_CONFIG when there is none. CreateTopics
     answers with `trim_synonyms=False`, as Kafka's controller does.
     """
     values = _effective_values(broker, overrides)
-    static = dict(broker.originals)
-    defaults = {key.name: to_config_string(key.default) for key in BROKER_CONFIG_KEYS}
+    layers = broker.layers()
     for key in sorted(TOPIC_CONFIG_KEYS, key=lambda item: item.name):
         value = to_config_string(values[key.name])
         synonyms: list[ConfigSynonym] = []
@@ -229,8 +228,7 @@ def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str], *,
         primary = TOPIC_CONFIG_SYNONYMS.get(key.name)
         if primary is not None:
             group = BROKER_SYNONYM_GROUPS.get(primary, (primary,))
-            synonyms += kafka_synonym_order(primary, group, static, defaults,
-                                            trim=trim_synonyms)
+            synonyms += kafka_synonym_order(primary, group, layers, trim=trim_synonyms)
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         yield ConfigEntry(
             name=key.name, value=value, source=source,

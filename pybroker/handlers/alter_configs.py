@@ -1,19 +1,20 @@
-"""AlterConfigs (the legacy API): a topic's overrides are replaced by the given set."""
+"""AlterConfigs (the legacy API): a topic's overrides, or a broker's dynamic configs at one
+level, are replaced by the given set."""
 from __future__ import annotations
 
 from construct import Container
 
 from protocol.api_keys import ApiKey
 from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.configs_common import alter_error_response, alter_topic_configs
+from pybroker.handlers.configs_common import alter_configs, alter_error_response
 
 
-def _replace(current: dict[str, str], resource: Container) -> dict[str, str]:
+def _replace(current: dict[str, str], resource: Container, is_broker: bool) -> dict[str, str]:
     return {c.name: c.value for c in resource.configs if c.value is not None}
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    return await alter_topic_configs(ctx, request, _replace)
+    return await alter_configs(ctx, request, _replace)
 
 
 HANDLER = Handler(ApiKey.ALTER_CONFIGS, 0, 2, handle, alter_error_response)

@@ -20,6 +20,7 @@ from pybroker.cluster.metadata import MetadataStore, MetadataImage
 from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIds
+from pybroker.dynamic_broker_config import DynamicBrokerConfig
 from pybroker.coordinator.txn_coordinator import TransactionCoordinator
 from pybroker.coordinator.txn_verifier import TxnVerifier
 from pybroker.memory_pool import MemoryPool
@@ -80,6 +81,9 @@ class Services:
     # request_percentage: each request's loop time charged to its client (request_quota.py);
     # None: not measured.
     request_quota: RequestQuota | None = None
+    # The dynamic broker configs (KIP-226): what alters them, and the configuration they make
+    # with the static one, which handlers read (`RequestContext.config`); None: `config` alone.
+    dynamic_config: DynamicBrokerConfig | None = None
 
 
 @dataclass
@@ -125,7 +129,9 @@ class RequestContext:
 
     @property
     def config(self) -> BrokerConfig:
-        return self.services.config
+        """The broker's configuration now: the static one with its dynamic configs."""
+        dynamic = self.services.dynamic_config
+        return self.services.config if dynamic is None else dynamic.current
 
     @property
     def replicas(self) -> ReplicaManager:

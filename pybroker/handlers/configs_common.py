@@ -1,4 +1,5 @@
-"""What DescribeConfigs, AlterConfigs and IncrementalAlterConfigs share: resource lookup."""
+"""What DescribeConfigs, AlterConfigs and IncrementalAlterConfigs share: resource lookup, and
+the alter path of a topic's overrides and of a broker's dynamic configs (KIP-226)."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -7,6 +8,7 @@ from protocol.acl_operations import AclOperation
 from protocol.config_resources import ResourceType
 from protocol.errors import ErrorCode
 from pybroker.config import ConfigError, validate_topic_configs
+from pybroker.config.dynamic import DynamicConfigError
 from pybroker.handlers import authz
 from pybroker.handlers.base import RequestContext
 
@@ -36,19 +38,12 @@ def check_resource(ctx: RequestContext, resource_type: int, name: str,
     if resource_type == ResourceType.BROKER:
         node_id = ctx.services.node_id
         if name not in ("", str(node_id)):
+            if altering:  # Kafka's ConfigAdminManager: a broker alters only its own configs
+                return (ErrorCode.INVALID_REQUEST,
+                        f"Unexpected broker id, expected {node_id}, but received {name}")
             return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {node_id}"
-        if altering:
-            return (ErrorCode.INVALID_REQUEST,
-                    "Dynamic broker configs are not supported: edit server.properties")
         return ErrorCode.NONE, None
     return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
-
-
-def _only_deletes(resource: Any) -> bool:
-    """IncrementalAlterConfigs of nothing but DELETEs, or AlterConfigs of an empty set
-    (which replaces every dynamic config with none): on a broker that has no dynamic
-    configs, there is nothing to do."""
-    return all(getattr(c, "config_operation", None) == 1 for c in resource.configs)
 
 
 def result(code: ErrorCode, message: str | None, resource_type: int, name: str) -> dict:
@@ -56,11 +51,14 @@ def result(code: ErrorCode, message: str | None, resource_type: int, name: str) 
             "resource_name": name}
 
 
-async def alter_topic_configs(ctx: RequestContext, request: Any,
-                        new_configs: Callable[[dict[str, str], Any], dict[str, str]]) -> dict:
-    """AlterConfigs and IncrementalAlterConfigs: per resource, compute the topic's new
-    overrides with `new_configs(current, resource)`, validate them, and apply them unless the
-    request only validates. ConfigError from either step is INVALID_CONFIG for that resource."""
+async def alter_configs(ctx: RequestContext, request: Any,
+                        new_configs: Callable[[dict[str, str], Any, bool], dict[str, str]]
+                        ) -> dict:
+    """AlterConfigs and IncrementalAlterConfigs: per resource, compute its new set with
+    `new_configs(current, resource, is_broker)`, validate it, and store it unless the request
+    only validates. A topic's set is its overrides (a ConfigError is INVALID_CONFIG); a
+    broker's its dynamic configs at the resource's level, "" for the cluster default and
+    "<id>" for this broker (a refused change is INVALID_REQUEST, as in Kafka)."""
     responses = []
     for res in request.resources:
         refused = unauthorized(ctx, res.resource_type, res.resource_name,
@@ -68,19 +66,14 @@ async def alter_topic_configs(ctx: RequestContext, request: Any,
         if refused is not None:
             responses.append(result(refused, None, res.resource_type, res.resource_name))
             continue
-        if res.resource_type == ResourceType.BROKER and _only_deletes(res):
-            # Nothing dynamic to delete: done (Kafka's tools clear replication throttles on
-            # every broker this way when a reassignment completes).
-            code, message = check_resource(ctx, res.resource_type, res.resource_name,
-                                           altering=False)
-            responses.append(result(code, message, res.resource_type, res.resource_name))
-            continue
         code, message = check_resource(ctx, res.resource_type, res.resource_name,
                                        altering=True)
-        if code == ErrorCode.NONE:
-            current = ctx.image.topics[res.resource_name].configs
+        if code == ErrorCode.NONE and res.resource_type == ResourceType.BROKER:
+            code, message = await _alter_broker(ctx, res, new_configs, request.validate_only)
+        elif code == ErrorCode.NONE:
+            current = dict(ctx.image.topics[res.resource_name].configs)
             try:
-                configs = new_configs(current, res)
+                configs = new_configs(current, res, False)
                 validate_topic_configs(configs)
             except ConfigError as exc:
                 code, message = ErrorCode.INVALID_CONFIG, str(exc)
@@ -89,6 +82,22 @@ async def alter_topic_configs(ctx: RequestContext, request: Any,
                     await ctx.topics.set_topic_configs(res.resource_name, configs)
         responses.append(result(code, message, res.resource_type, res.resource_name))
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def _alter_broker(ctx: RequestContext, res: Any,
+                        new_configs: Callable[[dict[str, str], Any, bool], dict[str, str]],
+                        validate_only: bool) -> tuple[ErrorCode, str | None]:
+    dynamic = ctx.services.dynamic_config
+    if dynamic is None:  # a Services built without a broker (tests of a handler alone)
+        return ErrorCode.INVALID_REQUEST, "This broker has no dynamic configuration"
+    try:
+        await dynamic.alter(res.resource_name, lambda stored: new_configs(stored, res, True),
+                            validate_only=validate_only)
+    except ConfigError as exc:
+        return ErrorCode.INVALID_CONFIG, str(exc)
+    except DynamicConfigError as exc:
+        return ErrorCode.INVALID_REQUEST, str(exc)
+    return ErrorCode.NONE, None
 
 
 def alter_error_response(ctx: Any, request: Any, code: ErrorCode) -> dict:

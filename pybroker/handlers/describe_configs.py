@@ -25,7 +25,8 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                 overrides = ctx.image.topics[res.resource_name].configs
                 rows = describe_topic_config(ctx.config, overrides)
             else:
-                rows = describe_broker_config(ctx.config)
+                # "" is the cluster default: its dynamic configs alone, as Kafka answers.
+                rows = describe_broker_config(ctx.config, per_broker=res.resource_name != "")
             keys = set(res.configuration_keys) if res.configuration_keys else None
             entry["configs"] = [
                 {"name": row.name, "value": row.value, "read_only": row.read_only,

@@ -1,4 +1,5 @@
-"""IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on a topic's overrides.
+"""IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on a topic's overrides, or on a
+broker's dynamic configs at one level (KIP-226: "" the cluster default, "<id>" one broker).
 
 APPEND and SUBTRACT apply to list-typed configs only (e.g. cleanup.policy), as in Kafka.
 """
@@ -9,9 +10,10 @@ from enum import IntEnum
 from construct import Container
 
 from protocol.api_keys import ApiKey
-from pybroker.config import TOPIC_CONFIG_DEFS, ConfigError, ConfigType
+from pybroker.config import BROKER_CONFIG_DEFS, TOPIC_CONFIG_DEFS, ConfigError, ConfigType
+from pybroker.config.dynamic import split_listener_key
 from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.configs_common import alter_error_response, alter_topic_configs
+from pybroker.handlers.configs_common import alter_configs, alter_error_response
 
 
 class Op(IntEnum):
@@ -21,13 +23,16 @@ class Op(IntEnum):
     SUBTRACT = 3
 
 
-def apply_ops(current: dict[str, str], ops: list) -> dict[str, str]:
-    """The overrides after `ops`; ConfigError for an unknown name or a bad operation."""
+def apply_ops(current: dict[str, str], ops: list, *, broker: bool = False) -> dict[str, str]:
+    """The configs after `ops`; ConfigError for a bad operation, or for an unknown topic
+    config name (a broker's unknown names are refused with the rest of its checks,
+    config/dynamic.py)."""
     configs = dict(current)
     for op in ops:
         name = op.name
-        definition = TOPIC_CONFIG_DEFS.get(name)
-        if definition is None:
+        definition = (BROKER_CONFIG_DEFS.get(split_listener_key(name)[1]) if broker
+                      else TOPIC_CONFIG_DEFS.get(name))
+        if definition is None and not broker:
             raise ConfigError(name, op.value or "", "Unknown topic config name")
         if op.config_operation == Op.SET:
             if op.value is None:
@@ -36,12 +41,12 @@ def apply_ops(current: dict[str, str], ops: list) -> dict[str, str]:
         elif op.config_operation == Op.DELETE:
             configs.pop(name, None)
         elif op.config_operation in (Op.APPEND, Op.SUBTRACT):
-            if definition.type != ConfigType.LIST:
+            if definition is None or definition.type != ConfigType.LIST:
                 raise ConfigError(name, op.value or "",
                                   f"Config value append/subtract is not allowed for {name}")
             present = configs.get(name)
             items = [] if present is None else [x for x in present.split(",") if x]
-            if present is None and definition.default:
+            if present is None and definition.default and not broker:
                 items = list(definition.default)  # type: ignore[arg-type]
             given = [x.strip() for x in (op.value or "").split(",") if x.strip()]
             if op.config_operation == Op.APPEND:
@@ -55,8 +60,8 @@ def apply_ops(current: dict[str, str], ops: list) -> dict[str, str]:
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    return await alter_topic_configs(ctx, request,
-                                     lambda current, resource: apply_ops(current, resource.configs))
+    return await alter_configs(ctx, request, lambda current, resource, is_broker: apply_ops(
+        current, resource.configs, broker=is_broker))
 
 
 HANDLER = Handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle, alter_error_response)

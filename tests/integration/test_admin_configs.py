@@ -10,6 +10,7 @@ from confluent_kafka.admin import (
     AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
 )
 
+from pybroker.config.dynamic import APPLIED
 from tests.integration.admin_helpers import TIMEOUT, ck_code, high_watermark, log_dir, topic_name
 from tests.integration.raw import create_topic
 
@@ -88,7 +89,8 @@ def test_describe_configs_broker(broker, ck: AdminClient, kp) -> None:
         assert key in entries, key
     for key, entry in entries.items():
         assert entry.source in VALID_SOURCES, (key, entry.source)
-        assert entry.is_read_only, key  # no dynamic broker configs here
+        # read-only unless it can change dynamically here (KIP-226)
+        assert entry.is_read_only == (key not in APPLIED), key
         if entry.source == ConfigSource.STATIC_BROKER_CONFIG.value:
             assert entry.value is not None, key  # unset keys (advertised.listeners) are null
     assert entries["log.dirs"].value == str(log_dir(broker))
@@ -178,7 +180,7 @@ def test_alter_configs_legacy_replaces_overrides(broker, ck: AdminClient, kp) ->
     vo = ConfigResource(ResourceType.TOPIC, name, set_config={"retention.ms": "9000"})
     assert ck_code(next(iter(ck.alter_configs([vo], validate_only=True).values()))) == 0
     assert _overrides(ck, name) == {"retention.ms": "7000"}
-    # broker configs are static here
+    # num.partitions is not a dynamic broker config (Kafka's read-only)
     broker_res = ConfigResource(ResourceType.BROKER, "0", set_config={"num.partitions": "3"})
     assert ck_code(next(iter(ck.alter_configs([broker_res]).values()))) != 0
 
@@ -197,8 +199,8 @@ def test_alter_configs_legacy_replaces_overrides(broker, ck: AdminClient, kp) ->
 def test_deleting_broker_throttles_is_a_no_op_but_setting_them_is_refused(broker, ck: AdminClient
                                                                           ) -> None:
     """Kafka's kafka-reassign-partitions --verify deletes leader/follower.replication.throttled
-    .rate on every broker: with no dynamic broker configs there is nothing to delete, so it
-    succeeds; setting one is still refused (dynamic broker configs are not supported)."""
+    .rate on every broker: none is set, so there is nothing to delete and it succeeds;
+    setting one is refused (replication throttling is not built)."""
     from confluent_kafka.admin import ResourceType
     DELETE, SET = AlterConfigOpType.DELETE, AlterConfigOpType.SET
 

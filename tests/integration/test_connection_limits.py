@@ -43,3 +43,21 @@ def test_max_connections_waits_for_a_free_slot(tmp_path: Path) -> None:
             assert _answered(third)
         assert _answered(second)
         second.close()
+
+
+def test_max_connections_per_ip_changes_dynamically(tmp_path: Path) -> None:
+    """Lowered as a dynamic cluster default (KIP-226): the next connection beyond it is
+    closed, the ones already served stay, as Kafka's acceptor does."""
+    with broker_in_thread(tmp_path / "logs") as info:
+        admin, first = RawConnection(info.bootstrap), RawConnection(info.bootstrap)
+        assert _answered(first)
+        body = {"resources": [{"resource_type": 4, "resource_name": "", "configs": [
+            {"name": "max.connections.per.ip", "config_operation": 0, "value": "2"}]}],
+            "validate_only": False}
+        answer = admin.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)
+        assert answer.responses[0].error_code == 0
+        with RawConnection(info.bootstrap) as third, pytest.raises(ConnectionError):
+            third.request(ApiKey.API_VERSIONS, 0, {})  # admin and first are this address's two
+        assert _answered(first) and _answered(admin)
+        first.close()
+        admin.close()

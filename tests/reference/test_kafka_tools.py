@@ -146,6 +146,32 @@ def test_configs_topics_brokers_users(broker: Broker) -> None:
         "iterations=4096" in users, users
 
 
+def test_configs_dynamic_broker_configs(broker: Broker) -> None:
+    """KIP-226 through Kafka's kafka-configs.sh: a cluster default is stored and described
+    as ours describes it; a key Kafka reads only at start is refused in Kafka's words. The
+    value is the default's own, so the module's other tests see no change."""
+    b = broker.bootstrap
+    altered = kafka("kafka-configs", "--bootstrap-server", b, "--alter", "--entity-type",
+                    "brokers", "--entity-default", "--add-config",
+                    "log.cleaner.min.cleanable.ratio=0.5").stdout
+    assert altered.strip() == "Completed updating default config for brokers in the cluster."
+    described = kafka("kafka-configs", "--bootstrap-server", b, "--describe", "--entity-type",
+                      "brokers", "--entity-default").stdout
+    assert described.splitlines() == [
+        "Default configs for brokers in the cluster are:",
+        "  log.cleaner.min.cleanable.ratio=0.5 sensitive=false synonyms="
+        "{DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.min.cleanable.ratio=0.5}"]
+    mine = ours("kafka-configs", "--bootstrap-server", b, "--describe", "--entity-type",
+                "brokers", "--entity-default")
+    assert mine.stdout == described
+    refused = kafka("kafka-configs", "--bootstrap-server", b, "--alter", "--entity-type",
+                    "brokers", "--entity-name", "0", "--add-config", "num.partitions=3",
+                    ok=False)
+    assert refused.returncode != 0
+    assert "Cannot update these configs dynamically: Set(num.partitions)" in \
+        refused.stdout + refused.stderr
+
+
 def test_get_offsets_and_delete_records(broker: Broker, tmp_path: Path) -> None:
     b = broker.bootstrap
     broker.create_topic("kt-offsets", partitions=2)
