@@ -37,7 +37,7 @@ def _find(cluster: Cluster, key: str, key_type: int) -> Any:
 
 
 def test_first_clients_of_a_new_cluster_meet_loading_coordinators(zookeeper) -> None:  # type: ignore[no-untyped-def]
-    confluent_kafka = pytest.importorskip("confluent_kafka")
+    import confluent_kafka
     with Cluster(3, zookeeper=zookeeper.connect) as cluster:
         # Groups: every broker's load of __consumer_offsets is held.
         held = [HeldLoad(cluster.server(i).broker.groups) for i in cluster.running]
@@ -112,7 +112,7 @@ def test_a_consumer_group_is_the_very_first_client_of_a_new_cluster(
     """As a user meets it, nothing held: three fresh broker processes, a confluent-kafka
     consumer with a group is the first client (it creates __consumer_offsets), then a
     producer; the consumer reads every record and no error reaches the application."""
-    confluent_kafka = pytest.importorskip("confluent_kafka")
+    import confluent_kafka
     with running_cluster(tmp_path, zookeeper.connect) as cluster:
         bootstrap = cluster.bootstrap()
         errors: list[Any] = []

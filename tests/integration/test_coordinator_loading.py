@@ -150,7 +150,7 @@ def test_confluent_consumer_meets_a_loading_coordinator(tmp_path: Path) -> None:
     """A librdkafka consumer with a group, reaching the coordinator while it loads, gets
     no error: it retries COORDINATOR_LOAD_IN_PROGRESS where NOT_COORDINATOR reached the
     application."""
-    confluent_kafka = pytest.importorskip("confluent_kafka")
+    import confluent_kafka
     with broker_in_thread(tmp_path / "logs", hooks=True) as fresh:
         bootstrap = f"127.0.0.1:{fresh.port}"
         held = HeldLoad(fresh.broker.groups)
@@ -187,7 +187,7 @@ def test_confluent_consumer_meets_a_loading_coordinator(tmp_path: Path) -> None:
 def test_confluent_transactional_producer_meets_a_loading_coordinator(tmp_path: Path) -> None:
     """The transactional equivalent: the first transactional producer reaches its
     coordinator while __transaction_state loads, and its transaction still commits."""
-    confluent_kafka = pytest.importorskip("confluent_kafka")
+    import confluent_kafka
     with broker_in_thread(tmp_path / "logs", hooks=True) as fresh:
         bootstrap = f"127.0.0.1:{fresh.port}"
         held = HeldLoad(fresh.broker.transactions)
