@@ -24,6 +24,7 @@ from pybroker.acl.store import AclStore, LocalAclStore, ZkAclStore
 from pybroker.client_quota_manager import ClientQuotas
 from pybroker.request_quota import RequestQuota
 from pybroker.clock import Clock
+from pybroker.fetch_session import FetchSessionCache
 from pybroker.periodic import run_every
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
 from pybroker.sasl.credential_store import LocalScramCredentialStore, ScramCredentialStore, \
@@ -196,7 +197,10 @@ class Broker:
                                  authorizer=self.authorizer, acls=self.acl_store,
                                  scram=self._scram_store(),
                                  request_log=config.request_log_enable,
-                                 quotas=quotas, request_quota=RequestQuota(quotas.request))
+                                 quotas=quotas, request_quota=RequestQuota(quotas.request),
+                                 fetch_sessions=FetchSessionCache(
+                                     config.max_incremental_fetch_session_cache_slots,
+                                     clock=self.clock.now_ms))
 
     @cached_property
     def metrics_registry(self) -> CollectorRegistry:

@@ -21,6 +21,7 @@ from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIds
 from pybroker.coordinator.txn_coordinator import TransactionCoordinator
+from pybroker.fetch_session import FetchSessionCache
 from pybroker.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
@@ -76,6 +77,8 @@ class Services:
     # request_percentage: each request's loop time charged to its client (request_quota.py);
     # None: not measured.
     request_quota: RequestQuota | None = None
+    # Incremental fetch sessions (KIP-227, max.incremental.fetch.session.cache.slots).
+    fetch_sessions: FetchSessionCache = field(default_factory=lambda: FetchSessionCache(1000))
 
 
 @dataclass
