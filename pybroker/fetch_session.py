@@ -30,7 +30,7 @@ The cache holds `max.incremental.fetch.session.cache.slots` sessions. When it is
 session gets a slot only by evicting one (KIP-227, as Kafka's FetchSessionCache): first any
 session unused for EVICTION_MS (stale); else the least valuable evictable one, valued by
 (privileged, partitions, id) — a follower's session (privileged) outranks a consumer's, a
-larger one a smaller one — and only if the newcomer is worth at least as much. A session is
+larger one a smaller one — and only if the newcomer is worth more (a tie keeps it). A session is
 evictable by a consumer's newcomer only once older than EVICTION_MS; a consumer's session
 is evictable by a follower's newcomer at any age. Evictability and size are taken when the
 session is touched (created or used), as Kafka takes them. With no slot the full fetch is
@@ -233,7 +233,8 @@ class FetchSessionCache:
         if not candidates:
             return False
         least = min(candidates, key=lambda s: (s.privileged, s.cached_size, s.id))
-        # The newcomer's key has id 0: a tie on (privileged, size) goes to the newcomer.
+        # The newcomer's key has id 0, below every session's: a tie on (privileged, size)
+        # keeps the incumbent.
         if (privileged, size, 0) < (least.privileged, least.cached_size, least.id):
             return False
         self.remove(least.id)
