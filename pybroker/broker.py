@@ -210,7 +210,7 @@ class Broker:
         from pybroker.broker_metrics import BrokerCollector, broker_registry
         return broker_registry(BrokerCollector(
             self.node_id, self.metadata, self.replicas, self.groups, self.services.memory,
-            self.services.stats, self.transactions))
+            self.services.stats, self.transactions, self.services.fetch_sessions))
 
     def _build_authorizer(self, config: BrokerConfig
                           ) -> tuple[Authorizer | None, AclStore | None]:
