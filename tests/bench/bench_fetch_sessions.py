@@ -7,9 +7,9 @@ broker process's CPU seconds (utime + stime, /proc/<pid>/stat) and how many Fetc
 served (/metrics `pybroker_requests_total{api="Fetch"}`), so the figures are CPU seconds per
 interval and CPU milliseconds per fetch. The cases, each on a fresh broker:
 
-- `kafka-python, sessions`: kafka-python 3.x keeps a session (as Kafka's Java consumer):
+- `kafka-python/sessions`: kafka-python 3.x keeps a session (as Kafka's Java consumer):
   after the first full fetch it sends only changed partitions and hears only changed ones.
-- `kafka-python, sessionless`: the same client with `enable_incremental_fetch_sessions=False`,
+- `kafka-python/sessionless`: the same client with `enable_incremental_fetch_sessions=False`,
   i.e. every fetch names and answers all 1,000 partitions (what every fetch was before).
 - `confluent-kafka`: librdkafka 2.x never opens a session: the before/after of this column
   only says the sessionless path costs nothing more.
@@ -128,8 +128,8 @@ def _confluent(bootstrap: str, sessions: bool) -> Callable[[float], int]:
 
 
 CASES: dict[str, tuple[Callable[[str, bool], Callable[[float], int]], bool]] = {
-    "kafka-python, sessions": (_kafka_python, True),
-    "kafka-python, sessionless": (_kafka_python, False),
+    "kafka-python/sessions": (_kafka_python, True),
+    "kafka-python/sessionless": (_kafka_python, False),
     "confluent-kafka": (_confluent, False),
 }
 
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="checkout(s) to run the broker from (default: this tree)")
     parser.add_argument("--cases", default=",".join(CASES))
     args = parser.parse_args(argv)
-    sources = args.source or [ROOT]
+    sources = [s.resolve() for s in args.source or [ROOT]]
     rows = [run_case(case, source, args.seconds, args.rate)
             for case in args.cases.split(",") for source in sources]
     print(f"\n{PARTITIONS} partitions, {args.rate:g} records/s, {args.seconds:g} s interval: "
