@@ -307,10 +307,11 @@ class FetchContext:
         return self.session is not None
 
     def _raced(self) -> bool:
-        """Another request of the same session moved its epoch while this one waited."""
+        """Another request of the same session moved its epoch while this one waited (a
+        session evicted meanwhile still answers this request, as Kafka's does; the next
+        one finds it gone)."""
         session = self.session
-        return session is not None and (session.epoch != self.expected_epoch
-                                        or self.cache.sessions.get(session.id) is not session)
+        return session is not None and session.epoch != self.expected_epoch
 
     def finish(self, responses: list[dict], now_ms: int) -> tuple[ErrorCode, int, list[dict]]:
         """The answer for `responses` (one entry per topic read, in `topics` order): a full

@@ -98,7 +98,8 @@ class _Broker:
         self.proc.wait(30)
 
 
-def _kafka_python(bootstrap: str, sessions: bool) -> Callable[[float], int]:
+def _kafka_python(bootstrap: str, sessions: bool
+                  ) -> tuple[Callable[[float], int], Callable[[], None]]:
     from kafka import KafkaConsumer, TopicPartition
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                              enable_auto_commit=False,
@@ -110,10 +111,11 @@ def _kafka_python(bootstrap: str, sessions: bool) -> Callable[[float], int]:
         while time.monotonic() < end:
             got += sum(len(v) for v in consumer.poll(100).values())
         return got
-    return poll
+    return poll, consumer.close
 
 
-def _confluent(bootstrap: str, sessions: bool) -> Callable[[float], int]:
+def _confluent(bootstrap: str, sessions: bool
+               ) -> tuple[Callable[[float], int], Callable[[], None]]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
                          "enable.auto.commit": False})
@@ -124,10 +126,11 @@ def _confluent(bootstrap: str, sessions: bool) -> Callable[[float], int]:
         while time.monotonic() < end:
             got += len(consumer.consume(1000, 0.1))
         return got
-    return poll
+    return poll, consumer.close
 
 
-CASES: dict[str, tuple[Callable[[str, bool], Callable[[float], int]], bool]] = {
+CASES: dict[str, tuple[Callable[[str, bool], tuple[Callable[[float], int],
+                                                   Callable[[], None]]], bool]] = {
     "kafka-python/sessions": (_kafka_python, True),
     "kafka-python/sessionless": (_kafka_python, False),
     "confluent-kafka": (_confluent, False),
@@ -143,7 +146,7 @@ def run_case(case: str, source: Path, seconds: float, rate: float) -> Figures:
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(120)
             make, sessions = CASES[case]
-            poll = make(broker.bootstrap, sessions)
+            poll, close = make(broker.bootstrap, sessions)
             stop = threading.Event()
             producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
 
@@ -162,6 +165,7 @@ def run_case(case: str, source: Path, seconds: float, rate: float) -> Figures:
             stop.set()
             thread.join()
             producer.flush(10)
+            close()
             return Figures(case, source.name, cpu1 - cpu0, fetches1 - fetches0, records)
         finally:
             broker.stop()
