@@ -393,3 +393,48 @@ def test_a_client_sees_through_incremental_answers_what_full_ones_would_say(step
         client.response(*ctx.finish(_answer(ctx.topics, log, budget=3), 0), full=epoch == 0)
     for k, offset in client.offsets.items():
         assert offset == log[k][0] == client.received[k] == produced[k]
+
+
+_arrivals = st.lists(st.tuples(st.integers(0, 3 * EVICTION_MS // 2),  # time step
+                               st.integers(1, 20),  # partitions
+                               st.booleans(),  # privileged (a follower)
+                               st.sampled_from(["open", "use", "close"])),
+                     max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 4), _arrivals)
+def test_the_cache_never_overflows_and_protects_young_active_sessions(slots: int,
+                                                                       arrivals: list) -> None:
+    """Whatever arrives: at most `slots` sessions, the partition count is the sum of the
+    sessions', and a consumer's newcomer never evicts a session that is both younger than
+    EVICTION_MS and used within it."""
+    cache = FetchSessionCache(slots)
+    now = 0
+    epochs: dict[int, int] = {}
+    for step, size, privileged, action in arrivals:
+        now += step
+        before = {sid: (s.creation_ms, s.last_used_ms) for sid, s in cache.sessions.items()}
+        if action == "open" or not epochs:
+            offsets, log = _sized(size)
+            ctx = cache.new_context(0, 0, _req(offsets), [], privileged=privileged,
+                                    uses_topic_ids=False, now_ms=now)
+            sid = ctx.finish(_answer(ctx.topics, log), now)[1]
+            if sid:
+                epochs[sid] = 1
+            gone = set(before) - set(cache.sessions)
+            if not privileged:
+                for old in gone:
+                    created, used = before[old]
+                    assert now - created > EVICTION_MS or now - used > EVICTION_MS
+        else:
+            sid = sorted(epochs)[size % len(epochs)]
+            epoch = FINAL_EPOCH if action == "close" else epochs[sid]
+            code, got, _ = _incremental(cache, sid, epoch, {}, now=now)
+            if code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND or action == "close":
+                del epochs[sid]
+            else:
+                assert (code, got) == (ErrorCode.NONE, sid)
+                epochs[sid] = next_epoch(epoch)
+        assert len(cache) <= slots
+        assert cache.total_partitions == sum(len(s.partitions) for s in cache.sessions.values())
