@@ -89,6 +89,11 @@ class CachedPartition:
     last_stable_offset: int = -1
     local_log_start_offset: int = -1
 
+    def get(self, name: str, default: Any = None) -> Any:
+        """As a decoded request entry's `get` (a field a version lacks), so the handler
+        reads session and request partitions alike, without an exception per partition."""
+        return getattr(self, name, default)
+
     def update_request(self, p: Any) -> None:
         self.fetch_offset = p.fetch_offset
         self.partition_max_bytes = p.partition_max_bytes

@@ -23,9 +23,9 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from pybroker.fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext
 from pybroker.handlers.authz import CLUSTER, TOPIC, Op, allowed, denied_names
 from pybroker.handlers.base import Handler, RequestContext
-from pybroker.fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext
 from pybroker.handlers.duplicate_partitions import merge_duplicates
 from pybroker.purgatory import Watch
 
@@ -53,7 +53,7 @@ def _read_all(ctx: RequestContext, request: Container, topics: Sequence[Any], ma
                                   min_one_message=total == 0,
                                   region_min_batch=SENDFILE_MIN_BATCH,
                                   current_leader_epoch=p.current_leader_epoch,
-                                  last_fetched_epoch=getattr(p, "last_fetched_epoch", -1))
+                                  last_fetched_epoch=p.get("last_fetched_epoch", -1))
             size = len(result.records)
             total += size
             remaining -= size

@@ -98,11 +98,11 @@ class _Broker:
         self.proc.wait(30)
 
 
-def _kafka_python(bootstrap: str, sessions: bool
+def _kafka_python(bootstrap: str, sessions: bool, min_bytes: int
                   ) -> tuple[Callable[[float], int], Callable[[], None]]:
     from kafka import KafkaConsumer, TopicPartition
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             enable_auto_commit=False,
+                             enable_auto_commit=False, fetch_min_bytes=min_bytes,
                              enable_incremental_fetch_sessions=sessions)
     consumer.assign([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
 
@@ -114,11 +114,11 @@ def _kafka_python(bootstrap: str, sessions: bool
     return poll, consumer.close
 
 
-def _confluent(bootstrap: str, sessions: bool
+def _confluent(bootstrap: str, sessions: bool, min_bytes: int
                ) -> tuple[Callable[[float], int], Callable[[], None]]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
-                         "enable.auto.commit": False})
+                         "enable.auto.commit": False, "fetch.min.bytes": min_bytes})
     consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
 
     def poll(seconds: float) -> int:
@@ -129,15 +129,16 @@ def _confluent(bootstrap: str, sessions: bool
     return poll, consumer.close
 
 
-CASES: dict[str, tuple[Callable[[str, bool], tuple[Callable[[float], int],
-                                                   Callable[[], None]]], bool]] = {
+CASES: dict[str, tuple[Callable[[str, bool, int], tuple[Callable[[float], int],
+                                                        Callable[[], None]]], bool]] = {
     "kafka-python/sessions": (_kafka_python, True),
     "kafka-python/sessionless": (_kafka_python, False),
     "confluent-kafka": (_confluent, False),
 }
 
 
-def run_case(case: str, source: Path, seconds: float, rate: float) -> Figures:
+def run_case(case: str, source: Path, seconds: float, rate: float,
+             min_bytes: int = 1) -> Figures:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
     with tempfile.TemporaryDirectory() as tmp:
@@ -146,7 +147,7 @@ def run_case(case: str, source: Path, seconds: float, rate: float) -> Figures:
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(120)
             make, sessions = CASES[case]
-            poll, close = make(broker.bootstrap, sessions)
+            poll, close = make(broker.bootstrap, sessions, min_bytes)
             stop = threading.Event()
             producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
 
@@ -178,12 +179,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--source", type=Path, action="append",
                         help="checkout(s) to run the broker from (default: this tree)")
     parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--min-bytes", type=int, default=1,
+                        help="the consumer's fetch min bytes: large, every fetch waits its "
+                        "max wait (500 ms), so every case fetches at the same rate")
     args = parser.parse_args(argv)
     sources = [s.resolve() for s in args.source or [ROOT]]
-    rows = [run_case(case, source, args.seconds, args.rate)
+    rows = [run_case(case, source, args.seconds, args.rate, args.min_bytes)
             for case in args.cases.split(",") for source in sources]
-    print(f"\n{PARTITIONS} partitions, {args.rate:g} records/s, {args.seconds:g} s interval: "
-          "broker CPU while one consumer fetches them all")
+    print(f"\n{PARTITIONS} partitions, {args.rate:g} records/s, {args.seconds:g} s interval, "
+          f"fetch min bytes {args.min_bytes}: broker CPU while one consumer fetches them all")
     print(f"{'case':28} {'broker':18} {'CPU s':>7} {'fetches':>8} {'CPU ms/fetch':>13} "
           f"{'records':>8}")
     for r in rows:
