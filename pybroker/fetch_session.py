@@ -51,24 +51,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from protocol.errors import ErrorCode
+from protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 
 __all__ = ["EVICTION_MS", "FINAL_EPOCH", "INITIAL_EPOCH", "INVALID_SESSION_ID",
            "CachedPartition", "FetchContext", "FetchSession", "FetchSessionCache",
            "FetchTopic", "next_epoch"]
 
-INVALID_SESSION_ID = 0
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
 # Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS (not a config key in Kafka either).
 EVICTION_MS = 120_000
 _INT32_MAX = 0x7FFFFFFF
-
-
-def next_epoch(epoch: int) -> int:
-    """The epoch after `epoch`: a negative one stays (final), the largest wraps to 1."""
-    if epoch < 0:
-        return epoch
-    return 1 if epoch == _INT32_MAX else epoch + 1
 
 
 @dataclass(slots=True)

@@ -195,3 +195,34 @@ def test_session_errors_on_the_wire(broker: Any) -> None:
             gone = _fetch(conn, sid, 3, [], version)
             assert gone.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
             assert len(sessions) == 0
+
+
+def test_followers_replicate_through_incremental_fetch_sessions() -> None:
+    """pybroker's replica fetchers keep a session with each leader (privileged, as Kafka's
+    followers'): every acknowledged acks=all record of 30 partitions is on every replica, and
+    the leaders served the followers incremental fetches."""
+    from confluent_kafka import Producer
+
+    from pybroker.testing_cluster import Cluster
+
+    with Cluster(3) as cluster:
+        cluster.create_topic("replicated", 30, 3)
+        caches = [cluster.server(i).broker.services.fetch_sessions for i in cluster.running]
+        served = sum(c.incremental_fetches for c in caches)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                             "linger.ms": 5})
+        acked: list[int] = []
+        for round_ in range(3):
+            for p in range(30):
+                producer.produce("replicated", b"%d-%d" % (p, round_), partition=p,
+                                 on_delivery=lambda err, msg: acked.append(err is None))
+            assert producer.flush(30) == 0
+        assert acked == [True] * 90
+        for p in range(30):
+            cluster.wait_for_isr("replicated", p)
+        ends = {(i, p): cluster.server(i).broker.replicas.hosted_partition("replicated", p)
+                .log.log_end_offset for i in cluster.running for p in range(30)}
+        assert set(ends.values()) == {3}
+        sessions = [s for c in caches for s in c.sessions.values()]
+        assert sessions and all(s.privileged for s in sessions)
+        assert sum(c.incremental_fetches for c in caches) > served
