@@ -30,6 +30,9 @@ class FetchSessionHandler:
         self.epoch = INITIAL_EPOCH
         self._sent: dict[Key, dict[str, Any]] = {}  # what the session holds, once answered
         self._pending: dict[Key, dict[str, Any]] | None = None  # sent, not yet answered
+        # The last full request made no session (the broker's cache had no room): the
+        # fetcher may then treat full requests as ordinary ones.
+        self.made_none = False
 
     def build(self, wanted: dict[Key, dict[str, Any]]
               ) -> tuple[int, int, dict[str, list[dict[str, Any]]], dict[str, list[int]]]:
@@ -58,8 +61,10 @@ class FetchSessionHandler:
             self.reset()
             return False
         if session_id == INVALID_SESSION_ID:  # none made (or the session closed): full again
+            self.made_none = self.epoch == INITIAL_EPOCH
             self.session_id, self.epoch, self._sent = INVALID_SESSION_ID, INITIAL_EPOCH, {}
             return True
+        self.made_none = False
         self.epoch = 1 if self.epoch == INITIAL_EPOCH else next_epoch(self.epoch)
         self.session_id = session_id
         self._sent = pending

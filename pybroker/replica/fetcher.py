@@ -13,7 +13,8 @@ costs one request per wait, and an append wakes the follower at once. Each task 
 incremental fetch session with its leader (KIP-227, `client/fetch_session_handler.py`): after
 a full first fetch it names only the partitions whose position or epoch moved, and the
 leader answers only those with news; a session error, or a fetch abandoned for a new
-partition set, starts over in full.
+partition set, starts over in full. A full fetch does not wait and is not abandoned, so the
+session it opens is always learnt (never left on the leader unknown until evicted).
 
 What the fetched data means for the log (append, truncate, the follower's high watermark) is
 the replica manager's business (`apply_fetched`); this module only moves requests. Which
@@ -31,6 +32,7 @@ import trio
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
+from protocol.fetch_metadata import INITIAL_EPOCH
 from protocol.topic_partition import TopicPartition
 from pybroker.client.connection import BrokerConnection
 from pybroker.client.fetch_session_handler import FetchSessionHandler
@@ -202,7 +204,11 @@ class ReplicaFetchers:
                 continue
             try:
                 with trio.CancelScope() as scope:
-                    self._inflight[leader] = scope
+                    if request["max_wait_ms"] or request["session_epoch"] != INITIAL_EPOCH:
+                        # A fetch opening a session is never abandoned (and never waits, see
+                        # _request): its answer names the session it made, which would
+                        # otherwise be left on the leader, unknown, until evicted.
+                        self._inflight[leader] = scope
                     response = await conn.request(ApiKey.FETCH, request,
                                                   version=FETCH_VERSION)
             finally:
@@ -252,7 +258,9 @@ class ReplicaFetchers:
                 "partition_max_bytes": settings.partition_max_bytes}
         session_id, epoch, send, forget = session.build(wanted) if asked else (0, -1, {}, {})
         request = {
-            "replica_id": settings.node_id, "max_wait_ms": settings.max_wait_ms,
+            "replica_id": settings.node_id,
+            "max_wait_ms": 0 if epoch == INITIAL_EPOCH and not session.made_none
+            else settings.max_wait_ms,
             "min_bytes": settings.min_bytes, "max_bytes": settings.max_bytes,
             "isolation_level": 0, "session_id": session_id, "session_epoch": epoch,
             "topics": [{"topic": t, "partitions": ps} for t, ps in send.items()],

@@ -46,8 +46,9 @@ def test_no_session_made_keeps_asking_in_full() -> None:
     h = FetchSessionHandler()
     wanted = {("t", 0): _entry(0, 5)}
     h.build(wanted)
-    assert h.answered(0, 0)
+    assert h.answered(0, 0) and h.made_none
     assert h.build(wanted)[:2] == (0, 0)
+    assert h.answered(0, 7) and not h.made_none
 
 
 def _as_request(send: dict[str, list[dict]]) -> list[Any]:
