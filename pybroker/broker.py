@@ -25,6 +25,7 @@ from pybroker.acl.store import AclStore, LocalAclStore, ZkAclStore
 from pybroker.client_quota_manager import ClientQuotas
 from pybroker.request_quota import RequestQuota
 from pybroker.clock import Clock
+from pybroker.fetch_session import FetchSessionCache
 from pybroker.periodic import MIN_INTERVAL_MS, run_every
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
 from pybroker.sasl.credential_store import LocalScramCredentialStore, ScramCredentialStore, \
@@ -218,7 +219,10 @@ class Broker:
                                  request_log=config.request_log_enable,
                                  quotas=quotas, request_quota=RequestQuota(quotas.request),
                                  txn_verifier=self.txn_verifier,
-                                 dynamic_config=self.dynamic_config)
+                                 dynamic_config=self.dynamic_config,
+                                 fetch_sessions=FetchSessionCache(
+                                     config.max_incremental_fetch_session_cache_slots,
+                                     clock=self.clock.now_ms))
 
     def _follow_dynamic_configs(self) -> None:
         """The broker's parts that follow dynamic configs (KIP-226); the server adds its own
@@ -294,7 +298,7 @@ class Broker:
         from pybroker.broker_metrics import BrokerCollector, broker_registry
         return broker_registry(BrokerCollector(
             self.node_id, self.metadata, self.replicas, self.groups, self.services.memory,
-            self.services.stats, self.transactions))
+            self.services.stats, self.transactions, self.services.fetch_sessions))
 
     def _build_authorizer(self, config: BrokerConfig
                           ) -> tuple[Authorizer | None, AclStore | None]:

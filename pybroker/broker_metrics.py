@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from pybroker.cluster.metadata import MetadataStore
     from pybroker.coordinator.group_coordinator import GroupCoordinator
     from pybroker.coordinator.txn_coordinator import TransactionCoordinator
+    from pybroker.fetch_session import FetchSessionCache
     from pybroker.memory_pool import MemoryPool
     from pybroker.replica_manager import ReplicaManager
 
@@ -54,7 +55,8 @@ class BrokerCollector(Collector):
 
     def __init__(self, node_id: int, metadata: "MetadataStore", replicas: "ReplicaManager",
                  groups: "GroupCoordinator", memory: "MemoryPool", stats: RequestStats,
-                 transactions: "TransactionCoordinator | None" = None) -> None:
+                 transactions: "TransactionCoordinator | None" = None,
+                 fetch_sessions: "FetchSessionCache | None" = None) -> None:
         self.node_id = node_id
         self.metadata = metadata
         self.replicas = replicas
@@ -62,6 +64,7 @@ class BrokerCollector(Collector):
         self.memory = memory
         self.stats = stats
         self.transactions = transactions
+        self.fetch_sessions = fetch_sessions
 
     def collect(self) -> Iterator[Metric]:
         image = self.metadata.image
@@ -278,6 +281,22 @@ class BrokerCollector(Collector):
                                     "not complete (Ongoing, PrepareCommit, PrepareAbort, "
                                     "PrepareEpochFence).",
                                     value=self.transactions.state.open_transactions())
+        sessions = self.fetch_sessions
+        if sessions is not None:
+            yield GaugeMetricFamily("pybroker_fetch_sessions",
+                                    "Incremental fetch sessions cached (Kafka's "
+                                    "NumIncrementalFetchSessions).", value=len(sessions))
+            yield GaugeMetricFamily("pybroker_fetch_session_partitions",
+                                    "Partitions held by the cached fetch sessions (Kafka's "
+                                    "NumIncrementalFetchPartitionsCached).",
+                                    value=sessions.total_partitions)
+            yield CounterMetricFamily("pybroker_fetch_session_evictions",
+                                      "Fetch sessions evicted to make room for another "
+                                      "(Kafka's IncrementalFetchSessionEvictionsPerSec).",
+                                      value=sessions.evictions)
+            yield CounterMetricFamily("pybroker_incremental_fetches",
+                                      "Incremental fetch requests served from a session.",
+                                      value=sessions.incremental_fetches)
 
 
 def broker_registry(collector: BrokerCollector) -> CollectorRegistry:

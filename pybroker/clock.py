@@ -5,10 +5,11 @@ A test of session expiry, transaction timeouts or time-based retention should no
 instead of `time.time()`, so `pybroker.testing`'s `advance_time(ms)` can move them forward
 without moving anything else. What reads it: the group coordinator (sessions, rebalance and
 sync deadlines, offset retention), the transaction coordinator (transaction timeouts,
-transactional-id expiry), log retention, the removal of `.deleted` files and the log
-cleaner's lags. What does not: record timestamps, segment rolling and flushing on append,
-connection idling, fetch waits, ISR lag, the controller — the produce and fetch paths never
-see this clock.
+transactional-id expiry), log retention, the removal of `.deleted` files, the log
+cleaner's lags and the age at which a fetch session may be evicted (`fetch_session.py`, read
+once per Fetch that names a session). What does not: record timestamps, segment rolling and
+flushing on append, connection idling, fetch waits, ISR lag, the controller — the produce
+path and a sessionless fetch never see this clock.
 
 In production nothing advances it and `now_ms()` is `time.time()` in milliseconds. Pure
 state: no trio, no listeners; whoever advances it wakes the loops that sleep on it.

@@ -235,12 +235,49 @@ def delete_and_recreate(ctx: Ctx) -> None:
     ctx.ask("old partition", K.FETCH, FETCH_V, fetch_body(t, 0, partition=1))
 
 
+def _session_fetch(topic: str, session_id: int, epoch: int, offsets: dict[int, int],
+                   forgotten: list[int] | None = None) -> dict:
+    body = fetch_body(topic, 0)
+    body.update(session_id=session_id, session_epoch=epoch, min_bytes=0)
+    body["topics"] = [{"topic": topic, "partitions": [
+        {**body["topics"][0]["partitions"][0], "partition": p, "fetch_offset": offset}
+        for p, offset in offsets.items()]}] if offsets else []
+    body["forgotten_topics_data"] = [{"topic": topic, "partitions": forgotten}] \
+        if forgotten else []
+    return body
+
+
+def fetch_sessions(ctx: Ctx) -> None:
+    """An incremental fetch session (KIP-227): opened by a full fetch (epoch 0), answered
+    with nothing when nothing changed, with the one partition that got data, a wrong epoch
+    and an unknown id refused, a partition forgotten, the session closed (epoch -1)."""
+    t = ctx.topic()
+    create(ctx, t, 2)
+    produce(ctx, t, batch(ctx, 2))
+    opened = ctx.ask("open (epoch 0)", K.FETCH, ctx.version, _session_fetch(t, 0, 0, {0: 0, 1: 0}))
+    sid = opened.session_id
+    ctx.note("a session was opened", sid != 0)
+    ctx.ask("offset moved, nothing new", K.FETCH, ctx.version, _session_fetch(t, sid, 1, {0: 2}))
+    produce(ctx, t, batch(ctx, 1), partition=1, label="produce to partition 1")
+    answer = ctx.ask("data on partition 1", K.FETCH, ctx.version, _session_fetch(t, sid, 2, {}))
+    ctx.note("the same session", answer.session_id == sid)
+    ctx.ask("wrong epoch", K.FETCH, ctx.version, _session_fetch(t, sid, 7, {}))
+    ctx.ask("unknown session", K.FETCH, ctx.version, _session_fetch(t, 0, 3, {}))
+    ctx.ask("forget partition 1", K.FETCH, ctx.version,
+            _session_fetch(t, sid, 3, {}, forgotten=[1]))
+    closed = ctx.ask("close (epoch -1)", K.FETCH, ctx.version, _session_fetch(t, sid, -1, {0: 0}))
+    ctx.note("closing answers sessionless", closed.session_id == 0)
+    ctx.ask("closed session", K.FETCH, ctx.version, _session_fetch(t, sid, 4, {}))
+
+
 SEQUENCES = [(K.JOIN_GROUP, JOIN_V, "sequence: two members, rebalance, leave", group_of_two),
              (K.OFFSET_COMMIT, COMMIT_V, "sequence: commits in each phase of a rebalance",
               commits_during_a_rebalance),
              (K.PRODUCE, 9, "sequence: idempotent retry and sequence errors",
               idempotent_producer),
              (K.FETCH, FETCH_V, "sequence: long poll 500 ms without data", long_poll),
+             (K.FETCH, FETCH_V, "sequence: incremental fetch session and its errors",
+              fetch_sessions),
              (K.LIST_OFFSETS, LIST_V, "sequence: by timestamp across segments",
               offsets_across_segments),
              (K.DELETE_RECORDS, 2, "sequence: delete records then fetch below the start",

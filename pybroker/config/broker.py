@@ -259,6 +259,8 @@ class BrokerConfig(Mapping[str, object]):
     replica_lag_time_max_ms = _Key[int]("replica.lag.time.max.ms")
     replica_selector_class = _Key["str | None"]("replica.selector.class")
     fetch_max_bytes = _Key[int]("fetch.max.bytes")
+    max_incremental_fetch_session_cache_slots = _Key[int](
+        "max.incremental.fetch.session.cache.slots")
     group_initial_rebalance_delay_ms = _Key[int]("group.initial.rebalance.delay.ms")
     group_min_session_timeout_ms = _Key[int]("group.min.session.timeout.ms")
     group_max_session_timeout_ms = _Key[int]("group.max.session.timeout.ms")

@@ -464,6 +464,9 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Bytes a follower asks for in one fetch, over all its partitions."),
     _k("fetch.max.bytes", _I, 57671680, at_least(1024), _MEDIUM,
        "Upper bound on one Fetch response, whatever the client asks for."),
+    _k("max.incremental.fetch.session.cache.slots", _I, 1000, at_least(0), _MEDIUM,
+       "Incremental fetch sessions (KIP-227) the broker keeps; when full, a new one takes the "
+       "slot of a stale or less valuable one, or goes without. 0: no sessions."),
     # --- consumer groups and committed offsets --------------------------------------------------
     _k("group.initial.rebalance.delay.ms", _I, 3000, None, _MEDIUM,
        "How long a new group waits for more members before its first rebalance."),

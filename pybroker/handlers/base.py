@@ -23,6 +23,7 @@ from pybroker.coordinator.producer_ids import ProducerIds
 from pybroker.dynamic_broker_config import DynamicBrokerConfig
 from pybroker.coordinator.txn_coordinator import TransactionCoordinator
 from pybroker.coordinator.txn_verifier import TxnVerifier
+from pybroker.fetch_session import FetchSessionCache
 from pybroker.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
@@ -84,6 +85,8 @@ class Services:
     # The dynamic broker configs (KIP-226): what alters them, and the configuration they make
     # with the static one, which handlers read (`RequestContext.config`); None: `config` alone.
     dynamic_config: DynamicBrokerConfig | None = None
+    # Incremental fetch sessions (KIP-227, max.incremental.fetch.session.cache.slots).
+    fetch_sessions: FetchSessionCache = field(default_factory=lambda: FetchSessionCache(1000))
 
 
 @dataclass

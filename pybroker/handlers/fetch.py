@@ -3,8 +3,10 @@
 A fetch with too little data waits in the purgatory for an append to one of its partitions,
 then reads again. The first batch found is returned whole even when larger than the limits,
 so a consumer can always make progress (Kafka's rule). The response as a whole is capped at
-the smaller of the request's max_bytes and the broker's fetch.max.bytes. Fetch sessions are
-not kept: every response carries session id 0, which clients treat as a full fetch.
+the smaller of the request's max_bytes and the broker's fetch.max.bytes. Incremental fetch
+sessions (KIP-227) are `pybroker/fetch_session.py`: it says which partitions a request reads
+(a session's, for an incremental one) and which of the answers go back; a sessionless
+request (id 0, epoch -1: every client but the session-keeping ones) never touches it.
 
 A consumer's Fetch v11+ may be answered by a follower, and the leader may point it at one
 (`preferred_read_replica`, KIP-392): the rules are the replica manager's and the selector's
@@ -18,12 +20,15 @@ and one gathered send cost less than a header read per batch and a sendfile per 
 """
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import trio
 from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import APIS
+from pybroker.fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext
 from pybroker.handlers.authz import CLUSTER, TOPIC, Op, allowed, denied_names
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.handlers.duplicate_partitions import merge_duplicates
@@ -33,14 +38,15 @@ from pybroker.replica.replica_selector import ClientMetadata
 SENDFILE_MIN_BATCH = 64 * 1024
 
 
-def _read_all(ctx: RequestContext, request: Container, max_bytes: int,
-              denied: set[str], client: ClientMetadata | None) -> tuple[list[dict], int, bool]:
+def _read_all(ctx: RequestContext, request: Container, topics: Sequence[Any], max_bytes: int,
+              denied: set[str], client: ClientMetadata | None
+              ) -> tuple[list[dict], int, bool]:
     manager = ctx.replicas
     remaining = max_bytes
     total = 0
     errors = False
     responses = []
-    for topic in request.topics:
+    for topic in topics:
         if denied and topic.topic in denied:
             errors = True
             responses.append(_failed(topic, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
@@ -99,7 +105,14 @@ def _read_all(ctx: RequestContext, request: Container, max_bytes: int,
 async def handle(ctx: RequestContext, request: Container) -> dict:
     deadline = trio.current_time() + max(0, request.max_wait_ms) / 1000
     request.topics = merge_duplicates(request.topics, "topic", "partitions", "partition")
-    wanted = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    topics: Sequence[Any] = request.topics
+    context = _session_context(ctx, request)
+    if context is not None:
+        if context.error:
+            return {"throttle_time_ms": 0, "error_code": int(context.error),
+                    "session_id": INVALID_SESSION_ID, "responses": []}
+        topics = context.topics
+    wanted = [(t.topic, p.partition) for t in topics for p in t.partitions]
     # Consumers may see only committed data; followers wait for the log end (they are what
     # moves the high watermark).
     watch = Watch.LOG_END if request.replica_id >= 0 else Watch.HIGH_WATERMARK
@@ -123,19 +136,19 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
               if ctx.version >= 11 and request.replica_id < 0 else None)
     denied: set[str] = set()
     if ctx.services.authorizer is not None:
-        names = [t.topic for t in request.topics]
+        names = [t.topic for t in topics]
         if request.replica_id >= 0:  # a follower: the cluster's, not a topic's, permission
             denied = set() if allowed(ctx, Op.CLUSTER_ACTION, CLUSTER) else set(names)
         else:
             denied = denied_names(ctx, Op.READ, TOPIC, names)
     while True:
-        responses, total, errors = _read_all(ctx, request, min(max_bytes, pool.available),
-                                             denied, client)
+        responses, total, errors = _read_all(ctx, request, topics,
+                                             min(max_bytes, pool.available), denied, client)
         if total >= min_bytes or errors or not wanted:
             break
         left = deadline - trio.current_time()
         if left <= 0 or not await ctx.services.purgatory.wait_any(wanted, left, watch):
-            responses, total, errors = _read_all(ctx, request,
+            responses, total, errors = _read_all(ctx, request, topics,
                                                  min(max_bytes, pool.available), denied, client)
             break
     if quotas is not None:
@@ -150,15 +163,35 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             # they are not sent) and the connection muted for the throttle time.
             quotas.fetch.unrecord(ctx.client_id, size, now_ms, ctx.session.user)
             ctx.throttle_ms = throttle_ms
-            return {"throttle_time_ms": throttle_ms, "error_code": 0, "session_id": 0,
-                    "responses": []}
+            code, session_id = (ErrorCode.NONE, INVALID_SESSION_ID) if context is None \
+                else context.throttled()
+            return {"throttle_time_ms": throttle_ms, "error_code": int(code),
+                    "session_id": session_id, "responses": []}
+    code, session_id = ErrorCode.NONE, INVALID_SESSION_ID
+    if context is not None:
+        code, session_id, responses = context.finish(responses,
+                                                     ctx.services.fetch_sessions.now_ms())
     if request.replica_id < 0 and total:  # consumers' bytes (Kafka's BytesOutPerSec)
         stats = ctx.services.stats
         for response in responses:
             size = sum(len(p["records"]) for p in response["partitions"])
             if size:
                 stats.fetched(response["topic"], size)
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    return {"throttle_time_ms": 0, "error_code": int(code), "session_id": session_id,
+            "responses": responses}
+
+
+def _session_context(ctx: RequestContext, request: Container) -> FetchContext | None:
+    """The request's fetch session context; None for a sessionless fetch that names no
+    session (v4-6 always), which is answered without the cache."""
+    if request.session_id == INVALID_SESSION_ID and request.session_epoch == FINAL_EPOCH:
+        return None
+    sessions = ctx.services.fetch_sessions
+    return sessions.new_context(request.session_id, request.session_epoch, request.topics,
+                                request.forgotten_topics_data,
+                                privileged=request.replica_id >= 0,
+                                uses_topic_ids=ctx.version >= 13,
+                                now_ms=sessions.now_ms())
 
 
 

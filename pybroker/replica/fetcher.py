@@ -9,7 +9,12 @@ current and the epoch of its last batch (`last_fetched_epoch`). The leader answe
 batches the leader's history does not (a former leader's unreplicated tail): the follower
 truncates there and asks again (KIP-320's truncation through Fetch, which Kafka uses since
 2.7). A fetch long-polls on the leader (`replica.fetch.wait.max.ms`), so a quiet partition
-costs one request per wait, and an append wakes the follower at once.
+costs one request per wait, and an append wakes the follower at once. Each task keeps an
+incremental fetch session with its leader (KIP-227, `client/fetch_session_handler.py`): after
+a full first fetch it names only the partitions whose position or epoch moved, and the
+leader answers only those with news; a session error, or a fetch abandoned for a new
+partition set, starts over in full. A full fetch does not wait and is not abandoned, so the
+session it opens is always learnt (never left on the leader unknown until evicted).
 
 What the fetched data means for the log (append, truncate, the follower's high watermark) is
 the replica manager's business (`apply_fetched`); this module only moves requests. Which
@@ -27,8 +32,10 @@ import trio
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
+from protocol.fetch_metadata import INITIAL_EPOCH
 from protocol.topic_partition import TopicPartition
 from pybroker.client.connection import BrokerConnection
+from pybroker.client.fetch_session_handler import FetchSessionHandler
 from pybroker.client.security import ClientSecurity
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
 
@@ -36,6 +43,8 @@ __all__ = ["ReplicaFetchers", "FollowerLogs", "FetchSettings"]
 
 log = logging.getLogger(__name__)
 FETCH_VERSION = 12
+_SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                   ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
 
 
 class FollowerLogs(Protocol):
@@ -79,6 +88,7 @@ class ReplicaFetchers:
         # Partitions to leave out of the next fetches until this time (an epoch the leader
         # does not know yet, a transient error).
         self._backoff: dict[TopicPartition, float] = {}
+        self._sessions: dict[int, FetchSessionHandler] = {}
         self._nursery: trio.Nursery | None = None
 
     # -- which partitions follow whom (from the metadata image) ---------------------------------
@@ -168,6 +178,7 @@ class ReplicaFetchers:
         finally:
             self._running.discard(leader)
             self._wakeups.pop(leader, None)
+            self._sessions.pop(leader, None)
         # Not in `finally`: a cancelled fetcher (the broker stopping) must not start another.
         if any(f.leader == leader for f in self._follows.values()):
             self._start(leader)  # a follow arrived as this task was ending
@@ -186,13 +197,18 @@ class ReplicaFetchers:
             follows = self._partitions_of(leader)
             if not any(f.leader == leader for f in self._follows.values()):
                 return
-            request, asked = self._request(follows)
+            session = self._sessions.setdefault(leader, FetchSessionHandler())
+            request, asked = self._request(follows, session)
             if not asked:
                 await self._idle(leader, min(settings.backoff_ms / 1000, 0.1))
                 continue
             try:
                 with trio.CancelScope() as scope:
-                    self._inflight[leader] = scope
+                    if request["max_wait_ms"] or request["session_epoch"] != INITIAL_EPOCH:
+                        # A fetch opening a session is never abandoned (and never waits, see
+                        # _request): its answer names the session it made, which would
+                        # otherwise be left on the leader, unknown, until evicted.
+                        self._inflight[leader] = scope
                     response = await conn.request(ApiKey.FETCH, request,
                                                   version=FETCH_VERSION)
             finally:
@@ -202,7 +218,9 @@ class ReplicaFetchers:
                 # requests in order, so the next fetch would wait behind the abandoned
                 # long poll: a new connection asks at once.
                 return
-            if response.error_code:
+            if not session.answered(response.error_code, response.session_id):
+                if response.error_code in _SESSION_ERRORS:
+                    continue  # the next fetch is full: ask at once
                 log.info("fetch from broker %d failed: %s", leader,
                          ErrorCode(response.error_code).name)
                 await self._idle(leader, settings.backoff_ms / 1000)
@@ -222,10 +240,10 @@ class ReplicaFetchers:
                             log.warning("replica %s-%d fetching from broker %d: %s",
                                         tp[0], tp[1], leader, code.name)
 
-    def _request(self, follows: dict[TopicPartition, _Follow]
+    def _request(self, follows: dict[TopicPartition, _Follow], session: FetchSessionHandler
                  ) -> tuple[dict[str, Any], dict[TopicPartition, _Follow]]:
         settings = self.settings
-        topics: dict[str, list[dict[str, Any]]] = {}
+        wanted: dict[TopicPartition, dict[str, Any]] = {}
         asked = {}
         for tp, follow in follows.items():
             position = self.logs.fetch_position(tp)
@@ -233,15 +251,19 @@ class ReplicaFetchers:
                 continue
             offset, last_epoch, log_start = position
             asked[tp] = follow
-            topics.setdefault(tp[0], []).append({
+            wanted[tp] = {
                 "partition": tp[1], "current_leader_epoch": follow.epoch,
                 "fetch_offset": offset, "last_fetched_epoch": last_epoch,
                 "log_start_offset": log_start,
-                "partition_max_bytes": settings.partition_max_bytes})
+                "partition_max_bytes": settings.partition_max_bytes}
+        session_id, epoch, send, forget = session.build(wanted) if asked else (0, -1, {}, {})
         request = {
-            "replica_id": settings.node_id, "max_wait_ms": settings.max_wait_ms,
+            "replica_id": settings.node_id,
+            "max_wait_ms": 0 if epoch == INITIAL_EPOCH and not session.made_none
+            else settings.max_wait_ms,
             "min_bytes": settings.min_bytes, "max_bytes": settings.max_bytes,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": ""}
+            "isolation_level": 0, "session_id": session_id, "session_epoch": epoch,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in send.items()],
+            "forgotten_topics_data": [{"topic": t, "partitions": ps}
+                                      for t, ps in forget.items()], "rack_id": ""}
         return request, asked
