@@ -24,9 +24,9 @@ from pybroker.acl.authorizer import Authorizer, parse_super_users
 from pybroker.acl.store import AclStore, LocalAclStore, ZkAclStore
 from pybroker.client_quota_manager import ClientQuotas
 from pybroker.request_quota import RequestQuota
-from pybroker.clock import Clock
+from pybroker.runtime.clock import Clock
 from pybroker.fetch_session import FetchSessionCache
-from pybroker.periodic import MIN_INTERVAL_MS, run_every
+from pybroker.runtime.periodic import MIN_INTERVAL_MS, run_every
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
 from pybroker.sasl.credential_store import LocalScramCredentialStore, ScramCredentialStore, \
     ZkScramCredentialStore
@@ -45,7 +45,7 @@ from pybroker.config.dynamic import CLEANER_CONFIGS, TLS_CONFIGS
 from pybroker.dynamic_broker_config import DynamicBrokerConfig, Reconfigurable
 from pybroker.handlers.base import Services
 from pybroker.inter_broker import inter_broker_security
-from pybroker.malloc_tuning import trim_malloc
+from pybroker.runtime.malloc_tuning import trim_malloc
 from pybroker.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
 from pybroker.replica.replica_selector import replica_selector
@@ -84,7 +84,7 @@ class Broker:
         """`hooks`: a test broker's request hooks (pybroker.request_hooks), None otherwise.
         `zk_client_class` replaces kazoo's client (pybroker.testing's in-memory ZooKeeper
         shared by the brokers of one process); only with zookeeper.connect set. `clock`: the
-        clock the timers read (pybroker.clock), shared by a test cluster's brokers so they
+        clock the timers read (pybroker.runtime.clock), shared by a test cluster's brokers so they
         agree on the time a test advanced; the wall clock by default."""
         self.config = config
         self.hooks = hooks

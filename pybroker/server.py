@@ -25,7 +25,7 @@ from pybroker.dynamic_broker_config import Reconfigurable
 from pybroker.connection import serve_connection
 from pybroker.connection_limits import ConnectionLimits
 from pybroker.idle import IdleConnections
-from pybroker.open_files import raise_open_files_limit
+from pybroker.runtime.open_files import raise_open_files_limit
 from pybroker.tls_context import TlsListener, tls_listener
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
     """Serve until cancelled. `hooks` (pybroker.request_hooks.RequestHooks) makes a test
     broker: requests are recorded and may be failed, dropped or delayed. `zk_client_class`:
     a kazoo-like client class for zookeeper.connect (the in-memory ZooKeeper of
-    pybroker.testing's Cluster); kazoo's own by default. `clock` (pybroker.clock.Clock): the
+    pybroker.testing's Cluster); kazoo's own by default. `clock` (pybroker.runtime.clock.Clock): the
     clock of the broker's timers, which a test advances; a fresh wall clock by default."""
     raise_open_files_limit()  # before the logs: their descriptor cache is sized from it
     # Key material is checked before anything is bound or opened: a bad key, file or password

@@ -29,7 +29,7 @@ from typing import Any, Awaitable, Callable, Iterator, Mapping, TypeVar
 
 import trio
 
-from pybroker.clock import Clock
+from pybroker.runtime.clock import Clock
 from pybroker.config import load_broker_config
 from pybroker.request_hooks import RequestHooks
 from pybroker.server import ServerInfo, serve
@@ -59,7 +59,7 @@ def broker_in_thread(log_dir: Path, hooks: RequestHooks | bool = False,
     """A real broker on an ephemeral port, served by trio in a background thread. With
     `hooks` (True for a fresh `RequestHooks`, or one to share) it records requests and
     serves `info.broker.services.hooks` (pybroker.request_hooks); `clock` is the clock of
-    its timers (pybroker.clock), one a test advances."""
+    its timers (pybroker.runtime.clock), one a test advances."""
     config = broker_config(log_dir, **overrides)
     if hooks is True:
         hooks = RequestHooks()

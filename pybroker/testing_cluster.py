@@ -38,7 +38,7 @@ from typing import Any
 
 import trio
 
-from pybroker.clock import Clock
+from pybroker.runtime.clock import Clock
 from pybroker.cluster.memory_zk import MemoryZooKeeper
 from pybroker.config import load_broker_config
 from pybroker.server import ServerInfo, serve

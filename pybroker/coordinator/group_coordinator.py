@@ -35,7 +35,7 @@ from protocol.records.record import ControlType, build_batch, decode_control_rec
 from protocol.topic_partition import TopicPartition
 from pybroker.cluster.metadata import MetadataDelta, MetadataImage, MetadataStore
 from pybroker.config import BrokerConfig
-from pybroker.periodic import run_every
+from pybroker.runtime.periodic import run_every
 from pybroker.coordinator.group_offsets import GroupDescription, GroupListing
 from pybroker.coordinator.group_offsets import FetchedOffset
 from pybroker.coordinator.group_records import (

@@ -35,7 +35,7 @@ from protocol.records.record import build_batch
 from protocol.topic_partition import TopicPartition
 from pybroker.cluster.metadata import MetadataDelta, MetadataImage, MetadataStore
 from pybroker.config import BrokerConfig
-from pybroker.periodic import run_every
+from pybroker.runtime.periodic import run_every
 from pybroker.coordinator.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
 from pybroker.coordinator.producer_ids import ProducerIds

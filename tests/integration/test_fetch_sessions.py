@@ -16,7 +16,7 @@ from typing import Any
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.clock import Clock
+from pybroker.runtime.clock import Clock
 from pybroker.fetch_session import EVICTION_MS
 from tests.helpers import broker_in_thread
 from tests.integration.raw import RawConnection, create_topic
