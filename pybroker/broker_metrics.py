@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from protocol.messages import APIS
 from pybroker.group_lag import group_lag
-from pybroker.request_stats import LATENCY_BUCKETS, RequestStats
+from pybroker.stats.request_stats import LATENCY_BUCKETS, RequestStats
 
 if TYPE_CHECKING:
     from pybroker.cluster.metadata import MetadataStore

@@ -31,7 +31,7 @@ from urllib.parse import unquote
 from pybroker.client.consumer_protocol import decode_assignment
 from pybroker.group_lag import PartitionLag, group_lag, total_lag
 from pybroker.http_server import HttpResponse
-from pybroker.request_stats import RequestStats
+from pybroker.stats.request_stats import RequestStats
 from pybroker.status_html import cards, esc, href, layout, pager, table
 from pybroker.status_sampler import Counters, Timeline, run_sampler
 from pybroker.status_svg import human, line_chart

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from pybroker.cluster.image import BrokerInfo, MetadataImage, PartitionState, TopicInfo
 from pybroker.coordinator.group_records import OffsetAndMetadata
 from pybroker.group_lag import PartitionLag, group_lag, total_lag
-from pybroker.request_stats import RequestStats
+from pybroker.stats.request_stats import RequestStats
 from pybroker.status_html import href
 from pybroker.status_page import StatusPage
 from pybroker.status_sampler import Counters, Timeline

@@ -28,7 +28,7 @@ from pybroker.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
 from pybroker.sasl.credential_store import ScramCredentialStore
-from pybroker.request_stats import RequestStats
+from pybroker.stats.request_stats import RequestStats
 from pybroker.session import Session
 from pybroker.storage.log_manager import LogManager
 from pybroker.topic_admin import TopicAdmin
