@@ -22,8 +22,8 @@ import trio
 from protocol.topic_partition import TopicPartition
 from pybroker.acl.authorizer import Authorizer, parse_super_users
 from pybroker.acl.store import AclStore, LocalAclStore, ZkAclStore
-from pybroker.client_quota_manager import ClientQuotas
-from pybroker.request_quota import RequestQuota
+from pybroker.quota.client_quota import ClientQuotas
+from pybroker.quota.request_quota import RequestQuota
 from pybroker.runtime.clock import Clock
 from pybroker.fetch_session import FetchSessionCache
 from pybroker.runtime.periodic import MIN_INTERVAL_MS, run_every
@@ -46,7 +46,7 @@ from pybroker.dynamic_broker_config import DynamicBrokerConfig, Reconfigurable
 from pybroker.handlers.base import Services
 from pybroker.inter_broker import inter_broker_security
 from pybroker.runtime.malloc_tuning import trim_malloc
-from pybroker.memory_pool import MemoryPool
+from pybroker.quota.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
 from pybroker.replica.replica_selector import replica_selector
 from pybroker.replica_manager import ReplicaManager

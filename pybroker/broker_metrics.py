@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pybroker.coordinator.group_coordinator import GroupCoordinator
     from pybroker.coordinator.txn_coordinator import TransactionCoordinator
     from pybroker.fetch_session import FetchSessionCache
-    from pybroker.memory_pool import MemoryPool
+    from pybroker.quota.memory_pool import MemoryPool
     from pybroker.replica_manager import ReplicaManager
 
 __all__ = ["BrokerCollector", "broker_registry"]

@@ -33,7 +33,7 @@ from pybroker.session import Session
 from pybroker.handlers.base import RequestContext, Services
 from pybroker.request_hooks import DELAY, DROP, HookRequest, RequestHooks, complete_response
 from pybroker.request_log import log_request
-from pybroker.request_quota import RequestQuota
+from pybroker.quota.request_quota import RequestQuota
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ class Session:
     # authentication, a SASL request out of order, as Kafka does).
     close_after_response: bool = False
     # Over a client quota: the connection reads nothing more for this long (ms) after the
-    # response just answered (pybroker/client_quota_manager.py).
+    # response just answered (pybroker/quota/client_quota.py).
     throttle_ms: int = 0
 
     @property

@@ -14,8 +14,8 @@ from construct import Container
 from protocol.errors import ErrorCode
 from pybroker.acl.authorizer import Authorizer
 from pybroker.acl.store import AclStore
-from pybroker.client_quota_manager import ClientQuotas
-from pybroker.request_quota import RequestQuota
+from pybroker.quota.client_quota import ClientQuotas
+from pybroker.quota.request_quota import RequestQuota
 from pybroker.cluster.metadata import MetadataStore, MetadataImage
 from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_coordinator import GroupCoordinator
@@ -24,7 +24,7 @@ from pybroker.dynamic_broker_config import DynamicBrokerConfig
 from pybroker.coordinator.txn_coordinator import TransactionCoordinator
 from pybroker.coordinator.txn_verifier import TxnVerifier
 from pybroker.fetch_session import FetchSessionCache
-from pybroker.memory_pool import MemoryPool
+from pybroker.quota.memory_pool import MemoryPool
 from pybroker.purgatory import Purgatory
 from pybroker.replica_manager import ReplicaManager
 from pybroker.sasl.credential_store import ScramCredentialStore

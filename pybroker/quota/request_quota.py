@@ -38,7 +38,7 @@ from typing import Any, Callable, Protocol
 import trio
 
 from protocol.api_keys import ApiKey
-from pybroker.client_quota_manager import ClientQuotaManager
+from pybroker.quota.client_quota import ClientQuotaManager
 from pybroker.session import Session
 
 
