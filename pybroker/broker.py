@@ -25,7 +25,7 @@ from pybroker.acl.store import AclStore, LocalAclStore, ZkAclStore
 from pybroker.quota.client_quota import ClientQuotas
 from pybroker.quota.request_quota import RequestQuota
 from pybroker.runtime.clock import Clock
-from pybroker.fetch_session import FetchSessionCache
+from pybroker.replica.fetch_session import FetchSessionCache
 from pybroker.runtime.periodic import MIN_INTERVAL_MS, run_every
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
 from pybroker.sasl.credential_store import LocalScramCredentialStore, ScramCredentialStore, \
@@ -47,9 +47,9 @@ from pybroker.handlers.base import Services
 from pybroker.inter_broker import inter_broker_security
 from pybroker.runtime.malloc_tuning import trim_malloc
 from pybroker.quota.memory_pool import MemoryPool
-from pybroker.purgatory import Purgatory
+from pybroker.replica.purgatory import Purgatory
 from pybroker.replica.replica_selector import replica_selector
-from pybroker.replica_manager import ReplicaManager
+from pybroker.replica.manager import ReplicaManager
 from pybroker.request_hooks import RequestHooks
 from pybroker.storage.cleaner import LogCleaner
 from pybroker.storage.log_dir_lock import LogDirLocks

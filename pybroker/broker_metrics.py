@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     from pybroker.cluster.metadata import MetadataStore
     from pybroker.coordinator.group_coordinator import GroupCoordinator
     from pybroker.coordinator.txn_coordinator import TransactionCoordinator
-    from pybroker.fetch_session import FetchSessionCache
+    from pybroker.replica.fetch_session import FetchSessionCache
     from pybroker.quota.memory_pool import MemoryPool
-    from pybroker.replica_manager import ReplicaManager
+    from pybroker.replica.manager import ReplicaManager
 
 __all__ = ["BrokerCollector", "broker_registry"]
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pybroker.coordinator.group_records import OffsetAndMetadata
-    from pybroker.replica_manager import ReplicaManager
+    from pybroker.replica.manager import ReplicaManager
 
 __all__ = ["PartitionLag", "group_lag", "total_lag"]
 

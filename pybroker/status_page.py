@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from pybroker.cluster.metadata import MetadataStore
     from pybroker.coordinator.group_coordinator import GroupCoordinator
     from pybroker.coordinator.group_metadata import Group
-    from pybroker.replica_manager import ReplicaManager
+    from pybroker.replica.manager import ReplicaManager
 
 __all__ = ["StatusPage"]
 

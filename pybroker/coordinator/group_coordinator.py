@@ -47,7 +47,7 @@ from pybroker.coordinator.group_state import (
     GroupConfig, GroupStateMachine, JoinRequest, JoinResult, LeaveResult, LeavingMember,
     Outcome, SyncRequest, SyncResult,
 )
-from pybroker.replica_manager import ReplicaManager
+from pybroker.replica.manager import ReplicaManager
 from pybroker.storage.log_manager import LogManager
 from pybroker.storage.partition_log import PartitionLog
 from pybroker.topic_admin import TopicAdmin

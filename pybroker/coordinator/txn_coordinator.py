@@ -44,7 +44,7 @@ from pybroker.coordinator.txn_records import TxnLogValue, decode_txn_record, enc
 from pybroker.coordinator.txn_state import (
     MarkerJob, TxnConfig, TxnMetadata, TxnOutcome, TxnStateMachine,
 )
-from pybroker.replica_manager import ReplicaManager
+from pybroker.replica.manager import ReplicaManager
 from pybroker.storage.log_manager import LogManager
 from pybroker.storage.partition_log import PartitionLog
 from pybroker.topic_admin import TopicAdmin

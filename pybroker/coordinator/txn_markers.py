@@ -34,7 +34,7 @@ from pybroker.cluster.metadata import MetadataStore
 from pybroker.coordinator.broker_channels import BrokerChannels
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.txn_state import MarkerJob
-from pybroker.replica_manager import AppendResult, ReplicaManager
+from pybroker.replica.manager import AppendResult, ReplicaManager
 
 if TYPE_CHECKING:
     from pybroker.client.security import ClientSecurity

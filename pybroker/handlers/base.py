@@ -23,10 +23,10 @@ from pybroker.coordinator.producer_ids import ProducerIds
 from pybroker.dynamic_broker_config import DynamicBrokerConfig
 from pybroker.coordinator.txn_coordinator import TransactionCoordinator
 from pybroker.coordinator.txn_verifier import TxnVerifier
-from pybroker.fetch_session import FetchSessionCache
+from pybroker.replica.fetch_session import FetchSessionCache
 from pybroker.quota.memory_pool import MemoryPool
-from pybroker.purgatory import Purgatory
-from pybroker.replica_manager import ReplicaManager
+from pybroker.replica.purgatory import Purgatory
+from pybroker.replica.manager import ReplicaManager
 from pybroker.sasl.credential_store import ScramCredentialStore
 from pybroker.stats.request_stats import RequestStats
 from pybroker.session import Session

@@ -17,7 +17,7 @@ from typing import Any
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.runtime.clock import Clock
-from pybroker.fetch_session import EVICTION_MS
+from pybroker.replica.fetch_session import EVICTION_MS
 from tests.helpers import broker_in_thread
 from tests.integration.raw import RawConnection, create_topic
 
