@@ -55,7 +55,7 @@ from pybroker.storage.cleaner import LogCleaner
 from pybroker.storage.log_dir_lock import LogDirLocks
 from pybroker.storage.log_manager import LogManager
 from pybroker.storage.segment import LogSegment
-from pybroker.topic_admin import TopicAdmin
+from pybroker.controller.topic_admin import TopicAdmin
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry

@@ -19,7 +19,7 @@ from protocol.records.record import DecodedRecord, decode_batch
 from pybroker.cluster.metadata import MetadataStore
 from pybroker.replica.manager import ReplicaManager
 from pybroker.storage.partition_log import PartitionLog
-from pybroker.topic_admin import TopicAdmin
+from pybroker.controller.topic_admin import TopicAdmin
 
 __all__ = ["InternalTopic", "APPEND_ERRORS", "java_string_hash", "partition_for"]
 

@@ -47,7 +47,7 @@ from pybroker.coordinator.txn_state import (
 from pybroker.replica.manager import ReplicaManager
 from pybroker.storage.log_manager import LogManager
 from pybroker.storage.partition_log import PartitionLog
-from pybroker.topic_admin import TopicAdmin
+from pybroker.controller.topic_admin import TopicAdmin
 
 __all__ = ["TransactionCoordinator", "TXN_TOPIC"]
 

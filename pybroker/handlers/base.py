@@ -31,7 +31,7 @@ from pybroker.sasl.credential_store import ScramCredentialStore
 from pybroker.stats.request_stats import RequestStats
 from pybroker.session import Session
 from pybroker.storage.log_manager import LogManager
-from pybroker.topic_admin import TopicAdmin
+from pybroker.controller.topic_admin import TopicAdmin
 
 if TYPE_CHECKING:  # the controller only in a cluster's annotations: not imported at start
     from protocol.headers import RequestHeader
