@@ -20,7 +20,7 @@ from pybroker.accept import serve_listeners_draining
 from pybroker.broker import Broker
 from pybroker.config import BrokerConfig, ConfigError
 from pybroker.config.dynamic import CONNECTION_CONFIGS, TLS_CONFIGS, split_listener_key
-from pybroker.dynamic_broker_config import Reconfigurable
+from pybroker.cluster.dynamic_broker_config import Reconfigurable
 
 from pybroker.connection import serve_connection
 from pybroker.connection_limits import ConnectionLimits

@@ -20,7 +20,7 @@ from pybroker.cluster.metadata import MetadataStore, MetadataImage
 from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIds
-from pybroker.dynamic_broker_config import DynamicBrokerConfig
+from pybroker.cluster.dynamic_broker_config import DynamicBrokerConfig
 from pybroker.coordinator.txn_coordinator import TransactionCoordinator
 from pybroker.coordinator.txn_verifier import TxnVerifier
 from pybroker.replica.fetch_session import FetchSessionCache
