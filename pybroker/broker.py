@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from protocol.topic_partition import TopicPartition
-from pybroker.acl.authorizer import Authorizer, parse_super_users
-from pybroker.acl.store import AclStore, LocalAclStore, ZkAclStore
+from pybroker.security.acl.authorizer import Authorizer, parse_super_users
+from pybroker.security.acl.store import AclStore, LocalAclStore, ZkAclStore
 from pybroker.quota.client_quota import ClientQuotas
 from pybroker.quota.request_quota import RequestQuota
 from pybroker.runtime.clock import Clock
 from pybroker.replica.fetch_session import FetchSessionCache
 from pybroker.runtime.periodic import MIN_INTERVAL_MS, run_every
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
-from pybroker.sasl.credential_store import LocalScramCredentialStore, ScramCredentialStore, \
-    ZkScramCredentialStore
+from pybroker.security.sasl.credential_store import LocalScramCredentialStore, \
+    ScramCredentialStore, ZkScramCredentialStore
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_coordinator import GroupCoordinator
@@ -44,7 +44,7 @@ from pybroker.config.definitions import ConfigError
 from pybroker.config.dynamic import CLEANER_CONFIGS, TLS_CONFIGS
 from pybroker.cluster.dynamic_broker_config import DynamicBrokerConfig, Reconfigurable
 from pybroker.handlers.base import Services
-from pybroker.inter_broker import inter_broker_security
+from pybroker.security.inter_broker import inter_broker_security
 from pybroker.runtime.malloc_tuning import trim_malloc
 from pybroker.quota.memory_pool import MemoryPool
 from pybroker.replica.purgatory import Purgatory

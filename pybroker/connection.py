@@ -32,8 +32,8 @@ from pybroker.handlers.sasl_session import frame_limit
 from pybroker.connection_limits import ConnectionLimits
 from pybroker.idle import IdleConnections, IdleWatch
 from pybroker.quota.memory_pool import SMALL_FRAME
-from pybroker.session import Session
-from pybroker.tls_context import NoMatchingRule, TlsListener
+from pybroker.security.session import Session
+from pybroker.security.tls_context import NoMatchingRule, TlsListener
 from pybroker.tls_transport import TlsClosed, TlsTransport
 
 log = logging.getLogger(__name__)

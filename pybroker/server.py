@@ -26,7 +26,7 @@ from pybroker.connection import serve_connection
 from pybroker.connection_limits import ConnectionLimits
 from pybroker.idle import IdleConnections
 from pybroker.runtime.open_files import raise_open_files_limit
-from pybroker.tls_context import TlsListener, tls_listener
+from pybroker.security.tls_context import TlsListener, tls_listener
 
 if TYPE_CHECKING:
     from pybroker.config import Listener

@@ -64,7 +64,7 @@ class MarkerWriter:
         self.replicas = replicas
         self.groups = groups
         self.commit_timeout_ms = commit_timeout_ms
-        # Leaders elsewhere, reached on the inter-broker listener (pybroker.inter_broker).
+        # Leaders elsewhere, reached on the inter-broker listener (pybroker.security.inter_broker).
         self.channels = BrokerChannels(node_id, "txn-marker-sender",
                                        endpoint_of or (lambda node: None), security)
 

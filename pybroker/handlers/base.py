@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from construct import Container
 
 from protocol.errors import ErrorCode
-from pybroker.acl.authorizer import Authorizer
-from pybroker.acl.store import AclStore
+from pybroker.security.acl.authorizer import Authorizer
+from pybroker.security.acl.store import AclStore
 from pybroker.quota.client_quota import ClientQuotas
 from pybroker.quota.request_quota import RequestQuota
 from pybroker.cluster.metadata import MetadataStore, MetadataImage
@@ -27,9 +27,9 @@ from pybroker.replica.fetch_session import FetchSessionCache
 from pybroker.quota.memory_pool import MemoryPool
 from pybroker.replica.purgatory import Purgatory
 from pybroker.replica.manager import ReplicaManager
-from pybroker.sasl.credential_store import ScramCredentialStore
+from pybroker.security.sasl.credential_store import ScramCredentialStore
 from pybroker.stats.request_stats import RequestStats
-from pybroker.session import Session
+from pybroker.security.session import Session
 from pybroker.storage.log_manager import LogManager
 from pybroker.controller.topic_admin import TopicAdmin
 
@@ -69,7 +69,7 @@ class Services:
     # (pybroker/handlers/authz.py).
     authorizer: Authorizer | None = None
     acls: AclStore | None = None
-    # SCRAM users and their credentials (pybroker/sasl/credential_store.py).
+    # SCRAM users and their credentials (pybroker/security/sasl/credential_store.py).
     scram: ScramCredentialStore = field(default_factory=ScramCredentialStore)
     # request.log.enable: one line per request on pybroker.request.logger (request_log.py);
     # off, dispatch pays this one attribute check.
@@ -106,7 +106,7 @@ class RequestContext:
     image: MetadataImage = field(default=None)  # type: ignore[assignment]
     # The listener the request came in on: answers name that listener's endpoints.
     listener: str | None = None
-    # Who sent it (pybroker/session.py): the principal the authorizer and quotas ask about.
+    # Who sent it (pybroker/security/session.py): the principal the authorizer and quotas ask about.
     session: Session = field(default_factory=Session)
 
     @property

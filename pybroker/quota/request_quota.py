@@ -39,7 +39,7 @@ import trio
 
 from protocol.api_keys import ApiKey
 from pybroker.quota.client_quota import ClientQuotaManager
-from pybroker.session import Session
+from pybroker.security.session import Session
 
 
 class _Request(Protocol):

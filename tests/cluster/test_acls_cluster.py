@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Producer
 
-from pybroker.acl.model import AclBinding, AclPermission, PatternType, ResourceType
+from pybroker.security.acl.model import AclBinding, AclPermission, PatternType, ResourceType
 from pybroker.testing_cluster import Cluster
 from protocol.acl_operations import AclOperation
 from protocol.api_keys import ApiKey

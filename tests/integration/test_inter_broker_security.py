@@ -107,7 +107,7 @@ def test_a_broker_with_the_wrong_inter_broker_password_does_not_replicate(
 def test_a_sasl_inter_broker_listener_needs_a_served_mechanism_and_credentials(
         pki: dict[str, str]) -> None:
     from pybroker.config import ConfigError, load_broker_config
-    from pybroker.inter_broker import inter_broker_security
+    from pybroker.security.inter_broker import inter_broker_security
     base = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "log.dirs": "/tmp/unused",
             "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN",
             "sasl.jaas.config": JAAS}

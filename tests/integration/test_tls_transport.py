@@ -183,7 +183,7 @@ def test_close_notify_and_a_corrupt_record_close_the_connection(
 
 def test_listener_contexts_refuse_renegotiation(tmp_path: Path) -> None:
     from pybroker.config import load_broker_config
-    from pybroker.tls_context import tls_listener
+    from pybroker.security.tls_context import tls_listener
     ca = trustme.CA()
     server = tmp_path / "server.pem"
     ca.issue_cert("localhost").private_key_and_cert_chain_pem.write_to_path(str(server))

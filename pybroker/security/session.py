@@ -22,7 +22,7 @@ class Session:
     principal: str = ANONYMOUS
     # False on a SASL listener until the client has authenticated.
     authenticated: bool = True
-    # The SASL exchange (pybroker.sasl.authenticator.SaslAuthenticator), made at the first
+    # The SASL exchange (pybroker.security.sasl.authenticator.SaslAuthenticator), made at the first
     # SASL request on a SASL listener.
     sasl: Any = None
     # time.monotonic() past which the SASL session has expired (KIP-368); None: never.
