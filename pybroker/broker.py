@@ -292,10 +292,10 @@ class Broker:
 
     @cached_property
     def metrics_registry(self) -> CollectorRegistry:
-        """/metrics: read at scrape time from the broker's parts (pybroker/broker_metrics.py).
+        """/metrics: read at scrape time from the broker's parts (pybroker/ops/metrics.py).
         Built at the first scrape: prometheus_client costs ~40 ms of imports, which a start
         should not pay before its listeners bind."""
-        from pybroker.broker_metrics import BrokerCollector, broker_registry
+        from pybroker.ops.metrics import BrokerCollector, broker_registry
         return broker_registry(BrokerCollector(
             self.node_id, self.metadata, self.replicas, self.groups, self.services.memory,
             self.services.stats, self.transactions, self.services.fetch_sessions))

@@ -30,7 +30,7 @@ from pybroker.security.tls_context import TlsListener, tls_listener
 
 if TYPE_CHECKING:
     from pybroker.config import Listener
-    from pybroker.ops_endpoints import OpsEndpoints
+    from pybroker.ops.endpoints import OpsEndpoints
 
 log = logging.getLogger(__name__)
 
@@ -192,8 +192,8 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
         return
     # The side door's code (h11, the status page) is imported only when one is bound: a
     # broker without http.listeners starts without it (issue #15 §3, start time).
-    from pybroker.http_server import serve_http
-    from pybroker.ops_endpoints import OpsEndpoints
+    from pybroker.ops.http_server import serve_http
+    from pybroker.ops.endpoints import OpsEndpoints
     # The HTTP side door serves from now on, in a nursery of its own: /healthz answers and
     # /readyz says 503 while the logs recover.
     ops = OpsEndpoints()
@@ -233,7 +233,7 @@ async def _serve_broker(config, bound, ops: OpsEndpoints | None,  # type: ignore
         broker.metadata.set_endpoints(_advertised(config, bound))
         status = None
         if ops is not None:
-            from pybroker.status_page import StatusPage
+            from pybroker.ops.status.page import StatusPage
             status = StatusPage(broker.node_id, broker.metadata, broker.replicas,
                                 broker.groups, broker.services.stats,
                                 sample_interval=config["http.status.sample.interval.ms"] / 1000)

@@ -27,7 +27,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from protocol.messages import APIS
-from pybroker.group_lag import group_lag
+from pybroker.ops.group_lag import group_lag
 from pybroker.stats.request_stats import LATENCY_BUCKETS, RequestStats
 
 if TYPE_CHECKING:
