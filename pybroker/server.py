@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from pybroker.accept import serve_listeners_draining
+from pybroker.network.accept import serve_listeners_draining
 from pybroker.broker import Broker
 from pybroker.config import BrokerConfig, ConfigError
 from pybroker.config.dynamic import CONNECTION_CONFIGS, TLS_CONFIGS, split_listener_key
 from pybroker.cluster.dynamic_broker_config import Reconfigurable
 
-from pybroker.connection import serve_connection
-from pybroker.connection_limits import ConnectionLimits
-from pybroker.idle import IdleConnections
+from pybroker.network.connection import serve_connection
+from pybroker.network.connection_limits import ConnectionLimits
+from pybroker.network.idle import IdleConnections
 from pybroker.runtime.open_files import raise_open_files_limit
 from pybroker.security.tls_context import TlsListener, tls_listener
 

@@ -131,7 +131,7 @@ def test_followers_reauthenticate_on_a_sasl_inter_broker_listener(
     connection to the leader (pybroker's client, KIP-368) instead of the leader closing it
     at each expiry. Four lifetimes of replication: the ISR stays full and no session expired
     on either broker (the leader logs each connection it closes)."""
-    caplog.set_level(logging.WARNING, logger="pybroker.connection")
+    caplog.set_level(logging.WARNING, logger="pybroker.network.connection")
     with Cluster(2, **{"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
                        "inter.broker.listener.name": "SASL_PLAINTEXT",
                        "sasl.mechanism.inter.broker.protocol": "PLAIN",

@@ -1,5 +1,5 @@
-"""The TLS transport's edges (pybroker/tls_transport.py), driven by a client whose bytes on the
-wire the test controls (an ssl.SSLObject on memory BIOs over a plain socket): requests that
+"""The TLS transport's edges (pybroker/network/tls_transport.py), driven by a client whose
+bytes on the wire the test controls (an ssl.SSLObject on memory BIOs over a plain socket): requests that
 arrive with the handshake's last flight, requests split a byte at a time and many in one
 write, a large request, the client's close_notify, a corrupt record, renegotiation refused."""
 from __future__ import annotations

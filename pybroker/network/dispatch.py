@@ -32,7 +32,7 @@ from pybroker.security.sasl.mechanisms import AuthenticationFailed
 from pybroker.security.session import Session
 from pybroker.handlers.base import RequestContext, Services
 from pybroker.request_hooks import DELAY, DROP, HookRequest, RequestHooks, complete_response
-from pybroker.request_log import log_request
+from pybroker.network.request_log import log_request
 from pybroker.quota.request_quota import RequestQuota
 
 log = logging.getLogger(__name__)
