@@ -203,7 +203,7 @@ def test_followers_replicate_through_incremental_fetch_sessions() -> None:
     the leaders served the followers incremental fetches."""
     from confluent_kafka import Producer
 
-    from pybroker.testing_cluster import Cluster
+    from pybroker.testing.cluster import Cluster
 
     with Cluster(3) as cluster:
         cluster.create_topic("replicated", 30, 3)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from pybroker.testing_cluster import Cluster
+from pybroker.testing.cluster import Cluster
 from pybroker.tools import console_consumer, console_producer
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '

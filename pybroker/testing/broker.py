@@ -33,7 +33,7 @@ from pybroker.runtime.clock import Clock
 from pybroker.config import load_broker_config
 from pybroker.request_hooks import RequestHooks
 from pybroker.server import ServerInfo, serve
-from pybroker.testing_cluster import Cluster
+from pybroker.testing.cluster import Cluster
 
 T = TypeVar("T")
 
@@ -41,7 +41,7 @@ __all__ = ["broker_config", "broker_in_thread", "BrokerProcess", "Broker", "Clus
            "ExternalBroker"]
 
 # The directory holding the pybroker package: a subprocess broker imports the same code.
-_SOURCE = Path(__file__).resolve().parents[1]
+_SOURCE = Path(__file__).resolve().parents[2]
 
 
 def broker_config(log_dir: Path, **overrides: str):  # type: ignore[no-untyped-def]
