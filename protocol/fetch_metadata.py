@@ -1,5 +1,5 @@
 """A Fetch request's session fields (KIP-227), as Kafka's FetchMetadata: the values both the
-broker's session cache (`pybroker/fetch_session.py`) and a session-keeping fetcher
+broker's session cache (`pybroker/replica/fetch_session.py`) and a session-keeping fetcher
 (`pybroker/client/fetch_session_handler.py`) speak."""
 from __future__ import annotations
 

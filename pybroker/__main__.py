@@ -18,8 +18,8 @@ import trio
 
 from pybroker import VERSION_LINE
 from pybroker.config import BROKER_CONFIG_DEFS, ConfigError, load_broker_config
-from pybroker.logging_setup import buffer_startup_logs, configure_logging
-from pybroker.malloc_tuning import tune_malloc
+from pybroker.runtime.logging_setup import buffer_startup_logs, configure_logging
+from pybroker.runtime.malloc_tuning import tune_malloc
 from pybroker.server import serve
 
 log = logging.getLogger("pybroker")

@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from protocol.topic_partition import TopicPartition
-from pybroker.acl.authorizer import Authorizer, parse_super_users
-from pybroker.acl.store import AclStore, LocalAclStore, ZkAclStore
-from pybroker.client_quota_manager import ClientQuotas
-from pybroker.request_quota import RequestQuota
-from pybroker.clock import Clock
-from pybroker.fetch_session import FetchSessionCache
-from pybroker.periodic import MIN_INTERVAL_MS, run_every
+from pybroker.security.acl.authorizer import Authorizer, parse_super_users
+from pybroker.security.acl.store import AclStore, LocalAclStore, ZkAclStore
+from pybroker.quota.client_quota import ClientQuotas
+from pybroker.quota.request_quota import RequestQuota
+from pybroker.runtime.clock import Clock
+from pybroker.replica.fetch_session import FetchSessionCache
+from pybroker.runtime.periodic import MIN_INTERVAL_MS, run_every
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
-from pybroker.sasl.credential_store import LocalScramCredentialStore, ScramCredentialStore, \
-    ZkScramCredentialStore
+from pybroker.security.sasl.credential_store import LocalScramCredentialStore, \
+    ScramCredentialStore, ZkScramCredentialStore
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_coordinator import GroupCoordinator
@@ -42,20 +42,20 @@ from pybroker.coordinator.producer_ids import ProducerIdManager, ProducerIds, \
 from pybroker.config.broker_keys import ALL_TOPIC_CONFIG_SYNONYMS
 from pybroker.config.definitions import ConfigError
 from pybroker.config.dynamic import CLEANER_CONFIGS, TLS_CONFIGS
-from pybroker.dynamic_broker_config import DynamicBrokerConfig, Reconfigurable
+from pybroker.cluster.dynamic_broker_config import DynamicBrokerConfig, Reconfigurable
 from pybroker.handlers.base import Services
-from pybroker.inter_broker import inter_broker_security
-from pybroker.malloc_tuning import trim_malloc
-from pybroker.memory_pool import MemoryPool
-from pybroker.purgatory import Purgatory
+from pybroker.security.inter_broker import inter_broker_security
+from pybroker.runtime.malloc_tuning import trim_malloc
+from pybroker.quota.memory_pool import MemoryPool
+from pybroker.replica.purgatory import Purgatory
 from pybroker.replica.replica_selector import replica_selector
-from pybroker.replica_manager import ReplicaManager
+from pybroker.replica.manager import ReplicaManager
 from pybroker.request_hooks import RequestHooks
 from pybroker.storage.cleaner import LogCleaner
 from pybroker.storage.log_dir_lock import LogDirLocks
 from pybroker.storage.log_manager import LogManager
 from pybroker.storage.segment import LogSegment
-from pybroker.topic_admin import TopicAdmin
+from pybroker.controller.topic_admin import TopicAdmin
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
@@ -84,7 +84,7 @@ class Broker:
         """`hooks`: a test broker's request hooks (pybroker.request_hooks), None otherwise.
         `zk_client_class` replaces kazoo's client (pybroker.testing's in-memory ZooKeeper
         shared by the brokers of one process); only with zookeeper.connect set. `clock`: the
-        clock the timers read (pybroker.clock), shared by a test cluster's brokers so they
+        clock the timers read (pybroker.runtime.clock), shared by a test cluster's brokers so they
         agree on the time a test advanced; the wall clock by default."""
         self.config = config
         self.hooks = hooks
@@ -292,10 +292,10 @@ class Broker:
 
     @cached_property
     def metrics_registry(self) -> CollectorRegistry:
-        """/metrics: read at scrape time from the broker's parts (pybroker/broker_metrics.py).
+        """/metrics: read at scrape time from the broker's parts (pybroker/ops/metrics.py).
         Built at the first scrape: prometheus_client costs ~40 ms of imports, which a start
         should not pay before its listeners bind."""
-        from pybroker.broker_metrics import BrokerCollector, broker_registry
+        from pybroker.ops.metrics import BrokerCollector, broker_registry
         return broker_registry(BrokerCollector(
             self.node_id, self.metadata, self.replicas, self.groups, self.services.memory,
             self.services.stats, self.transactions, self.services.fetch_sessions))

@@ -16,21 +16,21 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from pybroker.accept import serve_listeners_draining
+from pybroker.network.accept import serve_listeners_draining
 from pybroker.broker import Broker
 from pybroker.config import BrokerConfig, ConfigError
 from pybroker.config.dynamic import CONNECTION_CONFIGS, TLS_CONFIGS, split_listener_key
-from pybroker.dynamic_broker_config import Reconfigurable
+from pybroker.cluster.dynamic_broker_config import Reconfigurable
 
-from pybroker.connection import serve_connection
-from pybroker.connection_limits import ConnectionLimits
-from pybroker.idle import IdleConnections
-from pybroker.open_files import raise_open_files_limit
-from pybroker.tls_context import TlsListener, tls_listener
+from pybroker.network.connection import serve_connection
+from pybroker.network.connection_limits import ConnectionLimits
+from pybroker.network.idle import IdleConnections
+from pybroker.runtime.open_files import raise_open_files_limit
+from pybroker.security.tls_context import TlsListener, tls_listener
 
 if TYPE_CHECKING:
     from pybroker.config import Listener
-    from pybroker.ops_endpoints import OpsEndpoints
+    from pybroker.ops.endpoints import OpsEndpoints
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
     """Serve until cancelled. `hooks` (pybroker.request_hooks.RequestHooks) makes a test
     broker: requests are recorded and may be failed, dropped or delayed. `zk_client_class`:
     a kazoo-like client class for zookeeper.connect (the in-memory ZooKeeper of
-    pybroker.testing's Cluster); kazoo's own by default. `clock` (pybroker.clock.Clock): the
+    pybroker.testing's Cluster); kazoo's own by default. `clock` (pybroker.runtime.clock.Clock): the
     clock of the broker's timers, which a test advances; a fresh wall clock by default."""
     raise_open_files_limit()  # before the logs: their descriptor cache is sized from it
     # Key material is checked before anything is bound or opened: a bad key, file or password
@@ -192,8 +192,8 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
         return
     # The side door's code (h11, the status page) is imported only when one is bound: a
     # broker without http.listeners starts without it (issue #15 §3, start time).
-    from pybroker.http_server import serve_http
-    from pybroker.ops_endpoints import OpsEndpoints
+    from pybroker.ops.http_server import serve_http
+    from pybroker.ops.endpoints import OpsEndpoints
     # The HTTP side door serves from now on, in a nursery of its own: /healthz answers and
     # /readyz says 503 while the logs recover.
     ops = OpsEndpoints()
@@ -233,7 +233,7 @@ async def _serve_broker(config, bound, ops: OpsEndpoints | None,  # type: ignore
         broker.metadata.set_endpoints(_advertised(config, bound))
         status = None
         if ops is not None:
-            from pybroker.status_page import StatusPage
+            from pybroker.ops.status.page import StatusPage
             status = StatusPage(broker.node_id, broker.metadata, broker.replicas,
                                 broker.groups, broker.services.stats,
                                 sample_interval=config["http.status.sample.interval.ms"] / 1000)

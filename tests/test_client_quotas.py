@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from protocol.errors import ErrorCode
-from pybroker.client_quota_manager import ClientQuotaManager
+from pybroker.quota.client_quota import ClientQuotaManager
 from pybroker.cluster.client_quotas import (
     Component, QuotaEntity, QuotaError, apply_ops, describe, desanitize, parse_entity,
     quota_for, sanitize,
@@ -168,7 +168,7 @@ def test_controller_mutations_draw_on_a_token_bucket() -> None:
     admitted while credits are at zero or above and may take them below; strict requests
     are then refused until the bucket has refilled, and every request's throttle is the time
     to get back to zero."""
-    from pybroker.client_quota_manager import ControllerMutationQuotaManager
+    from pybroker.quota.client_quota import ControllerMutationQuotaManager
     quotas = {QuotaEntity(None, C): {"controller_mutation_rate": 2.0}}
     manager = ControllerMutationQuotaManager(lambda: quotas, samples=3, window_s=1)
     strict = manager.new_quota(C, "ANONYMOUS", True, 0.0)

@@ -1,10 +1,10 @@
-"""pybroker.clock: the timers' clock is the wall clock until a test advances it, and only
+"""pybroker.runtime.clock: the timers' clock is the wall clock until a test advances it, and only
 forward."""
 from __future__ import annotations
 
 import pytest
 
-from pybroker.clock import Clock
+from pybroker.runtime.clock import Clock
 
 
 def test_the_clock_is_the_wall_clock_plus_what_was_advanced() -> None:

@@ -12,7 +12,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages import APIS
-from pybroker.dispatch import _error_body
+from pybroker.network.dispatch import _error_body
 from pybroker.handlers import REGISTRY
 from pybroker.handlers.base import RequestContext
 

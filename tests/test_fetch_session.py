@@ -1,4 +1,4 @@
-"""The fetch session state machine (pybroker/fetch_session.py), driven without a broker.
+"""The fetch session state machine (pybroker/replica/fetch_session.py), driven without a broker.
 
 `_answer` plays the broker's reads: a partition's answer carries `hwm - fetch_offset` bytes
 of records (capped by the request's max bytes), its high watermark and log start. The
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.errors import ErrorCode
-from pybroker.fetch_session import (
+from pybroker.replica.fetch_session import (
     EVICTION_MS, FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache, next_epoch,
 )
 

@@ -1,4 +1,4 @@
-"""The idle reaper (pybroker/idle.py) on trio's autojump clock: which connections it closes
+"""The idle reaper (pybroker/network/idle.py) on trio's autojump clock: which connections it closes
 and when. tests/integration/test_bad_input.py checks the same against a real broker."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import trio
 
-from pybroker.idle import IdleConnections
+from pybroker.network.idle import IdleConnections
 
 
 async def _served(connections: IdleConnections, waits: bool, log: list[str],

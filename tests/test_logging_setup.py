@@ -1,5 +1,5 @@
 """log.format: the JSON formatter's fields, and the start-up records replayed in the format
-the config chose (pybroker/logging_setup.py)."""
+the config chose (pybroker/runtime/logging_setup.py)."""
 from __future__ import annotations
 
 import io
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pybroker.logging_setup import (
+from pybroker.runtime.logging_setup import (
     JsonFormatter, buffer_startup_logs, configure_logging, formatter_for,
 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from pybroker.memory_pool import MemoryPool
+from pybroker.quota.memory_pool import MemoryPool
 
 
 def test_unbounded_pool_grants_everything() -> None:

@@ -128,7 +128,7 @@ def test_wheel_in_a_fresh_venv_runs_a_users_tests(tmp_path: Path) -> None:
     # The package ships the library, the plugin's entry point and the console script,
     # never the tests or the compatibility suite.
     listing = run(python, "-m", "pip", "show", "-f", "pybroker", cwd=tmp_path)
-    assert "pybroker/pytest_plugin.py" in listing and "protocol/" in listing
+    assert "pybroker/testing/pytest_plugin.py" in listing and "protocol/" in listing
     assert "tests/" not in listing and "compat/" not in listing
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     for script in scripts:

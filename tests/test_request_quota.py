@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import trio
 
-from pybroker.request_quota import LoopTime
+from pybroker.quota.request_quota import LoopTime
 
 
 class _WorkClock:

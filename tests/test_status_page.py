@@ -9,12 +9,12 @@ from types import SimpleNamespace
 
 from pybroker.cluster.image import BrokerInfo, MetadataImage, PartitionState, TopicInfo
 from pybroker.coordinator.group_records import OffsetAndMetadata
-from pybroker.group_lag import PartitionLag, group_lag, total_lag
-from pybroker.request_stats import RequestStats
-from pybroker.status_html import href
-from pybroker.status_page import StatusPage
-from pybroker.status_sampler import Counters, Timeline
-from pybroker.status_svg import human, line_chart
+from pybroker.ops.group_lag import PartitionLag, group_lag, total_lag
+from pybroker.stats.request_stats import RequestStats
+from pybroker.ops.status.html import href
+from pybroker.ops.status.page import StatusPage
+from pybroker.ops.status.sampler import Counters, Timeline
+from pybroker.ops.status.svg import human, line_chart
 
 EVIL = '</td><script>alert("x")</script>&'
 

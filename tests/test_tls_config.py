@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from pybroker.config import ConfigError, describe_broker_config, load_broker_config
-from pybroker.tls_context import tls_listener
-from pybroker.tls_principal import NoMatchingRule, PrincipalMapper, rfc2253
+from pybroker.security.tls_context import tls_listener
+from pybroker.security.tls_principal import NoMatchingRule, PrincipalMapper, rfc2253
 
 import trustme
 

@@ -78,7 +78,7 @@ class MetadataImage:
     # SCRAM credentials by user, then mechanism, in Kafka's text form (`salt=...,stored_key=
     # ...`): in a ZooKeeper cluster they share /config/users/<user> with the user's quotas and
     # are followed by the same watches. A single broker keeps them in its own file instead
-    # (pybroker/sasl/credential_store.py), so its image has none.
+    # (pybroker/security/sasl/credential_store.py), so its image has none.
     scram_credentials: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # Dynamic broker configs (KIP-226) by entity: "<default>" for every broker's, "<id>" for
     # one broker's; cluster-wide, as Kafka keeps them in /config/brokers.

@@ -291,7 +291,7 @@ class LocalMetadataStore:
     async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
         """Replace one entity's dynamic broker configs ("<default>" or a broker id; none
         left: the entity goes), persisted with the image before anyone sees them; then the
-        listeners run, so the broker applies them (pybroker/dynamic_broker_config.py)."""
+        listeners run, so the broker applies them (pybroker/cluster/dynamic_broker_config.py)."""
         async with self._writing:
             entities = {name: dict(values) for name, values in self.image.broker_configs.items()}
             if configs:

@@ -412,8 +412,8 @@ class BrokerConfig(Mapping[str, object]):
     def _refuse_unserved_listeners(self) -> None:
         """Refuse the client listeners this broker cannot serve as configured.
 
-        Every security protocol is served: PLAINTEXT, SSL (pybroker/tls_context.py),
-        SASL_PLAINTEXT and SASL_SSL (pybroker/sasl); a SASL listener's settings are resolved
+        Every security protocol is served: PLAINTEXT, SSL (pybroker/security/tls_context.py),
+        SASL_PLAINTEXT and SASL_SSL (pybroker/security/sasl); a SASL listener's settings are resolved
         here (`sasl_listeners`), so what Kafka refuses at start is refused too.
         """
         raw = ",".join(cast("tuple[str, ...]", self._values["listeners"]))

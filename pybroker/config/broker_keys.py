@@ -147,7 +147,7 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "(User:admin;User:alice)."),
     _k("allow.everyone.if.no.acl.found", _B, False, None, _LOW,
        "With an authorizer: whether a resource no ACL applies to is open to everyone."),
-    # --- SASL (pybroker/sasl; listener.name.<l>. prefixes as in pybroker/config/sasl.py) ------
+    # --- SASL (pybroker/security/sasl; listener.name.<l>. prefixes as in pybroker/config/sasl.py)
     _k("sasl.enabled.mechanisms", _LS, ("GSSAPI",), None, _MEDIUM,
        "Mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER "
        "(unsecured JWS tokens). Kafka's default GSSAPI (Kerberos) is not served: a SASL "

@@ -22,7 +22,7 @@ on a broker is the usual mistake).
 
 Pure: no trio, no store. The stores keep the layers (`/config/brokers/<default>` and
 `/config/brokers/<id>` in ZooKeeper, `pybroker-metadata.json` on one broker), and
-`pybroker/dynamic_broker_config.py` applies them.
+`pybroker/cluster/dynamic_broker_config.py` applies them.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Connections from this broker's coordinators to the other brokers: one per broker, opened on
 first use on its inter-broker endpoint, secured as the inter-broker listener's client
-(`pybroker.inter_broker`), and dropped on a failure so the next request opens a fresh one.
+(`pybroker.security.inter_broker`), and dropped on a failure so the next request opens a fresh one.
 
 The transaction marker writer (WriteTxnMarkers to partition leaders) and the produce
 verification (AddPartitionsToTxn verify-only to transaction coordinators) each keep their own

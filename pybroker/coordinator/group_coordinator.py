@@ -35,7 +35,7 @@ from protocol.records.record import ControlType, build_batch, decode_control_rec
 from protocol.topic_partition import TopicPartition
 from pybroker.cluster.metadata import MetadataDelta, MetadataImage, MetadataStore
 from pybroker.config import BrokerConfig
-from pybroker.periodic import run_every
+from pybroker.runtime.periodic import run_every
 from pybroker.coordinator.group_offsets import GroupDescription, GroupListing
 from pybroker.coordinator.group_offsets import FetchedOffset
 from pybroker.coordinator.group_records import (
@@ -47,10 +47,10 @@ from pybroker.coordinator.group_state import (
     GroupConfig, GroupStateMachine, JoinRequest, JoinResult, LeaveResult, LeavingMember,
     Outcome, SyncRequest, SyncResult,
 )
-from pybroker.replica_manager import ReplicaManager
+from pybroker.replica.manager import ReplicaManager
 from pybroker.storage.log_manager import LogManager
 from pybroker.storage.partition_log import PartitionLog
-from pybroker.topic_admin import TopicAdmin
+from pybroker.controller.topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
 

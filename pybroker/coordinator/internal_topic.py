@@ -17,9 +17,9 @@ from protocol.errors import ErrorCode
 from protocol.records.batch import BatchHeader, iter_batches
 from protocol.records.record import DecodedRecord, decode_batch
 from pybroker.cluster.metadata import MetadataStore
-from pybroker.replica_manager import ReplicaManager
+from pybroker.replica.manager import ReplicaManager
 from pybroker.storage.partition_log import PartitionLog
-from pybroker.topic_admin import TopicAdmin
+from pybroker.controller.topic_admin import TopicAdmin
 
 __all__ = ["InternalTopic", "APPEND_ERRORS", "java_string_hash", "partition_for"]
 

@@ -35,7 +35,7 @@ from protocol.records.record import build_batch
 from protocol.topic_partition import TopicPartition
 from pybroker.cluster.metadata import MetadataDelta, MetadataImage, MetadataStore
 from pybroker.config import BrokerConfig
-from pybroker.periodic import run_every
+from pybroker.runtime.periodic import run_every
 from pybroker.coordinator.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
 from pybroker.coordinator.producer_ids import ProducerIds
@@ -44,10 +44,10 @@ from pybroker.coordinator.txn_records import TxnLogValue, decode_txn_record, enc
 from pybroker.coordinator.txn_state import (
     MarkerJob, TxnConfig, TxnMetadata, TxnOutcome, TxnStateMachine,
 )
-from pybroker.replica_manager import ReplicaManager
+from pybroker.replica.manager import ReplicaManager
 from pybroker.storage.log_manager import LogManager
 from pybroker.storage.partition_log import PartitionLog
-from pybroker.topic_admin import TopicAdmin
+from pybroker.controller.topic_admin import TopicAdmin
 
 __all__ = ["TransactionCoordinator", "TXN_TOPIC"]
 

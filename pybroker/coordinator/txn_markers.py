@@ -34,7 +34,7 @@ from pybroker.cluster.metadata import MetadataStore
 from pybroker.coordinator.broker_channels import BrokerChannels
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.txn_state import MarkerJob
-from pybroker.replica_manager import AppendResult, ReplicaManager
+from pybroker.replica.manager import AppendResult, ReplicaManager
 
 if TYPE_CHECKING:
     from pybroker.client.security import ClientSecurity
@@ -64,7 +64,7 @@ class MarkerWriter:
         self.replicas = replicas
         self.groups = groups
         self.commit_timeout_ms = commit_timeout_ms
-        # Leaders elsewhere, reached on the inter-broker listener (pybroker.inter_broker).
+        # Leaders elsewhere, reached on the inter-broker listener (pybroker.security.inter_broker).
         self.channels = BrokerChannels(node_id, "txn-marker-sender",
                                        endpoint_of or (lambda node: None), security)
 

@@ -37,7 +37,7 @@ from protocol.topic_partition import TopicPartition
 from pybroker.cluster.metadata import MetadataStore
 from pybroker.coordinator.broker_channels import BrokerChannels
 from pybroker.coordinator.txn_coordinator import TXN_TOPIC, TransactionCoordinator
-from pybroker.replica_manager import ReplicaManager
+from pybroker.replica.manager import ReplicaManager
 
 __all__ = ["TxnVerifier", "VERIFY_VERSION"]
 

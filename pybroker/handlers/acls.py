@@ -4,7 +4,7 @@ As Kafka: without an authorizer every one answers SECURITY_DISABLED; describing 
 DESCRIBE on the cluster, creating and deleting ALTER (else CLUSTER_AUTHORIZATION_FAILED); a
 binding that could never be stored (an UNKNOWN or ANY element, a MATCH pattern, an operation
 its resource type has not) is refused with INVALID_REQUEST, each creation on its own. A
-change is answered once it is stored (pybroker/acl/store.py).
+change is answered once it is stored (pybroker/security/acl/store.py).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from construct import Container
 from protocol.acl_operations import AclOperation
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.acl.model import (
+from pybroker.security.acl.model import (
     AclBinding, AclFilter, AclPermission, PatternType, ResourceType, invalid_binding,
 )
 from pybroker.handlers.authz import CLUSTER, Op, allowed

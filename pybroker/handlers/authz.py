@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from protocol.acl_operations import AclOperation, OPERATIONS_NOT_REQUESTED, to_bit_field
 from protocol.errors import ErrorCode, KafkaError
-from pybroker.acl.model import CLUSTER_NAME, ResourceType
+from pybroker.security.acl.model import CLUSTER_NAME, ResourceType
 from pybroker.handlers.base import RequestContext
 
 Op = AclOperation

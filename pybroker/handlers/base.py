@@ -12,26 +12,26 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from construct import Container
 
 from protocol.errors import ErrorCode
-from pybroker.acl.authorizer import Authorizer
-from pybroker.acl.store import AclStore
-from pybroker.client_quota_manager import ClientQuotas
-from pybroker.request_quota import RequestQuota
+from pybroker.security.acl.authorizer import Authorizer
+from pybroker.security.acl.store import AclStore
+from pybroker.quota.client_quota import ClientQuotas
+from pybroker.quota.request_quota import RequestQuota
 from pybroker.cluster.metadata import MetadataStore, MetadataImage
 from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_coordinator import GroupCoordinator
 from pybroker.coordinator.producer_ids import ProducerIds
-from pybroker.dynamic_broker_config import DynamicBrokerConfig
+from pybroker.cluster.dynamic_broker_config import DynamicBrokerConfig
 from pybroker.coordinator.txn_coordinator import TransactionCoordinator
 from pybroker.coordinator.txn_verifier import TxnVerifier
-from pybroker.fetch_session import FetchSessionCache
-from pybroker.memory_pool import MemoryPool
-from pybroker.purgatory import Purgatory
-from pybroker.replica_manager import ReplicaManager
-from pybroker.sasl.credential_store import ScramCredentialStore
-from pybroker.request_stats import RequestStats
-from pybroker.session import Session
+from pybroker.replica.fetch_session import FetchSessionCache
+from pybroker.quota.memory_pool import MemoryPool
+from pybroker.replica.purgatory import Purgatory
+from pybroker.replica.manager import ReplicaManager
+from pybroker.security.sasl.credential_store import ScramCredentialStore
+from pybroker.stats.request_stats import RequestStats
+from pybroker.security.session import Session
 from pybroker.storage.log_manager import LogManager
-from pybroker.topic_admin import TopicAdmin
+from pybroker.controller.topic_admin import TopicAdmin
 
 if TYPE_CHECKING:  # the controller only in a cluster's annotations: not imported at start
     from protocol.headers import RequestHeader
@@ -69,7 +69,7 @@ class Services:
     # (pybroker/handlers/authz.py).
     authorizer: Authorizer | None = None
     acls: AclStore | None = None
-    # SCRAM users and their credentials (pybroker/sasl/credential_store.py).
+    # SCRAM users and their credentials (pybroker/security/sasl/credential_store.py).
     scram: ScramCredentialStore = field(default_factory=ScramCredentialStore)
     # request.log.enable: one line per request on pybroker.request.logger (request_log.py);
     # off, dispatch pays this one attribute check.
@@ -106,7 +106,7 @@ class RequestContext:
     image: MetadataImage = field(default=None)  # type: ignore[assignment]
     # The listener the request came in on: answers name that listener's endpoints.
     listener: str | None = None
-    # Who sent it (pybroker/session.py): the principal the authorizer and quotas ask about.
+    # Who sent it (pybroker/security/session.py): the principal the authorizer and quotas ask about.
     session: Session = field(default_factory=Session)
 
     @property

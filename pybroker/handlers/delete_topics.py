@@ -8,7 +8,7 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.client_quota_manager import MutationQuota
+from pybroker.quota.client_quota import MutationQuota
 from pybroker.handlers.authz import TOPIC, Op, allowed
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.handlers.mutation_quota import THROTTLED, admit, mutation_quota, throttle

@@ -10,7 +10,7 @@ from construct import Container
 from protocol.acl_operations import CLUSTER_OPERATIONS
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.acl.model import CLUSTER_NAME
+from pybroker.security.acl.model import CLUSTER_NAME
 from pybroker.handlers.authz import CLUSTER, Op, allowed, operations_field
 from pybroker.handlers.base import Handler, RequestContext
 

@@ -4,7 +4,7 @@ A fetch with too little data waits in the purgatory for an append to one of its 
 then reads again. The first batch found is returned whole even when larger than the limits,
 so a consumer can always make progress (Kafka's rule). The response as a whole is capped at
 the smaller of the request's max_bytes and the broker's fetch.max.bytes. Incremental fetch
-sessions (KIP-227) are `pybroker/fetch_session.py`: it says which partitions a request reads
+sessions (KIP-227) are `pybroker/replica/fetch_session.py`: it says which partitions a request reads
 (a session's, for an incremental one) and which of the answers go back; a sessionless
 request (id 0, epoch -1: every client but the session-keeping ones) never touches it.
 
@@ -28,11 +28,11 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import APIS
-from pybroker.fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext
+from pybroker.replica.fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext
 from pybroker.handlers.authz import CLUSTER, TOPIC, Op, allowed, denied_names
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.handlers.duplicate_partitions import merge_duplicates
-from pybroker.purgatory import Watch
+from pybroker.replica.purgatory import Watch
 from pybroker.replica.replica_selector import ClientMetadata
 
 SENDFILE_MIN_BATCH = 64 * 1024

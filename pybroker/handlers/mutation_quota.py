@@ -1,13 +1,13 @@
 """controller_mutation_rate (KIP-599) for the APIs that create or delete partitions:
 CreateTopics, CreatePartitions and DeleteTopics each take a `MutationQuota` for the request,
-ask it before each topic's mutation, and answer with its throttle (client_quota_manager.py
+ask it before each topic's mutation, and answer with its throttle (quota/client_quota.py
 has the bucket and the rules). Validate-only requests and auto-created topics are not
 counted, as in Kafka."""
 from __future__ import annotations
 
 import trio
 
-from pybroker.client_quota_manager import MutationQuota
+from pybroker.quota.client_quota import MutationQuota
 from pybroker.handlers.base import RequestContext
 
 # A throttled topic's error_message: none, as Kafka 4.1 answers (its code says it all).

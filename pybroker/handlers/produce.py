@@ -21,7 +21,7 @@ from protocol.topic_partition import TopicPartition
 from pybroker.handlers.authz import TOPIC, TXN, Op, allowed, denied_names
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.handlers.duplicate_partitions import merge_duplicates
-from pybroker.replica_manager import AppendResult
+from pybroker.replica.manager import AppendResult
 
 
 def _partition_response(index: int, code: ErrorCode, base_offset: int = -1,

@@ -14,8 +14,8 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.handlers.base import Handler, RequestContext
 from pybroker.handlers.sasl_session import authenticated, authenticator_of, failed
-from pybroker.sasl.authenticator import IllegalSaslState
-from pybroker.sasl.mechanisms import AuthenticationFailed
+from pybroker.security.sasl.authenticator import IllegalSaslState
+from pybroker.security.sasl.mechanisms import AuthenticationFailed
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:

@@ -20,7 +20,7 @@ from pybroker.handlers.base import Handler, RequestContext
 from pybroker.handlers.sasl_session import (
     authenticator_of, begins_reauthentication, failed, reauthentication_started,
 )
-from pybroker.sasl.authenticator import IllegalSaslState
+from pybroker.security.sasl.authenticator import IllegalSaslState
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:

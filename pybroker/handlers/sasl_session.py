@@ -14,10 +14,10 @@ import logging
 import time
 
 from pybroker.handlers.base import Services
-from pybroker.sasl.authenticator import SaslAuthenticator
-from pybroker.session import Session
+from pybroker.security.sasl.authenticator import SaslAuthenticator
+from pybroker.security.session import Session
 
-log = logging.getLogger("pybroker.sasl")
+log = logging.getLogger("pybroker.security.sasl")
 
 
 def authenticator_of(services: Services, session: Session) -> SaslAuthenticator | None:

@@ -2,7 +2,7 @@
 managed over the wire, as with Kafka's admin client and kafka-configs.
 
 The client sends a salt and a salted password, never the password; the broker keeps the
-derived keys (pybroker/sasl/scram_credentials.py). Checks and messages follow Kafka's
+derived keys (pybroker/security/sasl/scram_credentials.py). Checks and messages follow Kafka's
 ControllerApis/ScramControlManager: a user named twice, an unknown mechanism, too few or too
 many iterations, deleting what does not exist. As Kafka's KafkaApis: describing needs DESCRIBE
 on the cluster, altering ALTER (else CLUSTER_AUTHORIZATION_FAILED for the whole request).
@@ -18,7 +18,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.handlers.authz import CLUSTER, Op, require
 from pybroker.handlers.base import Handler, RequestContext
-from pybroker.sasl.scram_credentials import (
+from pybroker.security.sasl.scram_credentials import (
     MECHANISM_IDS, MECHANISM_NAMES, credential_from_salted_password, iterations_problem,
 )
 

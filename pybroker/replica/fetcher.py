@@ -66,7 +66,8 @@ class FetchSettings:
     partition_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     socket_timeout_ms: int = 30000  # replica.socket.timeout.ms
-    security: ClientSecurity | None = None  # the inter-broker listener's (pybroker.inter_broker)
+    # the inter-broker listener's (pybroker.security.inter_broker)
+    security: ClientSecurity | None = None
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from protocol.topic_partition import TopicPartition
-from pybroker.latency_histogram import LatencyHistogram
+from pybroker.stats.latency_histogram import LatencyHistogram
 from pybroker.storage.checkpoint import read_offsets, write_offsets
 from pybroker.storage.files import MIN_CAPACITY, FileCache, can_sync_filesystem, \
     fsync_directory, sync_filesystem

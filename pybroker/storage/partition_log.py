@@ -57,7 +57,7 @@ from protocol.records.batch import (
 )
 from protocol.records.record import ControlRecord, build_control_batch, control_record_of
 from protocol.records.types import RecordError
-from pybroker.latency_histogram import LatencyHistogram
+from pybroker.stats.latency_histogram import LatencyHistogram
 from pybroker.storage.files import FileCache
 from pybroker.storage.leader_epoch_cache import LeaderEpochFileCache
 from pybroker.storage.log_config import LogConfig

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from protocol.acl_operations import AclOperation
 from protocol.api_keys import ApiKey
 from protocol.errors import KafkaError
-from pybroker.acl.model import (
+from pybroker.security.acl.model import (
     CLUSTER_NAME, SUPPORTED_OPERATIONS, AclBinding, AclPermission, PatternType, ResourceType,
     operation_from_name,
 )

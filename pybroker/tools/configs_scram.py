@@ -15,7 +15,7 @@ from typing import Mapping
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.client.client import KafkaClient
-from pybroker.sasl.scram_credentials import MECHANISM_IDS, MECHANISM_NAMES, salted_password
+from pybroker.security.sasl.scram_credentials import MECHANISM_IDS, MECHANISM_NAMES, salted_password
 from pybroker.tools.common import ToolError, UsageError, out
 
 DEFAULT_ITERATIONS = 4096  # ConfigCommand's

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from protocol.acl_operations import AclOperation as Op
-from pybroker.acl import acl_json
-from pybroker.acl.authorizer import Authorizer, parse_super_users
-from pybroker.acl.model import (
+from pybroker.security.acl import acl_json
+from pybroker.security.acl.authorizer import Authorizer, parse_super_users
+from pybroker.security.acl.model import (
     AclBinding, AclFilter, AclPermission, PatternType, ResourceType, invalid_binding,
     operation_from_name,
 )

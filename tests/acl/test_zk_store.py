@@ -8,10 +8,10 @@ import time
 import trio
 
 from protocol.acl_operations import AclOperation as Op
-from pybroker.acl import acl_json
-from pybroker.acl.authorizer import Authorizer
-from pybroker.acl.model import AclBinding, AclPermission, PatternType, ResourceType
-from pybroker.acl.store import CHANGE_EXPIRATION_MS, ZkAclStore
+from pybroker.security.acl import acl_json
+from pybroker.security.acl.authorizer import Authorizer
+from pybroker.security.acl.model import AclBinding, AclPermission, PatternType, ResourceType
+from pybroker.security.acl.store import CHANGE_EXPIRATION_MS, ZkAclStore
 from pybroker.cluster.memory_zk import MemoryZooKeeper
 
 READ_A = AclBinding(ResourceType.TOPIC, "a", PatternType.LITERAL, "User:alice", "*", Op.READ,

@@ -18,8 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from protocol.acl_operations import AclOperation as Op  # noqa: E402
-from pybroker.acl.authorizer import Authorizer  # noqa: E402
-from pybroker.acl.model import (  # noqa: E402
+from pybroker.security.acl.authorizer import Authorizer  # noqa: E402
+from pybroker.security.acl.model import (  # noqa: E402
     AclBinding, AclPermission, PatternType, ResourceType,
 )
 

@@ -4,7 +4,7 @@ and, with `--peers kafka` (issue #15 §3), three Apache Kafka nodes beside them.
 The brokers are the shipped example, `config/cluster/server-{1,2,3}.properties` (6 s ZooKeeper
 sessions, RF 3, min.insync.replicas 2, Kafka's 30 s replica lag), each a `python -m pybroker`
 child process with only its port (a free one), log dir and `zookeeper.connect` (the bench's own
-ZooKeeper, pybroker/testing_zookeeper.py, chroot /pybroker) overridden. The Kafka peer is
+ZooKeeper, pybroker/testing/zookeeper.py, chroot /pybroker) overridden. The Kafka peer is
 compat/apache_kafka.py's ApacheKafkaCluster: three KRaft nodes, each broker and controller,
 1 GB heap, shipped defaults, with min.insync.replicas 2 as in pybroker's example. The client
 is confluent-kafka (librdkafka) in this process, as in the other workloads. Figures:
@@ -59,7 +59,7 @@ from tests.bench.bench_broker import (
     QUIET, Latency, Throughput, bench_consume, bench_latency, bench_produce, create_topic,
     delete_topics, status_kb,
 )
-from pybroker.testing_zookeeper import run_zookeeper
+from pybroker.testing.zookeeper import run_zookeeper
 from tests.helpers import ROOT, BrokerProcess
 
 CLUSTER_CONFIG = ROOT / "config" / "cluster"

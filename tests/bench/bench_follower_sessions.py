@@ -1,6 +1,6 @@
 """Idle replication CPU with and without the followers' fetch sessions (KIP-227).
 
-Three brokers in one process (`pybroker.testing_cluster.Cluster`, in-memory ZooKeeper), one
+Three brokers in one process (`pybroker.testing.cluster.Cluster`, in-memory ZooKeeper), one
 topic of N partitions at replication factor 3, nothing produced: what the brokers spend over
 an interval is the followers' long polls and the leaders' answers. `off` patches the
 followers' FetchSessionHandler to send every fetch sessionless (what they did before), so
@@ -36,7 +36,7 @@ def _cpu_s() -> float:
 
 
 def run(sessions: bool, partitions: int, seconds: float) -> str:
-    from pybroker.testing_cluster import Cluster
+    from pybroker.testing.cluster import Cluster
     if not sessions:
         _sessionless()
     with Cluster(3) as cluster:

@@ -21,7 +21,7 @@ from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from protocol.api_keys import ApiKey
-from pybroker.request_stats import RequestStats
+from pybroker.stats.request_stats import RequestStats
 from pybroker.testing import Broker
 
 

@@ -12,7 +12,7 @@ the machine's CPUs (and the broker's thread shares this process).
 
 SCRAM iterations: the broker never runs PBKDF2 — it keeps the stored and server keys and
 does a few HMACs per exchange — so its cost per authentication is measured on the exchange
-itself (pybroker.sasl.scram_exchange, a scramp client on the other side) for 4096 and 8192
+itself (pybroker.security.sasl.scram_exchange, a scramp client on the other side) for 4096 and 8192
 iterations; the client's Hi() is where the iterations go, printed beside it.
 """
 from __future__ import annotations
@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import scramp  # noqa: E402
 import trustme  # noqa: E402
 
-from pybroker.sasl.scram_credentials import (  # noqa: E402
+from pybroker.security.sasl.scram_credentials import (  # noqa: E402
     credential_from_salted_password, salted_password)
-from pybroker.sasl.scram_exchange import ScramExchange  # noqa: E402
+from pybroker.security.sasl.scram_exchange import ScramExchange  # noqa: E402
 from pybroker.testing import broker_in_thread  # noqa: E402
 from pybroker.tools import configs  # noqa: E402
 

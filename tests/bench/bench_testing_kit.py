@@ -110,7 +110,7 @@ def run_suite(directory: Path, body: str, *args: str) -> float:
     env.pop("PYBROKER_TEST_BOOTSTRAP", None)
     began = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-p", "pybroker.pytest_plugin", *args], cwd=directory, env=env,
+                           "-p", "pybroker.testing.pytest_plugin", *args], cwd=directory, env=env,
                           capture_output=True, text=True)
     wall = time.perf_counter() - began
     if done.returncode != 0:

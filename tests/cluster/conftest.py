@@ -1,4 +1,4 @@
-"""Fixtures of the cluster tests: a real ZooKeeper server (pybroker/testing_zookeeper.py),
+"""Fixtures of the cluster tests: a real ZooKeeper server (pybroker/testing/zookeeper.py),
 started through bin/zookeeper-server-start.sh, the way a person starts one."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Iterator
 
 import pytest
 
-from pybroker.testing_zookeeper import ZooKeeperNotInstalled, ZooKeeperProcess, run_zookeeper
+from pybroker.testing.zookeeper import ZooKeeperNotInstalled, ZooKeeperProcess, run_zookeeper
 from tests.helpers import ROOT
 
 START_SCRIPT = ROOT / "bin" / "zookeeper-server-start.sh"

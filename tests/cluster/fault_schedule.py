@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faults", default=",".join(FAULTS),
                         help="comma-separated subset of " + ", ".join(FAULTS))
     args = parser.parse_args(argv)
-    from pybroker.testing_zookeeper import run_zookeeper
+    from pybroker.testing.zookeeper import run_zookeeper
     with tempfile.TemporaryDirectory(prefix="pybroker-faults-") as tmp:
         with run_zookeeper(Path(tmp) / "zk") as zookeeper:
             summary = run(Path(tmp), zookeeper, args.rounds, args.seed,

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pybroker.testing_zookeeper import four_letter_word
+from pybroker.testing.zookeeper import four_letter_word
 from tests.helpers import ROOT, venv_not_ready
 
 

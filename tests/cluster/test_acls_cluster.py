@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Producer
 
-from pybroker.acl.model import AclBinding, AclPermission, PatternType, ResourceType
-from pybroker.testing_cluster import Cluster
+from pybroker.security.acl.model import AclBinding, AclPermission, PatternType, ResourceType
+from pybroker.testing.cluster import Cluster
 from protocol.acl_operations import AclOperation
 from protocol.api_keys import ApiKey
 from tests.integration.raw import send_request
@@ -59,7 +59,7 @@ def _wait(cluster: Cluster, done: Any, what: str) -> None:
 @pytest.fixture(params=["memory", "zookeeper"])
 def cluster(request, tmp_path):
     if request.param == "zookeeper":
-        from pybroker.testing_zookeeper import ZooKeeperNotInstalled
+        from pybroker.testing.zookeeper import ZooKeeperNotInstalled
         try:
             c = Cluster(3, zookeeper=True, log_dir=tmp_path,
                         authorizer_class_name=AUTHORIZER, super_users="User:admin",

@@ -12,7 +12,7 @@ from kafka.errors import InvalidReplicationFactorError
 
 from pybroker.testing import BrokerProcess
 from tests.cluster.brokers import running_cluster
-from pybroker.testing_zookeeper import free_port
+from pybroker.testing.zookeeper import free_port
 
 
 def test_a_second_broker_with_a_live_id_exits_with_one_line(tmp_path: Path, zookeeper

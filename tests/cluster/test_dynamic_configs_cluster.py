@@ -13,7 +13,7 @@ from confluent_kafka import KafkaError, Producer
 
 from compat.wire import request
 from protocol.api_keys import ApiKey
-from pybroker.testing_cluster import Cluster
+from pybroker.testing.cluster import Cluster
 from pybroker.tools import configs
 
 DYNAMIC_BROKER, DYNAMIC_DEFAULT, DEFAULT = 2, 3, 5
@@ -22,7 +22,7 @@ DYNAMIC_BROKER, DYNAMIC_DEFAULT, DEFAULT = 2, 3, 5
 @pytest.fixture(params=["memory", "zookeeper"])
 def cluster(request, tmp_path):  # type: ignore[no-untyped-def]
     if request.param == "zookeeper":
-        from pybroker.testing_zookeeper import ZooKeeperNotInstalled
+        from pybroker.testing.zookeeper import ZooKeeperNotInstalled
         try:
             c = Cluster(3, zookeeper=True, log_dir=tmp_path)
         except ZooKeeperNotInstalled as exc:

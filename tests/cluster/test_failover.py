@@ -349,7 +349,7 @@ def test_follower_cut_off_from_the_leader_leaves_and_rejoins_the_isr(
     the other two; healed, the follower catches up and rejoins, nothing acknowledged is lost,
     the copies are identical."""
     from tests.cluster.link_proxy import LinkProxy
-    from pybroker.testing_zookeeper import free_port
+    from pybroker.testing.zookeeper import free_port
 
     real = free_port()
     proxy = LinkProxy(real)

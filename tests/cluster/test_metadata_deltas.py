@@ -12,7 +12,7 @@ import pytest
 from protocol.errors import ErrorCode as E
 from pybroker.broker import Broker
 from pybroker.cluster.metadata import MetadataDelta, MetadataImage
-from pybroker.topic_admin import TopicAdmin
+from pybroker.controller.topic_admin import TopicAdmin
 from tests.helpers import broker_config
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from pybroker.tools import reassign_partitions
 from tests.cluster.brokers import SESSION_TIMEOUT_MS, Cluster, running_cluster
-from pybroker.testing_zookeeper import ZooKeeperProcess
+from pybroker.testing.zookeeper import ZooKeeperProcess
 from tests.helpers import Result
 
 Tool = Callable[..., Result]

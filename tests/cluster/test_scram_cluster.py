@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pybroker.testing_cluster import Cluster
+from pybroker.testing.cluster import Cluster
 from pybroker.tools import configs
 
 LISTENERS = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
@@ -19,7 +19,7 @@ SETTINGS = {"listeners": LISTENERS, "sasl.enabled.mechanisms": "SCRAM-SHA-256,SC
 @pytest.fixture(params=["memory", "zookeeper"])
 def cluster(request, tmp_path):  # type: ignore[no-untyped-def]
     if request.param == "zookeeper":
-        from pybroker.testing_zookeeper import ZooKeeperNotInstalled
+        from pybroker.testing.zookeeper import ZooKeeperNotInstalled
         try:
             c = Cluster(3, zookeeper=True, log_dir=tmp_path, **SETTINGS)
         except ZooKeeperNotInstalled as exc:

@@ -22,7 +22,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.tools import console_consumer, console_producer, leader_election, topics
 from tests.cluster.brokers import SESSION_TIMEOUT_MS, Cluster, running_cluster
-from pybroker.testing_zookeeper import ZooKeeperProcess
+from pybroker.testing.zookeeper import ZooKeeperProcess
 from tests.helpers import Result
 from tests.integration.raw import send_request
 

@@ -13,7 +13,7 @@ from typing import Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from pybroker.testing_zookeeper import (
+from pybroker.testing.zookeeper import (
     ZooKeeperNotInstalled, ZooKeeperProcess, four_letter_word, free_port, run_zookeeper, serving,
 )
 

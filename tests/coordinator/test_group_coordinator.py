@@ -16,7 +16,7 @@ from pybroker.coordinator.group_coordinator import OFFSETS_TOPIC
 from pybroker.coordinator.group_records import OffsetAndMetadata
 from pybroker.coordinator.group_state import JoinRequest, JoinResult, SyncRequest
 from pybroker.replica.partition import FollowerState
-from pybroker.replica_manager import AppendResult
+from pybroker.replica.manager import AppendResult
 from tests.helpers import broker_config
 
 RANGE = (("range", b"meta"),)

@@ -14,7 +14,7 @@ from protocol.records.batch import iter_batches
 from pybroker.broker import Broker
 from pybroker.coordinator.group_coordinator import OFFSETS_TOPIC
 from pybroker.coordinator.group_records import OffsetAndMetadata
-from pybroker.replica_manager import AppendResult
+from pybroker.replica.manager import AppendResult
 from tests.helpers import broker_config
 
 VALUE = OffsetAndMetadata(5, "", 1)

@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
 )
 
 from pybroker.testing import Broker
-from pybroker.testing_cluster import Cluster
+from pybroker.testing.cluster import Cluster
 from tests.integration.admin_helpers import TIMEOUT
 
 KEY = "listener.name.ssl.ssl.keystore.location"

@@ -16,8 +16,8 @@ from typing import Any
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.clock import Clock
-from pybroker.fetch_session import EVICTION_MS
+from pybroker.runtime.clock import Clock
+from pybroker.replica.fetch_session import EVICTION_MS
 from tests.helpers import broker_in_thread
 from tests.integration.raw import RawConnection, create_topic
 
@@ -203,7 +203,7 @@ def test_followers_replicate_through_incremental_fetch_sessions() -> None:
     the leaders served the followers incremental fetches."""
     from confluent_kafka import Producer
 
-    from pybroker.testing_cluster import Cluster
+    from pybroker.testing.cluster import Cluster
 
     with Cluster(3) as cluster:
         cluster.create_topic("replicated", 30, 3)

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from pybroker.config import ConfigError, load_broker_config
-from pybroker.ops_endpoints import OpsEndpoints
+from pybroker.ops.endpoints import OpsEndpoints
 from pybroker.testing import Broker
 
 HEAD_TIMEOUT_MS = 1500

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from pybroker.testing_cluster import Cluster
+from pybroker.testing.cluster import Cluster
 from pybroker.tools import console_consumer, console_producer
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
@@ -107,7 +107,7 @@ def test_a_broker_with_the_wrong_inter_broker_password_does_not_replicate(
 def test_a_sasl_inter_broker_listener_needs_a_served_mechanism_and_credentials(
         pki: dict[str, str]) -> None:
     from pybroker.config import ConfigError, load_broker_config
-    from pybroker.inter_broker import inter_broker_security
+    from pybroker.security.inter_broker import inter_broker_security
     base = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "log.dirs": "/tmp/unused",
             "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN",
             "sasl.jaas.config": JAAS}
@@ -131,7 +131,7 @@ def test_followers_reauthenticate_on_a_sasl_inter_broker_listener(
     connection to the leader (pybroker's client, KIP-368) instead of the leader closing it
     at each expiry. Four lifetimes of replication: the ISR stays full and no session expired
     on either broker (the leader logs each connection it closes)."""
-    caplog.set_level(logging.WARNING, logger="pybroker.connection")
+    caplog.set_level(logging.WARNING, logger="pybroker.network.connection")
     with Cluster(2, **{"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
                        "inter.broker.listener.name": "SASL_PLAINTEXT",
                        "sasl.mechanism.inter.broker.protocol": "PLAIN",

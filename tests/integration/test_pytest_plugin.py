@@ -1,4 +1,4 @@
-"""The pytest plugin (pybroker/pytest_plugin.py) in a user's test run: fixtures, the config
+"""The pytest plugin (pybroker/testing/pytest_plugin.py) in a user's test run: fixtures, the config
 option, the broker log on failure. Run in-process by pytester with plugin autoloading off, so
 the result is the same whether or not this environment has the `pytest11` entry point
 installed (tests/test_packaging.py checks the entry point itself, from a built wheel)."""
@@ -56,8 +56,8 @@ def user_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
 
     def run(source: str, *args: str) -> pytest.RunResult:
         pytester.makepyfile(test_user=source)
-        return pytester.runpytest_inprocess("-p", "pybroker.pytest_plugin", "-p", "no:cacheprovider",
-                                            *args)
+        return pytester.runpytest_inprocess("-p", "pybroker.testing.pytest_plugin",
+                                            "-p", "no:cacheprovider", *args)
     return run
 
 
@@ -114,8 +114,8 @@ def test_the_quix_streams_example_of_docs_testing_runs(
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(quixstreams_dir()), str(ROOT)]))
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makepyfile(test_quixstreams=docs_examples()["test_quixstreams"])
-    result = pytester.runpytest_subprocess("-p", "pybroker.pytest_plugin", "-p", "no:cacheprovider",
-                                           timeout=120)
+    result = pytester.runpytest_subprocess("-p", "pybroker.testing.pytest_plugin",
+                                           "-p", "no:cacheprovider", timeout=120)
     result.assert_outcomes(passed=1)
 
 

@@ -334,9 +334,9 @@ def test_bad_entities_keys_and_values_get_kafkas_errors(quota_broker) -> None:
 
 def test_a_clusters_brokers_all_follow_a_quota_written_through_one(tool) -> None:  # type: ignore[no-untyped-def]
     """ZooKeeper mode: /config/clients/<id>, with a change notification, read by every
-    broker's watch (the in-memory ZooKeeper of pybroker.testing_cluster)."""
+    broker's watch (the in-memory ZooKeeper of pybroker.testing.cluster)."""
     from pybroker.cluster.client_quotas import QuotaEntity
-    from pybroker.testing_cluster import Cluster
+    from pybroker.testing.cluster import Cluster
 
     with Cluster(2) as cluster:
         first = cluster.bootstrap.split(",")[0]

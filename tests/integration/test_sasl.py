@@ -94,7 +94,7 @@ def test_aiokafka_produces_and_consumes(sasl_broker: tuple[str, str], mechanism:
 
 
 # Debian's kcat 1.7.1 (librdkafka 2.0.2) repeats the client nonce in client-final; Kafka 3.9
-# accepts that (pybroker/sasl/scram_exchange.py), so SCRAM works too.
+# accepts that (pybroker/security/sasl/scram_exchange.py), so SCRAM works too.
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_kcat_produces_and_consumes(sasl_broker: tuple[str, str], mechanism: str) -> None:
     _, sasl = sasl_broker

@@ -11,8 +11,8 @@ import trio
 from protocol.api_keys import ApiKey
 from protocol.primitives import FileRegion
 from protocol.records import Record, build_batch
-from pybroker.connection import send_parts
-from pybroker.dispatch import CloseConnection
+from pybroker.network.connection import send_parts
+from pybroker.network.dispatch import CloseConnection
 from tests.integration.raw import RawConnection, create_topic
 
 

@@ -19,8 +19,8 @@ from tests.helpers import ROOT
 # reads its version through (until a checksum is needed).
 NOT_AT_START = {
     "prometheus_client", "h11", "kazoo", "scramp", "asn1crypto", "crc32c",
-    "importlib.metadata", "pybroker.broker_metrics", "pybroker.http_server",
-    "pybroker.ops_endpoints", "pybroker.status_page", "pybroker.cluster.zk_store",
+    "importlib.metadata", "pybroker.ops.metrics", "pybroker.ops.http_server",
+    "pybroker.ops.endpoints", "pybroker.ops.status.page", "pybroker.cluster.zk_store",
     "pybroker.controller.controller", "pybroker.replica.fetcher",
     "pybroker.client.connection", "pybroker.client.admin", "pybroker.client.consumer",
     "pybroker.client.producer",

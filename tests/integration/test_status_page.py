@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from pybroker.testing import Broker
-from pybroker.testing_cluster import Cluster
+from pybroker.testing.cluster import Cluster
 from tests.helpers import ROOT
 
 CHROMIUM = shutil.which("chromium")

@@ -1,4 +1,4 @@
-"""pybroker.testing_cluster.Cluster from a client's point of view: three brokers in one
+"""pybroker.testing.cluster.Cluster from a client's point of view: three brokers in one
 process, no ZooKeeper server; acks=all produce survives the leader's stop, every acknowledged
 record is readable, a restarted broker rejoins the ISR, and a moved leadership is followed.
 The same failover with `zookeeper=True` (a real ZooKeeper server and kazoo), where the
@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from pybroker.testing_cluster import Cluster
-from pybroker.testing_zookeeper import ZooKeeperNotInstalled, zookeeper_home
+from pybroker.testing.cluster import Cluster
+from pybroker.testing.zookeeper import ZooKeeperNotInstalled, zookeeper_home
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""The TLS transport's edges (pybroker/tls_transport.py), driven by a client whose bytes on the
-wire the test controls (an ssl.SSLObject on memory BIOs over a plain socket): requests that
+"""The TLS transport's edges (pybroker/network/tls_transport.py), driven by a client whose
+bytes on the wire the test controls (an ssl.SSLObject on memory BIOs over a plain socket): requests that
 arrive with the handshake's last flight, requests split a byte at a time and many in one
 write, a large request, the client's close_notify, a corrupt record, renegotiation refused."""
 from __future__ import annotations
@@ -183,7 +183,7 @@ def test_close_notify_and_a_corrupt_record_close_the_connection(
 
 def test_listener_contexts_refuse_renegotiation(tmp_path: Path) -> None:
     from pybroker.config import load_broker_config
-    from pybroker.tls_context import tls_listener
+    from pybroker.security.tls_context import tls_listener
     ca = trustme.CA()
     server = tmp_path / "server.pem"
     ca.issue_cert("localhost").private_key_and_cert_chain_pem.write_to_path(str(server))

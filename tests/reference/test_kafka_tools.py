@@ -302,7 +302,7 @@ def test_transactions(broker: Broker) -> None:
 # -- a cluster: leader election and reassignment -------------------------------------------------
 
 def test_leader_election_and_reassign_partitions(tmp_path: Path) -> None:
-    from pybroker.testing_cluster import Cluster
+    from pybroker.testing.cluster import Cluster
     kafka_tools.classpath()
     with Cluster(3) as cluster:
         b = cluster.bootstrap

@@ -11,9 +11,9 @@ import trio
 
 from protocol.errors import ErrorCode as E
 from pybroker.broker import Broker
-from pybroker.purgatory import Watch
+from pybroker.replica.purgatory import Watch
 from pybroker.replica.partition import FollowerState, Partition
-from pybroker.replica_manager import AppendResult
+from pybroker.replica.manager import AppendResult
 from tests.helpers import broker_config
 from tests.storage.util import batch
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from protocol.errors import ErrorCode
 from pybroker.client.fetch_session_handler import FetchSessionHandler
-from pybroker.fetch_session import FetchSessionCache
+from pybroker.replica.fetch_session import FetchSessionCache
 
 
 def _entry(partition: int, offset: int, epoch: int = 0) -> dict[str, Any]:

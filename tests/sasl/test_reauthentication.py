@@ -6,8 +6,8 @@ import pytest
 
 from pybroker.config import ConfigError, load_broker_config
 from pybroker.config.sasl import SaslListenerConfig
-from pybroker.sasl.authenticator import SaslAuthenticator, SaslState
-from pybroker.sasl.mechanisms import AuthenticationFailed
+from pybroker.security.sasl.authenticator import SaslAuthenticator, SaslState
+from pybroker.security.sasl.mechanisms import AuthenticationFailed
 
 CONFIG = SaslListenerConfig(("PLAIN", "SCRAM-SHA-256"),
                             reauth_ms_by_mechanism={"PLAIN": 1500, "SCRAM-SHA-256": 0},

@@ -8,8 +8,9 @@ import os
 import pytest
 import scramp
 
-from pybroker.sasl.scram_credentials import credential_from_salted_password, salted_password
-from pybroker.sasl.scram_exchange import ScramExchange, ScramFailure
+from pybroker.security.sasl.scram_credentials import credential_from_salted_password, \
+    salted_password
+from pybroker.security.sasl.scram_exchange import ScramExchange, ScramFailure
 
 
 def _exchange(mechanism: str, password: str = "pw") -> ScramExchange:

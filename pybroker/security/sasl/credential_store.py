@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 
 from pybroker.cluster.client_quotas import sanitize
 from pybroker.cluster.zk_entity_config import change_entity_config
-from pybroker.sasl.scram_credentials import MECHANISM_IDS, ScramCredential
+from pybroker.security.sasl.scram_credentials import MECHANISM_IDS, ScramCredential
 from pybroker.storage.files import write_atomically
 
 CREDENTIALS_FILE = "pybroker-scram-credentials.json"

@@ -22,7 +22,7 @@ class Session:
     principal: str = ANONYMOUS
     # False on a SASL listener until the client has authenticated.
     authenticated: bool = True
-    # The SASL exchange (pybroker.sasl.authenticator.SaslAuthenticator), made at the first
+    # The SASL exchange (pybroker.security.sasl.authenticator.SaslAuthenticator), made at the first
     # SASL request on a SASL listener.
     sasl: Any = None
     # time.monotonic() past which the SASL session has expired (KIP-368); None: never.
@@ -31,7 +31,7 @@ class Session:
     # authentication, a SASL request out of order, as Kafka does).
     close_after_response: bool = False
     # Over a client quota: the connection reads nothing more for this long (ms) after the
-    # response just answered (pybroker/client_quota_manager.py).
+    # response just answered (pybroker/quota/client_quota.py).
     throttle_ms: int = 0
 
     @property

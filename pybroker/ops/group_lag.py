@@ -1,5 +1,5 @@
 """How far a consumer group is behind, partition by partition: one computation shared by
-/metrics (`broker_metrics.py`) and the status page (`status_page.py`), so the two never
+/metrics (`ops/metrics.py`) and the status page (`ops/status/page.py`), so the two never
 disagree on what a group's lag is.
 
 Lag is the partition's high watermark (what a consumer can read, what ListOffsets(latest)
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pybroker.coordinator.group_records import OffsetAndMetadata
-    from pybroker.replica_manager import ReplicaManager
+    from pybroker.replica.manager import ReplicaManager
 
 __all__ = ["PartitionLag", "group_lag", "total_lag"]
 

@@ -2,7 +2,7 @@
 brokers and controller, topics and their partitions, consumer groups with their members,
 assignments and lag, and charts of throughput and lag over the last minutes.
 
-Routes (GET or HEAD; served by `ops_endpoints.py` on the HTTP side door):
+Routes (GET or HEAD; served by `ops/endpoints.py` on the HTTP side door):
 
     /                        overview: brokers, summary, charts, first topics and groups
     /topics[/<page>]         every topic, a page at a time
@@ -29,19 +29,19 @@ from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import unquote
 
 from pybroker.client.consumer_protocol import decode_assignment
-from pybroker.group_lag import PartitionLag, group_lag, total_lag
-from pybroker.http_server import HttpResponse
-from pybroker.request_stats import RequestStats
-from pybroker.status_html import cards, esc, href, layout, pager, table
-from pybroker.status_sampler import Counters, Timeline, run_sampler
-from pybroker.status_svg import human, line_chart
+from pybroker.ops.group_lag import PartitionLag, group_lag, total_lag
+from pybroker.ops.http_server import HttpResponse
+from pybroker.stats.request_stats import RequestStats
+from pybroker.ops.status.html import cards, esc, href, layout, pager, table
+from pybroker.ops.status.sampler import Counters, Timeline, run_sampler
+from pybroker.ops.status.svg import human, line_chart
 
 if TYPE_CHECKING:
     from pybroker.cluster.image import MetadataImage, PartitionState, TopicInfo
     from pybroker.cluster.metadata import MetadataStore
     from pybroker.coordinator.group_coordinator import GroupCoordinator
     from pybroker.coordinator.group_metadata import Group
-    from pybroker.replica_manager import ReplicaManager
+    from pybroker.replica.manager import ReplicaManager
 
 __all__ = ["StatusPage"]
 

@@ -7,12 +7,12 @@ Prometheus expect them.
   cluster (zookeeper.connect), also while the broker is not registered with a live session or
   not yet in its own metadata image (after a lost session it is not ready until it has
   registered again); 200 after. The body says which condition is missing.
-- `/metrics`: Prometheus text from the broker's own registry (`broker_metrics.py`), rendered
+- `/metrics`: Prometheus text from the broker's own registry (`ops/metrics.py`), rendered
   inline with prometheus_client's `generate_latest`; 503 before the broker exists. The
   registry, and prometheus_client with it (~40 ms of imports), are loaded at the first scrape,
   not at start.
 - `/` and its pages (`/topics`, `/topic/<name>`, `/groups`, `/group/<id>`): the status page
-  for people (`status_page.py`); 503 before the broker exists.
+  for people (`ops/status/page.py`); 503 before the broker exists.
 
 The server (`server.py`) builds this before the broker, starts the HTTP listener with it, and
 reports progress with `broker_built` and `serving`.
@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pybroker.http_server import HttpResponse
+from pybroker.ops.http_server import HttpResponse
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
-    from pybroker.status_page import StatusPage
+    from pybroker.ops.status.page import StatusPage
 
 __all__ = ["OpsEndpoints"]
 

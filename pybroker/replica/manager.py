@@ -29,7 +29,7 @@ from protocol.topic_partition import TopicPartition
 from pybroker.cluster.metadata import MetadataStore, MetadataDelta, MetadataImage, \
     PartitionState, TopicInfo
 from pybroker.cluster.topic_configs import TopicConfigs
-from pybroker.purgatory import Purgatory, Watch
+from pybroker.replica.purgatory import Purgatory, Watch
 from pybroker.replica.partition import Partition
 from pybroker.replica.replica_selector import ClientMetadata, ReplicaSelector, \
     preferred_read_replica

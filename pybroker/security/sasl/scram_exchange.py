@@ -18,7 +18,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pybroker.sasl.scram_credentials import ScramCredential
+from pybroker.security.sasl.scram_credentials import ScramCredential
 
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 

@@ -27,16 +27,16 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from protocol.messages import APIS
-from pybroker.group_lag import group_lag
-from pybroker.request_stats import LATENCY_BUCKETS, RequestStats
+from pybroker.ops.group_lag import group_lag
+from pybroker.stats.request_stats import LATENCY_BUCKETS, RequestStats
 
 if TYPE_CHECKING:
     from pybroker.cluster.metadata import MetadataStore
     from pybroker.coordinator.group_coordinator import GroupCoordinator
     from pybroker.coordinator.txn_coordinator import TransactionCoordinator
-    from pybroker.fetch_session import FetchSessionCache
-    from pybroker.memory_pool import MemoryPool
-    from pybroker.replica_manager import ReplicaManager
+    from pybroker.replica.fetch_session import FetchSessionCache
+    from pybroker.quota.memory_pool import MemoryPool
+    from pybroker.replica.manager import ReplicaManager
 
 __all__ = ["BrokerCollector", "broker_registry"]
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from pybroker.client.security import load_key_pair, load_trust_store
 from pybroker.config import BrokerConfig, ConfigError
-from pybroker.session import ANONYMOUS
-from pybroker.tls_principal import NoMatchingRule, PrincipalMapper, rfc2253
+from pybroker.security.session import ANONYMOUS
+from pybroker.security.tls_principal import NoMatchingRule, PrincipalMapper, rfc2253
 
 _VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
              "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}

@@ -4,7 +4,7 @@ The request path has its own cheaper histogram (`request_stats.ApiStats`: one tr
 no lock). This one is for work that runs in worker threads — log flushes (fsync) are timed in
 whichever thread runs them, the periodic flush's or the event loop's — so `observe` takes a
 lock; at one call per fsync its cost is nothing beside the fsync. The collector
-(`broker_metrics.py`) reads it when /metrics is scraped. Pure: no trio, nothing of the broker.
+(`ops/metrics.py`) reads it when /metrics is scraped. Pure: no trio, nothing of the broker.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable
 
-from pybroker.acl.model import (
+from pybroker.security.acl.model import (
     RESOURCE_BY_NAME, RESOURCE_NAMES, AclBinding, AclPermission, PatternType,
     operation_from_name, operation_name, permission_name,
 )

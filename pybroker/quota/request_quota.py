@@ -38,8 +38,8 @@ from typing import Any, Callable, Protocol
 import trio
 
 from protocol.api_keys import ApiKey
-from pybroker.client_quota_manager import ClientQuotaManager
-from pybroker.session import Session
+from pybroker.quota.client_quota import ClientQuotaManager
+from pybroker.security.session import Session
 
 
 class _Request(Protocol):

@@ -10,7 +10,7 @@ yield to the scheduler after every successful call and the idle timeout was a ca
 receive; on these machines, where a round trip costs the broker mostly system calls, that was
 an extra epoll pass and ~20 us of Python per request (issue #6: small-request latency).
 Fairness is kept by yielding after every full read; idle connections are closed by one reaper
-(pybroker/idle.py) rather than a deadline set per request.
+(pybroker/network/idle.py) rather than a deadline set per request.
 """
 from __future__ import annotations
 
@@ -26,15 +26,15 @@ import trio
 
 from protocol.framing import NEED_DATA, FrameBuffer, FrameTooLarge
 from protocol.primitives import FileRegion
-from pybroker.dispatch import CloseConnection, dispatch
+from pybroker.network.dispatch import CloseConnection, dispatch
 from pybroker.handlers.base import Services
 from pybroker.handlers.sasl_session import frame_limit
-from pybroker.connection_limits import ConnectionLimits
-from pybroker.idle import IdleConnections, IdleWatch
-from pybroker.memory_pool import SMALL_FRAME
-from pybroker.session import Session
-from pybroker.tls_context import NoMatchingRule, TlsListener
-from pybroker.tls_transport import TlsClosed, TlsTransport
+from pybroker.network.connection_limits import ConnectionLimits
+from pybroker.network.idle import IdleConnections, IdleWatch
+from pybroker.quota.memory_pool import SMALL_FRAME
+from pybroker.security.session import Session
+from pybroker.security.tls_context import NoMatchingRule, TlsListener
+from pybroker.network.tls_transport import TlsClosed, TlsTransport
 
 log = logging.getLogger(__name__)
 RECEIVE_SIZE = 256 * 1024

@@ -16,7 +16,7 @@ under plain pytest, asyncio and trio tests alike; every wait has a timeout and r
 
 `zookeeper=True` runs the same brokers on a real ZooKeeper instead: a server of Debian's
 `zookeeper` package started as a subprocess in the cluster's temp dir
-(`testing_zookeeper.py`), and kazoo's client, as in production; `zookeeper="host:port"` uses
+(`zookeeper.py`), and kazoo's client, as in production; `zookeeper="host:port"` uses
 an ensemble that already runs. Either way the brokers live under a chroot of their own
 (`/pybroker-<random>`, unless the connect string names one), so clusters can share an ensemble.
 The in-memory ZooKeeper is the default because it needs no JVM and starts in milliseconds;
@@ -38,11 +38,11 @@ from typing import Any
 
 import trio
 
-from pybroker.clock import Clock
+from pybroker.runtime.clock import Clock
 from pybroker.cluster.memory_zk import MemoryZooKeeper
 from pybroker.config import load_broker_config
 from pybroker.server import ServerInfo, serve
-from pybroker.testing_zookeeper import ZooKeeperProcess, zookeeper_home
+from pybroker.testing.zookeeper import ZooKeeperProcess, zookeeper_home
 
 __all__ = ["Cluster"]
 

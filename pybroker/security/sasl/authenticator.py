@@ -19,10 +19,10 @@ import enum
 from typing import Callable
 
 from pybroker.config.sasl import OAUTHBEARER, PLAIN, SaslListenerConfig
-from pybroker.sasl.mechanisms import (
+from pybroker.security.sasl.mechanisms import (
     AuthenticationFailed, OAuthBearerUnsecuredServer, PlainServer, SaslServer, ScramServer,
 )
-from pybroker.sasl.scram_credentials import ScramCredential
+from pybroker.security.sasl.scram_credentials import ScramCredential
 
 ScramLookup = Callable[[str, str], "ScramCredential | None"]
 

@@ -29,11 +29,11 @@ from typing import Any, Awaitable, Callable, Iterator, Mapping, TypeVar
 
 import trio
 
-from pybroker.clock import Clock
+from pybroker.runtime.clock import Clock
 from pybroker.config import load_broker_config
 from pybroker.request_hooks import RequestHooks
 from pybroker.server import ServerInfo, serve
-from pybroker.testing_cluster import Cluster
+from pybroker.testing.cluster import Cluster
 
 T = TypeVar("T")
 
@@ -41,7 +41,7 @@ __all__ = ["broker_config", "broker_in_thread", "BrokerProcess", "Broker", "Clus
            "ExternalBroker"]
 
 # The directory holding the pybroker package: a subprocess broker imports the same code.
-_SOURCE = Path(__file__).resolve().parents[1]
+_SOURCE = Path(__file__).resolve().parents[2]
 
 
 def broker_config(log_dir: Path, **overrides: str):  # type: ignore[no-untyped-def]
@@ -59,7 +59,7 @@ def broker_in_thread(log_dir: Path, hooks: RequestHooks | bool = False,
     """A real broker on an ephemeral port, served by trio in a background thread. With
     `hooks` (True for a fresh `RequestHooks`, or one to share) it records requests and
     serves `info.broker.services.hooks` (pybroker.request_hooks); `clock` is the clock of
-    its timers (pybroker.clock), one a test advances."""
+    its timers (pybroker.runtime.clock), one a test advances."""
     config = broker_config(log_dir, **overrides)
     if hooks is True:
         hooks = RequestHooks()

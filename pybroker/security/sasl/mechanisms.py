@@ -14,8 +14,8 @@ import json
 import time
 from typing import Callable, Mapping
 
-from pybroker.sasl.scram_credentials import ScramCredential
-from pybroker.sasl.scram_exchange import ScramExchange, ScramFailure
+from pybroker.security.sasl.scram_credentials import ScramCredential
+from pybroker.security.sasl.scram_exchange import ScramExchange, ScramFailure
 
 # PlainSaslServer's wording (for both an unknown user and a wrong password).
 PLAIN_FAILED = "Authentication failed: Invalid username or password"

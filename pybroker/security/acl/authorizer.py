@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from protocol.acl_operations import AclOperation
-from pybroker.acl.model import (
+from pybroker.security.acl.model import (
     WILDCARD_HOST, WILDCARD_PRINCIPAL, WILDCARD_RESOURCE, AclBinding, AclFilter, AclPermission,
     PatternType, ResourceType,
 )

@@ -27,13 +27,13 @@ from pybroker.handlers import REGISTRY
 from pybroker.handlers.sasl_session import (
     authenticated, begins_reauthentication, failed, frame_limit,
 )
-from pybroker.sasl.authenticator import SaslState
-from pybroker.sasl.mechanisms import AuthenticationFailed
-from pybroker.session import Session
+from pybroker.security.sasl.authenticator import SaslState
+from pybroker.security.sasl.mechanisms import AuthenticationFailed
+from pybroker.security.session import Session
 from pybroker.handlers.base import RequestContext, Services
 from pybroker.request_hooks import DELAY, DROP, HookRequest, RequestHooks, complete_response
-from pybroker.request_log import log_request
-from pybroker.request_quota import RequestQuota
+from pybroker.network.request_log import log_request
+from pybroker.quota.request_quota import RequestQuota
 
 log = logging.getLogger(__name__)
 

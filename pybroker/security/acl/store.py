@@ -4,7 +4,7 @@ One broker: `pybroker-acls.json` in the first log dir, beside the metadata file,
 atomically (fsynced, in a worker thread) before the authorizer sees the change — so an
 answered CreateAcls/DeleteAcls survives a crash.
 
-ZooKeeper: Kafka's znodes, one per resource pattern (`pybroker.acl.acl_json`), updated
+ZooKeeper: Kafka's znodes, one per resource pattern (`pybroker.security.acl.acl_json`), updated
 conditionally on the version read, then a sequential notification under
 `/kafka-acl-changes` (LITERAL) or `/kafka-acl-extended-changes` (PREFIXED) as Kafka writes.
 Every broker watches both notification paths and, on any change, reads every ACL znode
@@ -25,9 +25,9 @@ from typing import Any
 
 import trio
 
-from pybroker.acl import acl_json
-from pybroker.acl.authorizer import Authorizer
-from pybroker.acl.model import AclBinding, PatternType
+from pybroker.security.acl import acl_json
+from pybroker.security.acl.authorizer import Authorizer
+from pybroker.security.acl.model import AclBinding, PatternType
 from pybroker.storage.files import write_atomically
 
 log = logging.getLogger(__name__)

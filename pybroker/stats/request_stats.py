@@ -3,7 +3,7 @@
 Why not prometheus_client's Counter and Histogram on the hot path: each `inc()` and
 `observe()` takes a lock and goes through label lookups, on every request and every partition
 of a produce. Here a request costs a dict lookup, a bisect over the latency buckets and a few
-integer additions; the collector (`broker_metrics.py`) turns these into metric families only
+integer additions; the collector (`ops/metrics.py`) turns these into metric families only
 when /metrics is scraped. Everything runs on the broker's one trio thread, so no lock is
 needed, and nothing here imports trio.
 

@@ -1,0 +1,44 @@
+"""Real brokers for test suites, and the pytest plugin: `Broker` (in-process on a thread, or
+a subprocess), `BrokerProcess`, `broker_in_thread`, `Cluster` (brokers and a ZooKeeper),
+`ExternalBroker` (a broker someone else runs).
+
+`from pybroker.testing import Broker` is the kit's import path. The names are imported on
+first use (PEP 562), not here: the pytest plugin (`pybroker.testing.pytest_plugin`, entry
+point `pytest11`) lives in this package, and a suite that loads it without using a fixture
+must not pay for trio and the broker (tests/integration/test_start_cost.py).
+"""
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "pybroker.testing.broker": ("Broker", "BrokerProcess", "ExternalBroker", "broker_config",
+                                "broker_in_thread", "create_topic_over_wire"),
+    "pybroker.testing.cluster": ("Cluster",),
+}
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # once: later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))
+
+
+if TYPE_CHECKING:  # what type checkers and readers see; not run
+    from pybroker.testing.broker import (
+        Broker, BrokerProcess, ExternalBroker, broker_config, broker_in_thread,
+        create_topic_over_wire,
+    )
+    from pybroker.testing.cluster import Cluster
+
+__all__ = ["broker_config", "broker_in_thread", "BrokerProcess", "Broker", "Cluster",
+           "ExternalBroker"]
