@@ -18,11 +18,13 @@ def venv_not_ready() -> str | None:
     installs it with the test extras first, so under bin/test this is None."""
     import os
     venv = Path(os.environ.get("PYBROKER_VENV", ROOT / ".venv"))
-    stamp = next((s for s in (venv / ".installed", venv / ".installed-test") if s.exists()),
-                 venv / ".installed")
-    if not (venv / "bin" / "python").exists() or not stamp.exists():
-        return f"bin/_bootstrap would create {venv} first (no {stamp})"
-    if (ROOT / "pyproject.toml").stat().st_mtime > stamp.stat().st_mtime:
+    stamps = [s for s in (venv / ".installed-test", venv / ".installed") if s.exists()]
+    if not (venv / "bin" / "python").exists() or not stamps:
+        return f"bin/_bootstrap would create {venv} first (no {venv / '.installed'})"
+    # As bin/_bootstrap: a plain command is served by either stamp that is newer than
+    # pyproject.toml (an install with the test extras serves the plain commands too).
+    built = (ROOT / "pyproject.toml").stat().st_mtime
+    if all(built > s.stat().st_mtime for s in stamps):
         return "bin/_bootstrap would reinstall: pyproject.toml is newer than the venv stamp"
     return None
 
