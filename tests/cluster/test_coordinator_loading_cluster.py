@@ -39,8 +39,10 @@ def _find(cluster: Cluster, key: str, key_type: int) -> Any:
 def test_first_clients_of_a_new_cluster_meet_loading_coordinators(zookeeper) -> None:  # type: ignore[no-untyped-def]
     import confluent_kafka
     with Cluster(3, zookeeper=zookeeper.connect) as cluster:
-        # Groups: every broker's load of __consumer_offsets is held.
-        held = [HeldLoad(cluster.server(i).broker.groups) for i in cluster.running]
+        # Groups: every broker's load of the group's __consumer_offsets partition is held.
+        held = [HeldLoad(cluster.server(i).broker.groups,
+                         only=cluster.server(i).broker.groups.partition_for("g"))
+                for i in cluster.running]
         found = _find(cluster, "g", 0)
         coordinator = f"{found.host}:{found.port}"
         errors: list[Any] = []
@@ -78,8 +80,10 @@ def test_first_clients_of_a_new_cluster_meet_loading_coordinators(zookeeper) -> 
         assert box["committed"][0].error is None
         assert errors == []
 
-        # Transactions: every broker's load of __transaction_state is held.
-        held = [HeldLoad(cluster.server(i).broker.transactions) for i in cluster.running]
+        # Transactions: every broker's load of the id's __transaction_state partition is held.
+        held = [HeldLoad(cluster.server(i).broker.transactions,
+                         only=cluster.server(i).broker.transactions.partition_for("tx"))
+                for i in cluster.running]
         found = _find(cluster, "tx", 1)
         coordinator = f"{found.host}:{found.port}"
         producer = confluent_kafka.Producer({
