@@ -41,7 +41,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # ty
         terminalreporter.section("performance figures")
         for line in lines:
             terminalreporter.write_line(line)
-    spent = config.stash.get(_TIER_TIME, None)
+    spent = _TIER_TIME
     if spent:
         terminalreporter.section("time per tier (setup, call and teardown of its tests, "
                                  "summed over the workers)")
@@ -73,12 +73,12 @@ def tool(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 # --- tiers (tests/tiers.py) ------------------------------------------------------------------
 
 _TESTS_DIR = Path(__file__).parent
-_TIER_TIME = pytest.StashKey[dict]()
+# tier -> (seconds, tests): summed where the reports arrive, the process that prints the
+# summary (pytest-xdist's workers send theirs there).
+_TIER_TIME: dict[str, tuple[float, int]] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _CONFIG
-    _CONFIG = config
     for tier in TIERS:
         config.addinivalue_line("markers", f"{tier}: the {tier} tier (tests/tiers.py)")
 
@@ -94,12 +94,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     report's node id, so this works where the reports arrive from elsewhere too (pytest-xdist's
     workers send theirs to the process that prints the summary)."""
     path = report.nodeid.split("::", 1)[0]
-    if _CONFIG is None or not path.startswith("tests/"):
+    if not path.startswith("tests/"):
         return
     tier = tier_of(path.removeprefix("tests/"))
-    spent = _CONFIG.stash.setdefault(_TIER_TIME, {})
-    seconds, count = spent.get(tier, (0.0, 0))
-    spent[tier] = (seconds + report.duration, count + (report.when == "call"))
-
-
-_CONFIG: pytest.Config | None = None
+    seconds, count = _TIER_TIME.get(tier, (0.0, 0))
+    _TIER_TIME[tier] = (seconds + report.duration, count + (report.when == "call"))

@@ -81,6 +81,26 @@ def needed_under_tmp() -> list[Path]:
     return [p for p in found if not any(p != q and p.is_relative_to(q) for q in found)]
 
 
+SERVER_COMMANDS = ("bin/zookeeper-server-start.sh", "bin/kafka-server-start.sh")
+
+
+def start_server(command: str, log: Path) -> subprocess.Popen[bytes]:
+    """A quickstart's server command in the background (its own "terminal"), its output in
+    `log`; returns once it serves (ZooKeeper answers, or the broker logs "listening on"), or
+    raises RuntimeError with the end of its output. The caller kills it."""
+    with log.open("wb") as out:  # the child keeps its own descriptor
+        proc = subprocess.Popen(shlex.split(command), cwd=ROOT, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_serving(command, proc, zookeeper_serving if "zookeeper" in command
+                     else lambda: b"listening on" in log.read_bytes())
+    except RuntimeError as exc:
+        proc.kill()
+        tail = log.read_bytes()[-3000:].decode(errors="replace")
+        raise RuntimeError(f"{exc}; its output ends:\n{tail}") from None
+    return proc
+
+
 def run_inside(module: str, tmp_path: Path, timeout: float,
                binds: dict[Path, Path] | None = None) -> subprocess.CompletedProcess[str]:
     """`python -m module tmp_path/work` in a private namespace; `binds` (host path -> the

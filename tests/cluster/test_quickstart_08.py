@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.private_namespace import (
-    run_inside, wait_serving, why_no_private_namespace, zookeeper_serving,
+    SERVER_COMMANDS, run_inside, start_server, why_no_private_namespace,
 )
 from tests.helpers import ROOT
 
@@ -161,20 +161,10 @@ def run_quickstart(workdir: Path) -> dict[str, object]:
                 _edit(step.edits)
                 results.append({"command": command, "edited": step.edits})
                 continue
-            if command.startswith(("bin/zookeeper-server-start.sh", "bin/kafka-server-start.sh")):
+            if command.startswith(SERVER_COMMANDS):
                 command = command.removesuffix("&").strip()
                 log = workdir / f"server-{n}.log"
-                with log.open("wb") as out:  # the child keeps its own descriptor
-                    proc = subprocess.Popen(shlex.split(command), cwd=ROOT,
-                                            stdin=subprocess.DEVNULL, stdout=out,
-                                            stderr=subprocess.STDOUT)
-                servers[command.split()[-1]] = proc
-                try:
-                    wait_serving(command, proc, zookeeper_serving if "zookeeper" in command
-                                 else lambda log=log: b"listening on" in log.read_bytes())
-                except RuntimeError as exc:
-                    tail = log.read_bytes()[-3000:].decode(errors="replace")
-                    raise RuntimeError(f"{exc}; its output ends:\n{tail}") from None
+                servers[command.split()[-1]] = start_server(command, log)
                 results.append({"command": command, "started": True, "log": str(log)})
                 continue
             if command.startswith("ps aux | grep server-1.properties"):

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import subprocess
 import sys
 import time
@@ -34,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.private_namespace import (
-    run_inside, wait_serving, why_no_private_namespace, zookeeper_serving,
+    SERVER_COMMANDS, run_inside, start_server, why_no_private_namespace,
 )
 from tests.helpers import ROOT
 
@@ -82,19 +81,8 @@ def run_quickstart(workdir: Path) -> dict[str, object]:
     try:
         for n, step in enumerate(quickstart_steps()):
             command = step.command
-            if command.startswith(("bin/zookeeper-server-start.sh", "bin/kafka-server-start.sh")):
-                log = workdir / f"server-{n}.log"
-                with log.open("wb") as out:  # the child keeps its own descriptor
-                    proc = subprocess.Popen(shlex.split(command), cwd=ROOT,
-                                            stdin=subprocess.DEVNULL, stdout=out,
-                                            stderr=subprocess.STDOUT)
-                servers.append(proc)
-                try:
-                    wait_serving(command, proc, zookeeper_serving if "zookeeper" in command
-                                  else lambda log=log: b"listening on" in log.read_bytes())
-                except RuntimeError as exc:
-                    tail = log.read_bytes()[-3000:].decode(errors="replace")
-                    raise RuntimeError(f"{exc}; its output ends:\n{tail}") from None
+            if command.startswith(SERVER_COMMANDS):
+                servers.append(start_server(command, workdir / f"server-{n}.log"))
                 results.append({"command": command, "started": True})
                 continue
             if command.startswith("ps aux | grep server-1.properties"):
