@@ -127,8 +127,13 @@ def _assign(zk: Any, args: argparse.Namespace) -> list[list[int]]:
 
 def list_topics(zk: Any, args: argparse.Namespace) -> None:
     marked = zk_admin.marked_for_deletion(zk)
-    for name in _matching(zk, args):
+    names = _matching(zk, args)
+    for name in names:
         out(f"{name} - marked for deletion" if name in marked else name)
+    if not names:
+        hint = zk_admin.chroot_hint(zk, args.zookeeper)
+        if hint:
+            err(f"No topics at {args.zookeeper}{hint}")
 
 
 def describe(zk: Any, args: argparse.Namespace) -> None:
@@ -254,10 +259,6 @@ def _blocking(args: argparse.Namespace, action: str) -> None:
                 raise
             raise ToolError(f"{exc}{hint}", getattr(exc, "exit_code", 1),
                             plain=getattr(exc, "plain", False)) from None
-        if action == "list" and not zk_admin.topics(zk):
-            hint = zk_admin.chroot_hint(zk, args.zookeeper)
-            if hint:
-                err(f"No topics at {args.zookeeper}{hint}")
 
 
 async def run_on_zookeeper(args: argparse.Namespace, action: str) -> int:
