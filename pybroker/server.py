@@ -202,7 +202,7 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
         for sockets in http_bound:
             side_door.start_soon(partial(
                 serve_http, sockets, ops,
-                head_timeout=config["http.request.timeout.ms"] / 1000))
+                head_timeout=config.http_request_timeout_ms / 1000))
         for (spec, _), port in zip(http_specs, http_ports):
             log.info("HTTP (/healthz, /readyz, /metrics) on http://%s:%d",
                      spec.host or "0.0.0.0", port)
@@ -236,7 +236,7 @@ async def _serve_broker(config, bound, ops: OpsEndpoints | None,  # type: ignore
             from pybroker.ops.status.page import StatusPage
             status = StatusPage(broker.node_id, broker.metadata, broker.replicas,
                                 broker.groups, broker.services.stats,
-                                sample_interval=config["http.status.sample.interval.ms"] / 1000)
+                                sample_interval=config.http_status_sample_interval_ms / 1000)
             # The registry (prometheus_client, ~40 ms to import) is built at the first scrape.
             ops.broker_built(lambda: broker.metrics_registry, broker.registered, status)
         # The connection layer is the server's: the broker never sees sockets.

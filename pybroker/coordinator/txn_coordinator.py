@@ -375,7 +375,7 @@ class TransactionCoordinator:
 
     async def _run_sweep(self) -> None:
         await run_every(
-            self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+            self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
             self.sweep, "transaction timeout sweep")
 
     async def sweep(self) -> None:
