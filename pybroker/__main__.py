@@ -87,13 +87,13 @@ def _overrides(items: list[str]) -> dict[str, str]:
     return out
 
 
-async def _serve_remembering(config, started: list,  # type: ignore[no-untyped-def]
+async def _serve_remembering(config, started: list,
                              ) -> None:
     async with trio.open_nursery() as nursery:
         started.append(await nursery.start(serve, config))
 
 
-async def _run(config) -> None:  # type: ignore[no-untyped-def]
+async def _run(config) -> None:
     # The signal receiver is open before the broker starts, so that a SIGTERM arriving while
     # it loads its logs or just after it logs "listening" still shuts it down gracefully.
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -57,7 +57,7 @@ class ServerInfo:
         return f"{self.host}:{self.port}"
 
 
-async def _bind(config, spec) -> list[trio.SocketListener]:  # type: ignore[no-untyped-def]
+async def _bind(config, spec) -> list[trio.SocketListener]:
     """One listener's sockets, or an OSError naming the listener that could not be bound."""
     try:
         listeners = await trio.open_tcp_listeners(spec.port, host=spec.host or None,
@@ -74,7 +74,7 @@ async def _bind(config, spec) -> list[trio.SocketListener]:  # type: ignore[no-u
     return listeners
 
 
-async def _bind_all(config) -> dict[str, list[trio.SocketListener]]:  # type: ignore[no-untyped-def]
+async def _bind_all(config) -> dict[str, list[trio.SocketListener]]:
     """Every client listener of `listeners`, by name; all or none."""
     bound: dict[str, list[trio.SocketListener]] = {}
     try:
@@ -92,7 +92,7 @@ async def _close_all(bound: dict[str, list[trio.SocketListener]]) -> None:
             await trio.aclose_forcefully(listener)
 
 
-def _advertised(config, bound: dict[str, list[trio.SocketListener]]  # type: ignore[no-untyped-def]
+def _advertised(config, bound: dict[str, list[trio.SocketListener]]
                 ) -> dict[str, tuple[str, int]]:
     """Each listener's advertised endpoint: advertised.listeners' entry of the same name, with
     the bound port for port 0 and the listener's host (else localhost) for an empty host."""
@@ -105,7 +105,7 @@ def _advertised(config, bound: dict[str, list[trio.SocketListener]]  # type: ign
     return endpoints
 
 
-async def _bind_http(config) -> list[tuple[Listener, list[trio.SocketListener]]]:  # type: ignore[no-untyped-def]
+async def _bind_http(config) -> list[tuple[Listener, list[trio.SocketListener]]]:
     """Every listener of http.listeners that can be bound, with its spec.
 
     The side door is optional, so an address that cannot be bound is a warning, not a failed
@@ -124,7 +124,7 @@ async def _bind_http(config) -> list[tuple[Listener, list[trio.SocketListener]]]
     return bound
 
 
-def _tls_listeners(config) -> dict[str, TlsListener]:  # type: ignore[no-untyped-def]
+def _tls_listeners(config) -> dict[str, TlsListener]:
     """Each SSL and SASL_SSL client listener's TLS context and principal rules, by listener
     name (on SASL_SSL the SASL principal replaces the certificate's once authenticated)."""
     return {spec.name: tls_listener(config, spec.name) for spec in config.broker_listeners
@@ -164,7 +164,7 @@ def _follow_dynamic_configs(broker: Broker, tls: dict[str, TlsListener],
                                reconfigure_limits))
 
 
-async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-untyped-def]
+async def serve(config, *, hooks=None, zk_client_class=None,
                 clock=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve until cancelled. `hooks` (pybroker.request_hooks.RequestHooks) makes a test
     broker: requests are recorded and may be failed, dropped or delayed. `zk_client_class`:
@@ -214,7 +214,7 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
             side_door.cancel_scope.cancel()
 
 
-async def _serve_broker(config, bound, ops: OpsEndpoints | None,  # type: ignore[no-untyped-def]
+async def _serve_broker(config, bound, ops: OpsEndpoints | None,
                         http_ports: list[int], tls: dict[str, TlsListener], *, hooks, zk_client_class, clock,
                         task_status) -> None:
     first = config.broker_listeners[0]

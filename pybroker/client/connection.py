@@ -30,7 +30,7 @@ import random
 import ssl
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, overload
 
 import trio
 from construct import Container
@@ -343,6 +343,18 @@ class BrokerConnection:
 
     # -- requests ------------------------------------------------------------------------------
 
+    # Only a request sent without expecting a response gives None: the overloads let the
+    # callers that expect one read the body without a check for None.
+    @overload
+    async def request(self, api_key: int, body: Mapping[str, Any], *,
+                      version: int | None = None, min_version: int | None = None,
+                      max_version: int | None = None, timeout: float | None = None,
+                      expect_response: Literal[True] = True) -> Container: ...
+    @overload
+    async def request(self, api_key: int, body: Mapping[str, Any], *,
+                      version: int | None = None, min_version: int | None = None,
+                      max_version: int | None = None, timeout: float | None = None,
+                      expect_response: bool) -> Container | None: ...
     async def request(self, api_key: int, body: Mapping[str, Any], *,
                       version: int | None = None, min_version: int | None = None,
                       max_version: int | None = None, timeout: float | None = None,
@@ -493,6 +505,8 @@ class _Reauthentication:
         self._conn = conn
         self.address = conn.address
 
-    async def request(self, api_key: int, body: Mapping[str, Any], **kwargs: Any
-                      ) -> Container | None:
-        return await self._conn._request_holding_lock(api_key, body, **kwargs)
+    async def request(self, api_key: int, body: Mapping[str, Any], *,
+                      version: int | None = None, min_version: int | None = None,
+                      max_version: int | None = None) -> Container:
+        return await self._conn._request_holding_lock(
+            api_key, body, version=version, min_version=min_version, max_version=max_version)

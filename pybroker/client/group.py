@@ -264,7 +264,7 @@ class GroupMembership:
                 except (KafkaError, KafkaConnectionError, KafkaTimeoutError):
                     self._coordinator = None
                     continue
-                code = resp.error_code  # type: ignore[attr-defined]
+                code = resp.error_code
                 if code in _COORDINATOR_CODES:
                     self._coordinator = None
                 elif code == ErrorCode.UNKNOWN_MEMBER_ID:

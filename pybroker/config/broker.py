@@ -109,7 +109,9 @@ class BrokerConfig(Mapping[str, object]):
             if prefixed is not None:
                 listener, key = prefixed
                 listener_values.setdefault(listener, {})[key.name] = key.parse(raw)
-        warnings = tuple(_unknown_key_warning(name) if key is None else key.inert_warning()
+        # An INERT key always has its warning: the filter below keeps only those.
+        warnings = tuple(_unknown_key_warning(name) if key is None
+                         else cast(str, key.inert_warning())
                          for name in props
                          for key in (_key_of(name),)
                          if (key is None and not listener_key(name))

@@ -210,7 +210,7 @@ class TransactionCoordinator:
             if not error:
                 batch = build_batch([encode_txn_record(t, v, now) for t, v in batch_records])
                 error, _ = await self.topic.append(partition, batch)
-            if error or self.owned.get(partition) != epoch:
+            if epoch is None or error or self.owned.get(partition) != epoch:
                 code = APPEND_ERRORS.get(error, error) or ErrorCode.NOT_COORDINATOR
                 log.warning("append to %s-%d failed: %s", TXN_TOPIC, partition, code.name)
                 for transactional_id, _ in records:

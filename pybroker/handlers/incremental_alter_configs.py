@@ -47,7 +47,7 @@ def apply_ops(current: dict[str, str], ops: list, *, broker: bool = False) -> di
             present = configs.get(name)
             items = [] if present is None else [x for x in present.split(",") if x]
             if present is None and definition.default and not broker:
-                items = list(definition.default)  # type: ignore[arg-type]
+                items = list(definition.default)
             given = [x.strip() for x in (op.value or "").split(",") if x.strip()]
             if op.config_operation == Op.APPEND:
                 items += [x for x in given if x not in items]

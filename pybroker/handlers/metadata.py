@@ -67,7 +67,7 @@ def encoded_topic(store: MetadataStore, info: TopicInfo, version: int,
     return data
 
 
-def _row(p, live) -> tuple:  # type: ignore[no-untyped-def]
+def _row(p, live) -> tuple:
     """A partition as Metadata reports it: no live leader is LEADER_NOT_AVAILABLE with
     leader -1 (Kafka's MetadataCache), and replicas on brokers that are not registered are
     offline."""
@@ -80,7 +80,7 @@ def _row(p, live) -> tuple:  # type: ignore[no-untyped-def]
     return (p.partition, p.leader, p.leader_epoch, p.replicas, p.isr)
 
 
-def _encoded_error(version: int, name: str | None, code: ErrorCode, topic_id=None, *,  # type: ignore[no-untyped-def]
+def _encoded_error(version: int, name: str | None, code: ErrorCode, topic_id=None, *,
                    operations: int = UNKNOWN_AUTHORIZED_OPERATIONS) -> bytes:
     return encode_topic(version, int(code), name, topic_id, False,
                         authorized_operations=operations if name else

@@ -63,7 +63,7 @@ class _Closed(Exception):
 async def _send(stream: trio.SocketStream, conn: h11.Connection, *events: object) -> None:
     with trio.move_on_after(SEND_TIMEOUT) as scope:
         for event in events:
-            data = conn.send(event)  # type: ignore[arg-type]
+            data = conn.send(event)
             if data:
                 await stream.send_all(data)
     if scope.cancelled_caught:

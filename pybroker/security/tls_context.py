@@ -100,7 +100,7 @@ def tls_listener(config: BrokerConfig, listener: str) -> TlsListener:
     return TlsListener(context, rules)
 
 
-def _load_key_store(context: ssl.SSLContext, get, key_name) -> None:  # type: ignore[no-untyped-def]
+def _load_key_store(context: ssl.SSLContext, get, key_name) -> None:
     location = get("ssl.keystore.location")
     chain, key = get("ssl.keystore.certificate.chain"), get("ssl.keystore.key")
     password = get("ssl.key.password")
@@ -130,7 +130,7 @@ def _load_key_store(context: ssl.SSLContext, get, key_name) -> None:  # type: ig
         raise ConfigError(name, shown, f"Cannot read it: {exc.strerror or exc}") from None
 
 
-def _load_trust_store(context: ssl.SSLContext, get, key_name) -> None:  # type: ignore[no-untyped-def]
+def _load_trust_store(context: ssl.SSLContext, get, key_name) -> None:
     location, inline = get("ssl.truststore.location"), get("ssl.truststore.certificates")
     try:
         load_trust_store(context, location, inline, ssl.Purpose.CLIENT_AUTH)

@@ -138,7 +138,7 @@ class FileCache:
 _syncfs = None
 
 
-def _libc_syncfs():  # type: ignore[no-untyped-def]
+def _libc_syncfs():
     global _syncfs
     if _syncfs is None:
         try:

@@ -44,7 +44,7 @@ __all__ = ["broker_config", "broker_in_thread", "BrokerProcess", "Broker", "Clus
 _SOURCE = Path(__file__).resolve().parents[2]
 
 
-def broker_config(log_dir: Path, **overrides: str):  # type: ignore[no-untyped-def]
+def broker_config(log_dir: Path, **overrides: str):
     """A config on an ephemeral loopback port; overrides as keywords, `_` for `.`."""
     props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(log_dir),
              "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "5",

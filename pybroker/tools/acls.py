@@ -137,7 +137,7 @@ def _print_acls(resources: list, principal: str | None = None) -> None:
             out(_block(f"Current ACLs for resource `{_pattern_text(*key)}`:", by_pattern[key]))
 
 
-async def _describe(client, rtype: int, name: str | None, ptype: int,  # type: ignore[no-untyped-def]
+async def _describe(client, rtype: int, name: str | None, ptype: int,
                     principal: str | None = None) -> list:
     answer = await client.request(ApiKey.DESCRIBE_ACLS, {
         "resource_type_filter": rtype, "resource_name_filter": name,

@@ -197,7 +197,7 @@ def read_reassignment(path: str) -> Reassignment:
     return reassignment
 
 
-def _parsed(parse, *args):  # type: ignore[no-untyped-def]
+def _parsed(parse, *args):
     try:
         return parse(*args)
     except ReassignFileError as exc:
