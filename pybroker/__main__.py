@@ -12,7 +12,7 @@ import argparse
 import logging
 import signal
 import sys
-from typing import NoReturn
+from typing import NoReturn, cast
 
 import trio
 
@@ -53,8 +53,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     """The command line, or SystemExit: with neither a config file nor --defaults, the usage
     on stderr and exit code 1, as kafka-server-start.sh has it, so that a bare command never
     starts a broker writing to a directory nobody chose."""
-    log_dir = ",".join(BROKER_CONFIG_DEFS["log.dir"].default)
-    listener = ",".join(BROKER_CONFIG_DEFS["listeners"].default)
+    # Both are LIST keys, whose defaults are tuples of str.
+    log_dir = ",".join(cast("tuple[str, ...]", BROKER_CONFIG_DEFS["log.dir"].default))
+    listener = ",".join(cast("tuple[str, ...]", BROKER_CONFIG_DEFS["listeners"].default))
     parser = _Parser(
         prog="pybroker-server", usage=USAGE.removeprefix("USAGE: ").rstrip(),
         description=_DESCRIPTION.format(log_dir=log_dir, listener=listener),

@@ -358,8 +358,8 @@ class ZkMetadataStore:
                 cache.brokers[key[1]] = zd.decode_broker(key[1], got[0], got[1].czxid)
         elif kind == "topics":
             names = set(self._children(zd.TOPICS))
-            for gone in set(cache.assignments) - names:
-                self._forget_topic(gone)
+            for gone_topic in set(cache.assignments) - names:
+                self._forget_topic(gone_topic)
             for name in names - set(cache.assignments):
                 self._read(("topic", name))
                 self._read(("config", name))

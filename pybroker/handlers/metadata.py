@@ -33,7 +33,8 @@ from pybroker.handlers.base import Handler, RequestContext
 
 
 def _error_entry(name: str | None, code: ErrorCode, topic_id=None) -> dict:
-    entry = {"error_code": int(code), "name": name, "partitions": [], "is_internal": False}
+    entry: dict[str, object] = {"error_code": int(code), "name": name, "partitions": [],
+                                "is_internal": False}
     if topic_id is not None:
         entry["topic_id"] = topic_id
     return entry

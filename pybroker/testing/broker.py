@@ -266,7 +266,11 @@ class Broker:
         if self.port:  # a restart keeps the port clients were told about
             overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
         if self.process:
-            self._proc = BrokerProcess(self.log_dir, port=self.port, **overrides).start()
+            # The overrides are Kafka's keys with `_` for `.`: none spells config, open_files,
+            # file_size_limit, python or source. (Kafka 0.8's `port` would meet the port
+            # keyword and fail with a TypeError: listeners is the key to give.)
+            self._proc = BrokerProcess(self.log_dir, port=self.port,
+                                       **overrides).start()  # type: ignore[arg-type]
             self.port = self._proc.port
             return self
         stack = ExitStack()

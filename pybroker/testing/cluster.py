@@ -415,6 +415,7 @@ class Cluster:
             raise ValueError(f"broker {to} is not in the ISR of {topic}-{partition}")
         target = [to] + [r for r in replicas if r != to]
         controller = self._servers[self.controller].broker.controller
+        assert controller is not None  # every member of a cluster runs one
 
         async def move() -> Any:
             moved = await controller.alter_reassignments([(topic, partition, target)])

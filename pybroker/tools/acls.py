@@ -177,10 +177,10 @@ async def _main(args: argparse.Namespace) -> int:
                 key = (int(rtype), name, int(pattern))
                 filter_text = _pattern_text(*key)
                 if args.allow_principal or args.deny_principal:
-                    mine = [b for b in _bindings(args, pattern)
-                            if (b.resource_type, b.resource_name) == (rtype, name)]
+                    matching = [b for b in _bindings(args, pattern)
+                                if (b.resource_type, b.resource_name) == (rtype, name)]
                     entries = "\n".join("\t" + _entry_text(b.principal, b.host, b.operation,
-                                                            b.permission) for b in mine)
+                                                            b.permission) for b in matching)
                     if not _confirm(args, f"Are you sure you want to remove ACLs: \n {entries}"
                                           f"\n from resource filter `{filter_text}`? (y/n)"):
                         continue
@@ -189,7 +189,7 @@ async def _main(args: argparse.Namespace) -> int:
                                 "pattern_type_filter": int(pattern),
                                 "principal_filter": b.principal, "host_filter": b.host,
                                 "operation": int(b.operation),
-                                "permission_type": int(b.permission)} for b in mine]
+                                "permission_type": int(b.permission)} for b in matching]
                 else:
                     if not _confirm(args, "Are you sure you want to delete all ACLs for "
                                           f"resource filter `{filter_text}`? (y/n)"):

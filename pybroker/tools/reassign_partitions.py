@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Sized
 
 from protocol.errors import ErrorCode, KafkaError
 from pybroker.client.admin import Admin, AlterConfigOp, AlterOpType, ConfigResource, \
@@ -365,7 +365,7 @@ def _failures(results: Mapping[TopicPartition, KafkaError | None]) -> str:
                      if e is not None)
 
 
-def _plural(items: Sequence[object] | Mapping[object, object]) -> str:
+def _plural(items: Sized) -> str:
     return "" if len(items) == 1 else "s"
 
 
