@@ -209,7 +209,7 @@ class MessageStruct(Construct):
         return self
 
     # plain path ------------------------------------------------------------------------------
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: BytesIO, context: Any, path: str) -> Any:
         if self.nullable_struct and P.read_exact(stream, 1)[0] >= 0x80:
             return None
         obj = Container()
@@ -228,7 +228,7 @@ class MessageStruct(Construct):
             _parse_tags(self, stream, obj, context, path)
         return obj
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: BytesIO, context: Any, path: str) -> Any:
         if self.nullable_struct:
             stream.write(b"\xff" if obj is None else b"\x01")
             if obj is None:
@@ -242,7 +242,7 @@ class MessageStruct(Construct):
         return obj
 
     # compiled path ---------------------------------------------------------------------------
-    def _emitparse(self, code):
+    def _emitparse(self, code: Any) -> str:
         code.append("from protocol.primitives import *\nfrom protocol import primitives as P")
         code.append("from protocol import schema as S")
         fname = f"parse_struct_{code.allocateId()}"
@@ -268,7 +268,7 @@ class MessageStruct(Construct):
         code.append("\n".join(lines))
         return f"{fname}(io, this)"
 
-    def _emitbuild(self, code):
+    def _emitbuild(self, code: Any) -> str:
         fname = f"build_struct_{code.allocateId()}"
         code.linkedinstances[id(self)] = self
         lines = [f"def {fname}(obj, io, this):"]

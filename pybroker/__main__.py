@@ -17,10 +17,10 @@ from typing import NoReturn, cast
 import trio
 
 from pybroker import VERSION_LINE
-from pybroker.config import BROKER_CONFIG_DEFS, ConfigError, load_broker_config
+from pybroker.config import BROKER_CONFIG_DEFS, BrokerConfig, ConfigError, load_broker_config
 from pybroker.runtime.logging_setup import buffer_startup_logs, configure_logging
 from pybroker.runtime.malloc_tuning import tune_malloc
-from pybroker.server import serve
+from pybroker.server import ServerInfo, serve
 
 log = logging.getLogger("pybroker")
 
@@ -88,13 +88,12 @@ def _overrides(items: list[str]) -> dict[str, str]:
     return out
 
 
-async def _serve_remembering(config, started: list,
-                             ) -> None:
+async def _serve_remembering(config: BrokerConfig, started: list[ServerInfo]) -> None:
     async with trio.open_nursery() as nursery:
         started.append(await nursery.start(serve, config))
 
 
-async def _run(config) -> None:
+async def _run(config: BrokerConfig) -> None:
     # The signal receiver is open before the broker starts, so that a SIGTERM arriving while
     # it loads its logs or just after it logs "listening" still shuts it down gracefully.
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

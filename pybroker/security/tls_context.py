@@ -13,6 +13,7 @@ is removed as soon as it is loaded. No trio here: this runs before the event loo
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pybroker.client.security import load_key_pair, load_trust_store
@@ -100,7 +101,8 @@ def tls_listener(config: BrokerConfig, listener: str) -> TlsListener:
     return TlsListener(context, rules)
 
 
-def _load_key_store(context: ssl.SSLContext, get, key_name) -> None:
+def _load_key_store(context: ssl.SSLContext, get: Callable[[str], object],
+                    key_name: Callable[[str], str]) -> None:
     location = get("ssl.keystore.location")
     chain, key = get("ssl.keystore.certificate.chain"), get("ssl.keystore.key")
     password = get("ssl.key.password")
@@ -130,7 +132,8 @@ def _load_key_store(context: ssl.SSLContext, get, key_name) -> None:
         raise ConfigError(name, shown, f"Cannot read it: {exc.strerror or exc}") from None
 
 
-def _load_trust_store(context: ssl.SSLContext, get, key_name) -> None:
+def _load_trust_store(context: ssl.SSLContext, get: Callable[[str], object],
+                      key_name: Callable[[str], str]) -> None:
     location, inline = get("ssl.truststore.location"), get("ssl.truststore.certificates")
     try:
         load_trust_store(context, location, inline, ssl.Purpose.CLIENT_AUTH)

@@ -30,7 +30,7 @@ from typing import Any, Awaitable, Callable, Iterator, Mapping, TypeVar
 import trio
 
 from pybroker.runtime.clock import Clock
-from pybroker.config import load_broker_config
+from pybroker.config import BrokerConfig, load_broker_config
 from pybroker.request_hooks import RequestHooks
 from pybroker.server import ServerInfo, serve
 from pybroker.testing.cluster import Cluster
@@ -44,7 +44,7 @@ __all__ = ["broker_config", "broker_in_thread", "BrokerProcess", "Broker", "Clus
 _SOURCE = Path(__file__).resolve().parents[2]
 
 
-def broker_config(log_dir: Path, **overrides: str):
+def broker_config(log_dir: Path, **overrides: str) -> BrokerConfig:
     """A config on an ephemeral loopback port; overrides as keywords, `_` for `.`."""
     props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(log_dir),
              "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "5",

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from protocol.acl_operations import AclOperation
 from protocol.api_keys import ApiKey
 from protocol.errors import KafkaError
+from pybroker.client.client import KafkaClient
 from pybroker.security.acl.model import (
     CLUSTER_NAME, SUPPORTED_OPERATIONS, AclBinding, AclPermission, PatternType, ResourceType,
     operation_from_name,
@@ -137,7 +138,7 @@ def _print_acls(resources: list, principal: str | None = None) -> None:
             out(_block(f"Current ACLs for resource `{_pattern_text(*key)}`:", by_pattern[key]))
 
 
-async def _describe(client, rtype: int, name: str | None, ptype: int,
+async def _describe(client: KafkaClient, rtype: int, name: str | None, ptype: int,
                     principal: str | None = None) -> list:
     answer = await client.request(ApiKey.DESCRIBE_ACLS, {
         "resource_type_filter": rtype, "resource_name_filter": name,
