@@ -84,12 +84,12 @@ def zigzag_encode(n: int, bits: int = 64) -> int:
     return (n << 1) ^ (n >> (bits - 1))
 
 
-def read_length(io: BytesIO, compact: bool, fmt: struct.Struct | None) -> int:
+def read_length(io: BytesIO, compact: bool, fmt: struct.Struct) -> int:
     """Length or count of the next value; -1 for null. Never trusts a length past the frame."""
     if compact:
         n = read_uvarint(io) - 1
     else:
-        n = fmt.unpack(read_exact(io, fmt.size))[0]  # type: ignore[union-attr]
+        n = fmt.unpack(read_exact(io, fmt.size))[0]
     if n < -1:
         raise WireError(f"negative length {n}")
     if n > remaining(io):
@@ -97,11 +97,11 @@ def read_length(io: BytesIO, compact: bool, fmt: struct.Struct | None) -> int:
     return n
 
 
-def write_length(io: BytesIO, n: int, compact: bool, fmt: struct.Struct | None) -> None:
+def write_length(io: BytesIO, n: int, compact: bool, fmt: struct.Struct) -> None:
     if compact:
         io.write(uvarint_bytes(n + 1))
     else:
-        io.write(fmt.pack(n))  # type: ignore[union-attr]
+        io.write(fmt.pack(n))
 
 
 _I16 = struct.Struct(">h")

@@ -232,6 +232,7 @@ class BrokerConnection:
                 f"SASL re-authentication with {self.address} failed ({reason})"))
             await trio.aclose_forcefully(self._stream)
             if isinstance(exc, Exception):
+                # _fail has just set it (or kept an earlier failure): never None here.
                 raise self._failure from None  # type: ignore[misc]
             raise
         self.reauthentications += 1
@@ -427,6 +428,7 @@ class BrokerConnection:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self._fail(KafkaConnectionError(
                 f"lost connection to {self.address} ({exc or type(exc).__name__})"))
+            # _fail has just set it (or kept an earlier failure): never None here.
             raise self._failure from None  # type: ignore[misc]
         except BaseException:
             # Cancelled mid-frame: the stream is no longer aligned on frames.

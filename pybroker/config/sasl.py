@@ -70,7 +70,7 @@ def sasl_listener_config(values: Mapping[str, object], originals: Mapping[str, s
 
     key, raw = get("sasl.enabled.mechanisms")
     mechanisms = tuple(m.strip() for m in raw.split(",") if m.strip()) if isinstance(raw, str) \
-        else tuple(raw)  # type: ignore[arg-type]
+        else tuple(cast("tuple[str, ...]", raw))  # a LIST key's parsed value
     shown = ",".join(mechanisms)
     if not mechanisms:
         raise ConfigError(key, shown, f"Listener {listener} is a SASL listener with no "
@@ -124,7 +124,7 @@ def _jaas(values: Mapping[str, object], originals: Mapping[str, str], prefix: st
     key = f"{prefix}{mechanism.lower()}.sasl.jaas.config"
     raw = originals.get(key)
     if raw is None:
-        key, raw = "sasl.jaas.config", values["sasl.jaas.config"]  # type: ignore[assignment]
+        key, raw = "sasl.jaas.config", cast("str | None", values["sasl.jaas.config"])
     if raw is None:
         return None
     try:

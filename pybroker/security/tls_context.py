@@ -15,6 +15,7 @@ from __future__ import annotations
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from pybroker.client.security import load_key_pair, load_trust_store
 from pybroker.config import BrokerConfig, ConfigError
@@ -75,7 +76,9 @@ def tls_listener(config: BrokerConfig, listener: str) -> TlsListener:
     # transport (tls_transport.py) drives OpenSSL from memory BIOs and never needs one, and
     # Kafka's SslTransportLayer refuses renegotiation too.
     context.options |= ssl.OP_NO_RENEGOTIATION
-    enabled = [_VERSIONS[name] for name in get("ssl.enabled.protocols")]  # type: ignore[attr-defined]
+    # Both are LIST keys, whose values are tuples of str.
+    protocols = cast("tuple[str, ...]", get("ssl.enabled.protocols"))
+    enabled = [_VERSIONS[name] for name in protocols]
     if not enabled:
         raise ConfigError(key_name("ssl.enabled.protocols"), "",
                           "At least one TLS version must be enabled")
@@ -83,15 +86,15 @@ def tls_listener(config: BrokerConfig, listener: str) -> TlsListener:
         context.minimum_version, context.maximum_version = min(enabled), max(enabled)
     except ValueError as exc:
         raise ConfigError(key_name("ssl.enabled.protocols"),
-                          ",".join(get("ssl.enabled.protocols")),  # type: ignore[arg-type]
+                          ",".join(protocols),
                           f"Not available in this OpenSSL: {exc}") from None
-    ciphers = get("ssl.cipher.suites")
+    ciphers = cast("tuple[str, ...]", get("ssl.cipher.suites"))
     if ciphers:
         try:
-            context.set_ciphers(":".join(ciphers))  # type: ignore[arg-type]
+            context.set_ciphers(":".join(ciphers))
         except ssl.SSLError:
             raise ConfigError(key_name("ssl.cipher.suites"),
-                              ",".join(ciphers),  # type: ignore[arg-type]
+                              ",".join(ciphers),
                               "No cipher suite of the list is known to OpenSSL (use OpenSSL "
                               "names, e.g. ECDHE-RSA-AES128-GCM-SHA256)") from None
     _load_key_store(context, get, key_name)
