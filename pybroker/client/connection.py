@@ -427,7 +427,7 @@ class BrokerConnection:
             await self._stream.send_all(frame)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self._fail(KafkaConnectionError(
-                f"lost connection to {self.address} ({exc or type(exc).__name__})"))
+                f"lost connection to {self.address} ({str(exc) or type(exc).__name__})"))
             # _fail has just set it (or kept an earlier failure): never None here.
             raise self._failure from None  # type: ignore[misc]
         except BaseException:

@@ -195,7 +195,8 @@ class ZkMetadataStore:
             client.stop()
             raise ZooKeeperUnavailable("zookeeper.connect", self.connect, "", message=(
                 f"ZooKeeper at {self.connect} did not answer within "
-                f"zookeeper.connection.timeout.ms={timeout_ms}: {exc or type(exc).__name__}. "
+                f"zookeeper.connection.timeout.ms={timeout_ms}: "
+                f"{str(exc) or type(exc).__name__}. "
                 "Start ZooKeeper first (bin/zookeeper-server-start.sh "
                 "config/zookeeper.properties), or run one broker with no other service: "
                 "bin/pybroker-server config/standalone/server.properties")
