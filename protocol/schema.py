@@ -118,6 +118,8 @@ def f(name: str, type: Union[str, list, ArrayOf, StructOf], versions: str = "0+"
         raise ValueError(f"unknown type {type!r} for field {name}")
     if tag is not None and tagged is None:
         tagged = versions
+    if tagged is not None and tag is None:
+        raise ValueError(f"field {name} is tagged in {tagged} but has no tag number")
     return Field(name, type, Versions.parse(versions), Versions.parse(nullable), tag,
                  Versions.parse(tagged), default,
                  None if flexible is None else Versions.parse(flexible))
@@ -191,9 +193,11 @@ class MessageStruct(Construct):
         self.nullable_struct = nullable_struct
         self.regular = [(fl.name, _construct_for(fl, version, flexible), fl.default_value(version))
                         for fl in fields if not (flexible and version in fl.tagged)]
-        self.tagged = sorted(
+        # f() gives every tagged field its tag number.
+        self.tagged: list[tuple[int, str, Any, Any]] = sorted(
             ((fl.tag, fl.name, _construct_for(fl, version, flexible), fl.default_value(version))
-             for fl in fields if flexible and version in fl.tagged), key=lambda x: x[0])
+             for fl in fields if flexible and version in fl.tagged and fl.tag is not None),
+            key=lambda x: x[0])
         # Declared fields this version lacks, with their defaults: see `with_absent`.
         self.absent: list[tuple[str, Any]] = []
         self.flagbuildnone = False
@@ -205,7 +209,7 @@ class MessageStruct(Construct):
         return self
 
     # plain path ------------------------------------------------------------------------------
-    def _parse(self, stream, context, path):  # type: ignore[override]
+    def _parse(self, stream: BytesIO, context: Any, path: str) -> Any:
         if self.nullable_struct and P.read_exact(stream, 1)[0] >= 0x80:
             return None
         obj = Container()
@@ -224,7 +228,7 @@ class MessageStruct(Construct):
             _parse_tags(self, stream, obj, context, path)
         return obj
 
-    def _build(self, obj, stream, context, path):  # type: ignore[override]
+    def _build(self, obj: Any, stream: BytesIO, context: Any, path: str) -> Any:
         if self.nullable_struct:
             stream.write(b"\xff" if obj is None else b"\x01")
             if obj is None:
@@ -238,7 +242,7 @@ class MessageStruct(Construct):
         return obj
 
     # compiled path ---------------------------------------------------------------------------
-    def _emitparse(self, code):  # type: ignore[override]
+    def _emitparse(self, code: Any) -> str:
         code.append("from protocol.primitives import *\nfrom protocol import primitives as P")
         code.append("from protocol import schema as S")
         fname = f"parse_struct_{code.allocateId()}"
@@ -264,7 +268,7 @@ class MessageStruct(Construct):
         code.append("\n".join(lines))
         return f"{fname}(io, this)"
 
-    def _emitbuild(self, code):  # type: ignore[override]
+    def _emitbuild(self, code: Any) -> str:
         fname = f"build_struct_{code.allocateId()}"
         code.linkedinstances[id(self)] = self
         lines = [f"def {fname}(obj, io, this):"]
@@ -333,7 +337,7 @@ def _read_unknown(io: BytesIO, obj: Container, known: dict) -> None:
 def _parse_tags(ms: MessageStruct, io: BytesIO, obj: Container, context: Any, path: str) -> None:
     known = getattr(ms, "_known", None)
     if known is None:
-        known = ms._known = {tag: (name, sub) for tag, name, sub, _ in ms.tagged}  # type: ignore
+        known = ms._known = {tag: (name, sub) for tag, name, sub, _ in ms.tagged}
     _read_unknown(io, obj, known)
 
 
@@ -461,6 +465,6 @@ def _with_absent_deep(ms: MessageStruct, fields: Iterable[Field], version: int) 
 def _nested(sub: Construct, fl: Field, version: int) -> None:
     t = fl.type
     if isinstance(t, ArrayOf) and isinstance(t.item, StructOf):
-        _with_absent_deep(sub.subcon, t.item.fields, version)  # type: ignore[attr-defined]
+        _with_absent_deep(sub.subcon, t.item.fields, version)
     elif isinstance(t, StructOf):
-        _with_absent_deep(sub, t.fields, version)  # type: ignore[arg-type]
+        _with_absent_deep(sub, t.fields, version)

@@ -8,7 +8,9 @@ change is answered once it is stored (pybroker/security/acl/store.py).
 """
 from __future__ import annotations
 
+from enum import IntEnum
 from itertools import groupby
+from typing import Any, TypeVar
 
 from construct import Container
 
@@ -22,19 +24,20 @@ from pybroker.handlers.authz import CLUSTER, Op, allowed
 from pybroker.handlers.base import Handler, RequestContext
 
 NO_AUTHORIZER = "No Authorizer is configured."
+E = TypeVar("E", bound=IntEnum)
 
 
-def _refusal(ctx: RequestContext, operation: AclOperation) -> tuple[int, str] | None:
+def _refusal(ctx: RequestContext, operation: AclOperation) -> tuple[int, str | None] | None:
     """The (code, message) every part of the answer carries when the request cannot be
     served at all, or None."""
     if ctx.services.authorizer is None or ctx.services.acls is None:
         return int(ErrorCode.SECURITY_DISABLED), NO_AUTHORIZER
     if not allowed(ctx, operation, CLUSTER):
-        return int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), None  # type: ignore[return-value]
+        return int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), None
     return None
 
 
-def _enum(kind: type, value: int) -> object:
+def _enum(kind: type[E], value: int) -> E:
     try:
         return kind(value)
     except ValueError:
@@ -78,7 +81,8 @@ async def create(ctx: RequestContext, request: Container) -> dict:
     if refused is not None:
         return {"throttle_time_ms": 0, "results": [
             {"error_code": refused[0], "error_message": refused[1]} for _ in request.creations]}
-    results, valid = [], []
+    results: list[dict[str, Any]] = []
+    valid = []
     for c in request.creations:
         binding = AclBinding(_enum(ResourceType, c.resource_type), c.resource_name,
                              _enum(PatternType, c.resource_pattern_type), c.principal, c.host,

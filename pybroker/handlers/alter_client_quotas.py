@@ -21,7 +21,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     require(ctx, Op.ALTER_CONFIGS, CLUSTER)  # Kafka's check for the quota APIs
     current = ctx.image.client_quotas
     changes: dict[QuotaEntity, dict[str, float]] = {}
-    results = []
+    results: list[tuple[Container, ErrorCode, str | None]] = []
     for entry in request.entries:
         try:
             entity = parse_entity((e.entity_type, e.entity_name) for e in entry.entity)

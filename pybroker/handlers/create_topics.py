@@ -30,6 +30,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
 async def _create(ctx: RequestContext, request: Container,
                   admit_partitions: Callable[[int], bool]) -> list[dict]:
     results = []
+    message: str | None
     # As Kafka's controller: a name given twice is created for neither entry; it is
     # answered once, after the other topics, INVALID_REQUEST.
     names = [t.name for t in request.topics]

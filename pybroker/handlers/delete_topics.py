@@ -70,7 +70,7 @@ async def _delete(ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID 
                               "error_code": int(ErrorCode.THROTTLING_QUOTA_EXCEEDED),
                               "error_message": THROTTLED})
             continue
-        code = await ctx.topics.delete_topic(name)
+        code = await ctx.topics.delete_topic(info.name)
         responses.append({"name": name, "topic_id": topic_id, "error_code": int(code),
                           "error_message": None})
     return responses
