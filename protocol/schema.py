@@ -232,14 +232,14 @@ class MessageStruct(Construct):
         self.flagbuildnone = False
 
     def with_absent(self, all_fields: Iterable[Field], version: int,
-                    where: tuple[str, str] | None = None) -> "MessageStruct":
-        """Record the declared fields this version lacks; under STRICT with `where` (the
-        message and the path to this struct), also every key a built value may have."""
+                    where: tuple[str, str]) -> "MessageStruct":
+        """Record the declared fields this version lacks; under STRICT also every key a
+        built value may have, and `where` this struct is (the message, the path to it)."""
         all_fields = tuple(all_fields)
         present = {n for n, _, _ in self.regular} | {n for _, n, _, _ in self.tagged}
         self.absent = [(fl.name, fl.default_value(version)) for fl in all_fields
                        if fl.name not in present]
-        if STRICT and where is not None:
+        if STRICT:
             self.known = frozenset(fl.name for fl in all_fields) | {"_unknown_tags"}
             self.where = where
         return self
