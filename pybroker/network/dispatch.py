@@ -155,12 +155,13 @@ def _with_throttle(ctx: RequestContext, body: Any) -> Any:
         return body
     if isinstance(body, EncodedBody):  # the one such body, Metadata v3+, opens with it
         return EncodedBody(_THROTTLE.pack(ctx.throttle_ms) + body[4:])
-    body["throttle_time_ms"] = ctx.throttle_ms
+    if isinstance(body, dict):
+        body["throttle_time_ms"] = ctx.throttle_ms
     return body
 
 
 _THROTTLE = struct.Struct(">i")
-# The versions of each response that carry throttle_time_ms (first field wherever it is).
+# The versions of each response that carry throttle_time_ms; an API missing has no such field.
 _THROTTLE_FIELD: dict[int, Versions] = {
     key: fl.versions for key, api in APIS.items() for fl in api.response.fields
     if fl.name == "throttle_time_ms"}
