@@ -62,7 +62,7 @@ async def describe(ctx: RequestContext, request: Container) -> dict:
     if refused is None and acl_filter.invalid():
         refused = int(ErrorCode.INVALID_REQUEST), acl_filter.invalid()
     if refused is not None:
-        return {"throttle_time_ms": 0, "error_code": refused[0], "error_message": refused[1],
+        return {"error_code": refused[0], "error_message": refused[1],
                 "resources": []}
     assert ctx.services.authorizer is not None
     matching = ctx.services.authorizer.matching(acl_filter)
@@ -72,14 +72,14 @@ async def describe(ctx: RequestContext, request: Container) -> dict:
         resources.append({"resource_type": int(rtype), "resource_name": name,
                           "pattern_type": int(ptype),
                           "acls": [_binding_fields(b) for b in group]})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+    return {"error_code": 0, "error_message": None,
             "resources": resources}
 
 
 async def create(ctx: RequestContext, request: Container) -> dict:
     refused = _refusal(ctx, Op.ALTER)
     if refused is not None:
-        return {"throttle_time_ms": 0, "results": [
+        return {"results": [
             {"error_code": refused[0], "error_message": refused[1]} for _ in request.creations]}
     results: list[dict[str, Any]] = []
     valid = []
@@ -98,13 +98,13 @@ async def create(ctx: RequestContext, request: Container) -> dict:
     if valid:
         assert ctx.services.acls is not None
         await ctx.services.acls.change(add=valid)
-    return {"throttle_time_ms": 0, "results": results}
+    return {"results": results}
 
 
 async def delete(ctx: RequestContext, request: Container) -> dict:
     refused = _refusal(ctx, Op.ALTER)
     if refused is not None:
-        return {"throttle_time_ms": 0, "filter_results": [
+        return {"filter_results": [
             {"error_code": refused[0], "error_message": refused[1], "matching_acls": []}
             for _ in request.filters]}
     assert ctx.services.authorizer is not None and ctx.services.acls is not None
@@ -124,16 +124,16 @@ async def delete(ctx: RequestContext, request: Container) -> dict:
              **_binding_fields(b)} for b in matching]})
     if doomed:
         await ctx.services.acls.change(remove=doomed)
-    return {"throttle_time_ms": 0, "filter_results": results}
+    return {"filter_results": results}
 
 
 def _create_failed(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "results": [
+    return {"results": [
         {"error_code": int(code), "error_message": None} for _ in request.creations]}
 
 
 def _delete_failed(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "filter_results": [
+    return {"filter_results": [
         {"error_code": int(code), "error_message": None, "matching_acls": []}
         for _ in request.filters]}
 

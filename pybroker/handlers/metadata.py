@@ -161,7 +161,7 @@ async def handle(ctx: RequestContext, request: Container) -> EncodedBody:
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
+    return {"brokers": [], "cluster_id": None, "controller_id": -1,
             "topics": [_error_entry(t.name if t.name is not None or ctx.version >= 12 else "",
                                     code, t.topic_id) for t in request.topics or []]}
 
