@@ -42,6 +42,7 @@ class LogRetention:
     size: int  # PartitionLog's property
     _first_unstable: int | None
     _refresh_first_unstable: Callable[[], None]  # PartitionLog's
+    _remove_segments: Callable[[list[LogSegment], int | None], None]  # LocalLog's
 
     # -- retention -----------------------------------------------------------------------------
     def delete_records_before(self, offset: int) -> int:
@@ -118,39 +119,3 @@ class LogRetention:
         self.recovery_point = max(self.recovery_point, self.log_start_offset)
         self.producer_state.delete_snapshots_before(first)
         return count
-
-    def _remove_segments(self, segments: list[LogSegment], now_ms: int | None = None) -> None:
-        """Rename to `.deleted` now; they are closed and unlinked once file.delete.delay.ms
-        has passed (`close_due_deletes`), so a reader holding a descriptor (a sendfile in
-        flight) finishes first."""
-        now = _now_ms() if now_ms is None else now_ms
-        deadline = now + max(0, self.config.file_delete_delay_ms)
-        for segment in segments:
-            segment.rename_for_deletion()
-            self._pending_deletes.append((deadline, segment))
-
-    def close_due_deletes(self, now_ms: int | None = None) -> list[LogSegment]:
-        """Forget and close the `.deleted` segments whose delay has passed, and return them
-        for `LogSegment.delete`. Closing is cheap while the files are still linked, and on the
-        event loop no sendfile can be midway through one; unlinking, when the file system
-        frees the blocks, is the slow part the broker leaves to a worker thread."""
-        if not self._pending_deletes:
-            # The broker asks every log every second: with 30,000 logs, taking each lock and
-            # reading the clock was 15% of its CPU while they were being written to.
-            return []
-        now = _now_ms() if now_ms is None else now_ms
-        with self._lock:
-            due = [s for deadline, s in self._pending_deletes if deadline <= now]
-            if due:
-                self._pending_deletes = [(d, s) for d, s in self._pending_deletes if d > now]
-        for segment in due:
-            segment.close()
-        return due
-
-    def delete_pending_files(self, now_ms: int | None = None) -> int:
-        """Close and unlink the `.deleted` segments whose delay has passed; returns how many."""
-        due = self.close_due_deletes(now_ms)
-        for segment in due:
-            segment.delete()
-        return len(due)
-

@@ -44,10 +44,8 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import threading
 import time
-import uuid
 from bisect import bisect_right
 from pathlib import Path
 
@@ -60,6 +58,7 @@ from protocol.records.types import RecordError
 from pybroker.stats.latency_histogram import LatencyHistogram
 from pybroker.storage.files import FileCache
 from pybroker.storage.leader_epoch_cache import LeaderEpochFileCache
+from pybroker.storage.local_log import LocalLog
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.log_info import (
     AppendInfo, FetchData, MessageTooLarge, OffsetOutOfRange, UnexpectedAppendOffset,
@@ -98,7 +97,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class PartitionLog(LogRetention):
+class PartitionLog(LogRetention, LocalLog):
     """The segmented log of one partition replica."""
 
     def __init__(self, directory: str | os.PathLike[str], config: LogConfig | None = None, *,
@@ -189,30 +188,7 @@ class PartitionLog(LogRetention):
         state.on_high_watermark(self.high_watermark)
         self._refresh_first_unstable()
 
-    def set_files(self, files: FileCache) -> None:
-        """Take segment descriptors from `files` from now on (a log loaded in a worker with
-        a private cache joins the broker's)."""
-        with self._lock:
-            self.files = files
-            for segment in self.segments:
-                segment.set_files(files)
-
-    def _add_segment(self, segment: LogSegment) -> None:
-        self.segments.append(segment)
-        self._base_offsets.append(segment.base_offset)
-
-    def _segment_index(self, offset: int) -> int:
-        return bisect_right(self._base_offsets, offset) - 1
-
     # -- state ---------------------------------------------------------------------------------
-    @property
-    def active_segment(self) -> LogSegment:
-        return self.segments[-1]
-
-    @property
-    def size(self) -> int:
-        return sum(s.size for s in self.segments)
-
     @property
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest transaction that is open or whose marker is not
@@ -632,52 +608,6 @@ class PartitionLog(LogRetention):
                     missing_ok=True)
             return True
 
-    # -- durability and lifecycle --------------------------------------------------------------
-    @property
-    def unflushed_messages(self) -> int:
-        return self._unflushed_messages
-
-    def flush(self, offset: int | None = None) -> None:
-        """fsync every segment holding data below `offset` (default: the log end) and move the
-        recovery point there. Blocking: the broker calls it from a worker thread."""
-        with self._lock:  # a consistent view; the fsyncs themselves run unlocked
-            if self._closed:
-                return
-            leo = self.log_end_offset
-            target = leo if offset is None else min(offset, leo)
-            start = self.recovery_point
-            segments = list(self.segments)
-        if target <= start:
-            return
-        began = time.perf_counter()
-        for i, segment in enumerate(segments):
-            upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
-            if upper is not None and upper <= start:
-                continue
-            if segment.base_offset >= target:
-                break
-            segment.flush()
-        if self.flush_timer is not None:
-            self.flush_timer.observe(time.perf_counter() - began)
-        # A truncation may have run meanwhile: never leave the recovery point past the end.
-        self.recovery_point = min(max(self.recovery_point, target), self.log_end_offset)
-        if target >= leo:
-            self._unflushed_messages = 0
-            self.last_flush_ms = _now_ms()
-
-    def maybe_flush(self, now_ms: int) -> bool:
-        """The periodic flush: whole rolled segments always, the active one after flush.ms."""
-        if self._closed:
-            return False
-        if self.log_end_offset > self.recovery_point and \
-                now_ms - self.last_flush_ms >= self.config.flush_ms:
-            self.flush()
-            return True
-        if self.recovery_point < self.active_segment.base_offset:
-            self.flush(self.active_segment.base_offset)
-            return True
-        return False
-
     def close(self, *, sync: bool = True) -> None:
         """Flush, snapshot producer state at the log end, release every file.
 
@@ -707,40 +637,3 @@ class PartitionLog(LogRetention):
         snapshot = self.producer_state.last_snapshot_offset
         start = self.log_start_offset if snapshot is None else snapshot
         return sum(s.size for s in self.segments[max(self._segment_index(start), 0):])
-
-    def mark_synced(self) -> None:
-        """The caller synced the file system after an unclean load or a `close(sync=False)`:
-        everything up to the log end is durable, so the recovery point moves there."""
-        self.recovery_point = max(self.recovery_point, self.log_end_offset)
-
-    def _close_files(self) -> None:
-        self._closed = True
-        for segment in self.segments:
-            segment.close()
-        for _, segment in self._pending_deletes:
-            segment.delete()
-        self._pending_deletes.clear()
-
-    def delete(self) -> None:
-        """Remove the whole log: `detach`, then delete the renamed directory."""
-        target = self.detach()
-        if target is not None:
-            shutil.rmtree(target, ignore_errors=True)
-
-    def detach(self) -> Path | None:
-        """Close the log and rename its directory to `<name>.<uuid>-delete`, the name the next
-        start recognises and removes; returns that path (None if the directory is gone) for
-        the caller to delete, which for a large log is best done off the event loop."""
-        with self._lock:
-            if not self._closed:
-                self._close_files()
-            target = self.dir.with_name(f"{self.dir.name}.{uuid.uuid4().hex}-delete")
-            try:
-                os.rename(self.dir, target)
-            except FileNotFoundError:
-                return None
-            return target
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
