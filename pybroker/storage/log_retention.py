@@ -1,8 +1,8 @@
 """Retention of a partition log: DeleteRecords, retention.ms / retention.bytes, and the
 delayed removal of deleted segments (the retention half of Kafka's UnifiedLog).
 
-A mixin of `PartitionLog`, kept in its own module by concept: it works on the log's
-segments, offsets and lock, which `PartitionLog` owns and documents.
+A mixin of `PartitionLog`, kept in its own module by concept: it decides what to delete
+from the log's offsets, and `LocalLog` removes the segments and later their files.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pybroker.storage.segment import LogSegment
 
 if TYPE_CHECKING:
     from pybroker.storage.leader_epoch_cache import LeaderEpochFileCache
+    from pybroker.storage.local_log import LocalLog
     from pybroker.storage.log_config import LogConfig
     from pybroker.storage.producer_state import ProducerStateManager
 
@@ -29,9 +30,8 @@ def _now_ms() -> int:
 class LogRetention:
     """Deleting old data from the front of a log; see `PartitionLog` for the state."""
 
-    segments: list[LogSegment]
-    _base_offsets: list[int]
-    _pending_deletes: list[tuple[int, LogSegment]]
+    _local: LocalLog
+    segments: list[LogSegment]  # PartitionLog's property, the local log's list
     _lock: threading.RLock
     config: LogConfig
     log_start_offset: int
@@ -42,7 +42,6 @@ class LogRetention:
     size: int  # PartitionLog's property
     _first_unstable: int | None
     _refresh_first_unstable: Callable[[], None]  # PartitionLog's
-    _remove_segments: Callable[[list[LogSegment], int | None], None]  # LocalLog's
 
     # -- retention -----------------------------------------------------------------------------
     def delete_records_before(self, offset: int) -> int:
@@ -105,10 +104,7 @@ class LogRetention:
             count += 1
         if not count:
             return 0
-        removed = self.segments[:count]
-        del self.segments[:count]
-        del self._base_offsets[:count]
-        self._remove_segments(removed, now_ms)
+        self._local.remove_oldest(count, now_ms)
         first = self.segments[0].base_offset
         if first > self.log_start_offset:
             self.log_start_offset = first
@@ -119,3 +115,12 @@ class LogRetention:
         self.recovery_point = max(self.recovery_point, self.log_start_offset)
         self.producer_state.delete_snapshots_before(first)
         return count
+
+    def close_due_deletes(self, now_ms: int | None = None) -> list[LogSegment]:
+        """Forget and close the `.deleted` segments whose delay has passed, and return them
+        for `LogSegment.delete` (`LocalLog.close_due_deletes`)."""
+        return self._local.close_due_deletes(now_ms)
+
+    def delete_pending_files(self, now_ms: int | None = None) -> int:
+        """Close and unlink the `.deleted` segments whose delay has passed; returns how many."""
+        return self._local.delete_pending_files(now_ms)
