@@ -3,9 +3,9 @@ uses (metadata store, logs, topic configs, replica manager, topic admin, purgato
 coordinator), and hands handlers only `Services`, never itself.
 
 Built synchronously (opening the logs may recover segments after an unclean shutdown, so the
-server builds it in a worker thread); `run_background` owns the periodic work (retention,
-flushing, checkpoints, log cleaning) inside the server's nursery; `close` flushes and marks a
-clean shutdown.
+server builds it in a worker thread); `run_background` owns the periodic work (the log jobs of
+`replica/log_jobs.py`, ZooKeeper's, the coordinators') inside the server's nursery; `close`
+flushes and marks a clean shutdown.
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ from pybroker.runtime.malloc_tuning import trim_malloc
 from pybroker.quota.memory_pool import MemoryPool
 from pybroker.replica.purgatory import Purgatory
 from pybroker.replica.replica_selector import replica_selector
-from pybroker.replica.log_jobs import DELETE_CHECK_INTERVAL_MS, LogJobs
+from pybroker.replica.log_jobs import LogJobs
 from pybroker.replica.manager import ReplicaManager
 from pybroker.request_hooks import RequestHooks
 from pybroker.storage.cleaner import LogCleaner
@@ -66,7 +66,7 @@ MEMORY_CHECK_INTERVAL_MS = 1000
 TRIM_AFTER_PEAK = 32 << 20
 
 
-class Broker(LogJobs):
+class Broker:
     def __init__(self, config: BrokerConfig, hooks: RequestHooks | None = None, *,
                  zk_client_class: Any = None, clock: Clock | None = None) -> None:
         """`hooks`: a test broker's request hooks (pybroker.request_hooks), None otherwise.
@@ -76,8 +76,6 @@ class Broker(LogJobs):
         agree on the time a test advanced; the wall clock by default."""
         self.config = config
         self.hooks = hooks
-        # Wakes the cleaner's loop when its dynamic configs change (`_run_cleaner`).
-        self._cleaner_reconfigured = trio.Event()
         self.clock = clock or Clock()
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
@@ -138,6 +136,7 @@ class Broker(LogJobs):
             max_map_entries=LogCleaner.max_map_entries_for(
                 int(config["log.cleaner.dedupe.buffer.size"]), threads),
             io_chunk=LogCleaner.io_chunk_for(int(config["log.cleaner.io.buffer.size"]), threads))
+        self.log_jobs = LogJobs(self.logs, self.cleaner, self.clock, self.dynamic_config)
         self.producer_ids: ProducerIds = (
             ZkProducerIdManager(self.zk_store.zk, self.node_id) if self.zk_store is not None
             else ProducerIdManager(self.log_dirs[0]))
@@ -222,7 +221,8 @@ class Broker(LogJobs):
         dynamic.add(Reconfigurable("log defaults", log_keys.__contains__,
                                    self._reconfigure_logs))
         dynamic.add(Reconfigurable("log cleaner", CLEANER_CONFIGS.__contains__,
-                                   self._reconfigure_cleaner, self._validate_cleaner))
+                                   self.log_jobs.reconfigure_cleaner,
+                                   self.log_jobs.validate_cleaner))
         if self.inter_broker is not None:
             dynamic.add(Reconfigurable("inter-broker client", TLS_CONFIGS.__contains__,
                                        self._reconfigure_inter_broker,
@@ -309,22 +309,8 @@ class Broker(LogJobs):
                 await nursery.start(self.controller.run)
                 if isinstance(self.acl_store, ZkAclStore):
                     nursery.start_soon(self.acl_store.run)  # other brokers' ACL changes
-            nursery.start_soon(self._every, self.config.log_retention_check_interval_ms,
-                               self._retention)
-            nursery.start_soon(self._every, self.config.log_flush_scheduler_interval_ms,
-                               self._flush)
-            nursery.start_soon(self._every, DELETE_CHECK_INTERVAL_MS, self._delete_files)
+            await nursery.start(self.log_jobs.run, self.config)
             nursery.start_soon(self._every, MEMORY_CHECK_INTERVAL_MS, self._give_memory_back)
-            nursery.start_soon(self._every, self.config.log_flush_offset_checkpoint_interval_ms,
-                               self._checkpoint)
-            nursery.start_soon(self._every,
-                               self.config.log_flush_start_offset_checkpoint_interval_ms,
-                               self._checkpoint_log_start)
-            nursery.start_soon(self._every,
-                               self.config.replica_high_watermark_checkpoint_interval_ms,
-                               self._checkpoint_high_watermarks)
-            if self.config.log_cleaner_enable:
-                nursery.start_soon(self._run_cleaner)
             await nursery.start(self.groups.run)
             await nursery.start(self.transactions.run)
             await nursery.start(self.txn_verifier.channels.run)
@@ -352,7 +338,7 @@ class Broker(LogJobs):
         await self.groups.time_advanced()
         await self.transactions.sweep()
         await self.groups.cleanup()
-        await self._retention()
+        await self.log_jobs.retention()
 
     async def controlled_shutdown(self) -> None:
         """Before a clean stop of a cluster member (controlled.shutdown.enable): ask the

@@ -2,7 +2,8 @@
 flushing, the three checkpoints, the removal of `.deleted` files and the log cleaner's passes.
 
 `storage/` may not import trio, so the jobs that run its blocking work in worker threads live
-here. A mixin of `Broker` for now, which owns the state.
+here. The broker builds one from the parts it uses and starts `run` in its nursery; a test
+runs a job at once through `apply_retention` and `clean_logs`.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import logging
 import threading
 import time
 from functools import partial
+from typing import Any
 
 import trio
 
@@ -18,7 +20,7 @@ from pybroker.cluster.dynamic_broker_config import DynamicBrokerConfig
 from pybroker.config import BrokerConfig
 from pybroker.config.definitions import ConfigError
 from pybroker.runtime.clock import Clock
-from pybroker.runtime.periodic import MIN_INTERVAL_MS
+from pybroker.runtime.periodic import MIN_INTERVAL_MS, run_every
 from pybroker.storage.cleaner import LogCleaner
 from pybroker.storage.log_manager import LogManager
 from pybroker.storage.segment import LogSegment
@@ -37,15 +39,45 @@ def _unlink(segments: list[LogSegment]) -> None:
 
 
 class LogJobs:
-    """The periodic work on the logs; see `Broker` for the state."""
+    """The periodic work on the logs. Intervals come from the broker's static config (`run`);
+    the cleaner's thread count and backoff from the dynamic one, as it is at each pass."""
 
-    logs: LogManager
-    cleaner: LogCleaner
-    clock: Clock
-    dynamic_config: DynamicBrokerConfig
-    _cleaner_reconfigured: trio.Event
+    def __init__(self, logs: LogManager, cleaner: LogCleaner, clock: Clock,
+                 dynamic_config: DynamicBrokerConfig) -> None:
+        """`clock`: what retention and the cleaner count time by (a test may advance it)."""
+        self.logs = logs
+        self.cleaner = cleaner
+        self.clock = clock
+        self.dynamic_config = dynamic_config
+        # Wakes the cleaner's loop when its dynamic configs change (`_run_cleaner`).
+        self._cleaner_reconfigured = trio.Event()
 
-    def _validate_cleaner(self, old: BrokerConfig, new: BrokerConfig) -> None:
+    async def run(self, config: BrokerConfig, *,
+                  task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Every job on its interval until cancelled; a failed run is logged and retried at
+        the next interval."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._every, config.log_retention_check_interval_ms,
+                               self.retention)
+            nursery.start_soon(self._every, config.log_flush_scheduler_interval_ms,
+                               self._flush)
+            nursery.start_soon(self._every, DELETE_CHECK_INTERVAL_MS, self._delete_files)
+            nursery.start_soon(self._every, config.log_flush_offset_checkpoint_interval_ms,
+                               self._checkpoint)
+            nursery.start_soon(self._every,
+                               config.log_flush_start_offset_checkpoint_interval_ms,
+                               self._checkpoint_log_start)
+            nursery.start_soon(self._every,
+                               config.replica_high_watermark_checkpoint_interval_ms,
+                               self._checkpoint_high_watermarks)
+            if config.log_cleaner_enable:
+                nursery.start_soon(self._run_cleaner)
+            task_status.started()
+
+    async def _every(self, interval_ms: int, job: Any) -> None:
+        await run_every(interval_ms, job, f"background job {job.__name__}")
+
+    def validate_cleaner(self, old: BrokerConfig, new: BrokerConfig) -> None:
         """Kafka's LogCleaner.validateReconfiguration, word for word."""
         threads, current = new.log_cleaner_threads, old.log_cleaner_threads
         if threads < 1:
@@ -60,7 +92,7 @@ class LogJobs:
                 "Log cleaner threads cannot be increased to more than double the current "
                 f"value {current}"))
 
-    def _reconfigure_cleaner(self, old: BrokerConfig, new: BrokerConfig) -> None:
+    def reconfigure_cleaner(self, old: BrokerConfig, new: BrokerConfig) -> None:
         """The next cleaning pass runs with the new thread count, buffers and backoff
         (`clean_logs` and its loop read them from the current configuration)."""
         threads = new.log_cleaner_threads
@@ -70,7 +102,7 @@ class LogJobs:
                                                         threads)
         self._cleaner_reconfigured.set()
 
-    async def _retention(self) -> None:
+    async def retention(self) -> None:
         deleted = self.apply_retention()
         if deleted:
             log.info("retention deleted %d segment(s)", deleted)

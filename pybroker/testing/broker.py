@@ -389,14 +389,14 @@ class Broker:
     def compact(self) -> int:
         """Run the log cleaner now over every compacted log that needs it (thread mode), as
         its background pass would after log.cleaner.backoff.ms; how many logs it cleaned."""
-        return self._in_broker(self.server_info.broker.clean_logs)
+        return self._in_broker(self.server_info.broker.log_jobs.clean_logs)
 
     def apply_retention(self) -> int:
         """Apply retention now (thread mode), as the broker does every
         log.retention.check.interval.ms: segments past retention.ms / retention.bytes, and
         below a DeleteRecords log start, go; how many segments were deleted."""
         async def retention() -> int:
-            return self.server_info.broker.apply_retention()
+            return self.server_info.broker.log_jobs.apply_retention()
         return self._in_broker(retention)
 
     def advance_time(self, ms: int) -> None:
