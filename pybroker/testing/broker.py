@@ -34,7 +34,7 @@ from pybroker.config import load_broker_config
 from pybroker.request_hooks import RequestHooks
 from pybroker.server import ServerInfo, serve
 from pybroker.testing.cluster import Cluster
-from pybroker.testing.loop import off_trio, on_a_thread
+from pybroker.testing.loop import LoopThread, off_trio, on_a_thread
 
 T = TypeVar("T")
 
@@ -64,35 +64,12 @@ def broker_in_thread(log_dir: Path, hooks: RequestHooks | bool = False,
     config = broker_config(log_dir, **overrides)
     if hooks is True:
         hooks = RequestHooks()
-    started = threading.Event()
-    box: dict = {}
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            box["info"] = await nursery.start(partial(serve, config, hooks=hooks or None,
-                                                      clock=clock))
-            box["token"] = trio.lowlevel.current_trio_token()
-            box["cancel"] = nursery.cancel_scope.cancel
-            started.set()
-
-    def run() -> None:
-        try:
-            trio.run(main)
-        except BaseException as exc:  # pragma: no cover - reported below
-            box["error"] = exc
-        finally:
-            started.set()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    started.wait(30)
-    if "error" in box:
-        raise box["error"]
+    loop = LoopThread()
+    info = loop.start(30, partial(serve, config, hooks=hooks or None, clock=clock))
     try:
-        yield box["info"]
+        yield info
     finally:
-        trio.from_thread.run_sync(box["cancel"], trio_token=box["token"])
-        thread.join(30)
+        loop.close(30)
 
 
 class BrokerProcess:
