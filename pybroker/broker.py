@@ -3,30 +3,27 @@ uses (metadata store, logs, topic configs, replica manager, topic admin, purgato
 coordinator), and hands handlers only `Services`, never itself.
 
 Built synchronously (opening the logs may recover segments after an unclean shutdown, so the
-server builds it in a worker thread); `run_background` owns the periodic work (retention,
-flushing, checkpoints, log cleaning) inside the server's nursery; `close` flushes and marks a
-clean shutdown.
+server builds it in a worker thread); `run_background` owns the periodic work (the log jobs of
+`replica/log_jobs.py`, ZooKeeper's, the coordinators') inside the server's nursery; `close`
+flushes and marks a clean shutdown.
 """
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from dataclasses import replace
-from functools import cached_property, partial
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from protocol.topic_partition import TopicPartition
 from pybroker.security.acl.authorizer import Authorizer, parse_super_users
 from pybroker.security.acl.store import AclStore, LocalAclStore, ZkAclStore
 from pybroker.quota.client_quota import ClientQuotas
 from pybroker.quota.request_quota import RequestQuota
 from pybroker.runtime.clock import Clock
 from pybroker.replica.fetch_session import FetchSessionCache
-from pybroker.runtime.periodic import MIN_INTERVAL_MS, run_every
+from pybroker.runtime.periodic import run_every
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
 from pybroker.security.sasl.credential_store import LocalScramCredentialStore, \
     ScramCredentialStore, ZkScramCredentialStore
@@ -40,7 +37,6 @@ from pybroker.coordinator.txn_verifier import TxnVerifier
 from pybroker.coordinator.producer_ids import ProducerIdManager, ProducerIds, \
     ZkProducerIdManager
 from pybroker.config.broker_keys import ALL_TOPIC_CONFIG_SYNONYMS
-from pybroker.config.definitions import ConfigError
 from pybroker.config.dynamic import CLEANER_CONFIGS, TLS_CONFIGS
 from pybroker.cluster.dynamic_broker_config import DynamicBrokerConfig, Reconfigurable
 from pybroker.handlers.base import Services
@@ -49,12 +45,12 @@ from pybroker.runtime.malloc_tuning import trim_malloc
 from pybroker.quota.memory_pool import MemoryPool
 from pybroker.replica.purgatory import Purgatory
 from pybroker.replica.replica_selector import replica_selector
+from pybroker.replica.log_jobs import LogJobs
 from pybroker.replica.manager import ReplicaManager
 from pybroker.request_hooks import RequestHooks
 from pybroker.storage.cleaner import LogCleaner
 from pybroker.storage.log_dir_lock import LogDirLocks
 from pybroker.storage.log_manager import LogManager
-from pybroker.storage.segment import LogSegment
 from pybroker.controller.topic_admin import TopicAdmin
 
 if TYPE_CHECKING:
@@ -64,18 +60,10 @@ if TYPE_CHECKING:
     from pybroker.controller.controller import Controller
 
 log = logging.getLogger(__name__)
-# How often `.deleted` segment files are looked at; file.delete.delay.ms is counted from the
-# rename, so a file goes at most this much later than its delay says.
-DELETE_CHECK_INTERVAL_MS = 1000
 # How often the memory pool's peak is looked at, and from which peak a drained burst is worth
 # giving back (blocks above 32 MB are mmapped and go back when freed anyway).
 MEMORY_CHECK_INTERVAL_MS = 1000
 TRIM_AFTER_PEAK = 32 << 20
-
-
-def _unlink(segments: list[LogSegment]) -> None:
-    for segment in segments:
-        segment.delete()
 
 
 class Broker:
@@ -88,8 +76,6 @@ class Broker:
         agree on the time a test advanced; the wall clock by default."""
         self.config = config
         self.hooks = hooks
-        # Wakes the cleaner's loop when its dynamic configs change (`_run_cleaner`).
-        self._cleaner_reconfigured = trio.Event()
         self.clock = clock or Clock()
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
@@ -150,6 +136,7 @@ class Broker:
             max_map_entries=LogCleaner.max_map_entries_for(
                 config.log_cleaner_dedupe_buffer_size, threads),
             io_chunk=LogCleaner.io_chunk_for(config.log_cleaner_io_buffer_size, threads))
+        self.log_jobs = LogJobs(self.logs, self.cleaner, self.clock, self.dynamic_config)
         self.producer_ids: ProducerIds = (
             ZkProducerIdManager(self.zk_store.zk, self.node_id) if self.zk_store is not None
             else ProducerIdManager(self.log_dirs[0]))
@@ -234,7 +221,8 @@ class Broker:
         dynamic.add(Reconfigurable("log defaults", log_keys.__contains__,
                                    self._reconfigure_logs))
         dynamic.add(Reconfigurable("log cleaner", CLEANER_CONFIGS.__contains__,
-                                   self._reconfigure_cleaner, self._validate_cleaner))
+                                   self.log_jobs.reconfigure_cleaner,
+                                   self.log_jobs.validate_cleaner))
         if self.inter_broker is not None:
             dynamic.add(Reconfigurable("inter-broker client", TLS_CONFIGS.__contains__,
                                        self._reconfigure_inter_broker,
@@ -264,30 +252,6 @@ class Broker:
             fetchers.settings = replace(fetchers.settings, security=security)
         self.markers.channels.security = security
         self.txn_verifier.channels.security = security
-
-    def _validate_cleaner(self, old: BrokerConfig, new: BrokerConfig) -> None:
-        """Kafka's LogCleaner.validateReconfiguration, word for word."""
-        threads, current = new.log_cleaner_threads, old.log_cleaner_threads
-        if threads < 1:
-            raise ConfigError("log.cleaner.threads", threads, "", message=(
-                "Log cleaner threads should be at least 1"))
-        if threads < current // 2:
-            raise ConfigError("log.cleaner.threads", threads, "", message=(
-                "Log cleaner threads cannot be reduced to less than half the current value "
-                f"{current}"))
-        if threads > current * 2:
-            raise ConfigError("log.cleaner.threads", threads, "", message=(
-                "Log cleaner threads cannot be increased to more than double the current "
-                f"value {current}"))
-
-    def _reconfigure_cleaner(self, old: BrokerConfig, new: BrokerConfig) -> None:
-        """The next cleaning pass runs with the new thread count, buffers and backoff
-        (`clean_logs` and its loop read them from the current configuration)."""
-        threads = new.log_cleaner_threads
-        self.cleaner.max_map_entries = LogCleaner.max_map_entries_for(
-            new.log_cleaner_dedupe_buffer_size, threads)
-        self.cleaner.io_chunk = LogCleaner.io_chunk_for(new.log_cleaner_io_buffer_size, threads)
-        self._cleaner_reconfigured.set()
 
     @cached_property
     def metrics_registry(self) -> CollectorRegistry:
@@ -345,22 +309,8 @@ class Broker:
                 await nursery.start(self.controller.run)
                 if isinstance(self.acl_store, ZkAclStore):
                     nursery.start_soon(self.acl_store.run)  # other brokers' ACL changes
-            nursery.start_soon(self._every, self.config.log_retention_check_interval_ms,
-                               self._retention)
-            nursery.start_soon(self._every, self.config.log_flush_scheduler_interval_ms,
-                               self._flush)
-            nursery.start_soon(self._every, DELETE_CHECK_INTERVAL_MS, self._delete_files)
+            await nursery.start(self.log_jobs.run, self.config)
             nursery.start_soon(self._every, MEMORY_CHECK_INTERVAL_MS, self._give_memory_back)
-            nursery.start_soon(self._every, self.config.log_flush_offset_checkpoint_interval_ms,
-                               self._checkpoint)
-            nursery.start_soon(self._every,
-                               self.config.log_flush_start_offset_checkpoint_interval_ms,
-                               self._checkpoint_log_start)
-            nursery.start_soon(self._every,
-                               self.config.replica_high_watermark_checkpoint_interval_ms,
-                               self._checkpoint_high_watermarks)
-            if self.config.log_cleaner_enable:
-                nursery.start_soon(self._run_cleaner)
             await nursery.start(self.groups.run)
             await nursery.start(self.transactions.run)
             await nursery.start(self.txn_verifier.channels.run)
@@ -378,16 +328,6 @@ class Broker:
             pool.reset_peak()
             await trio.to_thread.run_sync(trim_malloc)
 
-    async def _retention(self) -> None:
-        deleted = self.apply_retention()
-        if deleted:
-            log.info("retention deleted %d segment(s)", deleted)
-
-    def apply_retention(self) -> int:
-        """Retention by the broker's clock (retention.ms counts from a segment's largest
-        record timestamp to the clock's now); how many segments were deleted."""
-        return self.logs.cleanup(self.clock.now_ms())
-
     async def time_advanced(self) -> None:
         """After a test advanced `self.clock`: run now each timer that reads it, as if the
         time had passed: the groups' due timers (sessions, rebalance and sync deadlines), the
@@ -398,86 +338,7 @@ class Broker:
         await self.groups.time_advanced()
         await self.transactions.sweep()
         await self.groups.cleanup()
-        await self._retention()
-
-    async def _delete_files(self) -> None:
-        """Remove segments retention or the cleaner renamed `.deleted`, once their
-        file.delete.delay.ms is over (Kafka schedules one task per file): closed here, and
-        unlinked in a worker thread, since unlinking a large file takes the file system tens
-        of milliseconds."""
-        due = self.logs.close_due_deletes(self.clock.now_ms())
-        if due:
-            await trio.to_thread.run_sync(_unlink, due)
-
-    async def _flush(self) -> None:
-        await trio.to_thread.run_sync(self.logs.flush_dirty, int(time.time() * 1000))
-
-    async def _checkpoint(self) -> None:
-        await trio.to_thread.run_sync(partial(self.logs.checkpoint, log_start_offsets=False,
-                                              high_watermarks=False))
-
-    async def _checkpoint_log_start(self) -> None:
-        await trio.to_thread.run_sync(partial(self.logs.checkpoint, recovery_points=False,
-                                              high_watermarks=False))
-
-    async def _checkpoint_high_watermarks(self) -> None:
-        await trio.to_thread.run_sync(partial(self.logs.checkpoint, recovery_points=False,
-                                              log_start_offsets=False))
-
-    async def _run_cleaner(self) -> None:
-        """A cleaning pass every log.cleaner.backoff.ms, with the thread count and backoff
-        of the configuration as it is then (both dynamic): a reconfigured cleaner starts
-        again at once, as Kafka restarts its cleaner threads. log.cleaner.threads=0 cleans
-        nothing, as Kafka runs no cleaner thread."""
-        while True:
-            backoff_ms = self.dynamic_config.current.log_cleaner_backoff_ms
-            with trio.move_on_after(max(backoff_ms, MIN_INTERVAL_MS) / 1000):
-                await self._cleaner_reconfigured.wait()
-            self._cleaner_reconfigured = trio.Event()
-            if self.dynamic_config.current.log_cleaner_threads > 0:
-                try:
-                    await self.clean_logs()
-                except Exception:
-                    log.exception("background job clean_logs failed")
-
-    async def clean_logs(self) -> int:
-        """One pass of the log cleaner: compact every log that needs it, filthiest first,
-        up to log.cleaner.threads logs at a time (Kafka's cleaner threads).
-
-        Planning and the final swap run here, on the event loop, between requests, so reads
-        never see half a swap; reading, filtering, writing and fsyncing the cleaned segments
-        run in worker threads, one log each, as does writing the checkpoint. A log is planned
-        by one worker only (it joins `done` before the next await). A cancel (shutdown)
-        abandons the threads and tells them to stop; each removes its own files. Returns how
-        many logs were cleaned.
-        """
-        cleaned = 0
-        done: set[TopicPartition] = set()
-
-        async def worker() -> None:
-            nonlocal cleaned
-            while True:
-                plan = self.cleaner.grab_filthiest_log(self.clock.now_ms(), exclude=done)
-                if plan is None:
-                    return
-                done.add(plan.topic_partition)
-                stop = threading.Event()
-                try:
-                    result = await trio.to_thread.run_sync(self.cleaner.clean, plan, stop,
-                                                           abandon_on_cancel=True)
-                except BaseException:
-                    stop.set()
-                    raise
-                if self.cleaner.commit(result, write_checkpoint=False) is not None:
-                    cleaned += 1
-
-        async with trio.open_nursery() as nursery:
-            for _ in range(max(1, self.dynamic_config.current.log_cleaner_threads)):
-                nursery.start_soon(worker)
-        files = self.cleaner.checkpoint_files()
-        if files:
-            await trio.to_thread.run_sync(self.cleaner.write_checkpoint_files, files)
-        return cleaned
+        await self.log_jobs.retention()
 
     async def controlled_shutdown(self) -> None:
         """Before a clean stop of a cluster member (controlled.shutdown.enable): ask the

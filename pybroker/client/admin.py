@@ -1,5 +1,8 @@
 """Administrative requests over a KafkaClient: topics, partitions, configs, offsets, records.
 
+One module on purpose (about 540 lines): one short method per admin API; the group and
+transaction APIs are mixins already.
+
 Each method speaks one Kafka API (routing it where Kafka wants it: the controller, a
 partition's leader, a named broker) and returns plain values. Per-item failures come back in
 the result, keyed like the request, as exceptions (`KafkaError`, or `KafkaConnectionError`

@@ -1,5 +1,8 @@
 """`Producer`: records into batches per partition, batches into Produce requests per leader.
 
+One module on purpose (about 520 lines): the partitioner, the batches and the sender task share
+the producer's per-partition state.
+
 Theory of operation. `send()` picks the partition (Kafka's murmur2 of the key, or a "sticky"
 partition for keyless records that changes each time a batch is sent, as Kafka 2.4+ does),
 appends the record to that partition's open batch and returns a `DeliveryFuture`. A sender task

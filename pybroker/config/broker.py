@@ -1,5 +1,8 @@
 """Broker configuration: Kafka's `server.properties` keys, defaults, validation and precedence.
 
+One module on purpose (about 620 lines): `BrokerConfig`, with a typed field per key the code
+reads, and Kafka's precedence and cross-key rules.
+
 The keys themselves (names, types, defaults, validators, docs) are declared once in
 `broker_keys.BROKER_CONFIG_KEYS`; this module turns a file's properties into a `BrokerConfig`
 with Kafka's precedence and cross-key rules, and describes it for DescribeConfigs.

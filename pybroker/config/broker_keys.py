@@ -1,5 +1,7 @@
 """The broker key table: every `server.properties` key this broker knows, declared once.
 
+One module on purpose (about 570 lines): a declaration table, one entry per key.
+
 `BROKER_CONFIG_KEYS` is the one table of keys. Names, types, defaults and validators are
 Kafka's (3.x, the last line with ZooKeeper mode) unless the doc says otherwise; the doc strings
 are ours. A few keys are accepted only so that Kafka's own configuration files load without

@@ -1,6 +1,9 @@
 """The group coordinator as the broker runs it: the pure state machine plus time, waiting and
 the log.
 
+One module on purpose (about 560 lines): the façade's timers, waiters and log all serve the one
+state machine.
+
 `GroupStateMachine` decides; this façade supplies what it deliberately lacks:
 - the clock (wall-clock ms, since timestamps are also persisted) and a nursery task that sleeps
   until the machine's next deadline and then calls `expire`;

@@ -1,5 +1,8 @@
 """The classic group coordinator (JoinGroup/SyncGroup/Heartbeat/LeaveGroup) as a state machine.
 
+One module on purpose (about 550 lines): one state machine (its offsets are a mixin already),
+whose transitions read best side by side.
+
 Theory of operation
 -------------------
 `GroupStateMachine` holds every group this coordinator owns and the offsets committed to them.

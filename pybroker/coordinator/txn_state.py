@@ -1,6 +1,9 @@
 """The transaction coordinator (InitProducerId, AddPartitionsToTxn, EndTxn, timeouts, expiry)
 as a pure state machine, after Kafka's TransactionCoordinator and TransactionMetadata.
 
+One module on purpose (about 530 lines): one state machine, whose transitions read best side by
+side.
+
 Theory of operation
 -------------------
 `TxnStateMachine` holds the transactions of the `__transaction_state` partitions this broker

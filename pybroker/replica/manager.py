@@ -4,6 +4,10 @@ Handlers translate requests; this module holds the rules shared by Produce, Fetc
 and the internal topics: who may write where, what a batch must look like, what a reader may
 see (up to the high watermark for consumers, the last stable offset under read_committed, the
 log end for replicas). Records stay raw bytes: only the 61-byte batch headers are read.
+
+The manager's other jobs are mixins in their own modules, by job: following the metadata
+store (`deltas.py`, Kafka's applyDelta), the follower's side (`follower_logs.py`) and ISR
+upkeep as leader (`isr.py`).
 """
 from __future__ import annotations
 
@@ -11,9 +15,8 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from functools import partial
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, NoReturn
 
 import trio
 
@@ -26,14 +29,16 @@ from protocol.messages.list_offsets import (
 from protocol.primitives import FileRegion
 from protocol.records.types import RecordError
 from protocol.topic_partition import TopicPartition
-from pybroker.cluster.metadata import MetadataStore, MetadataDelta, MetadataImage, \
-    PartitionState, TopicInfo
+from pybroker.cluster.metadata import MetadataStore, MetadataImage, PartitionState
 from pybroker.cluster.topic_configs import TopicConfigs
+from pybroker.replica.deltas import ReplicaDeltas
+from pybroker.replica.follower_logs import FollowerSide
+from pybroker.replica.isr import IsrUpkeep
 from pybroker.replica.purgatory import Purgatory, Watch
 from pybroker.replica.partition import Partition
 from pybroker.replica.replica_selector import ClientMetadata, ReplicaSelector, \
     preferred_read_replica
-from pybroker.storage.log_manager import LogManager, remove_dirs
+from pybroker.storage.log_manager import LogManager
 from pybroker.storage.partition_log import OffsetOutOfRange, PartitionLog
 from pybroker.storage.producer_state import InvalidProducerEpoch, OutOfOrderSequence
 from pybroker.storage.validator import Rejected, error_code, validate_records
@@ -43,9 +48,6 @@ if TYPE_CHECKING:  # a cluster member's only (broker.py): not imported by a sing
 
 
 log = logging.getLogger(__name__)
-# From this many new logs in one change, their files are made durable by one syncfs per log
-# dir instead of a fsync each.
-SYNCFS_MIN_NEW_LOGS = 64
 
 
 
@@ -79,7 +81,7 @@ class ReadResult:
     preferred_read_replica: int = -1
 
 
-class ReplicaManager:
+class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
     def __init__(self, node_id: int, metadata: MetadataStore, logs: LogManager,
                  topic_configs: TopicConfigs, purgatory: Purgatory,
                  replica_selector: ReplicaSelector | None = None) -> None:
@@ -192,123 +194,6 @@ class ReplicaManager:
     def _is_internal(self, topic: str) -> bool:
         info = self.metadata.image.topics.get(topic)
         return bool(info and info.internal)
-
-    # -- following the metadata store (Kafka's applyDelta) ---------------------------------------
-    def _create_logs(self, info: TopicInfo, partitions: Iterable[int], *,
-                     sync_once: bool = False) -> None:
-        """This broker's logs of `partitions` of the topic, created where missing. Thread-safe
-        (the log manager locks), so a new topic's logs are made in a worker thread: a
-        directory and three files each, ~0.65 ms a partition, which for 1,000 partitions
-        stalled every client for as long. With `sync_once` (in a worker thread) their files
-        are made durable by one sync of each log dir rather than a fsync each."""
-        config = self.topic_configs.log_config(info.name)
-        for index in partitions:
-            p = info.partitions[index]
-            if self.node_id in p.replicas:
-                self.logs.get_or_create(
-                    info.name, index, config,
-                    leader_epoch=p.leader_epoch if p.leader == self.node_id else None,
-                    sync=not sync_once)
-        if sync_once:
-            self.logs.sync()
-
-    def _take_up(self, info: TopicInfo, partitions: Iterable[int],
-                 announce: bool = True) -> None:
-        """`announce`: log each leadership taken (without, the caller sums them up)."""
-        for index in partitions:
-            state = info.partitions[index]
-            tp = (info.name, index)
-            if state.leader == self.node_id:
-                was_leading = tp in self._partitions and self._partitions[tp].is_leader
-                self._become_leader(info.name, index, state, announce)
-                if not was_leading:
-                    self.purgatory.notify_all(tp)
-                continue
-            part = self._partitions.get(tp)
-            if part is None and self.node_id in state.replicas:
-                plog = self.logs.get(info.name, index)
-                if plog is not None:
-                    part = self._partitions[tp] = Partition(info.name, index, plog,
-                                                            self.node_id)
-            if part is None:
-                continue
-            if part.make_follower(state.leader, state.leader_epoch, state.replicas):
-                # Waiting acks=all produces and fetches learn they are not at the leader.
-                self.purgatory.notify_all(tp)
-            if self.fetchers is not None:
-                if state.leader >= 0 and self.node_id in state.replicas:
-                    self.fetchers.follow(tp, state.leader, state.leader_epoch)
-                else:
-                    self.fetchers.unfollow(tp)
-
-    def load_image(self, image: MetadataImage) -> None:
-        """At start (blocking, before the broker listens): every hosted partition's log,
-        created where missing, and its leadership taken up, so that a leader's high watermark
-        covers its whole log before anyone reads (Kafka's makeLeader). Without this the high
-        watermark read back from a stale checkpoint after an unclean shutdown would hide
-        acknowledged records until the next write."""
-        for info in image.topics.values():
-            indexes = range(len(info.partitions))
-            self._create_logs(info, indexes)
-            # One line a topic, not one a partition: 10,000 lines to stderr were a tenth of
-            # a start with 10,000 partitions on disk (issue #15 §3).
-            self._take_up(info, indexes, announce=False)
-            led = [p for p in indexes if info.partitions[p].leader == self.node_id]
-            if led:
-                log.info("broker %d leads %d of the %d partitions of %s", self.node_id,
-                         len(led), len(info.partitions), info.name)
-
-    async def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
-        """A store listener: this broker's logs and leaderships follow each change. Until a
-        new partition's log exists it answers NOT_LEADER_OR_FOLLOWER, which clients retry, as
-        in Kafka while a new leader creates its log."""
-        for name, old in delta.deleted_topics.items():
-            detached = []
-            for p in old.partitions:
-                path = self.logs.detach(name, p.partition)
-                if path is not None:
-                    detached.append(path)
-                self.forget(name, p.partition)
-                self.purgatory.notify_all((name, p.partition))
-            if detached:  # removing a gigabyte of segments took ~240 ms: not on the loop
-                await trio.to_thread.run_sync(remove_dirs, detached)
-        for name, indexes in delta.changed_partitions.items():
-            info = image.topics[name]
-            # Replicas moved off this broker (a reassignment done): Kafka's StopReplica with
-            # delete — stop following and remove the log.
-            detached = []
-            for i in sorted(indexes):
-                if (self.node_id in info.partitions[i].replicas
-                        or self.logs.get(name, i) is None):
-                    continue
-                log.info("replica %s-%d moved off broker %d: removing its log", name, i,
-                         self.node_id)
-                self.forget(name, i)
-                self.purgatory.notify_all((name, i))
-                path = self.logs.detach(name, i)
-                if path is not None:
-                    detached.append(path)
-            if detached:
-                await trio.to_thread.run_sync(remove_dirs, detached)
-            # Many new logs: one syncfs of each log dir beats a fsync per file (10,000 took
-            # 10 s); a few: their own fsyncs, since syncfs also waits for every other dirty
-            # page of the filesystem (a 1-partition topic after a large write waited seconds).
-            await trio.to_thread.run_sync(partial(
-                self._create_logs, info, sorted(indexes),
-                sync_once=len(indexes) >= SYNCFS_MIN_NEW_LOGS))
-            self._take_up(info, indexes)
-        for name in delta.changed_configs:
-            config = self.topic_configs.log_config(name)
-            for p in image.topics[name].partitions:
-                plog = self.logs.get(name, p.partition)
-                if plog is not None:
-                    plog.config = config
-
-    def forget(self, topic: str, partition: int) -> None:
-        """The partition's log is gone (topic deleted)."""
-        self._partitions.pop((topic, partition), None)
-        if self.fetchers is not None:
-            self.fetchers.unfollow((topic, partition))
 
     def hosted(self) -> list[Partition]:
         """Every partition this broker holds a replica of, leader or follower (/metrics)."""
@@ -573,48 +458,6 @@ class ReplicaManager:
         offset, ts = found
         return ErrorCode.NONE, offset, ts, epoch
 
-    # -- following (a cluster) -------------------------------------------------------------------
-    def fetch_position(self, tp: TopicPartition) -> tuple[int, int, int] | None:
-        """Where the fetcher of a followed partition fetches from: (the log end, the epoch of
-        the last batch, the log start); None while the log does not exist."""
-        part = self._partitions.get(tp)
-        if part is None or part.is_leader or part.log.closed:
-            return None
-        plog = part.log
-        return plog.log_end_offset, plog.latest_epoch, plog.log_start_offset
-
-    def apply_fetched(self, tp: TopicPartition, leader_epoch: int, data: Any) -> ErrorCode:
-        """One partition of a fetch response from the leader at `leader_epoch`: truncate where
-        the logs diverge, append the batches unchanged, and move the follower's high
-        watermark to min(the leader's, this log's end). Returns the error the fetcher backs
-        off on (NONE when it can fetch again at once)."""
-        part = self._partitions.get(tp)
-        if part is None or part.is_leader or part.leader_epoch != leader_epoch:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        plog = part.log
-        code = ErrorCode(data.error_code)
-        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            return self._out_of_range(part, data)
-        if code != ErrorCode.NONE:
-            return code
-        diverging = data.get("diverging_epoch")
-        if diverging is not None and diverging.end_offset >= 0:
-            self._truncate_diverging(part, diverging.epoch, diverging.end_offset)
-            return ErrorCode.NONE
-        records = data.records
-        if records:
-            try:
-                plog.append_as_follower(records)
-            except OSError as exc:
-                self.log_dir_failed(plog, exc)
-            except Exception as exc:  # a torn or unexpected batch: fetch it again
-                log.warning("replica %s-%d: cannot append fetched batches: %s", tp[0], tp[1],
-                            exc)
-                return ErrorCode.CORRUPT_MESSAGE
-        if part.follow_leader_high_watermark(data.high_watermark):
-            self.purgatory.notify(tp, Watch.HIGH_WATERMARK)  # consumers reading here
-        return ErrorCode.NONE
-
     def log_dir_failed(self, plog: PartitionLog, exc: OSError) -> NoReturn:
         """A write to a log failed (disk full, the dir gone or read-only): its log dir can
         no longer be trusted. Kafka takes the dir offline and halts a broker whose dirs have
@@ -626,83 +469,3 @@ class ReplicaManager:
                      "whose log dirs have failed)", plog.dir, exc)
         logging.shutdown()
         os._exit(1)
-
-    def _truncate_diverging(self, part: Partition, epoch: int, end_offset: int) -> None:
-        """Kafka's getOffsetTruncationState: truncate to the leader's end of `epoch`, or, if
-        this log's history of that epoch is shorter or differs, to where ours ends (the next
-        fetch asks again with the earlier epoch)."""
-        plog = part.log
-        ours_epoch, ours_end = plog.end_offset_for_epoch(epoch)
-        if ours_epoch == epoch:
-            target = min(end_offset, ours_end, plog.log_end_offset)
-        elif ours_epoch >= 0:
-            target = min(ours_end, plog.log_end_offset)
-        else:
-            target = min(end_offset, plog.log_end_offset)
-        if plog.truncate_to(target):
-            log.info("replica %s-%d truncated to %d (leader epoch %d ends at %d there)",
-                     part.topic, part.partition, target, epoch, end_offset)
-        # An epoch entry with no batches (left from leading) must go too, or the next
-        # fetch names it again.
-        plog.leader_epoch_cache.truncate_from_end(plog.log_end_offset)
-
-    def _out_of_range(self, part: Partition, data: Any) -> ErrorCode:
-        """The leader has nothing this log can continue from (it starts after our end, or
-        knows none of our epochs): start over, empty, at the leader's log start. Only this
-        replica's copy is dropped; the leader has everything committed."""
-        plog = part.log
-        log.warning("replica %s-%d has no history in common with the leader: starting over "
-                    "at offset %d", part.topic, part.partition, data.log_start_offset)
-        plog.truncate_fully_and_start_at(max(0, data.log_start_offset))
-        return ErrorCode.NONE
-
-    # -- the ISR (as leader) ---------------------------------------------------------------------
-    async def run_isr_maintenance(self, lag_time_max_ms: int, *,
-                                  task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Shrink the ISR of led partitions whose followers fell behind for longer than
-        replica.lag.time.max.ms (checked every half of it, as Kafka), and grow it when a
-        follower caught up (at once). The new ISR is written to the store by this broker as
-        leader, conditionally on the state it read; only then is it used."""
-        interval = max(lag_time_max_ms, 20) / 2000
-        next_shrink = trio.current_time() + interval
-        task_status.started()
-        while True:
-            with trio.move_on_at(next_shrink):
-                await self._isr_wakeup.wait()
-            self._isr_wakeup = trio.Event()
-            now = trio.current_time()
-            if now >= next_shrink:
-                candidates = [tp for tp, p in self._partitions.items() if p.is_leader
-                              and len(p.replicas) > 1]
-                next_shrink = now + interval
-            else:
-                candidates = list(self._isr_candidates)
-            self._isr_candidates.clear()
-            for tp in candidates:
-                try:
-                    await self._maybe_change_isr(tp, lag_time_max_ms)
-                except Exception:  # never take the broker down; the next round retries
-                    log.exception("ISR change of %s-%d failed", tp[0], tp[1])
-
-    async def _maybe_change_isr(self, tp: TopicPartition, lag_time_max_ms: int) -> None:
-        part = self._partitions.get(tp)
-        if part is None or not part.is_leader:
-            return
-        now_ms = int(time.time() * 1000)
-        isr = set(part.isr) & set(part.replicas)  # a replica moved away leaves the ISR too
-        isr -= part.out_of_sync_replicas(now_ms, lag_time_max_ms)
-        # Only replicas outside the current ISR may join: one just found out of sync still
-        # "has" the high watermark (it is what holds it back).
-        isr |= {r for r in part.replicas if r not in part.isr and part.can_join_isr(r)}
-        if isr == set(part.isr) or not isr:
-            return
-        new_isr = tuple(r for r in part.replicas if r in isr)
-        alter = getattr(self.metadata, "alter_isr", None)
-        if alter is None:
-            return
-        old = sorted(part.isr)
-        if await alter(tp[0], tp[1], part.leader_epoch, new_isr):
-            self.isr_shrinks += bool(set(old) - set(new_isr))
-            self.isr_expands += bool(set(new_isr) - set(old))
-            log.info("ISR of %s-%d %s from %s to %s", tp[0], tp[1],
-                     "expands" if len(new_isr) > len(old) else "shrinks", old, list(new_isr))

@@ -1,8 +1,8 @@
 """Retention of a partition log: DeleteRecords, retention.ms / retention.bytes, and the
 delayed removal of deleted segments (the retention half of Kafka's UnifiedLog).
 
-A mixin of `PartitionLog`, kept in its own module by concept: it works on the log's
-segments, offsets and lock, which `PartitionLog` owns and documents.
+A mixin of `PartitionLog`, kept in its own module by concept: it decides what to delete
+from the log's offsets, and `LocalLog` removes the segments and later their files.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pybroker.storage.segment import LogSegment
 
 if TYPE_CHECKING:
     from pybroker.storage.leader_epoch_cache import LeaderEpochFileCache
+    from pybroker.storage.local_log import LocalLog
     from pybroker.storage.log_config import LogConfig
     from pybroker.storage.producer_state import ProducerStateManager
 
@@ -29,9 +30,7 @@ def _now_ms() -> int:
 class LogRetention:
     """Deleting old data from the front of a log; see `PartitionLog` for the state."""
 
-    segments: list[LogSegment]
-    _base_offsets: list[int]
-    _pending_deletes: list[tuple[int, LogSegment]]
+    _local: LocalLog
     _lock: threading.RLock
     config: LogConfig
     log_start_offset: int
@@ -44,6 +43,11 @@ class LogRetention:
         def size(self) -> int: ...  # PartitionLog's, read-only there
     _first_unstable: int | None
     _refresh_first_unstable: Callable[[], None]  # PartitionLog's
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The local log's segments, oldest first."""
+        return self._local.segments
 
     # -- retention -----------------------------------------------------------------------------
     def delete_records_before(self, offset: int) -> int:
@@ -106,10 +110,7 @@ class LogRetention:
             count += 1
         if not count:
             return 0
-        removed = self.segments[:count]
-        del self.segments[:count]
-        del self._base_offsets[:count]
-        self._remove_segments(removed, now_ms)
+        self._local.remove_oldest(count, now_ms)
         first = self.segments[0].base_offset
         if first > self.log_start_offset:
             self.log_start_offset = first
@@ -121,38 +122,11 @@ class LogRetention:
         self.producer_state.delete_snapshots_before(first)
         return count
 
-    def _remove_segments(self, segments: list[LogSegment], now_ms: int | None = None) -> None:
-        """Rename to `.deleted` now; they are closed and unlinked once file.delete.delay.ms
-        has passed (`close_due_deletes`), so a reader holding a descriptor (a sendfile in
-        flight) finishes first."""
-        now = _now_ms() if now_ms is None else now_ms
-        deadline = now + max(0, self.config.file_delete_delay_ms)
-        for segment in segments:
-            segment.rename_for_deletion()
-            self._pending_deletes.append((deadline, segment))
-
     def close_due_deletes(self, now_ms: int | None = None) -> list[LogSegment]:
         """Forget and close the `.deleted` segments whose delay has passed, and return them
-        for `LogSegment.delete`. Closing is cheap while the files are still linked, and on the
-        event loop no sendfile can be midway through one; unlinking, when the file system
-        frees the blocks, is the slow part the broker leaves to a worker thread."""
-        if not self._pending_deletes:
-            # The broker asks every log every second: with 30,000 logs, taking each lock and
-            # reading the clock was 15% of its CPU while they were being written to.
-            return []
-        now = _now_ms() if now_ms is None else now_ms
-        with self._lock:
-            due = [s for deadline, s in self._pending_deletes if deadline <= now]
-            if due:
-                self._pending_deletes = [(d, s) for d, s in self._pending_deletes if d > now]
-        for segment in due:
-            segment.close()
-        return due
+        for `LogSegment.delete` (`LocalLog.close_due_deletes`)."""
+        return self._local.close_due_deletes(now_ms)
 
     def delete_pending_files(self, now_ms: int | None = None) -> int:
         """Close and unlink the `.deleted` segments whose delay has passed; returns how many."""
-        due = self.close_due_deletes(now_ms)
-        for segment in due:
-            segment.delete()
-        return len(due)
-
+        return self._local.delete_pending_files(now_ms)

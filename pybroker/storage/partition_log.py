@@ -1,4 +1,8 @@
-"""One partition's log: segments, offsets, reads, roll, truncation, retention (Kafka's UnifiedLog).
+"""One partition's log: offsets, appends, producer state and transactions (Kafka's UnifiedLog).
+
+Longer than most modules here because the leader's and the follower's append, the reads and the
+transaction bookkeeping all move the same offsets; the segment files are `local_log.LocalLog`'s,
+retention is `log_retention`'s.
 
 Theory of operation. The log lives in `<log_dir>/<topic>-<partition>/` as a list of segments
 sorted by base offset; only the last (active) one is appended to. Four offsets describe it:
@@ -29,6 +33,11 @@ transaction; a marker (`append_control_marker` on the leader, or a control batch
 `append` / `append_as_follower`) ends it, and an ABORT adds an entry to the `.txnindex` of the
 segment the marker lands in, which `aborted_transactions` searches for Fetch.
 
+The split with `LocalLog` follows Kafka's: the local log holds the segments, the log end and
+the recovery point (facts about the files) and does roll, read, truncation, the compaction swap
+and flush; this class holds the log start, the high watermark, producer state and leader epochs,
+decides when to roll (snapshotting producer state then) and calls it once per append or read.
+
 Loading (`log_loader`) trusts the files after a clean shutdown (only the active segment's tail
 is re-checked) and re-validates every segment from the recovery point otherwise.
 
@@ -37,18 +46,14 @@ swaps them in; the swap runs on the same thread as reads, so a read sees either 
 segments or the new one, never a mix.
 
 Threading: everything runs on the caller's thread except `flush`, which the broker runs in a
-worker thread; it only fsyncs and moves the recovery point, and a lock keeps it from racing
-`close`.
+worker thread; it only fsyncs and moves the recovery point, and a lock (the local log's, shared
+with this class) keeps it from racing `close`.
 """
 from __future__ import annotations
 
 import logging
 import os
-import shutil
-import threading
 import time
-import uuid
-from bisect import bisect_right
 from pathlib import Path
 
 from protocol.records.batch import (
@@ -60,21 +65,18 @@ from protocol.records.types import RecordError
 from pybroker.stats.latency_histogram import LatencyHistogram
 from pybroker.storage.files import FileCache
 from pybroker.storage.leader_epoch_cache import LeaderEpochFileCache
+from pybroker.storage.local_log import LocalLog
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.log_info import (
     AppendInfo, FetchData, MessageTooLarge, OffsetOutOfRange, UnexpectedAppendOffset,
     parse_topic_partition, partition_dir_name,
 )
-from pybroker.storage.log_loader import load_segments
 from pybroker.storage.log_retention import LogRetention
 from pybroker.storage.producer_state import (
     SNAPSHOT_SUFFIX, CompletedTxn, DuplicateBatch, InvalidProducerEpoch, InvalidTxnState,
     OutOfOrderSequence, ProducerStateManager, TransactionCoordinatorFenced,
 )
-from pybroker.storage.segment import (
-    CLEANED_SUFFIX, SWAP_SUFFIX, AppendedBatch, LogSegment, fsync_directory,
-    segment_file_name,
-)
+from pybroker.storage.segment import AppendedBatch, LogSegment, segment_file_name
 from pybroker.storage.transaction_index import AbortedTxn
 
 __all__ = [
@@ -110,22 +112,11 @@ class PartitionLog(LogRetention):
         and the recovery point stays where it was: the caller syncs the file system, then
         calls `mark_synced`."""
         self.dir = Path(directory)
-        self.files = files if files is not None else FileCache(64)
         self.topic, self.partition = parse_topic_partition(self.dir.name)
-        self.config = config or LogConfig()
-        self.segments: list[LogSegment] = []
-        self._base_offsets: list[int] = []
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
-        self._lock = threading.RLock()
-        self._closed = False
-        self._unflushed_messages = 0
-        self.last_flush_ms = _now_ms()
-        # Where flushes report their time (Kafka's LogFlushRateAndTimeMs); the log manager
-        # sets its own, shared by its logs. None: not timed.
-        self.flush_timer: LatencyHistogram | None = None
-        self.log_end_offset = 0
+        self._local = LocalLog(self.dir, config or LogConfig(),
+                               files if files is not None else FileCache(64))
+        self._lock = self._local.lock  # one lock for the segments and the offsets here
         self.log_start_offset = 0
-        self.recovery_point = 0
         self.high_watermark = 0
         self.producer_state = ProducerStateManager(self.dir)
         self._first_unstable: int | None = None  # see `first_unstable_offset`
@@ -139,20 +130,14 @@ class PartitionLog(LogRetention):
     # -- loading -------------------------------------------------------------------------------
     def _load(self, log_start_offset: int | None, recovery_point: int,
               high_watermark: int | None, clean: bool, sync: bool) -> None:
-        for segment in load_segments(self.dir, self.config, initial_offset=log_start_offset or 0,
-                                     recovery_point=recovery_point, clean=clean,
-                                     files=self.files, sync=sync):
-            self._add_segment(segment)
+        local = self._local
+        local.load(log_start_offset or 0, recovery_point, clean, sync)
         # The segments the loader re-validated (from the one holding the recovery point):
         # their `.txnindex` may lack entries, so replay rebuilds it (Kafka's recoverSegment).
         rebuild_from = None if clean else \
-            self.segments[max(self._segment_index(recovery_point), 0)].base_offset
-        self.log_end_offset = self.active_segment.read_next_offset()
-        if not clean and sync:  # everything up to the log end was just validated and fsynced
-            recovery_point = self.log_end_offset
-        start = max(log_start_offset or 0, self.segments[0].base_offset)
+            local.segments[max(local.segment_index(recovery_point), 0)].base_offset
+        start = max(log_start_offset or 0, local.segments[0].base_offset)
         self.log_start_offset = min(start, self.log_end_offset)
-        self.recovery_point = max(min(recovery_point, self.log_end_offset), 0)
         hw = self.log_start_offset if high_watermark is None else high_watermark
         self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
 
@@ -174,14 +159,15 @@ class PartitionLog(LogRetention):
         rebuild = rebuild_txn_index_from
         snapshot = state.load(self.log_end_offset, rebuild)
         if rebuild is not None:
-            for segment in self.segments[max(self._segment_index(rebuild), 0):]:
+            for segment in self.segments[max(self._local.segment_index(rebuild), 0):]:
                 if segment.base_offset >= rebuild:
                     segment.txn_index.reset()
         if snapshot != self.log_end_offset:
             start = self.log_start_offset if snapshot is None else max(snapshot,
                                                                         self.log_start_offset)
-            for i in range(max(self._segment_index(start), 0), len(self.segments)):
-                segment = self.segments[i]
+            segments = self.segments
+            for i in range(max(self._local.segment_index(start), 0), len(segments)):
+                segment = segments[i]
                 on_complete = None
                 if rebuild is not None and segment.base_offset >= rebuild:
                     on_complete = segment.txn_index.append_completed
@@ -189,29 +175,49 @@ class PartitionLog(LogRetention):
         state.on_high_watermark(self.high_watermark)
         self._refresh_first_unstable()
 
-    def set_files(self, files: FileCache) -> None:
-        """Take segment descriptors from `files` from now on (a log loaded in a worker with
-        a private cache joins the broker's)."""
-        with self._lock:
-            self.files = files
-            for segment in self.segments:
-                segment.set_files(files)
-
-    def _add_segment(self, segment: LogSegment) -> None:
-        self.segments.append(segment)
-        self._base_offsets.append(segment.base_offset)
-
-    def _segment_index(self, offset: int) -> int:
-        return bisect_right(self._base_offsets, offset) - 1
-
     # -- state ---------------------------------------------------------------------------------
     @property
+    def log_end_offset(self) -> int:
+        """The next offset to assign (the local log's)."""
+        return self._local.log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._local.recovery_point
+
+    @recovery_point.setter
+    def recovery_point(self, offset: int) -> None:
+        self._local.recovery_point = offset
+
+    @property
+    def config(self) -> LogConfig:
+        return self._local.config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        """A topic's configuration changed: segments rolled from now on follow it."""
+        self._local.config = config
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return self._local.segments
+
+    @property
     def active_segment(self) -> LogSegment:
-        return self.segments[-1]
+        return self._local.segments[-1]
 
     @property
     def size(self) -> int:
-        return sum(s.size for s in self.segments)
+        return self._local.size
+
+    @property
+    def files(self) -> FileCache:
+        return self._local.files
+
+    def set_files(self, files: FileCache) -> None:
+        """Take segment descriptors from `files` from now on (a log loaded in a worker with
+        a private cache joins the broker's)."""
+        self._local.set_files(files)
 
     @property
     def first_unstable_offset(self) -> int | None:
@@ -264,7 +270,7 @@ class PartitionLog(LogRetention):
         `upper_offset` (Kafka's collectAbortedTransactions)."""
         out: list[AbortedTxn] = []
         segments = self.segments
-        for i in range(max(self._segment_index(start_offset), 0), len(segments)):
+        for i in range(max(self._local.segment_index(start_offset), 0), len(segments)):
             found, complete = segments[i].txn_index.collect(start_offset, upper_offset)
             out += found
             if complete:
@@ -290,7 +296,8 @@ class PartitionLog(LogRetention):
             return self.append_as_follower(records)
         if batches is None:
             batches = validate_batches(records)
-        config = self.config
+        local = self._local
+        config = local.config
         for pos, header in batches:
             if header.size > config.max_message_bytes:
                 raise MessageTooLarge(f"batch of {header.size} bytes exceeds max.message.bytes "
@@ -299,7 +306,7 @@ class PartitionLog(LogRetention):
         buf = records if isinstance(records, bytearray) else bytearray(records)
         stamp = config.log_append_time
         append_time = (now if log_append_time is None else log_append_time) if stamp else -1
-        offset = self.log_end_offset
+        offset = local.log_end_offset
         items = []
         appended: list[AppendedBatch] = []
         max_ts, offset_of_max, messages = -1, offset, 0
@@ -332,7 +339,7 @@ class PartitionLog(LogRetention):
         else:
             for (header, base, last), batch in zip(items, appended):
                 self.producer_state.update(header, base, last, timestamp=batch[4])
-        self._after_append(messages)
+        self._local.after_append(messages)
         return AppendInfo(first_offset, last_offset, max_ts, offset_of_max, append_time,
                           self.log_start_offset, messages, len(buf))
 
@@ -429,53 +436,37 @@ class PartitionLog(LogRetention):
             self._refresh_first_unstable()
         else:
             self.producer_state.replay(batches)
-        self._after_append(messages)
+        self._local.after_append(messages)
         return AppendInfo(first_offset, last_offset, max_ts, offset_of_max, -1,
                           self.log_start_offset, messages, valid)
 
     def _write(self, data: bytes | bytearray | memoryview, appended: list[AppendedBatch],
                first_offset: int, last_offset: int, max_timestamp: int, now_ms: int) -> None:
-        if self._closed:
+        local = self._local
+        if local.closed:
             raise ValueError(f"{self} is closed")
-        segment = self.active_segment
+        segment = local.active_segment
         if segment.is_empty and segment.base_offset != first_offset:
-            segment = self._roll(first_offset)  # a replica append after a gap
-        elif segment.should_roll(self.config, len(data), last_offset, max_timestamp, now_ms):
-            segment = self._roll(first_offset)
-        segment.append(data, appended)
-        self.log_end_offset = last_offset + 1
-
-    def _after_append(self, messages: int) -> None:
-        self._unflushed_messages += messages
-        if self._unflushed_messages >= self.config.flush_messages:
-            self.flush()
+            self._roll(first_offset)  # a replica append after a gap
+        elif segment.should_roll(local.config, len(data), last_offset, max_timestamp, now_ms):
+            self._roll(first_offset)
+        local.append(data, appended, last_offset)
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end (a no-op if the active one is empty)."""
         return self._roll(self.log_end_offset)
 
     def _roll(self, base_offset: int) -> LogSegment:
-        active = self.active_segment
-        if active.is_empty and active.base_offset == base_offset:
-            return active
-        if base_offset < self.log_end_offset:
-            raise ValueError(f"cannot roll to {base_offset} below log end {self.log_end_offset}")
-        active.on_become_inactive()
-        if active.is_empty:  # a gap before the new base: the empty segment serves no reads
-            self.segments.pop()
-            self._base_offsets.pop()
-            active.delete()
-        segment = LogSegment(self.dir, base_offset, self.config, create=True, files=self.files)
-        self._add_segment(segment)
-        # Kafka snapshots producer state at every roll, so loading replays one segment at most.
-        self.producer_state.take_snapshot(base_offset)
+        local = self._local
+        active = local.active_segment
+        segment = local.roll(base_offset)
+        if segment is not active:
+            # Kafka snapshots producer state at every roll, so loading replays one segment at
+            # most.
+            self.producer_state.take_snapshot(base_offset)
         return segment
 
     # -- reading -------------------------------------------------------------------------------
-    def _check_read_offset(self, offset: int) -> None:
-        if offset < self.log_start_offset or offset > self.log_end_offset:
-            raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
-
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_message: bool = True, region_min_batch: int = 0) -> FetchData:
         """Whole batches from the one holding `offset`, at most `max_bytes` of them (but the
@@ -487,21 +478,17 @@ class PartitionLog(LogRetention):
         OffsetOutOfRange if `offset` is below the log start or beyond the log end. Reads stay
         within one segment, as Kafka's do; the consumer's next fetch continues.
         """
-        self._check_read_offset(offset)
-        leo = self.log_end_offset
+        local = self._local
+        leo = local.log_end_offset
+        if offset < self.log_start_offset or offset > leo:
+            raise OffsetOutOfRange(offset, self.log_start_offset, leo)
         limit = leo if max_offset is None else min(max_offset, leo)
         if offset < limit:
-            segments = self.segments
-            for i in range(max(self._segment_index(offset), 0), len(segments)):
-                found = segments[i].read(offset, max_bytes, max_offset=limit,
-                                         min_one_message=min_one_message,
-                                         region_min_batch=region_min_batch)
-                if found is not None:
-                    if not found.records:
-                        break
-                    return FetchData(found.records, found.first_offset, found.next_offset,
-                                     self.high_watermark, self.log_start_offset, leo,
-                                     self.last_stable_offset)
+            found = local.read(offset, max_bytes, limit, min_one_message, region_min_batch)
+            if found is not None:
+                return FetchData(found.records, found.first_offset, found.next_offset,
+                                 self.high_watermark, self.log_start_offset, leo,
+                                 self.last_stable_offset)
         return FetchData(b"", -1, offset, self.high_watermark, self.log_start_offset, leo,
                          self.last_stable_offset)
 
@@ -515,8 +502,9 @@ class PartitionLog(LogRetention):
         beyond `max_offset` (pass the high watermark for consumers).
         """
         start = self.log_start_offset
-        for i in range(max(self._segment_index(start), 0), len(self.segments)):
-            segment = self.segments[i]
+        segments = self.segments
+        for i in range(max(self._local.segment_index(start), 0), len(segments)):
+            segment = segments[i]
             if segment.max_timestamp_so_far < timestamp:
                 continue
             found = segment.find_offset_by_timestamp(timestamp, start)
@@ -529,7 +517,7 @@ class PartitionLog(LogRetention):
     def offset_of_max_timestamp(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
         best: LogSegment | None = None
-        for segment in self.segments[max(self._segment_index(self.log_start_offset), 0):]:
+        for segment in self.segments[max(self._local.segment_index(self.log_start_offset), 0):]:
             if segment.max_timestamp_so_far >= 0 and (
                     best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far):
                 best = segment
@@ -559,16 +547,8 @@ class PartitionLog(LogRetention):
             if offset < self.segments[0].base_offset:
                 self.truncate_fully_and_start_at(offset)
                 return True
-            keep = bisect_right(self._base_offsets, offset)
-            removed = self.segments[keep:]
-            del self.segments[keep:]
-            del self._base_offsets[keep:]
-            self._remove_segments(removed)
-            active = self.active_segment
-            active.truncate_to(offset)
-            self.log_end_offset = active.read_next_offset()
+            self._local.truncate_to(offset)
             self.high_watermark = min(self.high_watermark, self.log_end_offset)
-            self.recovery_point = min(self.recovery_point, self.log_end_offset)
             self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             self._load_producer_state()
@@ -578,55 +558,24 @@ class PartitionLog(LogRetention):
         """Delete every segment and restart the log, empty, at `offset` (a follower that fell
         behind the leader's log start)."""
         with self._lock:
-            removed = self.segments[:]
-            self.segments.clear()
-            self._base_offsets.clear()
-            self._remove_segments(removed)
-            self._add_segment(LogSegment(self.dir, offset, self.config, create=True,
-                                         files=self.files))
-            self.log_end_offset = self.high_watermark = offset
-            self.log_start_offset = self.recovery_point = offset
+            self._local.truncate_fully_and_start_at(offset)
+            self.high_watermark = self.log_start_offset = offset
             self.leader_epoch_cache.clear()
             self.producer_state.truncate_fully()
             self._first_unstable = None
-            self._unflushed_messages = 0
 
     # -- compaction ----------------------------------------------------------------------------
     def replace_segments(self, cleaned: LogSegment, old: list[LogSegment]) -> bool:
-        """Swap `cleaned` in for the consecutive, inactive segments `old`, as Kafka's
-        replaceSegments does. `cleaned` is fsynced, its files suffixed `.cleaned`, or already
-        `.swap` if the caller passed the commit point itself (renamed and fsynced the
-        directory off the event loop).
-
-        Steps: `.cleaned` -> `.swap` and an fsync of the directory (the commit point: from
-        here a crash completes the swap at the next load), the old segments renamed
-        `.deleted` (removed after file.delete.delay.ms), `.swap` -> final names. Those last
-        renames need no fsync: whichever of them a crash loses, the loader completes the swap.
-        Producer-state snapshots named after the segments merged away go too (as in Kafka:
-        only the newest is ever loaded, and a compacted log would otherwise keep one per roll
-        forever). False, with nothing changed, if `old` is no longer a run of inactive
-        segments of this log (retention or a truncation got there first); the caller then
-        deletes `cleaned`.
+        """Swap `cleaned` in for the consecutive, inactive segments `old`
+        (`LocalLog.replace_segments`, which says how a crash is survived). Producer-state
+        snapshots named after the segments merged away go too (as in Kafka: only the newest is
+        ever loaded, and a compacted log would otherwise keep one per roll forever). False,
+        with nothing changed, if `old` is no longer a run of inactive segments of this log
+        (retention or a truncation got there first); the caller then deletes `cleaned`.
         """
         with self._lock:
-            if self._closed or not old or cleaned.base_offset != old[0].base_offset:
+            if not self._local.replace_segments(cleaned, old):
                 return False
-            try:
-                i = next(n for n, seg in enumerate(self.segments) if seg is old[0])
-            except StopIteration:
-                return False
-            run = self.segments[i:i + len(old)]
-            if (len(run) != len(old) or any(a is not b for a, b in zip(run, old))
-                    or i + len(old) >= len(self.segments)):
-                return False
-            if not cleaned.log_path.name.endswith(SWAP_SUFFIX):
-                cleaned.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
-                fsync_directory(self.dir)
-            cleaned.set_files(self.files)  # written with the cleaner's own descriptors
-            self.segments[i:i + len(old)] = [cleaned]
-            self._base_offsets[i:i + len(old)] = [cleaned.base_offset]
-            self._remove_segments(old)
-            cleaned.change_file_suffixes(SWAP_SUFFIX, "")
             for segment in old[1:]:
                 (self.dir / segment_file_name(segment.base_offset, SNAPSHOT_SUFFIX)).unlink(
                     missing_ok=True)
@@ -635,48 +584,30 @@ class PartitionLog(LogRetention):
     # -- durability and lifecycle --------------------------------------------------------------
     @property
     def unflushed_messages(self) -> int:
-        return self._unflushed_messages
+        return self._local.unflushed_messages
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self._local.last_flush_ms
+
+    @property
+    def flush_timer(self) -> LatencyHistogram | None:
+        """Where flushes report their time (Kafka's LogFlushRateAndTimeMs); the log manager
+        sets its own, shared by its logs. None: not timed."""
+        return self._local.flush_timer
+
+    @flush_timer.setter
+    def flush_timer(self, timer: LatencyHistogram | None) -> None:
+        self._local.flush_timer = timer
 
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding data below `offset` (default: the log end) and move the
         recovery point there. Blocking: the broker calls it from a worker thread."""
-        with self._lock:  # a consistent view; the fsyncs themselves run unlocked
-            if self._closed:
-                return
-            leo = self.log_end_offset
-            target = leo if offset is None else min(offset, leo)
-            start = self.recovery_point
-            segments = list(self.segments)
-        if target <= start:
-            return
-        began = time.perf_counter()
-        for i, segment in enumerate(segments):
-            upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
-            if upper is not None and upper <= start:
-                continue
-            if segment.base_offset >= target:
-                break
-            segment.flush()
-        if self.flush_timer is not None:
-            self.flush_timer.observe(time.perf_counter() - began)
-        # A truncation may have run meanwhile: never leave the recovery point past the end.
-        self.recovery_point = min(max(self.recovery_point, target), self.log_end_offset)
-        if target >= leo:
-            self._unflushed_messages = 0
-            self.last_flush_ms = _now_ms()
+        self._local.flush(offset)
 
     def maybe_flush(self, now_ms: int) -> bool:
         """The periodic flush: whole rolled segments always, the active one after flush.ms."""
-        if self._closed:
-            return False
-        if self.log_end_offset > self.recovery_point and \
-                now_ms - self.last_flush_ms >= self.config.flush_ms:
-            self.flush()
-            return True
-        if self.recovery_point < self.active_segment.base_offset:
-            self.flush(self.active_segment.base_offset)
-            return True
-        return False
+        return self._local.maybe_flush(now_ms)
 
     def close(self, *, sync: bool = True) -> None:
         """Flush, snapshot producer state at the log end, release every file.
@@ -688,59 +619,42 @@ class PartitionLog(LogRetention):
         file made a clean stop of 10,000 partitions take 8 s).
         """
         with self._lock:
-            if self._closed:
+            local = self._local
+            if local.closed:
                 return
             if sync:
-                self.flush()
+                local.flush()
             else:
-                for segment in self.segments:
+                for segment in local.segments:
                     segment.write_indexes()
             state = self.producer_state
             if state.last_snapshot_offset != self.log_end_offset and (
                     state.producers or self._bytes_to_replay() > SNAPSHOT_MIN_REPLAY_BYTES):
                 state.take_snapshot(self.log_end_offset, sync=sync)
             self.leader_epoch_cache.write_pending(sync=sync)
-            self._close_files()
+            local.close()
 
     def _bytes_to_replay(self) -> int:
         """At most how many bytes loading would walk to rebuild producer state."""
         snapshot = self.producer_state.last_snapshot_offset
         start = self.log_start_offset if snapshot is None else snapshot
-        return sum(s.size for s in self.segments[max(self._segment_index(start), 0):])
+        return sum(s.size for s in self.segments[max(self._local.segment_index(start), 0):])
 
     def mark_synced(self) -> None:
         """The caller synced the file system after an unclean load or a `close(sync=False)`:
         everything up to the log end is durable, so the recovery point moves there."""
-        self.recovery_point = max(self.recovery_point, self.log_end_offset)
-
-    def _close_files(self) -> None:
-        self._closed = True
-        for segment in self.segments:
-            segment.close()
-        for _, segment in self._pending_deletes:
-            segment.delete()
-        self._pending_deletes.clear()
+        self._local.mark_synced()
 
     def delete(self) -> None:
         """Remove the whole log: `detach`, then delete the renamed directory."""
-        target = self.detach()
-        if target is not None:
-            shutil.rmtree(target, ignore_errors=True)
+        self._local.delete()
 
     def detach(self) -> Path | None:
         """Close the log and rename its directory to `<name>.<uuid>-delete`, the name the next
         start recognises and removes; returns that path (None if the directory is gone) for
         the caller to delete, which for a large log is best done off the event loop."""
-        with self._lock:
-            if not self._closed:
-                self._close_files()
-            target = self.dir.with_name(f"{self.dir.name}.{uuid.uuid4().hex}-delete")
-            try:
-                os.rename(self.dir, target)
-            except FileNotFoundError:
-                return None
-            return target
+        return self._local.detach()
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._local.closed

@@ -1,5 +1,8 @@
 """Idempotent-producer state of one partition (Kafka's ProducerStateManager).
 
+One module on purpose (about 530 lines): sequence checks, transactions and snapshots all update
+the same per-producer entries.
+
 Theory of operation. An idempotent producer numbers its batches per partition (producer id,
 epoch, base sequence). The partition remembers, per producer id, its epoch and the metadata of
 its last five batches (Kafka's producer keeps at most five requests in flight, so a retry can

@@ -1,6 +1,9 @@
 """One log segment: a `.log` of wire-format batches with its `.index`, `.timeindex` and, once
 a transaction aborts in it, `.txnindex`.
 
+One module on purpose (about 660 lines): a segment's files change together (append, index, roll,
+truncate, recover).
+
 Files are named by the segment's base offset, zero-padded to 20 digits, so `ls` sorts them in
 offset order (`00000000000000001234.log`), exactly as Kafka names them.
 

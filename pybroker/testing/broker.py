@@ -34,6 +34,7 @@ from pybroker.config import BrokerConfig, load_broker_config
 from pybroker.request_hooks import RequestHooks
 from pybroker.server import ServerInfo, serve
 from pybroker.testing.cluster import Cluster
+from pybroker.testing.loop import LoopThread, off_trio, on_a_thread
 
 T = TypeVar("T")
 
@@ -63,35 +64,12 @@ def broker_in_thread(log_dir: Path, hooks: RequestHooks | bool = False,
     config = broker_config(log_dir, **overrides)
     if hooks is True:
         hooks = RequestHooks()
-    started = threading.Event()
-    box: dict = {}
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            box["info"] = await nursery.start(partial(serve, config, hooks=hooks or None,
-                                                      clock=clock))
-            box["token"] = trio.lowlevel.current_trio_token()
-            box["cancel"] = nursery.cancel_scope.cancel
-            started.set()
-
-    def run() -> None:
-        try:
-            trio.run(main)
-        except BaseException as exc:  # pragma: no cover - reported below
-            box["error"] = exc
-        finally:
-            started.set()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    started.wait(30)
-    if "error" in box:
-        raise box["error"]
+    loop = LoopThread()
+    info = loop.start(30, partial(serve, config, hooks=hooks or None, clock=clock))
     try:
-        yield box["info"]
+        yield info
     finally:
-        trio.from_thread.run_sync(box["cancel"], trio_token=box["token"])
-        thread.join(30)
+        loop.close(30)
 
 
 class BrokerProcess:
@@ -198,34 +176,6 @@ class _RecentLog(logging.Handler):
             self.handleError(record)
 
 
-def _on_a_thread(fn: Callable[[], T]) -> T:
-    """fn() on a short-lived thread: trio.run and trio.from_thread refuse to be called from
-    inside a running trio loop (a trio test's), so a blocking helper hops off it."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=run, name="pybroker-admin", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
-def _off_trio(fn: Callable[[], T]) -> T:
-    """fn() right here, or on a short-lived thread when called from a running trio loop."""
-    try:
-        trio.lowlevel.current_trio_token()
-    except RuntimeError:  # not in a trio loop: block right here
-        return fn()
-    return _on_a_thread(fn)
-
-
 class Broker:
     """A real broker for a test suite: an ephemeral loopback port, a temporary log dir.
 
@@ -322,7 +272,7 @@ class Broker:
             self._proc = None
         if self._stack is not None:
             stack, self._stack, self._info = self._stack, None, None
-            _off_trio(stack.close)
+            off_trio(stack.close)
 
     @property
     def running(self) -> bool:
@@ -370,7 +320,7 @@ class Broker:
         if self._info is not None:
             self._in_broker(lambda: self._create_here(name, partitions, configs))
         else:
-            _on_a_thread(lambda: trio.run(self._create_over_wire, name, partitions, configs))
+            on_a_thread(lambda: trio.run(self._create_over_wire, name, partitions, configs))
 
     async def _create_here(self, name: str, partitions: int, configs: dict[str, str]) -> None:
         from protocol.errors import KafkaError
@@ -387,20 +337,20 @@ class Broker:
     def _in_broker(self, fn: Callable[[], Awaitable[T]]) -> T:
         """fn() on the broker's own trio loop, from any thread but that loop's."""
         token = self.server_info.token
-        return _off_trio(lambda: trio.from_thread.run(fn, trio_token=token))
+        return off_trio(lambda: trio.from_thread.run(fn, trio_token=token))
 
     # -- chaos verbs: what the broker otherwise does on its own clock --------------------------
     def compact(self) -> int:
         """Run the log cleaner now over every compacted log that needs it (thread mode), as
         its background pass would after log.cleaner.backoff.ms; how many logs it cleaned."""
-        return self._in_broker(self.server_info.broker.clean_logs)
+        return self._in_broker(self.server_info.broker.log_jobs.clean_logs)
 
     def apply_retention(self) -> int:
         """Apply retention now (thread mode), as the broker does every
         log.retention.check.interval.ms: segments past retention.ms / retention.bytes, and
         below a DeleteRecords log start, go; how many segments were deleted."""
         async def retention() -> int:
-            return self.server_info.broker.apply_retention()
+            return self.server_info.broker.log_jobs.apply_retention()
         return self._in_broker(retention)
 
     def advance_time(self, ms: int) -> None:
@@ -507,7 +457,7 @@ class ExternalBroker:
                      config: Mapping[str, object] | None = None) -> None:
         """CreateTopics on the external broker; returns once every partition has a leader."""
         configs = {k: _prop(v) for k, v in (config or {}).items()}
-        _on_a_thread(lambda: trio.run(create_topic_over_wire, self._bootstrap, name, partitions,
+        on_a_thread(lambda: trio.run(create_topic_over_wire, self._bootstrap, name, partitions,
                                       configs))
 
     def recent_log(self, lines: int = 50) -> list[str]:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -42,6 +41,7 @@ from pybroker.runtime.clock import Clock
 from pybroker.cluster.memory_zk import MemoryZooKeeper
 from pybroker.config import load_broker_config
 from pybroker.server import ServerInfo, serve
+from pybroker.testing.loop import LoopThread
 from pybroker.testing.zookeeper import ZooKeeperProcess, zookeeper_home
 
 __all__ = ["Cluster"]
@@ -113,36 +113,13 @@ class Cluster:
         self._servers: dict[int, ServerInfo] = {}
         self._scopes: dict[int, trio.CancelScope] = {}
         self._done: dict[int, trio.Event] = {}
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._nursery: trio.Nursery | None = None
-        self._thread: threading.Thread | None = None
-        self._stop_loop: trio.Event | None = None
+        self._loop: LoopThread | None = None
 
     # -- the loop ----------------------------------------------------------------------------------
     def start(self) -> "Cluster":
         """Start the loop and every broker; returns once each broker sees all of them and a
         controller."""
-        ready = threading.Event()
-        failure: list[BaseException] = []
-
-        async def main() -> None:
-            self._token = trio.lowlevel.current_trio_token()
-            self._stop_loop = trio.Event()
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                ready.set()
-                await self._stop_loop.wait()
-                nursery.cancel_scope.cancel()
-
-        def run() -> None:
-            try:
-                trio.run(main)
-            except BaseException as exc:  # reported by start, or lost at exit
-                failure.append(exc)
-            finally:
-                ready.set()
-
-        self._thread = threading.Thread(target=run, daemon=True, name="pybroker-cluster")
+        self._loop = LoopThread("pybroker-cluster")
         try:
             if self.memory_zookeeper is None and not self._zk_hosts:
                 (self.root / "zookeeper").mkdir(parents=True, exist_ok=True)
@@ -151,10 +128,7 @@ class Cluster:
                 self._zk_hosts = self.zookeeper_server.connect
             if self.memory_zookeeper is None:
                 self.config["zookeeper.connect"] = self._zk_hosts + self._zk_chroot
-            self._thread.start()
-            ready.wait(_TIMEOUT_S)
-            if failure:
-                raise failure[0]
+            self._loop.start(_TIMEOUT_S)
             for node in range(self.size):
                 self._start(node)
             self.wait_until(lambda: self._all_see(set(self._servers)),
@@ -167,21 +141,14 @@ class Cluster:
     def close(self) -> None:
         """Stop every broker and the loop, then the ZooKeeper server this cluster started;
         remove the log dirs this cluster made."""
-        if self._thread is None:
+        if self._loop is None or self._loop.closed:
             return
         for node in list(self._servers):
             try:
                 self.stop_broker(node)
             except Exception:  # stop the rest regardless
                 pass
-        if self._token is not None and self._stop_loop is not None:
-            try:
-                trio.from_thread.run_sync(self._stop_loop.set, trio_token=self._token)
-            except trio.RunFinishedError:
-                pass
-        if self._thread.ident is not None:  # started
-            self._thread.join(_TIMEOUT_S)
-        self._thread = None
+        self._loop.close(_TIMEOUT_S)
         if self.zookeeper_server is not None:
             self.zookeeper_server.close()
             self.zookeeper_server = None
@@ -196,7 +163,9 @@ class Cluster:
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run the async `fn` in the cluster's loop and return its result."""
-        return trio.from_thread.run(fn, *args, trio_token=self._token)
+        if self._loop is None:
+            raise RuntimeError("the cluster has not been started")
+        return self._loop.call(fn, *args)
 
     # -- brokers -----------------------------------------------------------------------------------
     def broker_config(self, node: int) -> Any:
@@ -224,8 +193,8 @@ class Cluster:
                 done.set()
 
         async def start() -> ServerInfo:
-            assert self._nursery is not None
-            return await self._nursery.start(serve_one)
+            assert self._loop is not None and self._loop.nursery is not None
+            return await self._loop.nursery.start(serve_one)
 
         info = self._call(start)
         self._servers[node] = info

@@ -178,7 +178,7 @@ def test_log_cleaner_threads_clean_logs_in_parallel(tmp_path: Path) -> None:
 
             cleaner.clean = clean
             before = [info.broker.logs.get(topic, 0).size for topic in topics]
-            assert await info.broker.clean_logs() == 2
+            assert await info.broker.log_jobs.clean_logs() == 2
             after = [info.broker.logs.get(topic, 0).size for topic in topics]
             assert all(a < b // 2 for a, b in zip(after, before)), (before, after)
             nursery.cancel_scope.cancel()

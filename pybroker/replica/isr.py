@@ -1,0 +1,84 @@
+"""ISR upkeep as leader: shrink the ISR of led partitions whose followers fell behind, grow it
+when one caught up, written to the store before it is used (Kafka's maybeShrinkIsr and
+maybeExpandIsr, scheduled as its isr-expiration task).
+
+A mixin of `ReplicaManager` (`manager.py`), which owns the state; the request path only marks
+a partition as a candidate (`_isr_candidates`) and wakes the task.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import trio
+
+from protocol.topic_partition import TopicPartition
+from pybroker.cluster.metadata import MetadataStore
+from pybroker.replica.partition import Partition
+
+__all__ = ["IsrUpkeep"]
+
+log = logging.getLogger(__name__)
+
+
+class IsrUpkeep:
+    """The leader's ISR changes; see `ReplicaManager` for the state."""
+
+    metadata: MetadataStore
+    _partitions: dict[TopicPartition, Partition]
+    _isr_candidates: set[TopicPartition]
+    _isr_wakeup: trio.Event
+    isr_shrinks: int
+    isr_expands: int
+
+    # -- the ISR (as leader) ---------------------------------------------------------------------
+    async def run_isr_maintenance(self, lag_time_max_ms: int, *,
+                                  task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Shrink the ISR of led partitions whose followers fell behind for longer than
+        replica.lag.time.max.ms (checked every half of it, as Kafka), and grow it when a
+        follower caught up (at once). The new ISR is written to the store by this broker as
+        leader, conditionally on the state it read; only then is it used."""
+        interval = max(lag_time_max_ms, 20) / 2000
+        next_shrink = trio.current_time() + interval
+        task_status.started()
+        while True:
+            with trio.move_on_at(next_shrink):
+                await self._isr_wakeup.wait()
+            self._isr_wakeup = trio.Event()
+            now = trio.current_time()
+            if now >= next_shrink:
+                candidates = [tp for tp, p in self._partitions.items() if p.is_leader
+                              and len(p.replicas) > 1]
+                next_shrink = now + interval
+            else:
+                candidates = list(self._isr_candidates)
+            self._isr_candidates.clear()
+            for tp in candidates:
+                try:
+                    await self._maybe_change_isr(tp, lag_time_max_ms)
+                except Exception:  # never take the broker down; the next round retries
+                    log.exception("ISR change of %s-%d failed", tp[0], tp[1])
+
+    async def _maybe_change_isr(self, tp: TopicPartition, lag_time_max_ms: int) -> None:
+        part = self._partitions.get(tp)
+        if part is None or not part.is_leader:
+            return
+        now_ms = int(time.time() * 1000)
+        isr = set(part.isr) & set(part.replicas)  # a replica moved away leaves the ISR too
+        isr -= part.out_of_sync_replicas(now_ms, lag_time_max_ms)
+        # Only replicas outside the current ISR may join: one just found out of sync still
+        # "has" the high watermark (it is what holds it back).
+        isr |= {r for r in part.replicas if r not in part.isr and part.can_join_isr(r)}
+        if isr == set(part.isr) or not isr:
+            return
+        new_isr = tuple(r for r in part.replicas if r in isr)
+        alter = getattr(self.metadata, "alter_isr", None)
+        if alter is None:
+            return
+        old = sorted(part.isr)
+        if await alter(tp[0], tp[1], part.leader_epoch, new_isr):
+            self.isr_shrinks += bool(set(old) - set(new_isr))
+            self.isr_expands += bool(set(new_isr) - set(old))
+            log.info("ISR of %s-%d %s from %s to %s", tp[0], tp[1],
+                     "expands" if len(new_isr) > len(old) else "shrinks", old, list(new_isr))
