@@ -17,7 +17,8 @@ import trio
 from protocol.api_keys import ApiKey
 from pybroker.client.connection import BrokerConnection
 from pybroker.client.errors import KafkaConnectionError
-from pybroker.cluster.zk_store import ZkMetadataStore, ZooKeeperUnavailable
+from pybroker.cluster.zk_session import ZooKeeperUnavailable
+from pybroker.cluster.zk_store import ZkMetadataStore
 
 
 class _ClosedStream(trio.abc.Stream):

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.replica.manager import SYNCFS_MIN_NEW_LOGS
+from pybroker.replica.deltas import SYNCFS_MIN_NEW_LOGS
 from tests.helpers import broker_in_thread
 from tests.integration.admin_helpers import (
     TIMEOUT, ck_code, high_watermark, partition_dirs, topic_name,
