@@ -234,6 +234,8 @@ class GroupCoordinator:
                 log.error("giving up persisting group state after %s", error.name)
             self._deliver(follow_up.completions)
         else:
+            if outcome.records:
+                self.state.written({record_group(r) for r in outcome.records}, self.now())
             self._deliver(outcome.completions)
         self._kick_timers()
         return error

@@ -109,6 +109,8 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending_members: set[str] = field(default_factory=set)  # told MEMBER_ID_REQUIRED
     pending_sync: set[str] = field(default_factory=set)  # joined, SyncGroup not yet received
+    # Answered by the leader's SyncGroup, the answer held until its snapshot is written.
+    sync_answers_held: set[str] = field(default_factory=set)
     subscribed_topics: frozenset[str] | None = None
     # The initial delayed join of a new group: (current delay, remaining budget) or None.
     initial_join: tuple[int, int] | None = None
@@ -145,6 +147,7 @@ class Group:
             self.leader_id = next(iter(self.members), None)
         self.pending_members.discard(member_id)
         self.pending_sync.discard(member_id)
+        self.sync_answers_held.discard(member_id)
         return member
 
     def replace_static_member(self, instance_id: str, new_member_id: str) -> Member:

@@ -17,7 +17,9 @@ the log.
 Waiting requests. A JoinGroup waits until the rebalance completes and a follower's SyncGroup
 waits for the leader's assignment. The caller passes a token identifying its request; the
 machine stores it on the member, and later hands back `(token, response)` in some outcome's
-completions — from another member's join, the leader's sync, a leave, or a timer.
+completions — from another member's join, the leader's sync, a leave, or a timer. The owner
+calls `written(groups, now)` once an outcome's records are written, as it sends the answers:
+a member answered by the leader's sync is kept alive until then, and its session runs from it.
 
 Rebalance. A join, leave or expiry in Empty, CompletingRebalance or Stable moves the group to
 PreparingRebalance (table `CAN_REBALANCE`). It completes when every member has rejoined (the
@@ -412,6 +414,10 @@ class GroupStateMachine(OffsetOperations):
                 m.assignment = req.assignments.get(m.member_id, b"")
             group.transition(_S.STABLE, now)
             self._records.append(GroupMetadataRecord(group.group_id, group.snapshot()))
+            # The answers go out once the snapshot is written (`written`); until then the
+            # members cannot heartbeat, as their SyncGroup still waits.
+            group.sync_answers_held |= {m.member_id for m in group.members.values()
+                                        if m.awaiting_sync is not None}
             self._propagate_assignment(group, ErrorCode.NONE, now)
         return None
 
@@ -502,10 +508,11 @@ class GroupStateMachine(OffsetOperations):
         member = group.members.get(member_id)
         if member is None:
             return
-        # A member blocked in JoinGroup or SyncGroup is alive: its request is the heartbeat.
+        # A member blocked in JoinGroup or SyncGroup is alive: its request is the heartbeat,
+        # until its answer is sent (a SyncGroup's answer may wait for the snapshot's write).
         # A new member stuck in a join for NEW_MEMBER_JOIN_TIMEOUT_MS is dropped (KIP-394).
-        if member.awaiting_sync is not None or (member.awaiting_join is not None
-                                                and not member.is_new):
+        if (member.awaiting_sync is not None or member_id in group.sync_answers_held
+                or (member.awaiting_join is not None and not member.is_new)):
             self._schedule_heartbeat(group, member, now)
             return
         self._remove_member_and_update_group(group, member, now)
@@ -545,10 +552,27 @@ class GroupStateMachine(OffsetOperations):
             self.pending.remove_group(group_id)
         return self._finish(None)
 
+    def written(self, group_ids: set[str], now_ms: int) -> None:
+        """The records of an outcome are written and its answers go out now: members whose
+        SyncGroup answer waited for the write start their session from now, as Kafka
+        schedules a member's next heartbeat when it propagates the assignment, after the
+        write. Timing them from the leader's SyncGroup expired every member of a group
+        whose write outlasted session.timeout.ms (a follower slow on a cluster)."""
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                continue
+            for member_id in group.sync_answers_held:
+                member = group.members.get(member_id)
+                if member is not None:
+                    self._schedule_heartbeat(group, member, now_ms)
+            group.sync_answers_held.clear()
+
     def persist_failed(self, group_ids: set[str], now_ms: int) -> Outcome[None]:
         """The records of an outcome could not be written. Membership already moved on in
         memory, so make every affected group rebalance: its members rejoin and the next
         snapshot is written then (Kafka resets the assignment and rebalances likewise)."""
+        self.written(group_ids, now_ms)  # the answers go out now, as errors
         for group_id in group_ids:
             group = self.groups.get(group_id)
             if group is not None and group.is_in(_S.STABLE, _S.COMPLETING_REBALANCE):

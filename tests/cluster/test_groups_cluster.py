@@ -8,8 +8,8 @@ back for good. The window is held open on purpose: a follower of the group's par
 paused (SIGSTOP) while the round's snapshot is written, the change under test lands, and the
 follower resumes. DescribeGroups, answered from memory, says when the write has started (the
 leader's SyncGroup made the group Stable, with the round's members) and when the leave has
-landed. A stock client's leave lands inside the write only if its close does not wait for its
-own SyncGroup (`LEAVES_MID_SYNC`); the raw-protocol tests place theirs exactly.
+landed. No stock client's leave lands inside the write (see `in_window`), so the raw-protocol
+tests place the leave exactly, and the stock clients' tests guard the rounds around it.
 """
 from __future__ import annotations
 
@@ -295,28 +295,29 @@ def stable_with(bootstrap: str, group: str, members: int) -> bool:
 
 
 def in_window(cluster: Cluster, bootstrap: str, group: str, follower: int,
-              trigger: Any, during: Any, joined: int, members: int | None) -> None:
+              trigger: Any, during: Any, joined: int) -> None:
     """With the follower paused, start a round with `trigger` and wait until its snapshot
     is being written (the leader's SyncGroup made the group Stable with `joined` members;
-    the write cannot complete); run `during`, and with `members` wait until the coordinator
-    has that many members (the change landed while the snapshot was being written); then
-    resume."""
+    the write cannot complete); run `during`, then resume.
+
+    A stock client's close cannot be counted on to land inside the write. The harness's
+    kafka-python member sees SIGTERM only once its poll (5 s, see group_member.py) returns;
+    kgo's Close waits for its group loop, in the SyncGroup. librdkafka sends its LeaveGroup
+    at once, but on its coordinator connection, behind its own SyncGroup, and a broker reads
+    a connection's next request only once it has answered the one before (Kafka mutes the
+    channel). A follower's SyncGroup usually comes before the leader's (the leader fetches
+    metadata and assigns first) and so waits for the write. Waiting here for the confluent
+    member's leave (issue #31), 8 runs under load: it landed inside the write once (its
+    SyncGroup had come after the leader's, and was answered at once), 5 times only after
+    5.0 to 6.0 s, when the members, expired meanwhile (a defect since fixed: their sessions
+    ran while their SyncGroup answers waited for the write), rejoined after librdkafka's
+    SyncGroup timeout (session.timeout.ms + 3 s), and twice not within the 10 s."""
     with follower_paused(cluster, follower):
         trigger()
         cluster.wait_until(lambda: stable_with(bootstrap, group, joined), 30,
                            f"the round's SyncGroup with {joined} members (its snapshot now "
                            "being written)")
         during()
-        if members is not None:
-            cluster.wait_until(lambda: len(describe(bootstrap, group)[1]) == members, 10,
-                               "the change to land while the snapshot is written")
-
-
-# Whether the client's close sends its LeaveGroup while its SyncGroup is still waiting, so
-# that the leave lands inside the held-open write. The harness's kafka-python member sees
-# SIGTERM only once its poll (5 s, see group_member.py) returns; kgo's Close waits for its
-# group loop, in the SyncGroup. Theirs land just after the round settles instead.
-LEAVES_MID_SYNC = {"confluent": True, "kafka-python": False, "franz-go": False}
 
 
 @pytest.mark.parametrize("client", ["kafka-python", "confluent"])
@@ -334,14 +335,14 @@ def test_members_leave_join_and_die_during_rounds(cluster: Cluster, client: str)
     try:
         live = [start(), start(), start()]
         settled(cluster, bootstrap, group, live)
-        # A fourth joins; one of the three closes (LeaveGroup) while that round is written.
+        # A fourth joins; one of the three closes while that round is written (its LeaveGroup
+        # lands once the write completes).
         leaving = live[0]
         stopping = threading.Thread(target=leaving.stop)
         newcomer: list[Member] = []
         in_window(cluster, bootstrap, group, follower,
                   trigger=lambda: newcomer.append(start()),
-                  during=stopping.start, joined=4,
-                  members=3 if LEAVES_MID_SYNC[client] else None)
+                  during=stopping.start, joined=4)
         stopping.join(30)
         live = live[1:] + newcomer
         settled(cluster, bootstrap, group, live)
@@ -351,7 +352,7 @@ def test_members_leave_join_and_die_during_rounds(cluster: Cluster, client: str)
         newcomer.clear()
         in_window(cluster, bootstrap, group, follower,
                   trigger=lambda: newcomer.append(start()),
-                  during=dying.kill, joined=4, members=None)
+                  during=dying.kill, joined=4)
         live = live[1:] + newcomer
         settled(cluster, bootstrap, group, live)
     finally:
@@ -394,7 +395,7 @@ def test_franz_go_members_leave_and_join_during_rounds(cluster: Cluster) -> None
     can be killed alone and kgo's session is fixed at 10 s: deaths are the Python clients'.
     Ownership is read from the coordinator's stored assignments (the helper reports values
     taken, not assignments). Its leave lands after the write, so this guards the rounds; the
-    raw and confluent-kafka tests catch the defect itself."""
+    raw-protocol test catches the defect itself."""
     from compat.clients.franz_go import ADAPTER
     if ADAPTER.missing():
         pytest.skip(f"franz-go needs compat/go: {ADAPTER.missing()}")
@@ -418,8 +419,7 @@ def test_franz_go_members_leave_and_join_during_rounds(cluster: Cluster) -> None
         started.remove(live[0])
         stopping = threading.Thread(target=live[0].stop)
         in_window(cluster, bootstrap, group, follower, trigger=lambda: live.append(start()),
-                  during=stopping.start, joined=4,
-                  members=3 if LEAVES_MID_SYNC["franz-go"] else None)
+                  during=stopping.start, joined=4)
         stopping.join(30)
         settled(3)
     finally:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.errors import ErrorCode
-from pybroker.coordinator.group_records import GroupRecord, OffsetAndMetadata
+from pybroker.coordinator.group_records import GroupRecord, OffsetAndMetadata, record_group
 from pybroker.coordinator.group_state import (
     GroupConfig, GroupStateMachine, JoinRequest, JoinResult, LeavingMember, Outcome,
     SyncRequest, SyncResult,
@@ -41,15 +41,35 @@ class Driver:
         self.tokens = itertools.count(1)
         self.answers: dict[int, Any] = {}
         self.log: list[GroupRecord] = []
+        # While set, an outcome with records is held as unwritten, its answers with it.
+        self.writes_held = False
+        self.held: list[Outcome[Any]] = []
 
     def _run(self, outcome: Outcome[Any]) -> Any:
+        if outcome.records and self.writes_held:
+            self.held.append(outcome)
+        else:
+            self._written(outcome)
+        return outcome.response
+
+    def _written(self, outcome: Outcome[Any]) -> None:
+        """What the façade does once an outcome's records are written: replay them, tell the
+        machine, release the answers."""
         for record in outcome.records:
             self.m.replay(record, loading=False)
         self.log.extend(outcome.records)
+        if outcome.records:
+            self.m.written({record_group(r) for r in outcome.records}, self.now)
         for token, result in outcome.completions:
             assert token not in self.answers, f"token {token} answered twice"
             self.answers[token] = result
-        return outcome.response
+
+    def release_writes(self) -> None:
+        """The held writes complete now (a paused follower of a cluster resumed)."""
+        self.writes_held = False
+        for outcome in self.held:
+            self._written(outcome)
+        self.held.clear()
 
     # -- requests -------------------------------------------------------------------------------
     def join(self, member_id: str = "", *, group: str = "g", protocols: Any = RANGE,

@@ -93,6 +93,33 @@ async def test_records_are_written_before_anyone_is_answered(broker: Broker,
     assert seen and not any(any(flags) for flags in seen)
 
 
+async def test_a_member_answered_after_a_slow_write_gets_its_session_from_the_answer(
+        broker: Broker, autojump_clock: Any, monkeypatch: Any) -> None:
+    """The leader's SyncGroup is answered once its snapshot is written; on a cluster a slow
+    follower can hold that write past session.timeout.ms (here 5 s against 2 s). The member
+    cannot heartbeat meanwhile, so it must not expire, and its session runs from the answer."""
+    groups = broker.groups
+    append = groups._append
+
+    async def slow_append(partition: int, batch: bytes) -> Any:
+        await trio.sleep(5)
+        return await append(partition, batch)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(groups.run)
+        a = await groups.join(join_request())
+        monkeypatch.setattr(groups, "_append", slow_append)
+        synced = await groups.sync(SyncRequest("g", a.member_id, 1, {a.member_id: b"A"}))
+        assert (synced.error, synced.assignment) == (E.NONE, b"A")
+        members = groups.state.groups["g"].members
+        assert a.member_id in members
+        await trio.sleep(1.9)
+        assert a.member_id in members
+        await trio.sleep(0.2)  # 2 s after the answer, with no heartbeat: gone
+        assert a.member_id not in members
+        nursery.cancel_scope.cancel()
+
+
 async def test_failed_append_is_reported_and_not_applied(broker: Broker, autojump_clock: Any,
                                                          monkeypatch: Any) -> None:
     groups = broker.groups

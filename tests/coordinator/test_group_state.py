@@ -281,6 +281,31 @@ def test_members_waiting_in_join_or_sync_do_not_expire() -> None:
     assert set(d.m.groups["g"].members) == {a, b, c}
 
 
+def test_members_whose_sync_answer_waits_for_the_write_start_their_session_after_it() -> None:
+    """On a cluster the leader's SyncGroup answers everyone only once the snapshot is written
+    (a slow follower can hold it for seconds). Until then no member can heartbeat: each is
+    kept alive, and gets its full session from the write's end, as Kafka schedules the next
+    heartbeat when it propagates the assignment after the write."""
+    d = Driver()
+    (a, b), _ = d.stable_group(2, session=2000)
+    leader = d.m.groups["g"].leader_id
+    follower = b if leader == a else a
+    rejoins = [d.join(leader, session=2000), d.join(follower, session=2000)]  # a new round
+    gen = d.joined(rejoins[0]).generation_id
+    d.writes_held = True
+    waiting = [d.sync(follower, gen), d.sync(leader, gen, {a: b"A", b: b"B"})]
+    d.expire(d.now + 5000)  # the write takes 5 s, past the 2 s session
+    assert set(d.m.groups["g"].members) == {a, b} and all(d.waiting(t) for t in waiting)
+    d.release_writes()
+    assert [d.synced(t).error for t in waiting] == [E.NONE, E.NONE]
+    d.expire(d.now + 1999)
+    assert set(d.m.groups["g"].members) == {a, b}
+    assert d.heartbeat(a, gen) == E.NONE
+    d.expire(d.now + 1)  # b's session, from the write's end, is over; a heartbeated
+    assert set(d.m.groups["g"].members) == {a}
+    assert state(d) is GroupState.PREPARING_REBALANCE
+
+
 def test_pending_sync_members_are_removed_after_the_rebalance_timeout() -> None:
     d = Driver()
     a = d.new_member(rebalance=5000)
