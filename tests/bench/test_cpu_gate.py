@@ -3,14 +3,14 @@
 Each feature on the produce and fetch path once cost a little more CPU per record, and a guard
 that failed only on a collapse noticed none of it. This is an A/B (tests/bench/ab.py): this
 tree and `ab.GATE_REF`, built into its own tree and venv, take turns on one workload (1 KB
-records, produce acks=1 and acks=all, consume) for three rounds, in the same minutes on the same
+records, produce acks=1 and acks=all, consume) for five rounds, in the same minutes on the same
 machine, and each CPU figure's median ratio must stay at or below `ab.GATE_LIMIT`. Ratios of
 two builds measured together, not a timed unit test: what the machine's speed does to one
 build it does to the other.
 
 It skips, saying why, when the machine is too busy to measure (other work using more than a
-quarter of its CPU for a minute) and when the reference is not in this clone (a
-shallow checkout: `git fetch --unshallow`).
+quarter of its CPU for a minute, or rounds of one figure more than 1.5x apart) and when the
+reference is not in this clone (a shallow checkout: `git fetch --unshallow`).
 """
 from __future__ import annotations
 
@@ -23,7 +23,11 @@ import pytest
 
 from tests.bench import ab
 
-ROUNDS, COUNT = 3, 300_000
+ROUNDS, COUNT = 5, 500_000
+# Rounds of one figure further apart than this (highest ratio over lowest) are noise: another
+# process on the machine (on a 2-CPU machine, often the other hyperthread of the same core)
+# changes a turn's CPU per record by up to 2x. A real change moves every round alike.
+SPREAD = 1.5
 CPU_FIGURES = ("produce acks=1 CPU-s/M", "produce acks=all CPU-s/M", "consume CPU-s/M")
 
 
@@ -72,6 +76,12 @@ def test_cpu_per_record_stays_within_the_gate(perf_summary: list[str]) -> None:
     perf_summary.append(f"CPU gate: this tree against {ref.label} (fails above "
                         f"{ab.GATE_LIMIT:g} x its CPU per record, median of {ROUNDS} rounds)")
     perf_summary.extend(ab.table(comparisons, this, ref).splitlines())
+    cpu = [c for c in comparisons if c.name in CPU_FIGURES]
+    noisy = [f"{c.name} {min(c.ratios):.3f} to {max(c.ratios):.3f}" for c in cpu
+             if max(c.ratios) > SPREAD * min(c.ratios)]
+    if noisy:
+        pytest.skip(f"the rounds disagree by more than {SPREAD:g}x ({'; '.join(noisy)}): the "
+                    f"machine's other work outweighs what the gate measures")
     moved = [f"{c.name}: {c.median_ratio:.3f} x {ref.label}'s "
              f"({statistics.median(c.this):.3f} against {statistics.median(c.ref):.3f}; "
              f"rounds {', '.join(f'{r:.3f}' for r in c.ratios)})"
