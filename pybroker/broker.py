@@ -50,7 +50,6 @@ from pybroker.quota.memory_pool import MemoryPool
 from pybroker.replica.purgatory import Purgatory
 from pybroker.replica.replica_selector import replica_selector
 from pybroker.replica.manager import ReplicaManager
-from pybroker.request_hooks import RequestHooks
 from pybroker.storage.cleaner import LogCleaner
 from pybroker.storage.log_dir_lock import LogDirLocks
 from pybroker.storage.log_manager import LogManager
@@ -79,15 +78,13 @@ def _unlink(segments: list[LogSegment]) -> None:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, hooks: RequestHooks | None = None, *,
-                 zk_client_class: Any = None, clock: Clock | None = None) -> None:
-        """`hooks`: a test broker's request hooks (pybroker.request_hooks), None otherwise.
-        `zk_client_class` replaces kazoo's client (pybroker.testing's in-memory ZooKeeper
+    def __init__(self, config: BrokerConfig, *, zk_client_class: Any = None,
+                 clock: Clock | None = None) -> None:
+        """`zk_client_class` replaces kazoo's client (pybroker.testing's in-memory ZooKeeper
         shared by the brokers of one process); only with zookeeper.connect set. `clock`: the
         clock the timers read (pybroker.runtime.clock), shared by a test cluster's brokers so they
         agree on the time a test advanced; the wall clock by default."""
         self.config = config
-        self.hooks = hooks
         # Wakes the cleaner's loop when its dynamic configs change (`_run_cleaner`).
         self._cleaner_reconfigured = trio.Event()
         self.clock = clock or Clock()
@@ -210,7 +207,7 @@ class Broker:
                               controller_window_s=config.controller_quota_window_size_seconds)
         self.services = Services(config, self.node_id, self.metadata, self.logs, self.replicas,
                                  self.topics, self.groups, self.producer_ids, self.purgatory,
-                                 self.transactions, self.controller, self.hooks,
+                                 self.transactions, self.controller,
                                  memory=MemoryPool(config.queued_max_request_bytes
                                                    if config.queued_max_request_bytes > 0
                                                    else None),

@@ -36,7 +36,6 @@ from pybroker.controller.topic_admin import TopicAdmin
 if TYPE_CHECKING:  # the controller only in a cluster's annotations: not imported at start
     from protocol.headers import RequestHeader
     from pybroker.controller.controller import Controller
-    from pybroker.request_hooks import RequestHooks
 
 
 @dataclass(frozen=True)
@@ -57,9 +56,6 @@ class Services:
     # The controller of a ZooKeeper cluster (every broker has one; `ctx.is_controller` says
     # whether this one is elected); None on a single broker.
     controller: Controller | None = None
-    # A test broker's request hooks and record (pybroker.request_hooks); None in production,
-    # where dispatch pays one attribute check for it.
-    hooks: "RequestHooks | None" = None
     # What request bodies and in-memory responses may hold at once (queued.max.request.bytes).
     memory: MemoryPool = field(default_factory=lambda: MemoryPool(None))
     # What the request path counts for /metrics (plain integers, read at scrape time).

@@ -46,10 +46,12 @@ class CloseConnection(Exception):
 
 
 async def dispatch(services: Services, frame: bytes, host: str, port: int,
-                   listener: str | None = None, session: Session | None = None
-                   ) -> list[Any] | None:
+                   listener: str | None = None, session: Session | None = None,
+                   hooks: RequestHooks | None = None) -> list[Any] | None:
     """The response frame for one request frame, as buffers for one gathered send, or None
-    when no response is due (acks=0)."""
+    when no response is due (acks=0). `hooks`: a test broker's request hooks, which may
+    answer before the handler; None in production, where they cost one check a request.
+    They come from the server, not `Services`, so handlers never see them."""
     if session is not None and not session.authenticated:
         limit = frame_limit(services, session)
         if limit is not None and len(frame) > limit:
@@ -96,8 +98,8 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
     start = perf_counter()
     error = -1
     try:
-        if services.hooks is not None:  # a test broker's hooks may answer instead
-            hooked = await _consult_hooks(services.hooks, handler, ctx, request.body)
+        if hooks is not None:  # a test broker's hooks may answer instead
+            hooked = await _consult_hooks(hooks, handler, ctx, request.body)
             if hooked is None:
                 error = 0
                 return None

@@ -58,7 +58,7 @@ def broker_in_thread(log_dir: Path, hooks: RequestHooks | bool = False,
                      clock: Clock | None = None, **overrides: str) -> Iterator[ServerInfo]:
     """A real broker on an ephemeral port, served by trio in a background thread. With
     `hooks` (True for a fresh `RequestHooks`, or one to share) it records requests and
-    serves `info.broker.services.hooks` (pybroker.request_hooks); `clock` is the clock of
+    serves `info.hooks` (pybroker.request_hooks); `clock` is the clock of
     its timers (pybroker.runtime.clock), one a test advances."""
     config = broker_config(log_dir, **overrides)
     if hooks is True:
@@ -435,16 +435,15 @@ class Broker:
     # -- request hooks (pybroker.request_hooks) ------------------------------------------------
     @property
     def hooks(self) -> Any:
-        services = self.server_info.broker.services
-        hooks = getattr(services, "hooks", None)
+        hooks = getattr(self.server_info, "hooks", None)
         if hooks is None:
             raise RuntimeError("request hooks are not available: this pybroker has no "
-                               "pybroker.request_hooks (Services.hooks)")
+                               "pybroker.request_hooks (ServerInfo.hooks)")
         return hooks
 
     def control(self, api: object, handler: Callable[..., Any], *, times: int | None = 1
                 ) -> Any:
-        """broker.services.hooks.control(...): intercept requests of `api`."""
+        """server_info.hooks.control(...): intercept requests of `api`."""
         return self.hooks.control(api, handler, times=times)
 
     @property

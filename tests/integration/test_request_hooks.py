@@ -34,7 +34,7 @@ def hooked(tmp_path: Path) -> Iterator[Any]:
 
 
 def _hooks(info: Any) -> RequestHooks:
-    hooks = info.broker.services.hooks
+    hooks = info.hooks
     assert isinstance(hooks, RequestHooks)
     return hooks
 
