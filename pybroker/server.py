@@ -25,7 +25,7 @@ from pybroker.cluster.dynamic_broker_config import Reconfigurable
 from pybroker.network.connection import serve_connection
 from pybroker.network.connection_limits import ConnectionLimits
 from pybroker.network.idle import IdleConnections
-from pybroker.request_hooks import RequestHooks
+from pybroker.network.request_hooks import RequestHooks
 from pybroker.runtime.open_files import raise_open_files_limit
 from pybroker.security.tls_context import TlsListener, tls_listener
 
@@ -170,7 +170,7 @@ def _follow_dynamic_configs(broker: Broker, tls: dict[str, TlsListener],
 
 async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-untyped-def]
                 clock=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Serve until cancelled. `hooks` (pybroker.request_hooks.RequestHooks) makes a test
+    """Serve until cancelled. `hooks` (pybroker.network.request_hooks.RequestHooks) makes a test
     broker: requests are recorded and may be failed, dropped or delayed; the connections
     hand them to dispatch, and `ServerInfo.hooks` to the test. `zk_client_class`:
     a kazoo-like client class for zookeeper.connect (the in-memory ZooKeeper of

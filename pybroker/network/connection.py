@@ -31,7 +31,7 @@ from pybroker.handlers.base import Services
 from pybroker.handlers.sasl_session import frame_limit
 from pybroker.network.connection_limits import ConnectionLimits
 from pybroker.network.idle import IdleConnections, IdleWatch
-from pybroker.request_hooks import RequestHooks
+from pybroker.network.request_hooks import RequestHooks
 from pybroker.quota.memory_pool import SMALL_FRAME
 from pybroker.security.session import Session
 from pybroker.security.tls_context import NoMatchingRule, TlsListener

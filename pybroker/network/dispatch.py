@@ -31,7 +31,7 @@ from pybroker.security.sasl.authenticator import SaslState
 from pybroker.security.sasl.mechanisms import AuthenticationFailed
 from pybroker.security.session import Session
 from pybroker.handlers.base import RequestContext, Services
-from pybroker.request_hooks import DELAY, DROP, HookRequest, RequestHooks, complete_response
+from pybroker.network.request_hooks import DELAY, DROP, HookRequest, RequestHooks, complete_response
 from pybroker.network.request_log import log_request
 from pybroker.quota.request_quota import RequestQuota
 
@@ -205,7 +205,7 @@ def _raw_token(session: Session, frame: bytes, host: str) -> list[Any]:
 
 async def _consult_hooks(hooks: RequestHooks, handler: Any, ctx: RequestContext,
                          request: Container) -> Any:
-    """A test broker's answer from its hooks (pybroker.request_hooks), or _NOT_HOOKED when
+    """A test broker's answer from its hooks (pybroker.network.request_hooks), or _NOT_HOOKED when
     the real handler is to answer."""
     header = ctx.header
     outcome = hooks.consult(HookRequest(header.api_key, APIS[header.api_key].name,

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, KafkaError as CkError, KafkaException, Pro
     TopicPartition
 
 from protocol.errors import ErrorCode, KafkaError
-from pybroker.request_hooks import DROP
+from pybroker.network.request_hooks import DROP
 from pybroker.testing import Broker, Cluster
 
 # How librdkafka reports a producer whose epoch was bumped under it.
