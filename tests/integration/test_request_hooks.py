@@ -16,7 +16,7 @@ import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.network.request_hooks import DELAY, DROP, HookRequest, RequestHooks
+from pybroker.testing import DELAY, DROP, HookRequest, RequestHooks
 from tests.helpers import broker_in_thread
 from tests.integration.clients import AIOKAFKA, CONFLUENT, KAFKA_PYTHON, Rec, check_same
 from tests.integration.raw import RawConnection, create_topic, send_request
