@@ -26,7 +26,8 @@ import trio
 
 from protocol.framing import NEED_DATA, FrameBuffer, FrameTooLarge
 from protocol.primitives import FileRegion
-from pybroker.network.dispatch import CloseConnection, dispatch
+from pybroker.network.dispatch import dispatch
+from pybroker.network.errors import CloseConnection
 from pybroker.handlers.base import Services
 from pybroker.handlers.sasl_session import frame_limit
 from pybroker.network.connection_limits import ConnectionLimits

@@ -24,6 +24,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import APIS
 from protocol.metadata_response import EncodedBody
 from pybroker.handlers import REGISTRY
+from pybroker.network.errors import CloseConnection
 from pybroker.handlers.sasl_session import (
     authenticated, begins_reauthentication, failed, frame_limit,
 )
@@ -39,10 +40,6 @@ log = logging.getLogger(__name__)
 
 # The real handler answers (None is taken: no response).
 _NOT_HOOKED: Any = object()
-
-
-class CloseConnection(Exception):
-    """The request cannot be answered; the connection is closed, nothing else is affected."""
 
 
 async def dispatch(services: Services, frame: bytes, host: str, port: int,
