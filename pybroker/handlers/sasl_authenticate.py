@@ -19,7 +19,8 @@ from pybroker.security.sasl.mechanisms import AuthenticationFailed
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    sasl = authenticator_of(ctx.services, ctx.session)
+    services = ctx.services
+    sasl = authenticator_of(services.config.sasl_listeners, services.scram.get, ctx.session)
     if sasl is None or ctx.session.authenticated:
         return _error(ErrorCode.ILLEGAL_SASL_STATE,
                       "SaslAuthenticate request received after successful authentication")

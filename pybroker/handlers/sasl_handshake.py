@@ -24,7 +24,8 @@ from pybroker.security.sasl.authenticator import IllegalSaslState
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    sasl = authenticator_of(ctx.services, ctx.session)
+    services = ctx.services
+    sasl = authenticator_of(services.config.sasl_listeners, services.scram.get, ctx.session)
     if sasl is None:  # not a SASL listener: Kafka answers as for an authenticated channel
         return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []}
     now = time.monotonic()

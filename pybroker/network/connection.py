@@ -141,7 +141,7 @@ class _Requests:
         frames, pool, session = self.frames, self.pool, self.session
         while True:
             if not session.authenticated:  # sasl.server.max.receive.size, from the prefix
-                sasl_limit = frame_limit(self.services, session)
+                sasl_limit = frame_limit(self.services.config.sasl_listeners, session)
                 size = frames.pending_size()
                 if sasl_limit is not None and size is not None and size > sasl_limit:
                     raise CloseConnection(f"a {size}-byte frame before SASL authentication "

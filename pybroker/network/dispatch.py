@@ -50,7 +50,7 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
     answer before the handler; None in production, where they cost one check a request.
     They come from the server, not `Services`, so handlers never see them."""
     if session is not None and not session.authenticated:
-        limit = frame_limit(services, session)
+        limit = frame_limit(services.config.sasl_listeners, session)
         if limit is not None and len(frame) > limit:
             raise CloseConnection(f"a {len(frame)}-byte frame before SASL authentication "
                                   f"(sasl.server.max.receive.size is {limit})")
