@@ -17,7 +17,7 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.sasl_session import (
+from pybroker.security.sasl_session import (
     authenticator_of, begins_reauthentication, failed, reauthentication_started,
 )
 from pybroker.security.sasl.authenticator import IllegalSaslState

@@ -29,7 +29,7 @@ from protocol.primitives import FileRegion
 from pybroker.network.dispatch import dispatch
 from pybroker.network.errors import CloseConnection
 from pybroker.handlers.base import Services
-from pybroker.handlers.sasl_session import frame_limit
+from pybroker.security.sasl_session import frame_limit
 from pybroker.network.connection_limits import ConnectionLimits
 from pybroker.network.idle import IdleConnections, IdleWatch
 from pybroker.network.request_hooks import RequestHooks

@@ -25,7 +25,7 @@ from protocol.messages import APIS
 from protocol.metadata_response import EncodedBody
 from pybroker.handlers import REGISTRY
 from pybroker.network.errors import CloseConnection
-from pybroker.handlers.sasl_session import (
+from pybroker.security.sasl_session import (
     authenticated, begins_reauthentication, failed, frame_limit,
 )
 from pybroker.security.sasl.authenticator import SaslState
