@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import importlib
 
-from pybroker.handlers.base import Handler
+from pybroker.handlers._base import Handler
 
 # Modules under pybroker.handlers, each exposing HANDLER (or HANDLERS for a family).
 _MODULES = (

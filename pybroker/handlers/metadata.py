@@ -28,8 +28,8 @@ from protocol.metadata_response import (
 )
 from pybroker.cluster.metadata import MetadataStore, TopicInfo
 from pybroker.cluster.topic_names import invalid_topic_reason
-from pybroker.handlers.authz import CLUSTER, TOPIC, Op, allowed, operations_field
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._authz import CLUSTER, TOPIC, Op, allowed, operations_field
+from pybroker.handlers._base import Handler, RequestContext
 
 
 def _error_entry(name: str | None, code: ErrorCode, topic_id=None) -> dict:

@@ -12,7 +12,7 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._base import Handler, RequestContext
 from pybroker.security.sasl_session import authenticated, authenticator_of, failed
 from pybroker.security.sasl.authenticator import IllegalSaslState
 from pybroker.security.sasl.mechanisms import AuthenticationFailed

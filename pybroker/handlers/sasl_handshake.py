@@ -16,7 +16,7 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._base import Handler, RequestContext
 from pybroker.security.sasl_session import (
     authenticator_of, begins_reauthentication, failed, reauthentication_started,
 )

@@ -31,7 +31,7 @@ from pybroker.security.sasl_session import (
 from pybroker.security.sasl.authenticator import SaslState
 from pybroker.security.sasl.mechanisms import AuthenticationFailed
 from pybroker.security.session import Session
-from pybroker.handlers.base import RequestContext, Services
+from pybroker.handlers._base import RequestContext, Services
 from pybroker.network.request_hooks import DELAY, DROP, HookRequest, RequestHooks, complete_response
 from pybroker.network.request_log import log_request
 from pybroker.quota.request_quota import RequestQuota

@@ -62,7 +62,7 @@ class Services:
     stats: RequestStats = field(default_factory=RequestStats)
     # The authorizer and where its ACLs are kept (authorizer.class.name); None: no
     # authorization, every request allowed, at the cost of one attribute check
-    # (pybroker/handlers/authz.py).
+    # (pybroker/handlers/_authz.py).
     authorizer: Authorizer | None = None
     acls: AclStore | None = None
     # SCRAM users and their credentials (pybroker/security/sasl/credential_store.py).
