@@ -1,6 +1,7 @@
 """What a handler is: an API key, the versions it serves, and an async `handle`.
 
-Each module under `pybroker.handlers` exposes one `HANDLER`. The registry collects them, and
+Each handler module of `pybroker.handlers` (one without a leading underscore: those are
+helpers, like this one) exposes one `HANDLER`. The registry collects them, and
 ApiVersions is computed from it, so what is advertised is exactly what is implemented.
 """
 from __future__ import annotations
