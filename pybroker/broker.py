@@ -43,7 +43,7 @@ from pybroker.config.broker_keys import ALL_TOPIC_CONFIG_SYNONYMS
 from pybroker.config.definitions import ConfigError
 from pybroker.config.dynamic import CLEANER_CONFIGS, TLS_CONFIGS
 from pybroker.cluster.dynamic_broker_config import DynamicBrokerConfig, Reconfigurable
-from pybroker.handlers._base import Services
+from pybroker.handlers import Services
 from pybroker.security.inter_broker import inter_broker_security
 from pybroker.runtime.malloc_tuning import trim_malloc
 from pybroker.quota.memory_pool import MemoryPool

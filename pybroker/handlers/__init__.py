@@ -4,13 +4,19 @@ A module of this package serves one API (or a close family) and is named for it;
 whose name starts with `_` is a helper the handlers share (`_base`, `_authz`, ...) and never
 a handler. The builder holds the line: it refuses a helper's name and anything registered
 that is not a `Handler`, and tests/test_handler_registry.py checks that every module without
-the underscore is registered."""
+the underscore is registered.
+
+The helpers are private to this package (an import-linter `private_modules` contract): what
+the rest of the broker needs of them, the composition root's `Services` and dispatch's
+`RequestContext` and `Handler`, it imports from here."""
 from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
 
-from pybroker.handlers._base import Handler
+from pybroker.handlers._base import Handler, RequestContext, Services
+
+__all__ = ["REGISTRY", "Handler", "RequestContext", "Services", "build_registry"]
 
 # Modules under pybroker.handlers, each exposing HANDLER (or HANDLERS for a family).
 _MODULES = (

@@ -28,7 +28,7 @@ from protocol.framing import NEED_DATA, FrameBuffer, FrameTooLarge
 from protocol.primitives import FileRegion
 from pybroker.network.dispatch import dispatch
 from pybroker.network.errors import CloseConnection
-from pybroker.handlers._base import Services
+from pybroker.handlers import Services
 from pybroker.security.sasl_session import frame_limit
 from pybroker.network.connection_limits import ConnectionLimits
 from pybroker.network.idle import IdleConnections, IdleWatch

@@ -23,7 +23,7 @@ from protocol.codec import (
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import APIS
 from protocol.metadata_response import EncodedBody
-from pybroker.handlers import REGISTRY
+from pybroker.handlers import REGISTRY, RequestContext, Services
 from pybroker.network.errors import CloseConnection
 from pybroker.security.sasl_session import (
     authenticated, begins_reauthentication, failed, frame_limit,
@@ -31,7 +31,6 @@ from pybroker.security.sasl_session import (
 from pybroker.security.sasl.authenticator import SaslState
 from pybroker.security.sasl.mechanisms import AuthenticationFailed
 from pybroker.security.session import Session
-from pybroker.handlers._base import RequestContext, Services
 from pybroker.network.request_hooks import DELAY, DROP, HookRequest, RequestHooks, complete_response
 from pybroker.network.request_log import log_request
 from pybroker.quota.request_quota import RequestQuota
