@@ -6,21 +6,27 @@ or over the maximum is refused as soon as its 4 bytes arrive, before anything is
 """
 from __future__ import annotations
 
+import enum
 import struct
 from collections import deque
-from typing import Final
+from typing import Final, Literal
 
 from protocol.codec import ProtocolError
 
 SIZE = struct.Struct(">i")
 
 
-class _NeedData:
+class _NeedData(enum.Enum):
+    """An enum of one member rather than a bare object, so that a type checker narrows
+    `frame is NEED_DATA` to the frame's bytes."""
+
+    NEED_DATA = "NEED_DATA"
+
     def __repr__(self) -> str:
         return "NEED_DATA"
 
 
-NEED_DATA: Final = _NeedData()
+NEED_DATA: Final = _NeedData.NEED_DATA
 
 
 class FrameTooLarge(ProtocolError):
@@ -41,7 +47,7 @@ class FrameBuffer:
         self._offset = 0  # bytes of the first chunk already handed out
         self._size = 0  # bytes buffered and not yet handed out
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray) -> None:
         if data:
             self._chunks.append(bytes(data))
             self._size += len(data)
@@ -71,7 +77,7 @@ class FrameBuffer:
         self._chunks.appendleft(b"".join(parts))
         self._offset = 0
 
-    def next_frame(self) -> bytes | _NeedData:
+    def next_frame(self) -> bytes | Literal[_NeedData.NEED_DATA]:
         """The next whole frame's payload, or NEED_DATA; raises FrameTooLarge for a bad size."""
         size = self._peek_size()
         if size is None:

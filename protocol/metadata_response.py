@@ -37,7 +37,7 @@ class EncodedBody(bytes):
 
 # (partition_index, leader_id, leader_epoch, replica_nodes, isr_nodes), optionally followed by
 # (error_code, offline_replicas); without them: error 0, none offline.
-PartitionRow = tuple  # type: ignore[type-arg]
+PartitionRow = tuple
 
 
 def _length(n: int, flexible: bool) -> bytes:

@@ -84,12 +84,12 @@ def zigzag_encode(n: int, bits: int = 64) -> int:
     return (n << 1) ^ (n >> (bits - 1))
 
 
-def read_length(io: BytesIO, compact: bool, fmt: struct.Struct | None) -> int:
+def read_length(io: BytesIO, compact: bool, fmt: struct.Struct) -> int:
     """Length or count of the next value; -1 for null. Never trusts a length past the frame."""
     if compact:
         n = read_uvarint(io) - 1
     else:
-        n = fmt.unpack(read_exact(io, fmt.size))[0]  # type: ignore[union-attr]
+        n = fmt.unpack(read_exact(io, fmt.size))[0]
     if n < -1:
         raise WireError(f"negative length {n}")
     if n > remaining(io):
@@ -97,11 +97,11 @@ def read_length(io: BytesIO, compact: bool, fmt: struct.Struct | None) -> int:
     return n
 
 
-def write_length(io: BytesIO, n: int, compact: bool, fmt: struct.Struct | None) -> None:
+def write_length(io: BytesIO, n: int, compact: bool, fmt: struct.Struct) -> None:
     if compact:
         io.write(uvarint_bytes(n + 1))
     else:
-        io.write(fmt.pack(n))  # type: ignore[union-attr]
+        io.write(fmt.pack(n))
 
 
 _I16 = struct.Struct(">h")
@@ -240,23 +240,23 @@ class Fixed(Construct):
         self.default = default
         self.flagbuildnone = False
 
-    def _parse(self, stream, context, path):  # type: ignore[override]
+    def _parse(self, stream: BytesIO, context: Any, path: str) -> Any:
         return self.fmt.unpack(read_exact(stream, self.fmt.size))[0]
 
-    def _build(self, obj, stream, context, path):  # type: ignore[override]
+    def _build(self, obj: Any, stream: BytesIO, context: Any, path: str) -> Any:
         try:
             stream.write(self.fmt.pack(obj))
         except struct.error as exc:
             raise WireError(str(exc)) from None
         return obj
 
-    def _emitparse(self, code):  # type: ignore[override]
+    def _emitparse(self, code: Any) -> str:
         name = f"fixed_{code.allocateId()}"
         code.append(_HELPERS)
         code.append(f"{name} = struct.Struct({self.fmt.format!r})")
         return f"{name}.unpack(P.read_exact(io, {self.fmt.size}))[0]"
 
-    def _emitbuild(self, code):  # type: ignore[override]
+    def _emitbuild(self, code: Any) -> str:
         name = f"fixed_{code.allocateId()}"
         code.append(f"{name} = struct.Struct({self.fmt.format!r})")
         return f"io.write({name}.pack(obj))"
@@ -266,18 +266,18 @@ class _Bool(Fixed):
     def __init__(self) -> None:
         super().__init__("?", False)
 
-    def _parse(self, stream, context, path):  # type: ignore[override]
+    def _parse(self, stream: BytesIO, context: Any, path: str) -> Any:
         return read_exact(stream, 1) != b"\x00"
 
-    def _emitparse(self, code):  # type: ignore[override]
+    def _emitparse(self, code: Any) -> str:
         code.append(_HELPERS)
         return "(P.read_exact(io, 1) != b'\\x00')"
 
-    def _build(self, obj, stream, context, path):  # type: ignore[override]
+    def _build(self, obj: Any, stream: BytesIO, context: Any, path: str) -> Any:
         stream.write(b"\x01" if obj else b"\x00")
         return obj
 
-    def _emitbuild(self, code):  # type: ignore[override]
+    def _emitbuild(self, code: Any) -> str:
         return "io.write(b'\\x01' if obj else b'\\x00')"
 
 
@@ -292,19 +292,19 @@ class _Call(Construct):
         self._a = eval(f"({args}{',' if args else ''})") if args else ()
         self.flagbuildnone = False
 
-    def _parse(self, stream, context, path):  # type: ignore[override]
+    def _parse(self, stream: BytesIO, context: Any, path: str) -> Any:
         return self._r(stream, *self._a)
 
-    def _build(self, obj, stream, context, path):  # type: ignore[override]
+    def _build(self, obj: Any, stream: BytesIO, context: Any, path: str) -> Any:
         self._w(stream, obj, *self._a)
         return obj
 
-    def _emitparse(self, code):  # type: ignore[override]
+    def _emitparse(self, code: Any) -> str:
         code.append(_HELPERS)
         sep = ", " if self.args else ""
         return f"P.{self.reader}(io{sep}{self.args})"
 
-    def _emitbuild(self, code):  # type: ignore[override]
+    def _emitbuild(self, code: Any) -> str:
         sep = ", " if self.args else ""
         return f"P.{self.writer}(io, obj{sep}{self.args})"
 
@@ -355,10 +355,10 @@ class Array(Construct):
     def __init__(self, subcon: Construct, compact: bool, nullable: bool) -> None:
         super().__init__()
         self.subcon, self.compact, self.nullable = subcon, compact, nullable
-        self.default = None if nullable else []
+        self.default: list[Any] | None = None if nullable else []
         self.flagbuildnone = False
 
-    def _parse(self, stream, context, path):  # type: ignore[override]
+    def _parse(self, stream: BytesIO, context: Any, path: str) -> Any:
         n = read_length(stream, self.compact, _I32)
         if n < 0:
             if not self.nullable:
@@ -366,7 +366,7 @@ class Array(Construct):
             return None
         return [self.subcon._parsereport(stream, context, f"{path}[{i}]") for i in range(n)]
 
-    def _build(self, obj, stream, context, path):  # type: ignore[override]
+    def _build(self, obj: Any, stream: BytesIO, context: Any, path: str) -> Any:
         if obj is None:
             if not self.nullable:
                 raise WireError("None for a non-nullable array")
@@ -377,7 +377,7 @@ class Array(Construct):
             self.subcon._build(item, stream, context, path)
         return obj
 
-    def _emitparse(self, code):  # type: ignore[override]
+    def _emitparse(self, code: Any) -> str:
         code.append(_HELPERS)
         fname = f"parse_array_{code.allocateId()}"
         code.append(f"""
@@ -391,7 +391,7 @@ class Array(Construct):
         """)
         return f"{fname}(io, this)"
 
-    def _emitbuild(self, code):  # type: ignore[override]
+    def _emitbuild(self, code: Any) -> str:
         fname = f"build_array_{code.allocateId()}"
         code.append(f"""
             def {fname}(obj, io, this):

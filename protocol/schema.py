@@ -8,6 +8,12 @@ API's first flexible version), compiles it and caches it.
 Decoded values are construct `Container`s (dicts with attribute access) holding every declared
 field: a field absent from the version gets its default, so handlers need not ask which
 version they were sent. Building takes any mapping; missing keys take their defaults.
+
+Under tests building is strict (`strict_encoding`): a key that no version of the message
+declares at that place is refused with `UnknownField`, since a misspelt field would otherwise go
+out as its default. A key that only other versions declare is still dropped silently, as Kafka
+drops the fields a version lacks. The check is compiled into the builders only when strict, so
+production pays nothing for it.
 """
 from __future__ import annotations
 
@@ -21,7 +27,30 @@ from construct import Construct, Container
 from protocol import primitives as P
 
 __all__ = ["Versions", "Field", "ArrayOf", "StructOf", "Message", "f", "array", "struct",
-           "snake", "camel"]
+           "snake", "camel", "strict_encoding", "UnknownField"]
+
+# Whether builders compiled from now on refuse unknown keys: see `strict_encoding`.
+STRICT = False
+
+
+def strict_encoding() -> None:
+    """Refuse, in every message built from now on, a key that no version declares there.
+
+    For tests: the process turns it on before it encodes anything (pybroker does when
+    PYBROKER_STRICT_ENCODE=1, which tests/conftest.py sets and the brokers it starts inherit;
+    this package reads no environment). A message already compiled keeps its lax builders."""
+    global STRICT
+    STRICT = True
+
+
+class UnknownField(ValueError):
+    """A key that no version of the message declares where it was given: a misspelt field,
+    refused while building under `STRICT`."""
+
+    def __init__(self, message: str, path: str, key: object, known: Iterable[str]) -> None:
+        super().__init__(f"{message}: no version declares {key!r} at {path} "
+                         f"(fields there: {', '.join(sorted(known))})")
+        self.message, self.path, self.key = message, path, key
 
 
 @dataclass(frozen=True)
@@ -118,6 +147,8 @@ def f(name: str, type: Union[str, list, ArrayOf, StructOf], versions: str = "0+"
         raise ValueError(f"unknown type {type!r} for field {name}")
     if tag is not None and tagged is None:
         tagged = versions
+    if tagged is not None and tag is None:
+        raise ValueError(f"field {name} is tagged in {tagged} but has no tag number")
     return Field(name, type, Versions.parse(versions), Versions.parse(nullable), tag,
                  Versions.parse(tagged), default,
                  None if flexible is None else Versions.parse(flexible))
@@ -191,21 +222,34 @@ class MessageStruct(Construct):
         self.nullable_struct = nullable_struct
         self.regular = [(fl.name, _construct_for(fl, version, flexible), fl.default_value(version))
                         for fl in fields if not (flexible and version in fl.tagged)]
-        self.tagged = sorted(
+        # f() gives every tagged field its tag number.
+        self.tagged: list[tuple[int, str, Any, Any]] = sorted(
             ((fl.tag, fl.name, _construct_for(fl, version, flexible), fl.default_value(version))
-             for fl in fields if flexible and version in fl.tagged), key=lambda x: x[0])
+             for fl in fields if flexible and version in fl.tagged and fl.tag is not None),
+            key=lambda x: x[0])
         # Declared fields this version lacks, with their defaults: see `with_absent`.
         self.absent: list[tuple[str, Any]] = []
+        # Under STRICT, the keys a built value may have here (every version's fields), and
+        # where this struct is, for UnknownField; None: nothing is checked.
+        self.known: frozenset[str] | None = None
+        self.where = ("", "")
         self.flagbuildnone = False
 
-    def with_absent(self, all_fields: Iterable[Field], version: int) -> "MessageStruct":
+    def with_absent(self, all_fields: Iterable[Field], version: int,
+                    where: tuple[str, str]) -> "MessageStruct":
+        """Record the declared fields this version lacks; under STRICT also every key a
+        built value may have, and `where` this struct is (the message, the path to it)."""
+        all_fields = tuple(all_fields)
         present = {n for n, _, _ in self.regular} | {n for _, n, _, _ in self.tagged}
         self.absent = [(fl.name, fl.default_value(version)) for fl in all_fields
                        if fl.name not in present]
+        if STRICT:
+            self.known = frozenset(fl.name for fl in all_fields) | {"_unknown_tags"}
+            self.where = where
         return self
 
     # plain path ------------------------------------------------------------------------------
-    def _parse(self, stream, context, path):  # type: ignore[override]
+    def _parse(self, stream: BytesIO, context: Any, path: str) -> Any:
         if self.nullable_struct and P.read_exact(stream, 1)[0] >= 0x80:
             return None
         obj = Container()
@@ -224,11 +268,13 @@ class MessageStruct(Construct):
             _parse_tags(self, stream, obj, context, path)
         return obj
 
-    def _build(self, obj, stream, context, path):  # type: ignore[override]
+    def _build(self, obj: Any, stream: BytesIO, context: Any, path: str) -> Any:
         if self.nullable_struct:
             stream.write(b"\xff" if obj is None else b"\x01")
             if obj is None:
                 return obj
+        if self.known is not None:
+            _refuse_unknown(self, obj)
         get = obj.get
         for name, sub, default in self.regular:
             value = get(name, default)
@@ -238,7 +284,7 @@ class MessageStruct(Construct):
         return obj
 
     # compiled path ---------------------------------------------------------------------------
-    def _emitparse(self, code):  # type: ignore[override]
+    def _emitparse(self, code: Any) -> str:
         code.append("from protocol.primitives import *\nfrom protocol import primitives as P")
         code.append("from protocol import schema as S")
         fname = f"parse_struct_{code.allocateId()}"
@@ -264,13 +310,15 @@ class MessageStruct(Construct):
         code.append("\n".join(lines))
         return f"{fname}(io, this)"
 
-    def _emitbuild(self, code):  # type: ignore[override]
+    def _emitbuild(self, code: Any) -> str:
         fname = f"build_struct_{code.allocateId()}"
         code.linkedinstances[id(self)] = self
         lines = [f"def {fname}(obj, io, this):"]
         if self.nullable_struct:
             lines.append("    io.write(b'\\xff' if obj is None else b'\\x01')")
             lines.append("    if obj is None: return obj")
+        if self.known is not None:
+            lines.append(f"    S._refuse_unknown(linkedinstances[{id(self)}], obj)")
         lines += ["    get = obj.get", "    top = obj"]
         for i, (name, sub, default) in enumerate(self.regular):
             lines.append(f"    obj = get({name!r}, linkedinstances[{id(self)}].regular[{i}][2])")
@@ -285,6 +333,14 @@ class MessageStruct(Construct):
         lines.append("    return obj")
         code.append("\n".join(lines))
         return f"{fname}(obj, io, this)"
+
+
+def _refuse_unknown(ms: MessageStruct, obj: Any) -> None:
+    known = ms.known
+    assert known is not None
+    if not known.issuperset(obj):
+        key = next(k for k in obj if k not in known)
+        raise UnknownField(ms.where[0], ms.where[1], key, known - {"_unknown_tags"})
 
 
 def _fresh(default: Any) -> Any:
@@ -333,7 +389,7 @@ def _read_unknown(io: BytesIO, obj: Container, known: dict) -> None:
 def _parse_tags(ms: MessageStruct, io: BytesIO, obj: Container, context: Any, path: str) -> None:
     known = getattr(ms, "_known", None)
     if known is None:
-        known = ms._known = {tag: (name, sub) for tag, name, sub, _ in ms.tagged}  # type: ignore
+        known = ms._known = {tag: (name, sub) for tag, name, sub, _ in ms.tagged}
     _read_unknown(io, obj, known)
 
 
@@ -397,7 +453,8 @@ class Message:
             if version not in self.valid:
                 raise KeyError(f"{self.name} has no version {version}")
             ms = MessageStruct(self.fields, version, version in self.flexible)
-            self._cache[key] = _with_absent_deep(ms, self.fields, version)
+            self._cache[key] = _with_absent_deep(ms, self.fields, version,
+                                                 f"{self.name} v{version}", self.name)
         return self._cache[key]
 
     def compiled(self, version: int) -> Construct:
@@ -447,20 +504,22 @@ class Message:
 _CONTEXT = Container(_params=None, _parsing=True, _building=False, _sizing=False)
 
 
-def _with_absent_deep(ms: MessageStruct, fields: Iterable[Field], version: int) -> MessageStruct:
-    """Record, for this struct and every nested one, which declared fields the version lacks."""
-    ms.with_absent(fields, version)
+def _with_absent_deep(ms: MessageStruct, fields: Iterable[Field], version: int,
+                      message: str, path: str) -> MessageStruct:
+    """Record, for this struct and every nested one, which declared fields the version lacks
+    (and under STRICT which keys each may be given, and where it is: `path`)."""
+    ms.with_absent(fields, version, (message, path))
     by_name = {fl.name: fl for fl in fields}
     for name, sub, _ in ms.regular:
-        _nested(sub, by_name[name], version)
+        _nested(sub, by_name[name], version, message, f"{path} -> {name}")
     for _, name, sub, _ in ms.tagged:
-        _nested(sub, by_name[name], version)
+        _nested(sub, by_name[name], version, message, f"{path} -> {name}")
     return ms
 
 
-def _nested(sub: Construct, fl: Field, version: int) -> None:
+def _nested(sub: Construct, fl: Field, version: int, message: str, path: str) -> None:
     t = fl.type
     if isinstance(t, ArrayOf) and isinstance(t.item, StructOf):
-        _with_absent_deep(sub.subcon, t.item.fields, version)  # type: ignore[attr-defined]
+        _with_absent_deep(sub.subcon, t.item.fields, version, message, path)
     elif isinstance(t, StructOf):
-        _with_absent_deep(sub, t.fields, version)  # type: ignore[arg-type]
+        _with_absent_deep(sub, t.fields, version, message, path)

@@ -12,15 +12,15 @@ import argparse
 import logging
 import signal
 import sys
-from typing import NoReturn
+from typing import NoReturn, cast
 
 import trio
 
 from pybroker import VERSION_LINE
-from pybroker.config import BROKER_CONFIG_DEFS, ConfigError, load_broker_config
+from pybroker.config import BROKER_CONFIG_DEFS, BrokerConfig, ConfigError, load_broker_config
 from pybroker.runtime.logging_setup import buffer_startup_logs, configure_logging
 from pybroker.runtime.malloc_tuning import tune_malloc
-from pybroker.server import serve
+from pybroker.server import ServerInfo, serve
 
 log = logging.getLogger("pybroker")
 
@@ -53,8 +53,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     """The command line, or SystemExit: with neither a config file nor --defaults, the usage
     on stderr and exit code 1, as kafka-server-start.sh has it, so that a bare command never
     starts a broker writing to a directory nobody chose."""
-    log_dir = ",".join(BROKER_CONFIG_DEFS["log.dir"].default)
-    listener = ",".join(BROKER_CONFIG_DEFS["listeners"].default)
+    # Both are LIST keys, whose defaults are tuples of str.
+    log_dir = ",".join(cast("tuple[str, ...]", BROKER_CONFIG_DEFS["log.dir"].default))
+    listener = ",".join(cast("tuple[str, ...]", BROKER_CONFIG_DEFS["listeners"].default))
     parser = _Parser(
         prog="pybroker-server", usage=USAGE.removeprefix("USAGE: ").rstrip(),
         description=_DESCRIPTION.format(log_dir=log_dir, listener=listener),
@@ -87,13 +88,12 @@ def _overrides(items: list[str]) -> dict[str, str]:
     return out
 
 
-async def _serve_remembering(config, started: list,  # type: ignore[no-untyped-def]
-                             ) -> None:
+async def _serve_remembering(config: BrokerConfig, started: list[ServerInfo]) -> None:
     async with trio.open_nursery() as nursery:
         started.append(await nursery.start(serve, config))
 
 
-async def _run(config) -> None:  # type: ignore[no-untyped-def]
+async def _run(config: BrokerConfig) -> None:
     # The signal receiver is open before the broker starts, so that a SIGTERM arriving while
     # it loads its logs or just after it logs "listening" still shuts it down gracefully.
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

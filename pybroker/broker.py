@@ -100,7 +100,7 @@ class Broker:
             self.zk_store = zk_store.ZkMetadataStore(
                 config.zookeeper_connect, self.node_id, rack=config.broker_rack,
                 session_timeout_ms=config.zookeeper_session_timeout_ms,
-                connection_timeout_ms=(config["zookeeper.connection.timeout.ms"]
+                connection_timeout_ms=(config.zookeeper_connection_timeout_ms
                                        or config.zookeeper_session_timeout_ms),
                 client_class=zk_client_class)
         try:
@@ -145,8 +145,8 @@ class Broker:
         self.cleaner = LogCleaner(
             self.logs,
             max_map_entries=LogCleaner.max_map_entries_for(
-                int(config["log.cleaner.dedupe.buffer.size"]), threads),
-            io_chunk=LogCleaner.io_chunk_for(int(config["log.cleaner.io.buffer.size"]), threads))
+                config.log_cleaner_dedupe_buffer_size, threads),
+            io_chunk=LogCleaner.io_chunk_for(config.log_cleaner_io_buffer_size, threads))
         self.producer_ids: ProducerIds = (
             ZkProducerIdManager(self.zk_store.zk, self.node_id) if self.zk_store is not None
             else ProducerIdManager(self.log_dirs[0]))
@@ -162,19 +162,19 @@ class Broker:
             from pybroker.controller.controller import Controller
             from pybroker.replica.fetcher import FetchSettings, ReplicaFetchers
             self.replicas.fetchers = ReplicaFetchers(self.replicas, FetchSettings(
-                self.node_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
-                min_bytes=config["replica.fetch.min.bytes"],
-                max_bytes=config["replica.fetch.response.max.bytes"],
+                self.node_id, max_wait_ms=config.replica_fetch_wait_max_ms,
+                min_bytes=config.replica_fetch_min_bytes,
+                max_bytes=config.replica_fetch_response_max_bytes,
                 partition_max_bytes=config.replica_fetch_max_bytes,
-                backoff_ms=config["replica.fetch.backoff.ms"],
-                socket_timeout_ms=config["replica.socket.timeout.ms"],
+                backoff_ms=config.replica_fetch_backoff_ms,
+                socket_timeout_ms=config.replica_socket_timeout_ms,
                 security=self.inter_broker), self._endpoint_of)
             self.controller = Controller(
                 self.zk_store,
                 unclean_leader_election=config.unclean_leader_election_enable,
-                auto_leader_rebalance=config["auto.leader.rebalance.enable"],
-                imbalance_percent=config["leader.imbalance.per.broker.percentage"],
-                imbalance_check_interval_s=config["leader.imbalance.check.interval.seconds"])
+                auto_leader_rebalance=config.auto_leader_rebalance_enable,
+                imbalance_percent=config.leader_imbalance_per_broker_percentage,
+                imbalance_check_interval_s=config.leader_imbalance_check_interval_seconds)
         self.replicas.load_image(self.metadata.image)
         for topic in self.metadata.image.topics.values():
             self.topics.warn_inert(topic.name, topic.configs)  # at every start, as broker keys
@@ -282,9 +282,8 @@ class Broker:
         (`clean_logs` and its loop read them from the current configuration)."""
         threads = new.log_cleaner_threads
         self.cleaner.max_map_entries = LogCleaner.max_map_entries_for(
-            int(new["log.cleaner.dedupe.buffer.size"]), threads)
-        self.cleaner.io_chunk = LogCleaner.io_chunk_for(int(new["log.cleaner.io.buffer.size"]),
-                                                        threads)
+            new.log_cleaner_dedupe_buffer_size, threads)
+        self.cleaner.io_chunk = LogCleaner.io_chunk_for(new.log_cleaner_io_buffer_size, threads)
         self._cleaner_reconfigured.set()
 
     @cached_property
@@ -301,10 +300,10 @@ class Broker:
                           ) -> tuple[Authorizer | None, AclStore | None]:
         """authorizer.class.name empty: no authorization at all (the config refused any name
         but Kafka's two ACL authorizers)."""
-        if not config["authorizer.class.name"]:
+        if not config.authorizer_class_name:
             return None, None
-        authorizer = Authorizer(parse_super_users(config["super.users"]),
-                                bool(config["allow.everyone.if.no.acl.found"]))
+        authorizer = Authorizer(parse_super_users(config.super_users),
+                                config.allow_everyone_if_no_acl_found)
         if self.zk_store is not None:
             return authorizer, ZkAclStore(self.zk_store.zk, authorizer)
         return authorizer, LocalAclStore(self.log_dirs[0], authorizer)
@@ -483,7 +482,7 @@ class Broker:
         fail over at once instead of after the session timeout. Gives up after Kafka's
         retries and backoff; the broker stops anyway."""
         store = self.zk_store
-        if store is None or not self.config["controlled.shutdown.enable"]:
+        if store is None or not self.config.controlled_shutdown_enable:
             return
         node = self.node_id
 
@@ -496,8 +495,8 @@ class Broker:
         except Exception as exc:
             log.warning("controlled shutdown could not be announced: %s", exc)
             return
-        attempts = self.config["controlled.shutdown.max.retries"] + 1
-        wait_s = max(self.config["controlled.shutdown.retry.backoff.ms"] / 1000, 1.0)
+        attempts = self.config.controlled_shutdown_max_retries + 1
+        wait_s = max(self.config.controlled_shutdown_retry_backoff_ms / 1000, 1.0)
         if await store.wait_for(leads_nothing_replicated, attempts * wait_s):
             log.info("controlled shutdown: broker %d leads no replicated partition", node)
         else:

@@ -12,7 +12,7 @@ import logging
 import socket
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -32,6 +32,7 @@ from pybroker.security.tls_context import TlsListener, tls_listener
 if TYPE_CHECKING:
     from pybroker.config import Listener
     from pybroker.ops.endpoints import OpsEndpoints
+    from pybroker.runtime.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class ServerInfo:
         return f"{self.host}:{self.port}"
 
 
-async def _bind(config, spec) -> list[trio.SocketListener]:  # type: ignore[no-untyped-def]
+async def _bind(config: BrokerConfig, spec: Listener) -> list[trio.SocketListener]:
     """One listener's sockets, or an OSError naming the listener that could not be bound."""
     try:
         listeners = await trio.open_tcp_listeners(spec.port, host=spec.host or None,
@@ -78,7 +79,7 @@ async def _bind(config, spec) -> list[trio.SocketListener]:  # type: ignore[no-u
     return listeners
 
 
-async def _bind_all(config) -> dict[str, list[trio.SocketListener]]:  # type: ignore[no-untyped-def]
+async def _bind_all(config: BrokerConfig) -> dict[str, list[trio.SocketListener]]:
     """Every client listener of `listeners`, by name; all or none."""
     bound: dict[str, list[trio.SocketListener]] = {}
     try:
@@ -96,7 +97,7 @@ async def _close_all(bound: dict[str, list[trio.SocketListener]]) -> None:
             await trio.aclose_forcefully(listener)
 
 
-def _advertised(config, bound: dict[str, list[trio.SocketListener]]  # type: ignore[no-untyped-def]
+def _advertised(config: BrokerConfig, bound: dict[str, list[trio.SocketListener]]
                 ) -> dict[str, tuple[str, int]]:
     """Each listener's advertised endpoint: advertised.listeners' entry of the same name, with
     the bound port for port 0 and the listener's host (else localhost) for an empty host."""
@@ -109,7 +110,8 @@ def _advertised(config, bound: dict[str, list[trio.SocketListener]]  # type: ign
     return endpoints
 
 
-async def _bind_http(config) -> list[tuple[Listener, list[trio.SocketListener]]]:  # type: ignore[no-untyped-def]
+async def _bind_http(config: BrokerConfig
+                     ) -> list[tuple[Listener, list[trio.SocketListener]]]:
     """Every listener of http.listeners that can be bound, with its spec.
 
     The side door is optional, so an address that cannot be bound is a warning, not a failed
@@ -128,7 +130,7 @@ async def _bind_http(config) -> list[tuple[Listener, list[trio.SocketListener]]]
     return bound
 
 
-def _tls_listeners(config) -> dict[str, TlsListener]:  # type: ignore[no-untyped-def]
+def _tls_listeners(config: BrokerConfig) -> dict[str, TlsListener]:
     """Each SSL and SASL_SSL client listener's TLS context and principal rules, by listener
     name (on SASL_SSL the SASL principal replaces the certificate's once authenticated)."""
     return {spec.name: tls_listener(config, spec.name) for spec in config.broker_listeners
@@ -168,8 +170,9 @@ def _follow_dynamic_configs(broker: Broker, tls: dict[str, TlsListener],
                                reconfigure_limits))
 
 
-async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-untyped-def]
-                clock=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve(config: BrokerConfig, *, hooks: RequestHooks | None = None,
+                zk_client_class: Any = None, clock: Clock | None = None,
+                task_status: trio.TaskStatus[ServerInfo] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve until cancelled. `hooks` (pybroker.network.request_hooks.RequestHooks) makes a test
     broker: requests are recorded and may be failed, dropped or delayed; the connections
     hand them to dispatch, and `ServerInfo.hooks` to the test. `zk_client_class`:
@@ -207,7 +210,7 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
         for sockets in http_bound:
             side_door.start_soon(partial(
                 serve_http, sockets, ops,
-                head_timeout=config["http.request.timeout.ms"] / 1000))
+                head_timeout=config.http_request_timeout_ms / 1000))
         for (spec, _), port in zip(http_specs, http_ports):
             log.info("HTTP (/healthz, /readyz, /metrics) on http://%s:%d",
                      spec.host or "0.0.0.0", port)
@@ -219,9 +222,11 @@ async def serve(config, *, hooks=None, zk_client_class=None,  # type: ignore[no-
             side_door.cancel_scope.cancel()
 
 
-async def _serve_broker(config, bound, ops: OpsEndpoints | None,  # type: ignore[no-untyped-def]
-                        http_ports: list[int], tls: dict[str, TlsListener], *, hooks, zk_client_class, clock,
-                        task_status) -> None:
+async def _serve_broker(config: BrokerConfig, bound: dict[str, list[trio.SocketListener]],
+                        ops: OpsEndpoints | None, http_ports: list[int],
+                        tls: dict[str, TlsListener], *, hooks: RequestHooks | None,
+                        zk_client_class: Any, clock: Clock | None,
+                        task_status: trio.TaskStatus[ServerInfo]) -> None:
     first = config.broker_listeners[0]
     try:
         # Shielded: a cancel (SIGTERM) while the logs load still gets the broker closed below,
@@ -240,7 +245,7 @@ async def _serve_broker(config, bound, ops: OpsEndpoints | None,  # type: ignore
             from pybroker.ops.status.page import StatusPage
             status = StatusPage(broker.node_id, broker.metadata, broker.replicas,
                                 broker.groups, broker.services.stats,
-                                sample_interval=config["http.status.sample.interval.ms"] / 1000)
+                                sample_interval=config.http_status_sample_interval_ms / 1000)
             # The registry (prometheus_client, ~40 ms to import) is built at the first scrape.
             ops.broker_built(lambda: broker.metrics_registry, broker.registered, status)
         # The connection layer is the server's: the broker never sees sockets.

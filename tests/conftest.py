@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import os
 import sys
 from pathlib import Path
@@ -9,11 +10,45 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
+from protocol.schema import UnknownField, strict_encoding
 from tests.tiers import TIERS, tier_of
 
 # Hypothesis loads third-party plugins by entry point, trio's among them; the protocol tests
 # must run with trio absent, so none are loaded (the suite needs none).
 os.environ.setdefault("HYPOTHESIS_NO_PLUGINS", "1")
+# Strict encoding (protocol/schema.py): a response or request built with a key its schema
+# declares in no version fails instead of going out with that field at its default. On here,
+# before anything is encoded, for the in-process brokers and the protocol tests; the brokers
+# and tools tests start as processes inherit the variable (tests/protocol/
+# test_strict_encoding.py checks both).
+os.environ["PYBROKER_STRICT_ENCODE"] = "1"
+strict_encoding()
+
+
+class _RefusedEncodings(logging.Handler):
+    """Refusals logged by a broker in this process: it closes the connection, which a client
+    may retry past, so each fails the test it happened in (`_no_refused_encodings`)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.seen: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and isinstance(record.exc_info[1], UnknownField):
+            self.seen.append(f"{record.name}: {record.exc_info[1]}")
+
+
+_REFUSED = _RefusedEncodings()
+logging.getLogger().addHandler(_REFUSED)
+
+
+@pytest.fixture(autouse=True)
+def _no_refused_encodings() -> Iterator[None]:
+    _REFUSED.seen.clear()
+    yield
+    if _REFUSED.seen:
+        pytest.fail("a broker built a message with a key its schema does not declare:\n"
+                    + "\n".join(_REFUSED.seen), pytrace=False)
 
 
 @pytest.fixture

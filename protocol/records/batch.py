@@ -203,6 +203,7 @@ class _HeaderFiller:
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
         self.records_count = records_count
+        # Same slots, so CPython allows it (see above); to mypy the classes are unrelated.
         self.__class__ = BatchHeader  # type: ignore[assignment]
 
 

@@ -260,6 +260,7 @@ class KafkaClient:
         conn = await self.any_connection()
         version = conn.pick_version(ApiKey.METADATA)
         names = None if topics is None else list(topics)
+        wanted: list[dict[str, Any]] | None
         if names is None:
             wanted = [] if version == 0 else None
         else:

@@ -30,7 +30,7 @@ import random
 import ssl
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, overload
 
 import trio
 from construct import Container
@@ -232,6 +232,7 @@ class BrokerConnection:
                 f"SASL re-authentication with {self.address} failed ({reason})"))
             await trio.aclose_forcefully(self._stream)
             if isinstance(exc, Exception):
+                # _fail has just set it (or kept an earlier failure): never None here.
                 raise self._failure from None  # type: ignore[misc]
             raise
         self.reauthentications += 1
@@ -343,6 +344,18 @@ class BrokerConnection:
 
     # -- requests ------------------------------------------------------------------------------
 
+    # Only a request sent without expecting a response gives None: the overloads let the
+    # callers that expect one read the body without a check for None.
+    @overload
+    async def request(self, api_key: int, body: Mapping[str, Any], *,
+                      version: int | None = None, min_version: int | None = None,
+                      max_version: int | None = None, timeout: float | None = None,
+                      expect_response: Literal[True] = True) -> Container: ...
+    @overload
+    async def request(self, api_key: int, body: Mapping[str, Any], *,
+                      version: int | None = None, min_version: int | None = None,
+                      max_version: int | None = None, timeout: float | None = None,
+                      expect_response: bool) -> Container | None: ...
     async def request(self, api_key: int, body: Mapping[str, Any], *,
                       version: int | None = None, min_version: int | None = None,
                       max_version: int | None = None, timeout: float | None = None,
@@ -414,7 +427,8 @@ class BrokerConnection:
             await self._stream.send_all(frame)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self._fail(KafkaConnectionError(
-                f"lost connection to {self.address} ({exc or type(exc).__name__})"))
+                f"lost connection to {self.address} ({str(exc) or type(exc).__name__})"))
+            # _fail has just set it (or kept an earlier failure): never None here.
             raise self._failure from None  # type: ignore[misc]
         except BaseException:
             # Cancelled mid-frame: the stream is no longer aligned on frames.
@@ -493,6 +507,8 @@ class _Reauthentication:
         self._conn = conn
         self.address = conn.address
 
-    async def request(self, api_key: int, body: Mapping[str, Any], **kwargs: Any
-                      ) -> Container | None:
-        return await self._conn._request_holding_lock(api_key, body, **kwargs)
+    async def request(self, api_key: int, body: Mapping[str, Any], *,
+                      version: int | None = None, min_version: int | None = None,
+                      max_version: int | None = None) -> Container:
+        return await self._conn._request_holding_lock(
+            api_key, body, version=version, min_version=min_version, max_version=max_version)

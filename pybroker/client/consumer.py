@@ -123,6 +123,8 @@ class Consumer:
             raise ValueError("subscribe() needs a group_id")
         for topic in topics:
             await self.client.topic(topic, refresh=True)
+        # The options are GroupMembership's own keywords, typed at __init__, which a dict of
+        # them cannot say.
         self.membership = GroupMembership(self.client, self.group_id, topics,
                                           **self._group_options)  # type: ignore[arg-type]
         self.admin = Admin(self.client, coordinator=self.membership.coordinator)
@@ -294,6 +296,7 @@ class Consumer:
     async def _fetch_from(self, node_id: int, partitions: list[TopicPartition],
                           max_wait: float) -> list[ConsumerRecord]:
         positions = {tp: self._positions[tp] for tp in partitions}
+        # _fetch passes only partitions whose position is set (not None).
         fetched = await log_io.fetch(
             self.client, node_id, positions,  # type: ignore[arg-type]
             max_wait_ms=int(max_wait * 1000), min_bytes=self.fetch_min_bytes,

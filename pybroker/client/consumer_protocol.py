@@ -138,7 +138,7 @@ class _Reader:
         return n
 
     def topic_partitions(self) -> tuple[TopicPartition, ...]:
-        out = []
+        out: list[TopicPartition] = []
         for _ in range(self.count()):
             topic = self.string() or ""
             out.extend(TopicPartition(topic, self.i32()) for _ in range(self.count()))

@@ -247,10 +247,11 @@ class GroupMembership:
 
     # -- staying and leaving -------------------------------------------------------------------
 
-    async def heartbeat_loop(self, task_status: object = trio.TASK_STATUS_IGNORED) -> None:
+    async def heartbeat_loop(self, task_status: trio.TaskStatus[trio.CancelScope]
+                             = trio.TASK_STATUS_IGNORED) -> None:
         """Heartbeat every interval while joined; never raises (sets `rejoin_needed`)."""
         with trio.CancelScope() as scope:
-            task_status.started(scope)  # type: ignore[attr-defined]
+            task_status.started(scope)
             while True:
                 await trio.sleep(self.heartbeat_interval)
                 if self.rejoin_needed or self.generation_id < 0:
@@ -264,7 +265,7 @@ class GroupMembership:
                 except (KafkaError, KafkaConnectionError, KafkaTimeoutError):
                     self._coordinator = None
                     continue
-                code = resp.error_code  # type: ignore[attr-defined]
+                code = resp.error_code
                 if code in _COORDINATOR_CODES:
                     self._coordinator = None
                 elif code == ErrorCode.UNKNOWN_MEMBER_ID:

@@ -455,16 +455,17 @@ class Producer:
         topics: dict[str, list[dict]] = {}
         for batch in batches:
             batch.attempts += 1
-            stamp: dict[str, int] = {}
+            producer_id, producer_epoch, sequence = NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE
             if self.idempotent:
                 if batch.base_sequence == NO_SEQUENCE:
                     batch.base_sequence = self._next_sequence.get(batch.tp, 0)
                     self._next_sequence[batch.tp] = \
                         (batch.base_sequence + len(batch.records)) & 0x7FFFFFFF
-                stamp = {"producer_id": self.producer_id,
-                         "producer_epoch": self.producer_epoch,
-                         "base_sequence": batch.base_sequence}
-            records = build_batch(batch.records, compression=self.compression, **stamp)
+                producer_id, producer_epoch = self.producer_id, self.producer_epoch
+                sequence = batch.base_sequence
+            records = build_batch(batch.records, compression=self.compression,
+                                  producer_id=producer_id, producer_epoch=producer_epoch,
+                                  base_sequence=sequence)
             topics.setdefault(batch.tp.topic, []).append(
                 {"index": batch.tp.partition, "records": records})
         return {"transactional_id": None, "acks": self.acks,

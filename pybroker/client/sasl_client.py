@@ -27,10 +27,12 @@ from pybroker.client.security import SaslCredentials, unsecured_jws
 class _Connection(Protocol):
     """What authentication needs of a BrokerConnection (which imports this module)."""
 
-    address: str
+    @property
+    def address(self) -> str: ...
 
-    async def request(self, api_key: int, body: Mapping[str, Any], **kwargs: Any
-                      ) -> Container | None: ...
+    async def request(self, api_key: int, body: Mapping[str, Any], *,
+                      version: int | None = None, min_version: int | None = None,
+                      max_version: int | None = None) -> Container: ...
 
 __all__ = ["authenticate"]
 

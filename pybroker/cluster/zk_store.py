@@ -195,7 +195,8 @@ class ZkMetadataStore:
             client.stop()
             raise ZooKeeperUnavailable("zookeeper.connect", self.connect, "", message=(
                 f"ZooKeeper at {self.connect} did not answer within "
-                f"zookeeper.connection.timeout.ms={timeout_ms}: {exc or type(exc).__name__}. "
+                f"zookeeper.connection.timeout.ms={timeout_ms}: "
+                f"{str(exc) or type(exc).__name__}. "
                 "Start ZooKeeper first (bin/zookeeper-server-start.sh "
                 "config/zookeeper.properties), or run one broker with no other service: "
                 "bin/pybroker-server config/standalone/server.properties")
@@ -358,8 +359,8 @@ class ZkMetadataStore:
                 cache.brokers[key[1]] = zd.decode_broker(key[1], got[0], got[1].czxid)
         elif kind == "topics":
             names = set(self._children(zd.TOPICS))
-            for gone in set(cache.assignments) - names:
-                self._forget_topic(gone)
+            for gone_topic in set(cache.assignments) - names:
+                self._forget_topic(gone_topic)
             for name in names - set(cache.assignments):
                 self._read(("topic", name))
                 self._read(("config", name))

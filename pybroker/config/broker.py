@@ -109,7 +109,9 @@ class BrokerConfig(Mapping[str, object]):
             if prefixed is not None:
                 listener, key = prefixed
                 listener_values.setdefault(listener, {})[key.name] = key.parse(raw)
-        warnings = tuple(_unknown_key_warning(name) if key is None else key.inert_warning()
+        # An INERT key always has its warning: the filter below keeps only those.
+        warnings = tuple(_unknown_key_warning(name) if key is None
+                         else cast(str, key.inert_warning())
                          for name in props
                          for key in (_key_of(name),)
                          if (key is None and not listener_key(name))
@@ -213,6 +215,20 @@ class BrokerConfig(Mapping[str, object]):
     broker_rack = _Key["str | None"]("broker.rack")
     zookeeper_connect = _Key["str | None"]("zookeeper.connect")
     zookeeper_session_timeout_ms = _Key[int]("zookeeper.session.timeout.ms")
+    zookeeper_connection_timeout_ms = _Key["int | None"]("zookeeper.connection.timeout.ms")
+    controlled_shutdown_enable = _Key[bool]("controlled.shutdown.enable")
+    controlled_shutdown_max_retries = _Key[int]("controlled.shutdown.max.retries")
+    controlled_shutdown_retry_backoff_ms = _Key[int]("controlled.shutdown.retry.backoff.ms")
+    auto_leader_rebalance_enable = _Key[bool]("auto.leader.rebalance.enable")
+    leader_imbalance_per_broker_percentage = _Key[int]("leader.imbalance.per.broker.percentage")
+    leader_imbalance_check_interval_seconds = _Key[int]("leader.imbalance.check.interval.seconds")
+    authorizer_class_name = _Key[str]("authorizer.class.name")
+    super_users = _Key["str | None"]("super.users")
+    allow_everyone_if_no_acl_found = _Key[bool]("allow.everyone.if.no.acl.found")
+    sasl_mechanism_inter_broker_protocol = _Key[str]("sasl.mechanism.inter.broker.protocol")
+    sasl_jaas_config = _Key["str | None"]("sasl.jaas.config")
+    http_request_timeout_ms = _Key[int]("http.request.timeout.ms")
+    http_status_sample_interval_ms = _Key[int]("http.status.sample.interval.ms")
     socket_send_buffer_bytes = _Key[int]("socket.send.buffer.bytes")
     socket_receive_buffer_bytes = _Key[int]("socket.receive.buffer.bytes")
     socket_request_max_bytes = _Key[int]("socket.request.max.bytes")
@@ -248,6 +264,8 @@ class BrokerConfig(Mapping[str, object]):
     log_cleaner_enable = _Key[bool]("log.cleaner.enable")
     log_cleaner_threads = _Key[int]("log.cleaner.threads")
     log_cleaner_backoff_ms = _Key[int]("log.cleaner.backoff.ms")
+    log_cleaner_dedupe_buffer_size = _Key[int]("log.cleaner.dedupe.buffer.size")
+    log_cleaner_io_buffer_size = _Key[int]("log.cleaner.io.buffer.size")
     log_cleaner_delete_retention_ms = _Key[int]("log.cleaner.delete.retention.ms")
     log_cleaner_min_cleanable_ratio = _Key[float]("log.cleaner.min.cleanable.ratio")
     log_cleaner_min_compaction_lag_ms = _Key[int]("log.cleaner.min.compaction.lag.ms")
@@ -256,6 +274,11 @@ class BrokerConfig(Mapping[str, object]):
     min_insync_replicas = _Key[int]("min.insync.replicas")
     unclean_leader_election_enable = _Key[bool]("unclean.leader.election.enable")
     replica_fetch_max_bytes = _Key[int]("replica.fetch.max.bytes")
+    replica_fetch_wait_max_ms = _Key[int]("replica.fetch.wait.max.ms")
+    replica_fetch_min_bytes = _Key[int]("replica.fetch.min.bytes")
+    replica_fetch_response_max_bytes = _Key[int]("replica.fetch.response.max.bytes")
+    replica_fetch_backoff_ms = _Key[int]("replica.fetch.backoff.ms")
+    replica_socket_timeout_ms = _Key[int]("replica.socket.timeout.ms")
     replica_lag_time_max_ms = _Key[int]("replica.lag.time.max.ms")
     replica_selector_class = _Key["str | None"]("replica.selector.class")
     fetch_max_bytes = _Key[int]("fetch.max.bytes")
@@ -279,6 +302,8 @@ class BrokerConfig(Mapping[str, object]):
     transaction_state_log_segment_bytes = _Key[int]("transaction.state.log.segment.bytes")
     transactional_id_expiration_ms = _Key[int]("transactional.id.expiration.ms")
     transaction_max_timeout_ms = _Key[int]("transaction.max.timeout.ms")
+    transaction_abort_timed_out_transaction_cleanup_interval_ms = _Key[int](
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms")
     producer_id_expiration_ms = _Key[int]("producer.id.expiration.ms")
 
     # --- values with Kafka's precedence applied -----------------------------------------------

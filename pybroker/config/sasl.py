@@ -14,7 +14,7 @@ wins over the listener's and then the broker's value.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, cast
 
 from pybroker.config.broker_keys import BROKER_CONFIG_DEFS
 from pybroker.config.definitions import ConfigError, parse_value
@@ -70,7 +70,7 @@ def sasl_listener_config(values: Mapping[str, object], originals: Mapping[str, s
 
     key, raw = get("sasl.enabled.mechanisms")
     mechanisms = tuple(m.strip() for m in raw.split(",") if m.strip()) if isinstance(raw, str) \
-        else tuple(raw)  # type: ignore[arg-type]
+        else tuple(cast("tuple[str, ...]", raw))  # a LIST key's parsed value
     shown = ",".join(mechanisms)
     if not mechanisms:
         raise ConfigError(key, shown, f"Listener {listener} is a SASL listener with no "
@@ -83,9 +83,10 @@ def sasl_listener_config(values: Mapping[str, object], originals: Mapping[str, s
         if mechanism not in SERVED_MECHANISMS:
             raise ConfigError(key, shown, f"Unknown SASL mechanism {mechanism}; pybroker "
                                           f"serves {', '.join(SERVED_MECHANISMS)}")
-    max_receive = int(get("sasl.server.max.receive.size")[1])  # type: ignore[arg-type]
+    # Both are INT keys: the parsed int, or the listener's override as written (a str).
+    max_receive = int(cast("int | str", get("sasl.server.max.receive.size")[1]))
     reauth = {mechanism: _reauth_ms(originals, prefix, mechanism,
-                                    int(get(_REAUTH)[1]))  # type: ignore[arg-type]
+                                    int(cast("int | str", get(_REAUTH)[1])))
               for mechanism in mechanisms}
     plain_users: dict[str, str] = {}
     if PLAIN in mechanisms:
@@ -115,7 +116,7 @@ def _reauth_ms(originals: Mapping[str, str], prefix: str, mechanism: str, fallba
     value = parse_value(key, definition.type, originals[key])
     if definition.validator is not None:
         definition.validator.check(key, value)
-    return int(value)  # type: ignore[arg-type]
+    return cast(int, value)  # parse_value gives an INT key's value as an int
 
 
 def _jaas(values: Mapping[str, object], originals: Mapping[str, str], prefix: str,
@@ -123,7 +124,7 @@ def _jaas(values: Mapping[str, object], originals: Mapping[str, str], prefix: st
     key = f"{prefix}{mechanism.lower()}.sasl.jaas.config"
     raw = originals.get(key)
     if raw is None:
-        key, raw = "sasl.jaas.config", values["sasl.jaas.config"]  # type: ignore[assignment]
+        key, raw = "sasl.jaas.config", cast("str | None", values["sasl.jaas.config"])
     if raw is None:
         return None
     try:

@@ -205,6 +205,8 @@ def resolve_topic_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> 
     values = _effective_values(broker, overrides)
     fields = {name.replace(".", "_"): value for name, value in values.items()}
     fields["cleanup_policy"] = frozenset(cast("tuple[str, ...]", values["cleanup.policy"]))
+    # The fields are the topic keys by name, their values typed by each key's declaration,
+    # which mypy cannot match to TopicConfig's fields through a dict.
     return TopicConfig(**fields, overrides=MappingProxyType(dict(overrides)))  # type: ignore[arg-type]
 
 

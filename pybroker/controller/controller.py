@@ -24,7 +24,7 @@ Kafka's controller handles a bounced broker.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -147,7 +147,7 @@ class Controller:
         return True
 
     # -- writing (every write fenced by /controller_epoch) --------------------------------------
-    def _commit(self, ops: list[Any]) -> list[Any]:
+    def _commit(self, ops: list[Callable[..., Any]]) -> list[Any]:
         """Run `ops` (callables adding to a kazoo transaction) after the epoch check
         (blocking). ControllerFenced if the epoch moved; the other results are returned."""
         from kazoo.exceptions import BadVersionError, NoNodeError
@@ -170,6 +170,7 @@ class Controller:
             data = zd.encode_state(zd.LeaderAndIsr(state.leader, state.leader_epoch,
                                                    tuple(state.isr), self.epoch))
             path = zd.state_path(topic, state.partition)
+            ops: list[Callable[..., Any]]
             if create:
                 if not await trio.to_thread.run_sync(_ensure_parent, store.zk, topic,
                                                      state.partition):
@@ -301,7 +302,7 @@ class Controller:
         adding = {k: v for k, v in (current.adding or {}).items()}
         removing = {k: v for k, v in (current.removing or {}).items()}
         image = store.image
-        ops = []
+        ops: list[Callable[..., Any]] = []
         for index, step in steps.items():
             partitions[index] = tuple(step.state.replicas)
             for lists, values in ((adding, step.adding), (removing, step.removing)):

@@ -267,9 +267,13 @@ class GroupCoordinator:
             error = await self._apply(outcome)
             if outcome.response is not None:
                 response: Any = outcome.response
-                return _failed(response, error) if error else response  # type: ignore
+                # T is JoinResult or SyncResult (join and sync are the only callers), which
+                # _failed rebuilds with the append's error; a TypeVar cannot say so, hence Any.
+                if error:
+                    response = _failed(response, error)
+                return response
             await waiter.event.wait()
-            return waiter.result  # type: ignore[no-any-return]
+            return waiter.result
         finally:
             self._waiters.pop(token, None)
 

@@ -153,6 +153,8 @@ class InternalTopic:
                     break
                 offset = later[0]
                 continue
+            # Asked without region_min_batch, read() gives the bytes, never a FileRegion.
+            assert isinstance(data.records, bytes)
             view = memoryview(data.records)
             for pos, header in iter_batches(view):
                 for rec in decode_batch(view[pos:pos + header.size]):

@@ -210,7 +210,7 @@ class TransactionCoordinator:
             if not error:
                 batch = build_batch([encode_txn_record(t, v, now) for t, v in batch_records])
                 error, _ = await self.topic.append(partition, batch)
-            if error or self.owned.get(partition) != epoch:
+            if epoch is None or error or self.owned.get(partition) != epoch:
                 code = APPEND_ERRORS.get(error, error) or ErrorCode.NOT_COORDINATOR
                 log.warning("append to %s-%d failed: %s", TXN_TOPIC, partition, code.name)
                 for transactional_id, _ in records:
@@ -375,7 +375,7 @@ class TransactionCoordinator:
 
     async def _run_sweep(self) -> None:
         await run_every(
-            self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+            self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
             self.sweep, "transaction timeout sweep")
 
     async def sweep(self) -> None:

@@ -109,8 +109,9 @@ class RequestContext:
     @property
     def principal(self) -> str:
         return self.session.principal
-    # Set by a handler whose client went over a quota: the response says it
-    # (throttle_time_ms) and the connection reads nothing more from the client until then.
+    # Set by a handler whose client went over a quota: dispatch writes it into the response
+    # (throttle_time_ms: no handler writes that field) and the connection reads nothing more
+    # from the client until then.
     throttle_ms: int = 0
     # The request's loop time has been charged to its client's request quota (by a handler
     # that needs the throttle before it answers, Fetch; otherwise dispatch charges it).
@@ -180,7 +181,7 @@ def partition_error_response(**extra: Any) -> ErrorFn:
     `name` with `partitions` by `partition_index` (ListOffsets, OffsetCommit, DeleteRecords):
     `code` for every partition asked about, plus the `extra` fields."""
     def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-        return {"throttle_time_ms": 0, "topics": [
+        return {"topics": [
             {"name": t.name, "partitions": [
                 {"partition_index": p.partition_index, "error_code": int(code), **extra}
                 for p in t.partitions]} for t in request.topics]}

@@ -49,4 +49,4 @@ def commit_response(request: Container, refused: dict[TopicPartition, ErrorCode]
             code = refused.get(tp) or for_version(results.get(tp, ErrorCode.NONE))
             partitions.append({"partition_index": p.partition_index, "error_code": int(code)})
         topics.append({"name": topic.name, "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": topics}
+    return {"topics": topics}

@@ -81,7 +81,7 @@ async def alter_configs(ctx: RequestContext, request: Any,
                 if not request.validate_only:
                     await ctx.topics.set_topic_configs(res.resource_name, configs)
         responses.append(result(code, message, res.resource_type, res.resource_name))
-    return {"throttle_time_ms": 0, "responses": responses}
+    return {"responses": responses}
 
 
 async def _alter_broker(ctx: RequestContext, res: Any,
@@ -101,5 +101,5 @@ async def _alter_broker(ctx: RequestContext, res: Any,
 
 
 def alter_error_response(ctx: Any, request: Any, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "responses": [
+    return {"responses": [
         result(code, None, r.resource_type, r.resource_name) for r in request.resources]}

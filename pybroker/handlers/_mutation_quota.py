@@ -30,8 +30,7 @@ def admit(quota: MutationQuota, partitions: int) -> bool:
     return quota.admit(partitions, trio.current_time() * 1000)
 
 
-def throttle(ctx: RequestContext, quota: MutationQuota) -> int:
-    """The response's throttle_time_ms; the connection reads nothing more for as long
-    (Kafka mutes the channel for this throttle too)."""
+def throttle(ctx: RequestContext, quota: MutationQuota) -> None:
+    """Hand the quota's throttle to dispatch, which writes it into the response
+    (throttle_time_ms) and mutes the connection for as long (as Kafka mutes the channel)."""
     ctx.throttle_ms = max(ctx.throttle_ms, quota.throttle_ms)
-    return quota.throttle_ms

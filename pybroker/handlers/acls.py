@@ -8,7 +8,9 @@ change is answered once it is stored (pybroker/security/acl/store.py).
 """
 from __future__ import annotations
 
+from enum import IntEnum
 from itertools import groupby
+from typing import Any, TypeVar
 
 from construct import Container
 
@@ -22,19 +24,20 @@ from pybroker.handlers._authz import CLUSTER, Op, allowed
 from pybroker.handlers._base import Handler, RequestContext
 
 NO_AUTHORIZER = "No Authorizer is configured."
+E = TypeVar("E", bound=IntEnum)
 
 
-def _refusal(ctx: RequestContext, operation: AclOperation) -> tuple[int, str] | None:
+def _refusal(ctx: RequestContext, operation: AclOperation) -> tuple[int, str | None] | None:
     """The (code, message) every part of the answer carries when the request cannot be
     served at all, or None."""
     if ctx.services.authorizer is None or ctx.services.acls is None:
         return int(ErrorCode.SECURITY_DISABLED), NO_AUTHORIZER
     if not allowed(ctx, operation, CLUSTER):
-        return int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), None  # type: ignore[return-value]
+        return int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), None
     return None
 
 
-def _enum(kind: type, value: int) -> object:
+def _enum(kind: type[E], value: int) -> E:
     try:
         return kind(value)
     except ValueError:
@@ -59,7 +62,7 @@ async def describe(ctx: RequestContext, request: Container) -> dict:
     if refused is None and acl_filter.invalid():
         refused = int(ErrorCode.INVALID_REQUEST), acl_filter.invalid()
     if refused is not None:
-        return {"throttle_time_ms": 0, "error_code": refused[0], "error_message": refused[1],
+        return {"error_code": refused[0], "error_message": refused[1],
                 "resources": []}
     assert ctx.services.authorizer is not None
     matching = ctx.services.authorizer.matching(acl_filter)
@@ -69,16 +72,17 @@ async def describe(ctx: RequestContext, request: Container) -> dict:
         resources.append({"resource_type": int(rtype), "resource_name": name,
                           "pattern_type": int(ptype),
                           "acls": [_binding_fields(b) for b in group]})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+    return {"error_code": 0, "error_message": None,
             "resources": resources}
 
 
 async def create(ctx: RequestContext, request: Container) -> dict:
     refused = _refusal(ctx, Op.ALTER)
     if refused is not None:
-        return {"throttle_time_ms": 0, "results": [
+        return {"results": [
             {"error_code": refused[0], "error_message": refused[1]} for _ in request.creations]}
-    results, valid = [], []
+    results: list[dict[str, Any]] = []
+    valid = []
     for c in request.creations:
         binding = AclBinding(_enum(ResourceType, c.resource_type), c.resource_name,
                              _enum(PatternType, c.resource_pattern_type), c.principal, c.host,
@@ -94,13 +98,13 @@ async def create(ctx: RequestContext, request: Container) -> dict:
     if valid:
         assert ctx.services.acls is not None
         await ctx.services.acls.change(add=valid)
-    return {"throttle_time_ms": 0, "results": results}
+    return {"results": results}
 
 
 async def delete(ctx: RequestContext, request: Container) -> dict:
     refused = _refusal(ctx, Op.ALTER)
     if refused is not None:
-        return {"throttle_time_ms": 0, "filter_results": [
+        return {"filter_results": [
             {"error_code": refused[0], "error_message": refused[1], "matching_acls": []}
             for _ in request.filters]}
     assert ctx.services.authorizer is not None and ctx.services.acls is not None
@@ -120,16 +124,16 @@ async def delete(ctx: RequestContext, request: Container) -> dict:
              **_binding_fields(b)} for b in matching]})
     if doomed:
         await ctx.services.acls.change(remove=doomed)
-    return {"throttle_time_ms": 0, "filter_results": results}
+    return {"filter_results": results}
 
 
 def _create_failed(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "results": [
+    return {"results": [
         {"error_code": int(code), "error_message": None} for _ in request.creations]}
 
 
 def _delete_failed(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "filter_results": [
+    return {"filter_results": [
         {"error_code": int(code), "error_message": None, "matching_acls": []}
         for _ in request.filters]}
 

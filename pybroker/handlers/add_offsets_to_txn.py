@@ -15,11 +15,11 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     require(ctx, Op.WRITE, TXN, request.transactional_id)
     require(ctx, Op.READ, GROUP, request.group_id)
     if not request.transactional_id:  # as Kafka's coordinator, before it looks the id up
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST)}
+        return {"error_code": int(ErrorCode.INVALID_REQUEST)}
     code = await ctx.services.transactions.add_offsets(
         request.transactional_id, request.producer_id, request.producer_epoch,
         request.group_id)
-    return {"throttle_time_ms": 0, "error_code": int(fenced_for(code, ctx.version, 2))}
+    return {"error_code": int(fenced_for(code, ctx.version, 2))}
 
 
 HANDLER = Handler(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle)

@@ -23,7 +23,7 @@ from pybroker.handlers._txn_errors import fenced_for
 
 
 def _response(request: Container, codes: dict[TopicPartition, ErrorCode]) -> dict:
-    return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
+    return {"results_by_topic_v3_and_below": [
         {"name": t.name, "results_by_partition": [
             {"partition_index": p, "partition_error_code": int(codes[(t.name, p)])}
             for p in t.partitions]} for t in request.v3_and_below_topics]}
@@ -42,7 +42,7 @@ def _response_v4(request: Container, results: dict[str, dict[TopicPartition, Err
                 {"partition_index": partition, "partition_error_code": int(error)})
         by_txn.append({"transactional_id": txn.transactional_id, "topic_results": [
             {"name": name, "results_by_partition": parts} for name, parts in by_topic.items()]})
-    return {"throttle_time_ms": 0, "error_code": int(code), "results_by_transaction": by_txn}
+    return {"error_code": int(code), "results_by_transaction": by_txn}
 
 
 async def _add(ctx: RequestContext, transactional_id: str, producer_id: int,

@@ -21,7 +21,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     require(ctx, Op.ALTER_CONFIGS, CLUSTER)  # Kafka's check for the quota APIs
     current = ctx.image.client_quotas
     changes: dict[QuotaEntity, dict[str, float]] = {}
-    results = []
+    results: list[tuple[Container, ErrorCode, str | None]] = []
     for entry in request.entries:
         try:
             entity = parse_entity((e.entity_type, e.entity_name) for e in entry.entity)
@@ -33,7 +33,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             results.append((entry, exc.code, exc.message))
     if changes and not request.validate_only:
         await ctx.services.metadata.set_client_quotas(changes)
-    return {"throttle_time_ms": 0, "entries": [
+    return {"entries": [
         {"error_code": int(code), "error_message": message,
          "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name}
                     for e in entry.entity]}
@@ -41,7 +41,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "entries": [
+    return {"entries": [
         {"error_code": int(code), "error_message": None,
          "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name}
                     for e in entry.entity]} for entry in request.entries]}

@@ -43,12 +43,12 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         code, message = results[(topic, index)]
         responses.setdefault(topic, []).append({
             "partition_index": index, "error_code": int(code), "error_message": message})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": [
+    return {"error_code": 0, "error_message": None, "responses": [
         {"name": name, "partitions": parts} for name, parts in responses.items()]}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": None,
+    return {"error_code": int(code), "error_message": None,
             "responses": [{"name": t.name, "partitions": [
                 {"partition_index": p.partition_index, "error_code": int(code),
                  "error_message": None} for p in t.partitions]} for t in request.topics]}

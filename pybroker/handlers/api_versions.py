@@ -28,9 +28,8 @@ def advertised(registry: Mapping[int, Handler]) -> list[dict]:
 async def handle(ctx: RequestContext, request: Container) -> dict:
     if ctx.version >= 3 and not (_SOFTWARE.match(request.client_software_name or "")
                                  and _SOFTWARE.match(request.client_software_version or "")):
-        return {"error_code": int(ErrorCode.INVALID_REQUEST), "api_keys": advertised(ctx.registry),
-                "throttle_time_ms": 0}
-    return {"error_code": 0, "api_keys": advertised(ctx.registry), "throttle_time_ms": 0}
+        return {"error_code": int(ErrorCode.INVALID_REQUEST), "api_keys": advertised(ctx.registry)}
+    return {"error_code": 0, "api_keys": advertised(ctx.registry)}
 
 
 HANDLER = Handler(ApiKey.API_VERSIONS, 0, 4, handle)

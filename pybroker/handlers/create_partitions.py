@@ -52,11 +52,12 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                     else None)
             results.append({"name": topic.name, "error_code": int(code),
                             "error_message": message})
-    return {"throttle_time_ms": throttle(ctx, quota), "results": results}
+    throttle(ctx, quota)
+    return {"results": results}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "results": [
+    return {"results": [
         {"name": t.name, "error_code": int(code)} for t in request.topics]}
 
 HANDLER = Handler(ApiKey.CREATE_PARTITIONS, 0, 3, handle, error_response)

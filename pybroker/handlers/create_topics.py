@@ -24,12 +24,14 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     quota = mutation_quota(ctx, strict_since=6)
     async with ctx.topics.changes:
         topics = await _create(ctx, request, lambda partitions: admit(quota, partitions))
-    return {"throttle_time_ms": throttle(ctx, quota), "topics": topics}
+    throttle(ctx, quota)
+    return {"topics": topics}
 
 
 async def _create(ctx: RequestContext, request: Container,
                   admit_partitions: Callable[[int], bool]) -> list[dict]:
     results = []
+    message: str | None
     # As Kafka's controller: a name given twice is created for neither entry; it is
     # answered once, after the other topics, INVALID_REQUEST.
     names = [t.name for t in request.topics]
@@ -118,7 +120,6 @@ def _result(name: str, code: ErrorCode, message: str | None) -> dict:
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0,
-            "topics": [_result(t.name, code, None) for t in request.topics]}
+    return {"topics": [_result(t.name, code, None) for t in request.topics]}
 
 HANDLER = Handler(ApiKey.CREATE_TOPICS, 2, 7, handle, error_response)

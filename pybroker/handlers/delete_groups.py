@@ -15,13 +15,13 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     results = await ctx.groups.delete_groups([g for g in request.groups_names
                                               if g not in denied])
     results.update((g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in denied)
-    return {"throttle_time_ms": 0, "results": [
+    return {"results": [
         {"group_id": g, "error_code": int(results.get(g, ErrorCode.NONE))}
         for g in request.groups_names]}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "results": [
+    return {"results": [
         {"group_id": g, "error_code": int(code)} for g in request.groups_names]}
 
 

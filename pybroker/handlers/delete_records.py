@@ -32,7 +32,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             partitions.append({"partition_index": p.partition_index, "low_watermark": low,
                                "error_code": int(code)})
         topics.append({"name": topic.name, "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": topics}
+    return {"topics": topics}
 
 
 HANDLER = Handler(ApiKey.DELETE_RECORDS, 0, 2, handle,

@@ -31,7 +31,8 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     quota = mutation_quota(ctx, strict_since=5)
     async with ctx.topics.changes:
         responses = await _delete(ctx, wanted, quota)
-    return {"throttle_time_ms": throttle(ctx, quota), "responses": responses}
+    throttle(ctx, quota)
+    return {"responses": responses}
 
 
 async def _delete(ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID | None]],
@@ -70,7 +71,7 @@ async def _delete(ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID 
                               "error_code": int(ErrorCode.THROTTLING_QUOTA_EXCEEDED),
                               "error_message": THROTTLED})
             continue
-        code = await ctx.topics.delete_topic(name)
+        code = await ctx.topics.delete_topic(info.name)
         responses.append({"name": name, "topic_id": topic_id, "error_code": int(code),
                           "error_message": None})
     return responses
@@ -81,7 +82,7 @@ def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> 
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, _ZERO) for name in request.topic_names]
-    return {"throttle_time_ms": 0, "responses": [
+    return {"responses": [
         {"name": name, "topic_id": topic_id, "error_code": int(code)}
         for name, topic_id in wanted]}
 

@@ -23,7 +23,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         found = describe(ctx.image.client_quotas, components, request.strict)
     except QuotaError as exc:
         return error_response(ctx, request, exc.code, exc.message)
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": [
+    return {"error_code": 0, "error_message": None, "entries": [
         {"entity": entity.wire(),
          "values": [{"key": k, "value": v} for k, v in sorted(values.items())]}
         for entity, values in found]}
@@ -31,7 +31,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode,
                    message: str | None = None) -> dict:
-    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
+    return {"error_code": int(code), "error_message": message,
             "entries": None}
 
 

@@ -20,10 +20,10 @@ BROKERS_ENDPOINT = 1
 async def handle(ctx: RequestContext, request: Container) -> dict:
     image = ctx.image
     if request.endpoint_type != BROKERS_ENDPOINT:
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
+        return {"error_code": int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
                 "error_message": "Only the brokers endpoint type is served",
                 "endpoint_type": request.endpoint_type, "cluster_id": image.cluster_id}
-    return {"throttle_time_ms": 0, "error_code": 0, "endpoint_type": BROKERS_ENDPOINT,
+    return {"error_code": 0, "endpoint_type": BROKERS_ENDPOINT,
             "cluster_id": image.cluster_id, "controller_id": image.controller_id,
             "brokers": [{"broker_id": b.node_id, "host": ep[0], "port": ep[1], "rack": b.rack}
                         for b in image.brokers.values()

@@ -38,11 +38,11 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                  "documentation": row.documentation if request.include_documentation else None}
                 for row in rows if keys is None or row.name in keys]
         results.append(entry)
-    return {"throttle_time_ms": 0, "results": results}
+    return {"results": results}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "results": [
+    return {"results": [
         {**result(code, None, r.resource_type, r.resource_name), "configs": []}
         for r in request.resources]}
 

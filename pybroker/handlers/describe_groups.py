@@ -37,11 +37,11 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                         for m in d.members],
             "authorized_operations": operations,
         })
-    return {"throttle_time_ms": 0, "groups": groups}
+    return {"groups": groups}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "groups": [
+    return {"groups": [
         {"error_code": int(code), "group_id": g, "group_state": "", "protocol_type": "",
          "protocol_data": "", "members": []} for g in request.groups]}
 

@@ -17,8 +17,7 @@ from pybroker.handlers._base import Handler, RequestContext
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     if not allowed(ctx, Op.DESCRIBE, CLUSTER):
-        return {"throttle_time_ms": 0,
-                "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "results": []}
+        return {"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "results": []}
     image = ctx.image
     if request.topics is None:
         wanted = {t.name: [p.partition for p in t.partitions] for t in image.topics.values()}
@@ -40,7 +39,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         usage = shutil.disk_usage(log_dir)
         results.append({"error_code": 0, "log_dir": str(log_dir), "topics": topics,
                         "total_bytes": usage.total, "usable_bytes": usage.free})
-    return {"throttle_time_ms": 0, "error_code": 0, "results": results}
+    return {"error_code": 0, "results": results}
 
 
 HANDLER = Handler(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, handle)

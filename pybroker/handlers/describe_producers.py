@@ -30,11 +30,11 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                                     key=lambda p: p.producer_id)]
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": topics}
+    return {"topics": topics}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "topics": [
+    return {"topics": [
         {"name": t.name, "partitions": [
             {"partition_index": i, "error_code": int(code), "error_message": None,
              "active_producers": []} for i in t.partition_indexes]}

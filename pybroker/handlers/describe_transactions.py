@@ -38,12 +38,11 @@ def _describe(ctx: RequestContext, transactional_id: str) -> dict:
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    return {"throttle_time_ms": 0,
-            "transaction_states": [_describe(ctx, t) for t in request.transactional_ids]}
+    return {"transaction_states": [_describe(ctx, t) for t in request.transactional_ids]}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "transaction_states": [
+    return {"transaction_states": [
         {"error_code": int(code), "transactional_id": t, "transaction_state": "",
          "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
          "producer_epoch": -1, "topics": []} for t in request.transactional_ids]}

@@ -31,7 +31,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     if controller is None and wanted is None:
         # As Kafka's controller electing all: every topic answered, without its partitions,
         # none of which needs an election on one broker.
-        return {"throttle_time_ms": 0, "error_code": 0, "replica_election_results": [
+        return {"error_code": 0, "replica_election_results": [
             {"topic": t, "partition_result": []} for t in ctx.image.topics]}
     if controller is None:
         results = _single_broker(ctx, request, wanted)
@@ -50,12 +50,12 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             # the top level as Kafka does, and per partition for v0, which has no top level.
             results = {tp: (ErrorCode.NOT_CONTROLLER, None)
                        for tp in (wanted if wanted is not None else _all_partitions(ctx))}
-            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.NOT_CONTROLLER),
+            return {"error_code": int(ErrorCode.NOT_CONTROLLER),
                     "replica_election_results": _by_topic(results)}
         if wanted is None:
             results = {tp: r for tp, r in results.items()
                        if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
-    return {"throttle_time_ms": 0, "error_code": 0,
+    return {"error_code": 0,
             "replica_election_results": _by_topic(results)}
 
 
@@ -94,7 +94,7 @@ def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> 
     """`code` at the top (v1+) and for every partition asked about: v0 has no top-level
     error, so its clients learn it per partition, as Kafka answers them."""
     wanted = _requested(request) or []
-    return {"throttle_time_ms": 0, "error_code": int(code),
+    return {"error_code": int(code),
             "replica_election_results": _by_topic({tp: (code, None) for tp in wanted})}
 
 

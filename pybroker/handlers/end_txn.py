@@ -19,11 +19,11 @@ from pybroker.handlers._txn_errors import fenced_for
 async def handle(ctx: RequestContext, request: Container) -> dict:
     require(ctx, Op.WRITE, TXN, request.transactional_id)
     if not request.transactional_id:  # as Kafka's coordinator, before it looks the id up
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST)}
+        return {"error_code": int(ErrorCode.INVALID_REQUEST)}
     code = await ctx.services.transactions.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch,
         request.committed)
-    return {"throttle_time_ms": 0, "error_code": int(fenced_for(code, ctx.version, 2))}
+    return {"error_code": int(fenced_for(code, ctx.version, 2))}
 
 
 HANDLER = Handler(ApiKey.END_TXN, 0, 4, handle)

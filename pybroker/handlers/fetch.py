@@ -109,7 +109,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     context = _session_context(ctx, request)
     if context is not None:
         if context.error:
-            return {"throttle_time_ms": 0, "error_code": int(context.error),
+            return {"error_code": int(context.error),
                     "session_id": INVALID_SESSION_ID, "responses": []}
         topics = context.topics
     wanted = [(t.topic, p.partition) for t in topics for p in t.partitions]
@@ -165,8 +165,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             ctx.throttle_ms = throttle_ms
             code, session_id = (ErrorCode.NONE, INVALID_SESSION_ID) if context is None \
                 else context.throttled()
-            return {"throttle_time_ms": throttle_ms, "error_code": int(code),
-                    "session_id": session_id, "responses": []}
+            return {"error_code": int(code), "session_id": session_id, "responses": []}
     code, session_id = ErrorCode.NONE, INVALID_SESSION_ID
     if context is not None:
         code, session_id, responses = context.finish(responses,
@@ -177,7 +176,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             size = sum(len(p["records"]) for p in response["partitions"])
             if size:
                 stats.fetched(response["topic"], size)
-    return {"throttle_time_ms": 0, "error_code": int(code), "session_id": session_id,
+    return {"error_code": int(code), "session_id": session_id,
             "responses": responses}
 
 
@@ -200,7 +199,7 @@ def _response_size(version: int, responses: list[dict]) -> int:
     FetchContext.getResponseSize (the body and the correlation id; its topic and partition
     fields too, not only the records). Encoded only under a quota: the record sets are
     referenced, never copied, so this costs the headers' encoding."""
-    body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    body = {"error_code": 0, "session_id": 0, "responses": responses}
     parts = APIS[ApiKey.FETCH].response.encode_parts(body, version)
     return 4 + sum(len(part) for part in parts)
 
@@ -212,7 +211,7 @@ def _failed(topic: Container, code: ErrorCode) -> dict:
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "error_code": int(code), "session_id": 0,
+    return {"error_code": int(code), "session_id": 0,
             "responses": [_failed(t, code) for t in request.topics]}
 
 

@@ -41,20 +41,19 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     if ctx.version >= 4:
-        return {"throttle_time_ms": 0, "coordinators": [
+        return {"coordinators": [
             await _lookup(ctx, key, request.key_type) for key in request.coordinator_keys]}
     found = await _lookup(ctx, request.key, request.key_type)
     del found["key"]
-    return {"throttle_time_ms": 0, **found}
+    return found
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
     entry = {"error_code": int(code), "error_message": code.message, "node_id": -1, "host": "",
              "port": -1}
     if ctx.version >= 4:
-        return {"throttle_time_ms": 0,
-                "coordinators": [{"key": k, **entry} for k in request.coordinator_keys]}
-    return {"throttle_time_ms": 0, **entry}
+        return {"coordinators": [{"key": k, **entry} for k in request.coordinator_keys]}
+    return entry
 
 
 HANDLER = Handler(ApiKey.FIND_COORDINATOR, 0, 6, handle, error_response)

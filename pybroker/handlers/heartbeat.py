@@ -12,7 +12,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     require(ctx, Op.READ, GROUP, request.group_id)
     code = await ctx.groups.heartbeat(request.group_id, request.member_id,
                                        request.group_instance_id, request.generation_id)
-    return {"throttle_time_ms": 0, "error_code": int(code)}
+    return {"error_code": int(code)}
 
 
 HANDLER = Handler(ApiKey.HEARTBEAT, 0, 4, handle)

@@ -6,6 +6,7 @@ APPEND and SUBTRACT apply to list-typed configs only (e.g. cleanup.policy), as i
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import cast
 
 from construct import Container
 
@@ -47,7 +48,7 @@ def apply_ops(current: dict[str, str], ops: list, *, broker: bool = False) -> di
             present = configs.get(name)
             items = [] if present is None else [x for x in present.split(",") if x]
             if present is None and definition.default and not broker:
-                items = list(definition.default)  # type: ignore[arg-type]
+                items = list(cast("tuple[str, ...]", definition.default))  # a LIST's
             given = [x.strip() for x in (op.value or "").split(",") if x.strip()]
             if op.config_operation == Op.APPEND:
                 items += [x for x in given if x not in items]

@@ -26,13 +26,13 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         code, pid, epoch = await txn.init_producer_id(
             request.transactional_id, request.transaction_timeout_ms,
             request.get("producer_id", -1), request.get("producer_epoch", -1))
-        return {"throttle_time_ms": 0, "error_code": int(fenced_for(code, ctx.version, 4)),
+        return {"error_code": int(fenced_for(code, ctx.version, 4)),
                 "producer_id": pid, "producer_epoch": epoch}
     # Idempotent only: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka 3.9).
     if not allowed(ctx, Op.IDEMPOTENT_WRITE, CLUSTER) and not allowed_any(ctx, Op.WRITE, TOPIC):
         raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     pid = await ctx.services.producer_ids.next_id()
-    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
+    return {"error_code": 0, "producer_id": pid, "producer_epoch": 0}
 
 
 HANDLER = Handler(ApiKey.INIT_PRODUCER_ID, 0, 5, handle)

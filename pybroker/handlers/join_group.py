@@ -35,7 +35,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     if protocol_name is None and version < 7:
         protocol_name = ""  # not nullable before v7
     return {
-        "throttle_time_ms": 0, "error_code": int(result.error),
+        "error_code": int(result.error),
         "generation_id": result.generation_id, "protocol_type": result.protocol_type,
         "protocol_name": protocol_name, "leader": result.leader_id,
         "skip_assignment": result.skip_assignment, "member_id": result.member_id,

@@ -24,13 +24,13 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         leaving = [LeavingMember(request.member_id)]
     result = await ctx.groups.leave(request.group_id, leaving)
     if ctx.version >= 3:
-        return {"throttle_time_ms": 0, "error_code": int(result.error), "members": [
+        return {"error_code": int(result.error), "members": [
             {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
              "error_code": int(code)} for m, code in result.members]}
     code = result.error
     if code == ErrorCode.NONE:
         code = next((c for _, c in result.members if c), ErrorCode.NONE)
-    return {"throttle_time_ms": 0, "error_code": int(code)}
+    return {"error_code": int(code)}
 
 
 HANDLER = Handler(ApiKey.LEAVE_GROUP, 0, 5, handle)

@@ -14,7 +14,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                                            request.types_filter or ())
     if not allowed(ctx, Op.DESCRIBE, CLUSTER):  # else only the groups it may describe
         listed = [g for g in listed if allowed(ctx, Op.DESCRIBE, GROUP, g.group_id)]
-    return {"throttle_time_ms": 0, "error_code": 0, "groups": [
+    return {"error_code": 0, "groups": [
         {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
          "group_type": g.group_type} for g in listed]}
 

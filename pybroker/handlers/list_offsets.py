@@ -37,7 +37,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             partitions.append({"partition_index": p.partition_index, "error_code": int(code),
                                "timestamp": ts, "offset": offset, "leader_epoch": epoch})
         topics.append({"name": topic.name, "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": topics}
+    return {"topics": topics}
 
 
 HANDLER = Handler(ApiKey.LIST_OFFSETS, 1, 9, handle, partition_error_response())

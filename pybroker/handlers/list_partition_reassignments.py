@@ -26,12 +26,12 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                 "partition_index": p.partition, "replicas": list(p.replicas),
                 "adding_replicas": list(p.adding_replicas),
                 "removing_replicas": list(p.removing_replicas)})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+    return {"error_code": 0, "error_message": None,
             "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": None,
+    return {"error_code": int(code), "error_message": None,
             "topics": []}
 
 

@@ -21,14 +21,14 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     hidden = denied_names(ctx, Op.DESCRIBE, TXN, {t.transactional_id for t in found})
     found = [t for t in found if t.transactional_id not in hidden]
     unknown = [s for s in states if s not in _KNOWN_STATES]
-    return {"throttle_time_ms": 0, "error_code": 0, "unknown_state_filters": unknown,
+    return {"error_code": 0, "unknown_state_filters": unknown,
             "transaction_states": [
                 {"transactional_id": t.transactional_id, "producer_id": t.producer_id,
                  "transaction_state": t.state.kafka_name} for t in found]}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "error_code": int(code), "unknown_state_filters": [],
+    return {"error_code": int(code), "unknown_state_filters": [],
             "transaction_states": []}
 
 

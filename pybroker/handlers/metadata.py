@@ -15,6 +15,8 @@ the schema on every request, and clients ask on every connection and refresh.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+from uuid import UUID
 from weakref import WeakKeyDictionary
 
 from construct import Container
@@ -26,14 +28,15 @@ from protocol.metadata_response import (
     UNKNOWN_AUTHORIZED_OPERATIONS, EncodedBody, encode_metadata_response, encode_partitions,
     encode_topic,
 )
-from pybroker.cluster.metadata import MetadataStore, TopicInfo
+from pybroker.cluster.metadata import BrokerInfo, MetadataStore, PartitionState, TopicInfo
 from pybroker.cluster.topic_names import invalid_topic_reason
 from pybroker.handlers._authz import CLUSTER, TOPIC, Op, allowed, operations_field
 from pybroker.handlers._base import Handler, RequestContext
 
 
-def _error_entry(name: str | None, code: ErrorCode, topic_id=None) -> dict:
-    entry = {"error_code": int(code), "name": name, "partitions": [], "is_internal": False}
+def _error_entry(name: str | None, code: ErrorCode, topic_id: UUID | None = None) -> dict:
+    entry: dict[str, object] = {"error_code": int(code), "name": name, "partitions": [],
+                                "is_internal": False}
     if topic_id is not None:
         entry["topic_id"] = topic_id
     return entry
@@ -67,7 +70,7 @@ def encoded_topic(store: MetadataStore, info: TopicInfo, version: int,
     return data
 
 
-def _row(p, live) -> tuple:  # type: ignore[no-untyped-def]
+def _row(p: PartitionState, live: Mapping[int, BrokerInfo]) -> tuple:
     """A partition as Metadata reports it: no live leader is LEADER_NOT_AVAILABLE with
     leader -1 (Kafka's MetadataCache), and replicas on brokers that are not registered are
     offline."""
@@ -80,7 +83,8 @@ def _row(p, live) -> tuple:  # type: ignore[no-untyped-def]
     return (p.partition, p.leader, p.leader_epoch, p.replicas, p.isr)
 
 
-def _encoded_error(version: int, name: str | None, code: ErrorCode, topic_id=None, *,  # type: ignore[no-untyped-def]
+def _encoded_error(version: int, name: str | None, code: ErrorCode,
+                   topic_id: UUID | None = None, *,
                    operations: int = UNKNOWN_AUTHORIZED_OPERATIONS) -> bytes:
     return encode_topic(version, int(code), name, topic_id, False,
                         authorized_operations=operations if name else
@@ -157,7 +161,7 @@ async def handle(ctx: RequestContext, request: Container) -> EncodedBody:
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
+    return {"brokers": [], "cluster_id": None, "controller_id": -1,
             "topics": [_error_entry(t.name if t.name is not None or ctx.version >= 12 else "",
                                     code, t.topic_id) for t in request.topics or []]}
 

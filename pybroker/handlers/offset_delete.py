@@ -25,7 +25,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     known = [tp for tp in wanted if image.partition(*tp) is not None]
     top, results = await ctx.groups.delete_offsets(request.group_id, known)
     if top:
-        return {"error_code": int(top), "throttle_time_ms": 0, "topics": []}
+        return {"error_code": int(top), "topics": []}
     topics = []
     for topic in request.topics:
         partitions = []
@@ -35,11 +35,11 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                 else results.get(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             partitions.append({"partition_index": p.partition_index, "error_code": int(code)})
         topics.append({"name": topic.name, "partitions": partitions})
-    return {"error_code": 0, "throttle_time_ms": 0, "topics": topics}
+    return {"error_code": 0, "topics": topics}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"error_code": int(code), "throttle_time_ms": 0, "topics": []}
+    return {"error_code": int(code), "topics": []}
 
 
 HANDLER = Handler(ApiKey.OFFSET_DELETE, 0, 0, handle, error_response)

@@ -65,20 +65,20 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             code, topics = _fetch(ctx, group.group_id, group.topics, request.require_stable)
             groups.append({"group_id": group.group_id, "topics": topics,
                            "error_code": int(code)})
-        return {"throttle_time_ms": 0, "groups": groups}
+        return {"groups": groups}
     code, topics = _fetch(ctx, request.group_id, request.topics, request.require_stable)
-    return {"throttle_time_ms": 0, "topics": topics, "error_code": int(code)}
+    return {"topics": topics, "error_code": int(code)}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
     if ctx.version >= 8:
-        return {"throttle_time_ms": 0, "groups": [
+        return {"groups": [
             {"group_id": g.group_id, "topics": [], "error_code": int(code)}
             for g in request.groups]}
     topics = [{"name": t.name, "partitions": [
         {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": int(code)}
         for p in t.partition_indexes]} for t in request.topics or []]
-    return {"throttle_time_ms": 0, "topics": topics, "error_code": int(code)}
+    return {"topics": topics, "error_code": int(code)}
 
 
 HANDLER = Handler(ApiKey.OFFSET_FETCH, 1, 9, handle, error_response)

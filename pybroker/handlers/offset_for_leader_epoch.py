@@ -29,11 +29,11 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                 entry.update(leader_epoch=epoch, end_offset=end)
             partitions.append(entry)
         topics.append({"topic": topic.topic, "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": topics}
+    return {"topics": topics}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "topics": [
+    return {"topics": [
         {"topic": t.topic, "partitions": [
             {"partition": p.partition, "error_code": int(code)} for p in t.partitions]}
         for t in request.topics]}

@@ -85,7 +85,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
                     stats.produced(topic.name, len(pd.records),
                                    result.end_offset - result.base_offset)
             appended.append(((topic.name, pd.index), result))
-    throttle_ms = _record_quota(ctx)
+    _record_quota(ctx)
     if request.acks == 0:
         return None
     if request.acks == -1:
@@ -97,21 +97,21 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
                                 r.log_start_offset, r.message, r.record_errors,
                                 custom_message=bool(refused) and tp in refused)
             for pd in topic.partition_data for tp, r in (next(results),)]}
-        for topic in request.topic_data], "throttle_time_ms": throttle_ms}
+        for topic in request.topic_data]}
 
 
-def _record_quota(ctx: RequestContext) -> int:
+def _record_quota(ctx: RequestContext) -> None:
     """Count the whole request's size (header, topics, records: Kafka's request size, not
     its record bytes) against the client's producer_byte_rate once it is written (Kafka
     records after the append): over the quota, the response says for how long the client is
-    held back and the connection is muted for as long (acks=0 too)."""
+    held back (dispatch writes `ctx.throttle_ms` into it) and the connection is muted for as
+    long (acks=0 too)."""
     quotas = ctx.services.quotas
     if quotas is None:
-        return 0
+        return
     ctx.throttle_ms = quotas.produce.record(ctx.client_id, ctx.request_size,
                                             trio.current_time() * 1000,
                                             ctx.session.user)
-    return ctx.throttle_ms
 
 
 def _has_transactional_batch(request: Container) -> bool:
@@ -165,7 +165,7 @@ def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> 
     return {"responses": [
         {"name": t.name,
          "partition_responses": [_partition_response(p.index, code) for p in t.partition_data]}
-        for t in request.topic_data], "throttle_time_ms": 0}
+        for t in request.topic_data]}
 
 
 HANDLER = Handler(ApiKey.PRODUCE, 3, 11, handle, error_response, advertised_min=0)

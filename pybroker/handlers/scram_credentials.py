@@ -50,7 +50,7 @@ async def describe(ctx: RequestContext, request: Container) -> dict:
                 {"mechanism": MECHANISM_IDS[m], "iterations": c.iterations}
                 for m, c in sorted(users[name].items())]
             results.append(entry)
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": results}
+    return {"error_code": 0, "error_message": None, "results": results}
 
 
 async def alter(ctx: RequestContext, request: Container) -> dict:
@@ -103,7 +103,7 @@ async def alter(ctx: RequestContext, request: Container) -> dict:
     upserts = [u for u in upserts if u[0] not in errors]
     if deletions or upserts:
         await trio.to_thread.run_sync(store.alter, upserts, deletions)
-    return {"throttle_time_ms": 0, "results": [
+    return {"results": [
         {"user": name, "error_code": int(errors[name][0]) if name in errors else 0,
          "error_message": errors[name][1] if name in errors else None}
         for name in dict.fromkeys(order)]}
@@ -117,7 +117,7 @@ def _result(user: str, code: ErrorCode, message: str | None) -> dict:
 def alter_error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
     """`code` for every user the request names (the response has no top-level error)."""
     users = [d.name for d in request.deletions] + [u.name for u in request.upsertions]
-    return {"throttle_time_ms": 0, "results": [
+    return {"results": [
         {"user": name, "error_code": int(code), "error_message": None}
         for name in dict.fromkeys(users)]}
 

@@ -17,8 +17,7 @@ from pybroker.handlers._base import Handler, RequestContext
 async def handle(ctx: RequestContext, request: Container) -> dict:
     if ctx.version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         # As Kafka: from v5 both are mandatory, checked before anything else.
-        return {"throttle_time_ms": 0,
-                "error_code": int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
+        return {"error_code": int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
                 "protocol_type": None, "protocol_name": None, "assignment": b""}
     require(ctx, Op.READ, GROUP, request.group_id)
     result = await ctx.groups.sync(SyncRequest(
@@ -29,7 +28,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         group_instance_id=request.group_instance_id,
         protocol_type=request.protocol_type,
         protocol_name=request.protocol_name))
-    return {"throttle_time_ms": 0, "error_code": int(result.error),
+    return {"error_code": int(result.error),
             "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
             "assignment": result.assignment}
 

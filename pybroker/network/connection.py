@@ -265,7 +265,7 @@ async def _handshake(fd: int, tls: TlsListener, watch: IdleWatch, session: Sessi
         # A plaintext client, an untrusted or expired certificate, no common protocol: one
         # line, as Kafka logs a failed authentication, never a traceback.
         log.info("TLS handshake with %s:%s failed: %s", host, port,
-                 getattr(exc, "reason", None) or exc or "connection closed")
+                 getattr(exc, "reason", None) or str(exc) or "connection closed")
         return None
     finally:
         watch.waiting = False

@@ -23,6 +23,7 @@ from protocol.codec import (
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import APIS
 from protocol.metadata_response import EncodedBody
+from protocol.schema import Versions
 from pybroker.handlers import REGISTRY, RequestContext, Services
 from pybroker.network.errors import CloseConnection
 from pybroker.security.sasl_session import (
@@ -118,9 +119,11 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
                               header.api_version)
                 body = _error_body(handler, ctx, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
         if services.request_quota is not None:
-            body = _charge_request_time(services.request_quota, ctx, request.body, body)
+            _charge_request_time(services.request_quota, ctx, request.body, body)
         if body is None:
             return None
+        if ctx.throttle_ms:
+            body = _with_throttle(ctx, body)
         return encode_response_parts(header.api_key, header.api_version,
                                      header.correlation_id, body)
     finally:
@@ -133,24 +136,33 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
 
 
 def _charge_request_time(quota: RequestQuota, ctx: RequestContext, request: Container,
-                         body: Any) -> Any:
+                         body: Any) -> None:
     """Charge the request's loop time to its client's request_percentage (Kafka charges
     neither an unanswered acks=0 produce nor a follower's fetch); over it, the response says
     the longer of this throttle and a byte-rate one, and the connection is muted as long."""
     exempt = body is None or (ctx.header.api_key == ApiKey.FETCH and request.replica_id >= 0)
-    throttle = quota.record(ctx, exempt)
-    if throttle <= ctx.throttle_ms:
+    ctx.throttle_ms = max(ctx.throttle_ms, quota.record(ctx, exempt))
+
+
+def _with_throttle(ctx: RequestContext, body: Any) -> Any:
+    """The response saying `ctx.throttle_ms`, the one place that writes throttle_time_ms:
+    handlers only set the context's throttle. A version without the field says nothing (the
+    connection is muted all the same), and a hooked answer is not passed through here."""
+    versions = _THROTTLE_FIELD.get(ctx.header.api_key)
+    if versions is None or ctx.version not in versions:
         return body
-    ctx.throttle_ms = throttle
-    if isinstance(body, EncodedBody):  # Metadata encoded by its handler: v3+ opens with it
-        if ctx.header.api_key == ApiKey.METADATA and ctx.version >= 3:
-            return EncodedBody(_THROTTLE.pack(throttle) + body[4:])
-    elif isinstance(body, dict):  # a version without the field encodes without it
-        body["throttle_time_ms"] = throttle
+    if isinstance(body, EncodedBody):  # the one such body, Metadata v3+, opens with it
+        return EncodedBody(_THROTTLE.pack(ctx.throttle_ms) + body[4:])
+    if isinstance(body, dict):
+        body["throttle_time_ms"] = ctx.throttle_ms
     return body
 
 
 _THROTTLE = struct.Struct(">i")
+# The versions of each response that carry throttle_time_ms; an API missing has no such field.
+_THROTTLE_FIELD: dict[int, Versions] = {
+    key: fl.versions for key, api in APIS.items() for fl in api.response.fields
+    if fl.name == "throttle_time_ms"}
 
 _BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
                                     ApiKey.SASL_AUTHENTICATE})

@@ -60,10 +60,10 @@ class _Closed(Exception):
     """The connection is over: the peer closed it, timed out, or broke the protocol."""
 
 
-async def _send(stream: trio.SocketStream, conn: h11.Connection, *events: object) -> None:
+async def _send(stream: trio.SocketStream, conn: h11.Connection, *events: h11.Event) -> None:
     with trio.move_on_after(SEND_TIMEOUT) as scope:
         for event in events:
-            data = conn.send(event)  # type: ignore[arg-type]
+            data = conn.send(event)
             if data:
                 await stream.send_all(data)
     if scope.cancelled_caught:
@@ -77,8 +77,8 @@ async def _respond(stream: trio.SocketStream, conn: h11.Connection, method: str,
                ("Cache-Control", "no-store")]
     if close:
         headers.append(("Connection", "close"))
-    events: list[object] = [h11.Response(status_code=response.status, headers=headers,
-                                         reason=HTTPStatus(response.status).phrase)]
+    events: list[h11.Event] = [h11.Response(status_code=response.status, headers=headers,
+                                            reason=HTTPStatus(response.status).phrase)]
     if method != "HEAD" and response.body:
         events.append(h11.Data(data=response.body))
     events.append(h11.EndOfMessage())

@@ -161,11 +161,11 @@ class FetchSession:
         name: str | None = None
         for cached in self.partitions.values():
             if cached.topic != name:
-                if current:
+                if current:  # so name is a topic's, set with current below
                     topics.append(FetchTopic(name, current))  # type: ignore[arg-type]
                 name, current = cached.topic, []
             current.append(cached)
-        if current:
+        if current:  # so name is a topic's
             topics.append(FetchTopic(name, current))  # type: ignore[arg-type]
         return topics
 

@@ -42,11 +42,11 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
                               f"The inter-broker listener's client side: {exc}") from None
     sasl = None
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-        mechanism = str(config["sasl.mechanism.inter.broker.protocol"])
+        mechanism = config.sasl_mechanism_inter_broker_protocol
         jaas_key = f"{prefix}{mechanism.lower()}.sasl.jaas.config"
         jaas = config.originals.get(jaas_key)
         if jaas is None:
-            jaas_key, jaas = "sasl.jaas.config", config["sasl.jaas.config"]
+            jaas_key, jaas = "sasl.jaas.config", config.sasl_jaas_config
         try:
             sasl = sasl_credentials(mechanism, jaas, jaas_key,
                                     "sasl.mechanism.inter.broker.protocol")

@@ -13,7 +13,9 @@ is removed as soon as it is loaded. No trio here: this runs before the event loo
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from pybroker.client.security import load_key_pair, load_trust_store
 from pybroker.config import BrokerConfig, ConfigError
@@ -74,7 +76,9 @@ def tls_listener(config: BrokerConfig, listener: str) -> TlsListener:
     # transport (tls_transport.py) drives OpenSSL from memory BIOs and never needs one, and
     # Kafka's SslTransportLayer refuses renegotiation too.
     context.options |= ssl.OP_NO_RENEGOTIATION
-    enabled = [_VERSIONS[name] for name in get("ssl.enabled.protocols")]  # type: ignore[attr-defined]
+    # Both are LIST keys, whose values are tuples of str.
+    protocols = cast("tuple[str, ...]", get("ssl.enabled.protocols"))
+    enabled = [_VERSIONS[name] for name in protocols]
     if not enabled:
         raise ConfigError(key_name("ssl.enabled.protocols"), "",
                           "At least one TLS version must be enabled")
@@ -82,15 +86,15 @@ def tls_listener(config: BrokerConfig, listener: str) -> TlsListener:
         context.minimum_version, context.maximum_version = min(enabled), max(enabled)
     except ValueError as exc:
         raise ConfigError(key_name("ssl.enabled.protocols"),
-                          ",".join(get("ssl.enabled.protocols")),  # type: ignore[arg-type]
+                          ",".join(protocols),
                           f"Not available in this OpenSSL: {exc}") from None
-    ciphers = get("ssl.cipher.suites")
+    ciphers = cast("tuple[str, ...]", get("ssl.cipher.suites"))
     if ciphers:
         try:
-            context.set_ciphers(":".join(ciphers))  # type: ignore[arg-type]
+            context.set_ciphers(":".join(ciphers))
         except ssl.SSLError:
             raise ConfigError(key_name("ssl.cipher.suites"),
-                              ",".join(ciphers),  # type: ignore[arg-type]
+                              ",".join(ciphers),
                               "No cipher suite of the list is known to OpenSSL (use OpenSSL "
                               "names, e.g. ECDHE-RSA-AES128-GCM-SHA256)") from None
     _load_key_store(context, get, key_name)
@@ -100,7 +104,8 @@ def tls_listener(config: BrokerConfig, listener: str) -> TlsListener:
     return TlsListener(context, rules)
 
 
-def _load_key_store(context: ssl.SSLContext, get, key_name) -> None:  # type: ignore[no-untyped-def]
+def _load_key_store(context: ssl.SSLContext, get: Callable[[str], object],
+                    key_name: Callable[[str], str]) -> None:
     location = get("ssl.keystore.location")
     chain, key = get("ssl.keystore.certificate.chain"), get("ssl.keystore.key")
     password = get("ssl.key.password")
@@ -130,7 +135,8 @@ def _load_key_store(context: ssl.SSLContext, get, key_name) -> None:  # type: ig
         raise ConfigError(name, shown, f"Cannot read it: {exc.strerror or exc}") from None
 
 
-def _load_trust_store(context: ssl.SSLContext, get, key_name) -> None:  # type: ignore[no-untyped-def]
+def _load_trust_store(context: ssl.SSLContext, get: Callable[[str], object],
+                      key_name: Callable[[str], str]) -> None:
     location, inline = get("ssl.truststore.location"), get("ssl.truststore.certificates")
     try:
         load_trust_store(context, location, inline, ssl.Purpose.CLIENT_AUTH)

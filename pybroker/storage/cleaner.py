@@ -454,7 +454,7 @@ class LogCleaner:
     def clean_all(self, now_ms: int | None = None) -> list[CleanerStats]:
         """Clean every log that needs it, filthiest first, each at most once."""
         done: set[TopicPartition] = set()
-        out = []
+        out: list[CleanerStats] = []
         while True:
             plan = self.grab_filthiest_log(now_ms, exclude=done)
             if plan is None:

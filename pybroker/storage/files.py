@@ -36,7 +36,7 @@ import resource
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Literal, Protocol
 
 __all__ = ["FileCache", "CachedFile", "sync_filesystem", "can_sync_filesystem", "fsync_file",
            "fsync_directory", "write_atomically", "TMP_SUFFIX",
@@ -135,10 +135,11 @@ class FileCache:
                 os.close(fd)
 
 
-_syncfs = None
+# libc's syncfs(2), looked up once: None until then, False where there is none.
+_syncfs: Callable[[int], int] | Literal[False] | None = None
 
 
-def _libc_syncfs():  # type: ignore[no-untyped-def]
+def _libc_syncfs() -> Callable[[int], int] | Literal[False]:
     global _syncfs
     if _syncfs is None:
         try:

@@ -41,6 +41,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from protocol.topic_partition import TopicPartition
 from pybroker.stats.latency_histogram import LatencyHistogram
@@ -159,13 +160,12 @@ class LogManager:
             self._checkpoint_dir(log_dir, loaded)
         marker.unlink(missing_ok=True)
 
-    def _open_log(self, path: str | Path, config: LogConfig, **kwargs: object) -> PartitionLog:
+    def _open_log(self, path: str | Path, config: LogConfig, **kwargs: Any) -> PartitionLog:
         """A log loaded (or created) with a private descriptor cache, then joined to the
         shared one: loading runs in worker threads, which must not take descriptors from a
         cache the event loop uses (`files.py`), and holds a few files at a time."""
         private = FileCache(MIN_CAPACITY)
-        plog = PartitionLog(path, config, files=private, sync_recovery=False,
-                            **kwargs)  # type: ignore[arg-type]
+        plog = PartitionLog(path, config, files=private, sync_recovery=False, **kwargs)
         plog.set_files(self.files)
         plog.flush_timer = self.flush_stats
         return plog

@@ -39,7 +39,9 @@ class LogRetention:
     recovery_point: int
     leader_epoch_cache: LeaderEpochFileCache
     producer_state: ProducerStateManager
-    size: int  # PartitionLog's property
+    if TYPE_CHECKING:
+        @property
+        def size(self) -> int: ...  # PartitionLog's, read-only there
     _first_unstable: int | None
     _refresh_first_unstable: Callable[[], None]  # PartitionLog's
 

@@ -30,7 +30,7 @@ from typing import Any, Awaitable, Callable, Iterator, Mapping, TypeVar
 import trio
 
 from pybroker.runtime.clock import Clock
-from pybroker.config import load_broker_config
+from pybroker.config import BrokerConfig, load_broker_config
 from pybroker.network.request_hooks import RequestHooks
 from pybroker.server import ServerInfo, serve
 from pybroker.testing.cluster import Cluster
@@ -44,7 +44,7 @@ __all__ = ["broker_config", "broker_in_thread", "BrokerProcess", "Broker", "Clus
 _SOURCE = Path(__file__).resolve().parents[2]
 
 
-def broker_config(log_dir: Path, **overrides: str):  # type: ignore[no-untyped-def]
+def broker_config(log_dir: Path, **overrides: str) -> BrokerConfig:
     """A config on an ephemeral loopback port; overrides as keywords, `_` for `.`."""
     props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(log_dir),
              "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "5",
@@ -266,7 +266,11 @@ class Broker:
         if self.port:  # a restart keeps the port clients were told about
             overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
         if self.process:
-            self._proc = BrokerProcess(self.log_dir, port=self.port, **overrides).start()
+            # The overrides are Kafka's keys with `_` for `.`: none spells config, open_files,
+            # file_size_limit, python or source. (Kafka 0.8's `port` would meet the port
+            # keyword and fail with a TypeError: listeners is the key to give.)
+            self._proc = BrokerProcess(self.log_dir, port=self.port,
+                                       **overrides).start()  # type: ignore[arg-type]
             self.port = self._proc.port
             return self
         stack = ExitStack()

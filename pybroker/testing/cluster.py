@@ -278,7 +278,7 @@ class Cluster:
         expiry: a second client joins the session with its id and password (the server
         drops the broker's connection) and closes it; the broker's client, reconnecting,
         hears SESSION_EXPIRED. Returns once the broker has a new session."""
-        zk = self._servers[i].broker.zk_store.zk  # type: ignore[union-attr]
+        zk = self._servers[i].broker.zk_store.zk  # type: ignore[union-attr]  # every member has one
         if self.memory_zookeeper is not None:
             zk.expire()
             return
@@ -415,6 +415,7 @@ class Cluster:
             raise ValueError(f"broker {to} is not in the ISR of {topic}-{partition}")
         target = [to] + [r for r in replicas if r != to]
         controller = self._servers[self.controller].broker.controller
+        assert controller is not None  # every member of a cluster runs one
 
         async def move() -> Any:
             moved = await controller.alter_reassignments([(topic, partition, target)])

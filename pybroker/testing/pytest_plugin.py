@@ -19,9 +19,12 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Generator, Iterator
 
 import pytest
+
+if TYPE_CHECKING:
+    import pluggy
 
 _BROKER = pytest.StashKey[Any]()
 LOG_LINES = 50
@@ -81,7 +84,10 @@ def kafka_broker(pytestconfig: pytest.Config) -> Iterator[Any]:
 
     from pybroker.testing import Broker
 
-    with Broker(**_broker_config(pytestconfig)) as broker:
+    # Broker's keywords are Kafka's keys with `_` for `.`; --kafka-broker-config log.dir=D
+    # lands on its log_dir (the same directory), and no key of Kafka's spells process, keep
+    # or log_lines, the keywords that take no str.
+    with Broker(**_broker_config(pytestconfig)) as broker:  # type: ignore[arg-type]
         pytestconfig.stash[_BROKER] = broker
         yield broker
     del pytestconfig.stash[_BROKER]
@@ -124,7 +130,7 @@ def kafka_cluster(pytestconfig: pytest.Config) -> Iterator[Any]:
 
 @pytest.hookimpl(hookwrapper=True)  # the old style: pytest 7 has no wrapper=True
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
-                              ) -> Iterator[None]:
+                              ) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
     outcome = yield
     report = outcome.get_result()
     if report.failed and "kafka_broker" in getattr(item, "fixturenames", ()):

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from protocol.acl_operations import AclOperation
 from protocol.api_keys import ApiKey
 from protocol.errors import KafkaError
+from pybroker.client.client import KafkaClient
 from pybroker.security.acl.model import (
     CLUSTER_NAME, SUPPORTED_OPERATIONS, AclBinding, AclPermission, PatternType, ResourceType,
     operation_from_name,
@@ -137,7 +138,7 @@ def _print_acls(resources: list, principal: str | None = None) -> None:
             out(_block(f"Current ACLs for resource `{_pattern_text(*key)}`:", by_pattern[key]))
 
 
-async def _describe(client, rtype: int, name: str | None, ptype: int,  # type: ignore[no-untyped-def]
+async def _describe(client: KafkaClient, rtype: int, name: str | None, ptype: int,
                     principal: str | None = None) -> list:
     answer = await client.request(ApiKey.DESCRIBE_ACLS, {
         "resource_type_filter": rtype, "resource_name_filter": name,
@@ -177,10 +178,10 @@ async def _main(args: argparse.Namespace) -> int:
                 key = (int(rtype), name, int(pattern))
                 filter_text = _pattern_text(*key)
                 if args.allow_principal or args.deny_principal:
-                    mine = [b for b in _bindings(args, pattern)
-                            if (b.resource_type, b.resource_name) == (rtype, name)]
+                    matching = [b for b in _bindings(args, pattern)
+                                if (b.resource_type, b.resource_name) == (rtype, name)]
                     entries = "\n".join("\t" + _entry_text(b.principal, b.host, b.operation,
-                                                            b.permission) for b in mine)
+                                                            b.permission) for b in matching)
                     if not _confirm(args, f"Are you sure you want to remove ACLs: \n {entries}"
                                           f"\n from resource filter `{filter_text}`? (y/n)"):
                         continue
@@ -189,7 +190,7 @@ async def _main(args: argparse.Namespace) -> int:
                                 "pattern_type_filter": int(pattern),
                                 "principal_filter": b.principal, "host_filter": b.host,
                                 "operation": int(b.operation),
-                                "permission_type": int(b.permission)} for b in mine]
+                                "permission_type": int(b.permission)} for b in matching]
                 else:
                     if not _confirm(args, "Are you sure you want to delete all ACLs for "
                                           f"resource filter `{filter_text}`? (y/n)"):

@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable, NoReturn, Sequence, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, NoReturn, Sequence, Union, cast
 
 import trio
 
@@ -347,6 +347,6 @@ def tool_main(parser: ArgumentParser, argv: Sequence[str] | None,
         err(str(exc))
         return exc.exit_code
     extra = () if chosen is None else (chosen,)
-    if not inspect.iscoroutinefunction(body):
-        return int(body(args, *extra) or 0)
+    if not inspect.iscoroutinefunction(body):  # so it returns an int or None
+        return int(cast("int | None", body(args, *extra)) or 0)
     return run(body, args, *extra, error_prefix=error_prefix)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, AsyncIterator, BinaryIO, Sequence
+from typing import Any, AsyncIterator, BinaryIO, Sequence, cast
 
 import trio
 
@@ -244,7 +244,8 @@ async def _main(args: argparse.Namespace) -> int:
     reader = LineReader(reader_props)
     props, options = settings(args)
     bootstrap = args.bootstrap_server or args.broker_list
-    stdin = getattr(sys.stdin, "buffer", sys.stdin)
+    # A test's stdin is a bytes stream of its own, with no .buffer.
+    stdin = cast(BinaryIO, getattr(sys.stdin, "buffer", sys.stdin))
     reporter = _Reporter(args.topic)
     stopped = [False]
     async with connect(bootstrap, props, default_client_id="console-producer") as client:

@@ -182,12 +182,12 @@ async def describe_offsets(admin: Admin, group: str, desc: GroupDescription,
         return
     g = max([15] + [len(r[0]) for r in rows])
     t = max([15] + [len(r[1]) for r in rows])
-    c = max([15] + [len(r[7]) for r in rows])
+    cw = max([15] + [len(r[7]) for r in rows])
     h = max([15] + [len(r[8]) for r in rows])
     header = ("GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "CURRENT-OFFSET", "LOG-END-OFFSET",
               "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
     keep = list(range(10)) if verbose else [0, 1, 2, 4, 5, 6, 7, 8, 9]
-    widths = ([g, t, 10, 15, 15, 15, 15, c, h] if verbose else [g, t, 10, 15, 15, 15, c, h])
+    widths = ([g, t, 10, 15, 15, 15, 15, cw, h] if verbose else [g, t, 10, 15, 15, 15, cw, h])
     _table([[r[i] for i in keep] for r in [header, *rows]], widths)
 
 

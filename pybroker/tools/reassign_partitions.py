@@ -33,7 +33,8 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Sized
+from typing import Any, TypeVar
 
 from protocol.errors import ErrorCode, KafkaError
 from pybroker.client.admin import Admin, AlterConfigOp, AlterOpType, ConfigResource, \
@@ -53,6 +54,7 @@ from pybroker.tools.reassign_json import (
 PROG = "kafka-reassign-partitions"
 CLIENT_ID = "reassign-partitions-tool"
 TIMEOUT_MS = 60000  # Kafka's default.api.timeout.ms
+T = TypeVar("T")
 ACTIONS = ("generate", "execute", "verify", "cancel", "list")
 # Kafka's requiredArgs and permittedArgs per action (flag names as argparse dests).
 REQUIRED = {"verify": ("reassignment_json_file",),
@@ -197,7 +199,7 @@ def read_reassignment(path: str) -> Reassignment:
     return reassignment
 
 
-def _parsed(parse, *args):  # type: ignore[no-untyped-def]
+def _parsed(parse: Callable[..., T], *args: Any) -> T:
     try:
         return parse(*args)
     except ReassignFileError as exc:
@@ -365,7 +367,7 @@ def _failures(results: Mapping[TopicPartition, KafkaError | None]) -> str:
                      if e is not None)
 
 
-def _plural(items: Sequence[object] | Mapping[object, object]) -> str:
+def _plural(items: Sized) -> str:
     return "" if len(items) == 1 else "s"
 
 

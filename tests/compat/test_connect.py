@@ -95,7 +95,7 @@ def test_standalone_file_source_to_file_sink(broker: Broker, tmp_path: Path) -> 
     assert consumed.stdout.splitlines() == [
         '{"schema":{"type":"string","optional":false},"payload":"%s"}' % line
         for line in ("foo", "bar", "another line")], consumed.stdout
-    assert not connect.errors_while_running(), connect.errors_while_running()
+    assert not connect.errors(), connect.errors()
 
 
 def rest(port: int, method: str, path: str, body: object | None = None) -> object:
@@ -159,4 +159,4 @@ def test_distributed_worker_rest_connector_and_restart(broker: Broker, tmp_path:
     for name in internal.values():
         assert topic_config(broker.bootstrap, name)["cleanup.policy"] == "compact", name
     for run in (first, connect):
-        assert not run.errors_while_running(), run.errors_while_running()
+        assert not run.errors(), run.errors()

@@ -1,6 +1,6 @@
 """Topic administration through confluent-kafka's AdminClient, kafka-python's KafkaAdminClient
 and raw requests: CreateTopics (configs, validate_only, bad replication factor, existing and
-invalid names, a wide topic created off the event loop), DeleteTopics (files removed, a topic
+invalid names, a topic's logs made off the event loop), DeleteTopics (files removed, a topic
 deleted while being created, delete.topic.enable=false) and CreatePartitions.
 """
 from __future__ import annotations
@@ -10,11 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
+import trio
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from pybroker.replica.manager import SYNCFS_MIN_NEW_LOGS
 from tests.helpers import broker_in_thread
 from tests.integration.admin_helpers import (
     TIMEOUT, ck_code, high_watermark, partition_dirs, topic_name,
@@ -105,7 +107,33 @@ def test_create_topics_kafka_python(broker, kp) -> None:
     assert code_for({colliding: {"num_partitions": 1}}) == ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
-WIDE = 2000  # partitions: ~1.3 s of file system calls to create here
+WIDE = SYNCFS_MIN_NEW_LOGS  # partitions: enough for the many-logs path (one syncfs a dir)
+
+
+class HeldLogCreation:
+    """Holds the making of topic `name`'s logs (in the replica manager's worker thread) until
+    `release()`, so that a test acts while a CreateTopics is provably under way.
+
+    These tests used to make 2,000 partitions and race their ~1.3 s of file system calls:
+    under a parallel run the creation took more than 10 s, past the client's socket timeout
+    (14 of 15 runs of the deletion test failed so). Held, the window is as long as the test
+    needs, on any machine."""
+
+    def __init__(self, broker, name: str) -> None:  # type: ignore[no-untyped-def]
+        self.started = threading.Event()
+        self._release = threading.Event()
+        replicas = broker.broker.replicas
+        original = replicas._create_logs
+
+        def held(info, partitions, **kwargs):  # type: ignore[no-untyped-def]
+            if info.name == name:
+                self.started.set()
+                self._release.wait(60)
+            return original(info, partitions, **kwargs)
+        replicas._create_logs = held
+
+    def release(self) -> None:
+        self._release.set()
 
 
 def _create_in_background(bootstrap: str, name: str) -> threading.Thread:
@@ -114,30 +142,31 @@ def _create_in_background(bootstrap: str, name: str) -> threading.Thread:
     return creator
 
 
-def _wait_registered(broker, name: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + TIMEOUT
-    while name not in broker.broker.metadata.image.topics:
-        assert time.monotonic() < deadline, f"{name} never registered"
-        time.sleep(0.001)
+def _waiting_for_topic_changes(broker) -> int:  # type: ignore[no-untyped-def]
+    """Requests queued behind the broker's topic-change lock (read on its own loop)."""
+    lock = broker.broker.topics.changes
+    return trio.from_thread.run_sync(lambda: lock.statistics().tasks_waiting,
+                                     trio_token=broker.token)
 
 
 def test_a_wide_topic_is_created_while_other_clients_are_served(broker) -> None:
     """A topic's logs are made in a worker thread: the broker answers other connections
-    while a 2,000-partition topic is being created, and CreateTopics answers once every
-    partition takes records."""
+    while a topic's logs are being made (held there, so this cannot pass by being quick),
+    and CreateTopics answers once every partition takes records."""
     name = topic_name("wide")
+    held = HeldLogCreation(broker, name)
     with RawConnection(broker.bootstrap) as conn:
-        conn.request(ApiKey.API_VERSIONS, 0, {})
         creator = _create_in_background(broker.bootstrap, name)
-        _wait_registered(broker, name)
-        answered_meanwhile = 0
-        while creator.is_alive():
-            assert conn.request(ApiKey.API_VERSIONS, 0, {}).error_code == 0
-            answered_meanwhile += creator.is_alive()
-        creator.join()
-    # Creating the logs on the event loop answered none (at most one or two in the gap
-    # between the CreateTopics answer and its reader noticing).
-    assert answered_meanwhile >= 10
+        try:
+            assert held.started.wait(TIMEOUT), f"{name}'s logs were never made"
+            # Logs made on the event loop would answer none of these (the hold blocks it).
+            for _ in range(20):
+                assert conn.request(ApiKey.API_VERSIONS, 0, {}).error_code == 0
+            assert creator.is_alive()  # CreateTopics has not answered: its logs are held
+        finally:
+            held.release()
+        creator.join(TIMEOUT)
+        assert not creator.is_alive(), "CreateTopics did not answer"
     assert len(partition_dirs(broker, name)) == WIDE
     ends = [0, WIDE - 1]
     CONFLUENT.produce(broker.bootstrap, name, [Rec(b"k", b"v", partition=p) for p in ends])
@@ -149,12 +178,27 @@ def test_a_topic_deleted_while_being_created_leaves_no_log(broker) -> None:
     """DeleteTopics waits for a creation in progress instead of racing its worker thread,
     which would leave logs behind that no topic owns."""
     name = topic_name("wide-doomed")
+    held = HeldLogCreation(broker, name)
     creator = _create_in_background(broker.bootstrap, name)
-    _wait_registered(broker, name)
-    resp = send_request(broker.bootstrap, ApiKey.DELETE_TOPICS, 4,
-                        {"topic_names": [name], "timeout_ms": 10000})
-    assert resp.responses[0].error_code == 0
-    creator.join()
+    answer: dict = {}
+
+    def delete() -> None:
+        answer["response"] = send_request(broker.bootstrap, ApiKey.DELETE_TOPICS, 4,
+                                          {"topic_names": [name], "timeout_ms": 10000})
+    deleter = threading.Thread(target=delete, daemon=True)
+    try:
+        assert held.started.wait(TIMEOUT), f"{name}'s logs were never made"
+        deleter.start()
+        deadline = time.monotonic() + TIMEOUT
+        while not _waiting_for_topic_changes(broker):  # DeleteTopics queued behind it
+            assert deleter.is_alive() and time.monotonic() < deadline, answer
+            time.sleep(0.01)
+        assert not answer  # it waits for the creation
+    finally:
+        held.release()
+    creator.join(TIMEOUT)
+    deleter.join(TIMEOUT)
+    assert answer["response"].responses[0].error_code == 0
     assert name not in broker.broker.metadata.image.topics
     assert not partition_dirs(broker, name)
     assert not [tp for tp in broker.broker.logs._logs if tp[0] == name]

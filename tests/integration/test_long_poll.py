@@ -177,6 +177,16 @@ def test_fetch_with_zero_wait_answers_at_once(broker) -> None:
     assert not resp.responses[0].partitions[0].records
 
 
+def _wait_parked(broker) -> None:  # type: ignore[no-untyped-def]
+    """Until the broker holds a Fetch in its purgatory: an append that lands before the fetch
+    has arrived answers it at once, and the test would time the connection instead."""
+    waiting = broker.broker.purgatory.waiting
+    deadline = time.monotonic() + 10
+    while not waiting.get("Fetch"):
+        assert time.monotonic() < deadline, "the fetch never waited in the broker"
+        time.sleep(0.01)
+
+
 @pytest.mark.parametrize("partition_written", [0, 1])
 def test_append_wakes_a_waiting_fetch(broker, partition_written: int) -> None:
     """A fetch over two empty partitions, max wait 5 s, returns as soon as either gets data."""
@@ -192,8 +202,7 @@ def test_append_wakes_a_waiting_fetch(broker, partition_written: int) -> None:
 
     thread = threading.Thread(target=fetch)
     thread.start()
-    time.sleep(0.3)
-    assert thread.is_alive(), "the fetch did not wait"
+    _wait_parked(broker)
     appended = time.perf_counter()
     _produce_raw(broker.bootstrap, topic, partition_written, b"wake up")
     thread.join(10)
@@ -220,7 +229,7 @@ def test_fetch_min_bytes_keeps_waiting_until_max_wait(broker) -> None:
 
     thread = threading.Thread(target=fetch)
     thread.start()
-    time.sleep(0.2)
+    _wait_parked(broker)
     _produce_raw(broker.bootstrap, topic, 0, b"small")
     thread.join(10)
     assert 0.75 <= result["elapsed"] < 1.5, result["elapsed"]
@@ -241,7 +250,7 @@ def test_fetch_min_bytes_met_by_several_appends(broker) -> None:
 
     thread = threading.Thread(target=fetch)
     thread.start()
-    time.sleep(0.1)
+    _wait_parked(broker)
     for _ in range(4):
         _produce_raw(broker.bootstrap, topic, 0, b"x" * 1000)
     appended = time.perf_counter()

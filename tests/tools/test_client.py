@@ -385,40 +385,37 @@ async def test_cooperative_members_keep_their_partitions_when_a_third_joins(boot
         async with Consumer(client, **options) as a, Consumer(client, **options) as b, \
                 Consumer(client, **options) as c:
 
-            async def poll_until(consumers: list[Consumer], done) -> None:  # type: ignore
-                """Each consumer polls in its own task, as each would in its own process:
-                a rejoin waits in JoinGroup for the others to rejoin too."""
-                async def polling(consumer: Consumer) -> None:
-                    while not done():
-                        await consumer.poll(0.02)
-
-                with trio.fail_after(30):
-                    async with trio.open_nursery() as nursery:
-                        for consumer in consumers:
-                            nursery.start_soon(polling, consumer)
-
-            async def join(newcomer: Consumer, others: list[Consumer]) -> None:
-                """The newcomer's JoinGroup waits for the others to rejoin: they poll."""
-                joined = trio.Event()
-
-                async def subscribe() -> None:
-                    await newcomer.subscribe([t])
-                    joined.set()
-
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(subscribe)
-                    await poll_until(others, joined.is_set)
-
             def settled(consumers: list[Consumer], size: int) -> bool:
                 return all(len(x.assignment()) == size and x.membership is not None
                            and not x.membership.rejoin_needed for x in consumers)
 
+            async def join(newcomer: Consumer, others: list[Consumer], size: int) -> None:
+                """The newcomer subscribes while the others poll, each in its own task as
+                each would in its own process, and all poll on until each holds `size`
+                partitions. Nobody stops polling in between: a poll that has begun a rejoin
+                waits in JoinGroup until every member has rejoined, so others left unpolled
+                there would be rejoined by none and leave the group at their session
+                timeout (6 s), their partitions with them (2 runs in 50 under load)."""
+                everyone = [*others, newcomer]
+
+                async def polling(consumer: Consumer) -> None:
+                    while not settled(everyone, size):
+                        await consumer.poll(0.02)
+
+                async def subscribe() -> None:
+                    await newcomer.subscribe([t])
+                    await polling(newcomer)
+
+                with trio.fail_after(30):
+                    async with trio.open_nursery() as nursery:
+                        for consumer in others:
+                            nursery.start_soon(polling, consumer)
+                        nursery.start_soon(subscribe)
+
             await a.subscribe([t])
-            await join(b, [a])
-            await poll_until([a, b], lambda: settled([a, b], 3))
+            await join(b, [a], 3)
             before = {"a": a.assignment(), "b": b.assignment()}
-            await join(c, [a, b])
-            await poll_until([a, b, c], lambda: settled([a, b, c], 2))
+            await join(c, [a, b], 2)
             assert a.assignment() < before["a"] and b.assignment() < before["b"]
             assert a.assignment() | b.assignment() | c.assignment() == \
                 {TopicPartition(t, p) for p in range(6)}

@@ -211,8 +211,8 @@ class StatusPage:
             brokers.append([str(node), esc(f"{info.host}:{info.port}"),
                             esc(info.rack or "—"), " ".join(role)])
         partitions = under = offline = 0
-        for info in image.topics.values():
-            for part in info.partitions:
+        for topic in image.topics.values():
+            for part in topic.partitions:
                 partitions += 1
                 is_offline, is_under = self._health(image, part)
                 offline += is_offline

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from pybroker.security.acl.model import (
-    RESOURCE_BY_NAME, RESOURCE_NAMES, AclBinding, AclPermission, PatternType,
+    RESOURCE_BY_NAME, RESOURCE_NAMES, AclBinding, AclPermission, PatternType, ResourceType,
     operation_from_name, operation_name, permission_name,
 )
 
@@ -21,7 +21,7 @@ LITERAL_CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
 
-Pattern = tuple[int, str, int]  # (resource type, name, pattern type)
+Pattern = tuple[ResourceType, str, PatternType]
 
 
 def root_of(pattern_type: PatternType) -> str:
@@ -60,7 +60,7 @@ def decode(pattern: Pattern, data: bytes) -> list[AclBinding]:
     return out
 
 
-def type_of(type_name: str) -> int | None:
+def type_of(type_name: str) -> ResourceType | None:
     return RESOURCE_BY_NAME.get(type_name)
 
 
