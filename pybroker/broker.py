@@ -39,7 +39,7 @@ from pybroker.coordinator.producer_ids import ProducerIdManager, ProducerIds, \
 from pybroker.config.broker_keys import ALL_TOPIC_CONFIG_SYNONYMS
 from pybroker.config.dynamic import CLEANER_CONFIGS, TLS_CONFIGS
 from pybroker.cluster.dynamic_broker_config import DynamicBrokerConfig, Reconfigurable
-from pybroker.handlers.base import Services
+from pybroker.handlers import Services
 from pybroker.security.inter_broker import inter_broker_security
 from pybroker.runtime.malloc_tuning import trim_malloc
 from pybroker.quota.memory_pool import MemoryPool
@@ -47,7 +47,6 @@ from pybroker.replica.purgatory import Purgatory
 from pybroker.replica.replica_selector import replica_selector
 from pybroker.replica.log_jobs import LogJobs
 from pybroker.replica.manager import ReplicaManager
-from pybroker.request_hooks import RequestHooks
 from pybroker.storage.cleaner import LogCleaner
 from pybroker.storage.log_dir_lock import LogDirLocks
 from pybroker.storage.log_manager import LogManager
@@ -67,15 +66,13 @@ TRIM_AFTER_PEAK = 32 << 20
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, hooks: RequestHooks | None = None, *,
-                 zk_client_class: Any = None, clock: Clock | None = None) -> None:
-        """`hooks`: a test broker's request hooks (pybroker.request_hooks), None otherwise.
-        `zk_client_class` replaces kazoo's client (pybroker.testing's in-memory ZooKeeper
+    def __init__(self, config: BrokerConfig, *, zk_client_class: Any = None,
+                 clock: Clock | None = None) -> None:
+        """`zk_client_class` replaces kazoo's client (pybroker.testing's in-memory ZooKeeper
         shared by the brokers of one process); only with zookeeper.connect set. `clock`: the
         clock the timers read (pybroker.runtime.clock), shared by a test cluster's brokers so they
         agree on the time a test advanced; the wall clock by default."""
         self.config = config
-        self.hooks = hooks
         self.clock = clock or Clock()
         self.node_id: int = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
@@ -197,7 +194,7 @@ class Broker:
                               controller_window_s=config.controller_quota_window_size_seconds)
         self.services = Services(config, self.node_id, self.metadata, self.logs, self.replicas,
                                  self.topics, self.groups, self.producer_ids, self.purgatory,
-                                 self.transactions, self.controller, self.hooks,
+                                 self.transactions, self.controller,
                                  memory=MemoryPool(config.queued_max_request_bytes
                                                    if config.queued_max_request_bytes > 0
                                                    else None),

@@ -25,13 +25,13 @@ from pybroker.cluster.dynamic_broker_config import Reconfigurable
 from pybroker.network.connection import serve_connection
 from pybroker.network.connection_limits import ConnectionLimits
 from pybroker.network.idle import IdleConnections
+from pybroker.network.request_hooks import RequestHooks
 from pybroker.runtime.open_files import raise_open_files_limit
 from pybroker.security.tls_context import TlsListener, tls_listener
 
 if TYPE_CHECKING:
     from pybroker.config import Listener
     from pybroker.ops.endpoints import OpsEndpoints
-    from pybroker.request_hooks import RequestHooks
     from pybroker.runtime.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,9 @@ class ServerInfo:
     ports: dict[str, int] = field(default_factory=dict)
     # The bound port of each http.listeners entry, in order (none when it is empty).
     http_ports: list[int] = field(default_factory=list)
+    # A test broker's request hooks, which every connection hands to dispatch (`serve`'s
+    # `hooks`); None otherwise.
+    hooks: RequestHooks | None = None
 
     @property
     def http_port(self) -> int | None:
@@ -170,8 +173,9 @@ def _follow_dynamic_configs(broker: Broker, tls: dict[str, TlsListener],
 async def serve(config: BrokerConfig, *, hooks: RequestHooks | None = None,
                 zk_client_class: Any = None, clock: Clock | None = None,
                 task_status: trio.TaskStatus[ServerInfo] = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve until cancelled. `hooks` (pybroker.request_hooks.RequestHooks) makes a test
-    broker: requests are recorded and may be failed, dropped or delayed. `zk_client_class`:
+    """Serve until cancelled. `hooks` (pybroker.network.request_hooks.RequestHooks) makes a test
+    broker: requests are recorded and may be failed, dropped or delayed; the connections
+    hand them to dispatch, and `ServerInfo.hooks` to the test. `zk_client_class`:
     a kazoo-like client class for zookeeper.connect (the in-memory ZooKeeper of
     pybroker.testing's Cluster); kazoo's own by default. `clock` (pybroker.runtime.clock.Clock): the
     clock of the broker's timers, which a test advances; a fresh wall clock by default."""
@@ -230,8 +234,7 @@ async def _serve_broker(config: BrokerConfig, bound: dict[str, list[trio.SocketL
         # takes each log dir's lock first (pybroker.storage.log_dir_lock).
         with trio.CancelScope(shield=True):
             broker = await trio.to_thread.run_sync(
-                partial(Broker, config, hooks, zk_client_class=zk_client_class,
-                        clock=clock))
+                partial(Broker, config, zk_client_class=zk_client_class, clock=clock))
     except BaseException:
         await _close_all(bound)
         raise
@@ -263,14 +266,14 @@ async def _serve_broker(config: BrokerConfig, bound: dict[str, list[trio.SocketL
                      broker.metadata.image.cluster_id, others)
             task_status.started(ServerInfo(broker, first.host or "127.0.0.1", ports[first.name],
                                            trio.lowlevel.current_trio_token(), ports,
-                                           http_ports))
+                                           http_ports, hooks))
             for name, sockets in bound.items():
                 # Each connection knows its listener: Metadata answers that listener's
                 # endpoints (Kafka's rule).
                 nursery.start_soon(partial(
                     serve_listeners_draining,
                     partial(serve_connection, broker.services, idle=idle, limits=limits,
-                            listener=name, tls=tls),
+                            listener=name, tls=tls, hooks=hooks),
                     sockets, handler_nursery=nursery))
             if ops is not None:
                 ops.serving()

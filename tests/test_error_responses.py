@@ -14,7 +14,7 @@ from protocol.headers import RequestHeader
 from protocol.messages import APIS
 from pybroker.network.dispatch import _error_body
 from pybroker.handlers import REGISTRY
-from pybroker.handlers.base import RequestContext
+from pybroker.handlers._base import RequestContext
 
 CASES = [(key, v) for key, h in REGISTRY.items() for v in range(h.min_version, h.max_version + 1)]
 
@@ -100,7 +100,7 @@ def _codes(value) -> list[int]:
 
 
 def _refusable() -> list[tuple[int, int]]:
-    """The (API, version)s whose handler refuses whole requests through authz.require."""
+    """The (API, version)s whose handler refuses whole requests through _authz.require."""
     import inspect
     return [(key, v) for key, v in CASES
             if "require(" in inspect.getsource(inspect.getmodule(REGISTRY[key].handle))]

@@ -17,8 +17,7 @@ from protocol.api_keys import ApiKey
 from protocol.headers import RequestHeader
 from protocol.messages import APIS
 from protocol.metadata_response import encode_metadata_response
-from pybroker.handlers import REGISTRY
-from pybroker.handlers.base import RequestContext
+from pybroker.handlers import REGISTRY, RequestContext
 from pybroker.network.dispatch import _charge_request_time, _with_throttle
 
 HANDLERS = Path(__file__).parent.parent / "pybroker" / "handlers"

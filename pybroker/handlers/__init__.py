@@ -1,9 +1,22 @@
-"""The one registry of request handlers; ApiVersions is computed from it."""
+"""The one registry of request handlers; ApiVersions is computed from it.
+
+A module of this package serves one API (or a close family) and is named for it; a module
+whose name starts with `_` is a helper the handlers share (`_base`, `_authz`, ...) and never
+a handler. The builder holds the line: it refuses a helper's name and anything registered
+that is not a `Handler`, and tests/test_handler_registry.py checks that every module without
+the underscore is registered.
+
+The helpers are private to this package (an import-linter `private_modules` contract): what
+the rest of the broker needs of them, the composition root's `Services` and dispatch's
+`RequestContext` and `Handler`, it imports from here."""
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 
-from pybroker.handlers.base import Handler
+from pybroker.handlers._base import Handler, RequestContext, Services
+
+__all__ = ["REGISTRY", "Handler", "RequestContext", "Services", "build_registry"]
 
 # Modules under pybroker.handlers, each exposing HANDLER (or HANDLERS for a family).
 _MODULES = (
@@ -21,12 +34,21 @@ _MODULES = (
 )
 
 
-def _build() -> dict[int, Handler]:
+def build_registry(modules: Iterable[str] = _MODULES) -> dict[int, Handler]:
+    """The handlers of `modules` by API key. Fails at import, naming the module, on a helper
+    (`_name`), on a module that registers something other than a `Handler`, and on a key
+    registered twice."""
     registry: dict[int, Handler] = {}
-    for name in _MODULES:
+    for name in modules:
+        if name.startswith("_"):
+            raise RuntimeError(f"pybroker.handlers.{name} is a helper (a leading underscore), "
+                               "not a handler")
         module = importlib.import_module(f"pybroker.handlers.{name}")
         handlers = getattr(module, "HANDLERS", None) or (module.HANDLER,)
         for handler in handlers:
+            if not isinstance(handler, Handler):
+                raise TypeError(f"pybroker.handlers.{name} registers {handler!r}, "
+                                "which is not a Handler")
             if handler.api_key in registry:
                 raise RuntimeError(f"API key {handler.api_key} registered twice ({name})")
             registry[handler.api_key] = handler
@@ -34,4 +56,4 @@ def _build() -> dict[int, Handler]:
 
 
 REGISTRY: dict[int, Handler] = {}
-REGISTRY.update(_build())
+REGISTRY.update(build_registry())

@@ -20,8 +20,8 @@ from protocol.errors import ErrorCode
 from pybroker.security.acl.model import (
     AclBinding, AclFilter, AclPermission, PatternType, ResourceType, invalid_binding,
 )
-from pybroker.handlers.authz import CLUSTER, Op, allowed
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._authz import CLUSTER, Op, allowed
+from pybroker.handlers._base import Handler, RequestContext
 
 NO_AUTHORIZER = "No Authorizer is configured."
 E = TypeVar("E", bound=IntEnum)

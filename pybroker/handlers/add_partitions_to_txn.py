@@ -17,9 +17,9 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
-from pybroker.handlers.authz import CLUSTER, TOPIC, TXN, Op, allowed, denied_names, require
-from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.txn_errors import fenced_for
+from pybroker.handlers._authz import CLUSTER, TOPIC, TXN, Op, allowed, denied_names, require
+from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._txn_errors import fenced_for
 
 
 def _response(request: Container, codes: dict[TopicPartition, ErrorCode]) -> dict:

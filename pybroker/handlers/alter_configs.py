@@ -5,8 +5,8 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
-from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.configs_common import alter_configs, alter_error_response
+from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._configs_common import alter_configs, alter_error_response
 
 
 def _replace(current: dict[str, str], resource: Container, is_broker: bool) -> dict[str, str]:

@@ -12,8 +12,8 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.controller.reassignment import validate_target
-from pybroker.handlers.authz import CLUSTER, Op, require
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._authz import CLUSTER, Op, require
+from pybroker.handlers._base import Handler, RequestContext
 
 
 def _single_broker(ctx: RequestContext, topic: str, index: int, target: list[int] | None

@@ -5,9 +5,9 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.handlers.authz import TOPIC, Op, allowed
-from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.mutation_quota import THROTTLED, admit, mutation_quota, throttle
+from pybroker.handlers._authz import TOPIC, Op, allowed
+from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._mutation_quota import THROTTLED, admit, mutation_quota, throttle
 
 
 def _check(ctx: RequestContext, name: str, count: int, assignments: list) -> tuple[ErrorCode, str | None]:

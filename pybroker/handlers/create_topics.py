@@ -13,9 +13,9 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.handlers.authz import CLUSTER, TOPIC, Op, allowed
-from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.mutation_quota import admit, mutation_quota, throttle
+from pybroker.handlers._authz import CLUSTER, TOPIC, Op, allowed
+from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._mutation_quota import admit, mutation_quota, throttle
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:

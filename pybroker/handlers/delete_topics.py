@@ -9,9 +9,9 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.quota.client_quota import MutationQuota
-from pybroker.handlers.authz import TOPIC, Op, allowed
-from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.mutation_quota import THROTTLED, admit, mutation_quota, throttle
+from pybroker.handlers._authz import TOPIC, Op, allowed
+from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._mutation_quota import THROTTLED, admit, mutation_quota, throttle
 
 _ZERO = uuid.UUID(int=0)
 

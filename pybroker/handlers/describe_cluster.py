@@ -11,8 +11,8 @@ from protocol.acl_operations import CLUSTER_OPERATIONS
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.security.acl.model import CLUSTER_NAME
-from pybroker.handlers.authz import CLUSTER, Op, allowed, operations_field
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._authz import CLUSTER, Op, allowed, operations_field
+from pybroker.handlers._base import Handler, RequestContext
 
 BROKERS_ENDPOINT = 1
 

@@ -7,8 +7,8 @@ from protocol.acl_operations import AclOperation
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.config import describe_broker_config, describe_topic_config
-from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.configs_common import ResourceType, check_resource, result, unauthorized
+from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._configs_common import ResourceType, check_resource, result, unauthorized
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:

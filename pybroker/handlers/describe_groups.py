@@ -12,8 +12,8 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.acl_operations import GROUP_OPERATIONS, authorized_operations
-from pybroker.handlers.authz import GROUP, Op, allowed, operations_field
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._authz import GROUP, Op, allowed, operations_field
+from pybroker.handlers._base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:

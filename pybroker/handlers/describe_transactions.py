@@ -10,8 +10,8 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.handlers.authz import TOPIC, TXN, Op, allowed, denied_names
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._authz import TOPIC, TXN, Op, allowed, denied_names
+from pybroker.handlers._base import Handler, RequestContext
 
 
 def _describe(ctx: RequestContext, transactional_id: str) -> dict:

@@ -18,8 +18,8 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.handlers.authz import CLUSTER, Op, require
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._authz import CLUSTER, Op, require
+from pybroker.handlers._base import Handler, RequestContext
 
 Results = dict[tuple[str, int], tuple[ErrorCode, str | None]]
 

@@ -11,9 +11,9 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.handlers.authz import TXN, Op, require
-from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.txn_errors import fenced_for
+from pybroker.handlers._authz import TXN, Op, require
+from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._txn_errors import fenced_for
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:

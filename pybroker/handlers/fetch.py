@@ -29,9 +29,9 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import APIS
 from pybroker.replica.fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext
-from pybroker.handlers.authz import CLUSTER, TOPIC, Op, allowed, denied_names
-from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.duplicate_partitions import merge_duplicates
+from pybroker.handlers._authz import CLUSTER, TOPIC, Op, allowed, denied_names
+from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._duplicate_partitions import merge_duplicates
 from pybroker.replica.purgatory import Watch
 from pybroker.replica.replica_selector import ClientMetadata
 

@@ -10,8 +10,8 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.handlers.authz import GROUP, TXN, Op, allowed
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._authz import GROUP, TXN, Op, allowed
+from pybroker.handlers._base import Handler, RequestContext
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1

@@ -4,8 +4,8 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
-from pybroker.handlers.authz import GROUP, Op, require
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._authz import GROUP, Op, require
+from pybroker.handlers._base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:

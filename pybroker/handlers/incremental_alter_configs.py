@@ -13,8 +13,8 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from pybroker.config import BROKER_CONFIG_DEFS, TOPIC_CONFIG_DEFS, ConfigError, ConfigType
 from pybroker.config.dynamic import split_listener_key
-from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.configs_common import alter_configs, alter_error_response
+from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._configs_common import alter_configs, alter_error_response
 
 
 class Op(IntEnum):

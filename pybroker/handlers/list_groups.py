@@ -5,8 +5,8 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
-from pybroker.handlers.authz import CLUSTER, GROUP, Op, allowed
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._authz import CLUSTER, GROUP, Op, allowed
+from pybroker.handlers._base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:

@@ -5,8 +5,8 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.handlers.authz import TOPIC, Op, denied_names
-from pybroker.handlers.base import Handler, RequestContext, partition_error_response
+from pybroker.handlers._authz import TOPIC, Op, denied_names
+from pybroker.handlers._base import Handler, RequestContext, partition_error_response
 
 # The special timestamps and the version each needs (Kafka's ReplicaManager): latest (-1),
 # earliest (-2), max timestamp (-3, KIP-734), earliest local (-4), latest tiered (-5). Any

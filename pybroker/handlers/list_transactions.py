@@ -8,8 +8,8 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.coordinator.txn_state import TxnState
-from pybroker.handlers.authz import TXN, Op, denied_names
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._authz import TXN, Op, denied_names
+from pybroker.handlers._base import Handler, RequestContext
 
 _KNOWN_STATES = {s.kafka_name for s in TxnState}
 

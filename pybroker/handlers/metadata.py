@@ -30,8 +30,8 @@ from protocol.metadata_response import (
 )
 from pybroker.cluster.metadata import BrokerInfo, MetadataStore, PartitionState, TopicInfo
 from pybroker.cluster.topic_names import invalid_topic_reason
-from pybroker.handlers.authz import CLUSTER, TOPIC, Op, allowed, operations_field
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._authz import CLUSTER, TOPIC, Op, allowed, operations_field
+from pybroker.handlers._base import Handler, RequestContext
 
 
 def _error_entry(name: str | None, code: ErrorCode, topic_id: UUID | None = None) -> dict:

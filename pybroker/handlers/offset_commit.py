@@ -11,9 +11,9 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
-from pybroker.handlers.authz import GROUP, Op, require
-from pybroker.handlers.base import Handler, RequestContext, partition_error_response
-from pybroker.handlers.commit_request import commit_response, offsets_asked
+from pybroker.handlers._authz import GROUP, Op, require
+from pybroker.handlers._base import Handler, RequestContext, partition_error_response
+from pybroker.handlers._commit_request import commit_response, offsets_asked
 
 DEFAULT_RETENTION = -1
 

@@ -12,8 +12,8 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.handlers.authz import GROUP, TOPIC, Op, denied_names, require
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._authz import GROUP, TOPIC, Op, denied_names, require
+from pybroker.handlers._base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:

@@ -12,8 +12,8 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
-from pybroker.handlers.authz import GROUP, TOPIC, Op, allowed, denied_names
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._authz import GROUP, TOPIC, Op, allowed, denied_names
+from pybroker.handlers._base import Handler, RequestContext
 
 
 def _wanted(topics: list | None) -> list[TopicPartition] | None:

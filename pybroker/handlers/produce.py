@@ -18,9 +18,9 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records.batch import ATTRIBUTES, HEADER_SIZE, TRANSACTIONAL, BatchHeader
 from protocol.topic_partition import TopicPartition
-from pybroker.handlers.authz import TOPIC, TXN, Op, allowed, denied_names
-from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.duplicate_partitions import merge_duplicates
+from pybroker.handlers._authz import TOPIC, TXN, Op, allowed, denied_names
+from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._duplicate_partitions import merge_duplicates
 from pybroker.replica.manager import AppendResult
 
 

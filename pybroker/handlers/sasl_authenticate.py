@@ -12,14 +12,15 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.sasl_session import authenticated, authenticator_of, failed
+from pybroker.handlers._base import Handler, RequestContext
+from pybroker.security.sasl_session import authenticated, authenticator_of, failed
 from pybroker.security.sasl.authenticator import IllegalSaslState
 from pybroker.security.sasl.mechanisms import AuthenticationFailed
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    sasl = authenticator_of(ctx.services, ctx.session)
+    services = ctx.services
+    sasl = authenticator_of(services.config.sasl_listeners, services.scram.get, ctx.session)
     if sasl is None or ctx.session.authenticated:
         return _error(ErrorCode.ILLEGAL_SASL_STATE,
                       "SaslAuthenticate request received after successful authentication")

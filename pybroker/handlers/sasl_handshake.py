@@ -16,15 +16,16 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.handlers.base import Handler, RequestContext
-from pybroker.handlers.sasl_session import (
+from pybroker.handlers._base import Handler, RequestContext
+from pybroker.security.sasl_session import (
     authenticator_of, begins_reauthentication, failed, reauthentication_started,
 )
 from pybroker.security.sasl.authenticator import IllegalSaslState
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    sasl = authenticator_of(ctx.services, ctx.session)
+    services = ctx.services
+    sasl = authenticator_of(services.config.sasl_listeners, services.scram.get, ctx.session)
     if sasl is None:  # not a SASL listener: Kafka answers as for an authenticated channel
         return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []}
     now = time.monotonic()

@@ -16,8 +16,8 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.handlers.authz import CLUSTER, Op, require
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._authz import CLUSTER, Op, require
+from pybroker.handlers._base import Handler, RequestContext
 from pybroker.security.sasl.scram_credentials import (
     MECHANISM_IDS, MECHANISM_NAMES, credential_from_salted_password, iterations_problem,
 )

@@ -15,9 +15,9 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
-from pybroker.handlers.authz import GROUP, TXN, Op, require
-from pybroker.handlers.base import Handler, RequestContext, partition_error_response
-from pybroker.handlers.commit_request import commit_response, offsets_asked
+from pybroker.handlers._authz import GROUP, TXN, Op, require
+from pybroker.handlers._base import Handler, RequestContext, partition_error_response
+from pybroker.handlers._commit_request import commit_response, offsets_asked
 
 
 def _for_version(code: ErrorCode, version: int) -> ErrorCode:

@@ -7,8 +7,8 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.handlers.authz import CLUSTER, Op, require
-from pybroker.handlers.base import Handler, RequestContext
+from pybroker.handlers._authz import CLUSTER, Op, require
+from pybroker.handlers._base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:

@@ -26,11 +26,13 @@ import trio
 
 from protocol.framing import NEED_DATA, FrameBuffer, FrameTooLarge
 from protocol.primitives import FileRegion
-from pybroker.network.dispatch import CloseConnection, dispatch
-from pybroker.handlers.base import Services
-from pybroker.handlers.sasl_session import frame_limit
+from pybroker.network.dispatch import dispatch
+from pybroker.network.errors import CloseConnection
+from pybroker.handlers import Services
+from pybroker.security.sasl_session import frame_limit
 from pybroker.network.connection_limits import ConnectionLimits
 from pybroker.network.idle import IdleConnections, IdleWatch
+from pybroker.network.request_hooks import RequestHooks
 from pybroker.quota.memory_pool import SMALL_FRAME
 from pybroker.security.session import Session
 from pybroker.security.tls_context import NoMatchingRule, TlsListener
@@ -108,13 +110,13 @@ class _Requests:
     responses. The plaintext loop (system calls on the descriptor) and the TLS loop (the same
     calls, through tls_transport's memory BIOs) differ only in how they read and send."""
 
-    __slots__ = ("services", "host", "port", "listener", "session", "pool", "limit", "frames",
-                 "reserved")
+    __slots__ = ("services", "host", "port", "listener", "session", "hooks", "pool", "limit",
+                 "frames", "reserved")
 
     def __init__(self, services: Services, host: str, port: int, listener: str | None,
-                 session: Session) -> None:
+                 session: Session, hooks: RequestHooks | None = None) -> None:
         self.services, self.host, self.port = services, host, port
-        self.listener, self.session = listener, session
+        self.listener, self.session, self.hooks = listener, session, hooks
         self.pool = services.memory
         limit = services.config.socket_request_max_bytes
         if self.pool.capacity is not None:
@@ -139,7 +141,7 @@ class _Requests:
         frames, pool, session = self.frames, self.pool, self.session
         while True:
             if not session.authenticated:  # sasl.server.max.receive.size, from the prefix
-                sasl_limit = frame_limit(self.services, session)
+                sasl_limit = frame_limit(self.services.config.sasl_listeners, session)
                 size = frames.pending_size()
                 if sasl_limit is not None and size is not None and size > sasl_limit:
                     raise CloseConnection(f"a {size}-byte frame before SASL authentication "
@@ -155,7 +157,7 @@ class _Requests:
             if frame is NEED_DATA:
                 return True
             response = await dispatch(self.services, frame, self.host, self.port,
-                                      self.listener, self.session)
+                                      self.listener, self.session, self.hooks)
             del frame
             if response is not None:
                 held = _in_memory(response)
@@ -285,12 +287,14 @@ def _protocol_of(services: Services, listener: str | None) -> str:
 async def serve_connection(services: Services, stream: trio.SocketStream, *,
                            idle: IdleConnections, limits: ConnectionLimits,
                            listener: str | None = None,
-                           tls: Mapping[str, TlsListener] | None = None) -> None:
+                           tls: Mapping[str, TlsListener] | None = None,
+                           hooks: RequestHooks | None = None) -> None:
     """Serve one accepted connection until it closes, idles out or misbehaves; `limits`
     decides whether it is served at all (max.connections, max.connections.per.ip). On a
     listener that has a context in `tls` (an SSL listener's), the connection is a TLS one,
     with the context as it is when the connection arrives (a rotated keystore, KIP-226,
-    serves the connections that come after it)."""
+    serves the connections that come after it). `hooks`: a test broker's request hooks,
+    handed to dispatch (None in production)."""
     tls_listener = None if tls is None or listener is None else tls.get(listener)
     try:
         host, port = stream.socket.getpeername()[:2]
@@ -310,7 +314,7 @@ async def serve_connection(services: Services, stream: trio.SocketStream, *,
             try:
                 with idle.track() as watch:
                     session = Session.on(listener, _protocol_of(services, listener))
-                    requests = _Requests(services, host, port, listener, session)
+                    requests = _Requests(services, host, port, listener, session, hooks)
                     if tls_listener is None:
                         await _serve(stream.socket.fileno(), watch, requests)
                     else:

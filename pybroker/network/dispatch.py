@@ -24,15 +24,15 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import APIS
 from protocol.metadata_response import EncodedBody
 from protocol.schema import Versions
-from pybroker.handlers import REGISTRY
-from pybroker.handlers.sasl_session import (
+from pybroker.handlers import REGISTRY, RequestContext, Services
+from pybroker.network.errors import CloseConnection
+from pybroker.security.sasl_session import (
     authenticated, begins_reauthentication, failed, frame_limit,
 )
 from pybroker.security.sasl.authenticator import SaslState
 from pybroker.security.sasl.mechanisms import AuthenticationFailed
 from pybroker.security.session import Session
-from pybroker.handlers.base import RequestContext, Services
-from pybroker.request_hooks import DELAY, DROP, HookRequest, RequestHooks, complete_response
+from pybroker.network.request_hooks import DELAY, DROP, HookRequest, RequestHooks, complete_response
 from pybroker.network.request_log import log_request
 from pybroker.quota.request_quota import RequestQuota
 
@@ -42,17 +42,15 @@ log = logging.getLogger(__name__)
 _NOT_HOOKED: Any = object()
 
 
-class CloseConnection(Exception):
-    """The request cannot be answered; the connection is closed, nothing else is affected."""
-
-
 async def dispatch(services: Services, frame: bytes, host: str, port: int,
-                   listener: str | None = None, session: Session | None = None
-                   ) -> list[Any] | None:
+                   listener: str | None = None, session: Session | None = None,
+                   hooks: RequestHooks | None = None) -> list[Any] | None:
     """The response frame for one request frame, as buffers for one gathered send, or None
-    when no response is due (acks=0)."""
+    when no response is due (acks=0). `hooks`: a test broker's request hooks, which may
+    answer before the handler; None in production, where they cost one check a request.
+    They come from the server, not `Services`, so handlers never see them."""
     if session is not None and not session.authenticated:
-        limit = frame_limit(services, session)
+        limit = frame_limit(services.config.sasl_listeners, session)
         if limit is not None and len(frame) > limit:
             raise CloseConnection(f"a {len(frame)}-byte frame before SASL authentication "
                                   f"(sasl.server.max.receive.size is {limit})")
@@ -97,8 +95,8 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
     start = perf_counter()
     error = -1
     try:
-        if services.hooks is not None:  # a test broker's hooks may answer instead
-            hooked = await _consult_hooks(services.hooks, handler, ctx, request.body)
+        if hooks is not None:  # a test broker's hooks may answer instead
+            hooked = await _consult_hooks(hooks, handler, ctx, request.body)
             if hooked is None:
                 error = 0
                 return None
@@ -215,7 +213,7 @@ def _raw_token(session: Session, frame: bytes, host: str) -> list[Any]:
 
 async def _consult_hooks(hooks: RequestHooks, handler: Any, ctx: RequestContext,
                          request: Container) -> Any:
-    """A test broker's answer from its hooks (pybroker.request_hooks), or _NOT_HOOKED when
+    """A test broker's answer from its hooks (pybroker.network.request_hooks), or _NOT_HOOKED when
     the real handler is to answer."""
     header = ctx.header
     outcome = hooks.consult(HookRequest(header.api_key, APIS[header.api_key].name,

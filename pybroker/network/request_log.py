@@ -30,7 +30,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import APIS
 
 if TYPE_CHECKING:
-    from pybroker.handlers.base import RequestContext
+    from pybroker.handlers import RequestContext
 
 __all__ = ["REQUEST_LOGGER", "log_request"]
 

@@ -23,7 +23,7 @@ from typing import Iterator
 import trio
 
 from protocol.primitives import FileRegion
-from pybroker.network.dispatch import CloseConnection
+from pybroker.network.errors import CloseConnection
 
 # The largest plaintext a TLS record carries: what one SSLObject.read returns at most.
 RECORD_SIZE = 16384

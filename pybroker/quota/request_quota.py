@@ -43,7 +43,7 @@ from pybroker.security.session import Session
 
 
 class _Request(Protocol):
-    """What is asked of a request (handlers.base.RequestContext, which imports this)."""
+    """What is asked of a request (pybroker.handlers.RequestContext, which imports this)."""
 
     header: Any
     session: Session

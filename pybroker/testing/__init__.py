@@ -1,6 +1,8 @@
 """Real brokers for test suites, and the pytest plugin: `Broker` (in-process on a thread, or
 a subprocess), `BrokerProcess`, `broker_in_thread`, `Cluster` (brokers and a ZooKeeper),
-`ExternalBroker` (a broker someone else runs).
+`ExternalBroker` (a broker someone else runs), and what request hooks answer with (`DELAY`,
+`DROP`, `HookRequest`, `RequestHooks`): the hooks live beside dispatch, in
+`pybroker.network`, which a test suite has no reason to name.
 
 `from pybroker.testing import Broker` is the kit's import path. The names are imported on
 first use (PEP 562), not here: the pytest plugin (`pybroker.testing.pytest_plugin`, entry
@@ -16,6 +18,7 @@ _EXPORTS = {
     "pybroker.testing.broker": ("Broker", "BrokerProcess", "ExternalBroker", "broker_config",
                                 "broker_in_thread", "create_topic_over_wire"),
     "pybroker.testing.cluster": ("Cluster",),
+    "pybroker.network.request_hooks": ("DELAY", "DROP", "HookRequest", "RequestHooks"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -39,6 +42,7 @@ if TYPE_CHECKING:  # what type checkers and readers see; not run
         create_topic_over_wire,
     )
     from pybroker.testing.cluster import Cluster
+    from pybroker.network.request_hooks import DELAY, DROP, HookRequest, RequestHooks
 
 __all__ = ["broker_config", "broker_in_thread", "BrokerProcess", "Broker", "Cluster",
-           "ExternalBroker"]
+           "ExternalBroker", "DELAY", "DROP", "HookRequest", "RequestHooks"]

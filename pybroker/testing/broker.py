@@ -31,7 +31,7 @@ import trio
 
 from pybroker.runtime.clock import Clock
 from pybroker.config import BrokerConfig, load_broker_config
-from pybroker.request_hooks import RequestHooks
+from pybroker.network.request_hooks import RequestHooks
 from pybroker.server import ServerInfo, serve
 from pybroker.testing.cluster import Cluster
 from pybroker.testing.loop import LoopThread, off_trio, on_a_thread
@@ -59,7 +59,7 @@ def broker_in_thread(log_dir: Path, hooks: RequestHooks | bool = False,
                      clock: Clock | None = None, **overrides: str) -> Iterator[ServerInfo]:
     """A real broker on an ephemeral port, served by trio in a background thread. With
     `hooks` (True for a fresh `RequestHooks`, or one to share) it records requests and
-    serves `info.broker.services.hooks` (pybroker.request_hooks); `clock` is the clock of
+    serves `info.hooks` (pybroker.network.request_hooks); `clock` is the clock of
     its timers (pybroker.runtime.clock), one a test advances."""
     config = broker_config(log_dir, **overrides)
     if hooks is True:
@@ -386,19 +386,18 @@ class Broker:
             return producer_id, epoch
         return self._in_broker(fence)
 
-    # -- request hooks (pybroker.request_hooks) ------------------------------------------------
+    # -- request hooks (pybroker.network.request_hooks) ----------------------------------------
     @property
     def hooks(self) -> Any:
-        services = self.server_info.broker.services
-        hooks = getattr(services, "hooks", None)
+        hooks = getattr(self.server_info, "hooks", None)
         if hooks is None:
             raise RuntimeError("request hooks are not available: this pybroker has no "
-                               "pybroker.request_hooks (Services.hooks)")
+                               "pybroker.network.request_hooks (ServerInfo.hooks)")
         return hooks
 
     def control(self, api: object, handler: Callable[..., Any], *, times: int | None = 1
                 ) -> Any:
-        """broker.services.hooks.control(...): intercept requests of `api`."""
+        """server_info.hooks.control(...): intercept requests of `api`."""
         return self.hooks.control(api, handler, times=times)
 
     @property

@@ -149,7 +149,7 @@ def test_transaction_requests_while_the_state_topic_loads(fresh: Any) -> None:
 
 
 def _recorded(fresh: Any, api: int) -> bool:
-    return any(r.api_key == api for r in fresh.broker.services.hooks.requests)
+    return any(r.api_key == api for r in fresh.hooks.requests)
 
 
 def test_confluent_consumer_meets_a_loading_coordinator(tmp_path: Path) -> None:

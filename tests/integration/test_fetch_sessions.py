@@ -64,7 +64,7 @@ def test_kafka_python_consumes_many_partitions_through_incremental_fetches(tmp_p
                           max_incremental_fetch_session_cache_slots="1") as info:
         bootstrap = f"127.0.0.1:{info.port}"
         services = info.broker.services
-        sessions, hooks = services.fetch_sessions, services.hooks
+        sessions, hooks = services.fetch_sessions, info.hooks
         create_topic(bootstrap, "many", PARTITIONS)
         create_topic(bootstrap, "other", 1)
         sent: dict[int, list[bytes]] = {}

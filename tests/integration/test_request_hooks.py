@@ -1,5 +1,5 @@
-"""Request hooks (pybroker.request_hooks) as tests use them: real clients against a broker
-whose hooks fail, drop or delay requests, and the record of what the clients sent.
+"""Request hooks (pybroker.network.request_hooks) as tests use them: real clients against a
+broker whose hooks fail, drop or delay requests, and the record of what the clients sent.
 
 The clients are the compatibility suite's adapters (tests/integration/clients.py), so each
 client's produce and consume is the one the matrix runs.
@@ -16,7 +16,7 @@ import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.request_hooks import DELAY, DROP, HookRequest, RequestHooks
+from pybroker.testing import DELAY, DROP, HookRequest, RequestHooks
 from tests.helpers import broker_in_thread
 from tests.integration.clients import AIOKAFKA, CONFLUENT, KAFKA_PYTHON, Rec, check_same
 from tests.integration.raw import RawConnection, create_topic, send_request
@@ -34,7 +34,7 @@ def hooked(tmp_path: Path) -> Iterator[Any]:
 
 
 def _hooks(info: Any) -> RequestHooks:
-    hooks = info.broker.services.hooks
+    hooks = info.hooks
     assert isinstance(hooks, RequestHooks)
     return hooks
 

@@ -47,7 +47,7 @@ _BROKERS_ONLY = {"topics": [], "allow_auto_topic_creation": False,
 def _reauthenticating_handshakes(broker: Any, user: str) -> int:
     """SaslHandshakes sent on a connection already authenticated as `user` (a new
     connection's handshake is ANONYMOUS's)."""
-    return sum(1 for r in broker.broker.services.hooks.requests
+    return sum(1 for r in broker.hooks.requests
                if r.api_key == ApiKey.SASL_HANDSHAKE and r.principal == f"User:{user}")
 
 

@@ -101,7 +101,7 @@ def test_kcat_over_sasl_ssl(broker: Any, certs: Certs, mechanism: str) -> None:
 
 def test_each_clients_handshake_version(broker: Any, certs: Certs) -> None:
     """The versions the docstring lists, from what the broker received."""
-    hooks = broker.broker.services.hooks
+    hooks = broker.hooks
     hooks.clear()
     from confluent_kafka.admin import AdminClient
     AdminClient(_confluent_conf(broker, certs, "PLAIN")).list_topics(timeout=10)
@@ -154,7 +154,7 @@ def test_confluent_reauthenticates_and_keeps_producing(tmp_path: Path) -> None:
             producer.poll(0.1)
         assert producer.flush(15) == 0
         assert len(delivered) == sent and not any(delivered)
-        handshakes = [r.principal for r in info.broker.services.hooks.requests
+        handshakes = [r.principal for r in info.hooks.requests
                       if r.api_key == ApiKey.SASL_HANDSHAKE]
         # One is the proof (librdkafka re-authenticates at ~85-95 % of the 2 s lifetime, so a
         # quiet run sees two or three in 5.5 s; a loaded CI machine once saw one).

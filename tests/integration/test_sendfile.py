@@ -12,7 +12,7 @@ from protocol.api_keys import ApiKey
 from protocol.primitives import FileRegion
 from protocol.records import Record, build_batch
 from pybroker.network.connection import send_parts
-from pybroker.network.dispatch import CloseConnection
+from pybroker.network.errors import CloseConnection
 from tests.integration.raw import RawConnection, create_topic
 
 

@@ -91,7 +91,7 @@ def test_hooks_are_reached_through_the_broker() -> None:
     from tests.integration.raw import send_request
 
     with Broker() as broker:
-        assert broker.hooks is broker.server_info.broker.services.hooks
+        assert broker.hooks is broker.server_info.hooks
         broker.control("DescribeCluster", lambda request: ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         first = send_request(broker.bootstrap, ApiKey.DESCRIBE_CLUSTER, 0,
                              {"include_cluster_authorized_operations": False})

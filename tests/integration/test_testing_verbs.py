@@ -13,8 +13,7 @@ from confluent_kafka import Consumer, KafkaError as CkError, KafkaException, Pro
     TopicPartition
 
 from protocol.errors import ErrorCode, KafkaError
-from pybroker.request_hooks import DROP
-from pybroker.testing import Broker, Cluster
+from pybroker.testing import DROP, Broker, Cluster
 
 # How librdkafka reports a producer whose epoch was bumped under it.
 FENCED = {CkError._FENCED, CkError.PRODUCER_FENCED, CkError.INVALID_PRODUCER_EPOCH}

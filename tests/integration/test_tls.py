@@ -206,7 +206,7 @@ def test_client_produces_and_consumes_over_ssl(client: str, mtls: bool, certs: C
     assert CLIENTS[client](_ssl_bootstrap(info), certs, mtls, topic, values) == values
     # The principal reached the session: every request of this topic's producer came from
     # the certificate's subject (without a certificate, User:ANONYMOUS).
-    hooks = info.broker.services.hooks
+    hooks = info.hooks
     produced = [r for r in hooks.requests if r.api_key == ApiKey.PRODUCE
                 and any(t.name == topic for t in r.body.topic_data)]
     assert produced and {r.principal for r in produced} == \

@@ -109,7 +109,7 @@ def test_the_java_client_reauthenticates_on_pybroker(tmp_path: Path) -> None:
         out, err = producer.communicate(timeout=60)
         assert producer.returncode == 0, err[-3000:]
         assert list_offset(plain, "reauth-java", 0) == sent, err[-3000:]
-        hooks: Any = info.broker.services.hooks
+        hooks: Any = info.hooks
         again = [r for r in hooks.requests
                  if r.api_key == ApiKey.SASL_HANDSHAKE and r.principal == "User:alice"]
         assert len(again) >= 2, err[-3000:]

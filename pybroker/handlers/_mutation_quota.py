@@ -8,7 +8,7 @@ from __future__ import annotations
 import trio
 
 from pybroker.quota.client_quota import MutationQuota
-from pybroker.handlers.base import RequestContext
+from pybroker.handlers._base import RequestContext
 
 # A throttled topic's error_message: none, as Kafka 4.1 answers (its code says it all).
 THROTTLED = None

@@ -9,8 +9,8 @@ from protocol.config_resources import ResourceType
 from protocol.errors import ErrorCode
 from pybroker.config import ConfigError, validate_topic_configs
 from pybroker.config.dynamic import DynamicConfigError
-from pybroker.handlers import authz
-from pybroker.handlers.base import RequestContext
+from pybroker.handlers import _authz as authz
+from pybroker.handlers._base import RequestContext
 
 
 def unauthorized(ctx: RequestContext, resource_type: int, name: str,

@@ -1,6 +1,7 @@
 """What a handler is: an API key, the versions it serves, and an async `handle`.
 
-Each module under `pybroker.handlers` exposes one `HANDLER`. The registry collects them, and
+Each handler module of `pybroker.handlers` (one without a leading underscore: those are
+helpers, like this one) exposes one `HANDLER`. The registry collects them, and
 ApiVersions is computed from it, so what is advertised is exactly what is implemented.
 """
 from __future__ import annotations
@@ -36,7 +37,6 @@ from pybroker.controller.topic_admin import TopicAdmin
 if TYPE_CHECKING:  # the controller only in a cluster's annotations: not imported at start
     from protocol.headers import RequestHeader
     from pybroker.controller.controller import Controller
-    from pybroker.request_hooks import RequestHooks
 
 
 @dataclass(frozen=True)
@@ -57,16 +57,13 @@ class Services:
     # The controller of a ZooKeeper cluster (every broker has one; `ctx.is_controller` says
     # whether this one is elected); None on a single broker.
     controller: Controller | None = None
-    # A test broker's request hooks and record (pybroker.request_hooks); None in production,
-    # where dispatch pays one attribute check for it.
-    hooks: "RequestHooks | None" = None
     # What request bodies and in-memory responses may hold at once (queued.max.request.bytes).
     memory: MemoryPool = field(default_factory=lambda: MemoryPool(None))
     # What the request path counts for /metrics (plain integers, read at scrape time).
     stats: RequestStats = field(default_factory=RequestStats)
     # The authorizer and where its ACLs are kept (authorizer.class.name); None: no
     # authorization, every request allowed, at the cost of one attribute check
-    # (pybroker/handlers/authz.py).
+    # (pybroker/handlers/_authz.py).
     authorizer: Authorizer | None = None
     acls: AclStore | None = None
     # SCRAM users and their credentials (pybroker/security/sasl/credential_store.py).

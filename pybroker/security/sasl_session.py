@@ -7,25 +7,33 @@ once a connection is authenticated. Success is where the session learns its prin
 While a session re-authenticates (KIP-368) it is not `authenticated`: as during the first
 exchange, only the SASL requests of the exchange are served, and the frame limit is
 sasl.server.max.receive.size. The principal stays what it was.
+
+It takes only what the exchange needs, each SASL listener's config (`sasl_listeners` of the
+broker's config) and the SCRAM credential lookup, never the handlers' `Services`: the
+connection layer asks it too, so it can live below both.
 """
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 
-from pybroker.handlers.base import Services
-from pybroker.security.sasl.authenticator import SaslAuthenticator
+from pybroker.config.sasl import SaslListenerConfig
+from pybroker.security.sasl.authenticator import SaslAuthenticator, ScramLookup
 from pybroker.security.session import Session
 
 log = logging.getLogger("pybroker.security.sasl")
 
 
-def authenticator_of(services: Services, session: Session) -> SaslAuthenticator | None:
+def authenticator_of(sasl_listeners: Mapping[str, SaslListenerConfig], scram: ScramLookup,
+                     session: Session) -> SaslAuthenticator | None:
+    """The session's SASL exchange, begun at its first SASL request; None on a listener that
+    is not a SASL one."""
     if session.sasl is None:
-        config = services.config.sasl_listeners.get(session.listener or "")
+        config = sasl_listeners.get(session.listener or "")
         if config is None:
             return None
-        session.sasl = SaslAuthenticator(config, services.scram.get)
+        session.sasl = SaslAuthenticator(config, scram)
     return session.sasl
 
 
@@ -60,10 +68,11 @@ def failed(session: Session, host: str, mechanism: str | None, message: str) -> 
     log.info("Failed authentication with %s (%s) using %s", host, message, mechanism)
 
 
-def frame_limit(services: Services, session: Session) -> int | None:
+def frame_limit(sasl_listeners: Mapping[str, SaslListenerConfig], session: Session
+                ) -> int | None:
     """The largest frame accepted now: sasl.server.max.receive.size before authentication
     on a SASL listener, else None (socket.request.max.bytes applies)."""
     if session.authenticated:
         return None
-    config = services.config.sasl_listeners.get(session.listener or "")
+    config = sasl_listeners.get(session.listener or "")
     return config.max_receive_size if config is not None else None

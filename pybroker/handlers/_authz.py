@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from protocol.acl_operations import AclOperation, OPERATIONS_NOT_REQUESTED, to_bit_field
 from protocol.errors import ErrorCode, KafkaError
 from pybroker.security.acl.model import CLUSTER_NAME, ResourceType
-from pybroker.handlers.base import RequestContext
+from pybroker.handlers._base import RequestContext
 
 Op = AclOperation
 TOPIC, GROUP, CLUSTER, TXN = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,

@@ -12,8 +12,8 @@ from construct import Container
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
 from pybroker.coordinator.group_records import OffsetAndMetadata
-from pybroker.handlers.authz import TOPIC, Op, denied_names
-from pybroker.handlers.base import RequestContext
+from pybroker.handlers._authz import TOPIC, Op, denied_names
+from pybroker.handlers._base import RequestContext
 
 
 def offsets_asked(ctx: RequestContext, request: Container, now: int, expire: int | None = None
