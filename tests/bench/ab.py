@@ -49,11 +49,10 @@ SIZE = 1024
 DEFAULT_COUNT = 500_000  # ~0.5 CPU-s a phase: 50 clock ticks, so a tick is 2 %
 WARMUP_COUNT = 20_000
 DEFAULT_ROUNDS = 5
-# The keys of config/server.properties as the seed shipped it, which every commit since reads.
+# The keys of config/server.properties as the seed shipped it, which every commit since reads
+# (listeners and log.dirs come from BrokerProcess's overrides).
 PROPERTIES = """\
 node.id=0
-listeners=PLAINTEXT://127.0.0.1:0
-log.dirs={log_dir}
 num.partitions=1
 default.replication.factor=1
 auto.create.topics.enable=true
@@ -127,9 +126,7 @@ def byte_compile(tree: Path) -> None:
 def run_turn(build: Build, work: Path, count: int, turn: int) -> dict[str, Throughput]:
     """One build's turn: a fresh broker, the three phases, the broker stopped."""
     log_dir = work / f"{build.label}-{turn}"
-    properties = work / f"{build.label}-{turn}.properties"
-    properties.write_text(PROPERTIES.format(log_dir=log_dir))
-    broker = BrokerProcess(log_dir, config=str(properties), python=build.python,
+    broker = BrokerProcess(log_dir, config=str(work / "server.properties"), python=build.python,
                            source=build.tree).start(timeout=120)
     try:
         assert broker.proc is not None
@@ -188,6 +185,7 @@ def compare(this: Build, ref: Build, rounds: int, count: int,
 def _alternate(this: Build, ref: Build, rounds: int, count: int, progress: bool,
                runs: dict[str, list[dict[str, Throughput]]]) -> None:
     with tempfile.TemporaryDirectory(prefix="pybroker-ab-") as tmp:
+        (Path(tmp) / "server.properties").write_text(PROPERTIES)
         for build in (this, ref):  # a first turn each, not counted: caches, the client's start
             run_turn(build, Path(tmp), WARMUP_COUNT, -1)
         for rnd in range(rounds):

@@ -212,14 +212,20 @@ def test_deleting_the_quota_lifts_the_limit(quota_broker, tool) -> None:  # type
     assert time.monotonic() - began < 5
 
 
+def _cheap_request(conn: RawConnection) -> int:
+    """One Metadata v4 for no topic; its answer's throttle_time_ms."""
+    return conn.request(ApiKey.METADATA, 4,
+                        {"topics": [], "allow_auto_topic_creation": False}).throttle_time_ms
+
+
 def _metadata_for(conn: RawConnection, seconds: float) -> list[tuple[float, int]]:
     """Cheap requests (Metadata v4 for no topic), one after another for `seconds`: each
     answer's (time, throttle_time_ms)."""
     answers = []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        reply = conn.request(ApiKey.METADATA, 4, {"topics": [], "allow_auto_topic_creation": False})
-        answers.append((time.monotonic(), reply.throttle_time_ms))
+        throttle_ms = _cheap_request(conn)
+        answers.append((time.monotonic(), throttle_ms))
     return answers
 
 
@@ -248,8 +254,7 @@ def _until_unthrottled(conn: RawConnection, deadline_s: float = 5.0) -> None:
     last mute of the connection (at most one window) is over."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        reply = conn.request(ApiKey.METADATA, 4, {"topics": [], "allow_auto_topic_creation": False})
-        if reply.throttle_time_ms == 0:
+        if _cheap_request(conn) == 0:
             return
     raise AssertionError(f"still throttled {deadline_s:g} s after the quota was deleted")
 
