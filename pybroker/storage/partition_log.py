@@ -199,10 +199,6 @@ class PartitionLog(LogRetention):
         self._local.config = config
 
     @property
-    def segments(self) -> list[LogSegment]:
-        return self._local.segments
-
-    @property
     def active_segment(self) -> LogSegment:
         return self._local.segments[-1]
 
