@@ -30,12 +30,16 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.bench.bench_broker import Throughput, bench_consume, bench_produce  # noqa: E402
+from tests.bench import raw_load  # noqa: E402
+from tests.bench.bench_broker import (  # noqa: E402
+    Throughput, bench_consume, bench_produce, cpu_seconds, user_seconds,
+)
 from tests.helpers import BrokerProcess  # noqa: E402
 
 # The commit the CPU gate (tests/bench/test_cpu_gate.py) holds this tree to. It moves forward
@@ -64,12 +68,26 @@ transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 """
 # (figure name, phase, higher is better)
+# "user-s/M" is the user-mode part of "CPU-s/M": the broker's own work, without the kernel's
+# copies, whose cost here swings with other processes' writeback from turn to turn.
 FIGURES = (("produce acks=1 MB/s", "produce-1", True),
            ("produce acks=1 CPU-s/M", "produce-1", False),
+           ("produce acks=1 user-s/M", "produce-1", False),
            ("produce acks=all MB/s", "produce-all", True),
            ("produce acks=all CPU-s/M", "produce-all", False),
+           ("produce acks=all user-s/M", "produce-all", False),
            ("consume MB/s", "consume", True),
-           ("consume CPU-s/M", "consume", False))
+           ("consume CPU-s/M", "consume", False),
+           ("consume user-s/M", "consume", False),
+           ("raw produce acks=1 CPU-s/M", "raw-produce-1", False),
+           ("raw produce acks=1 user-s/M", "raw-produce-1", False),
+           ("raw produce acks=all CPU-s/M", "raw-produce-all", False),
+           ("raw produce acks=all user-s/M", "raw-produce-all", False),
+           ("raw fetch CPU-s/M", "raw-fetch", False),
+           ("raw fetch user-s/M", "raw-fetch", False))
+# Where the raw phases' broker keeps its log: memory, so that their kernel time is a copy and
+# not the disk's writeback (tests/bench/raw_load.py).
+RAW_LOG_ROOT = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
 
 
 class BuildError(RuntimeError):
@@ -136,14 +154,49 @@ def run_turn(build: Build, work: Path, count: int, turn: int) -> dict[str, Throu
                "produce-all": bench_produce(broker.bootstrap, pid, "ab-acksall", 1, SIZE,
                                             count, acks="all")}
         out["consume"] = bench_consume(broker.bootstrap, pid, "ab-acks1", 1, SIZE, count)
+    finally:
+        broker.stop()
+        shutil.rmtree(log_dir, ignore_errors=True)
+    out.update(run_raw_turn(build, work, count))
+    return out
+
+
+def run_raw_turn(build: Build, work: Path, count: int) -> dict[str, Throughput]:
+    """The same build on a log in memory, under raw_load's fixed frames: Produce with acks=1
+    and acks=all, then Fetch of the acks=1 topic."""
+    log_dir = Path(tempfile.mkdtemp(prefix="pybroker-ab-raw-", dir=RAW_LOG_ROOT))
+    broker = BrokerProcess(log_dir, config=str(work / "server.properties"), python=build.python,
+                           source=build.tree).start(timeout=120)
+    requests = max(1, count // raw_load.BATCH_RECORDS)
+    out: dict[str, Throughput] = {}
+    try:
+        assert broker.proc is not None
+        pid = broker.proc.pid
+        for phase, acks in (("raw-produce-1", 1), ("raw-produce-all", -1)):
+            topic = f"ab-{phase}"
+            raw_load.create(broker.bootstrap, topic)
+            raw_load.produce(broker.bootstrap, topic, 5, SIZE, acks)  # warm: caches, the topic
+            out[phase] = _measured(pid, lambda: raw_load.produce(
+                broker.bootstrap, topic, requests, SIZE, acks))
+        out["raw-fetch"] = _measured(pid, lambda: raw_load.fetch(
+            broker.bootstrap, "ab-raw-produce-1", (requests + 5) * raw_load.BATCH_RECORDS))
         return out
     finally:
         broker.stop()
         shutil.rmtree(log_dir, ignore_errors=True)
 
 
+def _measured(pid: int, phase: Callable[[], raw_load.RawPhase]) -> Throughput:
+    user0, cpu0 = user_seconds(pid), cpu_seconds(pid)
+    done = phase()
+    cpu, user = cpu_seconds(pid) - cpu0, user_seconds(pid) - user0
+    return Throughput(done.records, SIZE, done.seconds, cpu, 0.0, 0, user)
+
+
 def figure(t: Throughput, name: str) -> float:
-    return t.mb_s if name.endswith("MB/s") else t.cpu_per_million
+    if name.endswith("MB/s"):
+        return t.mb_s
+    return t.user_per_million if name.endswith("user-s/M") else t.cpu_per_million
 
 
 @dataclass(frozen=True)
@@ -196,7 +249,8 @@ def _alternate(this: Build, ref: Build, rounds: int, count: int, progress: bool,
                 runs[build.label].append(turn)
                 if progress:
                     print(f"round {rnd + 1}/{rounds} {build.label:>12}: " + ", ".join(
-                        f"{phase} {t.mb_s:.0f} MB/s {t.cpu_per_million:.2f} CPU-s/M"
+                        f"{phase} {t.mb_s:.0f} MB/s {t.cpu_per_million:.2f} CPU-s/M "
+                        f"(user {t.user_per_million:.2f})"
                         for phase, t in turn.items()), file=sys.stderr, flush=True)
 
 

@@ -1,0 +1,164 @@
+"""A fixed load on the wire, for measuring a broker's CPU per record without a client's moods.
+
+librdkafka decides how many records go into a request from its own timing (linger, in-flight
+requests, how fast acks come back), so the same 500,000 records reach a broker as ~1 MB
+requests in one turn and as many smaller ones in the next: the acks=all figures of the A/B
+came out bimodal (0.6 and 1.4 CPU-s per million in turns of one build). Here every request is
+the same prebuilt frame: Produce v9 with one batch of `BATCH_RECORDS` 1 KB records, one
+request in flight, then Fetch v11 reading the partition back 1 MB at a time. The broker's log
+is meant to live on tmpfs (the A/B puts it in /dev/shm), so the kernel's share is a memory
+copy rather than writeback that other processes' writes move.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+from dataclasses import dataclass
+
+import crc32c
+
+from protocol.api_keys import ApiKey
+from protocol.codec import decode_response, encode_request
+
+BATCH_RECORDS = 1_000
+PRODUCE_VERSION = 9
+FETCH_VERSION = 11
+_SIZE = struct.Struct(">i")
+
+
+def _varint(n: int) -> bytes:
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def batch(values: list[bytes], timestamp_ms: int) -> bytes:
+    """A magic-2 batch of keyless records, producer id -1, offsets from 0 (what a producer
+    without idempotence sends)."""
+    records = bytearray()
+    for i, value in enumerate(values):
+        body = (b"\x00" + _varint(0) + _varint(i) + _varint(-1) + _varint(len(value)) + value
+                + _varint(0))
+        records += _varint(len(body)) + body
+    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, timestamp_ms, timestamp_ms,
+                            -1, -1, -1, len(values)) + bytes(records)
+    return struct.pack(">qiibI", 0, 4 + 1 + 4 + len(after_crc), -1, 2,
+                       crc32c.crc32c(after_crc)) + after_crc
+
+
+def produce_frame(topic: str, size: int, acks: int) -> bytes:
+    values = [os.urandom(size) for _ in range(BATCH_RECORDS)]
+    body = {"transactional_id": None, "acks": acks, "timeout_ms": 30_000,
+            "topic_data": [{"name": topic, "partition_data": [
+                {"index": 0, "records": batch(values, int(time.time() * 1000))}]}]}
+    return encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, 1, "raw-load", body)
+
+
+def fetch_frame(topic: str, offset: int, max_bytes: int) -> bytes:
+    body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": max_bytes,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+                 "last_fetched_epoch": -1, "log_start_offset": -1,
+                 "partition_max_bytes": max_bytes}]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+    return encode_request(ApiKey.FETCH, FETCH_VERSION, 2, "raw-load", body)
+
+
+def _receive(sock: socket.socket) -> bytearray:
+    head = bytearray()
+    while len(head) < 4:
+        chunk = sock.recv(4 - len(head))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        head += chunk
+    (size,) = _SIZE.unpack(head)
+    frame = bytearray(size)
+    view = memoryview(frame)
+    got = 0
+    while got < size:
+        n = sock.recv_into(view[got:])
+        if not n:
+            raise ConnectionError("the broker closed the connection mid-response")
+        got += n
+    return frame
+
+
+@dataclass(frozen=True)
+class RawPhase:
+    records: int
+    seconds: float
+
+
+def _connect(bootstrap: str) -> socket.socket:
+    host, _, port = bootstrap.rpartition(":")
+    sock = socket.create_connection((host, int(port)), timeout=60)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def produce(bootstrap: str, topic: str, requests: int, size: int = 1024,
+            acks: int = 1) -> RawPhase:
+    """`requests` Produce requests of the same frame, one in flight; every partition answer
+    must be error 0 (the topic exists: see `create`)."""
+    frame = produce_frame(topic, size, acks)
+    with _connect(bootstrap) as sock:
+        t0 = time.perf_counter()
+        for _ in range(requests):
+            sock.sendall(frame)
+            _, body = decode_response(ApiKey.PRODUCE, PRODUCE_VERSION, bytes(_receive(sock)))
+            code = body.responses[0].partition_responses[0].error_code
+            if code:
+                raise RuntimeError(f"Produce to {topic} answered error {code}")
+        return RawPhase(requests * BATCH_RECORDS, time.perf_counter() - t0)
+
+
+def fetch(bootstrap: str, topic: str, records: int, max_bytes: int = 1 << 20) -> RawPhase:
+    """Read the partition from offset 0 until `records` records have come back, one Fetch in
+    flight; the next offset is read from the last batch header in each answer, so the
+    records themselves are never decoded here either."""
+    offset = 0
+    with _connect(bootstrap) as sock:
+        t0 = time.perf_counter()
+        while offset < records:
+            sock.sendall(fetch_frame(topic, offset, max_bytes))
+            _, body = decode_response(ApiKey.FETCH, FETCH_VERSION, bytes(_receive(sock)))
+            part = body.responses[0].partitions[0]
+            if part.error_code:
+                raise RuntimeError(f"Fetch of {topic} answered error {part.error_code}")
+            offset = _next_offset(part.records or b"", offset)
+        return RawPhase(offset, time.perf_counter() - t0)
+
+
+def _next_offset(records: bytes, offset: int) -> int:
+    """One past the last whole batch's last offset (base offset + last offset delta)."""
+    pos, end = 0, len(records)
+    while pos + 61 <= end:
+        base, length = struct.unpack_from(">qi", records, pos)
+        if pos + 12 + length > end:
+            break
+        (delta,) = struct.unpack_from(">i", records, pos + 23)
+        offset = base + delta + 1
+        pos += 12 + length
+    return offset
+
+
+def create(bootstrap: str, topic: str) -> None:
+    """The one-partition topic, through CreateTopics (every build since the seed serves it)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # led: a Produce now finds the partition
+        meta = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is not None and not meta.error and meta.partitions \
+                and meta.partitions[0].leader >= 0:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{topic} has no leader after 30 s")
