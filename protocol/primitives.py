@@ -32,7 +32,14 @@ class WireError(ConstructError):
 # -- helpers shared by the plain and compiled paths --------------------------------------------
 
 def remaining(io: BytesIO) -> int:
-    return io.getbuffer().nbytes - io.tell()
+    """Bytes left after the position. Seeking to the end and back costs two calls; the
+    frame's size through `getbuffer()` would copy it: a BytesIO over a request's bytes shares
+    them until a buffer is exported, and then unshares them (a 1 MB Produce frame copied
+    once more on every request that has a length to check)."""
+    here = io.tell()
+    end = io.seek(0, 2)
+    io.seek(here)
+    return end - here
 
 
 def read_exact(io: BytesIO, n: int) -> bytes:
