@@ -10,6 +10,11 @@ points `log.dirs` at it, then breaks it.
   again, as an operator would. A plain `mount -o remount,ro` cannot stand in: Linux refuses
   it (EBUSY) while the broker holds files open for writing.
 
+`DiskFaults` holds such disks for the brokers of a subprocess cluster, by broker and name: a
+test mounts one (`mount(broker, name)`), puts its path in that broker's `log.dirs`, and breaks
+it with the fault verbs `fill_disk(broker, name)` and `fail_disk(broker, name)`, then
+`free_disk` or, with the broker stopped, `repair_disk`.
+
 Both need root (mount, losetup); `available()` says whether this machine can, so a suite skips
 rather than fails elsewhere. `close()` unmounts and detaches everything, whatever happened.
 """
@@ -22,7 +27,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["MountedDisk", "available"]
+__all__ = ["DiskFaults", "MountedDisk", "available"]
 
 FILLER = ".pybroker-test-filler"
 
@@ -62,6 +67,18 @@ class MountedDisk:
         self.device: str | None = None
         self._image = self._work / "disk.img"
         self.mounted = False
+        # The disk is mounted under a private bind mount of the working dir, so that no
+        # other mount namespace gets a copy of it (`ip netns exec` makes one, as a slave of
+        # this one, for every process it runs): a copy there would keep the device busy
+        # after `repair` unmounts it here.
+        self._bound = False
+        try:
+            _run("mount", "--bind", str(self._work), str(self._work))
+            self._bound = True
+            _run("mount", "--make-private", str(self._work))
+        except BaseException:
+            self.close()
+            raise
 
     @classmethod
     def tmpfs(cls, size_mb: int = 4) -> MountedDisk:
@@ -147,7 +164,8 @@ class MountedDisk:
         done = subprocess.run(["e2fsck", "-f", "-y", self.device], capture_output=True,
                               text=True, timeout=120)
         if done.returncode not in (0, 1):  # 1: errors corrected
-            raise OSError(f"e2fsck {self.device} failed ({done.returncode}): {done.stdout}")
+            raise OSError(f"e2fsck {self.device} failed ({done.returncode}): "
+                          f"{done.stdout}{done.stderr}")
         self._mount()
 
     # -- cleanup --------------------------------------------------------------------------------
@@ -160,4 +178,53 @@ class MountedDisk:
         if self.device is not None:
             subprocess.run(["losetup", "-d", self.device], capture_output=True, timeout=60)
             self.device = None
+        if self._bound:
+            subprocess.run(["umount", "-l", str(self._work)], capture_output=True, timeout=60)
+            self._bound = False
         shutil.rmtree(self._work, ignore_errors=True)
+
+
+class DiskFaults:
+    """The disks of a subprocess cluster's brokers and the verbs that break them (issue #32's
+    fault kit); see the module docstring. Usable as a context manager."""
+
+    def __init__(self) -> None:
+        self.disks: dict[tuple[int, str], MountedDisk] = {}
+
+    def mount(self, broker: int, name: str, *, kind: str = "ext4", size_mb: int = 32) -> Path:
+        """A fresh `kind` disk for `broker`, called `name`; returns where it is mounted, for
+        the broker's `log.dirs`."""
+        if (broker, name) in self.disks:
+            raise ValueError(f"broker {broker} already has a disk {name!r}")
+        disk = MountedDisk.ext4(size_mb) if kind == "ext4" else MountedDisk.tmpfs(size_mb)
+        self.disks[(broker, name)] = disk
+        return disk.path
+
+    def disk(self, broker: int, name: str) -> MountedDisk:
+        return self.disks[(broker, name)]
+
+    def fill_disk(self, broker: int, name: str) -> int:
+        """Fill the disk: the broker's next write there fails with ENOSPC."""
+        return self.disk(broker, name).fill()
+
+    def fail_disk(self, broker: int, name: str) -> None:
+        """Fail the disk as an I/O error does (ext4 only): every later write fails (EROFS)."""
+        self.disk(broker, name).fail()
+
+    def free_disk(self, broker: int, name: str) -> None:
+        self.disk(broker, name).free()
+
+    def repair_disk(self, broker: int, name: str) -> None:
+        """Unmount, fsck and mount again; the broker must be stopped."""
+        self.disk(broker, name).repair()
+
+    def __enter__(self) -> DiskFaults:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for disk in self.disks.values():
+            disk.close()
+        self.disks.clear()
