@@ -104,3 +104,43 @@ def test_producing_until_the_disk_is_full(tmp_path: Path) -> None:
             assert broker.stop() == 0
         finally:
             broker.kill()
+
+
+def test_a_broker_whose_every_log_dir_failed_stops_naming_them(tmp_path: Path) -> None:
+    """Both log dirs fail (ext4 taken read-only by the kernel): the first failure takes its
+    dir offline and the broker serves on; the second leaves none, and the broker stops with
+    exit code 1 and Kafka's line naming both."""
+    why = available("ext4")
+    if why:
+        pytest.skip(why)
+    with MountedDisk.ext4(16) as first, MountedDisk.ext4(16) as second:
+        broker = BrokerProcess(first.path, **{"log.dirs": f"{first.path},{second.path}"})
+        broker.start(60)
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+            try:  # partition 0 in the first dir, 1 in the second
+                admin.create_topics([NewTopic("t", 2, 1)])
+            finally:
+                admin.close()
+            producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all",
+                                     retries=0)
+            try:
+                for p in (0, 1):
+                    producer.send("t", b"v", partition=p).get(timeout=30)
+                second.fail()
+                with pytest.raises(KafkaStorageError):
+                    producer.send("t", b"v", partition=1).get(timeout=30)
+                producer.send("t", b"v", partition=0).get(timeout=30)
+                assert broker.proc is not None and broker.proc.poll() is None
+                first.fail()
+                with pytest.raises(KafkaError):
+                    producer.send("t", b"v", partition=0).get(timeout=30)
+            finally:
+                producer.close(timeout=5)
+            assert broker.proc.wait(30) == 1
+        finally:
+            broker.kill()
+        critical = [ln for ln in broker.stderr_lines if "CRITICAL" in ln]
+        assert len(critical) == 1, broker.stderr_lines[-10:]
+        assert "Shutdown broker because all log dirs in" in critical[0]
+        assert str(first.path) in critical[0] and str(second.path) in critical[0]
