@@ -226,8 +226,10 @@ class LogManager:
         return True
 
     def fail_log(self, plog: PartitionLog, exc: BaseException) -> bool:
-        """A write to `plog` failed: take its log dir offline (`fail_dir`)."""
-        log_dir = self._dir_of.get((plog.topic, plog.partition))
+        """A write to `plog` failed: take its log dir offline (`fail_dir`). False, and nothing
+        done, for a log no longer here (deleted meanwhile: its files went with it)."""
+        tp = (plog.topic, plog.partition)
+        log_dir = self._dir_of.get(tp) if self._logs.get(tp) is plog else None
         return log_dir is not None and self.fail_dir(log_dir, exc)
 
     def is_offline(self, topic: str, partition: int) -> bool:

@@ -12,10 +12,18 @@ from pathlib import Path
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from compat import wire
+from protocol.api_keys import ApiKey
 from pybroker.testing.disk_faults import DiskFaults, available
 from tests.cluster.brokers import Cluster
 from tests.cluster.checker import check
 from tests.cluster.workload import AckedProducer, read_all
+
+
+def offline_replicas(cluster: Cluster, topic: str) -> list[int]:
+    body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+    answer = wire.request(cluster.brokers[2].bootstrap, ApiKey.METADATA, 9, body)
+    return list(answer.topics[0].partitions[0].offline_replicas)
 
 
 def test_a_leaders_failed_log_dir_moves_leadership_and_loses_nothing(
@@ -48,6 +56,10 @@ def test_a_leaders_failed_log_dir_moves_leadership_and_loses_nothing(
                 cluster.wait_until(lambda: cluster.leader("ondisk", 0) in (2, 3), 30,
                                    "leadership of ondisk-0 to move off broker 1")
                 cluster.wait_isr("ondisk", 0, {2, 3})
+                # Metadata names the replica offline, as Kafka's does (KIP-112).
+                cluster.wait_until(lambda: offline_replicas(cluster, "ondisk") == [1], 30,
+                                   "Metadata to list broker 1's replica of ondisk-0 offline")
+                assert offline_replicas(cluster, "steady") == []
                 before = producer.acked_count()
                 producer.wait_acked(before + 200, timeout=60)
             finally:
