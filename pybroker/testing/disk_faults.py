@@ -67,15 +67,16 @@ class MountedDisk:
         self.device: str | None = None
         self._image = self._work / "disk.img"
         self.mounted = False
-        # The disk is mounted under a private bind mount of the working dir, so that no
-        # other mount namespace gets a copy of it (`ip netns exec` makes one, as a slave of
-        # this one, for every process it runs): a copy there would keep the device busy
-        # after `repair` unmounts it here.
+        # The disk is mounted under a shared bind mount of the working dir. A mount
+        # namespace made while it is mounted (`ip netns exec` makes one for every process it
+        # runs, a slave copy of this one) then holds a slave copy of it, which the unmount
+        # here removes too: with the private mounts a container starts with, that copy
+        # would keep the device busy, and `repair` could not check it.
         self._bound = False
         try:
             _run("mount", "--bind", str(self._work), str(self._work))
             self._bound = True
-            _run("mount", "--make-private", str(self._work))
+            _run("mount", "--make-shared", str(self._work))
         except BaseException:
             self.close()
             raise
