@@ -144,3 +144,54 @@ def test_a_broker_whose_every_log_dir_failed_stops_naming_them(tmp_path: Path) -
         assert len(critical) == 1, broker.stderr_lines[-10:]
         assert "Shutdown broker because all log dirs in" in critical[0]
         assert str(first.path) in critical[0] and str(second.path) in critical[0]
+
+
+def test_fill_disk_verb_on_ext4(tmp_path: Path) -> None:
+    """The kit's `fill_disk` on an ext4 disk (delayed allocation: the filler is synced so the
+    space is really gone): the broker's next write there fails, its dir goes offline, and it
+    stays offline when space comes back until a restart, as in Kafka."""
+    from pybroker.testing.disk_faults import DiskFaults
+
+    why = available("ext4")
+    if why:
+        pytest.skip(why)
+    healthy = tmp_path / "healthy"
+    with DiskFaults() as faults:
+        disk = faults.mount(0, "data", size_mb=16)
+        dirs = f"{healthy},{disk}"
+        broker = BrokerProcess(healthy, **{"log.dirs": dirs})
+        broker.start(60)
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+            try:
+                admin.create_topics([NewTopic("f", 2, 1)])  # f-1 on the disk
+            finally:
+                admin.close()
+            producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all",
+                                     retries=0)
+            try:
+                first = producer.send("f", b"before", partition=1).get(timeout=30)
+                assert faults.fill_disk(0, "data") > 0
+                with pytest.raises(KafkaStorageError):
+                    for _ in range(200):  # the segment's last block may take a few
+                        producer.send("f", b"x" * 4096, partition=1).get(timeout=30)
+                faults.free_disk(0, "data")
+                with pytest.raises(KafkaStorageError):
+                    producer.send("f", b"still offline", partition=1).get(timeout=30)
+            finally:
+                producer.close(timeout=5)
+            assert broker.stop() == 0
+        finally:
+            broker.kill()
+        broker = BrokerProcess(healthy, port=broker.port, **{"log.dirs": dirs})
+        broker.start(60)
+        try:
+            producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+            try:
+                assert producer.send("f", b"after", partition=1).get(timeout=30).offset > \
+                    first.offset
+            finally:
+                producer.close(timeout=5)
+            assert broker.stop() == 0
+        finally:
+            broker.kill()
