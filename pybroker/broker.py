@@ -304,6 +304,8 @@ class Broker:
                 await nursery.start(self.replicas.run_isr_maintenance,
                                     self.config.replica_lag_time_max_ms)
                 await nursery.start(self.controller.run)
+                await nursery.start(self.replicas.announce_offline_replicas,
+                                    self.zk_store.announce_offline_replicas)
                 if isinstance(self.acl_store, ZkAclStore):
                     nursery.start_soon(self.acl_store.run)  # other brokers' ACL changes
             await nursery.start(self.log_jobs.run, self.config)

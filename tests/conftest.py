@@ -113,6 +113,33 @@ _TESTS_DIR = Path(__file__).parent
 _TIER_TIME: dict[str, tuple[float, int]] = {}
 
 
+@pytest.fixture
+def ext4_disk() -> Iterator[Any]:
+    """A 16 MB ext4 file system on a loop device, mounted for the test and removed after it
+    (`pybroker.testing.disk_faults`: `fail()` takes it read-only as a disk error does);
+    skipped where it cannot be mounted (not root)."""
+    from pybroker.testing.disk_faults import MountedDisk, available
+
+    why = available("ext4")
+    if why:
+        pytest.skip(why)
+    with MountedDisk.ext4(16) as disk:
+        yield disk
+
+
+@pytest.fixture
+def tmpfs_disk() -> Iterator[Any]:
+    """A 2 MB tmpfs mounted for the test (`fill()` fills it to ENOSPC); skipped where it
+    cannot be mounted (not root)."""
+    from pybroker.testing.disk_faults import MountedDisk, available
+
+    why = available("tmpfs")
+    if why:
+        pytest.skip(why)
+    with MountedDisk.tmpfs(2) as disk:
+        yield disk
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for tier in TIERS:
         config.addinivalue_line("markers", f"{tier}: the {tier} tier (tests/tiers.py)")

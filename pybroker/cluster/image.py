@@ -30,6 +30,8 @@ class BrokerInfo:
     # broker epoch), and whether the broker asked for a controlled shutdown.
     epoch: int = -1
     shutting_down: bool = False
+    # Its replicas in failed log dirs (KIP-112): dead for their partitions alone.
+    offline_replicas: frozenset[tuple[str, int]] = frozenset()
 
     def endpoint(self, listener: str | None) -> tuple[str, int] | None:
         """(host, port) on `listener`; None if the broker has no such listener."""

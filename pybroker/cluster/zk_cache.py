@@ -58,7 +58,8 @@ def build_image(cluster_id: str, cache: _Cache) -> MetadataImage:
             continue
         host, port = next(iter(reg.endpoints.values()))
         brokers[node] = BrokerInfo(node, host, port, reg.rack, dict(reg.endpoints),
-                                   epoch=reg.epoch, shutting_down=reg.shutting_down)
+                                   epoch=reg.epoch, shutting_down=reg.shutting_down,
+                                   offline_replicas=reg.offline_replicas)
     topics = {}
     for name, assignment in sorted(cache.assignments.items()):
         parts = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,9 +30,14 @@ CONFIG_BROKERS = "/config/brokers"
 DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 ISR_CHANGES = "/isr_change_notification"
+LOG_DIR_EVENTS = "/log_dir_event_notification"
+# Kafka's LogDirEventNotificationSequenceZNode: the prefix of each sequential znode, and its
+# one event, LogDirFailure.
+LOG_DIR_EVENT_PREFIX = f"{LOG_DIR_EVENTS}/log_dir_event_"
+LOG_DIR_FAILURE = 1
 # Created at start when missing, as Kafka's KafkaZkClient.createTopLevelPaths does.
 PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, CONFIG_CHANGES, DELETE_TOPICS,
-                    ISR_CHANGES, CONFIG_BROKERS, CONFIG_USERS, CONFIG_CLIENTS)
+                    ISR_CHANGES, LOG_DIR_EVENTS, CONFIG_BROKERS, CONFIG_USERS, CONFIG_CLIENTS)
 
 
 def broker_path(node_id: int) -> str:
@@ -80,12 +85,18 @@ class BrokerRegistration:
     shutting_down: bool = False
     # The znode's czxid: a new number every time the broker registers (Kafka's broker epoch).
     epoch: int = -1
+    # Its replicas in failed log dirs (KIP-112), which Kafka's controller learns from the
+    # broker's LeaderAndIsr answers and pybroker, without those RPCs, reads here.
+    offline_replicas: frozenset[tuple[str, int]] = frozenset()
 
 
 def encode_broker(node_id: int, endpoints: Mapping[str, tuple[str, int]],
                   protocols: Mapping[str, str], rack: str | None = None,
-                  shutting_down: bool = False) -> bytes:
-    """Version 5 of Kafka's broker registration, plus the implementation marker."""
+                  shutting_down: bool = False,
+                  offline_replicas: Iterable[tuple[str, int]] = ()) -> bytes:
+    """Version 5 of Kafka's broker registration, plus the implementation marker and two keys
+    of pybroker's own when they apply: `shutting_down` (R6) and `offline_replicas`, the
+    replicas in failed log dirs as `[{"topic": T, "partition": P}]`."""
     host, port = next(iter(endpoints.values()))
     data: dict[str, Any] = {
         "version": 5, "host": host, "port": port, "jmx_port": -1,
@@ -98,6 +109,9 @@ def encode_broker(node_id: int, endpoints: Mapping[str, tuple[str, int]],
         data["rack"] = rack
     if shutting_down:
         data["shutting_down"] = True
+    offline = sorted(offline_replicas)
+    if offline:
+        data["offline_replicas"] = [{"topic": t, "partition": p} for t, p in offline]
     return _json(data)
 
 
@@ -110,8 +124,24 @@ def decode_broker(node_id: int, raw: bytes, czxid: int = -1) -> BrokerRegistrati
         endpoints[name] = (host.strip("[]"), int(port))
     if not endpoints and "host" in data:
         endpoints["PLAINTEXT"] = (data["host"], int(data["port"]))
+    offline = frozenset((str(r["topic"]), int(r["partition"]))
+                        for r in data.get("offline_replicas", []))
     return BrokerRegistration(node_id, endpoints, data.get("rack"),
-                              bool(data.get("shutting_down", False)), czxid)
+                              bool(data.get("shutting_down", False)), czxid, offline)
+
+
+def encode_log_dir_event(broker: int) -> bytes:
+    """A `/log_dir_event_notification/log_dir_event_<seq>` znode, as Kafka's broker writes it
+    when a log dir fails."""
+    return _json({"version": 1, "broker": broker, "event": LOG_DIR_FAILURE})
+
+
+def decode_log_dir_event(raw: bytes) -> int | None:
+    """The broker a log dir event names; None for an unreadable one."""
+    try:
+        return int(_load(raw)["broker"])
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 # -- /brokers/topics/T -------------------------------------------------------------------------

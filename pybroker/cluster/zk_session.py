@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ class ZkSession:
     _session_lost: bool
     _suspended: bool
     _shutting_down: bool
+    _offline_replicas: frozenset[tuple[str, int]]
     _mark: Callable[[tuple[Any, ...]], None]  # ZkCache's
 
     def _ensure_chroot(self, client_class: Any, hosts: str, timeout_ms: int) -> None:
@@ -127,7 +128,8 @@ class ZkSession:
     def _registration(self) -> bytes:
         return zd.encode_broker(self.node_id, self._endpoints,
                                 {name: "PLAINTEXT" for name in self._endpoints}, self.rack,
-                                shutting_down=self._shutting_down)
+                                shutting_down=self._shutting_down,
+                                offline_replicas=self._offline_replicas)
 
     def register(self) -> None:
         """Create this broker's ephemeral /brokers/ids/N (blocking). An old registration of
@@ -160,6 +162,20 @@ class ZkSession:
         self._shutting_down = True
         await trio.to_thread.run_sync(self.zk.set, zd.broker_path(self.node_id),
                                       self._registration())
+
+    async def announce_offline_replicas(self, replicas: Iterable[tuple[str, int]]) -> None:
+        """A log dir failed (KIP-112): list the replicas now offline in this broker's
+        registration, for the controller to move their leaderships and ISR memberships away,
+        and write Kafka's `/log_dir_event_notification/log_dir_event_<seq>`, as Kafka's
+        broker does."""
+        self._offline_replicas = frozenset(replicas)
+
+        def write() -> None:
+            self.zk.set(zd.broker_path(self.node_id), self._registration())
+            self.zk.create(zd.LOG_DIR_EVENT_PREFIX, zd.encode_log_dir_event(self.node_id),
+                           sequence=True, makepath=True)
+
+        await trio.to_thread.run_sync(write)
 
     def _on_state(self, state: str) -> None:
         """kazoo drops every watch when the connection drops, even when the session lives

@@ -90,6 +90,7 @@ class ZkMetadataStore(ZkSession, ZkCache):
         self._session_lost = False
         self._suspended = False
         self._shutting_down = False
+        self._offline_replicas: frozenset[tuple[str, int]] = frozenset()
 
     def attach(self, log_dir: Path, cluster_id: str | None) -> None:
         """With this broker's first log dir locked: agree on the cluster id with ZooKeeper

@@ -20,6 +20,12 @@ it. Acting on the latest snapshot, never on events, makes a missed or repeated w
 A broker that re-registered (its registration's czxid changed: it restarted within the
 session timeout and waited for the old one to expire) is handled as failed and then back, as
 Kafka's controller handles a bounced broker.
+
+A broker whose log dir failed (KIP-112) lists its offline replicas in its registration and
+writes a `/log_dir_event_notification/log_dir_event_<seq>` znode, as Kafka's does: each such
+replica counts as dead for its own partition (`decisions`: leadership moved to an in-sync
+replica elsewhere, the broker out of the ISR), and the controller removes the notifications
+it has acted on, as Kafka's does.
 """
 from __future__ import annotations
 
@@ -64,6 +70,8 @@ class Controller:
         self._changed = trio.Event()
         self._broker_epochs: dict[int, int] = {}
         self._lock = trio.Lock()
+        # The offline replicas of the last reconcile: a change clears the notifications.
+        self._offline_seen: dict[int, frozenset[tuple[str, int]]] = {}
 
     # -- following the store -----------------------------------------------------------------------
     async def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
@@ -209,18 +217,43 @@ class Controller:
         await self._write_states(self._new_partitions(image, live), create=True)
         # Partitions without a state znode yet are the creation's business, above.
         image = _with_states_only(image)
+        offline = {b: info.offline_replicas for b, info in image.brokers.items()
+                   if info.offline_replicas}
         if bounced:  # failed, then back: elect away from it first
             await self._write_states(decisions.on_brokers_failed(
-                image, live - bounced, unclean, deleting))
+                image, live - bounced, unclean, deleting, offline))
             return  # the next image has those writes; decide the rest from it
-        changes = decisions.on_brokers_failed(image, live, unclean, deleting)
-        changes += decisions.on_brokers_started(image, live, unclean, deleting)
+        changes = decisions.on_brokers_failed(image, live, unclean, deleting, offline)
+        changes += decisions.on_brokers_started(image, live, unclean, deleting, offline)
         shutting = frozenset(b for b, info in image.brokers.items() if info.shutting_down)
         if shutting:
             changes += decisions.controlled_shutdown_moves(image, shutting, live, deleting)
         await self._write_states(_last_per_partition(changes))
         self._broker_epochs = {b: info.epoch for b, info in image.brokers.items()}
+        if offline != self._offline_seen:
+            for broker, replicas in offline.items():
+                if replicas != self._offline_seen.get(broker):
+                    log.info("controller: broker %d has %d replica(s) in failed log dirs: %s",
+                             broker, len(replicas), sorted(replicas))
+            await trio.to_thread.run_sync(self._clear_log_dir_events)
+            self._offline_seen = offline
         await self._advance_reassignments(self.store.image, live)
+
+    def _clear_log_dir_events(self) -> None:
+        """Remove the /log_dir_event_notification znodes, acted on (blocking; Kafka's
+        controller deletes them once handled)."""
+        from kazoo.exceptions import NoNodeError
+
+        zk = self.store.zk
+        try:
+            children = zk.get_children(zd.LOG_DIR_EVENTS)
+        except NoNodeError:
+            return
+        for child in children:
+            try:
+                zk.delete(f"{zd.LOG_DIR_EVENTS}/{child}")
+            except NoNodeError:
+                pass
 
     def _new_partitions(self, image: MetadataImage, live: frozenset[int]) -> list[Change]:
         """Kafka's initializeLeaderAndIsrForPartitions: the first live replica leads, the live

@@ -19,10 +19,16 @@ skipped by every event, as Kafka skips topics queued for deletion.
 down: a shutting-down broker still serves until it has handed its leaderships over. A broker
 whose registration was replaced (its czxid grew) has bounced: the façade runs
 `on_brokers_failed` without it, then `on_brokers_started` with it, as Kafka does.
+
+`offline` names, per broker, its replicas in a failed log dir (KIP-112; the broker lists
+them in its registration). Such a replica counts as dead for its partition alone: it loses
+the leadership and leaves the ISR as if its broker had died, and is never elected, while the
+broker's other replicas go on as they were (Kafka's `onReplicasBecomeOffline` after a
+`/log_dir_event_notification`).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Set
+from collections.abc import Callable, Iterator, Mapping, Set
 
 from pybroker.cluster.image import MetadataImage, PartitionState, TopicInfo
 from pybroker.controller.election import (
@@ -34,6 +40,8 @@ Change = tuple[str, PartitionState]
 # Whether a topic allows unclean leader election: the topic's
 # `unclean.leader.election.enable`, over the broker default (the façade resolves it).
 UncleanPolicy = Callable[[str], bool]
+# Per broker, its replicas (topic, partition) in a failed log dir.
+OfflineReplicas = Mapping[int, Set[tuple[str, int]]]
 
 UNCLEAN_CONFIG = "unclean.leader.election.enable"
 # leader.imbalance.per.broker.percentage's default (Kafka's ReplicationConfigs).
@@ -66,9 +74,19 @@ def _partitions(image: MetadataImage, deleting: Set[str]
             yield info, state
 
 
+def _live_for(topic: str, state: PartitionState, live: Set[int],
+              offline: OfflineReplicas) -> Set[int]:
+    """The live brokers whose replica of this partition is not in a failed log dir."""
+    if not offline:
+        return live
+    tp = (topic, state.partition)
+    return frozenset(b for b in live if tp not in offline.get(b, ()))
+
+
 def on_brokers_failed(image: MetadataImage, live: Set[int],
                       unclean: UncleanPolicy = never_unclean,
-                      deleting: Set[str] = frozenset()) -> list[Change]:
+                      deleting: Set[str] = frozenset(),
+                      offline: OfflineReplicas | None = None) -> list[Change]:
     """After brokers died (their znodes went away): every partition without a live leader
     gets the offline election (a new leader from the live ISR, unclean if its topic allows,
     or it stays offline keeping its last ISR member), and every partition whose leader lives
@@ -81,10 +99,11 @@ def on_brokers_failed(image: MetadataImage, live: Set[int],
     died just now, only on who is live."""
     changes: list[Change] = []
     for info, state in _partitions(image, deleting):
-        if has_live_leader(state, live):
-            new = remove_from_isr(state, frozenset(state.isr) - live)
+        serving = _live_for(info.name, state, live, offline or {})
+        if has_live_leader(state, serving):
+            new = remove_from_isr(state, frozenset(state.isr) - serving)
         else:
-            new = elect_offline(state, live, unclean(info.name))
+            new = elect_offline(state, serving, unclean(info.name))
         if new is not None:
             changes.append((info.name, new))
     return changes
@@ -92,16 +111,18 @@ def on_brokers_failed(image: MetadataImage, live: Set[int],
 
 def on_brokers_started(image: MetadataImage, live: Set[int],
                        unclean: UncleanPolicy = never_unclean,
-                       deleting: Set[str] = frozenset()) -> list[Change]:
+                       deleting: Set[str] = frozenset(),
+                       offline: OfflineReplicas | None = None) -> list[Change]:
     """After brokers registered: every partition without a live leader that can now get one
     (a live ISR member, or any live replica where unclean election is allowed) is elected
     (Kafka's `onBrokerStartup` -> `triggerOnlinePartitionStateChange`). A restarted broker
     is not put back in any ISR here: the leader adds it once it has caught up."""
     changes: list[Change] = []
     for info, state in _partitions(image, deleting):
-        if not has_live_leader(state, live):
-            new = elect_offline(state, live, unclean(info.name))
-            if new is not None and new.leader in live:
+        serving = _live_for(info.name, state, live, offline or {})
+        if not has_live_leader(state, serving):
+            new = elect_offline(state, serving, unclean(info.name))
+            if new is not None and new.leader in serving:
                 changes.append((info.name, new))
     return changes
 

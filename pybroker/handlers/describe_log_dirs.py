@@ -1,4 +1,5 @@
-"""DescribeLogDirs: each log dir, its partitions' sizes, and its disk space.
+"""DescribeLogDirs: each log dir, its partitions' sizes, and its disk space; an offline
+(failed) dir as KAFKA_STORAGE_ERROR.
 
 Needs DESCRIBE on the cluster; without it Kafka answers no log dirs at all and, from v3 (which
 has the field), CLUSTER_AUTHORIZATION_FAILED at the top — an answer, never a closed
@@ -14,6 +15,9 @@ from protocol.errors import ErrorCode
 from pybroker.handlers._authz import CLUSTER, Op, allowed
 from pybroker.handlers._base import Handler, RequestContext
 
+# Kafka's DescribeLogDirsResponse.UNKNOWN_VOLUME_BYTES: a dir whose disk cannot be asked.
+UNKNOWN_VOLUME_BYTES = -1
+
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     if not allowed(ctx, Op.DESCRIBE, CLUSTER):
@@ -24,12 +28,19 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     else:
         wanted = {t.topic: list(t.partitions) for t in request.topics}
     results = []
-    for log_dir in ctx.services.logs.log_dirs:
+    logs = ctx.services.logs
+    for log_dir in logs.log_dirs:
+        if log_dir in logs.offline_dirs:  # as Kafka: the error, no partitions, sizes unknown
+            results.append({"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR),
+                            "log_dir": str(log_dir), "topics": [],
+                            "total_bytes": UNKNOWN_VOLUME_BYTES,
+                            "usable_bytes": UNKNOWN_VOLUME_BYTES})
+            continue
         topics = []
         for name, partitions in wanted.items():
             entries = []
             for index in partitions:
-                plog = ctx.services.logs.get(name, index)
+                plog = logs.get(name, index)
                 if plog is None or plog.dir.parent != log_dir:
                     continue
                 entries.append({"partition_index": index, "partition_size": plog.size,

@@ -63,18 +63,19 @@ def encoded_topic(store: MetadataStore, info: TopicInfo, version: int,
     data = cache.entries.get(key)
     if data is None:
         live = store.image.brokers
-        rows = [_row(p, live) for p in info.partitions]
+        rows = [_row(info.name, p, live) for p in info.partitions]
         data = cache.entries[key] = encode_topic(
             version, 0, info.name, info.topic_id, info.internal,
             encode_partitions(rows, version), operations)
     return data
 
 
-def _row(p: PartitionState, live: Mapping[int, BrokerInfo]) -> tuple:
+def _row(topic: str, p: PartitionState, live: Mapping[int, BrokerInfo]) -> tuple:
     """A partition as Metadata reports it: no live leader is LEADER_NOT_AVAILABLE with
-    leader -1 (Kafka's MetadataCache), and replicas on brokers that are not registered are
-    offline."""
-    offline = tuple(r for r in p.replicas if r not in live)
+    leader -1 (Kafka's MetadataCache), and replicas on brokers that are not registered, or
+    in a failed log dir of theirs (KIP-112), are offline."""
+    offline = tuple(r for r in p.replicas if r not in live
+                    or (topic, p.partition) in live[r].offline_replicas)
     if p.leader < 0 or p.leader not in live:
         return (p.partition, -1, p.leader_epoch, p.replicas, p.isr,
                 int(ErrorCode.LEADER_NOT_AVAILABLE), offline)

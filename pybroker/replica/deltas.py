@@ -18,7 +18,7 @@ from pybroker.cluster.metadata import MetadataDelta, MetadataImage, TopicInfo
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.replica.partition import Partition
 from pybroker.replica.purgatory import Purgatory
-from pybroker.storage.log_manager import LogManager, remove_dirs
+from pybroker.storage.log_manager import KafkaStorageException, LogManager, remove_dirs
 
 if TYPE_CHECKING:
     from pybroker.replica.fetcher import ReplicaFetchers
@@ -54,10 +54,13 @@ class ReplicaDeltas:
         for index in partitions:
             p = info.partitions[index]
             if self.node_id in p.replicas:
-                self.logs.get_or_create(
-                    info.name, index, config,
-                    leader_epoch=p.leader_epoch if p.leader == self.node_id else None,
-                    sync=not sync_once)
+                try:
+                    self.logs.get_or_create(
+                        info.name, index, config,
+                        leader_epoch=p.leader_epoch if p.leader == self.node_id else None,
+                        sync=not sync_once)
+                except KafkaStorageException as exc:  # its log dir is offline
+                    log.warning("no log for %s-%d: %s", info.name, index, exc)
         if sync_once:
             self.logs.sync()
 

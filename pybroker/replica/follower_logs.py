@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any
 
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
@@ -26,7 +26,7 @@ class FollowerSide:
 
     purgatory: Purgatory
     _partitions: dict[TopicPartition, Partition]
-    log_dir_failed: Callable[[PartitionLog, OSError], NoReturn]  # ReplicaManager's
+    log_dir_failed: Callable[[PartitionLog, OSError], Any]  # ReplicaManager's
 
     # -- following (a cluster) -------------------------------------------------------------------
     def fetch_position(self, tp: TopicPartition) -> tuple[int, int, int] | None:
@@ -62,6 +62,7 @@ class FollowerSide:
                 plog.append_as_follower(records)
             except OSError as exc:
                 self.log_dir_failed(plog, exc)
+                return ErrorCode.KAFKA_STORAGE_ERROR
             except Exception as exc:  # a torn or unexpected batch: fetch it again
                 log.warning("replica %s-%d: cannot append fetched batches: %s", tp[0], tp[1],
                             exc)

@@ -179,7 +179,14 @@ class LogJobs:
                 except BaseException:
                     stop.set()
                     raise
-                if self.cleaner.commit(result, write_checkpoint=False) is not None:
+                try:
+                    committed = self.cleaner.commit(result, write_checkpoint=False)
+                except OSError as exc:
+                    committed, result.error = None, exc
+                if isinstance(result.error, OSError):  # the log dir failed (KIP-112),
+                    # unless the log was deleted meanwhile (fail_log ignores it then)
+                    self.logs.fail_log(plan.log, result.error)
+                elif committed is not None:
                     cleaned += 1
 
         async with trio.open_nursery() as nursery:

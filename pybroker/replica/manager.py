@@ -16,7 +16,8 @@ import os
 import time
 from dataclasses import dataclass, field
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -112,6 +113,10 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
         # coordinator in process or on another broker).
         self.txn_verifier: Callable[[str, int, int, list[TopicPartition]],
                                     Awaitable[dict[TopicPartition, ErrorCode]]] | None = None
+        # Set when a log dir fails while others are still online: a cluster member tells
+        # the controller (`announce_offline_replicas`).
+        self._dirs_failed = trio.Event()
+        logs.on_dir_offline = self._dir_offline_from_any_thread
 
     async def verify_transaction(self, transactional_id: str, producer_id: int,
                                  producer_epoch: int, tp: TopicPartition) -> ErrorCode:
@@ -161,6 +166,8 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
         state = self.metadata.image.partition(topic, partition)
         if state is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        if self.logs.is_offline(topic, partition):  # as Kafka's HostedPartition.Offline
+            return ErrorCode.KAFKA_STORAGE_ERROR, None
         if state.leader != self.node_id or not self.metadata.session_valid:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
         part = self._partitions.get((topic, partition))
@@ -248,7 +255,7 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
             return AppendResult(error_code(exc), log_start_offset=plog.log_start_offset,
                                 message=str(exc))
         except OSError as exc:
-            self.log_dir_failed(plog, exc)
+            return self.log_dir_failed(plog, exc)
         purgatory = self.purgatory
         purgatory.notify((topic, partition), Watch.LOG_END)
         # With the leader the only in-sync replica (one broker), the append commits at once.
@@ -278,7 +285,7 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
             info = plog.append_control_marker(producer_id, producer_epoch, coordinator_epoch,
                                               commit, leader_epoch=part.leader_epoch)
         except OSError as exc:
-            self.log_dir_failed(plog, exc)
+            return self.log_dir_failed(plog, exc)
         except Exception as exc:
             code = error_code(exc)
             if code == ErrorCode.UNKNOWN_SERVER_ERROR:
@@ -305,7 +312,9 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
             for tp, result in pending:
                 part = self._partitions.get(tp)
                 if part is None:
-                    done, code = True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    done, code = True, (ErrorCode.KAFKA_STORAGE_ERROR
+                                        if self.logs.is_offline(*tp)
+                                        else ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 else:
                     done, code = part.check_enough_replicas_reach_offset(
                         result.end_offset, self.topic_configs.topic_config(tp[0]).min_insync_replicas)
@@ -458,14 +467,64 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
         offset, ts = found
         return ErrorCode.NONE, offset, ts, epoch
 
-    def log_dir_failed(self, plog: PartitionLog, exc: OSError) -> NoReturn:
-        """A write to a log failed (disk full, the dir gone or read-only): its log dir can
-        no longer be trusted. Kafka takes the dir offline and halts a broker whose dirs have
-        all failed; pybroker, which cannot serve a partition elsewhere on the same broker,
-        halts at once, as a kill -9 would: what was written stays in the page cache, the
-        next start recovers it, and the other replicas go on without this broker (it leaves
-        their ISRs)."""
-        log.critical("log dir of %s failed: %s; stopping this broker (as Kafka halts a broker "
-                     "whose log dirs have failed)", plog.dir, exc)
-        logging.shutdown()
-        os._exit(1)
+    def log_dir_failed(self, plog: PartitionLog, exc: OSError) -> AppendResult:
+        """A write to a log failed (disk full, an I/O error, the file system remounted
+        read-only): its log dir goes offline, and only it (KIP-112, `LogManager.fail_dir`).
+        Returns what the writer answers."""
+        self.logs.fail_log(plog, exc)
+        return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"{plog.dir}: {exc}")
+
+    def _dir_offline_from_any_thread(self, log_dir: Path) -> None:
+        """`LogManager.on_dir_offline`: called by whichever thread found the failure (a flush
+        or checkpoint runs in a worker thread); the partitions are let go on the event
+        loop."""
+        try:
+            trio.lowlevel.current_trio_token()
+        except RuntimeError:
+            try:
+                trio.from_thread.run_sync(self._take_dir_offline, log_dir)
+                return
+            except RuntimeError:  # no event loop to hand it to: the broker is closing
+                pass
+        self._take_dir_offline(log_dir)
+
+    def _take_dir_offline(self, log_dir: Path) -> None:
+        """Let go of the partitions in a failed dir: no leading, no following, and anyone
+        waiting on them wakes to KAFKA_STORAGE_ERROR. A broker whose every dir has failed
+        stops, as Kafka halts it; otherwise the cluster hears of it
+        (`announce_offline_replicas`)."""
+        for tp in self.logs.offline_partitions(log_dir):
+            self._partitions.pop(tp, None)
+            self._isr_candidates.discard(tp)
+            if self.fetchers is not None:
+                self.fetchers.unfollow(tp)
+            self.purgatory.notify_all(tp)
+        offline = self.logs.offline_dirs
+        if not self.logs.online_dirs:
+            log.critical("Shutdown broker because all log dirs in %s have failed",
+                         ", ".join(str(d) for d in offline))
+            logging.shutdown()
+            os._exit(1)
+        self._dirs_failed.set()
+
+    async def announce_offline_replicas(
+            self, announce: Callable[[frozenset[TopicPartition]], Awaitable[None]], *,
+            task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """A cluster member's task: after each log dir failure, `announce` every replica now
+        offline (the ZooKeeper store lists them in the registration and writes Kafka's
+        /log_dir_event_notification), so the controller moves their leaderships and ISR
+        memberships to the other replicas. A failed announcement is retried a second later."""
+        task_status.started()
+        announced: frozenset[TopicPartition] = frozenset()
+        while True:
+            await self._dirs_failed.wait()
+            self._dirs_failed = trio.Event()
+            offline = frozenset(self.logs.offline_partitions())
+            while offline != announced:
+                try:
+                    await announce(offline)
+                    announced = offline
+                except Exception:
+                    log.exception("cannot tell the controller of the offline replicas")
+                    await trio.sleep(1)
+                offline = frozenset(self.logs.offline_partitions())

@@ -268,6 +268,16 @@ class LocalLog:
             segment.delete()
         self._pending_deletes.clear()
 
+    def close_handles(self) -> None:
+        """Close every file without writing to any: the log dir failed (see
+        `LogManager.fail_dir`). What was written stays on disk for the next start's recovery."""
+        self.closed = True
+        for segment in self.segments:
+            segment.close_handles()
+        for _, segment in self._pending_deletes:
+            segment.close_handles()
+        self._pending_deletes.clear()
+
     def delete(self) -> None:
         """Remove the whole log: `detach`, then delete the renamed directory."""
         target = self.detach()

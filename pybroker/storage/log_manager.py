@@ -31,9 +31,20 @@ then sync the log dir's file system once (`sync_filesystem`) before the checkpoi
 
 The periodic duties (`flush_dirty`, `checkpoint`, `cleanup`) are plain blocking methods; the
 server runs them on its own schedule, in a worker thread where they fsync.
+
+A failed log dir (KIP-112). A write that fails with an OSError (EIO, ENOSPC, EROFS) in one of
+the dirs, whoever makes it (an append on the event loop, a flush or checkpoint in a worker
+thread), takes that dir offline through `fail_dir`, and only it: its logs close without
+writing another byte, leave `get` and are remembered as offline, so their partitions answer
+KAFKA_STORAGE_ERROR and are never recreated in another dir while this broker runs (Kafka's
+getOrCreateLog refuses a non-new log while any dir is offline). The dir gets no checkpoint
+and no clean-shutdown marker from then on, so the next start, the disk repaired, recovers
+its logs from their recovery points. `on_dir_offline` (set by the replica manager) hears of
+each dir once, from whatever thread found it.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -54,7 +65,7 @@ from pybroker.storage.partition_log import PartitionLog, parse_topic_partition, 
     partition_dir_name
 
 __all__ = [
-    "LogManager", "CLEAN_SHUTDOWN_FILE", "RECOVERY_POINT_CHECKPOINT",
+    "LogManager", "KafkaStorageException", "CLEAN_SHUTDOWN_FILE", "RECOVERY_POINT_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT", "HIGH_WATERMARK_CHECKPOINT",
 ]
 
@@ -65,6 +76,10 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
+
+
+class KafkaStorageException(Exception):
+    """Kafka's name: the partition's log is in an offline log dir (KAFKA_STORAGE_ERROR)."""
 
 
 def remove_dirs(paths: list[Path]) -> None:
@@ -94,6 +109,10 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._dir_counts: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
+        # Failed dirs and why, and the partitions whose logs were in them (`fail_dir`).
+        self.offline_dirs: dict[Path, str] = {}
+        self._offline: dict[TopicPartition, Path] = {}
+        self.on_dir_offline: Callable[[Path], None] | None = None
         self._lock = threading.Lock()
         self._closed = False
         self.had_clean_shutdown = True
@@ -178,6 +197,49 @@ class LogManager:
                 for segment in plog.segments:
                     segment.flush()
 
+    # -- failed log dirs (KIP-112) -------------------------------------------------------------
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def fail_dir(self, log_dir: Path, exc: BaseException) -> bool:
+        """Take `log_dir` offline after a failed write there (see the module docstring);
+        False if it already was. Thread-safe."""
+        with self._lock:
+            if log_dir in self.offline_dirs or log_dir not in self._dir_counts:
+                return False
+            self.offline_dirs[log_dir] = f"{type(exc).__name__}: {exc}"
+            failed = [tp for tp, d in self._dir_of.items() if d == log_dir]
+            logs = []
+            for tp in failed:
+                logs.append(self._logs.pop(tp))
+                del self._dir_of[tp]
+                self._offline[tp] = log_dir
+            self._dir_counts[log_dir] = 0
+        for plog in logs:
+            plog.close_handles()
+        log.error("log dir %s failed (%s): it is offline, with the %d partition(s) it held",
+                  log_dir, self.offline_dirs[log_dir], len(logs))
+        listener = self.on_dir_offline
+        if listener is not None:
+            listener(log_dir)
+        return True
+
+    def fail_log(self, plog: PartitionLog, exc: BaseException) -> bool:
+        """A write to `plog` failed: take its log dir offline (`fail_dir`). False, and nothing
+        done, for a log no longer here (deleted meanwhile: its files went with it)."""
+        tp = (plog.topic, plog.partition)
+        log_dir = self._dir_of.get(tp) if self._logs.get(tp) is plog else None
+        return log_dir is not None and self.fail_dir(log_dir, exc)
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """Whether the partition's log was in a dir that failed."""
+        return (topic, partition) in self._offline
+
+    def offline_partitions(self, log_dir: Path | None = None) -> list[TopicPartition]:
+        """The partitions whose logs were in `log_dir` (default: in any failed dir)."""
+        return [tp for tp, d in list(self._offline.items()) if log_dir in (None, d)]
+
     # -- the logs ------------------------------------------------------------------------------
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
@@ -191,6 +253,9 @@ class LogManager:
         to it, as Kafka's makeLeader does: the first append then has no checkpoint to fsync
         on the event loop. Without `sync` that checkpoint is not fsynced: the caller creating
         many logs calls `sync()` once after them.
+
+        KafkaStorageException for a partition whose log dir failed, or when the log cannot be
+        created (the dir it was to go in is then offline).
         """
         with self._lock:
             existing = self._logs.get((topic, partition))
@@ -198,17 +263,31 @@ class LogManager:
                 if config is not None:
                     existing.config = config
                 return existing
-            log_dir = min(self.log_dirs, key=self._dir_counts.__getitem__)
-            created = self._open_log(log_dir / partition_dir_name(topic, partition),
-                                     config or self._config(topic))
-            if leader_epoch is not None:
-                created.leader_epoch_cache.assign(leader_epoch, created.log_end_offset,
-                                                  sync=sync)
-            self._logs[(topic, partition)] = created
-            self._dir_of[(topic, partition)] = log_dir
-            self._dir_counts[log_dir] += 1
-            log.info("created log for %s-%d in %s", topic, partition, log_dir)
-            return created
+            failed_dir = self._offline.get((topic, partition))
+            if failed_dir is not None:
+                raise KafkaStorageException(f"the log dir {failed_dir} of {topic}-{partition} "
+                                            "is offline")
+            online = self.online_dirs
+            if not online:
+                raise KafkaStorageException(f"no log dir is online to create {topic}-{partition}")
+            log_dir = min(online, key=self._dir_counts.__getitem__)
+            try:
+                created = self._open_log(log_dir / partition_dir_name(topic, partition),
+                                         config or self._config(topic))
+                if leader_epoch is not None:
+                    created.leader_epoch_cache.assign(leader_epoch, created.log_end_offset,
+                                                      sync=sync)
+            except OSError as exc:
+                failure = exc
+            else:
+                self._logs[(topic, partition)] = created
+                self._dir_of[(topic, partition)] = log_dir
+                self._dir_counts[log_dir] += 1
+                log.info("created log for %s-%d in %s", topic, partition, log_dir)
+                return created
+        self.fail_dir(log_dir, failure)
+        raise KafkaStorageException(f"cannot create the log of {topic}-{partition} in "
+                                    f"{log_dir}: {failure}") from failure
 
     def delete(self, topic: str, partition: int) -> bool:
         """Close and remove a partition's log (renamed `*-delete` first); False if absent."""
@@ -253,8 +332,11 @@ class LogManager:
         since the last flush. Returns the number of logs flushed. Blocking."""
         flushed = 0
         for lg in self.logs():
-            if lg.maybe_flush(now_ms):
-                flushed += 1
+            try:
+                if lg.maybe_flush(now_ms):
+                    flushed += 1
+            except OSError as exc:
+                self.fail_log(lg, exc)
         return flushed
 
     def checkpoint(self, *, recovery_points: bool = True, log_start_offsets: bool = True,
@@ -265,11 +347,14 @@ class LogManager:
         (log.flush.offset.checkpoint.interval.ms, log.flush.start.offset.checkpoint.interval.ms,
         replica.high.watermark.checkpoint.interval.ms). Blocking: the broker runs it in a
         worker thread."""
-        for log_dir in self.log_dirs:
-            self._checkpoint_dir(log_dir, self._logs_in(log_dir),
-                                 recovery_points=recovery_points,
-                                 log_start_offsets=log_start_offsets,
-                                 high_watermarks=high_watermarks)
+        for log_dir in self.online_dirs:
+            try:
+                self._checkpoint_dir(log_dir, self._logs_in(log_dir),
+                                     recovery_points=recovery_points,
+                                     log_start_offsets=log_start_offsets,
+                                     high_watermarks=high_watermarks)
+            except OSError as exc:
+                self.fail_dir(log_dir, exc)
         if not recovery_points:
             return
         for plog in self.logs():
@@ -277,6 +362,8 @@ class LogManager:
                 plog.leader_epoch_cache.write_pending()
             except FileNotFoundError:
                 pass  # the log was deleted meanwhile: its directory is gone
+            except OSError as exc:
+                self.fail_log(plog, exc)
 
     def _checkpoint_dir(self, log_dir: Path, logs: list[PartitionLog], *,
                         recovery_points: bool = True, log_start_offsets: bool = True,
@@ -297,7 +384,10 @@ class LogManager:
         deleted = 0
         for lg in self.logs():
             if not lg.closed:
-                deleted += lg.delete_old_segments(now_ms)
+                try:
+                    deleted += lg.delete_old_segments(now_ms)
+                except OSError as exc:
+                    self.fail_log(lg, exc)
         return deleted
 
     def close_due_deletes(self, now_ms: int) -> list[LogSegment]:
@@ -306,8 +396,11 @@ class LogManager:
 
     def sync(self) -> None:
         """Make everything written in the log dirs so far durable (one syncfs per dir)."""
-        for log_dir in self.log_dirs:
-            self._sync_dir(log_dir, self._logs_in(log_dir))
+        for log_dir in self.online_dirs:
+            try:
+                self._sync_dir(log_dir, self._logs_in(log_dir))
+            except OSError as exc:
+                self.fail_dir(log_dir, exc)
 
     def close(self) -> None:
         """Close every log, sync each log dir once, checkpoint, then mark each dir cleanly
@@ -318,20 +411,33 @@ class LogManager:
             self._closed = True
         one_sync = can_sync_filesystem()
         for lg in self.logs():
-            lg.close(sync=not one_sync)
+            try:
+                lg.close(sync=not one_sync)
+            except OSError as exc:
+                self.fail_log(lg, exc)
         if one_sync:
-            for log_dir in self.log_dirs:
+            for log_dir in self.online_dirs:
                 logs = self._logs_in(log_dir)
-                sync_filesystem(log_dir)
+                try:
+                    sync_filesystem(log_dir)
+                except OSError as exc:
+                    self.fail_dir(log_dir, exc)
+                    continue
                 for lg in logs:
                     lg.mark_synced()
         self.checkpoint()
-        for log_dir in self.log_dirs:
+        # A failed dir gets no marker: the next start recovers its logs.
+        for log_dir in self.online_dirs:
             marker = log_dir / CLEAN_SHUTDOWN_FILE
-            with open(marker, "w") as f:
-                f.flush()
-                os.fsync(f.fileno())
-            fsync_directory(log_dir)
+            try:
+                with open(marker, "w") as f:
+                    f.flush()
+                    os.fsync(f.fileno())
+                fsync_directory(log_dir)
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    marker.unlink(missing_ok=True)
+                self.fail_dir(log_dir, exc)
 
     @property
     def closed(self) -> bool:

@@ -630,6 +630,12 @@ class PartitionLog(LogRetention):
             self.leader_epoch_cache.write_pending(sync=sync)
             local.close()
 
+    def close_handles(self) -> None:
+        """Release every file and write nothing (no flush, snapshot or checkpoint): its log
+        dir failed. The next start recovers the log from its recovery point."""
+        with self._lock:
+            self._local.close_handles()
+
     def _bytes_to_replay(self) -> int:
         """At most how many bytes loading would walk to rebuild producer state."""
         snapshot = self.producer_state.last_snapshot_offset

@@ -242,6 +242,14 @@ class LogSegment:
         for index in self.indexes:
             index.close()
 
+    def close_handles(self) -> None:
+        """Release the descriptor and write nothing: the segment's dir has failed, and a
+        write there could only fail again (Kafka's closeHandlers)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.files.close(self)
+
     def delete(self) -> None:
         """Close and remove the segment's files (whichever still exist)."""
         self.close()

@@ -119,3 +119,26 @@ def test_rebalance_elects_preferred_replicas_over_the_threshold(
 def test_rebalance_skips_dead_preferred_replicas() -> None:
     img = image({"t": [ps(2, (1, 2), (1, 2))]})
     assert rebalance_moves(img, L({2})) == []
+
+
+# -- a failed log dir: KafkaController.onBrokerLogDirFailure -> onReplicasBecomeOffline -------
+
+def test_replicas_in_a_failed_log_dir_count_as_dead_for_their_partitions_alone() -> None:
+    img = image({"t": [ps(1, (1, 2, 3), (1, 2, 3)),     # led from the failed dir: moves
+                       ps(1, (1, 2, 3), (1, 2, 3)),     # led from a healthy dir: stays
+                       ps(2, (2, 1, 3), (2, 1, 3)),     # followed from the failed dir
+                       ps(1, (1, 2), (1,))]})            # the last ISR member, failed dir
+    offline = {1: L({("t", 0), ("t", 2), ("t", 3)})}
+    live = L({1, 2, 3})
+    assert summary(on_brokers_failed(img, live, offline=offline)) == [
+        ("t", 0, 2, (2, 3), 6),
+        ("t", 2, 2, (2, 3), 6),
+        ("t", 3, NO_LEADER, (1,), 6),  # kept in the ISR: nothing else holds every record
+    ]
+    # Nothing moves without the offline replicas: broker 1 is live.
+    assert on_brokers_failed(img, live) == []
+    # Never elected while its replica is offline; elected again once it is not (restarted
+    # with the disk repaired, its registration lists nothing offline).
+    waiting = image({"t": [ps(NO_LEADER, (1, 2), (1,), epoch=6)]})
+    assert on_brokers_started(waiting, live, offline={1: L({("t", 0)})}) == []
+    assert summary(on_brokers_started(waiting, live)) == [("t", 0, 1, (1,), 7)]
