@@ -75,17 +75,32 @@ async def test_a_follower_fetch_commits_and_answers(broker: Broker, autojump_clo
     assert trio.current_time() == pytest.approx(1)
 
 
-async def test_isr_shrink_is_not_enough_replicas_after_append(broker: Broker,
-                                                              autojump_clock: Any) -> None:
+async def test_an_isr_shrink_below_min_isr_commits_nothing(broker: Broker,
+                                                            autojump_clock: Any) -> None:
+    """The follower falls out before it has the batch. Before Kafka 3.7 the leader alone
+    committed it and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND; since KAFKA-15583 the high
+    watermark stays below min.insync.replicas, so the produce waits and times out."""
     part = _with_a_follower(broker)
     appended = _append(broker)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(broker.replicas.wait_for_commit, appended, 30_000)
+        nursery.start_soon(broker.replicas.wait_for_commit, appended, 5_000)
         await trio.sleep(1)
-        part.set_isr([0])  # the follower fell out: the leader alone commits the batch
+        part.set_isr([0])  # the follower fell out: the leader alone may not commit
         broker.purgatory.notify(("t", 0), Watch.HIGH_WATERMARK)
-    assert appended[0][1].error == E.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert appended[0][1].error == E.REQUEST_TIMED_OUT
+    assert part.high_watermark == 0
+
+
+async def test_isr_shrink_after_the_commit_is_not_enough_replicas_after_append(
+        broker: Broker) -> None:
+    """The batch was committed, then the ISR shrank before the produce was answered."""
+    part = _with_a_follower(broker)
+    appended = _append(broker)
+    broker.replicas.read("t", 0, appended[0][1].end_offset, 1 << 20, replica_id=1)
     assert part.high_watermark == appended[0][1].end_offset
+    part.set_isr([0])
+    await broker.replicas.wait_for_commit(appended, 5_000)
+    assert appended[0][1].error == E.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
 async def test_too_small_an_isr_writes_nothing(broker: Broker) -> None:
