@@ -131,3 +131,25 @@ async def test_a_consumer_fetch_waits_for_the_high_watermark(broker: Broker,
         assert set(woken) == {Watch.LOG_END}
         broker.replicas.read("t", 0, 1, 1 << 20, replica_id=1)
     assert woken == {Watch.LOG_END: pytest.approx(1), Watch.HIGH_WATERMARK: pytest.approx(2)}
+
+
+async def test_a_stale_followers_fetch_commits_nothing(broker: Broker) -> None:
+    """Only a fetch from the current leader epoch whose log agrees with the leader's says
+    what the follower holds: one from another epoch (fenced, or unknown here) or one told to
+    truncate first (it holds records past the end of its last epoch here) leaves the high
+    watermark where it was."""
+    part = _with_a_follower(broker)
+    epoch = part.leader_epoch
+    end = _append(broker)[0][1].end_offset
+    future = broker.replicas.read("t", 0, end, 1 << 20, replica_id=1,
+                                  current_leader_epoch=epoch + 1, last_fetched_epoch=epoch)
+    assert future.error == E.UNKNOWN_LEADER_EPOCH
+    assert part.high_watermark == 0
+    diverging = broker.replicas.read("t", 0, end + 3, 1 << 20, replica_id=1,
+                                     current_leader_epoch=epoch, last_fetched_epoch=epoch)
+    assert diverging.diverging_epoch == (epoch, end)
+    assert part.high_watermark == 0
+    agreed = broker.replicas.read("t", 0, end, 1 << 20, replica_id=1,
+                                  current_leader_epoch=epoch, last_fetched_epoch=epoch)
+    assert agreed.error == E.NONE and agreed.diverging_epoch is None
+    assert part.high_watermark == end
