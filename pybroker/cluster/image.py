@@ -40,6 +40,11 @@ class BrokerInfo:
         return self.endpoints.get(listener)
 
 
+# Kafka's LeaderRecoveryState: a leader elected uncleanly is RECOVERING until its ISR grows.
+RECOVERED = 0
+RECOVERING = 1
+
+
 @dataclass(frozen=True)
 class PartitionState:
     partition: int
@@ -51,6 +56,9 @@ class PartitionState:
     # `replicas`, which meanwhile holds both the target and the original ones.
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
+    # Kafka's LeaderRecoveryState (KIP-704): RECOVERING (1) after an unclean election until
+    # the leader's ISR grows, else RECOVERED (0).
+    leader_recovery_state: int = RECOVERED
 
 
 @dataclass(frozen=True, eq=False)

@@ -75,7 +75,7 @@ def build_image(cluster_id: str, cache: _Cache) -> MetadataImage:
             else:
                 state = cached[0]
                 parts.append(PartitionState(index, state.leader, state.leader_epoch, replicas,
-                                            state.isr, *moving))
+                                            state.isr, *moving, state.leader_recovery_state))
         topic_id = assignment.topic_id or uuid.uuid5(uuid.NAMESPACE_URL, name)
         topics[name] = TopicInfo(name, topic_id, tuple(parts), dict(cache.configs.get(name, {})),
                                  is_internal(name))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol.topic_id import format_topic_id, parse_topic_id
+from pybroker.cluster.image import RECOVERED
 
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
@@ -176,23 +177,31 @@ def decode_topic(raw: bytes) -> TopicAssignment:
 
 
 # -- /brokers/topics/T/partitions/P/state -----------------------------------------------------
+
 @dataclass(frozen=True)
 class LeaderAndIsr:
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
+    leader_recovery_state: int = RECOVERED
 
 
 def encode_state(state: LeaderAndIsr) -> bytes:
-    return _json({"version": 1, "leader": state.leader, "leader_epoch": state.leader_epoch,
-                  "isr": list(state.isr), "controller_epoch": state.controller_epoch})
+    """As Kafka's TopicPartitionStateZNode: `leader_recovery_state` only when it is not
+    RECOVERED, so every other state reads as before 3.2."""
+    data = {"version": 1, "leader": state.leader, "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr), "controller_epoch": state.controller_epoch}
+    if state.leader_recovery_state != RECOVERED:
+        data["leader_recovery_state"] = state.leader_recovery_state
+    return _json(data)
 
 
 def decode_state(raw: bytes) -> LeaderAndIsr:
     data = _load(raw)
     return LeaderAndIsr(int(data["leader"]), int(data["leader_epoch"]),
-                        tuple(int(r) for r in data["isr"]), int(data["controller_epoch"]))
+                        tuple(int(r) for r in data["isr"]), int(data["controller_epoch"]),
+                        int(data.get("leader_recovery_state", RECOVERED)))
 
 
 # -- /controller, /config/topics/T, /latest_producer_id_block, /cluster/id ---------------------

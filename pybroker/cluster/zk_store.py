@@ -214,7 +214,11 @@ class ZkMetadataStore(ZkSession, ZkCache):
         state, version = cached
         if state.leader != self.node_id or state.leader_epoch != leader_epoch:
             return False
-        new = zd.LeaderAndIsr(self.node_id, leader_epoch, tuple(isr), state.controller_epoch)
+        # An ISR that grows ends the recovery of an unclean election (Kafka's
+        # PendingExpandIsr sends RECOVERED); a shrink keeps what was.
+        grows = bool(set(isr) - set(state.isr))
+        new = zd.LeaderAndIsr(self.node_id, leader_epoch, tuple(isr), state.controller_epoch,
+                              zd.RECOVERED if grows else state.leader_recovery_state)
         try:
             await self._zk(self.zk.set, zd.state_path(topic, partition), zd.encode_state(new),
                            version)

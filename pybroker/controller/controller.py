@@ -176,7 +176,8 @@ class Controller:
         written: list[tuple[str, str, int]] = []
         for topic, state in changes:
             data = zd.encode_state(zd.LeaderAndIsr(state.leader, state.leader_epoch,
-                                                   tuple(state.isr), self.epoch))
+                                                   tuple(state.isr), self.epoch,
+                                                   state.leader_recovery_state))
             path = zd.state_path(topic, state.partition)
             ops: list[Callable[..., Any]]
             if create:
@@ -348,7 +349,8 @@ class Controller:
                                     step.state.isr) != (old.leader, old.leader_epoch, old.isr):
                 data = zd.encode_state(zd.LeaderAndIsr(step.state.leader,
                                                        step.state.leader_epoch,
-                                                       tuple(step.state.isr), self.epoch))
+                                                       tuple(step.state.isr), self.epoch,
+                                                       step.state.leader_recovery_state))
                 ops.append(lambda txn, p=zd.state_path(topic, index), d=data,
                            v=store.state_version(topic, index): txn.set_data(p, d, version=v))
         new = zd.TopicAssignment(partitions, current.topic_id, adding, removing)

@@ -32,7 +32,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from protocol.errors import ErrorCode
-from pybroker.cluster.image import PartitionState
+from pybroker.cluster.image import RECOVERING, PartitionState
 
 NO_LEADER = -1
 
@@ -98,8 +98,10 @@ def elect_offline(state: PartitionState, live: Set[int], unclean: bool
         return new_leader_and_isr(state, leader, (r for r in state.isr if r in live))
     if unclean:
         leader = _first(state.replicas, live)
-        if leader is not None:
-            return new_leader_and_isr(state, leader, (leader,))
+        if leader is not None:  # RECOVERING until its ISR grows (Kafka's
+            # newRecoveringLeaderAndIsr)
+            new = new_leader_and_isr(state, leader, (leader,))
+            return None if new is None else replace(new, leader_recovery_state=RECOVERING)
     return new_leader_and_isr(state, NO_LEADER, shrink_isr(state, in_sync - live))
 
 

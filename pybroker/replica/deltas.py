@@ -41,6 +41,7 @@ class ReplicaDeltas:
     fetchers: ReplicaFetchers | None
     _partitions: dict[TopicPartition, Partition]
     _become_leader: Callable[..., Partition | None]  # ReplicaManager's
+    min_isr_of: Callable[[str], int]
 
     # -- following the metadata store (Kafka's applyDelta) ---------------------------------------
     def _create_logs(self, info: TopicInfo, partitions: Iterable[int], *,
@@ -81,7 +82,7 @@ class ReplicaDeltas:
                 plog = self.logs.get(info.name, index)
                 if plog is not None:
                     part = self._partitions[tp] = Partition(info.name, index, plog,
-                                                            self.node_id)
+                                                            self.node_id, self.min_isr_of)
             if part is None:
                 continue
             if part.make_follower(state.leader, state.leader_epoch, state.replicas):

@@ -91,6 +91,9 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
         self.logs = logs
         self.topic_configs = topic_configs
         self.purgatory = purgatory
+        # One function every Partition asks for its topic's min.insync.replicas (KAFKA-15583).
+        self.min_isr_of: Callable[[str], int] = \
+            lambda topic: topic_configs.topic_config(topic).min_insync_replicas
         # replica.selector.class: None sends every consumer to the leader (Kafka's default).
         self.replica_selector = replica_selector
         # The racks of the brokers reachable on a listener, for the selector: (image,
@@ -187,7 +190,7 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
             return None
         part = self._partitions.get((topic, partition))
         if part is None or part.log is not plog:
-            part = Partition(topic, partition, plog, self.node_id)
+            part = Partition(topic, partition, plog, self.node_id, self.min_isr_of)
             self._partitions[(topic, partition)] = part
         if part.make_leader(state.leader_epoch, state.replicas, state.isr,
                             now_ms=int(time.time() * 1000)):

@@ -9,6 +9,10 @@ watermark — the offset below which every in-sync replica has the data, so it i
 moves here and nowhere else (`maybe_increment_high_watermark`): to the smallest log end offset
 over the ISR, never backwards. On one broker the ISR is the leader alone, so the high
 watermark follows the log end offset at every append, as it did before this layer existed.
+It does not move at all while the ISR is smaller than min.insync.replicas (capped at the
+replica count), as in Kafka since 3.7 (KAFKA-15583): a leader left alone in the ISR would
+otherwise commit acks=1 writes no other replica has, which a later election could lose
+after consumers had read them.
 
 Requests that name the epoch they believe current (`current_leader_epoch` in Fetch v9+,
 ListOffsets v4+, OffsetForLeaderEpoch) are fenced here: an older epoch gets
@@ -24,6 +28,7 @@ Pure: no trio, no clock; time is an argument. Not thread-safe: the event loop ow
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
@@ -56,9 +61,13 @@ class FollowerState:
 class Partition:
     # One per hosted partition: slots keep tens of thousands of them small.
     __slots__ = ("topic", "partition", "log", "local_id", "leader_id", "leader_epoch",
-                 "replicas", "isr", "followers", "epoch_start_offset")
+                 "replicas", "isr", "followers", "epoch_start_offset", "min_isr_of")
 
-    def __init__(self, topic: str, partition: int, log: PartitionLog, local_id: int) -> None:
+    def __init__(self, topic: str, partition: int, log: PartitionLog, local_id: int,
+                 min_isr_of: Callable[[str], int] | None = None) -> None:
+        """`min_isr_of(topic)`: the topic's min.insync.replicas now (dynamic configs change
+        it), one function shared by every partition; None: 1."""
+        self.min_isr_of = min_isr_of
         self.topic = topic
         self.partition = partition
         self.log = log
@@ -191,7 +200,7 @@ class Partition:
     def maybe_increment_high_watermark(self) -> bool:
         """Move the high watermark up to the smallest log end offset over the ISR (the leader
         included); True if it moved. The only place a leader's high watermark changes."""
-        if not self.is_leader:
+        if not self.is_leader or self.under_min_isr:
             return False
         new_hw = self.log.log_end_offset
         for replica in self.isr:
@@ -204,6 +213,14 @@ class Partition:
         return True
 
     # -- min.insync.replicas ---------------------------------------------------------------------
+    @property
+    def under_min_isr(self) -> bool:
+        """Whether the ISR is smaller than min.insync.replicas, capped at the replica count
+        (Kafka's `isUnderMinIsr` with `effectiveMinIsr`)."""
+        if self.min_isr_of is None:
+            return False
+        return len(self.isr) < min(self.min_isr_of(self.topic), max(1, len(self.replicas)))
+
     def check_min_isr(self, min_insync_replicas: int) -> tuple[ErrorCode, str | None]:
         """Before an acks=all append: refused, nothing written, when the ISR is too small."""
         if len(self.isr) >= min_insync_replicas:

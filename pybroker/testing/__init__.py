@@ -1,6 +1,7 @@
 """Real brokers for test suites, and the pytest plugin: `Broker` (in-process on a thread, or
 a subprocess), `BrokerProcess`, `broker_in_thread`, `Cluster` (brokers and a ZooKeeper),
-`ExternalBroker` (a broker someone else runs), and what request hooks answer with (`DELAY`,
+`ExternalBroker` (a broker someone else runs), `Network` (namespaces a subprocess cluster
+runs in, to partition it), and what request hooks answer with (`DELAY`,
 `DROP`, `HookRequest`, `RequestHooks`): the hooks live beside dispatch, in
 `pybroker.network`, which a test suite has no reason to name.
 
@@ -18,6 +19,7 @@ _EXPORTS = {
     "pybroker.testing.broker": ("Broker", "BrokerProcess", "ExternalBroker", "broker_config",
                                 "broker_in_thread", "create_topic_over_wire"),
     "pybroker.testing.cluster": ("Cluster",),
+    "pybroker.testing.network": ("Network",),
     "pybroker.network.request_hooks": ("DELAY", "DROP", "HookRequest", "RequestHooks"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -42,7 +44,8 @@ if TYPE_CHECKING:  # what type checkers and readers see; not run
         create_topic_over_wire,
     )
     from pybroker.testing.cluster import Cluster
+    from pybroker.testing.network import Network
     from pybroker.network.request_hooks import DELAY, DROP, HookRequest, RequestHooks
 
 __all__ = ["broker_config", "broker_in_thread", "BrokerProcess", "Broker", "Cluster",
-           "ExternalBroker", "DELAY", "DROP", "HookRequest", "RequestHooks"]
+           "Network", "ExternalBroker", "DELAY", "DROP", "HookRequest", "RequestHooks"]

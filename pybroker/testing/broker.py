@@ -25,7 +25,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator, Mapping, TypeVar
+from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence, TypeVar
 
 import trio
 
@@ -78,13 +78,20 @@ class BrokerProcess:
     def __init__(self, log_dir: Path, port: int = 0, config: str | None = None,
                  open_files: int | None = None, file_size_limit: int | None = None,
                  python: str | None = None, source: Path | None = None,
+                 host: str = "127.0.0.1",
+                 wrap: Callable[[Sequence[str]], list[str]] | None = None,
                  **overrides: str) -> None:
         """With `config`, the file is used as given but for port and log dir (and an HTTP
         side door the file asks for moves to an ephemeral port, `http_port`). `open_files`
         sets the child's RLIMIT_NOFILE, soft and hard (`ulimit -Hn`: the broker raises its
         soft limit to the hard one); `file_size_limit` its RLIMIT_FSIZE (`ulimit -f`: a
         write past it fails, as on a full disk). `python` and `source` run another build
-        (an interpreter and the tree it imports pybroker from: the benchmark's A/B mode)."""
+        (an interpreter and the tree it imports pybroker from: the benchmark's A/B mode).
+        `host`: the address it listens on; `wrap` turns the command line into the one that
+        runs it elsewhere (`pybroker.testing.network.Network.command`: in a network
+        namespace whose address is `host`)."""
+        self.host = host
+        self.wrap = wrap
         self.python = python or sys.executable
         self.source = source or _SOURCE
         self.config = config
@@ -100,7 +107,7 @@ class BrokerProcess:
 
     def start(self, timeout: float = 30) -> "BrokerProcess":
         args = [self.python, "-m", "pybroker",
-                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                "--override", f"listeners=PLAINTEXT://{self.host}:{self.port}",
                 "--override", f"log.dirs={self.log_dir}"]
         if self.config is not None:
             args.insert(3, self.config)
@@ -114,7 +121,8 @@ class BrokerProcess:
             args += ["--override", f"{k.replace('_', '.')}={v}"]
         env = dict(os.environ, PYTHONPATH=str(self.source))
         limited = self.open_files is not None or self.file_size_limit is not None
-        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=env,
+        self.proc = subprocess.Popen(self.wrap(args) if self.wrap else args,
+                                     stderr=subprocess.PIPE, text=True, env=env,
                                      cwd=self.source,
                                      preexec_fn=self._limit if limited else None)
         deadline = time.monotonic() + timeout
@@ -148,7 +156,7 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def kill(self) -> None:
         assert self.proc is not None

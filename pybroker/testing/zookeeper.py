@@ -24,7 +24,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator
@@ -76,11 +76,11 @@ def four_letter_word(host: str, port: int, word: str, timeout: float = 2.0) -> s
     return b"".join(chunks).decode()
 
 
-def serving(port: int) -> bool:
-    """Whether a server on this loopback port answers and serves requests."""
+def serving(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server on this port (of loopback, or `host`) answers and serves requests."""
     try:
-        return (four_letter_word("127.0.0.1", port, "ruok") == "imok"
-                and "Mode: " in four_letter_word("127.0.0.1", port, "srvr"))
+        return (four_letter_word(host, port, "ruok") == "imok"
+                and "Mode: " in four_letter_word(host, port, "srvr"))
     except OSError:
         return False
 
@@ -97,11 +97,17 @@ class ZooKeeperProcess:
     """One standalone ZooKeeper server; `restart()` keeps its data dir and port."""
 
     def __init__(self, work_dir: Path, port: int | None = None,
-                 command: Sequence[str | Path] | None = None) -> None:
+                 command: Sequence[str | Path] | None = None, host: str = "127.0.0.1",
+                 wrap: Callable[[Sequence[str]], list[str]] | None = None) -> None:
         """`command`: what runs the server, given the properties file as its last argument
-        (default: Debian's ZooKeeper through zkEnv.sh)."""
+        (default: Debian's ZooKeeper through zkEnv.sh). `host`: the address it listens on
+        and is reached at; `wrap` turns the command line into the one that runs it
+        elsewhere (`Network.command`: in a network namespace whose address is `host`)."""
         self.work_dir = work_dir
         self.command = [str(c) for c in command] if command is not None else None
+        self.host = host
+        self.wrap = wrap
+        # A port of our own: free on loopback, and any port is free at a namespace's address.
         self.port = port if port is not None else free_port()
         self.data_dir = work_dir / "data"
         self.config_file = work_dir / "zookeeper.properties"
@@ -109,14 +115,14 @@ class ZooKeeperProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self.config_file.write_text(
-            f"dataDir={self.data_dir}\nclientPort={self.port}\nclientPortAddress=127.0.0.1\n"
+            f"dataDir={self.data_dir}\nclientPort={self.port}\nclientPortAddress={host}\n"
             f"tickTime={TICK_MS}\nmaxClientCnxns=0\nadmin.enableServer=false\n"
             "4lw.commands.whitelist=ruok,srvr,stat\n")
 
     @property
     def connect(self) -> str:
         """The connection string brokers and kazoo take (zookeeper.connect)."""
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> ZooKeeperProcess:
         """Start the server and wait until it answers `ruok`. Raises ZooKeeperNotInstalled,
@@ -128,7 +134,8 @@ class ZooKeeperProcess:
                    ZOOKEEPER_HOME=str(home))
         command = self.command if self.command is not None else \
             ["bash", "-c", _LAUNCHER, "zookeeper"]
-        self.proc = subprocess.Popen([*command, str(self.config_file)], env=env,
+        argv = [*command, str(self.config_file)]
+        self.proc = subprocess.Popen(self.wrap(argv) if self.wrap else argv, env=env,
                                      stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
@@ -145,7 +152,7 @@ class ZooKeeperProcess:
         raise RuntimeError(f"zookeeper was not serving after {timeout} s:\n{self._output()}")
 
     def is_ok(self) -> bool:
-        return serving(self.port)
+        return serving(self.port, self.host)
 
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM, as zookeeper-server-stop.sh sends; returns the exit code."""
@@ -184,10 +191,12 @@ class ZooKeeperProcess:
 
 @contextmanager
 def run_zookeeper(work_dir: Path, port: int | None = None,
-                  command: Sequence[str | Path] | None = None) -> Iterator[ZooKeeperProcess]:
+                  command: Sequence[str | Path] | None = None, host: str = "127.0.0.1",
+                  wrap: Callable[[Sequence[str]], list[str]] | None = None,
+                  ) -> Iterator[ZooKeeperProcess]:
     """A started ZooKeeperProcess in `work_dir`, killed on the way out."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    server = ZooKeeperProcess(work_dir, port, command)
+    server = ZooKeeperProcess(work_dir, port, command, host, wrap)
     try:
         yield server.start()
     finally:

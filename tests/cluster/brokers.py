@@ -12,12 +12,14 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
 
 from pybroker.testing import BrokerProcess
+from pybroker.testing.network import Network
 
 SESSION_TIMEOUT_MS = 6000
 LAG_TIME_MS = 4000
@@ -25,8 +27,12 @@ LAG_TIME_MS = 4000
 
 class Cluster:
     def __init__(self, work_dir: Path, zk_connect: str, size: int = 3,
-                 chroot: str = "/pybroker", **overrides: str) -> None:
+                 chroot: str = "/pybroker", network: Network | None = None,
+                 **overrides: str) -> None:
+        """`network`: run each broker in its own namespace of it (members are broker ids
+        and "zookeeper"), so that the partition verbs below can cut links."""
         self.work_dir = work_dir
+        self.network = network
         self.zk_hosts = zk_connect
         self.connect = zk_connect + chroot
         self.chroot = chroot
@@ -51,8 +57,10 @@ class Cluster:
                **overrides: str) -> BrokerProcess:
         old = self.brokers.get(node)
         port = old.port if old is not None else port
+        placed: dict[str, Any] = {} if self.network is None else {
+            "host": self.network.address(node), "wrap": partial(self.network.command, node)}
         proc = BrokerProcess(self.work_dir / f"broker-{node}", port=port,
-                             file_size_limit=file_size_limit,
+                             file_size_limit=file_size_limit, **placed,
                              **{k.replace(".", "_"): v for k, v in
                                 {**self.overrides, "broker.id": str(node),
                                  **overrides}.items()})
@@ -74,15 +82,16 @@ class Cluster:
 
         alive = sorted(self.alive())
 
-        async def seen(port: int) -> list[int]:
+        async def seen(host: str, port: int) -> list[int]:
             async with trio.open_nursery() as nursery:
-                conn = await BrokerConnection.open("127.0.0.1", port, nursery=nursery)
+                conn = await BrokerConnection.open(host, port, nursery=nursery)
                 response = await conn.request(ApiKey.METADATA, {
                     "topics": [], "allow_auto_topic_creation": False})
                 await conn.aclose()
                 nursery.cancel_scope.cancel()
             return sorted(b.node_id for b in response.brokers)
-        return all(trio.run(seen, self.brokers[n].port) == alive for n in alive)
+        return all(trio.run(seen, self.brokers[n].host, self.brokers[n].port) == alive
+                   for n in alive)
 
     def kill(self, node: int) -> None:
         self.brokers[node].kill()
@@ -104,6 +113,26 @@ class Cluster:
         proc = self.brokers[node].proc
         assert proc is not None
         proc.send_signal(signal.SIGCONT)
+
+    # -- network faults (needs `network`) ------------------------------------------------------------
+    def _net(self) -> Network:
+        if self.network is None:
+            raise RuntimeError("this cluster was started without a network to partition")
+        return self.network
+
+    def isolate(self, node: int) -> None:
+        """Cut broker `node` from the other brokers and ZooKeeper; clients still reach it."""
+        self._net().isolate(node)
+
+    def partition(self, *groups: set[int]) -> None:
+        """Cut each group of brokers from the others (ZooKeeper stays reachable to all)."""
+        self._net().partition(*groups)
+
+    def partition_from_zookeeper(self, node: int) -> None:
+        self._net().partition_from_zookeeper(node)
+
+    def heal(self) -> None:
+        self._net().heal()
 
     def alive(self) -> list[int]:
         return [n for n, b in self.brokers.items() if b.proc is not None and b.proc.poll() is None]
@@ -180,8 +209,8 @@ class Cluster:
 
 @contextmanager
 def running_cluster(work_dir: Path, zk_connect: str, size: int = 3,
-                    **overrides: str) -> Iterator[Cluster]:
-    cluster = Cluster(work_dir, zk_connect, size, **overrides)
+                    network: Network | None = None, **overrides: str) -> Iterator[Cluster]:
+    cluster = Cluster(work_dir, zk_connect, size, network=network, **overrides)
     try:
         cluster.start()
         yield cluster

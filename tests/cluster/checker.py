@@ -9,6 +9,7 @@ acknowledged may or may not appear, as Kafka promises.
 """
 from __future__ import annotations
 
+import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -52,4 +53,35 @@ def check(history: History) -> list[str]:
         elif got != where:
             problems.append(f"inconsistent offset: {value!r} acknowledged at {where}, read at "
                             f"{got}")
+    return problems
+
+
+def below_high_watermark(log: bytes, high_watermark: int) -> bytes:
+    """The bytes of the record batches of `log` (a replica's segments, concatenated) whose
+    last offset is below `high_watermark`: what every in-sync replica must hold alike.
+    A batch header starts with its base offset (int64) and its length (int32, from the
+    field after it); its last offset delta is at byte 23 of the batch."""
+    end = 0
+    while end + 12 <= len(log):
+        (base,) = struct.unpack_from(">q", log, end)
+        (length,) = struct.unpack_from(">i", log, end + 8)
+        if end + 12 + length > len(log) or length < 49:
+            break
+        (last_delta,) = struct.unpack_from(">i", log, end + 23)
+        if base + last_delta >= high_watermark:
+            break
+        end += 12 + length
+    return log[:end]
+
+
+def replicas_differ(logs: dict[int, bytes], high_watermark: int) -> list[str]:
+    """Where the replicas' logs (broker -> bytes) differ below the high watermark, or one
+    ends short of it; an empty list is a pass."""
+    prefixes = {node: below_high_watermark(log, high_watermark) for node, log in logs.items()}
+    problems = []
+    longest = max(prefixes.values(), key=len, default=b"")
+    for node, prefix in sorted(prefixes.items()):
+        if prefix != longest:
+            problems.append(f"broker {node}'s replica differs below the high watermark "
+                            f"{high_watermark}: {len(prefix)} bytes against {len(longest)}")
     return problems

@@ -75,17 +75,32 @@ async def test_a_follower_fetch_commits_and_answers(broker: Broker, autojump_clo
     assert trio.current_time() == pytest.approx(1)
 
 
-async def test_isr_shrink_is_not_enough_replicas_after_append(broker: Broker,
-                                                              autojump_clock: Any) -> None:
+async def test_an_isr_shrink_below_min_isr_commits_nothing(broker: Broker,
+                                                            autojump_clock: Any) -> None:
+    """The follower falls out before it has the batch. Before Kafka 3.7 the leader alone
+    committed it and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND; since KAFKA-15583 the high
+    watermark stays below min.insync.replicas, so the produce waits and times out."""
     part = _with_a_follower(broker)
     appended = _append(broker)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(broker.replicas.wait_for_commit, appended, 30_000)
+        nursery.start_soon(broker.replicas.wait_for_commit, appended, 5_000)
         await trio.sleep(1)
-        part.set_isr([0])  # the follower fell out: the leader alone commits the batch
+        part.set_isr([0])  # the follower fell out: the leader alone may not commit
         broker.purgatory.notify(("t", 0), Watch.HIGH_WATERMARK)
-    assert appended[0][1].error == E.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert appended[0][1].error == E.REQUEST_TIMED_OUT
+    assert part.high_watermark == 0
+
+
+async def test_isr_shrink_after_the_commit_is_not_enough_replicas_after_append(
+        broker: Broker) -> None:
+    """The batch was committed, then the ISR shrank before the produce was answered."""
+    part = _with_a_follower(broker)
+    appended = _append(broker)
+    broker.replicas.read("t", 0, appended[0][1].end_offset, 1 << 20, replica_id=1)
     assert part.high_watermark == appended[0][1].end_offset
+    part.set_isr([0])
+    await broker.replicas.wait_for_commit(appended, 5_000)
+    assert appended[0][1].error == E.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
 async def test_too_small_an_isr_writes_nothing(broker: Broker) -> None:
@@ -116,3 +131,25 @@ async def test_a_consumer_fetch_waits_for_the_high_watermark(broker: Broker,
         assert set(woken) == {Watch.LOG_END}
         broker.replicas.read("t", 0, 1, 1 << 20, replica_id=1)
     assert woken == {Watch.LOG_END: pytest.approx(1), Watch.HIGH_WATERMARK: pytest.approx(2)}
+
+
+async def test_a_stale_followers_fetch_commits_nothing(broker: Broker) -> None:
+    """Only a fetch from the current leader epoch whose log agrees with the leader's says
+    what the follower holds: one from another epoch (fenced, or unknown here) or one told to
+    truncate first (it holds records past the end of its last epoch here) leaves the high
+    watermark where it was."""
+    part = _with_a_follower(broker)
+    epoch = part.leader_epoch
+    end = _append(broker)[0][1].end_offset
+    future = broker.replicas.read("t", 0, end, 1 << 20, replica_id=1,
+                                  current_leader_epoch=epoch + 1, last_fetched_epoch=epoch)
+    assert future.error == E.UNKNOWN_LEADER_EPOCH
+    assert part.high_watermark == 0
+    diverging = broker.replicas.read("t", 0, end + 3, 1 << 20, replica_id=1,
+                                     current_leader_epoch=epoch, last_fetched_epoch=epoch)
+    assert diverging.diverging_epoch == (epoch, end)
+    assert part.high_watermark == 0
+    agreed = broker.replicas.read("t", 0, end, 1 << 20, replica_id=1,
+                                  current_leader_epoch=epoch, last_fetched_epoch=epoch)
+    assert agreed.error == E.NONE and agreed.diverging_epoch is None
+    assert part.high_watermark == end

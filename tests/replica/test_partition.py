@@ -114,6 +114,43 @@ def test_min_isr_before_and_after_the_append(plog: PartitionLog) -> None:
         (True, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 
 
+def test_under_min_isr_the_high_watermark_stays(plog: PartitionLog) -> None:
+    """KAFKA-15583: a leader alone in the ISR of three with min.insync.replicas 2 commits
+    nothing, not even acks=1 writes; once a follower is back in the ISR the high watermark
+    moves to what both hold."""
+    min_isr = {"t": 2}
+    part = Partition("t", 0, plog, local_id=0, min_isr_of=min_isr.__getitem__)
+    part.make_leader(0, [0, 1, 2], [0, 1, 2])
+    committed = _append(part, 2)
+    part.update_follower_fetch(1, committed, now_ms=1)
+    part.update_follower_fetch(2, committed, now_ms=1)
+    assert plog.high_watermark == committed
+    part.set_isr([0])  # both followers dropped out
+    assert part.under_min_isr
+    end = _append(part, 3)
+    assert not part.maybe_increment_high_watermark()
+    assert plog.high_watermark == committed
+    assert not part.update_follower_fetch(1, end, now_ms=2)  # not in the ISR: no say
+    assert plog.high_watermark == committed
+    part.set_isr([0, 1])  # the leader's ISR expansion
+    assert not part.under_min_isr and plog.high_watermark == end
+    min_isr["t"] = 1  # a dynamic change: the ISR of the leader alone suffices again
+    part.set_isr([0])
+    assert plog.high_watermark == end
+    assert part.maybe_increment_high_watermark() is False
+    end = _append(part)
+    assert part.maybe_increment_high_watermark() and plog.high_watermark == end
+
+
+def test_min_isr_is_capped_at_the_replica_count(plog: PartitionLog) -> None:
+    """min.insync.replicas 2 on a topic of one replica (Kafka's effectiveMinIsr): the leader
+    alone commits."""
+    part = Partition("t", 0, plog, local_id=0, min_isr_of=lambda topic: 2)
+    part.make_leader(0, [0], [0])
+    end = _append(part, 2)
+    assert part.maybe_increment_high_watermark() and plog.high_watermark == end
+
+
 def test_only_the_partition_layer_moves_a_leaders_high_watermark() -> None:
     """`update_high_watermark` is storage's; above storage only replica/partition.py calls it
     (one place where the high watermark moves)."""
