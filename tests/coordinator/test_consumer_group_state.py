@@ -1,0 +1,250 @@
+"""The KIP-848 consumer group state machine, driven without an event loop: each test one rule
+of Kafka's GroupMetadataManager / CurrentAssignmentBuilder."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from protocol.errors import ErrorCode
+from pybroker.coordinator.consumer_group_records import decode, encode
+from pybroker.coordinator.consumer_group_state import (
+    ConsumerGroupConfig, ConsumerGroupStateMachine, HeartbeatRequest, HeartbeatResponse,
+    MemberState,
+)
+
+T1 = uuid.UUID(int=1)
+T2 = uuid.UUID(int=2)
+TOPICS = {"t1": (T1, 6), "t2": (T2, 2)}
+G = "g"
+
+
+def join(sm: ConsumerGroupStateMachine, member: str, topics: tuple[str, ...] = ("t1",),
+         now: int = 0, **extra) -> HeartbeatResponse:  # type: ignore[no-untyped-def]
+    request = HeartbeatRequest(G, member, 0, rebalance_timeout_ms=30_000,
+                               subscribed_topic_names=topics, owned={}, **extra)
+    return sm.heartbeat(request, 1, TOPICS, now)[0]
+
+
+def beat(sm: ConsumerGroupStateMachine, member: str, epoch: int, owned=None,  # type: ignore[no-untyped-def]
+         now: int = 0) -> HeartbeatResponse:
+    return sm.heartbeat(HeartbeatRequest(G, member, epoch, owned=owned), 1, TOPICS, now)[0]
+
+
+def count(assignment) -> int:  # type: ignore[no-untyped-def]
+    return sum(len(p) for p in assignment.values())
+
+
+def test_one_member_gets_every_partition_at_epoch_1() -> None:
+    sm = ConsumerGroupStateMachine()
+    resp = join(sm, "a")
+    assert (resp.error, resp.member_epoch) == (ErrorCode.NONE, 1)
+    assert resp.assignment == {T1: frozenset(range(6))}
+    assert resp.heartbeat_interval_ms == 5000
+    assert sm.groups[G].state == "Stable"
+
+
+def test_unchanged_heartbeat_sends_no_assignment() -> None:
+    sm = ConsumerGroupStateMachine()
+    join(sm, "a")
+    resp = beat(sm, "a", 1)
+    assert resp.error == ErrorCode.NONE and resp.assignment is None
+
+
+def test_second_member_waits_for_revocation_before_assignment() -> None:
+    sm = ConsumerGroupStateMachine()
+    join(sm, "a")
+    b = join(sm, "b")
+    # b takes the new epoch, but what it is given is still a's: nothing yet
+    assert (b.member_epoch, count(b.assignment)) == (2, 0)
+    assert sm.groups[G].members["b"].state is MemberState.UNRELEASED_PARTITIONS
+    a = beat(sm, "a", 1)
+    # a keeps its epoch and is told to keep only its half: UNREVOKED_PARTITIONS
+    assert a.member_epoch == 1 and count(a.assignment) == 3
+    assert sm.groups[G].members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    # b still waits: a has not confirmed the revocation
+    assert beat(sm, "b", 2).assignment is None
+    kept = a.assignment
+    a2 = beat(sm, "a", 1, owned=kept)
+    assert a2.member_epoch == 2 and a2.assignment == kept
+    b2 = beat(sm, "b", 2)
+    assert count(b2.assignment) == 3
+    assert set(b2.assignment[T1]).isdisjoint(kept[T1])
+    assert sm.groups[G].state == "Stable"
+
+
+def test_revoking_member_that_still_owns_keeps_waiting() -> None:
+    sm = ConsumerGroupStateMachine()
+    join(sm, "a")
+    join(sm, "b")
+    beat(sm, "a", 1)
+    still = beat(sm, "a", 1, owned={T1: frozenset(range(6))})
+    assert still.member_epoch == 1
+    assert sm.groups[G].members["a"].state is MemberState.UNREVOKED_PARTITIONS
+
+
+def test_three_members_share_six_partitions_once_each() -> None:
+    sm = ConsumerGroupStateMachine()
+    owned = {m: {} for m in "abc"}
+    epochs = {}
+    for m in "abc":
+        epochs[m] = join(sm, m).member_epoch
+    for _ in range(4):
+        for m in "abc":
+            r = beat(sm, m, epochs[m], owned=owned[m])
+            assert r.error == ErrorCode.NONE, (m, r)
+            epochs[m] = r.member_epoch
+            if r.assignment is not None:
+                owned[m] = r.assignment
+    parts = [p for m in "abc" for p in owned[m].get(T1, ())]
+    assert sorted(parts) == list(range(6)) and {len(owned[m][T1]) for m in "abc"} == {2}
+
+
+def test_sticky_when_a_member_leaves() -> None:
+    sm = ConsumerGroupStateMachine()
+    join(sm, "a")
+    join(sm, "b")
+    a = beat(sm, "a", 1)
+    beat(sm, "a", 1, owned=a.assignment)
+    left = beat(sm, "b", -1)
+    assert (left.error, left.member_epoch) == (ErrorCode.NONE, -1)
+    after = beat(sm, "a", 2, owned=a.assignment)
+    assert set(a.assignment[T1]) <= set(after.assignment[T1])
+    assert after.assignment == {T1: frozenset(range(6))} and after.member_epoch == 3
+
+
+def test_fenced_on_a_higher_epoch_and_on_an_old_one() -> None:
+    sm = ConsumerGroupStateMachine()
+    join(sm, "a")
+    assert beat(sm, "a", 5).error == ErrorCode.FENCED_MEMBER_EPOCH
+    join(sm, "b")
+    a = beat(sm, "a", 1)
+    beat(sm, "a", 1, owned=a.assignment)  # a moves to epoch 2; previous 1
+    # the previous epoch with owned partitions still its: the lost response is forgiven
+    assert beat(sm, "a", 1, owned=a.assignment).error == ErrorCode.NONE
+    # the previous epoch owning what is no longer its: fenced
+    assert beat(sm, "a", 1, owned={T1: frozenset(range(6))}).error == \
+        ErrorCode.FENCED_MEMBER_EPOCH
+    # the previous epoch without its owned partitions proves nothing: fenced
+    assert beat(sm, "a", 1).error == ErrorCode.FENCED_MEMBER_EPOCH
+
+
+def test_unknown_member() -> None:
+    sm = ConsumerGroupStateMachine()
+    assert beat(sm, "nobody", 3).error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert beat(sm, "nobody", -1).error == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+@pytest.mark.parametrize("request_, why", [
+    (HeartbeatRequest("", "m", 0, rebalance_timeout_ms=1, subscribed_topic_names=("t1",),
+                      owned={}), "GroupId"),
+    (HeartbeatRequest(G, "", 0, rebalance_timeout_ms=1, subscribed_topic_names=("t1",),
+                      owned={}), "MemberId"),
+    (HeartbeatRequest(G, "m", 0, subscribed_topic_names=("t1",), owned={}),
+     "RebalanceTimeoutMs"),
+    (HeartbeatRequest(G, "m", 0, rebalance_timeout_ms=1, owned={}), "SubscribedTopicNames"),
+    (HeartbeatRequest(G, "m", 0, rebalance_timeout_ms=1, subscribed_topic_names=("t1",)),
+     "TopicPartitions"),
+    (HeartbeatRequest(G, "m", 0, rebalance_timeout_ms=1, subscribed_topic_names=("t1",),
+                      owned={T1: frozenset({0})}), "TopicPartitions"),
+    (HeartbeatRequest(G, "m", -3), "MemberEpoch"),
+    (HeartbeatRequest(G, "m", 1, rack_id=""), "RackId"),
+])
+def test_invalid_requests(request_: HeartbeatRequest, why: str) -> None:
+    resp, records = ConsumerGroupStateMachine().heartbeat(request_, 1, TOPICS, 0)
+    assert resp.error == ErrorCode.INVALID_REQUEST and why in (resp.error_message or "")
+    assert records == []
+
+
+def test_unserved_features_are_refused_with_kafkas_codes() -> None:
+    sm = ConsumerGroupStateMachine()
+    assert join(sm, "a", server_assignor="range").error == ErrorCode.UNSUPPORTED_ASSIGNOR
+    assert join(sm, "a", instance_id="i").error == ErrorCode.UNRELEASED_INSTANCE_ID
+    regex = HeartbeatRequest(G, "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex="t.*",
+                             owned={})
+    assert sm.heartbeat(regex, 1, TOPICS, 0)[0].error == ErrorCode.INVALID_REGULAR_EXPRESSION
+    assert G not in sm.groups
+
+
+def test_group_max_size() -> None:
+    sm = ConsumerGroupStateMachine(ConsumerGroupConfig(max_size=1))
+    join(sm, "a")
+    assert join(sm, "b").error == ErrorCode.GROUP_MAX_SIZE_REACHED
+
+
+def test_v0_joiner_gets_the_servers_member_id() -> None:
+    sm = ConsumerGroupStateMachine()
+    request = HeartbeatRequest(G, "", 0, rebalance_timeout_ms=1, subscribed_topic_names=("t1",),
+                               owned={})
+    resp, _ = sm.heartbeat(request, 0, TOPICS, 0, new_member_id="server-made")
+    assert resp.member_id == "server-made" and resp.member_epoch == 1
+
+
+def test_session_timeout_fences_and_frees_partitions() -> None:
+    sm = ConsumerGroupStateMachine(ConsumerGroupConfig(session_timeout_ms=1000))
+    join(sm, "a", now=0)
+    join(sm, "b", now=0)
+    beat(sm, "b", 2, now=900)
+    assert sm.next_deadline() == 1000
+    records = sm.expire(1000)
+    assert "a" not in sm.groups[G].members and records
+    b = beat(sm, "b", 2, now=1001)
+    assert b.assignment == {T1: frozenset(range(6))}
+
+
+def test_rebalance_timeout_fences_a_member_that_does_not_revoke() -> None:
+    sm = ConsumerGroupStateMachine()
+    join(sm, "a", now=0)
+    join(sm, "b", now=0)
+    beat(sm, "a", 1, now=0)  # told to revoke, with a rebalance timeout of 30 s
+    beat(sm, "a", 1, owned={T1: frozenset(range(6))}, now=29_000)  # heartbeats, never revokes
+    beat(sm, "b", 2, now=29_000)
+    sm.expire(30_000)
+    assert set(sm.groups[G].members) == {"b"}
+
+
+def test_subscription_change_bumps_the_group_epoch() -> None:
+    sm = ConsumerGroupStateMachine()
+    join(sm, "a")
+    r = sm.heartbeat(HeartbeatRequest(G, "a", 1, subscribed_topic_names=("t1", "t2")),
+                     1, TOPICS, 0)[0]
+    assert r.member_epoch == 2 and r.assignment == {T1: frozenset(range(6)),
+                                                    T2: frozenset(range(2))}
+
+
+def test_replaying_the_records_rebuilds_every_member_with_its_epoch() -> None:
+    sm = ConsumerGroupStateMachine()
+    log = []
+    for m in "ab":
+        request = HeartbeatRequest(G, m, 0, rebalance_timeout_ms=30_000,
+                                   subscribed_topic_names=("t1",), owned={}, client_id="c")
+        log += sm.heartbeat(request, 1, TOPICS, 0)[1]
+    resp, records = sm.heartbeat(HeartbeatRequest(G, "a", 1), 1, TOPICS, 0)
+    log += records
+    reloaded = ConsumerGroupStateMachine()
+    for record in log:
+        key, value = encode(record)
+        decoded = decode(key, value)
+        assert decoded == record
+        reloaded.replay(decoded)
+    for m in "ab":
+        old, new = sm.groups[G].members[m], reloaded.groups[G].members[m]
+        assert (new.member_epoch, new.state, new.assigned, new.pending_revocation,
+                new.subscription) == (old.member_epoch, old.state, old.assigned,
+                                      old.pending_revocation, old.subscription)
+    g, r = sm.groups[G], reloaded.groups[G]
+    assert (r.group_epoch, r.assignment_epoch, r.target) == \
+        (g.group_epoch, g.assignment_epoch, g.target)
+    # and the reloaded machine serves the next heartbeat as the original would
+    assert reloaded.heartbeat(HeartbeatRequest(G, "a", 1, owned=resp.assignment), 1, TOPICS,
+                              0)[0].member_epoch == 2
+
+
+def test_leave_writes_tombstones_then_a_new_group_epoch() -> None:
+    sm = ConsumerGroupStateMachine()
+    join(sm, "a")
+    _, records = sm.heartbeat(HeartbeatRequest(G, "a", -1), 1, TOPICS, 0)
+    kinds = [(type(r).__name__, encode(r)[1] is None) for r in records]
+    assert kinds == [("CurrentAssignmentRecord", True), ("TargetMemberRecord", True),
+                     ("MemberRecord", True), ("GroupEpochRecord", False)]
+    assert sm.groups[G].state == "Empty"
