@@ -223,7 +223,7 @@ class ConsumerGroupStateMachine:
         if request.member_epoch == STATIC_LEAVE_EPOCH or request.instance_id is not None:
             return HeartbeatResponse(ErrorCode.UNRELEASED_INSTANCE_ID, error_message=(
                 "Static membership (group.instance.id) is not supported by this broker.")), []
-        if request.subscribed_topic_regex is not None:
+        if request.subscribed_topic_regex:  # "" clears a regex (librdkafka sends it)
             return HeartbeatResponse(ErrorCode.INVALID_REGULAR_EXPRESSION, error_message=(
                 "Regular expression subscriptions are not supported by this broker.")), []
         if request.server_assignor is not None and (

@@ -46,6 +46,8 @@ from pybroker.coordinator.group_records import (
     encode_record, record_group,
 )
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
+from pybroker.coordinator.consumer_group_coordinator import ConsumerGroupCoordinator
+from pybroker.coordinator.consumer_group_state import ConsumerGroupConfig
 from pybroker.coordinator.group_state import (
     GroupConfig, GroupStateMachine, JoinRequest, JoinResult, LeaveResult, LeavingMember,
     Outcome, SyncRequest, SyncResult,
@@ -126,6 +128,11 @@ class GroupCoordinator:
         # completed-rebalance count), for /metrics. Counted around the machine's operations
         # (`_counting`), so the machine itself keeps no metrics.
         self.rebalances = 0
+        # KIP-848 consumer groups, beside the classic ones in the same partitions.
+        self.consumer = ConsumerGroupCoordinator(self, ConsumerGroupConfig(
+            session_timeout_ms=cfg.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
+            max_size=cfg.group_consumer_max_size))
 
     def now(self) -> int:
         return self._clock()
@@ -163,6 +170,7 @@ class GroupCoordinator:
             for p in info.partitions:
                 if p.leader == self.config.node_id:
                     count += self._adopt(p.partition, self._records_of(p.partition))
+                    count += self.consumer.load_partition(p.partition)
         self.state.after_load(self.now())
         if count:
             log.info("loaded %d record(s) of %s: %d group(s)", count, OFFSETS_TOPIC,
@@ -431,7 +439,11 @@ class GroupCoordinator:
 
     def list_groups(self, states: Sequence[str] = (),
                     types: Sequence[str] = ()) -> list[GroupListing]:
-        return self.state.list_groups(states, types)
+        """Classic groups, then consumer groups (whose offsets the classic machine keeps
+        under a member-less group of the same id, not listed as classic)."""
+        consumer = self.consumer.machine.groups
+        return [g for g in self.state.list_groups(states, types)
+                if g.group_id not in consumer] + self.consumer.listings(states, types)
 
     async def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
         """A metadata store listener: the coordinator follows the leadership of
@@ -445,6 +457,7 @@ class GroupCoordinator:
             elif state.leader != self.config.node_id and index in self.owned:
                 self.owned.discard(index)
                 self._deliver(self.state.unload(self._owns).completions)
+                self.consumer.unload()
                 log.info("resigned as coordinator of %s-%d", OFFSETS_TOPIC, index)
         for topic in delta.deleted_topics:
             await self.on_topic_deleted(topic)
@@ -453,6 +466,7 @@ class GroupCoordinator:
         """onElection: the partition's records read off the loop, replayed on it."""
         records = await trio.to_thread.run_sync(lambda: list(self._records_of(index)))
         self._adopt(index, records)
+        self.consumer.load_partition(index)
         self.state.after_load(self.now())
 
     def _records_of(self, index: int) -> Iterable[LogEntry]:
@@ -479,6 +493,8 @@ class GroupCoordinator:
     def _owns(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self.owned
 
+    owns = _owns
+
     def _availability(self, group_id: str) -> ErrorCode:
         """NONE if this broker serves the group now. COORDINATOR_LOAD_IN_PROGRESS while its
         partition is this broker's but not loaded yet: the image names this broker leader
@@ -503,6 +519,11 @@ class GroupCoordinator:
             return ErrorCode.NONE
         return self._availability(group_id)
 
+    async def coordinates(self, group_id: str) -> ErrorCode:
+        """NONE if this broker coordinates the group (creating __consumer_offsets first if
+        need be), else why not: for the consumer groups' façade."""
+        return await self._coordinates(group_id)
+
     async def _coordinates(self, group_id: str) -> ErrorCode:
         """NONE if this broker coordinates the group, else why not (`_availability`). Before
         __consumer_offsets exists it is created, as FindCoordinator would, so a client that
@@ -523,6 +544,7 @@ class GroupCoordinator:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._run_timers)
             nursery.start_soon(self._run_cleanup)
+            nursery.start_soon(self.consumer.run_timers)
             task_status.started()
 
     def _kick_timers(self) -> None:
@@ -553,6 +575,7 @@ class GroupCoordinator:
         """The clock jumped forward (a test's advance_time): run the timers now due, then wake
         the timer loop, whose sleep was measured on the clock as it was."""
         await self._apply(self._counting(None, lambda: self.state.expire(self.now())))
+        await self.consumer.expire()
         if self._wakeup is not None:
             self._wakeup.set()
 

@@ -248,3 +248,11 @@ def test_leave_writes_tombstones_then_a_new_group_epoch() -> None:
     assert kinds == [("CurrentAssignmentRecord", True), ("TargetMemberRecord", True),
                      ("MemberRecord", True), ("GroupEpochRecord", False)]
     assert sm.groups[G].state == "Empty"
+
+
+def test_an_empty_regex_is_no_regex() -> None:
+    """librdkafka sends SubscribedTopicRegex "" beside the names; Kafka reads it as none."""
+    sm = ConsumerGroupStateMachine()
+    request = HeartbeatRequest(G, "a", 0, rebalance_timeout_ms=1, subscribed_topic_names=("t1",),
+                               subscribed_topic_regex="", owned={})
+    assert sm.heartbeat(request, 1, TOPICS, 0)[0].member_epoch == 1
