@@ -105,6 +105,16 @@ class ConsumerGroupCoordinator:
             return APPEND_ERRORS.get(error, error)
         return ErrorCode.NONE
 
+    async def delete(self, group_id: str) -> ErrorCode | None:
+        """None when `group_id` is no consumer group here; else DeleteGroups' answer for the
+        group's own records (its offsets are then deleted by the classic coordinator)."""
+        if self.group(group_id) is None:
+            return None
+        code, records = self.machine.delete(group_id)
+        if records:
+            return await self._persist(group_id, records)
+        return code
+
     # -- offsets ---------------------------------------------------------------------------------
     def validate_commit(self, group_id: str, member_id: str | None, member_epoch: int,
                         version: int) -> ErrorCode | None:

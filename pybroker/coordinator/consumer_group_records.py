@@ -99,9 +99,9 @@ class MemberRecord:  # 5
 
 
 @dataclass(frozen=True)
-class TargetEpochRecord:  # 6
+class TargetEpochRecord:  # 6; epoch None: a tombstone (the group is deleted)
     group_id: str
-    epoch: int
+    epoch: int | None
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def _value_body(record: ConsumerGroupRecord) -> dict[str, Any] | None:
     if isinstance(record, GroupEpochRecord):
         return None if record.epoch is None else {"epoch": record.epoch, "metadata_hash": 0}
     if isinstance(record, TargetEpochRecord):
-        return {"assignment_epoch": record.epoch}
+        return None if record.epoch is None else {"assignment_epoch": record.epoch}
     if isinstance(record, MemberRecord):
         s = record.subscription
         return None if s is None else {
@@ -203,9 +203,7 @@ def decode(key: bytes, value: bytes | None) -> ConsumerGroupRecord | None:
     if kind == GROUP_METADATA:
         return GroupEpochRecord(group_id, None if body is None else body.epoch)
     if kind == TARGET_METADATA:
-        if body is None:
-            return None  # a tombstone of the target's epoch: the group's own goes with it
-        return TargetEpochRecord(group_id, body.assignment_epoch)
+        return TargetEpochRecord(group_id, None if body is None else body.assignment_epoch)
     if kind == MEMBER_METADATA:
         return MemberRecord(group_id, member_id, None if body is None else MemberSubscription(
             body.instance_id, body.rack_id, body.client_id, body.client_host,

@@ -182,7 +182,8 @@ class ConsumerGroupStateMachine:
             else:
                 group.group_epoch = record.epoch
         elif isinstance(record, TargetEpochRecord):
-            group.assignment_epoch = record.epoch
+            if record.epoch is not None:
+                group.assignment_epoch = record.epoch
         elif isinstance(record, MemberRecord):
             if record.subscription is None:
                 group.members.pop(record.member_id, None)
@@ -380,6 +381,19 @@ class ConsumerGroupStateMachine:
         self._apply(records, TargetMemberRecord(gid, member_id, None), now)
         self._apply(records, MemberRecord(gid, member_id, None), now)
         self._apply(records, GroupEpochRecord(gid, group.group_epoch + 1), now)
+
+    def delete(self, group_id: str) -> tuple[ErrorCode, list[ConsumerGroupRecord]]:
+        """DeleteGroups of a consumer group: only an empty one (NON_EMPTY_GROUP); its target
+        epoch and its epoch are tombstoned (the offsets are the classic side's)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND, []
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP, []
+        records: list[ConsumerGroupRecord] = []
+        self._apply(records, TargetEpochRecord(group_id, None), 0)
+        self._apply(records, GroupEpochRecord(group_id, None), 0)
+        return ErrorCode.NONE, records
 
     def next_deadline(self) -> int | None:
         deadlines = [d for g in self.groups.values() for m in g.members.values()

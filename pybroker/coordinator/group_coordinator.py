@@ -425,16 +425,28 @@ class GroupCoordinator:
 
     async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
         codes = {g: await self._coordinates(g) for g in group_ids}
+        consumer: dict[str, ErrorCode] = {}  # consumer groups: their own answer first
+        for g in group_ids:
+            if not codes[g] and (code := await self.consumer.delete(g)) is not None:
+                consumer[g] = code
+                codes[g] = code if code else codes[g]
         outcome = self.state.delete_groups([g for g in group_ids if not codes[g]])
         error = await self._apply(outcome)
         assert outcome.response is not None
         answers = {g: code or error for g, code in outcome.response.items()} if error \
             else outcome.response
+        for g, code in consumer.items():  # deleted, with or without offsets to delete
+            if not code and answers.get(g) == ErrorCode.GROUP_ID_NOT_FOUND:
+                answers[g] = ErrorCode.NONE
         return {g: codes[g] or answers[g] for g in group_ids}
 
     def describe_group(self, group_id: str) -> GroupDescription:
         if (code := self._not_serving(group_id)):
             return GroupDescription(group_id, code, "", "", "")
+        if self.consumer.group(group_id) is not None:
+            # Kafka up to DescribeGroups v5: a consumer group is no classic group, Dead
+            # (v6 would say GROUP_ID_NOT_FOUND, "is not a classic group")
+            return GroupDescription(group_id, ErrorCode.NONE, "Dead", "", "")
         return self.state.describe_group(group_id)
 
     def list_groups(self, states: Sequence[str] = (),

@@ -256,3 +256,15 @@ def test_an_empty_regex_is_no_regex() -> None:
     request = HeartbeatRequest(G, "a", 0, rebalance_timeout_ms=1, subscribed_topic_names=("t1",),
                                subscribed_topic_regex="", owned={})
     assert sm.heartbeat(request, 1, TOPICS, 0)[0].member_epoch == 1
+
+
+def test_delete_only_an_empty_group_and_tombstone_it() -> None:
+    sm = ConsumerGroupStateMachine()
+    join(sm, "a")
+    assert sm.delete(G) == (ErrorCode.NON_EMPTY_GROUP, [])
+    beat(sm, "a", -1)
+    code, records = sm.delete(G)
+    assert code == ErrorCode.NONE and G not in sm.groups
+    assert [encode(r)[1] for r in records] == [None, None]
+    assert [decode(*encode(r)) for r in records] == records
+    assert sm.delete(G)[0] == ErrorCode.GROUP_ID_NOT_FOUND

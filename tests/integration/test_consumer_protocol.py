@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
 from pybroker.testing.broker import BrokerProcess, broker_in_thread
 from tests.integration.raw import create_topic, send_request
 
@@ -87,7 +88,23 @@ def test_one_consumer_joins_reads_and_commits(tmp_path: Path) -> None:
         time.sleep(1)
         assert again.poll(0.5) is None
         assert {v for _, v in seen[0]} == later
+        listed = send_request(info.bootstrap, ApiKey.LIST_GROUPS, 5,
+                              {"states_filter": [], "types_filter": ["consumer"]}).groups
+        assert [(g.group_id, g.group_type, g.protocol_type, g.group_state) for g in listed] \
+            == [("one", "consumer", "consumer", "Stable")]
+        # DescribeGroups up to v5 sees no classic group there: Dead, as Kafka answers
+        classic = send_request(info.bootstrap, ApiKey.DESCRIBE_GROUPS, 5,
+                               {"groups": ["one"], "include_authorized_operations": False})
+        assert (classic.groups[0].error_code, classic.groups[0].group_state) == (0, "Dead")
+        delete = {"groups_names": ["one"]}
+        busy = send_request(info.bootstrap, ApiKey.DELETE_GROUPS, 2, delete)
+        assert busy.results[0].error_code == ErrorCode.NON_EMPTY_GROUP
         again.close()
+        deleted = send_request(info.bootstrap, ApiKey.DELETE_GROUPS, 2, delete)
+        assert deleted.results[0].error_code == ErrorCode.NONE
+        assert _describe(info.bootstrap, "one").error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert send_request(info.bootstrap, ApiKey.LIST_GROUPS, 5,
+                            {"states_filter": [], "types_filter": []}).groups == []
 
 
 def test_one_then_three_consumers_share_six_partitions(tmp_path: Path) -> None:
