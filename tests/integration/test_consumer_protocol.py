@@ -38,8 +38,8 @@ def _produce(bootstrap: str, topic: str, count: int, tag: str) -> set[bytes]:
     return values
 
 
-def _poll_until(consumers: list, done: Callable[[], bool], timeout: float = 60,  # type: ignore[type-arg]
-                seen: dict[int, list] | None = None) -> None:  # type: ignore[type-arg]
+def _poll_until(consumers: list, done: Callable[[], bool], timeout: float = 60,
+                seen: dict[int, list] | None = None) -> None:
     """Poll every consumer in turn until `done()`; each message goes to `seen[i]`."""
     deadline = time.monotonic() + timeout
     while not done():
@@ -70,7 +70,7 @@ def test_one_consumer_joins_reads_and_commits(tmp_path: Path) -> None:
         sent = _produce(info.bootstrap, topic, 60, "a")
         consumer = _consumer(info.bootstrap, "one")
         consumer.subscribe([topic])
-        seen: dict[int, list] = {}  # type: ignore[type-arg]
+        seen: dict[int, list] = {}
         _poll_until([consumer], lambda: len(seen.get(0, [])) >= 60, seen=seen)
         assert {v for _, v in seen[0]} == sent
         assert _partitions(consumer) == set(range(PARTITIONS))
@@ -126,7 +126,7 @@ def test_one_then_three_consumers_share_six_partitions(tmp_path: Path) -> None:
         _poll_until(consumers, settled)
         assert _describe(info.bootstrap, "three").group_state == "Stable"
         sent = _produce(info.bootstrap, topic, 120, "c")
-        seen: dict[int, list] = {}  # type: ignore[type-arg]
+        seen: dict[int, list] = {}
         _poll_until(consumers, lambda: sum(len(v) for v in seen.values()) >= 120, seen=seen)
         values = [v for got in seen.values() for _, v in got]
         assert len(values) == len(set(values)) and set(values) == sent  # none read twice
@@ -202,7 +202,7 @@ def test_a_broker_restart_resumes_the_group(tmp_path: Path) -> None:
             (before.group_epoch, before.assignment_epoch)
         # the members carry on at their epochs: none rejoins, and new records are read
         sent = _produce(broker.bootstrap, topic, 30, "r")
-        seen: dict[int, list] = {}  # type: ignore[type-arg]
+        seen: dict[int, list] = {}
         _poll_until(consumers, lambda: sum(len(v) for v in seen.values()) >= 30, seen=seen)
         assert {v for got in seen.values() for _, v in got} == sent
         final = _describe(broker.bootstrap, "restart")
