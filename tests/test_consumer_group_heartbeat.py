@@ -60,3 +60,52 @@ def test_group_version_0_turns_the_consumer_protocol_off(tmp_path: Path) -> None
         keys = {k.api_key for k in send_request(b, ApiKey.API_VERSIONS, 3, versions).api_keys}
         assert ApiKey.CONSUMER_GROUP_HEARTBEAT not in keys
         assert _heartbeat(b, "m1").error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def _commit(bootstrap: str, member: str, epoch: int, version: int = 9):  # type: ignore[no-untyped-def]
+    resp = send_request(bootstrap, ApiKey.OFFSET_COMMIT, version, {
+        "group_id": "g", "generation_id_or_member_epoch": epoch, "member_id": member,
+        "group_instance_id": None, "topics": [{"name": "t", "partitions": [
+            {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1,
+             "committed_metadata": None}]}]})
+    return resp.topics[0].partitions[0].error_code
+
+
+def _fetch(bootstrap: str, member: str | None, epoch: int):  # type: ignore[no-untyped-def]
+    resp = send_request(bootstrap, ApiKey.OFFSET_FETCH, 9, {
+        "groups": [{"group_id": "g", "member_id": member, "member_epoch": epoch,
+                    "topics": [{"name": "t", "partition_indexes": [0]}]}],
+        "require_stable": False})
+    group = resp.groups[0]
+    offsets = [p.committed_offset for t in group.topics for p in t.partitions]
+    return group.error_code, offsets
+
+
+def test_offsets_of_a_consumer_group_check_the_member_epoch(tmp_path: Path) -> None:
+    from tests.helpers import broker_in_thread
+
+    with broker_in_thread(tmp_path / "logs") as info:
+        b = info.bootstrap
+        create_topic(b, "t", 1)
+        assert _heartbeat(b, "m1").member_epoch == 1
+        assert _commit(b, "m1", 2) == ErrorCode.STALE_MEMBER_EPOCH
+        assert _commit(b, "nobody", 1) == ErrorCode.UNKNOWN_MEMBER_ID
+        assert _commit(b, "m1", 1, version=8) == ErrorCode.UNSUPPORTED_VERSION
+        assert _commit(b, "", -1) == ErrorCode.UNKNOWN_MEMBER_ID  # not while it has members
+        assert _fetch(b, "m1", 1) == (0, [-1])
+        assert _commit(b, "m1", 1) == ErrorCode.NONE
+        assert _fetch(b, "m1", 1) == (0, [5])
+        assert _fetch(b, None, -1) == (0, [5])  # the admin client
+        assert _fetch(b, "m1", 3)[0] == ErrorCode.STALE_MEMBER_EPOCH
+        assert _fetch(b, "nobody", 1)[0] == ErrorCode.UNKNOWN_MEMBER_ID
+        txn = send_request(b, ApiKey.TXN_OFFSET_COMMIT, 3, {
+            "transactional_id": "tx", "group_id": "g", "producer_id": 7, "producer_epoch": 0,
+            "generation_id": 4, "member_id": "m1", "group_instance_id": None,
+            "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 9, "committed_leader_epoch": -1,
+                 "committed_metadata": None}]}]})
+        assert txn.topics[0].partitions[0].error_code == ErrorCode.ILLEGAL_GENERATION
+        left = _heartbeat(b, "m1", epoch=-1, rebalance_timeout_ms=-1,
+                          subscribed_topic_names=None, topic_partitions=None)
+        assert left.member_epoch == -1
+        assert _commit(b, "", -1) == ErrorCode.NONE  # an empty group: the admin may commit

@@ -134,6 +134,24 @@ class ConsumerGroupCoordinator:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
+    def validate_txn_commit(self, group_id: str, member_id: str, generation_id: int
+                            ) -> ErrorCode | None:
+        """TxnOffsetCommit: None when `group_id` is no consumer group here; else NONE or
+        why not. Its generation is the member epoch, and a stale one is ILLEGAL_GENERATION
+        (as Kafka); a producer naming no member (generation -1, member "") is let through,
+        as it is for classic groups."""
+        group = self.group(group_id)
+        if group is None:
+            return None
+        if generation_id < 0 and not member_id:
+            return ErrorCode.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != member.member_epoch:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
     def validate_fetch(self, group_id: str, member_id: str | None,
                        member_epoch: int) -> ErrorCode:
         """OffsetFetch v9 (ConsumerGroup.validateOffsetFetch): a null member id with epoch
