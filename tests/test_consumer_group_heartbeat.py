@@ -32,7 +32,7 @@ def test_bad_heartbeats_get_kafkas_codes(tmp_path: Path) -> None:
         assert _heartbeat(b, "").error_code == ErrorCode.INVALID_REQUEST
         assert _heartbeat(b, "m3", topic_partitions=None).error_code == \
             ErrorCode.INVALID_REQUEST
-        assert _heartbeat(b, "m3", server_assignor="range").error_code == \
+        assert _heartbeat(b, "m3", server_assignor="cooperative-sticky").error_code == \
             ErrorCode.UNSUPPORTED_ASSIGNOR
         assert _heartbeat(b, "m1", epoch=7, rebalance_timeout_ms=-1,
                           subscribed_topic_names=None, topic_partitions=None).error_code == \

@@ -1,4 +1,4 @@
-"""The `uniform` server-side assignor of KIP-848 consumer groups: balanced and sticky.
+"""The server-side assignors of KIP-848 consumer groups: `uniform` and `range`, both sticky.
 
 Kafka's UniformAssignor (homogeneous and heterogeneous subscriptions alike) gives every member
 a share of the partitions of the topics it subscribes to, as even as the subscriptions allow,
@@ -14,6 +14,12 @@ same promises with a simpler algorithm, in three passes:
 The exact partitions may differ from Kafka's for the same input (the algorithm is not
 Kafka's); the properties (every subscribed partition assigned once, counts within one where
 subscriptions are equal, stickiness) are those the protocol relies on.
+
+`range` (Kafka's RangeAssignor) works topic by topic: the members subscribed to a topic, in
+member id order, get consecutive ranges of its partitions, the first `count % members` one
+more; so members of topics with equal partition counts get the same partition numbers
+(co-partitioning). Sticky as Kafka's: a member first keeps what it had of the topic, up to its
+quota, and the rest fills the members below quota in order.
 """
 from __future__ import annotations
 
@@ -27,7 +33,8 @@ Assignment = Mapping[uuid.UUID, frozenset[int]]
 TopicsView = Mapping[str, tuple[uuid.UUID, int]]
 
 UNIFORM = "uniform"
-ASSIGNORS = (UNIFORM,)
+RANGE = "range"
+ASSIGNORS = (UNIFORM, RANGE)
 
 
 def _flatten(assignment: Assignment) -> set[tuple[uuid.UUID, int]]:
@@ -86,3 +93,32 @@ def assign_uniform(subscriptions: Mapping[str, Iterable[str]], topics: TopicsVie
             if moved:
                 break
     return {m: _group(held[m]) for m in members}
+
+
+def assign_range(subscriptions: Mapping[str, Iterable[str]], topics: TopicsView,
+                 previous: Mapping[str, Assignment]) -> dict[str, dict[uuid.UUID,
+                                                                     frozenset[int]]]:
+    """The `range` target assignment: per topic, consecutive ranges in member id order,
+    sticky to `previous`."""
+    held: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in subscriptions}
+    for name, (topic_id, count) in sorted(topics.items()):
+        members = sorted(m for m, names in subscriptions.items() if name in set(names))
+        if not members:
+            continue
+        quota = {m: count // len(members) + (1 if i < count % len(members) else 0)
+                 for i, m in enumerate(members)}
+        taken: set[int] = set()
+        for m in members:  # keep
+            kept = sorted(p for p in previous.get(m, {}).get(topic_id, ())
+                          if p < count and p not in taken)[:quota[m]]
+            held[m][topic_id] = set(kept)
+            taken.update(kept)
+        free = iter(p for p in range(count) if p not in taken)
+        for m in members:  # fill
+            while len(held[m][topic_id]) < quota[m]:
+                held[m][topic_id].add(next(free))
+    return {m: {t: frozenset(ps) for t, ps in parts.items() if ps}
+            for m, parts in held.items()}
+
+
+ASSIGN = {UNIFORM: assign_uniform, RANGE: assign_range}

@@ -21,9 +21,10 @@ heartbeat computes records, replays each at once, and returns them for the faça
 its epoch. Timers (session, and rebalance while revoking) are deadlines the façade asks for
 with `next_deadline` and fires with `expire`.
 
-Not served (refused with Kafka's codes, never silently): the `range` assignor
-(UNSUPPORTED_ASSIGNOR), regular-expression subscriptions (INVALID_REGULAR_EXPRESSION), static
-membership (UNRELEASED_INSTANCE_ID for an instance id, INVALID_REQUEST for the -2 leave).
+The assignor is `uniform` unless most members ask for `range` (ServerAssignor); any other name
+is UNSUPPORTED_ASSIGNOR. Not served (refused with Kafka's codes, never silently):
+regular-expression subscriptions (INVALID_REGULAR_EXPRESSION) and static membership
+(UNRELEASED_INSTANCE_ID for an instance id or the -2 leave).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from enum import IntEnum
 
 from protocol.errors import ErrorCode
 from pybroker.coordinator.consumer_group_assignor import (
-    ASSIGNORS, UNIFORM, Assignment, TopicsView, assign_uniform,
+    ASSIGN, ASSIGNORS, UNIFORM, Assignment, TopicsView,
 )
 from pybroker.coordinator.consumer_group_records import (
     ConsumerGroupRecord, CurrentAssignmentRecord, GroupEpochRecord, MemberRecord,
@@ -82,6 +83,15 @@ class ConsumerGroup:
     assignment_epoch: int = 0
     members: dict[str, Member] = field(default_factory=dict)
     target: dict[str, dict[uuid.UUID, frozenset[int]]] = field(default_factory=dict)
+
+    def assignor(self, default: str) -> str:
+        """The server assignor most of the members ask for (Kafka's preferred server
+        assignor; ties to the smaller name), else `default`."""
+        asked = [m.subscription.server_assignor for m in self.members.values()
+                 if m.subscription.server_assignor]
+        if not asked:
+            return default
+        return min(set(asked), key=lambda name: (-asked.count(name), name))
 
     @property
     def state(self) -> str:
@@ -304,8 +314,9 @@ class ConsumerGroupStateMachine:
 
     def _new_target(self, group: ConsumerGroup, topics: TopicsView, now: int,
                     records: list[ConsumerGroupRecord]) -> None:
-        target = assign_uniform({m.member_id: m.subscription.topic_names
-                                 for m in group.members.values()}, topics, group.target)
+        assign = ASSIGN[group.assignor(self.config.assignors[0])]
+        target = assign({m.member_id: m.subscription.topic_names
+                         for m in group.members.values()}, topics, group.target)
         for member_id, partitions in sorted(target.items()):
             if group.target.get(member_id) != partitions:
                 self._apply(records, TargetMemberRecord(group.group_id, member_id, partitions),

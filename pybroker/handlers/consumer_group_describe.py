@@ -15,7 +15,6 @@ from protocol.acl_operations import GROUP_OPERATIONS
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.cluster.features import GROUP_VERSION
-from pybroker.coordinator.consumer_group_assignor import UNIFORM
 from pybroker.handlers._authz import GROUP, Op, allowed, operations_field
 from pybroker.handlers._base import Handler, RequestContext
 
@@ -48,7 +47,8 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         described.append({
             "error_code": 0, "error_message": None, "group_id": group_id,
             "group_state": group.state, "group_epoch": group.group_epoch,
-            "assignment_epoch": group.assignment_epoch, "assignor_name": UNIFORM,
+            "assignment_epoch": group.assignment_epoch,
+            "assignor_name": group.assignor(ctx.groups.consumer.machine.config.assignors[0]),
             "members": [{
                 "member_id": m.member_id, "instance_id": m.subscription.instance_id,
                 "rack_id": m.subscription.rack_id, "member_epoch": m.member_epoch,

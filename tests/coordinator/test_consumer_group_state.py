@@ -158,7 +158,7 @@ def test_invalid_requests(request_: HeartbeatRequest, why: str) -> None:
 
 def test_unserved_features_are_refused_with_kafkas_codes() -> None:
     sm = ConsumerGroupStateMachine()
-    assert join(sm, "a", server_assignor="range").error == ErrorCode.UNSUPPORTED_ASSIGNOR
+    assert join(sm, "a", server_assignor="sticky").error == ErrorCode.UNSUPPORTED_ASSIGNOR
     assert join(sm, "a", instance_id="i").error == ErrorCode.UNRELEASED_INSTANCE_ID
     regex = HeartbeatRequest(G, "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex="t.*",
                              owned={})
@@ -268,3 +268,26 @@ def test_delete_only_an_empty_group_and_tombstone_it() -> None:
     assert [encode(r)[1] for r in records] == [None, None]
     assert [decode(*encode(r)) for r in records] == records
     assert sm.delete(G)[0] == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_range_gives_consecutive_ranges_per_topic_in_member_order() -> None:
+    from pybroker.coordinator.consumer_group_assignor import assign_range
+    topics = {"a": (T1, 5), "b": (T2, 5)}
+    target = assign_range({"m2": ["a", "b"], "m1": ["a", "b"]}, topics, {})
+    assert target == {"m1": {T1: frozenset({0, 1, 2}), T2: frozenset({0, 1, 2})},
+                      "m2": {T1: frozenset({3, 4}), T2: frozenset({3, 4})}}
+    # sticky: m1 keeps what it had, up to its quota, when m0 joins
+    again = assign_range({"m0": ["a"], "m1": ["a"], "m2": ["a"]}, {"a": (T1, 5)}, target)
+    assert again["m1"][T1] <= target["m1"][T1] and len(again["m1"][T1]) == 2
+    assert sorted(p for m in again.values() for p in m[T1]) == [0, 1, 2, 3, 4]
+
+
+def test_the_group_uses_the_assignor_most_members_ask_for() -> None:
+    sm = ConsumerGroupStateMachine()
+    join(sm, "a", topics=("t1", "t2"), server_assignor="range")
+    join(sm, "b", topics=("t1", "t2"), server_assignor="range")
+    group = sm.groups[G]
+    assert group.assignor("uniform") == "range"
+    # range: t1's 6 partitions 3 + 3, t2's 2 partitions 1 + 1, the same numbers to the same one
+    assert group.target["a"] == {T1: frozenset({0, 1, 2}), T2: frozenset({0})}
+    assert group.target["b"] == {T1: frozenset({3, 4, 5}), T2: frozenset({1})}
