@@ -15,7 +15,8 @@ version 0 then a flexible body; a null value is a tombstone:
 
 The dataclasses are what the state machine (consumer_group_state.py) writes and replays; the
 bodies are declared with the project's message DSL, the facts Kafka's. MetadataHash (KIP-1101)
-is written as 0: this coordinator recomputes the target on subscription changes, not on a hash.
+is this broker's own hash of the subscribed topics (names, ids, partition counts), not Kafka's
+murmur3 of the topic metadata: it serves the same purpose, comparing only with itself.
 """
 from __future__ import annotations
 
@@ -89,6 +90,8 @@ class MemberSubscription:
 class GroupEpochRecord:  # 3; epoch None: the group is gone
     group_id: str
     epoch: int | None
+    # KIP-1101: a hash of the subscribed topics' metadata; a change moves the epoch on.
+    metadata_hash: int = 0
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,8 @@ def _record_type(record: ConsumerGroupRecord) -> int:
 
 def _value_body(record: ConsumerGroupRecord) -> dict[str, Any] | None:
     if isinstance(record, GroupEpochRecord):
-        return None if record.epoch is None else {"epoch": record.epoch, "metadata_hash": 0}
+        return None if record.epoch is None else {"epoch": record.epoch,
+                                                  "metadata_hash": record.metadata_hash}
     if isinstance(record, TargetEpochRecord):
         return None if record.epoch is None else {"assignment_epoch": record.epoch}
     if isinstance(record, MemberRecord):
@@ -201,7 +205,9 @@ def decode(key: bytes, value: bytes | None) -> ConsumerGroupRecord | None:
             raise ValueError("record value shorter than its version")
         body = _VALUES[kind].decode(BytesIO(value[2:]), 0)
     if kind == GROUP_METADATA:
-        return GroupEpochRecord(group_id, None if body is None else body.epoch)
+        if body is None:
+            return GroupEpochRecord(group_id, None)
+        return GroupEpochRecord(group_id, body.epoch, body.metadata_hash)
     if kind == TARGET_METADATA:
         return TargetEpochRecord(group_id, None if body is None else body.assignment_epoch)
     if kind == MEMBER_METADATA:

@@ -28,6 +28,7 @@ regular-expression subscriptions (INVALID_REGULAR_EXPRESSION) and static members
 """
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -81,6 +82,7 @@ class ConsumerGroup:
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
+    metadata_hash: int = 0
     members: dict[str, Member] = field(default_factory=dict)
     target: dict[str, dict[uuid.UUID, frozenset[int]]] = field(default_factory=dict)
 
@@ -160,6 +162,15 @@ def validate(request: HeartbeatRequest, version: int) -> str | None:
     return None
 
 
+def metadata_hash(group: ConsumerGroup, topics: TopicsView) -> int:
+    """A hash (int64) of what the assignor sees of the group's subscribed topics: their names,
+    ids and partition counts. Stable across processes (not Python's salted `hash`)."""
+    names = sorted({n for m in group.members.values() for n in m.subscription.topic_names})
+    text = "|".join(f"{n}:{topics[n][0]}:{topics[n][1]}" for n in names if n in topics)
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big",
+                          signed=True)
+
+
 def _subset(owned: Assignment, of: Assignment) -> bool:
     return all(set(parts) <= set(of.get(t, ())) for t, parts in owned.items())
 
@@ -191,6 +202,7 @@ class ConsumerGroupStateMachine:
                 del self.groups[record.group_id]
             else:
                 group.group_epoch = record.epoch
+                group.metadata_hash = record.metadata_hash
         elif isinstance(record, TargetEpochRecord):
             if record.epoch is not None:
                 group.assignment_epoch = record.epoch
@@ -265,6 +277,11 @@ class ConsumerGroupStateMachine:
         group = self.groups[request.group_id]
         member = group.members[member_id]
         member.session_deadline = now + self.config.session_timeout_ms
+        digest = metadata_hash(group, topics)
+        if digest != group.metadata_hash:  # a subscribed topic appeared, went or grew
+            moved = any(isinstance(r, GroupEpochRecord) for r in records)  # by this heartbeat
+            epoch = group.group_epoch if moved else group.group_epoch + 1
+            self._apply(records, GroupEpochRecord(group.group_id, epoch, digest), now)
         if group.group_epoch > group.assignment_epoch:
             self._new_target(group, topics, now, records)
         before = (member.member_epoch, dict(member.assigned))
@@ -310,7 +327,8 @@ class ConsumerGroupStateMachine:
         if old is None or new.topic_names != old.topic_names or \
                 new.server_assignor != old.server_assignor:
             epoch = (group.group_epoch if group is not None else 0) + 1
-            self._apply(records, GroupEpochRecord(request.group_id, epoch), now)
+            digest = group.metadata_hash if group is not None else 0
+            self._apply(records, GroupEpochRecord(request.group_id, epoch, digest), now)
 
     def _new_target(self, group: ConsumerGroup, topics: TopicsView, now: int,
                     records: list[ConsumerGroupRecord]) -> None:
@@ -391,7 +409,8 @@ class ConsumerGroupStateMachine:
         self._apply(records, CurrentAssignmentRecord(gid, member_id, None), now)
         self._apply(records, TargetMemberRecord(gid, member_id, None), now)
         self._apply(records, MemberRecord(gid, member_id, None), now)
-        self._apply(records, GroupEpochRecord(gid, group.group_epoch + 1), now)
+        self._apply(records, GroupEpochRecord(gid, group.group_epoch + 1, group.metadata_hash),
+                    now)
 
     def delete(self, group_id: str) -> tuple[ErrorCode, list[ConsumerGroupRecord]]:
         """DeleteGroups of a consumer group: only an empty one (NON_EMPTY_GROUP); its target

@@ -291,3 +291,25 @@ def test_the_group_uses_the_assignor_most_members_ask_for() -> None:
     # range: t1's 6 partitions 3 + 3, t2's 2 partitions 1 + 1, the same numbers to the same one
     assert group.target["a"] == {T1: frozenset({0, 1, 2}), T2: frozenset({0})}
     assert group.target["b"] == {T1: frozenset({3, 4, 5}), T2: frozenset({1})}
+
+
+def test_a_subscribed_topic_that_appears_or_grows_moves_the_epoch_on() -> None:
+    sm = ConsumerGroupStateMachine()
+    request = HeartbeatRequest(G, "a", 0, rebalance_timeout_ms=1,
+                               subscribed_topic_names=("t1", "later"), owned={})
+    first, _ = sm.heartbeat(request, 1, TOPICS, 0)
+    assert first.member_epoch == 1 and first.assignment == {T1: frozenset(range(6))}
+    later = uuid.UUID(int=3)
+    grown = {**TOPICS, "later": (later, 2)}
+    resp, records = sm.heartbeat(HeartbeatRequest(G, "a", 1), 1, grown, 0)
+    assert resp.member_epoch == 2 and resp.assignment == {T1: frozenset(range(6)),
+                                                          later: frozenset({0, 1})}
+    # the hash is kept in record 3
+    hashes = [decode(*encode(r)).metadata_hash for r in records  # type: ignore[union-attr]
+              if type(r).__name__ == "GroupEpochRecord"]
+    assert hashes == [sm.groups[G].metadata_hash]
+    # unchanged metadata: no new epoch
+    assert sm.heartbeat(HeartbeatRequest(G, "a", 2), 1, grown, 0)[1] == []
+    bigger = {**grown, "t1": (T1, 8)}
+    assert sm.heartbeat(HeartbeatRequest(G, "a", 2), 1, bigger, 0)[0].assignment[T1] == \
+        frozenset(range(8))
