@@ -22,9 +22,10 @@ its epoch. Timers (session, and rebalance while revoking) are deadlines the faç
 with `next_deadline` and fires with `expire`.
 
 The assignor is `uniform` unless most members ask for `range` (ServerAssignor); any other name
-is UNSUPPORTED_ASSIGNOR. Not served (refused with Kafka's codes, never silently):
-regular-expression subscriptions (INVALID_REGULAR_EXPRESSION) and static membership
-(UNRELEASED_INSTANCE_ID for an instance id or the -2 leave).
+is UNSUPPORTED_ASSIGNOR. A regex subscription (consumer_group_regex.py) is resolved against the
+topics at each heartbeat; a pattern RE2 refuses is INVALID_REGULAR_EXPRESSION. Not served
+(refused with Kafka's code, never silently): static membership (UNRELEASED_INSTANCE_ID for an
+instance id or the -2 leave).
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from protocol.errors import ErrorCode
 from pybroker.coordinator.consumer_group_assignor import (
     ASSIGN, ASSIGNORS, UNIFORM, Assignment, TopicsView,
 )
+from pybroker.coordinator.consumer_group_regex import InvalidRegex, compile_re2, matching
 from pybroker.coordinator.consumer_group_records import (
     ConsumerGroupRecord, CurrentAssignmentRecord, GroupEpochRecord, MemberRecord,
     MemberSubscription, TargetEpochRecord, TargetMemberRecord,
@@ -162,10 +164,18 @@ def validate(request: HeartbeatRequest, version: int) -> str | None:
     return None
 
 
+def subscribed(member: Member, topics: TopicsView) -> set[str]:
+    """The topic names the member subscribes to: its list, and what its regex matches now."""
+    names = set(member.subscription.topic_names)
+    if member.subscription.topic_regex:
+        names |= matching(member.subscription.topic_regex, topics)
+    return names
+
+
 def metadata_hash(group: ConsumerGroup, topics: TopicsView) -> int:
     """A hash (int64) of what the assignor sees of the group's subscribed topics: their names,
     ids and partition counts. Stable across processes (not Python's salted `hash`)."""
-    names = sorted({n for m in group.members.values() for n in m.subscription.topic_names})
+    names = sorted({n for m in group.members.values() for n in subscribed(m, topics)})
     text = "|".join(f"{n}:{topics[n][0]}:{topics[n][1]}" for n in names if n in topics)
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big",
                           signed=True)
@@ -247,8 +257,12 @@ class ConsumerGroupStateMachine:
             return HeartbeatResponse(ErrorCode.UNRELEASED_INSTANCE_ID, error_message=(
                 "Static membership (group.instance.id) is not supported by this broker.")), []
         if request.subscribed_topic_regex:  # "" clears a regex (librdkafka sends it)
-            return HeartbeatResponse(ErrorCode.INVALID_REGULAR_EXPRESSION, error_message=(
-                "Regular expression subscriptions are not supported by this broker.")), []
+            try:
+                compile_re2(request.subscribed_topic_regex)
+            except InvalidRegex as exc:
+                return HeartbeatResponse(ErrorCode.INVALID_REGULAR_EXPRESSION, error_message=(
+                    f"SubscribedTopicRegex `{request.subscribed_topic_regex}` is not a valid "
+                    f"regular expression: {exc}.")), []
         if request.server_assignor is not None and (
                 request.server_assignor not in self.config.assignors):
             return HeartbeatResponse(ErrorCode.UNSUPPORTED_ASSIGNOR, error_message=(
@@ -319,13 +333,15 @@ class ConsumerGroupStateMachine:
             rebalance_timeout_ms=request.rebalance_timeout_ms
             if request.rebalance_timeout_ms != -1 else (old.rebalance_timeout_ms if old else -1),
             server_assignor=request.server_assignor if request.server_assignor is not None
-            else (old.server_assignor if old else None))
+            else (old.server_assignor if old else None),
+            topic_regex=(request.subscribed_topic_regex or None)
+            if request.subscribed_topic_regex is not None else (old.topic_regex if old else None))
         if new == old:
             return
         group = self.groups.get(request.group_id)
         self._apply(records, MemberRecord(request.group_id, member_id, new), now)
         if old is None or new.topic_names != old.topic_names or \
-                new.server_assignor != old.server_assignor:
+                new.topic_regex != old.topic_regex or new.server_assignor != old.server_assignor:
             epoch = (group.group_epoch if group is not None else 0) + 1
             digest = group.metadata_hash if group is not None else 0
             self._apply(records, GroupEpochRecord(request.group_id, epoch, digest), now)
@@ -333,7 +349,7 @@ class ConsumerGroupStateMachine:
     def _new_target(self, group: ConsumerGroup, topics: TopicsView, now: int,
                     records: list[ConsumerGroupRecord]) -> None:
         assign = ASSIGN[group.assignor(self.config.assignors[0])]
-        target = assign({m.member_id: m.subscription.topic_names
+        target = assign({m.member_id: subscribed(m, topics)
                          for m in group.members.values()}, topics, group.target)
         for member_id, partitions in sorted(target.items()):
             if group.target.get(member_id) != partitions:

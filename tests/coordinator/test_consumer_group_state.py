@@ -160,7 +160,7 @@ def test_unserved_features_are_refused_with_kafkas_codes() -> None:
     sm = ConsumerGroupStateMachine()
     assert join(sm, "a", server_assignor="sticky").error == ErrorCode.UNSUPPORTED_ASSIGNOR
     assert join(sm, "a", instance_id="i").error == ErrorCode.UNRELEASED_INSTANCE_ID
-    regex = HeartbeatRequest(G, "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex="t.*",
+    regex = HeartbeatRequest(G, "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex="t(?=1)",
                              owned={})
     assert sm.heartbeat(regex, 1, TOPICS, 0)[0].error == ErrorCode.INVALID_REGULAR_EXPRESSION
     assert G not in sm.groups
@@ -313,3 +313,25 @@ def test_a_subscribed_topic_that_appears_or_grows_moves_the_epoch_on() -> None:
     bigger = {**grown, "t1": (T1, 8)}
     assert sm.heartbeat(HeartbeatRequest(G, "a", 2), 1, bigger, 0)[0].assignment[T1] == \
         frozenset(range(8))
+
+
+def test_a_regex_matches_whole_names_and_picks_up_a_new_topic() -> None:
+    sm = ConsumerGroupStateMachine()
+    request = HeartbeatRequest(G, "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex="t.",
+                               owned={})
+    topics = {**TOPICS, "t10": (uuid.UUID(int=4), 1), "__consumer_offsets": (uuid.UUID(int=5), 1)}
+    resp, _ = sm.heartbeat(request, 1, topics, 0)
+    assert resp.assignment == {T1: frozenset(range(6)), T2: frozenset({0, 1})}  # not t10
+    t3 = uuid.UUID(int=6)
+    more = {**topics, "t3": (t3, 1)}
+    resp, _ = sm.heartbeat(HeartbeatRequest(G, "a", resp.member_epoch), 1, more, 0)
+    assert resp.assignment is not None and resp.assignment[t3] == frozenset({0})
+
+
+@pytest.mark.parametrize("pattern", ["t(?=1)", "t(?!1)", "(?<=x)t", "(t)\\1", "(?>t)", "t*+",
+                                     "(?P<n>t)(?P=n)", "(?(1)a|b)", "t["])
+def test_patterns_re2_refuses_are_refused(pattern: str) -> None:
+    request = HeartbeatRequest(G, "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex=pattern,
+                               owned={})
+    resp, records = ConsumerGroupStateMachine().heartbeat(request, 1, TOPICS, 0)
+    assert resp.error == ErrorCode.INVALID_REGULAR_EXPRESSION and records == []

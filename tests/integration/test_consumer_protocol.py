@@ -211,3 +211,22 @@ def test_a_broker_restart_resumes_the_group(tmp_path: Path) -> None:
             consumer.close()
     finally:
         broker.kill()
+
+
+def test_a_regex_subscription_picks_up_a_new_topic(tmp_path: Path) -> None:
+    with broker_in_thread(tmp_path / "logs", group_consumer_heartbeat_interval_ms="500") as info:
+        b = info.bootstrap
+        create_topic(b, "rx-1", 2)
+        create_topic(b, "not-rx-1", 1)
+        consumer = _consumer(b, "regex")
+        consumer.subscribe(["^rx-.*"])  # librdkafka sends it as SubscribedTopicRegex
+
+        def owned() -> set[tuple[str, int]]:
+            return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+
+        _poll_until([consumer], lambda: owned() == {("rx-1", 0), ("rx-1", 1)})
+        create_topic(b, "rx-2", 1)
+        _poll_until([consumer], lambda: owned() == {("rx-1", 0), ("rx-1", 1), ("rx-2", 0)})
+        # librdkafka joins its regexes as (a)|(b)
+        assert _describe(b, "regex").members[0].subscribed_topic_regex == "(^rx-.*)"
+        consumer.close()
