@@ -23,9 +23,12 @@ with `next_deadline` and fires with `expire`.
 
 The assignor is `uniform` unless most members ask for `range` (ServerAssignor); any other name
 is UNSUPPORTED_ASSIGNOR. A regex subscription (consumer_group_regex.py) is resolved against the
-topics at each heartbeat; a pattern RE2 refuses is INVALID_REGULAR_EXPRESSION. Not served
-(refused with Kafka's code, never silently): static membership (UNRELEASED_INSTANCE_ID for an
-instance id or the -2 leave).
+topics at each heartbeat; a pattern RE2 refuses is INVALID_REGULAR_EXPRESSION.
+
+Static membership (InstanceId): a -2 leave keeps the member and its partitions at epoch -2
+until a new member id of the same instance replaces it (taking its epoch and assignment, no
+rebalance) or its session times out; a join for an instance whose member is still active is
+UNRELEASED_INSTANCE_ID, and the replaced member id is FENCED_INSTANCE_ID.
 """
 from __future__ import annotations
 
@@ -253,9 +256,6 @@ class ConsumerGroupStateMachine:
         invalid = validate(request, version)
         if invalid is not None:
             return HeartbeatResponse(ErrorCode.INVALID_REQUEST, error_message=invalid), []
-        if request.member_epoch == STATIC_LEAVE_EPOCH or request.instance_id is not None:
-            return HeartbeatResponse(ErrorCode.UNRELEASED_INSTANCE_ID, error_message=(
-                "Static membership (group.instance.id) is not supported by this broker.")), []
         if request.subscribed_topic_regex:  # "" clears a regex (librdkafka sends it)
             try:
                 compile_re2(request.subscribed_topic_regex)
@@ -269,12 +269,25 @@ class ConsumerGroupStateMachine:
                 f"Assignor {request.server_assignor} is not supported. Supported assignors: "
                 f"{', '.join(self.config.assignors)}.")), []
         records: list[ConsumerGroupRecord] = []
-        if request.member_epoch == LEAVE_EPOCH:
+        if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(request, now, records), records
         group = self.groups.get(request.group_id)
         member_id = request.member_id or new_member_id or ""
         member = group.members.get(member_id) if group is not None else None
-        if request.member_epoch == 0:
+        static = self._instance_owner(group, request.instance_id)
+        if static is not None and static.member_id != member_id:
+            if request.member_epoch != 0:  # replaced by a newer member of the instance
+                return HeartbeatResponse(ErrorCode.FENCED_INSTANCE_ID, error_message=(
+                    f"Static member {member_id} with instance id {request.instance_id} was "
+                    f"replaced by member {static.member_id}.")), []
+            if static.member_epoch != STATIC_LEAVE_EPOCH:
+                return HeartbeatResponse(ErrorCode.UNRELEASED_INSTANCE_ID, error_message=(
+                    f"Static member {static.member_id} with instance id "
+                    f"{request.instance_id} is still active: it must leave before "
+                    f"{member_id} takes its place.")), []
+            assert group is not None
+            member = self._replace_static(group, static, member_id, now, records)
+        elif request.member_epoch == 0:
             if member is None and group is not None and \
                     len(group.members) >= self.config.max_size:
                 return HeartbeatResponse(ErrorCode.GROUP_MAX_SIZE_REACHED, error_message=(
@@ -310,6 +323,31 @@ class ConsumerGroupStateMachine:
         ), records
 
     @staticmethod
+    def _instance_owner(group: ConsumerGroup | None, instance_id: str | None) -> Member | None:
+        if group is None or instance_id is None:
+            return None
+        return next((m for m in group.members.values()
+                     if m.subscription.instance_id == instance_id), None)
+
+    def _replace_static(self, group: ConsumerGroup, old: Member, member_id: str, now: int,
+                        records: list[ConsumerGroupRecord]) -> Member:
+        """A static member that left (-2) comes back under a new member id: the new one takes
+        its subscription, target and current assignment at its epoch, and the group epoch
+        stays (Kafka: no rebalance for a static member's bounce)."""
+        gid = group.group_id
+        target = group.target.get(old.member_id)
+        self._apply(records, CurrentAssignmentRecord(gid, old.member_id, None), now)
+        self._apply(records, TargetMemberRecord(gid, old.member_id, None), now)
+        self._apply(records, MemberRecord(gid, old.member_id, None), now)
+        self._apply(records, MemberRecord(gid, member_id, old.subscription), now)
+        if target is not None:
+            self._apply(records, TargetMemberRecord(gid, member_id, target), now)
+        epoch = old.previous_member_epoch
+        self._apply(records, CurrentAssignmentRecord(
+            gid, member_id, epoch, epoch, old.state, old.assigned, old.pending_revocation), now)
+        return group.members[member_id]
+
+    @staticmethod
     def _epoch_error(member: Member, request: HeartbeatRequest) -> ErrorCode | None:
         """FENCED_MEMBER_EPOCH for an epoch the member does not hold, unless it is the
         previous one and what it owns is still its (the response to it was lost)."""
@@ -324,7 +362,8 @@ class ConsumerGroupStateMachine:
                        now: int, records: list[ConsumerGroupRecord]) -> None:
         old = member.subscription if member is not None else None
         new = MemberSubscription(
-            instance_id=None,
+            instance_id=request.instance_id if request.instance_id is not None else (
+                old.instance_id if old else None),
             rack_id=request.rack_id if request.rack_id is not None else (
                 old.rack_id if old else None),
             client_id=request.client_id, client_host=request.client_host,
@@ -370,13 +409,19 @@ class ConsumerGroupStateMachine:
                    now: int, records: list[ConsumerGroupRecord], *, rejoin: bool) -> None:
         """CurrentAssignmentBuilder: the member's next current assignment, one step."""
         target = group.target.get(member.member_id, {})
+        current = member.assigned
         if member.state is MemberState.UNREVOKED_PARTITIONS:
-            if owned is None or _meet(owned, member.pending_revocation):
+            if not _subset(member.assigned, target) or _meet(member.pending_revocation, target):
+                # the target moved on while it revoked: start again from all it may still
+                # hold, so what the new target lacks is revoked again, never handed out
+                current = {t: frozenset(member.assigned.get(t, frozenset()) |
+                                        member.pending_revocation.get(t, frozenset()))
+                           for t in set(member.assigned) | set(member.pending_revocation)}
+            elif owned is None or _meet(owned, member.pending_revocation):
                 return  # still holds partitions it must give up: wait
         elif member.state is MemberState.STABLE and \
                 member.member_epoch == group.assignment_epoch and not rejoin:
             return
-        current = member.assigned
         kept = _meet(current, target)
         revoke = _minus(current, target)
         if revoke:
@@ -414,6 +459,20 @@ class ConsumerGroupStateMachine:
         if group is None or request.member_id not in group.members:
             return HeartbeatResponse(ErrorCode.UNKNOWN_MEMBER_ID, error_message=(
                 f"Member {request.member_id} is not a member of group {request.group_id}."))
+        member = group.members[request.member_id]
+        if request.instance_id is not None and \
+                member.subscription.instance_id != request.instance_id:
+            return HeartbeatResponse(ErrorCode.FENCED_INSTANCE_ID, error_message=(
+                f"Member {request.member_id} is not the member of instance id "
+                f"{request.instance_id}."))
+        if request.member_epoch == STATIC_LEAVE_EPOCH:
+            # A static member leaves for a while: it keeps its partitions (nobody else gets
+            # them) until it comes back, or until its session times out.
+            self._apply(records, CurrentAssignmentRecord(
+                group.group_id, member.member_id, STATIC_LEAVE_EPOCH, member.member_epoch,
+                member.state, member.assigned, member.pending_revocation), now)
+            return HeartbeatResponse(ErrorCode.NONE, request.member_id, STATIC_LEAVE_EPOCH,
+                                     self.config.heartbeat_interval_ms)
         self._remove(group, request.member_id, now, records)
         return HeartbeatResponse(ErrorCode.NONE, request.member_id, LEAVE_EPOCH,
                                  self.config.heartbeat_interval_ms)

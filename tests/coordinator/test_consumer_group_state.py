@@ -159,7 +159,6 @@ def test_invalid_requests(request_: HeartbeatRequest, why: str) -> None:
 def test_unserved_features_are_refused_with_kafkas_codes() -> None:
     sm = ConsumerGroupStateMachine()
     assert join(sm, "a", server_assignor="sticky").error == ErrorCode.UNSUPPORTED_ASSIGNOR
-    assert join(sm, "a", instance_id="i").error == ErrorCode.UNRELEASED_INSTANCE_ID
     regex = HeartbeatRequest(G, "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex="t(?=1)",
                              owned={})
     assert sm.heartbeat(regex, 1, TOPICS, 0)[0].error == ErrorCode.INVALID_REGULAR_EXPRESSION
@@ -335,3 +334,46 @@ def test_patterns_re2_refuses_are_refused(pattern: str) -> None:
                                owned={})
     resp, records = ConsumerGroupStateMachine().heartbeat(request, 1, TOPICS, 0)
     assert resp.error == ErrorCode.INVALID_REGULAR_EXPRESSION and records == []
+
+
+def test_a_static_member_bounces_without_a_rebalance() -> None:
+    sm = ConsumerGroupStateMachine(ConsumerGroupConfig(session_timeout_ms=1000))
+    join(sm, "a", instance_id="ia")
+    join(sm, "b", instance_id="ib")
+    a = beat(sm, "a", 1)
+    a = beat(sm, "a", 1, owned=a.assignment)
+    b = beat(sm, "b", 2)
+    epoch_before = sm.groups[G].group_epoch
+    left = sm.heartbeat(HeartbeatRequest(G, "b", -2, instance_id="ib"), 1, TOPICS, 100)[0]
+    assert (left.error, left.member_epoch) == (ErrorCode.NONE, -2)
+    assert "b" in sm.groups[G].members  # it keeps its partitions meanwhile
+    # the same instance back under a new member id: b's epoch and partitions, no new epoch
+    back = join(sm, "b2", instance_id="ib", now=200)
+    assert (back.error, back.member_epoch) == (ErrorCode.NONE, 2)
+    assert back.assignment == b.assignment
+    assert set(sm.groups[G].members) == {"a", "b2"}
+    assert sm.groups[G].group_epoch == epoch_before
+    # the old member id of the instance is fenced
+    assert sm.heartbeat(HeartbeatRequest(G, "b", 2, instance_id="ib"), 1, TOPICS,
+                        300)[0].error in (ErrorCode.FENCED_INSTANCE_ID,
+                                          ErrorCode.UNKNOWN_MEMBER_ID)
+
+
+def test_an_active_static_members_instance_is_not_released() -> None:
+    sm = ConsumerGroupStateMachine()
+    join(sm, "a", instance_id="i")
+    assert join(sm, "a2", instance_id="i").error == ErrorCode.UNRELEASED_INSTANCE_ID
+    assert set(sm.groups[G].members) == {"a"}
+
+
+def test_a_static_member_gone_past_its_session_is_removed() -> None:
+    sm = ConsumerGroupStateMachine(ConsumerGroupConfig(session_timeout_ms=1000))
+    join(sm, "a", instance_id="ia", now=0)
+    join(sm, "b", instance_id="ib", now=0)
+    sm.heartbeat(HeartbeatRequest(G, "b", 2, instance_id="ib"), 1, TOPICS, 0)
+    sm.heartbeat(HeartbeatRequest(G, "b", -2, instance_id="ib"), 1, TOPICS, 0)
+    beat(sm, "a", 1, now=900)
+    sm.expire(1000)
+    assert set(sm.groups[G].members) == {"a"}
+    assert beat(sm, "a", 1, owned={T1: frozenset(range(6))}, now=1001).member_epoch == \
+        sm.groups[G].assignment_epoch

@@ -230,3 +230,37 @@ def test_a_regex_subscription_picks_up_a_new_topic(tmp_path: Path) -> None:
         # librdkafka joins its regexes as (a)|(b)
         assert _describe(b, "regex").members[0].subscribed_topic_regex == "(^rx-.*)"
         consumer.close()
+
+
+def test_a_static_member_restarts_without_a_rebalance(tmp_path: Path) -> None:
+    with broker_in_thread(tmp_path / "logs") as info:
+        b = info.bootstrap
+        topic = f"kip848-{uuid.uuid4().hex[:6]}"
+        create_topic(b, topic, PARTITIONS)
+        consumers = [_consumer(b, "static", **{"group.instance.id": f"i{n}"}) for n in range(2)]
+        for consumer in consumers:
+            consumer.subscribe([topic])
+        _poll_until(consumers, lambda: sorted(len(_partitions(c)) for c in consumers) == [3, 3])
+        _poll_until(consumers, lambda: _describe(b, "static").group_state == "Stable")
+        before = _describe(b, "static")
+        held = _partitions(consumers[1])
+        consumers[1].close()  # a static member leaves with epoch -2: its partitions wait
+        gone = _describe(b, "static")
+        assert [m.member_epoch for m in gone.members if m.instance_id == "i1"] == [-2]
+        assert _partitions(consumers[0]) == set(range(PARTITIONS)) - held
+        again = _consumer(b, "static", **{"group.instance.id": "i1"})
+        again.subscribe([topic])
+        _poll_until([consumers[0], again], lambda: _partitions(again) == held)
+        after = _describe(b, "static")
+        assert after.group_epoch == before.group_epoch  # no rebalance
+        duplicate = _consumer(b, "static", **{"group.instance.id": "i1"})
+        duplicate.subscribe([topic])
+        deadline = time.monotonic() + 10
+        error = None
+        while error is None and time.monotonic() < deadline:
+            msg = duplicate.poll(0.2)
+            if msg is not None and msg.error():
+                error = msg.error()
+        assert error is not None and "instance" in error.str().lower(), error
+        for consumer in (consumers[0], again):
+            consumer.close()
