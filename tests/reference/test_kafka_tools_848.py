@@ -14,6 +14,7 @@ import pytest
 from compat import kafka_tools
 from compat.apache_kafka import ApacheKafkaUnavailable
 from pybroker.testing.broker import broker_in_thread
+from tests.helpers import ROOT
 from tests.integration.raw import create_topic
 
 
@@ -76,8 +77,8 @@ def test_kafka_consumer_groups_describes_a_consumer_group(tools: None, tmp_path:
             assert partitions[0][:3] == ["GROUP", "TOPIC", "PARTITION"]
             assert sorted(r[2] for r in partitions[1:]) == ["0", "1", "2"]
             assert {r[-1] for r in partitions[1:]} == {"kt848-client"}
-            members = _rows(_kafka("kafka-consumer-groups", *group, "--members",
-                                   "--verbose").stdout)
+            verbose = _kafka("kafka-consumer-groups", *group, "--members", "--verbose").stdout
+            members = _rows(verbose)
             assert members[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
                                   "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH",
                                   "TARGET-ASSIGNMENT"]
@@ -85,6 +86,15 @@ def test_kafka_consumer_groups_describes_a_consumer_group(tools: None, tmp_path:
                                       "kt848:0,1,2"]
             state = _rows(_kafka("kafka-consumer-groups", *group, "--state").stdout)
             assert state[1][-3:] == ["uniform", "Stable", "1"]
+            # pybroker's kafka-consumer-groups prints the same tables
+            for args, theirs in (((*group, "--members", "--verbose"), verbose),
+                                 ((*group, "--state"), None)):
+                mine = subprocess.run([str(ROOT / "bin" / "kafka-consumer-groups"), *args],
+                                      capture_output=True, text=True, timeout=60, cwd=ROOT)
+                assert mine.returncode == 0, mine.stderr
+                expected = theirs if theirs is not None else \
+                    _kafka("kafka-consumer-groups", *args).stdout
+                assert _rows(mine.stdout) == _rows(expected), (mine.stdout, expected)
             listed = _rows(_kafka("kafka-consumer-groups", "--bootstrap-server", b, "--list",
                                   "--type").stdout)
             assert ["kt848-group", "Consumer"] in listed
