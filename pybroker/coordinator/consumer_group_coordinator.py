@@ -21,11 +21,8 @@ group is the classic coordinator's business (it sees no members there).
 from __future__ import annotations
 
 import logging
-import math
 import uuid
-from typing import Any, Iterable, Protocol
-
-import trio
+from typing import Iterable, Protocol
 
 from protocol.errors import ErrorCode
 from protocol.records.record import Record, build_batch
@@ -35,6 +32,7 @@ from pybroker.coordinator.consumer_group_state import (
     HeartbeatResponse,
 )
 from pybroker.coordinator.consumer_group_assignor import TopicsView
+from pybroker.coordinator.deadline_loop import DeadlineLoop
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
 from pybroker.coordinator.group_offsets import GroupListing
 from pybroker.coordinator.group_state import GroupStateMachine
@@ -67,8 +65,8 @@ class ConsumerGroupCoordinator:
     def __init__(self, classic: ClassicCoordinator, config: ConsumerGroupConfig) -> None:
         self.classic = classic
         self.machine = ConsumerGroupStateMachine(config)
-        self._wakeup: trio.Event | None = None
-        self._sleeping_until = math.inf
+        self.timers = DeadlineLoop("consumer group", classic.now, self.machine.next_deadline,
+                                   self.expire)
 
     def group(self, group_id: str) -> ConsumerGroup | None:
         """The consumer group of this id, if this broker serves it."""
@@ -93,7 +91,7 @@ class ConsumerGroupCoordinator:
             error = await self._persist(request.group_id, records)
             if error:
                 return HeartbeatResponse(error)
-        self._kick_timers()
+        self.timers.kick()
         return response
 
     async def _persist(self, group_id: str, records: list[ConsumerGroupRecord]) -> ErrorCode:
@@ -204,17 +202,10 @@ class ConsumerGroupCoordinator:
         for group_id in [g for g in self.machine.groups if not self.classic.owns(g)]:
             del self.machine.groups[group_id]
 
-    # -- timers ------------------------------------------------------------------------------------
-    def _kick_timers(self) -> None:
-        if self._wakeup is None:
-            return
-        deadline = self.machine.next_deadline()
-        if deadline is not None and deadline < self._sleeping_until:
-            self._wakeup.set()
-
-    async def expire(self) -> None:
+    # -- timers (run by `timers`, a DeadlineLoop) ------------------------------------------------
+    async def expire(self, now: int) -> None:
         """Fence the members past their deadlines, and write what that changed."""
-        records = self.machine.expire(self.classic.now())
+        records = self.machine.expire(now)
         by_group: dict[str, list[ConsumerGroupRecord]] = {}
         for record in records:
             by_group.setdefault(record.group_id, []).append(record)
@@ -222,21 +213,3 @@ class ConsumerGroupCoordinator:
             log.info("consumer group %s: fenced member(s) past their session or rebalance "
                      "timeout", group_id)
             await self._persist(group_id, group_records)
-
-    async def run_timers(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        while True:
-            self._wakeup = trio.Event()
-            now = self.classic.now()
-            deadline = self.machine.next_deadline()
-            if deadline is not None and deadline <= now:
-                self._sleeping_until = math.inf
-                try:
-                    await self.expire()
-                except Exception:
-                    log.exception("consumer group timers failed")
-                await trio.sleep(0)
-                continue
-            self._sleeping_until = math.inf if deadline is None else deadline
-            with trio.move_on_after(math.inf if deadline is None else (deadline - now) / 1000):
-                await self._wakeup.wait()

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ from pybroker.coordinator.group_records import (
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
 from pybroker.coordinator.consumer_group_coordinator import ConsumerGroupCoordinator
 from pybroker.coordinator.consumer_group_state import ConsumerGroupConfig
+from pybroker.coordinator.deadline_loop import DeadlineLoop
 from pybroker.coordinator.group_state import (
     GroupConfig, GroupStateMachine, JoinRequest, JoinResult, LeaveResult, LeavingMember,
     Outcome, SyncRequest, SyncResult,
@@ -119,8 +119,8 @@ class GroupCoordinator:
         self._clock = clock or (lambda: int(time.time() * 1000))
         self._tokens = itertools.count(1)
         self._waiters: dict[int, _Waiter] = {}
-        self._wakeup: trio.Event | None = None
-        self._sleeping_until = math.inf
+        self.timers = DeadlineLoop("group coordinator", self.now, self.state.next_deadline,
+                                   self._expire)
         # The partitions of __consumer_offsets this broker leads, and whose groups it has
         # loaded: it coordinates exactly their groups (Kafka's ownedPartitions).
         self.owned: set[int] = set()
@@ -554,42 +554,24 @@ class GroupCoordinator:
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """The timers (sessions, rebalance and sync deadlines) and offset retention."""
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._run_timers)
+            nursery.start_soon(self.timers.run)
             nursery.start_soon(self._run_cleanup)
-            nursery.start_soon(self.consumer.run_timers)
+            nursery.start_soon(self.consumer.timers.run)
             task_status.started()
 
     def _kick_timers(self) -> None:
-        if self._wakeup is None:
-            return
-        deadline = self.state.next_deadline()
-        if deadline is not None and deadline < self._sleeping_until:
-            self._wakeup.set()
+        self.timers.kick()
 
-    async def _run_timers(self) -> None:
-        while True:
-            self._wakeup = trio.Event()
-            now = self.now()
-            deadline = self.state.next_deadline()
-            if deadline is not None and deadline <= now:
-                self._sleeping_until = math.inf
-                try:
-                    await self._apply(self._counting(None, lambda: self.state.expire(now)))
-                except Exception:
-                    log.exception("group coordinator timers failed")
-                await trio.sleep(0)
-                continue
-            self._sleeping_until = math.inf if deadline is None else deadline
-            with trio.move_on_after(math.inf if deadline is None else (deadline - now) / 1000):
-                await self._wakeup.wait()
+    async def _expire(self, now: int) -> None:
+        await self._apply(self._counting(None, lambda: self.state.expire(now)))
 
     async def time_advanced(self) -> None:
         """The clock jumped forward (a test's advance_time): run the timers now due, then wake
-        the timer loop, whose sleep was measured on the clock as it was."""
-        await self._apply(self._counting(None, lambda: self.state.expire(self.now())))
-        await self.consumer.expire()
-        if self._wakeup is not None:
-            self._wakeup.set()
+        the timer loops, whose sleeps were measured on the clock as it was."""
+        await self._expire(self.now())
+        await self.consumer.expire(self.now())
+        self.timers.wake()
+        self.consumer.timers.wake()
 
     async def _run_cleanup(self) -> None:
         await run_every(self.config.offsets_retention_check_interval_ms, self.cleanup,
