@@ -178,10 +178,22 @@ class ConsumerGroupCoordinator:
     # -- loading -----------------------------------------------------------------------------------
     def load_partition(self, index: int) -> int:
         """Replay the consumer group records of one loaded partition; how many."""
+        return self.adopt(self.read_partition(index))
+
+    def adopt(self, records: list[ConsumerGroupRecord]) -> int:
+        """Replay records read by `read_partition` (on the loop); how many."""
+        for record in records:
+            self.machine.replay(record)
+        self.machine.after_load(self.classic.now())
+        return len(records)
+
+    def read_partition(self, index: int) -> list[ConsumerGroupRecord]:
+        """The consumer group records of one partition, in log order: reading only, so a
+        worker thread may do it while the loop serves."""
         plog = self.classic.logs.get(self.classic.topic.name, index)
-        count = 0
+        found: list[ConsumerGroupRecord] = []
         if plog is None:
-            return 0
+            return found
         for header, rec in InternalTopic.read(plog):
             if header.is_control or rec.key is None:
                 continue
@@ -192,10 +204,8 @@ class ConsumerGroupCoordinator:
                             plog.topic, plog.partition, rec.offset, exc)
                 continue
             if record is not None:
-                self.machine.replay(record)
-                count += 1
-        self.machine.after_load(self.classic.now())
-        return count
+                found.append(record)
+        return found
 
     def unload(self) -> None:
         """Forget the groups of partitions this broker no longer leads."""

@@ -477,8 +477,9 @@ class GroupCoordinator:
     async def _load_partition(self, index: int) -> None:
         """onElection: the partition's records read off the loop, replayed on it."""
         records = await trio.to_thread.run_sync(lambda: list(self._records_of(index)))
+        consumer_records = await trio.to_thread.run_sync(self.consumer.read_partition, index)
         self._adopt(index, records)
-        self.consumer.load_partition(index)
+        self.consumer.adopt(consumer_records)
         self.state.after_load(self.now())
 
     def _records_of(self, index: int) -> Iterable[LogEntry]:
