@@ -41,6 +41,7 @@ TOOLS = {
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
 }
 
 # Kafka's config/tools-log4j2.yaml: warnings and worse to stderr, so stdout is the tool's own.

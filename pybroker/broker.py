@@ -24,6 +24,7 @@ from pybroker.quota.request_quota import RequestQuota
 from pybroker.runtime.clock import Clock
 from pybroker.replica.fetch_session import FetchSessionCache
 from pybroker.runtime.periodic import run_every
+from pybroker.cluster.features import FeatureStore
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
 from pybroker.security.sasl.credential_store import LocalScramCredentialStore, \
     ScramCredentialStore, ZkScramCredentialStore
@@ -206,7 +207,8 @@ class Broker:
                                  dynamic_config=self.dynamic_config,
                                  fetch_sessions=FetchSessionCache(
                                      config.max_incremental_fetch_session_cache_slots,
-                                     clock=self.clock.now_ms))
+                                     clock=self.clock.now_ms),
+                                 features=FeatureStore(self.log_dirs[0]))
 
     def _follow_dynamic_configs(self) -> None:
         """The broker's parts that follow dynamic configs (KIP-226); the server adds its own

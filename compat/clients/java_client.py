@@ -272,9 +272,12 @@ class JavaClient(Adapter):
         return JavaMember(self.conn, id, f"java member {id} of {group}")
 
     def start_member_as(self, bootstrap: str, topic: str, group: str, *,
-                        cooperative: bool = False, instance_id: str | None = None) -> Member:
+                        cooperative: bool = False, instance_id: str | None = None,
+                        group_protocol: str = "classic") -> Member:
+        """`group_protocol` "consumer": a KIP-848 member (group.protocol=consumer)."""
         id = self.conn.call("member_start", bootstrap=bootstrap, topic=topic, group=group,
-                            cooperative=cooperative, instance_id=instance_id)
+                            cooperative=cooperative, instance_id=instance_id,
+                            group_protocol=group_protocol)
         return JavaMember(self.conn, id, f"java member {id} ({instance_id}) of {group}")
 
     def offsets_for_times(self, bootstrap: str, topic: str,

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from protocol.messages import (
-    acls, api_versions, cluster, configs, fetch, groups, list_offsets, metadata, offsets,
-    produce, producer_ids, quotas, sasl, topics, transactions,
+    acls, api_versions, cluster, configs, consumer_group, features, fetch, groups,
+    list_offsets, metadata, offsets, produce, producer_ids, quotas, sasl, topics, transactions,
 )
 from protocol.messages.api import Api
 
-_MODULES = (acls, api_versions, cluster, configs, fetch, groups, list_offsets, metadata,
-            offsets, produce, producer_ids, quotas, sasl, topics, transactions)
+_MODULES = (acls, api_versions, cluster, configs, consumer_group, features, fetch, groups,
+            list_offsets, metadata, offsets, produce, producer_ids, quotas, sasl, topics,
+            transactions)
 
 
 def _collect() -> dict[int, Api]:

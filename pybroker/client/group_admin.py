@@ -46,6 +46,10 @@ class MemberDescription:
     client_id: str
     host: str
     assignment: tuple[TopicPartition, ...] = ()
+    # A KIP-848 member's epoch, its group's assignment epoch and its target (None: classic).
+    member_epoch: int | None = None
+    target_epoch: int | None = None
+    target_assignment: tuple[TopicPartition, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -164,10 +168,41 @@ class GroupAdminMixin:
                 members.append(MemberDescription(m.member_id, m.group_instance_id, m.client_id,
                                                  m.client_host, assignment))
             state = "Dead" if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND else g.group_state
+            if state == "Dead" and not members:  # maybe a KIP-848 group: no classic one
+                consumer_group = await self._describe_consumer_group(group_id)
+                if consumer_group is not None:
+                    out[group_id] = consumer_group
+                    continue
             out[group_id] = GroupDescription(g.group_id or group_id, state, g.protocol_type,
                                              g.protocol_data, tuple(members), node,
                                              ErrorCode.from_wire(g.error_code))
         return out
+
+    async def _describe_consumer_group(self, group_id: str) -> GroupDescription | None:
+        """The KIP-848 consumer group `group_id` (ConsumerGroupDescribe), as the Java admin
+        describes one; None when there is none (or the broker predates the API). Its
+        protocol is its server assignor, each member's assignment its current one."""
+        try:
+            node, resp = await self._coordinator_request(
+                group_id, ApiKey.CONSUMER_GROUP_DESCRIBE,
+                {"group_ids": [group_id], "include_authorized_operations": False},
+                group_error=lambda r: r.groups[0].error_code if r.groups else 0)
+        except (KafkaError, KafkaConnectionError, KafkaTimeoutError):
+            return None
+        g = resp.groups[0]
+        if g.error_code:
+            return None
+        def partitions(assignment: Any) -> tuple[TopicPartition, ...]:
+            return tuple(TopicPartition(t.topic_name, p)
+                         for t in assignment.topic_partitions for p in t.partitions)
+
+        members = tuple(
+            MemberDescription(m.member_id, m.instance_id, m.client_id, m.client_host,
+                              partitions(m.assignment), m.member_epoch, g.assignment_epoch,
+                              partitions(m.target_assignment))
+            for m in g.members)
+        return GroupDescription(g.group_id, g.group_state, PROTOCOL_TYPE, g.assignor_name,
+                                members, node)
 
     async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, Any]:
         """group id -> None when deleted, else the KafkaError (e.g. NON_EMPTY_GROUP)."""

@@ -478,6 +478,13 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Longest session timeout a group member may ask for."),
     _k("group.max.size", _I, INT32_MAX, at_least(1), _MEDIUM,
        "Most members one consumer group may have."),
+    _k("group.consumer.session.timeout.ms", _I, 45000, at_least(1), _MEDIUM,
+       "KIP-848 consumer groups: how long a member may go without a heartbeat before it is "
+       "fenced and its partitions move (Kafka's per-group min./max. bounds are not served)."),
+    _k("group.consumer.heartbeat.interval.ms", _I, 5000, at_least(1), _MEDIUM,
+       "KIP-848 consumer groups: the heartbeat interval members are told to keep."),
+    _k("group.consumer.max.size", _I, INT32_MAX, at_least(1), _MEDIUM,
+       "KIP-848 consumer groups: most members one group may have (GROUP_MAX_SIZE_REACHED)."),
     _k("offsets.topic.num.partitions", _I, 50, at_least(1), _HIGH,
        "Partitions of __consumer_offsets; fixed once the topic exists."),
     _k("offsets.topic.replication.factor", _SH, 3, at_least(1), _HIGH,

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -46,6 +45,9 @@ from pybroker.coordinator.group_records import (
     encode_record, record_group,
 )
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
+from pybroker.coordinator.consumer_group_coordinator import ConsumerGroupCoordinator
+from pybroker.coordinator.consumer_group_state import ConsumerGroupConfig
+from pybroker.coordinator.deadline_loop import DeadlineLoop
 from pybroker.coordinator.group_state import (
     GroupConfig, GroupStateMachine, JoinRequest, JoinResult, LeaveResult, LeavingMember,
     Outcome, SyncRequest, SyncResult,
@@ -117,8 +119,8 @@ class GroupCoordinator:
         self._clock = clock or (lambda: int(time.time() * 1000))
         self._tokens = itertools.count(1)
         self._waiters: dict[int, _Waiter] = {}
-        self._wakeup: trio.Event | None = None
-        self._sleeping_until = math.inf
+        self.timers = DeadlineLoop("group coordinator", self.now, self.state.next_deadline,
+                                   self._expire)
         # The partitions of __consumer_offsets this broker leads, and whose groups it has
         # loaded: it coordinates exactly their groups (Kafka's ownedPartitions).
         self.owned: set[int] = set()
@@ -126,6 +128,11 @@ class GroupCoordinator:
         # completed-rebalance count), for /metrics. Counted around the machine's operations
         # (`_counting`), so the machine itself keeps no metrics.
         self.rebalances = 0
+        # KIP-848 consumer groups, beside the classic ones in the same partitions.
+        self.consumer = ConsumerGroupCoordinator(self, ConsumerGroupConfig(
+            session_timeout_ms=cfg.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
+            max_size=cfg.group_consumer_max_size))
 
     def now(self) -> int:
         return self._clock()
@@ -163,6 +170,7 @@ class GroupCoordinator:
             for p in info.partitions:
                 if p.leader == self.config.node_id:
                     count += self._adopt(p.partition, self._records_of(p.partition))
+                    count += self.consumer.load_partition(p.partition)
         self.state.after_load(self.now())
         if count:
             log.info("loaded %d record(s) of %s: %d group(s)", count, OFFSETS_TOPIC,
@@ -417,21 +425,37 @@ class GroupCoordinator:
 
     async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
         codes = {g: await self._coordinates(g) for g in group_ids}
+        consumer: dict[str, ErrorCode] = {}  # consumer groups: their own answer first
+        for g in group_ids:
+            if not codes[g] and (code := await self.consumer.delete(g)) is not None:
+                consumer[g] = code
+                codes[g] = code if code else codes[g]
         outcome = self.state.delete_groups([g for g in group_ids if not codes[g]])
         error = await self._apply(outcome)
         assert outcome.response is not None
         answers = {g: code or error for g, code in outcome.response.items()} if error \
             else outcome.response
+        for g, code in consumer.items():  # deleted, with or without offsets to delete
+            if not code and answers.get(g) == ErrorCode.GROUP_ID_NOT_FOUND:
+                answers[g] = ErrorCode.NONE
         return {g: codes[g] or answers[g] for g in group_ids}
 
     def describe_group(self, group_id: str) -> GroupDescription:
         if (code := self._not_serving(group_id)):
             return GroupDescription(group_id, code, "", "", "")
+        if self.consumer.group(group_id) is not None:
+            # Kafka up to DescribeGroups v5: a consumer group is no classic group, Dead
+            # (v6 would say GROUP_ID_NOT_FOUND, "is not a classic group")
+            return GroupDescription(group_id, ErrorCode.NONE, "Dead", "", "")
         return self.state.describe_group(group_id)
 
     def list_groups(self, states: Sequence[str] = (),
                     types: Sequence[str] = ()) -> list[GroupListing]:
-        return self.state.list_groups(states, types)
+        """Classic groups, then consumer groups (whose offsets the classic machine keeps
+        under a member-less group of the same id, not listed as classic)."""
+        consumer = self.consumer.machine.groups
+        return [g for g in self.state.list_groups(states, types)
+                if g.group_id not in consumer] + self.consumer.listings(states, types)
 
     async def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
         """A metadata store listener: the coordinator follows the leadership of
@@ -445,6 +469,7 @@ class GroupCoordinator:
             elif state.leader != self.config.node_id and index in self.owned:
                 self.owned.discard(index)
                 self._deliver(self.state.unload(self._owns).completions)
+                self.consumer.unload()
                 log.info("resigned as coordinator of %s-%d", OFFSETS_TOPIC, index)
         for topic in delta.deleted_topics:
             await self.on_topic_deleted(topic)
@@ -452,7 +477,9 @@ class GroupCoordinator:
     async def _load_partition(self, index: int) -> None:
         """onElection: the partition's records read off the loop, replayed on it."""
         records = await trio.to_thread.run_sync(lambda: list(self._records_of(index)))
+        consumer_records = await trio.to_thread.run_sync(self.consumer.read_partition, index)
         self._adopt(index, records)
+        self.consumer.adopt(consumer_records)
         self.state.after_load(self.now())
 
     def _records_of(self, index: int) -> Iterable[LogEntry]:
@@ -479,6 +506,8 @@ class GroupCoordinator:
     def _owns(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self.owned
 
+    owns = _owns
+
     def _availability(self, group_id: str) -> ErrorCode:
         """NONE if this broker serves the group now. COORDINATOR_LOAD_IN_PROGRESS while its
         partition is this broker's but not loaded yet: the image names this broker leader
@@ -503,6 +532,11 @@ class GroupCoordinator:
             return ErrorCode.NONE
         return self._availability(group_id)
 
+    async def coordinates(self, group_id: str) -> ErrorCode:
+        """NONE if this broker coordinates the group (creating __consumer_offsets first if
+        need be), else why not: for the consumer groups' façade."""
+        return await self._coordinates(group_id)
+
     async def _coordinates(self, group_id: str) -> ErrorCode:
         """NONE if this broker coordinates the group, else why not (`_availability`). Before
         __consumer_offsets exists it is created, as FindCoordinator would, so a client that
@@ -521,40 +555,24 @@ class GroupCoordinator:
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """The timers (sessions, rebalance and sync deadlines) and offset retention."""
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._run_timers)
+            nursery.start_soon(self.timers.run)
             nursery.start_soon(self._run_cleanup)
+            nursery.start_soon(self.consumer.timers.run)
             task_status.started()
 
     def _kick_timers(self) -> None:
-        if self._wakeup is None:
-            return
-        deadline = self.state.next_deadline()
-        if deadline is not None and deadline < self._sleeping_until:
-            self._wakeup.set()
+        self.timers.kick()
 
-    async def _run_timers(self) -> None:
-        while True:
-            self._wakeup = trio.Event()
-            now = self.now()
-            deadline = self.state.next_deadline()
-            if deadline is not None and deadline <= now:
-                self._sleeping_until = math.inf
-                try:
-                    await self._apply(self._counting(None, lambda: self.state.expire(now)))
-                except Exception:
-                    log.exception("group coordinator timers failed")
-                await trio.sleep(0)
-                continue
-            self._sleeping_until = math.inf if deadline is None else deadline
-            with trio.move_on_after(math.inf if deadline is None else (deadline - now) / 1000):
-                await self._wakeup.wait()
+    async def _expire(self, now: int) -> None:
+        await self._apply(self._counting(None, lambda: self.state.expire(now)))
 
     async def time_advanced(self) -> None:
         """The clock jumped forward (a test's advance_time): run the timers now due, then wake
-        the timer loop, whose sleep was measured on the clock as it was."""
-        await self._apply(self._counting(None, lambda: self.state.expire(self.now())))
-        if self._wakeup is not None:
-            self._wakeup.set()
+        the timer loops, whose sleeps were measured on the clock as it was."""
+        await self._expire(self.now())
+        await self.consumer.expire(self.now())
+        self.timers.wake()
+        self.consumer.timers.wake()
 
     async def _run_cleanup(self) -> None:
         await run_every(self.config.offsets_retention_check_interval_ms, self.cleanup,

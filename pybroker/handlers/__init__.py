@@ -30,7 +30,8 @@ _MODULES = (
     "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "write_txn_markers",
     "describe_transactions", "list_transactions", "txn_offset_commit", "acls",
     "sasl_handshake", "sasl_authenticate", "scram_credentials",
-    "describe_client_quotas", "alter_client_quotas",
+    "describe_client_quotas", "alter_client_quotas", "update_features",
+    "consumer_group_heartbeat", "consumer_group_describe",
 )
 
 

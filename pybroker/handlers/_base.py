@@ -17,6 +17,7 @@ from pybroker.security.acl.authorizer import Authorizer
 from pybroker.security.acl.store import AclStore
 from pybroker.quota.client_quota import ClientQuotas
 from pybroker.quota.request_quota import RequestQuota
+from pybroker.cluster.features import FeatureStore
 from pybroker.cluster.metadata import MetadataStore, MetadataImage
 from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_coordinator import GroupCoordinator
@@ -84,6 +85,10 @@ class Services:
     dynamic_config: DynamicBrokerConfig | None = None
     # Incremental fetch sessions (KIP-227, max.incremental.fetch.session.cache.slots).
     fetch_sessions: FetchSessionCache = field(default_factory=lambda: FetchSessionCache(1000))
+    # The finalized feature levels (KIP-584; cluster/features.py): what gates the APIs of a
+    # `Handler.feature`, and what UpdateFeatures changes. In memory unless the broker gives
+    # its log dir.
+    features: FeatureStore = field(default_factory=FeatureStore)
 
 
 @dataclass
@@ -171,9 +176,16 @@ class Handler:
     error_response: ErrorFn | None = None
     # Advertised minimum when it differs from what is served (Produce: advertise 0, serve 3+).
     advertised_min: int | None = None
+    # The feature (name, level) that must be finalized at least at that level for the API to
+    # be advertised and served (ConsumerGroupHeartbeat: group.version 1); closed, a request
+    # is answered UNSUPPORTED_VERSION, as Kafka's ApiVersionManager leaves it out.
+    feature: tuple[str, int] | None = None
 
     def serves(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
+
+    def enabled(self, features: FeatureStore) -> bool:
+        return self.feature is None or features.level(self.feature[0]) >= self.feature[1]
 
 
 def partition_error_response(**extra: Any) -> ErrorFn:

@@ -5,6 +5,9 @@ without a member id is a "simple" commit, allowed only for a group without membe
 of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as in Kafka. v2-4 may name a
 retention time, stored as an explicit expiry (OffsetCommitValue v1); null metadata is stored as
 "" (Kafka's NO_METADATA).
+
+A KIP-848 consumer group's member commits with its member epoch (v9): an unknown member is
+UNKNOWN_MEMBER_ID, another epoch STALE_MEMBER_EPOCH, a member below v9 UNSUPPORTED_VERSION.
 """
 from __future__ import annotations
 
@@ -26,9 +29,16 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     if 2 <= ctx.version <= 4 and request.retention_time_ms != DEFAULT_RETENTION:
         expire = now + request.retention_time_ms
     offsets, unknown = offsets_asked(ctx, request, now, expire)
-    results = await groups.commit_offsets(request.group_id, request.member_id,
-                                          request.group_instance_id,
-                                          request.generation_id_or_member_epoch, offsets)
+    epoch = request.generation_id_or_member_epoch
+    check = groups.consumer.validate_commit(request.group_id, request.member_id, epoch,
+                                            ctx.version)
+    if check is None:  # a classic group
+        results = await groups.commit_offsets(request.group_id, request.member_id,
+                                              request.group_instance_id, epoch, offsets)
+    elif check:
+        results = {tp: check for tp in offsets}
+    else:  # a consumer group's member at its epoch: stored as a member-less commit
+        results = await groups.commit_offsets(request.group_id, "", None, -1, offsets)
     return commit_response(request, unknown, results)
 
 

@@ -4,6 +4,8 @@ Null topics (v2+) ask for every committed partition. A partition without a commi
 -1 and empty metadata; metadata comes back exactly as committed. With `require_stable` (v7+)
 a partition whose offset is pending in an open transaction gets UNSTABLE_OFFSET_COMMIT, and the
 consumer retries it; the group-level error stays NONE (Kafka 3.9, every version).
+From v9 a KIP-848 member names itself and its epoch: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH
+(a null member id with epoch -1 is the admin client).
 """
 from __future__ import annotations
 
@@ -62,6 +64,13 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     if ctx.version >= 8:
         groups = []
         for group in request.groups:
+            code = ctx.groups.consumer.validate_fetch(group.group_id, group.member_id,
+                                                      group.member_epoch) \
+                if ctx.version >= 9 else ErrorCode.NONE
+            if code:
+                groups.append({"group_id": group.group_id, "topics": [],
+                               "error_code": int(code)})
+                continue
             code, topics = _fetch(ctx, group.group_id, group.topics, request.require_stable)
             groups.append({"group_id": group.group_id, "topics": topics,
                            "error_code": int(code)})

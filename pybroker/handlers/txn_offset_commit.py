@@ -6,7 +6,8 @@ and Kafka Streams' exactly-once rely on. v3+ names the member and generation, ch
 OffsetCommit checks them. As in Kafka, partitions of topics that do not exist get
 UNKNOWN_TOPIC_OR_PARTITION; TRANSACTION_ABORTABLE is answered only to v4 clients (older ones get
 INVALID_TXN_STATE), and COORDINATOR_LOAD_IN_PROGRESS only to v2+ (older ones could crash on it:
-KAFKA-7296). Null metadata is stored as "".
+KAFKA-7296). Null metadata is stored as "". For a KIP-848 consumer group the generation is the
+member epoch: a stale one is ILLEGAL_GENERATION, an unknown member UNKNOWN_MEMBER_ID.
 """
 from __future__ import annotations
 
@@ -34,11 +35,17 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     groups = ctx.groups
     offsets, unknown = offsets_asked(ctx, request, groups.now())
     results: dict[TopicPartition, ErrorCode] = {}
-    if offsets:
+    member, instance, generation = request.member_id, request.group_instance_id, \
+        request.generation_id
+    check = groups.consumer.validate_txn_commit(request.group_id, member, generation)
+    if check:
+        results = {tp: check for tp in offsets}
+    elif offsets:
+        if check is not None:  # a consumer group's member: stored as a member-less commit
+            member, instance, generation = "", None, -1
         results = await groups.commit_txn_offsets(
             request.transactional_id, request.group_id, request.producer_id,
-            request.producer_epoch, request.member_id, request.group_instance_id,
-            request.generation_id, offsets)
+            request.producer_epoch, member, instance, generation, offsets)
     return commit_response(request, unknown, results,
                            lambda code: _for_version(code, ctx.version))
 

@@ -104,7 +104,7 @@ async def dispatch(services: Services, frame: bytes, host: str, port: int,
                 error = hooked.get("error_code", 0) if isinstance(hooked, dict) else 0
                 return encode_response_parts(header.api_key, header.api_version,
                                              header.correlation_id, hooked)
-        if not handler.serves(header.api_version):
+        if not (handler.serves(header.api_version) and handler.enabled(services.features)):
             error = ErrorCode.UNSUPPORTED_VERSION
             body = _error_body(handler, ctx, request.body, error)
         else:

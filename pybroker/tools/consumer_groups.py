@@ -201,9 +201,9 @@ def describe_members(group: str, desc: GroupDescription, verbose: bool) -> None:
     cl = max([15] + [len(m.client_id) for m in members])
     with_instance = any(m.group_instance_id for m in members)
 
-    def assignment(m: Any) -> str:
+    def assignment(m: Any, partitions: Any = None) -> str:
         by_topic: dict[str, list[int]] = {}
-        for tp in m.assignment:
+        for tp in m.assignment if partitions is None else partitions:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         text = ";".join(sorted(f"{t}:{','.join(map(str, sorted(ps)))}"
                                for t, ps in by_topic.items()))
@@ -226,8 +226,12 @@ def describe_members(group: str, desc: GroupDescription, verbose: bool) -> None:
         cells = [group, m.member_id] + ([m.group_instance_id or ""] if with_instance else []) + \
             [m.host, m.client_id, str(len(m.assignment))]
         row = line(cells, base)
-        if verbose:
-            row += f"{MISSING:<15} {assignment(m):<{a}} {MISSING:<15} {MISSING:<20}"
+        if verbose:  # the epochs and target of a KIP-848 member, "-" for a classic one
+            epoch = MISSING if m.member_epoch is None else str(m.member_epoch)
+            target_epoch = MISSING if m.target_epoch is None else str(m.target_epoch)
+            target = MISSING if m.target_assignment is None \
+                else assignment(m, m.target_assignment)
+            row += f"{epoch:<15} {assignment(m):<{a}} {target_epoch:<15} {target:<20}"
         _write(row + "\n")
 
 

@@ -287,7 +287,8 @@ public final class JavaClient {
                 case "member_start": {
                     String instance = req.path("instance_id").isTextual() ? req.get("instance_id").asText() : null;
                     Member m = new Member(bootstrap, topic, req.get("group").asText(),
-                            req.path("cooperative").asBoolean(), instance);
+                            req.path("cooperative").asBoolean(), instance,
+                            req.path("group_protocol").asText("classic"));
                     int id = nextId++;
                     members.put(id, m);
                     return JSON.getNodeFactory().numberNode(id);
@@ -493,10 +494,17 @@ public final class JavaClient {
         volatile boolean stopping;
         volatile Throwable error;
 
-        /** With `instanceId`, a static member: closing it does not leave the group. */
-        Member(String bootstrap, String topic, String group, boolean cooperative, String instanceId) {
+        /** With `instanceId`, a static member: closing it does not leave the group. With
+         *  `groupProtocol` "consumer", a KIP-848 member: the broker assigns, and the session
+         *  and heartbeat are the broker's to set. */
+        Member(String bootstrap, String topic, String group, boolean cooperative, String instanceId,
+               String groupProtocol) {
             Properties props = consumerProps(bootstrap);
             props.put("group.id", group);
+            boolean consumerProtocol = groupProtocol.equals("consumer");
+            if (consumerProtocol) {
+                props.put("group.protocol", "consumer");
+            }
             if (cooperative) {
                 props.put("partition.assignment.strategy",
                         "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
@@ -504,8 +512,10 @@ public final class JavaClient {
             if (instanceId != null) {
                 props.put("group.instance.id", instanceId);
             }
-            props.put("session.timeout.ms", "10000");
-            props.put("heartbeat.interval.ms", "500");
+            if (!consumerProtocol) {
+                props.put("session.timeout.ms", "10000");
+                props.put("heartbeat.interval.ms", "500");
+            }
             thread = new Thread(() -> {
                 try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(props)) {
                     c.subscribe(List.of(topic));

@@ -1,0 +1,165 @@
+"""The cluster's feature levels (KIP-584): what this broker supports and what is finalized.
+
+Theory of operation. A feature is a name with a level: the broker supports a range of levels
+(`SUPPORTED`), and one level is finalized, which switches behaviour on: `group.version` 1
+serves the KIP-848 consumer group protocol, `share.version` 1 the KIP-932 share groups.
+ApiVersions v3+ advertises both (SupportedFeatures, FinalizedFeatures and their epoch), and an
+API gated by a feature is advertised and served only while its level is finalized
+(`Handler.feature`). `kafka-features.sh upgrade --feature share.version=1` changes a level
+through UpdateFeatures (API 57), validated here by `plan_updates` as Kafka 4.1's
+FeatureControlManager does: all or nothing.
+
+The defaults are Kafka 4.1's for a new cluster: group.version 1, share.version 0 (share groups
+are a preview there). `metadata.version` is fixed at 4.1-IV1: this broker has one metadata
+format, so it is advertised (clients and tools read it) and never changes.
+
+Where the levels are kept: `FeatureStore` writes the finalized levels that differ from the
+defaults, with the epoch, to `pybroker-features.json` in the first log dir. On a ZooKeeper
+cluster each broker keeps its own (Kafka's /feature znode is not written): an upgrade is sent
+to every broker, or it holds only on the one that took it.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+
+from protocol.errors import ErrorCode
+from pybroker.storage.files import write_atomically
+
+METADATA_VERSION = "metadata.version"
+GROUP_VERSION = "group.version"
+SHARE_VERSION = "share.version"
+
+# 4.1-IV1, the newest production metadata.version of Kafka 4.1; 7 is 3.3-IV3, the oldest 4.x
+# brokers accept.
+METADATA_LEVEL = 27
+
+
+@dataclass(frozen=True)
+class Supported:
+    min_level: int
+    max_level: int
+    default: int
+    # Changed by UpdateFeatures; metadata.version is not.
+    updatable: bool = True
+
+
+SUPPORTED: Mapping[str, Supported] = {
+    METADATA_VERSION: Supported(7, METADATA_LEVEL, METADATA_LEVEL, updatable=False),
+    GROUP_VERSION: Supported(0, 1, 1),
+    SHARE_VERSION: Supported(0, 1, 0),
+}
+
+FEATURES_FILE = "pybroker-features.json"
+
+
+class UpgradeType(IntEnum):
+    """UpdateFeatures v1+ `UpgradeType` (v0's AllowDowngrade maps to SAFE_DOWNGRADE)."""
+    UPGRADE = 1
+    SAFE_DOWNGRADE = 2
+    UNSAFE_DOWNGRADE = 3
+
+
+@dataclass(frozen=True)
+class Finalized:
+    """The finalized levels and their epoch (FinalizedFeaturesEpoch): a level of 0 means the
+    feature is off and is not listed, as Kafka lists none at 0."""
+
+    levels: Mapping[str, int]
+    epoch: int
+
+    def level(self, name: str) -> int:
+        return self.levels.get(name, 0)
+
+    def listed(self) -> list[tuple[str, int]]:
+        return sorted((n, v) for n, v in self.levels.items() if v > 0)
+
+
+def defaults() -> Finalized:
+    return Finalized({n: s.default for n, s in SUPPORTED.items()}, 0)
+
+
+@dataclass(frozen=True)
+class UpdateError:
+    """Why an update was refused: Kafka's code and message (top level in v2, per feature
+    in v0-1)."""
+
+    code: ErrorCode
+    message: str
+
+
+def plan_updates(current: Finalized, updates: Iterable[tuple[str, int, UpgradeType]]
+                 ) -> Finalized | UpdateError:
+    """The levels after `updates` (name, level, type), or why none of them applies.
+
+    Kafka's rules: an unknown feature, a level outside the supported range, a lower level
+    asked as an UPGRADE, a change of metadata.version and a feature named twice are
+    INVALID_UPDATE_VERSION; a level below 1 removes (disables) the feature. The epoch
+    advances once per applied request that changes something."""
+    levels = dict(current.levels)
+    seen: set[str] = set()
+    for name, level, kind in updates:
+        if name in seen:
+            return UpdateError(ErrorCode.INVALID_REQUEST,
+                               f"Feature {name} was specified more than once.")
+        seen.add(name)
+        supported = SUPPORTED.get(name)
+        if supported is None:
+            return UpdateError(ErrorCode.INVALID_UPDATE_VERSION,
+                               f"Invalid update version {level} for feature {name}. The "
+                               "controller does not support the given feature.")
+        level = max(level, 0)
+        old = levels.get(name, 0)
+        if not supported.updatable and level != old:
+            return UpdateError(ErrorCode.INVALID_UPDATE_VERSION,
+                               f"Invalid update version {level} for feature {name}. This "
+                               f"broker serves only {name} {old}.")
+        if not supported.min_level <= level <= supported.max_level:
+            return UpdateError(ErrorCode.INVALID_UPDATE_VERSION,
+                               f"Invalid update version {level} for feature {name}. This "
+                               "broker only supports versions "
+                               f"{supported.min_level}-{supported.max_level}")
+        if level < old and kind is UpgradeType.UPGRADE:
+            return UpdateError(ErrorCode.INVALID_UPDATE_VERSION,
+                               f"Invalid update version {level} for feature {name}. Can't "
+                               "downgrade the version of this feature without setting the "
+                               "upgrade type to either safe or unsafe downgrade.")
+        levels[name] = level
+    if levels == dict(current.levels):
+        return current
+    return Finalized(levels, current.epoch + 1)
+
+
+class FeatureStore:
+    """The finalized levels of this broker, kept in `log_dir` (None: in memory only, for
+    a `Services` built by a test)."""
+
+    def __init__(self, log_dir: Path | None = None) -> None:
+        self.path = None if log_dir is None else log_dir / FEATURES_FILE
+        self.current = self._load()
+
+    def _load(self) -> Finalized:
+        base = defaults()
+        if self.path is None or not self.path.exists():
+            return base
+        data = json.loads(self.path.read_text())
+        levels = dict(base.levels)
+        for name, level in data.get("levels", {}).items():
+            if name in SUPPORTED and SUPPORTED[name].updatable:
+                levels[name] = int(level)
+        return Finalized(levels, int(data.get("epoch", 0)))
+
+    def level(self, name: str) -> int:
+        return self.current.level(name)
+
+    def save(self, finalized: Finalized) -> None:
+        """Make `finalized` current, on disk first (a crash keeps the old levels or the new)."""
+        if self.path is not None:
+            write_atomically(self.path, json.dumps(
+                {"epoch": finalized.epoch,
+                 "levels": {n: v for n, v in sorted(finalized.levels.items())
+                            if SUPPORTED[n].updatable}}, indent=1))
+        self.current = finalized

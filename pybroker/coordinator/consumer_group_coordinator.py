@@ -1,0 +1,225 @@
+"""KIP-848 consumer groups as the broker runs them: the pure machine
+(consumer_group_state.py) with time, the log and the classic coordinator beside it.
+
+The classic `GroupCoordinator` owns `__consumer_offsets` (which partitions this broker leads
+and has loaded, the appends, the committed offsets); this façade borrows all of it:
+- a heartbeat is answered by the machine, whose records are then appended to the group's
+  partition and committed before the response leaves (the machine has already replayed them:
+  should the append fail, the member gets the append's error and the state it saw is kept in
+  memory until the next restart, which reloads what the log holds);
+- loading replays records 3, 5, 6, 7 and 8 of each partition as it is loaded (the classic
+  decoder skips them);
+- the timers (sessions, rebalance timeouts while revoking) run in a task of the coordinator's
+  nursery;
+- offsets of a consumer group are stored by the classic coordinator as an admin commit
+  would be, once `validate_commit` / `validate_fetch` have checked the member's epoch.
+
+A group id is either classic or consumer: a heartbeat for a classic group with members gets
+GROUP_ID_NOT_FOUND (online migration is not served), and a classic JoinGroup for a consumer
+group is the classic coordinator's business (it sees no members there).
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Iterable, Protocol
+
+from protocol.errors import ErrorCode
+from protocol.records.record import Record, build_batch
+from pybroker.coordinator.consumer_group_records import ConsumerGroupRecord, decode, encode
+from pybroker.coordinator.consumer_group_state import (
+    ConsumerGroup, ConsumerGroupConfig, ConsumerGroupStateMachine, HeartbeatRequest,
+    HeartbeatResponse,
+)
+from pybroker.coordinator.consumer_group_assignor import TopicsView
+from pybroker.coordinator.deadline_loop import DeadlineLoop
+from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
+from pybroker.coordinator.group_offsets import GroupListing
+from pybroker.coordinator.group_state import GroupStateMachine
+from pybroker.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+CONSUMER_GROUP_TYPE = "consumer"
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+class ClassicCoordinator(Protocol):
+    """What this façade uses of the classic GroupCoordinator (which builds it: named by a
+    protocol so that the two modules do not import each other)."""
+
+    state: GroupStateMachine
+    topic: InternalTopic
+    logs: LogManager
+
+    def now(self) -> int: ...
+
+    def owns(self, group_id: str) -> bool: ...
+
+    def partition_for(self, group_id: str) -> int: ...
+
+    async def coordinates(self, group_id: str) -> ErrorCode: ...
+
+
+class ConsumerGroupCoordinator:
+    def __init__(self, classic: ClassicCoordinator, config: ConsumerGroupConfig) -> None:
+        self.classic = classic
+        self.machine = ConsumerGroupStateMachine(config)
+        self.timers = DeadlineLoop("consumer group", classic.now, self.machine.next_deadline,
+                                   self.expire)
+
+    def group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group of this id, if this broker serves it."""
+        group = self.machine.groups.get(group_id)
+        return group if group is not None and self.classic.owns(group_id) else None
+
+    # -- the heartbeat ---------------------------------------------------------------------------
+    async def heartbeat(self, request: HeartbeatRequest, version: int,
+                        topics: TopicsView) -> HeartbeatResponse:
+        code = await self.classic.coordinates(request.group_id)
+        if code:
+            return HeartbeatResponse(code)
+        classic = self.classic.state.groups.get(request.group_id)
+        if classic is not None and classic.members:
+            return HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, error_message=(
+                f"Group {request.group_id} is a classic group with members: migrating it "
+                "online to the consumer protocol is not supported by this broker."))
+        response, records = self.machine.heartbeat(
+            request, version, topics, self.classic.now(),
+            new_member_id=str(uuid.uuid4()) if version == 0 else None)
+        if records:
+            error = await self._persist(request.group_id, records)
+            if error:
+                return HeartbeatResponse(error)
+        self.timers.kick()
+        return response
+
+    async def _persist(self, group_id: str, records: list[ConsumerGroupRecord]) -> ErrorCode:
+        now = self.classic.now()
+        batch = build_batch([Record(*encode(r), timestamp=now) for r in records])
+        error, _ = await self.classic.topic.append(self.classic.partition_for(group_id), batch)
+        if error:
+            log.warning("consumer group %s: records not written: %s", group_id, error.name)
+            return APPEND_ERRORS.get(error, error)
+        return ErrorCode.NONE
+
+    async def delete(self, group_id: str) -> ErrorCode | None:
+        """None when `group_id` is no consumer group here; else DeleteGroups' answer for the
+        group's own records (its offsets are then deleted by the classic coordinator)."""
+        if self.group(group_id) is None:
+            return None
+        code, records = self.machine.delete(group_id)
+        if records:
+            return await self._persist(group_id, records)
+        return code
+
+    # -- offsets ---------------------------------------------------------------------------------
+    def validate_commit(self, group_id: str, member_id: str | None, member_epoch: int,
+                        version: int) -> ErrorCode | None:
+        """None when `group_id` is no consumer group here (the classic rules apply); else
+        NONE or why the commit is refused (Kafka's ConsumerGroup.validateOffsetCommit)."""
+        group = self.group(group_id)
+        if group is None:
+            return None
+        if member_epoch < 0 and not group.members:
+            return ErrorCode.NONE  # the admin client, or a consumer without a group
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if version < 9:
+            return ErrorCode.UNSUPPORTED_VERSION
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+    def validate_txn_commit(self, group_id: str, member_id: str, generation_id: int
+                            ) -> ErrorCode | None:
+        """TxnOffsetCommit: None when `group_id` is no consumer group here; else NONE or
+        why not. Its generation is the member epoch, and a stale one is ILLEGAL_GENERATION
+        (as Kafka); a producer naming no member (generation -1, member "") is let through,
+        as it is for classic groups."""
+        group = self.group(group_id)
+        if group is None:
+            return None
+        if generation_id < 0 and not member_id:
+            return ErrorCode.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != member.member_epoch:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def validate_fetch(self, group_id: str, member_id: str | None,
+                       member_epoch: int) -> ErrorCode:
+        """OffsetFetch v9 (ConsumerGroup.validateOffsetFetch): a null member id with epoch
+        -1 is the admin client; a member must be known and at its epoch."""
+        group = self.group(group_id)
+        if group is None or (member_id is None and member_epoch < 0):
+            return ErrorCode.NONE
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+    # -- listing ---------------------------------------------------------------------------------
+    def listings(self, states: Iterable[str], types: Iterable[str]) -> list[GroupListing]:
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        if wanted_types and CONSUMER_GROUP_TYPE not in wanted_types:
+            return []
+        return [GroupListing(g.group_id, CONSUMER_PROTOCOL_TYPE, g.state, CONSUMER_GROUP_TYPE)
+                for g in self.machine.groups.values()
+                if self.classic.owns(g.group_id)
+                and (not wanted_states or g.state.lower() in wanted_states)]
+
+    # -- loading -----------------------------------------------------------------------------------
+    def load_partition(self, index: int) -> int:
+        """Replay the consumer group records of one loaded partition; how many."""
+        return self.adopt(self.read_partition(index))
+
+    def adopt(self, records: list[ConsumerGroupRecord]) -> int:
+        """Replay records read by `read_partition` (on the loop); how many."""
+        for record in records:
+            self.machine.replay(record)
+        self.machine.after_load(self.classic.now())
+        return len(records)
+
+    def read_partition(self, index: int) -> list[ConsumerGroupRecord]:
+        """The consumer group records of one partition, in log order: reading only, so a
+        worker thread may do it while the loop serves."""
+        plog = self.classic.logs.get(self.classic.topic.name, index)
+        found: list[ConsumerGroupRecord] = []
+        if plog is None:
+            return found
+        for header, rec in InternalTopic.read(plog):
+            if header.is_control or rec.key is None:
+                continue
+            try:
+                record = decode(rec.key, rec.value)
+            except Exception as exc:  # construct, struct or UTF-8 errors
+                log.warning("skipping undecodable consumer group record at %s-%d@%d: %s",
+                            plog.topic, plog.partition, rec.offset, exc)
+                continue
+            if record is not None:
+                found.append(record)
+        return found
+
+    def unload(self) -> None:
+        """Forget the groups of partitions this broker no longer leads."""
+        for group_id in [g for g in self.machine.groups if not self.classic.owns(g)]:
+            del self.machine.groups[group_id]
+
+    # -- timers (run by `timers`, a DeadlineLoop) ------------------------------------------------
+    async def expire(self, now: int) -> None:
+        """Fence the members past their deadlines, and write what that changed."""
+        records = self.machine.expire(now)
+        by_group: dict[str, list[ConsumerGroupRecord]] = {}
+        for record in records:
+            by_group.setdefault(record.group_id, []).append(record)
+        for group_id, group_records in by_group.items():
+            log.info("consumer group %s: fenced member(s) past their session or rebalance "
+                     "timeout", group_id)
+            await self._persist(group_id, group_records)

@@ -1,0 +1,226 @@
+"""The KIP-848 consumer group records of `__consumer_offsets`, in Kafka 4.1's layouts.
+
+A key is an int16 record type then the key body (version 0, not flexible); a value is an int16
+version 0 then a flexible body; a null value is a tombstone:
+
+    3  ConsumerGroupMetadata            GroupId            -> Epoch, tag 0 MetadataHash
+    5  ConsumerGroupMemberMetadata      GroupId, MemberId  -> InstanceId, RackId, ClientId,
+                                        ClientHost, SubscribedTopicNames, SubscribedTopicRegex,
+                                        RebalanceTimeoutMs, ServerAssignor (tag 0 Classic...)
+    6  ConsumerGroupTargetAssignmentMetadata  GroupId      -> AssignmentEpoch
+    7  ConsumerGroupTargetAssignmentMember    GroupId, MemberId -> TopicPartitions
+    8  ConsumerGroupCurrentMemberAssignment   GroupId, MemberId -> MemberEpoch,
+                                        PreviousMemberEpoch, State, AssignedPartitions,
+                                        PartitionsPendingRevocation
+
+The dataclasses are what the state machine (consumer_group_state.py) writes and replays; the
+bodies are declared with the project's message DSL, the facts Kafka's. MetadataHash (KIP-1101)
+is this broker's own hash of the subscribed topics (names, ids, partition counts), not Kafka's
+murmur3 of the topic metadata: it serves the same purpose, comparing only with itself.
+"""
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from io import BytesIO
+from typing import Any, Union
+
+from protocol.schema import Field, Message, Versions, f
+
+GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = \
+    3, 5, 6, 7, 8
+RECORD_TYPES = frozenset({GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER,
+                          CURRENT_ASSIGNMENT})
+
+_I16 = struct.Struct(">h")
+Partitions = Mapping[uuid.UUID, frozenset[int]]
+
+
+def _data(name: str, flexible: str, fields: list[Field]) -> Message:
+    return Message(name, -1, Versions.parse("0"), Versions.parse(flexible), tuple(fields))
+
+
+_GROUP_KEY = _data("ConsumerGroupKey", "none", [f("group_id", "string")])
+_MEMBER_KEY = _data("ConsumerGroupMemberKey", "none",
+                    [f("group_id", "string"), f("member_id", "string")])
+_TOPIC_PARTITIONS = [f("topic_id", "uuid"), f("partitions", "[]int32")]
+_VALUES: dict[int, Message] = {
+    GROUP_METADATA: _data("ConsumerGroupMetadataValue", "0+", [
+        f("epoch", "int32"), f("metadata_hash", "int64", tag=0, default=0)]),
+    MEMBER_METADATA: _data("ConsumerGroupMemberMetadataValue", "0+", [
+        f("instance_id", "string", nullable="0+"),
+        f("rack_id", "string", nullable="0+"),
+        f("client_id", "string"),
+        f("client_host", "string"),
+        f("subscribed_topic_names", "[]string"),
+        f("subscribed_topic_regex", "string", nullable="0+"),
+        f("rebalance_timeout_ms", "int32", default=-1),
+        f("server_assignor", "string", nullable="0+"),
+    ]),
+    TARGET_METADATA: _data("ConsumerGroupTargetAssignmentMetadataValue", "0+", [
+        f("assignment_epoch", "int32")]),
+    TARGET_MEMBER: _data("ConsumerGroupTargetAssignmentMemberValue", "0+", [
+        f("topic_partitions", _TOPIC_PARTITIONS)]),
+    CURRENT_ASSIGNMENT: _data("ConsumerGroupCurrentMemberAssignmentValue", "0+", [
+        f("member_epoch", "int32"),
+        f("previous_member_epoch", "int32"),
+        f("state", "int8"),
+        f("assigned_partitions", _TOPIC_PARTITIONS),
+        f("partitions_pending_revocation", _TOPIC_PARTITIONS),
+    ]),
+}
+
+
+@dataclass(frozen=True)
+class MemberSubscription:
+    """The body of record 5 that this broker uses (regex and instance ids are refused)."""
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    topic_names: tuple[str, ...]
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+    topic_regex: str | None = None
+
+
+@dataclass(frozen=True)
+class GroupEpochRecord:  # 3; epoch None: the group is gone
+    group_id: str
+    epoch: int | None
+    # KIP-1101: a hash of the subscribed topics' metadata; a change moves the epoch on.
+    metadata_hash: int = 0
+
+
+@dataclass(frozen=True)
+class MemberRecord:  # 5
+    group_id: str
+    member_id: str
+    subscription: MemberSubscription | None
+
+
+@dataclass(frozen=True)
+class TargetEpochRecord:  # 6; epoch None: a tombstone (the group is deleted)
+    group_id: str
+    epoch: int | None
+
+
+@dataclass(frozen=True)
+class TargetMemberRecord:  # 7
+    group_id: str
+    member_id: str
+    partitions: Partitions | None
+
+
+@dataclass(frozen=True)
+class CurrentAssignmentRecord:  # 8; member_epoch None: a tombstone
+    group_id: str
+    member_id: str
+    member_epoch: int | None
+    previous_member_epoch: int = 0
+    state: int = 0
+    assigned: Partitions = None  # type: ignore[assignment]
+    pending_revocation: Partitions = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.member_epoch is not None:
+            object.__setattr__(self, "assigned", dict(self.assigned or {}))
+            object.__setattr__(self, "pending_revocation", dict(self.pending_revocation or {}))
+
+
+ConsumerGroupRecord = Union[GroupEpochRecord, MemberRecord, TargetEpochRecord,
+                            TargetMemberRecord, CurrentAssignmentRecord]
+
+
+def _partitions_out(parts: Partitions) -> list[dict[str, Any]]:
+    return [{"topic_id": t, "partitions": sorted(ps)}
+            for t, ps in sorted(parts.items(), key=lambda kv: str(kv[0])) if ps]
+
+
+def _partitions_in(items: Any) -> dict[uuid.UUID, frozenset[int]]:
+    return {i.topic_id: frozenset(i.partitions) for i in items}
+
+
+def _record_type(record: ConsumerGroupRecord) -> int:
+    return {GroupEpochRecord: GROUP_METADATA, MemberRecord: MEMBER_METADATA,
+            TargetEpochRecord: TARGET_METADATA, TargetMemberRecord: TARGET_MEMBER,
+            CurrentAssignmentRecord: CURRENT_ASSIGNMENT}[type(record)]
+
+
+def _value_body(record: ConsumerGroupRecord) -> dict[str, Any] | None:
+    if isinstance(record, GroupEpochRecord):
+        return None if record.epoch is None else {"epoch": record.epoch,
+                                                  "metadata_hash": record.metadata_hash}
+    if isinstance(record, TargetEpochRecord):
+        return None if record.epoch is None else {"assignment_epoch": record.epoch}
+    if isinstance(record, MemberRecord):
+        s = record.subscription
+        return None if s is None else {
+            "instance_id": s.instance_id, "rack_id": s.rack_id, "client_id": s.client_id,
+            "client_host": s.client_host, "subscribed_topic_names": list(s.topic_names),
+            "subscribed_topic_regex": s.topic_regex,
+            "rebalance_timeout_ms": s.rebalance_timeout_ms, "server_assignor": s.server_assignor}
+    if isinstance(record, TargetMemberRecord):
+        return None if record.partitions is None else {
+            "topic_partitions": _partitions_out(record.partitions)}
+    return None if record.member_epoch is None else {
+        "member_epoch": record.member_epoch,
+        "previous_member_epoch": record.previous_member_epoch, "state": record.state,
+        "assigned_partitions": _partitions_out(record.assigned),
+        "partitions_pending_revocation": _partitions_out(record.pending_revocation)}
+
+
+def encode(record: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
+    """The key and value (None: a tombstone) to append to __consumer_offsets."""
+    kind = _record_type(record)
+    if kind in (GROUP_METADATA, TARGET_METADATA):
+        key = _GROUP_KEY.encode({"group_id": record.group_id}, 0)
+    else:
+        key = _MEMBER_KEY.encode({"group_id": record.group_id,
+                                  "member_id": record.member_id}, 0)  # type: ignore[union-attr]
+    body = _value_body(record)
+    value = None if body is None else _I16.pack(0) + _VALUES[kind].encode(body, 0)
+    return _I16.pack(kind) + key, value
+
+
+def decode(key: bytes, value: bytes | None) -> ConsumerGroupRecord | None:
+    """The record of a key whose type is one of RECORD_TYPES; None for any other key.
+    ValueError (or a construct error) for bytes that do not decode."""
+    if len(key) < 2:
+        raise ValueError("record key shorter than its type")
+    kind = _I16.unpack_from(key)[0]
+    if kind not in RECORD_TYPES:
+        return None
+    io = BytesIO(key[2:])
+    if kind in (GROUP_METADATA, TARGET_METADATA):
+        group_id, member_id = _GROUP_KEY.decode(io, 0).group_id, ""
+    else:
+        k = _MEMBER_KEY.decode(io, 0)
+        group_id, member_id = k.group_id, k.member_id
+    body = None
+    if value is not None:
+        if len(value) < 2:
+            raise ValueError("record value shorter than its version")
+        body = _VALUES[kind].decode(BytesIO(value[2:]), 0)
+    if kind == GROUP_METADATA:
+        if body is None:
+            return GroupEpochRecord(group_id, None)
+        return GroupEpochRecord(group_id, body.epoch, body.metadata_hash)
+    if kind == TARGET_METADATA:
+        return TargetEpochRecord(group_id, None if body is None else body.assignment_epoch)
+    if kind == MEMBER_METADATA:
+        return MemberRecord(group_id, member_id, None if body is None else MemberSubscription(
+            body.instance_id, body.rack_id, body.client_id, body.client_host,
+            tuple(body.subscribed_topic_names), body.rebalance_timeout_ms,
+            body.server_assignor, body.subscribed_topic_regex))
+    if kind == TARGET_MEMBER:
+        return TargetMemberRecord(group_id, member_id, None if body is None
+                                  else _partitions_in(body.topic_partitions))
+    if body is None:
+        return CurrentAssignmentRecord(group_id, member_id, None)
+    return CurrentAssignmentRecord(group_id, member_id, body.member_epoch,
+                                   body.previous_member_epoch, body.state,
+                                   _partitions_in(body.assigned_partitions),
+                                   _partitions_in(body.partitions_pending_revocation))

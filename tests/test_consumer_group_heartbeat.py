@@ -1,0 +1,111 @@
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe on a broker in process, by raw requests:
+what the stock clients never send (bad input, limits) gets Kafka's error codes, and the
+group.version feature switches the APIs."""
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from tests.integration.raw import create_topic, send_request
+
+
+def _heartbeat(bootstrap: str, member: str, epoch: int = 0, **fields):  # type: ignore[no-untyped-def]
+    body = {"group_id": "g", "member_id": member, "member_epoch": epoch, "instance_id": None,
+            "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["t"],
+            "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []}
+    body.update(fields)
+    return send_request(bootstrap, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body)
+
+
+def test_bad_heartbeats_get_kafkas_codes(tmp_path: Path) -> None:
+    from tests.helpers import broker_in_thread
+
+    with broker_in_thread(tmp_path / "logs", group_consumer_max_size="1") as info:
+        b = info.bootstrap
+        create_topic(b, "t", 2)
+        first = _heartbeat(b, "m1")
+        assert (first.error_code, first.member_epoch) == (0, 1)
+        assert {p for t in first.assignment.topic_partitions for p in t.partitions} == {0, 1}
+        assert _heartbeat(b, "m2").error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
+        assert _heartbeat(b, "").error_code == ErrorCode.INVALID_REQUEST
+        assert _heartbeat(b, "m3", topic_partitions=None).error_code == \
+            ErrorCode.INVALID_REQUEST
+        assert _heartbeat(b, "m3", server_assignor="cooperative-sticky").error_code == \
+            ErrorCode.UNSUPPORTED_ASSIGNOR
+        assert _heartbeat(b, "m1", epoch=7, rebalance_timeout_ms=-1,
+                          subscribed_topic_names=None, topic_partitions=None).error_code == \
+            ErrorCode.FENCED_MEMBER_EPOCH
+        assert _heartbeat(b, str(uuid.uuid4()), epoch=1).error_code == \
+            ErrorCode.UNKNOWN_MEMBER_ID
+        described = send_request(b, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+            "group_ids": ["g", "nope"], "include_authorized_operations": False}).groups
+        assert [(d.error_code, d.group_state, len(d.members)) for d in described] == \
+            [(0, "Stable", 1), (ErrorCode.GROUP_ID_NOT_FOUND, "", 0)]
+
+
+def test_group_version_0_turns_the_consumer_protocol_off(tmp_path: Path) -> None:
+    from tests.helpers import broker_in_thread
+
+    with broker_in_thread(tmp_path / "logs") as info:
+        b = info.bootstrap
+        versions = {"client_software_name": "raw", "client_software_version": "1"}
+        keys = {k.api_key for k in send_request(b, ApiKey.API_VERSIONS, 3, versions).api_keys}
+        assert {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE} <= keys
+        off = send_request(b, ApiKey.UPDATE_FEATURES, 1, {
+            "timeout_ms": 1000, "validate_only": False, "feature_updates": [
+                {"feature": "group.version", "max_version_level": 0, "upgrade_type": 2}]})
+        assert off.error_code == 0
+        keys = {k.api_key for k in send_request(b, ApiKey.API_VERSIONS, 3, versions).api_keys}
+        assert ApiKey.CONSUMER_GROUP_HEARTBEAT not in keys
+        assert _heartbeat(b, "m1").error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def _commit(bootstrap: str, member: str, epoch: int, version: int = 9):  # type: ignore[no-untyped-def]
+    resp = send_request(bootstrap, ApiKey.OFFSET_COMMIT, version, {
+        "group_id": "g", "generation_id_or_member_epoch": epoch, "member_id": member,
+        "group_instance_id": None, "topics": [{"name": "t", "partitions": [
+            {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1,
+             "committed_metadata": None}]}]})
+    return resp.topics[0].partitions[0].error_code
+
+
+def _fetch(bootstrap: str, member: str | None, epoch: int):  # type: ignore[no-untyped-def]
+    resp = send_request(bootstrap, ApiKey.OFFSET_FETCH, 9, {
+        "groups": [{"group_id": "g", "member_id": member, "member_epoch": epoch,
+                    "topics": [{"name": "t", "partition_indexes": [0]}]}],
+        "require_stable": False})
+    group = resp.groups[0]
+    offsets = [p.committed_offset for t in group.topics for p in t.partitions]
+    return group.error_code, offsets
+
+
+def test_offsets_of_a_consumer_group_check_the_member_epoch(tmp_path: Path) -> None:
+    from tests.helpers import broker_in_thread
+
+    with broker_in_thread(tmp_path / "logs") as info:
+        b = info.bootstrap
+        create_topic(b, "t", 1)
+        assert _heartbeat(b, "m1").member_epoch == 1
+        assert _commit(b, "m1", 2) == ErrorCode.STALE_MEMBER_EPOCH
+        assert _commit(b, "nobody", 1) == ErrorCode.UNKNOWN_MEMBER_ID
+        assert _commit(b, "m1", 1, version=8) == ErrorCode.UNSUPPORTED_VERSION
+        assert _commit(b, "", -1) == ErrorCode.UNKNOWN_MEMBER_ID  # not while it has members
+        assert _fetch(b, "m1", 1) == (0, [-1])
+        assert _commit(b, "m1", 1) == ErrorCode.NONE
+        assert _fetch(b, "m1", 1) == (0, [5])
+        assert _fetch(b, None, -1) == (0, [5])  # the admin client
+        assert _fetch(b, "m1", 3)[0] == ErrorCode.STALE_MEMBER_EPOCH
+        assert _fetch(b, "nobody", 1)[0] == ErrorCode.UNKNOWN_MEMBER_ID
+        txn = send_request(b, ApiKey.TXN_OFFSET_COMMIT, 3, {
+            "transactional_id": "tx", "group_id": "g", "producer_id": 7, "producer_epoch": 0,
+            "generation_id": 4, "member_id": "m1", "group_instance_id": None,
+            "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 9, "committed_leader_epoch": -1,
+                 "committed_metadata": None}]}]})
+        assert txn.topics[0].partitions[0].error_code == ErrorCode.ILLEGAL_GENERATION
+        left = _heartbeat(b, "m1", epoch=-1, rebalance_timeout_ms=-1,
+                          subscribed_topic_names=None, topic_partitions=None)
+        assert left.member_epoch == -1
+        assert _commit(b, "", -1) == ErrorCode.NONE  # an empty group: the admin may commit
