@@ -17,10 +17,9 @@ import struct
 import time
 from dataclasses import dataclass
 
-import crc32c
-
 from protocol.api_keys import ApiKey
 from protocol.codec import decode_response, encode_request
+from tests.protocol.samples import record_batch
 
 BATCH_RECORDS = 1_000
 PRODUCE_VERSION = 9
@@ -28,35 +27,11 @@ FETCH_VERSION = 11
 _SIZE = struct.Struct(">i")
 
 
-def _varint(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def batch(values: list[bytes], timestamp_ms: int) -> bytes:
-    """A magic-2 batch of keyless records, producer id -1, offsets from 0 (what a producer
-    without idempotence sends)."""
-    records = bytearray()
-    for i, value in enumerate(values):
-        body = (b"\x00" + _varint(0) + _varint(i) + _varint(-1) + _varint(len(value)) + value
-                + _varint(0))
-        records += _varint(len(body)) + body
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, timestamp_ms, timestamp_ms,
-                            -1, -1, -1, len(values)) + bytes(records)
-    return struct.pack(">qiibI", 0, 4 + 1 + 4 + len(after_crc), -1, 2,
-                       crc32c.crc32c(after_crc)) + after_crc
-
-
 def produce_frame(topic: str, size: int, acks: int) -> bytes:
     values = [os.urandom(size) for _ in range(BATCH_RECORDS)]
     body = {"transactional_id": None, "acks": acks, "timeout_ms": 30_000,
             "topic_data": [{"name": topic, "partition_data": [
-                {"index": 0, "records": batch(values, int(time.time() * 1000))}]}]}
+                {"index": 0, "records": record_batch(values, int(time.time() * 1000))}]}]}
     return encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, 1, "raw-load", body)
 
 
