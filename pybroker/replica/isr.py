@@ -78,6 +78,10 @@ class IsrUpkeep:
             return
         old = sorted(part.isr)
         if await alter(tp[0], tp[1], part.leader_epoch, new_isr):
+            # Adopt it now, as Kafka does on its AlterPartition answer: the image that carries
+            # it back is applied by another task, and a wakeup before that would write (and
+            # count) the same change again.
+            part.set_isr(new_isr)
             self.isr_shrinks += bool(set(old) - set(new_isr))
             self.isr_expands += bool(set(new_isr) - set(old))
             log.info("ISR of %s-%d %s from %s to %s", tp[0], tp[1],

@@ -162,3 +162,36 @@ def test_only_the_partition_layer_moves_a_leaders_high_watermark() -> None:
             if isinstance(node, ast.Attribute) and node.attr == "update_high_watermark":
                 callers.append(str(path.relative_to(ROOT)))
     assert sorted(set(callers)) == ["pybroker/replica/partition.py"]
+
+
+def test_a_written_isr_change_is_adopted_at_once_and_counted_once(plog: PartitionLog) -> None:
+    """The store's image comes back through another task; a second wakeup before it arrives
+    must not write the same expansion again (it did: pybroker_isr_expands_total read 2)."""
+    import trio
+
+    from pybroker.replica.isr import IsrUpkeep
+
+    part = Partition("t", 0, plog, local_id=0)
+    part.make_leader(0, [0, 1], [0])
+    part.update_follower_fetch(1, plog.log_end_offset, now_ms=10)
+    writes: list[tuple[int, ...]] = []
+
+    class Store:
+        async def alter_isr(self, topic: str, partition: int, epoch: int,
+                            isr: tuple[int, ...]) -> bool:
+            writes.append(isr)
+            return True
+
+    upkeep = IsrUpkeep()
+    upkeep.metadata = Store()  # type: ignore[assignment]
+    upkeep._partitions = {("t", 0): part}
+    upkeep.isr_shrinks = upkeep.isr_expands = 0
+
+    async def twice() -> None:
+        await upkeep._maybe_change_isr(("t", 0), 30_000)
+        await upkeep._maybe_change_isr(("t", 0), 30_000)
+
+    trio.run(twice)
+    assert writes == [(0, 1)]
+    assert part.isr == frozenset({0, 1})
+    assert (upkeep.isr_expands, upkeep.isr_shrinks) == (1, 0)
