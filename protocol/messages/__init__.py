@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from protocol.messages import (
     acls, api_versions, cluster, configs, fetch, groups, list_offsets, metadata, offsets,
-    produce, producer_ids, quotas, sasl, topics, transactions,
+    produce, producer_ids, quotas, sasl, share_group, topics, transactions,
 )
 from protocol.messages.api import Api
 
 _MODULES = (acls, api_versions, cluster, configs, fetch, groups, list_offsets, metadata,
-            offsets, produce, producer_ids, quotas, sasl, topics, transactions)
+            offsets, produce, producer_ids, quotas, sasl, share_group, topics, transactions)
 
 
 def _collect() -> dict[int, Api]:
