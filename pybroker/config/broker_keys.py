@@ -478,6 +478,31 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Longest session timeout a group member may ask for."),
     _k("group.max.size", _I, INT32_MAX, at_least(1), _MEDIUM,
        "Most members one consumer group may have."),
+    # --- share groups (KIP-932) ------------------------------------------------------------------
+    _k("group.share.record.lock.duration.ms", _I, 30000, at_least(1000), _MEDIUM,
+       "How long a share-group member holds the records a ShareFetch acquired for it before "
+       "they become available to others again."),
+    _k("group.share.delivery.count.limit", _I, 5, between(2, 10), _MEDIUM,
+       "Deliveries of one record to a share group; a record released or timed out after "
+       "this many is archived instead of handed out again."),
+    _k("group.share.partition.max.record.locks", _I, 2000, between(100, 10000), _MEDIUM,
+       "In-flight records of one share-partition (its end offset minus its start offset) "
+       "past which no new records are acquired; whole batches make it a soft cap."),
+    _k("group.share.max.share.sessions", _I, 2000, at_least(1), _MEDIUM,
+       "Share sessions this broker keeps; a member opening one more gets "
+       "SHARE_SESSION_LIMIT_REACHED."),
+    _k("group.share.max.size", _I, 200, at_least(1), _MEDIUM,
+       "Most members one share group may have."),
+    _k("group.share.session.timeout.ms", _I, 45000, at_least(1), _MEDIUM,
+       "How long a share-group member may go without a heartbeat before it is removed."),
+    _k("group.share.heartbeat.interval.ms", _I, 5000, at_least(1), _MEDIUM,
+       "The heartbeat interval share-group members are told to keep."),
+    _k("share.coordinator.state.topic.num.partitions", _I, 50, at_least(1), _HIGH,
+       "Partitions of __share_group_state, where share groups keep their record states; "
+       "fixed once the topic exists."),
+    _k("share.coordinator.state.topic.replication.factor", _SH, 3, at_least(1), _HIGH,
+       "Replicas of __share_group_state; unset, capped at the number of brokers as for "
+       "__consumer_offsets."),
     _k("offsets.topic.num.partitions", _I, 50, at_least(1), _HIGH,
        "Partitions of __consumer_offsets; fixed once the topic exists."),
     _k("offsets.topic.replication.factor", _SH, 3, at_least(1), _HIGH,

@@ -513,6 +513,16 @@ class GroupCoordinator:
                 return code
         return self._availability(group_id)
 
+    async def coordinates(self, group_id: str) -> ErrorCode:
+        """NONE if this broker coordinates the group (creating __consumer_offsets first, as
+        FindCoordinator would), else why not: for the share-group coordinator, which lives
+        beside this one and coordinates the same group ids."""
+        return await self._coordinates(group_id)
+
+    def has_group(self, group_id: str) -> bool:
+        """Whether a classic group of that id exists (share groups may not take its id)."""
+        return group_id in self.state.groups
+
     async def on_topic_deleted(self, topic: str) -> None:
         """Committed offsets of a deleted topic go with it (Kafka's onPartitionsDeleted)."""
         await self._apply(self.state.topics_deleted([topic]))

@@ -227,6 +227,18 @@ class SharePartition:
                 self.end_offset = max(self.end_offset, last + 1)
         return _runs(acquired)
 
+    def archive_control(self, base: int, last: int) -> None:
+        """A control batch (a transaction marker) is never handed out: its offsets that were
+        never delivered are archived, so the SPSO can walk past them."""
+        for offset in range(max(base, self.start_offset), last + 1):
+            record = self._records.get(offset)
+            if record is None:
+                self._records[offset] = _InFlight(RecordState.ARCHIVED, 0)
+            elif record.state is RecordState.AVAILABLE and record.delivery_count == 0:
+                record.state = RecordState.ARCHIVED
+        self.end_offset = max(self.end_offset, last + 1)
+        self._advance_start()
+
     @staticmethod
     def _hand_out(record: _InFlight, member_id: str, deadline: int) -> None:
         record.state = RecordState.ACQUIRED

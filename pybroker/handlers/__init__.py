@@ -31,6 +31,7 @@ _MODULES = (
     "describe_transactions", "list_transactions", "txn_offset_commit", "acls",
     "sasl_handshake", "sasl_authenticate", "scram_credentials",
     "describe_client_quotas", "alter_client_quotas",
+    "share_group_heartbeat", "share_group_describe", "share_fetch", "share_acknowledge",
 )
 
 

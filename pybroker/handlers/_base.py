@@ -20,6 +20,7 @@ from pybroker.quota.request_quota import RequestQuota
 from pybroker.cluster.metadata import MetadataStore, MetadataImage
 from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_coordinator import GroupCoordinator
+from pybroker.coordinator.share_coordinator import ShareCoordinator
 from pybroker.coordinator.producer_ids import ProducerIds
 from pybroker.cluster.dynamic_broker_config import DynamicBrokerConfig
 from pybroker.coordinator.txn_coordinator import TransactionCoordinator
@@ -84,6 +85,8 @@ class Services:
     dynamic_config: DynamicBrokerConfig | None = None
     # Incremental fetch sessions (KIP-227, max.incremental.fetch.session.cache.slots).
     fetch_sessions: FetchSessionCache = field(default_factory=lambda: FetchSessionCache(1000))
+    # Share groups (KIP-932); None where a broker is assembled without them (unit tests).
+    shares: ShareCoordinator | None = None
 
 
 @dataclass

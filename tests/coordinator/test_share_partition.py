@@ -84,6 +84,15 @@ def test_a_batch_starting_below_the_start_offset_is_acquired_from_it() -> None:
     assert p.acquire("m1", [(0, 5)], 500, 0) == [AcquiredRecords(3, 5, 1)]
 
 
+def test_a_control_batch_is_archived_never_handed_out() -> None:
+    p = sp()
+    p.acquire("m1", [(0, 1)], 500, 0)
+    p.archive_control(2, 2)
+    assert p.acquire("m1", [(3, 4)], 500, 0) == [AcquiredRecords(3, 4, 1)]
+    assert p.acknowledge("m1", [ack(0, 1, AckType.ACCEPT)]) == ErrorCode.NONE
+    assert p.start_offset == 3
+
+
 # -- acknowledgement -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("ack_type,state", [
