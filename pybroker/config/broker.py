@@ -302,6 +302,7 @@ class BrokerConfig(Mapping[str, object]):
         "share.coordinator.state.topic.num.partitions")
     share_coordinator_state_topic_replication_factor = _Key[int](
         "share.coordinator.state.topic.replication.factor")
+    share_coordinator_state_topic_min_isr = _Key[int]("share.coordinator.state.topic.min.isr")
     offsets_topic_num_partitions = _Key[int]("offsets.topic.num.partitions")
     offsets_topic_replication_factor = _Key[int]("offsets.topic.replication.factor")
     offsets_topic_segment_bytes = _Key[int]("offsets.topic.segment.bytes")

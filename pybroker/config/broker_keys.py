@@ -503,6 +503,8 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("share.coordinator.state.topic.replication.factor", _SH, 3, at_least(1), _HIGH,
        "Replicas of __share_group_state; unset, capped at the number of brokers as for "
        "__consumer_offsets."),
+    _k("share.coordinator.state.topic.min.isr", _SH, 2, at_least(1), _HIGH,
+       "min.insync.replicas of __share_group_state (capped at its replication factor)."),
     _k("offsets.topic.num.partitions", _I, 50, at_least(1), _HIGH,
        "Partitions of __consumer_offsets; fixed once the topic exists."),
     _k("offsets.topic.replication.factor", _SH, 3, at_least(1), _HIGH,
@@ -540,10 +542,6 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        _LOW, "How often timed-out transactions are looked for and aborted."),
     _k("producer.id.expiration.ms", _I, 86400000, at_least(1), _LOW,
        "Forget an idempotent producer's sequence state after this long without writes."),
-    _k("share.coordinator.state.topic.replication.factor", _SH, 3, at_least(1), _LOW,
-       "Kafka 4 share groups. Accepted so Kafka 4's server.properties loads; unused.", na=True),
-    _k("share.coordinator.state.topic.min.isr", _SH, 2, at_least(1), _LOW,
-       "Kafka 4 share groups. Accepted so Kafka 4's server.properties loads; unused.", na=True),
 )
 
 BROKER_CONFIG_DEFS: Mapping[str, ConfigKey] = MappingProxyType(

@@ -90,7 +90,10 @@ class ShareCoordinator:
             replication_factor=config.share_coordinator_state_topic_replication_factor,
             replication_factor_set=(
                 "share.coordinator.state.topic.replication.factor" in config.explicit),
-            configs=lambda replicas: {"cleanup.policy": "compact"},
+            configs=lambda replicas: {
+                "cleanup.policy": "compact",
+                "min.insync.replicas": str(min(config.share_coordinator_state_topic_min_isr,
+                                               replicas))},
             commit_timeout_ms=config.offsets_commit_timeout_ms)
         self._wakeup: trio.Event | None = None
         self._sleeping_until = math.inf
@@ -247,6 +250,37 @@ class ShareCoordinator:
             if error:
                 self._dirty.update(keys)
                 return APPEND_ERRORS.get(error, error)
+        return ErrorCode.NONE
+
+    def is_share_group(self, group_id: str) -> bool:
+        """A share group of that id lives here: members now, or state from before a restart
+        (membership is not durable, the share-partitions are)."""
+        return group_id in self.groups.groups or any(k[0] == group_id for k in self.partitions)
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups for a share group: refused while it has members (NON_EMPTY_GROUP);
+        else its share-partitions go, each with a tombstone in __share_group_state, so a
+        restart does not bring them back."""
+        code = self.groups.delete(group_id)
+        if code == ErrorCode.NON_EMPTY_GROUP:
+            return code
+        keys = [k for k in self.partitions if k[0] == group_id]
+        if code == ErrorCode.GROUP_ID_NOT_FOUND and not keys:
+            return code
+        by_partition: dict[int, list[SharePartitionKey]] = {}
+        for key in keys:
+            by_partition.setdefault(
+                self.topic.partition_for(state_key_text(ShareStateKey(*key))), []).append(key)
+        for partition, part_keys in sorted(by_partition.items()):
+            batch = build_batch([Record(encode_key(ShareStateKey(*k)), None) for k in part_keys])
+            error, _ = await self.topic.append(partition, batch)
+            if error:
+                return APPEND_ERRORS.get(error, error)
+            for key in part_keys:
+                del self.partitions[key]
+                self._dirty.discard(key)
+        for session_key in [k for k in self.sessions.sessions if k[0] == group_id]:
+            self.sessions.close(*session_key)
         return ErrorCode.NONE
 
     def load(self) -> int:

@@ -21,7 +21,8 @@ SHORT = {"group.share.record.lock.duration.ms": str(LOCK_MS),
          "group.share.delivery.count.limit": "2",
          "group.share.heartbeat.interval.ms": "1234",
          "share.coordinator.state.topic.num.partitions": "3",
-         "share.coordinator.state.topic.replication.factor": "1"}
+         "share.coordinator.state.topic.replication.factor": "1",
+         "share.coordinator.state.topic.min.isr": "1"}
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 
 
@@ -215,6 +216,12 @@ def test_a_restart_keeps_acknowledged_done_and_acquired_available(tmp_path: Path
             "topics": [{"topic_id": None, "name": "__share_group_state"}],
             "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
         assert len(r.topics[0].partitions) == 3
+        r = m.conn.request(ApiKey.DESCRIBE_CONFIGS, 1, {"resources": [{
+            "resource_type": 2, "resource_name": "__share_group_state",
+            "configuration_keys": ["min.insync.replicas", "cleanup.policy"]}],
+            "include_synonyms": False})
+        assert {c.name: c.value for c in r.results[0].configs} == {
+            "min.insync.replicas": "1", "cleanup.policy": "compact"}
         m.conn.close()
     with broker_in_thread(tmp_path / "logs", **SHORT) as info:
         again = Member(info.bootstrap)
@@ -267,3 +274,27 @@ def other_epoch(member: Member) -> int:
     d = member.conn.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {
         "group_ids": [member.group], "include_authorized_operations": False})
     return next(x.member_epoch for x in d.groups[0].members if x.member_id == member.member_id)
+
+
+def test_delete_groups_drops_a_share_groups_state_for_good(tmp_path: Path) -> None:
+    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+        m = started(info.bootstrap, 2)
+        assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 1, 1)]
+        assert ack_codes(m.acknowledge([(0, 1, ACCEPT)])) == [0]
+
+        def delete() -> int:
+            r = m.conn.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["sg"]})
+            return r.results[0].error_code
+
+        assert delete() == ErrorCode.NON_EMPTY_GROUP
+        assert m.heartbeat(-1).error_code == 0
+        assert delete() == 0
+        assert delete() == ErrorCode.GROUP_ID_NOT_FOUND
+        m.conn.close()
+    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+        produce(info.bootstrap, 1)  # offset 2; a new group starts at the end (latest)
+        again = Member(info.bootstrap)
+        again.join()
+        assert again.fetch(max_wait_ms=300).error_code == 0
+        produce(info.bootstrap, 1)
+        assert acquired(again.fetch(max_wait_ms=5000)) == [(3, 3, 1)]
