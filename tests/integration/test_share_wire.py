@@ -298,3 +298,27 @@ def test_delete_groups_drops_a_share_groups_state_for_good(tmp_path: Path) -> No
         assert again.fetch(max_wait_ms=300).error_code == 0
         produce(info.bootstrap, 1)
         assert acquired(again.fetch(max_wait_ms=5000)) == [(3, 3, 1)]
+
+
+def test_kill_9_after_an_acknowledgement_is_answered_redelivers_only_the_rest(
+        tmp_path: Path) -> None:
+    """The acknowledgement is in the log before its answer: a kill -9 right after the answer
+    loses none of it, and what was only acquired comes back."""
+    from pybroker.testing import BrokerProcess
+    log_dir = tmp_path / "logs"
+    bp = BrokerProcess(log_dir, **SHORT).start()
+    try:
+        m = started(bp.bootstrap, 10)
+        assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 9, 1)]
+        assert ack_codes(m.acknowledge([(0, 4, ACCEPT), (5, 5, REJECT)])) == [0]
+        topic_id = m.topic_id
+        bp.kill()
+        m.conn.close()
+        bp = BrokerProcess(log_dir, **SHORT).start()
+        again = Member(bp.bootstrap)
+        again.join()
+        assert again.topic_id == topic_id
+        assert acquired(again.fetch(max_wait_ms=5000)) == [(6, 9, 2)]
+    finally:
+        if bp.proc is not None and bp.proc.poll() is None:
+            bp.kill()
