@@ -121,7 +121,8 @@ class ShareCoordinator:
                                        client_id=client_id, client_host=client_host)
         if result.left is not None:
             self.release_member(group_id, result.left)
-        self._kick()
+        elif result.error == ErrorCode.NONE:  # the member's session runs from now
+            self._kick(self.now() + self.groups.config.session_timeout_ms)
         return result
 
     # -- share-partitions ----------------------------------------------------------------------
@@ -160,9 +161,11 @@ class ShareCoordinator:
         self._dirty.add(key)
         self._notify(key[1], key[2])
 
-    def acquired(self) -> None:
-        """A ShareFetch acquired records: the timer may have to wake sooner."""
-        self._kick()
+    def acquired(self, now_ms: int) -> None:
+        """A ShareFetch acquired records at `now_ms`: their locks run out at now + the lock
+        duration, which the timer may have to wake for (no scan of every lock: each new one
+        ends after all the others, the duration being the broker's)."""
+        self._kick(now_ms + self.partition_config.record_lock_duration_ms)
 
     def _notify(self, topic_id: UUID, partition: int) -> None:
         topic = self.topic_name(topic_id)
@@ -186,10 +189,13 @@ class ShareCoordinator:
         for group_id, member_id in self.groups.expire(now_ms, self.lookup):
             self.release_member(group_id, member_id)
 
-    def _kick(self) -> None:
+    def _kick(self, deadline: int | None = None) -> None:
+        """Wake the timer task if `deadline` (by default the earliest of all) comes before
+        the one it sleeps until."""
         if self._wakeup is None:
             return
-        deadline = self.next_deadline()
+        if deadline is None:
+            deadline = self.next_deadline()
         if deadline is not None and deadline < self._sleeping_until:
             self._wakeup.set()
 

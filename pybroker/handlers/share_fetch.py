@@ -133,7 +133,7 @@ def _acquire_all(ctx: RequestContext, shares: ShareCoordinator, group_id: str, m
             out[(topic_id, partition)] = _partition(partition, ErrorCode.NONE, None,
                                                     records[:end], acquired)
     if acquired_total:
-        shares.acquired()
+        shares.acquired(now)
     return out, acquired_total
 
 
