@@ -31,6 +31,7 @@ from pybroker.security.sasl.credential_store import LocalScramCredentialStore, \
 from pybroker.cluster.topic_configs import TopicConfigs
 from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_coordinator import GroupCoordinator
+from pybroker.coordinator.share_coordinator import ShareCoordinator
 from pybroker.coordinator.txn_coordinator import TransactionCoordinator
 from pybroker.coordinator.broker_channels import BrokerChannels
 from pybroker.coordinator.txn_markers import MarkerWriter
@@ -168,6 +169,8 @@ class Broker:
             self.topics.warn_inert(topic.name, topic.configs)  # at every start, as broker keys
         self.groups = GroupCoordinator(config, self.metadata, self.logs, self.replicas,
                                        self.topics, clock=self.clock.now_ms)
+        self.shares = ShareCoordinator(config, self.metadata, self.logs, self.replicas,
+                                       self.topics, self.purgatory, clock=self.clock.now_ms)
         self.markers = markers = MarkerWriter(
             self.node_id, self.metadata, self.replicas, self.groups,
             commit_timeout_ms=config.offsets_commit_timeout_ms, endpoint_of=self._endpoint_of,
@@ -187,6 +190,7 @@ class Broker:
         if self.controller is not None:
             self.metadata.listeners.append(self.controller.apply_delta)
         self.groups.load()
+        self.shares.load()
         self.transactions.load()
         quotas = ClientQuotas(lambda: self.metadata.image.client_quotas,
                               samples=config.quota_window_num,
@@ -208,7 +212,8 @@ class Broker:
                                  fetch_sessions=FetchSessionCache(
                                      config.max_incremental_fetch_session_cache_slots,
                                      clock=self.clock.now_ms),
-                                 features=FeatureStore(self.log_dirs[0]))
+                                 features=FeatureStore(self.log_dirs[0]),
+                                 shares=self.shares)
 
     def _follow_dynamic_configs(self) -> None:
         """The broker's parts that follow dynamic configs (KIP-226); the server adds its own
@@ -313,6 +318,7 @@ class Broker:
             await nursery.start(self.log_jobs.run, self.config)
             nursery.start_soon(self._every, MEMORY_CHECK_INTERVAL_MS, self._give_memory_back)
             await nursery.start(self.groups.run)
+            await nursery.start(self.shares.run)
             await nursery.start(self.transactions.run)
             await nursery.start(self.txn_verifier.channels.run)
             task_status.started()
@@ -337,6 +343,7 @@ class Broker:
         A transaction aborted here is decided and persisted when this returns; its markers
         are written by their own job."""
         await self.groups.time_advanced()
+        await self.shares.time_advanced()
         await self.transactions.sweep()
         await self.groups.cleanup()
         await self.log_jobs.retention()

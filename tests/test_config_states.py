@@ -143,3 +143,12 @@ def test_every_honoured_key_is_exercised_by_a_test(item: tuple[str, ConfigKey]) 
     sources = _test_sources()
     assert any(form in text for text in sources.values() for form in forms), \
         f"no test sets {key.name}: test its effect, or mark it inert or not applicable"
+
+
+def test_each_key_is_declared_once() -> None:
+    """A second row for a name would silently replace the first in the lookup table (and
+    show twice in docs/CONFIG.md)."""
+    from pybroker.config.broker_keys import BROKER_CONFIG_DEFS, BROKER_CONFIG_KEYS
+    names = [key.name for key in BROKER_CONFIG_KEYS]
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []
+    assert len(BROKER_CONFIG_DEFS) == len(BROKER_CONFIG_KEYS)

@@ -261,6 +261,17 @@ class JavaClient(Adapter):
         return [_got(g) for g in self.conn.call("consume_group", bootstrap=bootstrap,
                                                  topic=topic, group=group, count=count)]
 
+    def share_consume(self, bootstrap: str, topic: str, group: str, values: list[bytes],
+                      count: int, acks: dict[bytes, str]) -> list[tuple[Got, int]]:
+        """KafkaShareConsumer (KIP-932), explicit acknowledgements: produce `values` once the
+        group is reading, consume until `count` of them came, acknowledging a value's first
+        delivery as `acks` says (RELEASE, REJECT; ACCEPT otherwise). (record, delivery
+        count) of each delivery, in order."""
+        found = self.conn.call("share_consume", bootstrap=bootstrap, topic=topic, group=group,
+                               recs=[_rec(Rec(None, v)) for v in values], count=count,
+                               acks={_b64(v): kind for v, kind in acks.items()})
+        return [(_got(g), g["delivery_count"]) for g in found]
+
     def committed(self, bootstrap: str, group: str, topic: str,
                   partitions: list[int]) -> dict[int, int]:
         found = self.conn.call("committed", bootstrap=bootstrap, group=group, topic=topic,

@@ -294,6 +294,18 @@ class BrokerConfig(Mapping[str, object]):
     group_consumer_session_timeout_ms = _Key[int]("group.consumer.session.timeout.ms")
     group_consumer_heartbeat_interval_ms = _Key[int]("group.consumer.heartbeat.interval.ms")
     group_consumer_max_size = _Key[int]("group.consumer.max.size")
+    group_share_record_lock_duration_ms = _Key[int]("group.share.record.lock.duration.ms")
+    group_share_delivery_count_limit = _Key[int]("group.share.delivery.count.limit")
+    group_share_partition_max_record_locks = _Key[int]("group.share.partition.max.record.locks")
+    group_share_max_share_sessions = _Key[int]("group.share.max.share.sessions")
+    group_share_max_size = _Key[int]("group.share.max.size")
+    group_share_session_timeout_ms = _Key[int]("group.share.session.timeout.ms")
+    group_share_heartbeat_interval_ms = _Key[int]("group.share.heartbeat.interval.ms")
+    share_coordinator_state_topic_num_partitions = _Key[int](
+        "share.coordinator.state.topic.num.partitions")
+    share_coordinator_state_topic_replication_factor = _Key[int](
+        "share.coordinator.state.topic.replication.factor")
+    share_coordinator_state_topic_min_isr = _Key[int]("share.coordinator.state.topic.min.isr")
     offsets_topic_num_partitions = _Key[int]("offsets.topic.num.partitions")
     offsets_topic_replication_factor = _Key[int]("offsets.topic.replication.factor")
     offsets_topic_segment_bytes = _Key[int]("offsets.topic.segment.bytes")

@@ -485,6 +485,33 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "KIP-848 consumer groups: the heartbeat interval members are told to keep."),
     _k("group.consumer.max.size", _I, INT32_MAX, at_least(1), _MEDIUM,
        "KIP-848 consumer groups: most members one group may have (GROUP_MAX_SIZE_REACHED)."),
+    # --- share groups (KIP-932) ------------------------------------------------------------------
+    _k("group.share.record.lock.duration.ms", _I, 30000, at_least(1000), _MEDIUM,
+       "How long a share-group member holds the records a ShareFetch acquired for it before "
+       "they become available to others again."),
+    _k("group.share.delivery.count.limit", _I, 5, between(2, 10), _MEDIUM,
+       "Deliveries of one record to a share group; a record released or timed out after "
+       "this many is archived instead of handed out again."),
+    _k("group.share.partition.max.record.locks", _I, 2000, between(100, 10000), _MEDIUM,
+       "In-flight records of one share-partition (its end offset minus its start offset) "
+       "past which no new records are acquired; whole batches make it a soft cap."),
+    _k("group.share.max.share.sessions", _I, 2000, at_least(1), _MEDIUM,
+       "Share sessions this broker keeps; a member opening one more gets "
+       "SHARE_SESSION_LIMIT_REACHED."),
+    _k("group.share.max.size", _I, 200, at_least(1), _MEDIUM,
+       "Most members one share group may have."),
+    _k("group.share.session.timeout.ms", _I, 45000, at_least(1), _MEDIUM,
+       "How long a share-group member may go without a heartbeat before it is removed."),
+    _k("group.share.heartbeat.interval.ms", _I, 5000, at_least(1), _MEDIUM,
+       "The heartbeat interval share-group members are told to keep."),
+    _k("share.coordinator.state.topic.num.partitions", _I, 50, at_least(1), _HIGH,
+       "Partitions of __share_group_state, where share groups keep their record states; "
+       "fixed once the topic exists."),
+    _k("share.coordinator.state.topic.replication.factor", _SH, 3, at_least(1), _HIGH,
+       "Replicas of __share_group_state; unset, capped at the number of brokers as for "
+       "__consumer_offsets."),
+    _k("share.coordinator.state.topic.min.isr", _SH, 2, at_least(1), _HIGH,
+       "min.insync.replicas of __share_group_state (capped at its replication factor)."),
     _k("offsets.topic.num.partitions", _I, 50, at_least(1), _HIGH,
        "Partitions of __consumer_offsets; fixed once the topic exists."),
     _k("offsets.topic.replication.factor", _SH, 3, at_least(1), _HIGH,
@@ -522,10 +549,6 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        _LOW, "How often timed-out transactions are looked for and aborted."),
     _k("producer.id.expiration.ms", _I, 86400000, at_least(1), _LOW,
        "Forget an idempotent producer's sequence state after this long without writes."),
-    _k("share.coordinator.state.topic.replication.factor", _SH, 3, at_least(1), _LOW,
-       "Kafka 4 share groups. Accepted so Kafka 4's server.properties loads; unused.", na=True),
-    _k("share.coordinator.state.topic.min.isr", _SH, 2, at_least(1), _LOW,
-       "Kafka 4 share groups. Accepted so Kafka 4's server.properties loads; unused.", na=True),
 )
 
 BROKER_CONFIG_DEFS: Mapping[str, ConfigKey] = MappingProxyType(

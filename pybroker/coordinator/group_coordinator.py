@@ -532,11 +532,6 @@ class GroupCoordinator:
             return ErrorCode.NONE
         return self._availability(group_id)
 
-    async def coordinates(self, group_id: str) -> ErrorCode:
-        """NONE if this broker coordinates the group (creating __consumer_offsets first if
-        need be), else why not: for the consumer groups' façade."""
-        return await self._coordinates(group_id)
-
     async def _coordinates(self, group_id: str) -> ErrorCode:
         """NONE if this broker coordinates the group, else why not (`_availability`). Before
         __consumer_offsets exists it is created, as FindCoordinator would, so a client that
@@ -546,6 +541,16 @@ class GroupCoordinator:
             if code:
                 return code
         return self._availability(group_id)
+
+    async def coordinates(self, group_id: str) -> ErrorCode:
+        """NONE if this broker coordinates the group (creating __consumer_offsets first, as
+        FindCoordinator would), else why not: for the consumer groups' façade and the
+        share-group coordinator, which live beside this one and coordinate the same ids."""
+        return await self._coordinates(group_id)
+
+    def has_group(self, group_id: str) -> bool:
+        """Whether a classic group of that id exists (share groups may not take its id)."""
+        return group_id in self.state.groups
 
     async def on_topic_deleted(self, topic: str) -> None:
         """Committed offsets of a deleted topic go with it (Kafka's onPartitionsDeleted)."""

@@ -32,6 +32,7 @@ _MODULES = (
     "sasl_handshake", "sasl_authenticate", "scram_credentials",
     "describe_client_quotas", "alter_client_quotas", "update_features",
     "consumer_group_heartbeat", "consumer_group_describe",
+    "share_group_heartbeat", "share_group_describe", "share_fetch", "share_acknowledge",
 )
 
 

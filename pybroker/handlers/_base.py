@@ -21,6 +21,7 @@ from pybroker.cluster.features import FeatureStore
 from pybroker.cluster.metadata import MetadataStore, MetadataImage
 from pybroker.config import BrokerConfig
 from pybroker.coordinator.group_coordinator import GroupCoordinator
+from pybroker.coordinator.share_coordinator import ShareCoordinator
 from pybroker.coordinator.producer_ids import ProducerIds
 from pybroker.cluster.dynamic_broker_config import DynamicBrokerConfig
 from pybroker.coordinator.txn_coordinator import TransactionCoordinator
@@ -89,6 +90,8 @@ class Services:
     # `Handler.feature`, and what UpdateFeatures changes. In memory unless the broker gives
     # its log dir.
     features: FeatureStore = field(default_factory=FeatureStore)
+    # Share groups (KIP-932); None where a broker is assembled without them (unit tests).
+    shares: ShareCoordinator | None = None
 
 
 @dataclass

@@ -12,6 +12,7 @@ from typing import Any
 from construct import Container
 
 from compat.wire import create_topic, read_frame
+from protocol.api_keys import ApiKey
 from protocol.codec import decode_response, encode_request
 
 # create_topic: the same raw CreateTopics v7 the compatibility suite sets its topics up with.
@@ -64,3 +65,13 @@ def send_request(bootstrap: str, api_key: int, version: int, body: Any,
         result = conn.request(api_key, version, body)
         assert result is not None
         return result
+
+
+def enable_share_groups(bootstrap: str) -> None:
+    """Finalize share.version 1 (off by default, as in Kafka 4.1, where share groups are a
+    preview): what `kafka-features.sh upgrade --feature share.version=1` sends."""
+    r = send_request(bootstrap, ApiKey.UPDATE_FEATURES, 1, {
+        "timeout_ms": 60000, "validate_only": False,
+        "feature_updates": [{"feature": "share.version", "max_version_level": 1,
+                             "upgrade_type": 1}]})
+    assert r.error_code == 0, r

@@ -47,7 +47,49 @@ def _specs() -> dict[tuple[int, str], dict[str, Any]]:
         spec = _load(path)
         if spec.get("type") in ("request", "response") and "apiKey" in spec:
             specs[(spec["apiKey"], spec["type"])] = spec
+    for (key, direction), delta in KAFKA_4_1_DELTAS.items():
+        if (key, direction) in specs:
+            delta(specs[(key, direction)])
     return specs
+
+
+def _field(spec: dict[str, Any], *path: str) -> dict[str, Any]:
+    fields = spec["fields"]
+    found: dict[str, Any] = {}
+    for name in path:
+        found = next(sf for sf in fields if sf["name"] == name)
+        fields = found.get("fields", [])
+    return found
+
+
+def _share_v1(spec: dict[str, Any]) -> None:
+    """KIP-932 as released in 4.1: version 1 replaces the incompatible early-access 0."""
+    spec["validVersions"] = "1"
+
+
+def _share_fetch_request_v1(spec: dict[str, Any]) -> None:
+    _share_v1(spec)
+    at = spec["fields"].index(_field(spec, "MaxBytes")) + 1
+    spec["fields"][at:at] = [{"name": "MaxRecords", "type": "int32", "versions": "1+"},
+                             {"name": "BatchSize", "type": "int32", "versions": "1+"}]
+    _field(spec, "Topics", "Partitions", "PartitionMaxBytes")["versions"] = "0"
+
+
+def _share_fetch_response_v1(spec: dict[str, Any]) -> None:
+    _share_v1(spec)
+    at = spec["fields"].index(_field(spec, "ErrorMessage")) + 1
+    spec["fields"].insert(at, {"name": "AcquisitionLockTimeoutMs", "type": "int32",
+                               "versions": "0+"})
+
+
+# The local specs predate Kafka 4.1 for the share-group APIs (../shared/reference/
+# KAFKA4_GROUPS.md, section 0): these are the 4.1 changes, applied to them at load time.
+KAFKA_4_1_DELTAS = {
+    (76, "request"): _share_v1, (76, "response"): _share_v1,
+    (77, "request"): _share_v1, (77, "response"): _share_v1,
+    (78, "request"): _share_fetch_request_v1, (78, "response"): _share_fetch_response_v1,
+    (79, "request"): _share_v1, (79, "response"): _share_v1,
+}
 
 
 SPECS = _specs()

@@ -267,6 +267,8 @@ public final class JavaClient {
                 }
                 case "consume_group":
                     return consumeGroup(bootstrap, topic, req.get("group").asText(), req.get("count").asInt());
+                case "share_consume":
+                    return shareConsume(req, bootstrap, topic);
                 case "committed": {
                     Properties props = consumerProps(bootstrap);
                     props.put("group.id", req.get("group").asText());
@@ -462,6 +464,73 @@ public final class JavaClient {
     }
 
     /** Joins the group, takes exactly `count` records, commits exactly those, leaves. */
+    /**
+     * A KafkaShareConsumer (KIP-932) in explicit acknowledgement mode. Its group starts at the
+     * end of the partition (share.auto.offset.reset latest), so "warm-up" records are produced
+     * until it gets one; then `recs` are produced and consumed until `count` of them came,
+     * each acknowledged as `acks` names its value (RELEASE, REJECT; ACCEPT otherwise, and on a
+     * second delivery). Returns what came, with each delivery count, in order.
+     */
+    static JsonNode shareConsume(JsonNode req, String bootstrap, String topic) throws Exception {
+        Properties props = consumerProps(bootstrap);
+        props.remove("enable.auto.commit");
+        props.remove("auto.offset.reset");
+        props.remove("fetch.max.wait.ms");
+        props.put("group.id", req.get("group").asText());
+        props.put("share.acknowledgement.mode", "explicit");
+        Map<String, String> acks = new HashMap<>();
+        req.path("acks").fields().forEachRemaining(e -> acks.put(e.getKey(), e.getValue().asText()));
+        int count = req.get("count").asInt();
+        ArrayNode records = JSON.createArrayNode();
+        Set<String> delivered = new HashSet<>();
+        byte[] warmUp = "warm-up".getBytes(StandardCharsets.UTF_8);
+        try (org.apache.kafka.clients.consumer.KafkaShareConsumer<byte[], byte[]> c =
+                     new org.apache.kafka.clients.consumer.KafkaShareConsumer<>(props);
+             KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(producerProps(bootstrap))) {
+            c.subscribe(List.of(topic));
+            boolean warm = false;
+            long deadline = System.currentTimeMillis() + 2 * TIMEOUT.toMillis();
+            while (records.size() < count && System.currentTimeMillis() < deadline) {
+                if (!warm) {
+                    p.send(new ProducerRecord<>(topic, null, warmUp)).get();
+                }
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500))) {
+                    String value = b64(r.value());
+                    org.apache.kafka.clients.consumer.AcknowledgeType type =
+                            org.apache.kafka.clients.consumer.AcknowledgeType.ACCEPT;
+                    if (java.util.Arrays.equals(r.value(), warmUp)) {
+                        if (!warm) {
+                            warm = true;
+                            send(p, topic, req.get("recs"));
+                        }
+                    } else {
+                        ObjectNode g = got(r);
+                        g.put("delivery_count", r.deliveryCount().map(Short::intValue).orElse(-1));
+                        records.add(g);
+                        if (acks.containsKey(value) && delivered.add(value)) {
+                            type = org.apache.kafka.clients.consumer.AcknowledgeType.valueOf(acks.get(value));
+                        }
+                    }
+                    c.acknowledge(r, type);
+                }
+                c.commitSync(TIMEOUT);
+            }
+            // a few more polls: what was accepted or rejected must not come back
+            for (int i = 0; i < 4; i++) {
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(300))) {
+                    if (!java.util.Arrays.equals(r.value(), warmUp)) {
+                        ObjectNode g = got(r);
+                        g.put("delivery_count", r.deliveryCount().map(Short::intValue).orElse(-1));
+                        records.add(g);
+                    }
+                    c.acknowledge(r, org.apache.kafka.clients.consumer.AcknowledgeType.ACCEPT);
+                }
+                c.commitSync(TIMEOUT);
+            }
+        }
+        return records;
+    }
+
     static JsonNode consumeGroup(String bootstrap, String topic, String group, int count) {
         Properties props = consumerProps(bootstrap);
         props.put("group.id", group);

@@ -1,0 +1,322 @@
+"""Share groups (KIP-932) as the broker runs them: the pure membership, session and
+share-partition machines plus the clock, the timers and the metadata.
+
+Theory of operation
+-------------------
+Membership (`share_group.ShareGroups`) is served by the broker that coordinates the group id,
+as for classic groups; sessions (`share_session`) and share-partitions (`share_partition`)
+live on the leader of each partition, where ShareFetch and ShareAcknowledge go. On one broker
+both are here; in a cluster each broker keeps the share-partitions of the partitions it leads.
+
+A share-partition is created at the first ShareFetch of the group for that partition,
+starting where `share.auto.offset.reset` says (latest: the high watermark then). One timer
+task sleeps until the earliest acquisition-lock or member-session deadline; when locks expire,
+the purgatory is notified for their partitions, so a ShareFetch waiting there reads again and
+gets the records that came back. A member that leaves or times out, and a session closed with
+epoch -1, release what the member holds, with the same notification.
+
+Durability. Each change to a share-partition's durable view (an acknowledgement, a release, a
+lock expiry, the SPSO moving) marks it dirty; `flush()` writes one ShareSnapshot record per
+dirty share-partition to `__share_group_state` (`share_records`; partition
+`abs(javaHash("group:topicId:partition")) % 50`, as Kafka), appended as leader and committed
+before the handler answers the acknowledgement. `load()` at start adopts the latest snapshot
+of each key from the partitions this broker leads, so acknowledged records stay done and
+acquired ones come back Available. This broker must lead the state partition of a key to
+write it: on one broker it always does; on a cluster a write whose partition another broker
+leads fails with NOT_COORDINATOR (Kafka's share coordinator RPCs, 83-87, are not built).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any, Callable, Iterable
+from uuid import UUID
+
+import trio
+
+from protocol.errors import ErrorCode
+from protocol.records.record import Record, build_batch
+from pybroker.cluster.metadata import MetadataStore
+from pybroker.config.broker import BrokerConfig
+from pybroker.coordinator.share_group import (
+    HeartbeatResult, ShareGroupConfig, ShareGroups,
+)
+from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
+from pybroker.coordinator.share_partition import SharePartition, SharePartitionConfig
+from pybroker.coordinator.share_records import (
+    ShareSnapshot, ShareStateKey, decode_key, decode_value, encode_key, encode_value,
+    state_key_text,
+)
+from pybroker.coordinator.share_session import ShareSessionCache
+from pybroker.controller.topic_admin import TopicAdmin
+from pybroker.replica.manager import ReplicaManager
+from pybroker.storage.log_manager import LogManager
+from pybroker.replica.purgatory import Purgatory, Watch
+
+__all__ = ["ShareCoordinator", "SharePartitionKey", "SHARE_STATE_TOPIC"]
+
+SHARE_STATE_TOPIC = "__share_group_state"
+
+log = logging.getLogger(__name__)
+
+SharePartitionKey = tuple[str, UUID, int]  # group id, topic id, partition
+
+
+class ShareCoordinator:
+    def __init__(self, config: BrokerConfig, metadata: MetadataStore, logs: LogManager,
+                 replicas: ReplicaManager, topics: TopicAdmin, purgatory: Purgatory, *,
+                 clock: Callable[[], int] | None = None) -> None:
+        self.node_id = config.node_id
+        self.metadata = metadata
+        self.logs = logs
+        self.replicas = replicas
+        self.purgatory = purgatory
+        self._clock = clock or (lambda: int(time.time() * 1000))
+        self.groups = ShareGroups(ShareGroupConfig(
+            session_timeout_ms=config.group_share_session_timeout_ms,
+            heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+            max_size=config.group_share_max_size))
+        self.sessions = ShareSessionCache(config.group_share_max_share_sessions)
+        self.partition_config = SharePartitionConfig(
+            record_lock_duration_ms=config.group_share_record_lock_duration_ms,
+            delivery_count_limit=config.group_share_delivery_count_limit,
+            max_record_locks=config.group_share_partition_max_record_locks)
+        self.partitions: dict[SharePartitionKey, SharePartition] = {}
+        self._dirty: set[SharePartitionKey] = set()
+        self.topic = InternalTopic(
+            SHARE_STATE_TOPIC, metadata, topics, replicas,
+            partitions=config.share_coordinator_state_topic_num_partitions,
+            replication_factor=config.share_coordinator_state_topic_replication_factor,
+            replication_factor_set=(
+                "share.coordinator.state.topic.replication.factor" in config.explicit),
+            configs=lambda replicas: {
+                "cleanup.policy": "compact",
+                "min.insync.replicas": str(min(config.share_coordinator_state_topic_min_isr,
+                                               replicas))},
+            commit_timeout_ms=config.offsets_commit_timeout_ms)
+        self._wakeup: trio.Event | None = None
+        self._sleeping_until = math.inf
+
+    def now(self) -> int:
+        return self._clock()
+
+    # -- metadata ------------------------------------------------------------------------------
+
+    def lookup(self, name: str) -> tuple[UUID, int] | None:
+        info = self.metadata.image.topics.get(name)
+        return None if info is None else (info.topic_id, len(info.partitions))
+
+    def topic_name(self, topic_id: UUID) -> str | None:
+        info = self.metadata.image.topic_by_id(topic_id)
+        return None if info is None else info.name
+
+    # -- membership ----------------------------------------------------------------------------
+
+    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
+                  subscribed_topic_names: list[str] | None, *, client_id: str,
+                  client_host: str) -> HeartbeatResult:
+        result = self.groups.heartbeat(group_id, member_id, member_epoch, rack_id,
+                                       subscribed_topic_names, self.lookup, self.now(),
+                                       client_id=client_id, client_host=client_host)
+        if result.left is not None:
+            self.release_member(group_id, result.left)
+        elif result.error == ErrorCode.NONE:  # the member's session runs from now
+            self._kick(self.now() + self.groups.config.session_timeout_ms)
+        return result
+
+    # -- share-partitions ----------------------------------------------------------------------
+
+    def share_partition(self, group_id: str, topic_id: UUID, topic: str, partition: int
+                        ) -> tuple[ErrorCode, SharePartition | None]:
+        """The group's share-partition, created at its first use; or why this broker cannot
+        serve it (not the leader, no such partition)."""
+        code, part = self.replicas.leader_partition(topic, partition)
+        if part is None:
+            return code, None
+        key = (group_id, topic_id, partition)
+        sp = self.partitions.get(key)
+        if sp is None:
+            plog = part.log
+            sp = self.partitions[key] = SharePartition.initialize(
+                self.partition_config, plog.log_start_offset, plog.high_watermark)
+            self._dirty.add(key)
+            self._kick()
+        else:
+            start = sp.start_offset
+            sp.update_log_start(part.log.log_start_offset)
+            if sp.start_offset != start:
+                self._dirty.add(key)
+        return ErrorCode.NONE, sp
+
+    def release_member(self, group_id: str, member_id: str) -> None:
+        """A member left, timed out or closed its session: its records come back."""
+        for key, sp in self.partitions.items():
+            if key[0] == group_id and sp.release_member(member_id):
+                self.changed(key)
+
+    def changed(self, key: SharePartitionKey) -> None:
+        """The share-partition's records changed state: written at the next `flush`, and a
+        ShareFetch waiting on the partition reads again (records may have come back)."""
+        self._dirty.add(key)
+        self._notify(key[1], key[2])
+
+    def acquired(self, now_ms: int) -> None:
+        """A ShareFetch acquired records at `now_ms`: their locks run out at now + the lock
+        duration, which the timer may have to wake for (no scan of every lock: each new one
+        ends after all the others, the duration being the broker's)."""
+        self._kick(now_ms + self.partition_config.record_lock_duration_ms)
+
+    def _notify(self, topic_id: UUID, partition: int) -> None:
+        topic = self.topic_name(topic_id)
+        if topic is not None:
+            self.purgatory.notify((topic, partition), Watch.HIGH_WATERMARK)
+
+    # -- timers --------------------------------------------------------------------------------
+
+    def next_deadline(self) -> int | None:
+        deadlines = [d for d in (sp.next_deadline() for sp in self.partitions.values())
+                     if d is not None]
+        member = self.groups.next_deadline()
+        if member is not None:
+            deadlines.append(member)
+        return min(deadlines) if deadlines else None
+
+    def expire(self, now_ms: int) -> None:
+        for key, sp in self.partitions.items():
+            if sp.expire(now_ms):
+                self.changed(key)
+        for group_id, member_id in self.groups.expire(now_ms, self.lookup):
+            self.release_member(group_id, member_id)
+
+    def _kick(self, deadline: int | None = None) -> None:
+        """Wake the timer task if `deadline` (by default the earliest of all) comes before
+        the one it sleeps until."""
+        if self._wakeup is None:
+            return
+        if deadline is None:
+            deadline = self.next_deadline()
+        if deadline is not None and deadline < self._sleeping_until:
+            self._wakeup.set()
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Sleeps until the next lock or session deadline, then expires what is due."""
+        task_status.started()
+        while True:
+            self._wakeup = trio.Event()
+            now = self.now()
+            deadline = self.next_deadline()
+            if deadline is not None and deadline <= now:
+                self._sleeping_until = math.inf
+                try:
+                    self.expire(now)
+                    await self.flush()
+                except Exception:
+                    log.exception("share-group timers failed")
+                await trio.sleep(0)
+                continue
+            self._sleeping_until = math.inf if deadline is None else deadline
+            with trio.move_on_after(math.inf if deadline is None else (deadline - now) / 1000):
+                await self._wakeup.wait()
+
+    async def time_advanced(self) -> None:
+        """The clock jumped forward (a test's advance_time): expire what is due now."""
+        self.expire(self.now())
+        await self.flush()
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def partitions_of(self, group_id: str) -> Iterable[tuple[SharePartitionKey, SharePartition]]:
+        return ((k, sp) for k, sp in self.partitions.items() if k[0] == group_id)
+
+    # -- durability ----------------------------------------------------------------------------
+
+    async def flush(self) -> ErrorCode:
+        """Write a snapshot of every dirty share-partition and wait until each is committed;
+        the first failure is returned (as the coordinators map append errors), and what did
+        not get written stays dirty for the next flush."""
+        if not self._dirty:
+            return ErrorCode.NONE
+        code = await self.topic.ensure()
+        if code:
+            return code
+        by_partition: dict[int, list[SharePartitionKey]] = {}
+        for key in sorted(self._dirty):
+            state_key = ShareStateKey(*key)
+            by_partition.setdefault(self.topic.partition_for(state_key_text(state_key)),
+                                    []).append(key)
+        for partition, keys in sorted(by_partition.items()):
+            records = []
+            for key in keys:
+                sp = self.partitions[key]
+                snapshot = ShareSnapshot(0, sp.start_offset, tuple(sp.state_batches()))
+                records.append(Record(encode_key(ShareStateKey(*key)), encode_value(snapshot)))
+            self._dirty.difference_update(keys)
+            error, _ = await self.topic.append(partition, build_batch(records))
+            if error:
+                self._dirty.update(keys)
+                return APPEND_ERRORS.get(error, error)
+        return ErrorCode.NONE
+
+    def is_share_group(self, group_id: str) -> bool:
+        """A share group of that id lives here: members now, or state from before a restart
+        (membership is not durable, the share-partitions are)."""
+        return group_id in self.groups.groups or any(k[0] == group_id for k in self.partitions)
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups for a share group: refused while it has members (NON_EMPTY_GROUP);
+        else its share-partitions go, each with a tombstone in __share_group_state, so a
+        restart does not bring them back."""
+        code = self.groups.delete(group_id)
+        if code == ErrorCode.NON_EMPTY_GROUP:
+            return code
+        keys = [k for k in self.partitions if k[0] == group_id]
+        if code == ErrorCode.GROUP_ID_NOT_FOUND and not keys:
+            return code
+        by_partition: dict[int, list[SharePartitionKey]] = {}
+        for key in keys:
+            by_partition.setdefault(
+                self.topic.partition_for(state_key_text(ShareStateKey(*key))), []).append(key)
+        for partition, part_keys in sorted(by_partition.items()):
+            batch = build_batch([Record(encode_key(ShareStateKey(*k)), None) for k in part_keys])
+            error, _ = await self.topic.append(partition, batch)
+            if error:
+                return APPEND_ERRORS.get(error, error)
+            for key in part_keys:
+                del self.partitions[key]
+                self._dirty.discard(key)
+        for session_key in [k for k in self.sessions.sessions if k[0] == group_id]:
+            self.sessions.close(*session_key)
+        return ErrorCode.NONE
+
+    def load(self) -> int:
+        """Adopt the latest snapshot of each share-partition from the partitions of
+        __share_group_state this broker leads; the number of share-partitions loaded. Runs
+        once at start, before the broker listens; an undecodable record is logged and
+        skipped."""
+        info = self.metadata.image.topics.get(SHARE_STATE_TOPIC)
+        latest: dict[SharePartitionKey, ShareSnapshot | None] = {}
+        if info is None:
+            return 0
+        for p in info.partitions:
+            plog = self.logs.get(SHARE_STATE_TOPIC, p.partition)
+            if p.leader != self.node_id or plog is None:
+                continue
+            for _, rec in InternalTopic.read(plog):
+                try:
+                    key = decode_key(rec.key or b"")
+                    if key is None:
+                        continue
+                    latest[(key.group_id, key.topic_id, key.partition)] = (
+                        None if rec.value is None else decode_value(rec.value))
+                except Exception as exc:  # struct, UTF-8 or value errors
+                    log.warning("skipping undecodable %s record at %d-%d: %s",
+                                SHARE_STATE_TOPIC, p.partition, rec.offset, exc)
+        for sp_key, snapshot in latest.items():
+            if snapshot is not None:
+                self.partitions[sp_key] = SharePartition(self.partition_config,
+                                                      snapshot.start_offset, snapshot.batches)
+        if self.partitions:
+            log.info("loaded %d share-partition(s) from %s", len(self.partitions),
+                     SHARE_STATE_TOPIC)
+        return len(self.partitions)

@@ -1,0 +1,344 @@
+"""Share groups (KIP-932) over the wire, request by request: what the stock clients cannot be
+made to send on cue (a wrong session epoch, an acknowledgement of a record not held, a member
+that vanishes holding records), against a real broker on an ephemeral port."""
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from confluent_kafka import Producer
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from tests.helpers import broker_in_thread
+from tests.integration.raw import RawConnection, create_topic, enable_share_groups
+
+LOCK_MS = 1000
+SHORT = {"group.share.record.lock.duration.ms": str(LOCK_MS),
+         "group.share.delivery.count.limit": "2",
+         "group.share.heartbeat.interval.ms": "1234",
+         "share.coordinator.state.topic.num.partitions": "3",
+         "share.coordinator.state.topic.replication.factor": "1",
+         "share.coordinator.state.topic.min.isr": "1"}
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+
+
+class Member:
+    """One share-group member speaking the raw protocol on its own connection."""
+
+    def __init__(self, bootstrap: str, group: str = "sg", topic: str = "q") -> None:
+        self.conn = RawConnection(bootstrap)
+        self.group, self.topic = group, topic
+        self.member_id = str(uuid.uuid4())
+        self.epoch = 0
+        self.topic_id: uuid.UUID | None = None
+
+    def heartbeat(self, epoch: int, topics: list[str] | None = None) -> Any:
+        return self.conn.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+            "group_id": self.group, "member_id": self.member_id, "member_epoch": epoch,
+            "rack_id": None, "subscribed_topic_names": topics})
+
+    def join(self) -> Any:
+        r = self.heartbeat(0, [self.topic])
+        assert r.error_code == 0, ErrorCode(r.error_code).name
+        self.topic_id = r.assignment.topic_partitions[0].topic_id
+        return r
+
+    def fetch(self, acks: list[tuple[int, int, int]] = (), *, epoch: int | None = None,
+              max_wait_ms: int = 0, max_records: int = 500) -> Any:
+        r = self.conn.request(ApiKey.SHARE_FETCH, 1, {
+            "group_id": self.group, "member_id": self.member_id,
+            "share_session_epoch": self.epoch if epoch is None else epoch,
+            "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
+            "max_records": max_records, "batch_size": max_records,
+            "topics": [{"topic_id": self.topic_id, "partitions": [{
+                "partition_index": 0, "acknowledgement_batches": [
+                    {"first_offset": f, "last_offset": last, "acknowledge_types": [t]}
+                    for f, last, t in acks]}]}],
+            "forgotten_topics_data": []})
+        if r.error_code == 0 and epoch is None:
+            self.epoch = 1 if self.epoch == 0 else self.epoch + 1
+        return r
+
+    def acknowledge(self, acks: list[tuple[int, int, int]], *, epoch: int | None = None) -> Any:
+        r = self.conn.request(ApiKey.SHARE_ACKNOWLEDGE, 1, {
+            "group_id": self.group, "member_id": self.member_id,
+            "share_session_epoch": self.epoch if epoch is None else epoch,
+            "topics": [{"topic_id": self.topic_id, "partitions": [{
+                "partition_index": 0, "acknowledgement_batches": [
+                    {"first_offset": f, "last_offset": last, "acknowledge_types": [t]}
+                    for f, last, t in acks]}]}]})
+        if r.error_code == 0 and epoch is None:
+            self.epoch += 1
+        return r
+
+
+def acquired(response: Any) -> list[tuple[int, int, int]]:
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in response.responses for p in t.partitions for a in p.acquired_records]
+
+
+def ack_codes(response: Any) -> list[int]:
+    """AcknowledgeErrorCode of a ShareFetch, ErrorCode of a ShareAcknowledge."""
+    return [p.get("acknowledge_error_code", p.error_code)
+            for t in response.responses for p in t.partitions]
+
+
+def produce(bootstrap: str, count: int, topic: str = "q") -> None:
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(count):
+        p.produce(topic, f"v{i}".encode())
+    assert p.flush(10) == 0
+
+
+@pytest.fixture
+def bootstrap(tmp_path: Path) -> Iterator[str]:
+    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+        yield info.bootstrap
+
+
+def started(bootstrap: str, records: int = 5) -> Member:
+    """A member that joined and opened its session (the share-partition starts at the end:
+    share.auto.offset.reset is latest), then `records` records produced."""
+    enable_share_groups(bootstrap)
+    create_topic(bootstrap, "q")
+    m = Member(bootstrap)
+    m.join()
+    assert m.fetch().error_code == 0
+    produce(bootstrap, records)
+    return m
+
+
+def test_share_groups_are_served_only_once_share_version_is_finalized(bootstrap: str) -> None:
+    """share.version is 0 by default (Kafka 4.1): the four APIs are neither advertised nor
+    served until an UpdateFeatures raises it; the level is kept across a restart (the
+    restart test relies on it)."""
+    def advertised() -> set[int]:
+        r = RawConnection(bootstrap).request(ApiKey.API_VERSIONS, 3, {
+            "client_software_name": "t", "client_software_version": "1"})
+        return {a.api_key for a in r.api_keys}
+    share_apis = {ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE,
+                  ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE}
+    create_topic(bootstrap, "q")
+    assert not share_apis & advertised()
+    assert Member(bootstrap).heartbeat(0, ["q"]).error_code == ErrorCode.UNSUPPORTED_VERSION
+    enable_share_groups(bootstrap)
+    assert share_apis <= advertised()
+    assert Member(bootstrap).heartbeat(0, ["q"]).error_code == ErrorCode.NONE
+
+
+def test_acquire_accept_and_nothing_left(bootstrap: str) -> None:
+    m = started(bootstrap)
+    r = m.fetch(max_wait_ms=5000)
+    assert r.acquisition_lock_timeout_ms == LOCK_MS
+    assert acquired(r) == [(0, 4, 1)]
+    part = r.responses[0].partitions[0]
+    assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (-1, -1)
+    r = m.fetch([(0, 4, ACCEPT)])
+    assert ack_codes(r) == [0] and acquired(r) == []
+
+
+def test_release_redelivers_and_the_delivery_limit_archives(bootstrap: str) -> None:
+    m = started(bootstrap, 2)
+    assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 1, 1)]
+    r = m.fetch([(0, 0, RELEASE), (1, 1, ACCEPT)])
+    assert ack_codes(r) == [0]
+    assert acquired(r) == [(0, 0, 2)]
+    # released at the limit (2): archived, never handed out again
+    r = m.fetch([(0, 0, RELEASE)], max_wait_ms=300)
+    assert ack_codes(r) == [0] and acquired(r) == []
+
+
+def test_reject_archives(bootstrap: str) -> None:
+    m = started(bootstrap, 1)
+    assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 0, 1)]
+    assert ack_codes(m.fetch([(0, 0, REJECT)], max_wait_ms=300)) == [0]
+    other = Member(bootstrap)
+    other.join()
+    assert acquired(other.fetch(max_wait_ms=300)) == []
+
+
+def test_a_vanished_members_records_come_back_after_the_lock(bootstrap: str) -> None:
+    m = started(bootstrap, 3)
+    assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 2, 1)]
+    m.conn.close()  # gone, holding 0-2
+    other = Member(bootstrap)
+    other.join()
+    assert acquired(other.fetch()) == []  # still locked
+    start = time.monotonic()
+    r = other.fetch(max_wait_ms=30_000)
+    assert acquired(r) == [(0, 2, 2)]
+    # woken by the expiry (after 1 s), long before the 30 s wait would run out
+    assert time.monotonic() - start < 15
+
+
+def test_acknowledging_what_one_does_not_hold_is_invalid_record_state(bootstrap: str) -> None:
+    m = started(bootstrap, 2)
+    assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 1, 1)]
+    other = Member(bootstrap)
+    other.join()
+    other.fetch()
+    assert ack_codes(other.acknowledge([(0, 0, ACCEPT)])) == [ErrorCode.INVALID_RECORD_STATE]
+    assert ack_codes(m.acknowledge([(5, 5, ACCEPT)])) == [ErrorCode.INVALID_RECORD_STATE]
+    assert ack_codes(m.acknowledge([(0, 1, ACCEPT)])) == [0]
+
+
+def test_session_epochs(bootstrap: str) -> None:
+    m = started(bootstrap, 1)
+    assert m.fetch(epoch=7).error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    assert m.acknowledge([(0, 0, ACCEPT)], epoch=0).error_code \
+        == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    stranger = Member(bootstrap)
+    stranger.topic_id = m.topic_id
+    assert stranger.fetch(epoch=1).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    assert m.fetch([(0, 0, ACCEPT)], epoch=0).error_code == ErrorCode.INVALID_REQUEST
+    # the session still expects its epoch: none of the refused requests moved it
+    assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 0, 1)]
+
+
+def test_closing_the_session_releases_at_once(bootstrap: str) -> None:
+    m = started(bootstrap, 2)
+    assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 1, 1)]
+    r = m.acknowledge([(0, 0, ACCEPT)], epoch=-1)
+    assert r.error_code == 0 and ack_codes(r) == [0]
+    other = Member(bootstrap)
+    other.join()
+    assert acquired(other.fetch(max_wait_ms=2000)) == [(1, 1, 2)]
+
+
+def test_heartbeat_errors_and_describe(bootstrap: str) -> None:
+    m = started(bootstrap, 0)
+    assert m.heartbeat(m.heartbeat(0, ["q"]).member_epoch).heartbeat_interval_ms == 1234
+    assert m.heartbeat(99).error_code == ErrorCode.FENCED_MEMBER_EPOCH
+    assert Member(bootstrap).heartbeat(3).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert Member(bootstrap).heartbeat(0, None).error_code == ErrorCode.INVALID_REQUEST
+    d = m.conn.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {
+        "group_ids": ["sg", "nope"], "include_authorized_operations": False})
+    sg, nope = d.groups
+    assert (sg.error_code, sg.group_state, sg.assignor_name) == (0, "Stable", "simple")
+    assert [(x.member_id, x.assignment.topic_partitions[0].topic_name) for x in sg.members] \
+        == [(m.member_id, "q")]
+    assert nope.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert m.heartbeat(-1).member_epoch == -1
+
+
+def test_a_restart_keeps_acknowledged_done_and_acquired_available(tmp_path: Path) -> None:
+    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+        m = started(info.bootstrap, 4)
+        assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 3, 1)]
+        assert ack_codes(m.acknowledge([(0, 0, ACCEPT), (2, 2, REJECT)])) == [0]
+        topic_id = m.topic_id
+        # the state's own topic, with the partitions it was configured with
+        r = m.conn.request(ApiKey.METADATA, 12, {
+            "topics": [{"topic_id": None, "name": "__share_group_state"}],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        assert len(r.topics[0].partitions) == 3
+        r = m.conn.request(ApiKey.DESCRIBE_CONFIGS, 1, {"resources": [{
+            "resource_type": 2, "resource_name": "__share_group_state",
+            "configuration_keys": ["min.insync.replicas", "cleanup.policy"]}],
+            "include_synonyms": False})
+        assert {c.name: c.value for c in r.results[0].configs} == {
+            "min.insync.replicas": "1", "cleanup.policy": "compact"}
+        m.conn.close()
+    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+        again = Member(info.bootstrap)
+        again.join()
+        assert again.topic_id == topic_id
+        r = again.fetch(max_wait_ms=5000)
+        # 1 and 3 were acquired, not acknowledged: back, and delivered a second time
+        assert acquired(r) == [(1, 1, 2), (3, 3, 2)]
+
+
+def test_limits(tmp_path: Path) -> None:
+    """The record-lock cap, the session cache and the group size, at their edges."""
+    limits = {"group.share.partition.max.record.locks": "100",
+              "group.share.max.share.sessions": "1", "group.share.max.size": "1"}
+    with broker_in_thread(tmp_path / "logs", **limits) as info:
+        m = started(info.bootstrap, 0)
+        for _ in range(3):  # three batches: 0-49, 50-99, 100-149
+            produce(info.bootstrap, 50)
+        r = m.fetch(max_wait_ms=5000)
+        assert acquired(r) == [(0, 99, 1)]  # the cap stops before the third batch
+        assert acquired(m.fetch()) == []
+        assert acquired(m.fetch([(0, 49, ACCEPT)])) == [(100, 149, 1)]
+        other = Member(info.bootstrap)
+        assert other.heartbeat(0, ["q"]).error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
+        other.topic_id = m.topic_id
+        assert other.fetch().error_code == ErrorCode.SHARE_SESSION_LIMIT_REACHED
+
+
+def test_a_silent_member_is_removed_and_its_records_released(tmp_path: Path) -> None:
+    with broker_in_thread(tmp_path / "logs", **{"group.share.session.timeout.ms": "1000"}
+                          ) as info:
+        m = started(info.bootstrap, 1)
+        assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 0, 1)]
+        other = Member(info.bootstrap)
+        other.join()
+        other.fetch()
+        deadline = time.monotonic() + 10
+        got: list = []
+        while not got and time.monotonic() < deadline:
+            other.heartbeat(other_epoch(other))
+            got = acquired(other.fetch(max_wait_ms=200))
+        assert got == [(0, 0, 2)]  # m's session ran out (the lock is 30 s): released
+        d = other.conn.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {
+            "group_ids": ["sg"], "include_authorized_operations": False})
+        assert [x.member_id for x in d.groups[0].members] == [other.member_id]
+
+
+def other_epoch(member: Member) -> int:
+    """The member's current epoch, from a describe (the group epoch moves as members go)."""
+    d = member.conn.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {
+        "group_ids": [member.group], "include_authorized_operations": False})
+    return next(x.member_epoch for x in d.groups[0].members if x.member_id == member.member_id)
+
+
+def test_delete_groups_drops_a_share_groups_state_for_good(tmp_path: Path) -> None:
+    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+        m = started(info.bootstrap, 2)
+        assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 1, 1)]
+        assert ack_codes(m.acknowledge([(0, 1, ACCEPT)])) == [0]
+
+        def delete() -> int:
+            r = m.conn.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["sg"]})
+            return r.results[0].error_code
+
+        assert delete() == ErrorCode.NON_EMPTY_GROUP
+        assert m.heartbeat(-1).error_code == 0
+        assert delete() == 0
+        assert delete() == ErrorCode.GROUP_ID_NOT_FOUND
+        m.conn.close()
+    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+        produce(info.bootstrap, 1)  # offset 2; a new group starts at the end (latest)
+        again = Member(info.bootstrap)
+        again.join()
+        assert again.fetch(max_wait_ms=300).error_code == 0
+        produce(info.bootstrap, 1)
+        assert acquired(again.fetch(max_wait_ms=5000)) == [(3, 3, 1)]
+
+
+def test_kill_9_after_an_acknowledgement_is_answered_redelivers_only_the_rest(
+        tmp_path: Path) -> None:
+    """The acknowledgement is in the log before its answer: a kill -9 right after the answer
+    loses none of it, and what was only acquired comes back."""
+    from pybroker.testing import BrokerProcess
+    log_dir = tmp_path / "logs"
+    bp = BrokerProcess(log_dir, **SHORT).start()
+    try:
+        m = started(bp.bootstrap, 10)
+        assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 9, 1)]
+        assert ack_codes(m.acknowledge([(0, 4, ACCEPT), (5, 5, REJECT)])) == [0]
+        topic_id = m.topic_id
+        bp.kill()
+        m.conn.close()
+        bp = BrokerProcess(log_dir, **SHORT).start()
+        again = Member(bp.bootstrap)
+        again.join()
+        assert again.topic_id == topic_id
+        assert acquired(again.fetch(max_wait_ms=5000)) == [(6, 9, 2)]
+    finally:
+        if bp.proc is not None and bp.proc.poll() is None:
+            bp.kill()
