@@ -15,8 +15,9 @@ and has loaded, the appends, the committed offsets); this façade borrows all of
   would be, once `validate_commit` / `validate_fetch` have checked the member's epoch.
 
 A group id is either classic or consumer: a heartbeat for a classic group with members gets
-GROUP_ID_NOT_FOUND (online migration is not served), and a classic JoinGroup for a consumer
-group is the classic coordinator's business (it sees no members there).
+GROUP_ID_NOT_FOUND (online migration is not served), and so does a classic JoinGroup for a
+consumer group with members (`GroupCoordinator.join`). Share groups keep their ids apart the
+same way (tests/integration/test_group_types.py).
 """
 from __future__ import annotations
 

@@ -299,6 +299,11 @@ class GroupCoordinator:
         code = await self._coordinates(request.group_id)
         if code:
             return JoinResult(code, request.member_id)
+        live = self.consumer.group(request.group_id)
+        if live is not None and live.members:
+            # A consumer group with members: Kafka without online migration answers "not a
+            # classic group" (GROUP_ID_NOT_FOUND) rather than let a second protocol in.
+            return JoinResult(ErrorCode.GROUP_ID_NOT_FOUND, request.member_id)
         return await self._wait_for(lambda token: self.state.join(request, self.now(), token),
                                     request.group_id)
 

@@ -41,6 +41,10 @@ def _body(response: HeartbeatResponse) -> dict:
 async def handle(ctx: RequestContext, request: Container) -> dict:
     if not allowed(ctx, Op.READ, GROUP, request.group_id):
         return error_response(ctx, request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    shares = ctx.services.shares
+    if shares is not None and shares.is_share_group(request.group_id):
+        return _body(HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, error_message=(
+            f"Group {request.group_id} is not a consumer group.")))
     topics = {name: (info.topic_id, len(info.partitions))
               for name, info in ctx.image.topics.items()}
     response = await ctx.groups.consumer.heartbeat(_request(ctx, request), ctx.version, topics)

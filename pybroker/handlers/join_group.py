@@ -10,7 +10,9 @@ from __future__ import annotations
 from construct import Container
 
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
 from pybroker.coordinator.group_state import JoinRequest
+from pybroker.coordinator.group_types import JoinResult
 from pybroker.handlers._authz import GROUP, Op, require
 from pybroker.handlers._base import Handler, RequestContext
 
@@ -18,19 +20,24 @@ from pybroker.handlers._base import Handler, RequestContext
 async def handle(ctx: RequestContext, request: Container) -> dict:
     require(ctx, Op.READ, GROUP, request.group_id)
     version = ctx.version
-    result = await ctx.groups.join(JoinRequest(
-        group_id=request.group_id,
-        member_id=request.member_id,
-        protocol_type=request.protocol_type,
-        protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
-        session_timeout_ms=request.session_timeout_ms,
-        rebalance_timeout_ms=(request.rebalance_timeout_ms if version >= 1
-                              else request.session_timeout_ms),
-        group_instance_id=request.group_instance_id if version >= 5 else None,
-        client_id=ctx.client_id,
-        client_host=f"/{ctx.client_host}",
-        require_known_member_id=version >= 4,
-        reason=request.reason))
+    shares = ctx.services.shares
+    if shares is not None and shares.is_share_group(request.group_id):
+        # not a classic group (Kafka's answer to a JoinGroup for a share group's id)
+        result = JoinResult(ErrorCode.GROUP_ID_NOT_FOUND, request.member_id)
+    else:
+        result = await ctx.groups.join(JoinRequest(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            protocol_type=request.protocol_type,
+            protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+            session_timeout_ms=request.session_timeout_ms,
+            rebalance_timeout_ms=(request.rebalance_timeout_ms if version >= 1
+                                  else request.session_timeout_ms),
+            group_instance_id=request.group_instance_id if version >= 5 else None,
+            client_id=ctx.client_id,
+            client_host=f"/{ctx.client_host}",
+            require_known_member_id=version >= 4,
+            reason=request.reason))
     protocol_name = result.protocol_name
     if protocol_name is None and version < 7:
         protocol_name = ""  # not nullable before v7

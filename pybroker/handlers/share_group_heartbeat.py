@@ -18,7 +18,8 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     code = await ctx.groups.coordinates(request.group_id) if request.group_id else ErrorCode.NONE
     if code:
         return _error(code)
-    if ctx.groups.has_group(request.group_id):  # the id is a classic group's
+    if (ctx.groups.has_group(request.group_id)  # the id is a classic or consumer group's
+            or ctx.groups.consumer.group(request.group_id) is not None):
         return _error(ErrorCode.GROUP_ID_NOT_FOUND)
     result = shares.heartbeat(request.group_id, request.member_id, request.member_epoch,
                               request.rack_id, request.subscribed_topic_names,
