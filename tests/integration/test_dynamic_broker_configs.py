@@ -201,6 +201,17 @@ def test_cleaner_threads_and_backoff_are_dynamic(tool) -> None:
         for i in range(6):
             producer.produce("compacted", key=b"same", value=b"v%d" % i + b"x" * 1000)
             producer.flush(10)
+        assert broker.log_dir is not None
+        checkpoint = broker.log_dir / CLEANER_CHECKPOINT
+        assert not checkpoint.exists()  # the cleaner's first pass is an hour away
+        r = tool(configs, "--bootstrap-server", broker.bootstrap, "--alter", "--entity-type",
+                 "brokers", "--entity-default", "--add-config", "log.cleaner.backoff.ms=100")
+        assert r.rc == 0
+        # The reconfigured cleaner runs at once, on its own: its pass writes the checkpoint.
+        wait_until(checkpoint.exists, what="a cleaning pass after the backoff was lowered")
+        assert "compacted 0" in checkpoint.read_text()
+        # Any reconfiguration of the cleaner starts a pass at once (Kafka restarts its
+        # threads), so the thread count is changed only after the backoff was checked.
         cleaner = broker.server_info.broker.cleaner
         entries = cleaner.max_map_entries
         assert alter(broker, "0", ("log.cleaner.threads", "2", SET)) == (0, None)
@@ -210,15 +221,6 @@ def test_cleaner_threads_and_backoff_are_dynamic(tool) -> None:
             "Invalid value org.apache.kafka.common.config.ConfigException: Log cleaner "
             "threads cannot be increased to more than double the current value 2 for "
             "configuration Invalid dynamic configuration"))
-        assert broker.log_dir is not None
-        checkpoint = broker.log_dir / CLEANER_CHECKPOINT
-        assert not checkpoint.exists()  # the cleaner's next pass is an hour away
-        r = tool(configs, "--bootstrap-server", broker.bootstrap, "--alter", "--entity-type",
-                 "brokers", "--entity-default", "--add-config", "log.cleaner.backoff.ms=100")
-        assert r.rc == 0
-        # The reconfigured cleaner runs at once, on its own: its pass writes the checkpoint.
-        wait_until(checkpoint.exists, what="a cleaning pass after the backoff was lowered")
-        assert "compacted 0" in checkpoint.read_text()
 
 
 REFUSALS = [

@@ -85,8 +85,10 @@ def test_json_log_format_writes_one_object_per_line(tmp_path) -> None:  # type: 
         producer = Producer({"bootstrap.servers": running.bootstrap})
         producer.produce("o-json", b"x")  # auto-created
         assert producer.flush(15) == 0
-        eventually(lambda: any("pybroker.request.logger" in line
-                               for line in running.recent_log(1000)), "a request log line")
+        # The line is written after the response is sent, and read from the process's
+        # stderr by another thread: wait for the Produce line itself, not any request's.
+        eventually(lambda: any("pybroker.request.logger" in line and '"Produce"' in line
+                               for line in running.recent_log(1000)), "Produce's log line")
         lines = running.recent_log(1000)
     records = [json.loads(line) for line in lines if line.strip()]
     assert records and all({"timestamp", "level", "logger", "message"} <= set(r)
