@@ -59,13 +59,11 @@ def _wait(cluster: Cluster, done: Any, what: str) -> None:
 @pytest.fixture(params=["memory", "zookeeper"])
 def cluster(request, tmp_path):
     if request.param == "zookeeper":
-        from pybroker.testing.zookeeper import ZooKeeperNotInstalled
-        try:
-            c = Cluster(3, zookeeper=True, log_dir=tmp_path,
-                        authorizer_class_name=AUTHORIZER, super_users="User:admin",
-                        allow_everyone_if_no_acl_found="true")
-        except ZooKeeperNotInstalled as exc:
-            pytest.skip(f"{exc} (bin/test installs it)")
+        # A chroot of the session's ZooKeeper (tests/cluster/conftest.py).
+        zk = request.getfixturevalue("zookeeper").connect
+        c = Cluster(3, zookeeper=zk, log_dir=tmp_path,
+                    authorizer_class_name=AUTHORIZER, super_users="User:admin",
+                    allow_everyone_if_no_acl_found="true")
     else:
         c = Cluster(3, log_dir=tmp_path, authorizer_class_name=AUTHORIZER,
                     super_users="User:admin", allow_everyone_if_no_acl_found="true")

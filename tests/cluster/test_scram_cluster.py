@@ -19,11 +19,9 @@ SETTINGS = {"listeners": LISTENERS, "sasl.enabled.mechanisms": "SCRAM-SHA-256,SC
 @pytest.fixture(params=["memory", "zookeeper"])
 def cluster(request, tmp_path):  # type: ignore[no-untyped-def]
     if request.param == "zookeeper":
-        from pybroker.testing.zookeeper import ZooKeeperNotInstalled
-        try:
-            c = Cluster(3, zookeeper=True, log_dir=tmp_path, **SETTINGS)
-        except ZooKeeperNotInstalled as exc:
-            pytest.skip(f"{exc} (bin/test installs it)")
+        # A chroot of the session's ZooKeeper (tests/cluster/conftest.py).
+        zk = request.getfixturevalue("zookeeper").connect
+        c = Cluster(3, zookeeper=zk, log_dir=tmp_path, **SETTINGS)
     else:
         c = Cluster(3, log_dir=tmp_path, **SETTINGS)
     with c:

@@ -33,9 +33,9 @@ PARTITION_LINE = re.compile(
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: ZooKeeperProcess
+def cluster(tmp_path_factory: pytest.TempPathFactory, own_zk_server: ZooKeeperProcess
             ) -> Iterator[Cluster]:
-    with running_cluster(tmp_path_factory.mktemp("cluster"), zk_server.connect) as c:
+    with running_cluster(tmp_path_factory.mktemp("cluster"), own_zk_server.connect) as c:
         yield c
 
 
@@ -283,12 +283,12 @@ def test_zookeeper_alter_adds_partitions_and_changes_configs(
     assert modern.rc == 1 and "delete-config option is no longer supported" in modern.err
 
 
-def test_zookeeper_without_the_chroot_names_it(cluster: Cluster, zk_server: ZooKeeperProcess,
-                                                tool: Callable[..., Result]) -> None:
+def test_zookeeper_without_the_chroot_names_it(
+        cluster: Cluster, own_zk_server: ZooKeeperProcess, tool: Callable[..., Result]) -> None:
     """Brokers registered under a chroot, tools given the bare host:port (issue #27): each
     says where the brokers are instead of answering empty."""
     assert cluster.chroot == "/pybroker"
-    bare = zk_server.connect
+    bare = own_zk_server.connect
     assert "/" not in bare
     hint = f"use --zookeeper {bare}/pybroker"
     listed = tool(topics.main, "--zookeeper", bare, "--list")

@@ -21,6 +21,13 @@ BIN = Path(__file__).resolve().parents[2] / "bin"
 
 
 @pytest.fixture
+def zookeeper(own_zookeeper: ZooKeeperProcess) -> ZooKeeperProcess:
+    """These tests stop, kill and restart the server and read its port and files: a server of
+    each test's own, not a chroot of the session's (tests/cluster/conftest.py)."""
+    return own_zookeeper
+
+
+@pytest.fixture
 def kazoo(zookeeper: ZooKeeperProcess) -> Iterator[KazooClient]:
     client = _client(zookeeper)
     yield client
