@@ -202,16 +202,29 @@ def cluster_id() -> str:
 
 
 def answers_api_versions(host: str, port: int, timeout: float = 2.0) -> bool:
-    """Whether host:port answers an ApiVersions v0 request with a Kafka response frame."""
+    """Whether host:port answers an ApiVersions v0 request without error and lists Metadata.
+
+    A Kafka node still starting can answer before it serves the data plane; a client that
+    connects then is told Metadata is unsupported (librdkafka: "Required feature not
+    supported by broker", permanently), so an answer alone is not readiness."""
     client_id = b"pybroker-probe"
     body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
     try:
         with socket.create_connection((host, port), timeout=timeout) as s:
             s.sendall(struct.pack(">i", len(body)) + body)
             head = _read(s, 8)
-            return head is not None and struct.unpack(">ii", head)[1] == 7
+            if head is None:
+                return False
+            size, correlation_id = struct.unpack(">ii", head)
+            rest = _read(s, size - 4) if correlation_id == 7 and size >= 10 else None
     except OSError:
         return False
+    if rest is None:
+        return False
+    error_code, count = struct.unpack_from(">hi", rest)
+    keys = {struct.unpack_from(">h", rest, 6 + 6 * i)[0]
+            for i in range(min(count, (len(rest) - 6) // 6))}
+    return error_code == 0 and 3 in keys  # 3: Metadata
 
 
 def _read(s: socket.socket, n: int) -> bytes | None:
