@@ -346,11 +346,17 @@ class Cluster:
     def wait_for_isr(self, topic: str, partition: int, isr: set[int] | None = None,
                      timeout: float = _TIMEOUT_S) -> None:
         """Until the partition's ISR is `isr` (default: every replica) in every running
-        broker's image."""
+        broker's image, and its leader has taken it up (its replica layer applies an image a
+        moment after the image changes; what it reports, /metrics included, lags till then)."""
         def done() -> bool:
             want = isr if isr is not None else set(self.replicas_of(topic, partition))
-            return all(set(getattr(info.broker.metadata.image.partition(topic, partition),
-                                   "isr", ())) == want for info in self._servers.values())
+            if not all(set(getattr(info.broker.metadata.image.partition(topic, partition),
+                                   "isr", ())) == want for info in self._servers.values()):
+                return False
+            leader = self._servers.get(self.leader_of(topic, partition))
+            hosted = None if leader is None else \
+                leader.broker.replicas.hosted_partition(topic, partition)
+            return hosted is not None and hosted.is_leader and set(hosted.isr) == want
         self.wait_until(done, f"the ISR of {topic}-{partition} to be {isr or 'all replicas'}",
                         timeout)
 
