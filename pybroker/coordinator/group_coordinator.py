@@ -132,7 +132,8 @@ class GroupCoordinator:
         self.consumer = ConsumerGroupCoordinator(self, ConsumerGroupConfig(
             session_timeout_ms=cfg.group_consumer_session_timeout_ms,
             heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
-            max_size=cfg.group_consumer_max_size))
+            max_size=cfg.group_consumer_max_size,
+            assignors=cfg.group_consumer_assignors))
 
     def now(self) -> int:
         return self._clock()
