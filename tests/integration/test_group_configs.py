@@ -196,3 +196,31 @@ def test_a_share_consumer_reads_from_the_earliest_record_once_the_group_says_so(
         finally:
             consumer.close()
         assert sorted(got) == [f"r{i}".encode() for i in range(5)]
+
+
+def test_a_share_groups_own_lock_duration_heartbeat_and_by_duration_reset(
+        tmp_path: Path) -> None:
+    """by_duration:PT1H starts the share-partition at the first record at most an hour old
+    (not at the log start, as earliest would, nor at the end, as latest); the group's lock
+    duration and heartbeat interval are what its members are told."""
+    from tests.integration.test_share_wire import Member, acquired
+
+    with broker_in_thread(tmp_path / "logs") as info:
+        b = info.bootstrap
+        enable_share_groups(b)
+        create_topic(b, "q")
+        producer = Producer({"bootstrap.servers": b, "linger.ms": 0})
+        two_hours_ago = int(time.time() * 1000) - 2 * 3600 * 1000
+        for i in range(2):
+            producer.produce("q", b"old", timestamp=two_hours_ago + i)
+            assert producer.flush(10) == 0
+        producer.produce("q", b"new")
+        assert producer.flush(10) == 0
+        assert alter(b, "sg", ("share.auto.offset.reset", SET, "by_duration:PT1H"),
+                     ("share.record.lock.duration.ms", SET, "20000"),
+                     ("share.heartbeat.interval.ms", SET, "6000")) == (0, None)
+        member = Member(b)
+        assert member.join().heartbeat_interval_ms == 6000
+        fetched = member.fetch(max_wait_ms=5000)
+        assert fetched.acquisition_lock_timeout_ms == 20000
+        assert acquired(fetched) == [(2, 2, 1)]
