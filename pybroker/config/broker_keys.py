@@ -481,7 +481,8 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("group.consumer.session.timeout.ms", _I, 45000, at_least(1), _MEDIUM,
        "KIP-848 consumer groups: how long a member may go without a heartbeat before it is "
        "fenced and its partitions move; a group's consumer.session.timeout.ms overrides it. "
-       "Must lie within the min./max. bounds below, and exceed the heartbeat interval."),
+       "Must lie within group.consumer.min./max.session.timeout.ms, and exceed "
+       "group.consumer.heartbeat.interval.ms (checked at start)."),
     _k("group.consumer.min.session.timeout.ms", _I, 45000, at_least(1), _MEDIUM,
        "KIP-848 consumer groups: the least session timeout the broker or a group's config "
        "may set."),
@@ -490,7 +491,8 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "may set."),
     _k("group.consumer.heartbeat.interval.ms", _I, 5000, at_least(1), _MEDIUM,
        "KIP-848 consumer groups: the heartbeat interval members are told to keep; a group's "
-       "consumer.heartbeat.interval.ms overrides it."),
+       "consumer.heartbeat.interval.ms overrides it. Must lie within "
+       "group.consumer.min./max.heartbeat.interval.ms."),
     _k("group.consumer.min.heartbeat.interval.ms", _I, 5000, at_least(1), _MEDIUM,
        "KIP-848 consumer groups: the least heartbeat interval the broker or a group's config "
        "may set."),
@@ -510,7 +512,7 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("group.share.record.lock.duration.ms", _I, 30000, between(1000, 3600000), _MEDIUM,
        "How long a share-group member holds the records a ShareFetch acquired for it before "
        "they become available to others again; a group's share.record.lock.duration.ms "
-       "overrides it. Must lie within the min./max. bounds below."),
+       "overrides it. Must lie within group.share.min./max.record.lock.duration.ms."),
     _k("group.share.min.record.lock.duration.ms", _I, 15000, between(1000, 30000), _MEDIUM,
        "The least record lock duration the broker or a share group's config may set."),
     _k("group.share.max.record.lock.duration.ms", _I, 60000, between(30000, 3600000), _MEDIUM,
@@ -528,15 +530,17 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Most members one share group may have."),
     _k("group.share.session.timeout.ms", _I, 45000, at_least(1), _MEDIUM,
        "How long a share-group member may go without a heartbeat before it is removed; a "
-       "group's share.session.timeout.ms overrides it. Must lie within the min./max. bounds "
-       "below, and exceed the heartbeat interval."),
+       "group's share.session.timeout.ms overrides it. Must lie within "
+       "group.share.min./max.session.timeout.ms, and exceed "
+       "group.share.heartbeat.interval.ms."),
     _k("group.share.min.session.timeout.ms", _I, 45000, at_least(1), _MEDIUM,
        "The least share-group session timeout the broker or a group's config may set."),
     _k("group.share.max.session.timeout.ms", _I, 60000, at_least(1), _MEDIUM,
        "The greatest share-group session timeout the broker or a group's config may set."),
     _k("group.share.heartbeat.interval.ms", _I, 5000, at_least(1), _MEDIUM,
        "The heartbeat interval share-group members are told to keep; a group's "
-       "share.heartbeat.interval.ms overrides it."),
+       "share.heartbeat.interval.ms overrides it. Must lie within "
+       "group.share.min./max.heartbeat.interval.ms."),
     _k("group.share.min.heartbeat.interval.ms", _I, 5000, at_least(1), _MEDIUM,
        "The least share-group heartbeat interval the broker or a group's config may set."),
     _k("group.share.max.heartbeat.interval.ms", _I, 15000, at_least(1), _MEDIUM,
