@@ -224,3 +224,25 @@ def test_a_share_groups_own_lock_duration_heartbeat_and_by_duration_reset(
         fetched = member.fetch(max_wait_ms=5000)
         assert fetched.acquisition_lock_timeout_ms == 20000
         assert acquired(fetched) == [(2, 2, 1)]
+
+
+def test_list_config_resources_names_groups_with_configs(tmp_path: Path) -> None:
+    """ListConfigResources v1 (Kafka 4.1): for each type asked (every one when none is),
+    in Kafka's order; v0 lists client-metrics resources, of which pybroker has none; a type
+    it does not list is UNSUPPORTED_VERSION."""
+    with broker_in_thread(tmp_path / "logs") as info:
+        b = info.bootstrap
+        create_topic(b, "t")
+        assert alter(b, "sg", ("share.auto.offset.reset", SET, "earliest")) == (0, None)
+
+        def listed(version: int, types: list[int]) -> tuple[int, list[tuple[str, int]]]:
+            r = send_request(b, ApiKey.LIST_CONFIG_RESOURCES, version, {"resource_types": types})
+            return r.error_code, [(c.resource_name, c.get("resource_type", 16))
+                                  for c in r.config_resources]
+
+        assert listed(1, [GROUP]) == (0, [("sg", GROUP)])
+        code, everything = listed(1, [])
+        assert code == 0 and everything[0] == ("sg", GROUP) and ("t", 2) in everything
+        assert ("0", int(ResourceType.BROKER)) in everything
+        assert listed(0, []) == (0, [])
+        assert listed(1, [int(ResourceType.GROUP)]) == (ErrorCode.UNSUPPORTED_VERSION, [])

@@ -1,6 +1,6 @@
 """Kafka 4.1.1's kafka-configs against a group's configs on pybroker (the GROUP config
 resource): --alter --add-config through IncrementalAlterConfigs, --describe --all through
-DescribeConfigs, and a value outside the broker's bounds refused in Kafka's words."""
+DescribeConfigs, --describe through ListConfigResources first, and a value outside the broker's bounds refused in Kafka's words."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,6 +18,12 @@ def test_kafka_configs_alters_and_describes_a_group(tools: None, tmp_path: Path)
         done = kafka_tools.run("kafka-configs", [*group, "--alter", "--add-config",
                                                  "share.auto.offset.reset=earliest"])
         assert (done.returncode, done.stdout) == (0, "Completed updating config for group sg.\n")
+        # without --all the tool asks ListConfigResources whether the group has configs
+        dynamic = kafka_tools.run("kafka-configs", [*group, "--describe"])
+        assert (dynamic.returncode, dynamic.stdout) == (0, (
+            "Dynamic configs for group sg are:\n  share.auto.offset.reset=earliest "
+            "sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:share.auto.offset.reset=earliest, "
+            "DEFAULT_CONFIG:share.auto.offset.reset=latest}\n")), dynamic.stderr
         described = kafka_tools.run("kafka-configs", [*group, "--describe", "--all"])
         assert described.returncode == 0, described.stderr
         lines = described.stdout.splitlines()
