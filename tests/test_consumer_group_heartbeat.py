@@ -142,3 +142,31 @@ def test_a_member_is_described_as_a_consumer_protocol_member(tmp_path: Path) -> 
         (group,) = send_request(b, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
             "group_ids": ["g"], "include_authorized_operations": False}).groups
         assert [(m.member_id, m.member_type) for m in group.members] == [("m1", 1)]
+
+
+def test_group_consumer_assignors_picks_the_default_and_server_assignor_still_wins(
+        tmp_path: Path) -> None:
+    """The first of group.consumer.assignors (here by Kafka's class name) is the default; a
+    member's ServerAssignor (group.remote.assignor) wins when the list has it, and is
+    UNSUPPORTED_ASSIGNOR when it does not."""
+    from tests.helpers import broker_in_thread
+
+    def assignor(b: str, group: str) -> str:
+        (described,) = send_request(b, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+            "group_ids": [group], "include_authorized_operations": False}).groups
+        return str(described.assignor_name)
+
+    with broker_in_thread(tmp_path / "logs", group_consumer_assignors=(
+            "org.apache.kafka.coordinator.group.assignor.RangeAssignor,uniform")) as info:
+        b = info.bootstrap
+        create_topic(b, "t", 2)
+        assert _heartbeat(b, "m1", group_id="by-default").error_code == 0
+        assert assignor(b, "by-default") == "range"
+        assert _heartbeat(b, "m2", group_id="asked", server_assignor="uniform").error_code == 0
+        assert assignor(b, "asked") == "uniform"
+    with broker_in_thread(tmp_path / "logs2", group_consumer_assignors="range") as info:
+        create_topic(info.bootstrap, "t", 2)
+        refused = _heartbeat(info.bootstrap, "m1", server_assignor="uniform")
+        assert (refused.error_code, refused.error_message) == (
+            ErrorCode.UNSUPPORTED_ASSIGNOR,
+            "Assignor uniform is not supported. Supported assignors: range.")

@@ -101,8 +101,8 @@ def render() -> str:
     """docs/CONFIG.md as it should read."""
     features = "; ".join(f"*{name}*: {text}" for name, text in FEATURES.items())
     parts = [_HEADER.format(features=features), "## Broker keys (server.properties)", "",
-             *_table(BROKER_CONFIG_KEYS, broker=True), "", "## Topic keys", "", *_table(TOPIC_CONFIG_KEYS),
-             "", "## Group keys (the GROUP config resource)", "", _GROUP_INTRO, "",
+             *_table(BROKER_CONFIG_KEYS, broker=True), "", "## Topic keys", "",
+             *_table(TOPIC_CONFIG_KEYS), "", "## Group keys (the GROUP config resource)", "", _GROUP_INTRO, "",
              *_table(GROUP_CONFIG_KEYS)]
     return "\n".join(parts) + "\n"
 

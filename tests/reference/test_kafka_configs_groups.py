@@ -1,6 +1,7 @@
 """Kafka 4.1.1's kafka-configs against a group's configs on pybroker (the GROUP config
 resource): --alter --add-config through IncrementalAlterConfigs, --describe --all through
-DescribeConfigs, --describe through ListConfigResources first, and a value outside the broker's bounds refused in Kafka's words."""
+DescribeConfigs, --describe through ListConfigResources first, and a value outside the
+broker's bounds refused in Kafka's words."""
 from __future__ import annotations
 
 from pathlib import Path
