@@ -16,6 +16,10 @@ class ResourceType(enum.IntEnum):
     GROUP = 3
     BROKER = 4
     BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    # ConfigResource.Type.GROUP (KIP-848/932): a group's configs. The ACL resource type of a
+    # group is GROUP (3); the config APIs number groups 32.
+    GROUP_CONFIG = 32
 
 
 class ConfigSource(enum.IntEnum):

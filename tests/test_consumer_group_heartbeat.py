@@ -109,3 +109,64 @@ def test_offsets_of_a_consumer_group_check_the_member_epoch(tmp_path: Path) -> N
                           subscribed_topic_names=None, topic_partitions=None)
         assert left.member_epoch == -1
         assert _commit(b, "", -1) == ErrorCode.NONE  # an empty group: the admin may commit
+
+
+def test_consumer_group_describe_v1_carries_the_member_type() -> None:
+    """Kafka 4.1.1 serves ConsumerGroupDescribe v0-1; v1 adds MemberType (int8, after the
+    target assignment). The member bytes below are what Kafka 4.1.1's
+    ConsumerGroupDescribeResponseData.Member writes for member "m", client "c", host "h",
+    MemberType 1, at v1 and (without the type) at v0."""
+    from protocol.codec import encode_response
+
+    member = {"member_id": "m", "instance_id": None, "rack_id": None, "member_epoch": 0,
+              "client_id": "c", "client_host": "h", "subscribed_topic_names": [],
+              "subscribed_topic_regex": None, "assignment": {"topic_partitions": []},
+              "target_assignment": {"topic_partitions": []}, "member_type": 1}
+    body = {"throttle_time_ms": 0, "groups": [{
+        "error_code": 0, "error_message": None, "group_id": "g", "group_state": "Stable",
+        "group_epoch": 1, "assignment_epoch": 1, "assignor_name": "uniform",
+        "members": [member], "authorized_operations": -2147483648}]}
+    v1 = bytes.fromhex("026d000000000000026302680100010001000100")
+    v0 = bytes.fromhex("026d0000000000000263026801000100010000")
+    assert v1 in encode_response(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, 7, body)
+    assert v0 in encode_response(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 7, body)
+
+
+def test_a_member_is_described_as_a_consumer_protocol_member(tmp_path: Path) -> None:
+    from tests.helpers import broker_in_thread
+
+    with broker_in_thread(tmp_path / "logs") as info:
+        b = info.bootstrap
+        create_topic(b, "t", 1)
+        assert _heartbeat(b, "m1").error_code == 0
+        (group,) = send_request(b, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+            "group_ids": ["g"], "include_authorized_operations": False}).groups
+        assert [(m.member_id, m.member_type) for m in group.members] == [("m1", 1)]
+
+
+def test_group_consumer_assignors_picks_the_default_and_server_assignor_still_wins(
+        tmp_path: Path) -> None:
+    """The first of group.consumer.assignors (here by Kafka's class name) is the default; a
+    member's ServerAssignor (group.remote.assignor) wins when the list has it, and is
+    UNSUPPORTED_ASSIGNOR when it does not."""
+    from tests.helpers import broker_in_thread
+
+    def assignor(b: str, group: str) -> str:
+        (described,) = send_request(b, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+            "group_ids": [group], "include_authorized_operations": False}).groups
+        return str(described.assignor_name)
+
+    with broker_in_thread(tmp_path / "logs", group_consumer_assignors=(
+            "org.apache.kafka.coordinator.group.assignor.RangeAssignor,uniform")) as info:
+        b = info.bootstrap
+        create_topic(b, "t", 2)
+        assert _heartbeat(b, "m1", group_id="by-default").error_code == 0
+        assert assignor(b, "by-default") == "range"
+        assert _heartbeat(b, "m2", group_id="asked", server_assignor="uniform").error_code == 0
+        assert assignor(b, "asked") == "uniform"
+    with broker_in_thread(tmp_path / "logs2", group_consumer_assignors="range") as info:
+        create_topic(info.bootstrap, "t", 2)
+        refused = _heartbeat(info.bootstrap, "m1", server_assignor="uniform")
+        assert (refused.error_code, refused.error_message) == (
+            ErrorCode.UNSUPPORTED_ASSIGNOR,
+            "Assignor uniform is not supported. Supported assignors: range.")

@@ -88,3 +88,20 @@ INCREMENTAL_ALTER_CONFIGS = Api(
         ]),
     ],
 )
+
+# Kafka 4.1 (KIP-1142): ListClientMetricsResources (v0) renamed; v1 lists the resources of
+# any config type, and names each one's type.
+LIST_CONFIG_RESOURCES = Api(
+    74, 'ListConfigResources', versions='0-1', flexible='0+',
+    request=[
+        f('resource_types', '[]int8', '1+'),
+    ],
+    response=[
+        f('throttle_time_ms', 'int32'),
+        f('error_code', 'int16'),
+        f('config_resources', [
+            f('resource_name', 'string'),
+            f('resource_type', 'int8', '1+', default=16),
+        ]),
+    ],
+)

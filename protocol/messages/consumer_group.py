@@ -36,7 +36,7 @@ _DESCRIBED_ASSIGNMENT = struct([f('topic_partitions', [
     f('topic_id', 'uuid'), f('topic_name', 'string'), f('partitions', '[]int32')])])
 
 CONSUMER_GROUP_DESCRIBE = Api(
-    69, 'ConsumerGroupDescribe', versions='0', flexible='0+',
+    69, 'ConsumerGroupDescribe', versions='0-1', flexible='0+',
     request=[
         f('group_ids', '[]string'),
         f('include_authorized_operations', 'bool'),
@@ -62,6 +62,8 @@ CONSUMER_GROUP_DESCRIBE = Api(
                 f('subscribed_topic_regex', 'string', nullable='0+', default=None),
                 f('assignment', _DESCRIBED_ASSIGNMENT),
                 f('target_assignment', _DESCRIBED_ASSIGNMENT),
+                # v1 (KIP-1099): 0 a classic-protocol member, 1 a consumer-protocol one.
+                f('member_type', 'int8', '1+', default=-1),
             ]),
             f('authorized_operations', 'int32', default=-2147483648),
         ]),

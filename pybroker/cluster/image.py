@@ -93,6 +93,9 @@ class MetadataImage:
     # Dynamic broker configs (KIP-226) by entity: "<default>" for every broker's, "<id>" for
     # one broker's; cluster-wide, as Kafka keeps them in /config/brokers.
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # Consumer and share groups' own configs (the GROUP config resource, config/group.py) by
+    # group id, whether the group exists or not.
+    group_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for topic in self.topics.values():

@@ -79,6 +79,8 @@ class MetadataStore(Protocol):
 
     async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None: ...
 
+    async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None: ...
+
 
 # What a change of the store makes of the current topics: the next topics and the delta.
 TopicsChange = tuple[dict[str, TopicInfo], MetadataDelta]
@@ -143,7 +145,8 @@ class LocalMetadataStore:
         self.image = MetadataImage(cluster_id, node_id,
                                    {node_id: BrokerInfo(node_id, host, port, rack)},
                                    self._load(), self._load_quotas(),
-                                   broker_configs=self._load_broker_configs())
+                                   broker_configs=self._load_entities("broker_configs"),
+                                   group_configs=self._load_entities("group_configs"))
         # Bumped by every change, so what is derived from the image (the Metadata handler's
         # encoded topic entries) knows when to be rebuilt.
         self.changes = 0
@@ -170,16 +173,19 @@ class LocalMetadataStore:
         return {QuotaEntity.from_zk_path(q["entity"]): dict(q["values"])
                 for q in json.loads(path.read_text()).get("client_quotas", [])}
 
-    def _load_broker_configs(self) -> dict[str, dict[str, str]]:
+    def _load_entities(self, kind: str) -> dict[str, dict[str, str]]:
+        """The configs of each entity of `kind` (broker_configs, group_configs)."""
         path = self.log_dir / METADATA_FILE
         if not path.exists():
             return {}
         return {entity: dict(configs) for entity, configs in
-                json.loads(path.read_text()).get("broker_configs", {}).items()}
+                json.loads(path.read_text()).get(kind, {}).items()}
 
     def _save(self, image: MetadataImage) -> None:
         data = {"version": 1, "broker_configs": {
             entity: dict(configs) for entity, configs in sorted(image.broker_configs.items())},
+            "group_configs": {group: dict(configs) for group, configs
+                              in sorted(image.group_configs.items())},
             "client_quotas": [
             {"entity": entity.zk_path(), "values": dict(values)}
             for entity, values in sorted(image.client_quotas.items(),
@@ -288,22 +294,34 @@ class LocalMetadataStore:
             self.image = image
             self.changes += 1
 
-    async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
-        """Replace one entity's dynamic broker configs ("<default>" or a broker id; none
-        left: the entity goes), persisted with the image before anyone sees them; then the
-        listeners run, so the broker applies them (pybroker/cluster/dynamic_broker_config.py)."""
+    async def _set_entity(self, kind: str, name: str, configs: Mapping[str, str]
+                          ) -> MetadataImage:
+        """Replace the configs of one entity of `kind` (broker_configs, group_configs; none
+        left: the entity goes), persisted with the image before anyone sees them."""
         async with self._writing:
-            entities = {name: dict(values) for name, values in self.image.broker_configs.items()}
+            entities = {n: dict(values) for n, values in getattr(self.image, kind).items()}
             if configs:
-                entities[entity] = dict(configs)
+                entities[name] = dict(configs)
             else:
-                entities.pop(entity, None)
-            image = replace(self.image, broker_configs=entities)
+                entities.pop(name, None)
+            image = (replace(self.image, broker_configs=entities) if kind == "broker_configs"
+                     else replace(self.image, group_configs=entities))
             await trio.to_thread.run_sync(self._save, image)
             self.image = image
             self.changes += 1
+        return image
+
+    async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        """One entity's dynamic broker configs ("<default>" or a broker id); then the
+        listeners run, so the broker applies them (pybroker/cluster/dynamic_broker_config.py)."""
+        image = await self._set_entity("broker_configs", entity, configs)
         for listener in self.listeners:
             await listener(image, MetadataDelta())
+
+    async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+        """One group's configs; the coordinators read them from the image when they use
+        them, so no listener runs."""
+        await self._set_entity("group_configs", group_id, configs)
 
     async def alter_partition(self, topic: str, partition: int, *,
                               leader: int | None = None, leader_epoch: int | None = None,

@@ -46,6 +46,7 @@ class _Cache:
     quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
     scram: dict[str, dict[str, str]] = field(default_factory=dict)
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def build_image(cluster_id: str, cache: _Cache) -> MetadataImage:
@@ -82,7 +83,8 @@ def build_image(cluster_id: str, cache: _Cache) -> MetadataImage:
     return MetadataImage(cluster_id, cache.controller, brokers, topics,
                          {e: dict(v) for e, v in cache.quotas.items() if v},
                          {u: dict(m) for u, m in cache.scram.items() if m},
-                         {e: dict(c) for e, c in cache.broker_configs.items() if c})
+                         {e: dict(c) for e, c in cache.broker_configs.items() if c},
+                         {g: dict(c) for g, c in cache.group_configs.items() if c})
 
 
 class ZkCache:
@@ -145,7 +147,7 @@ class ZkCache:
     def _read_all(self) -> None:
         self._cache = _Cache()
         for key in (("brokers",), ("topics",), ("controller",), ("deletes",), ("quotas",),
-                    ("broker_configs",)):
+                    ("broker_configs",), ("group_configs",)):
             self._read(key)
 
     def _read(self, key: tuple[Any, ...]) -> None:
@@ -213,6 +215,13 @@ class ZkCache:
                 got = self._get(f"{zd.CONFIG_BROKERS}/{entity}")
                 if got is not None:
                     cache.broker_configs[entity] = zd.decode_config(got[0])
+        elif kind == "group_configs":
+            # /config/groups/<group>: read again, all, when any changes (a watch on each).
+            cache.group_configs = {}
+            for name in self._children(zd.CONFIG_GROUPS):
+                got = self._get(f"{zd.CONFIG_GROUPS}/{name}")
+                if got is not None:
+                    cache.group_configs[desanitize(name)] = zd.decode_config(got[0])
 
     def _read_entity_configs(self) -> tuple[dict[QuotaEntity, dict[str, float]],
                                             dict[str, dict[str, str]]]:
@@ -363,6 +372,8 @@ def _key_of(path: str | None) -> tuple[Any, ...] | None:
         return ("quotas",)
     if parts[:2] == ["config", "brokers"]:
         return ("broker_configs",)
+    if parts[:2] == ["config", "groups"]:
+        return ("group_configs",)
     if parts == ["controller"]:
         return ("controller",)
     if parts == ["admin", "delete_topics"]:
@@ -372,6 +383,7 @@ def _key_of(path: str | None) -> tuple[Any, ...] | None:
 
 _ORDER = {"brokers": 0, "broker": 1, "topics": 2, "topic": 3, "config": 4, "state": 5,
           "controller": 6, "deletes": 7, "quotas": 8, "broker_configs": 8,
+          "group_configs": 8,
           "session": -1}
 
 

@@ -42,7 +42,7 @@ from typing import Any
 import trio
 
 from pybroker.cluster import zk_data as zd
-from pybroker.cluster.client_quotas import QUOTA_KEYS, QuotaEntity, config_strings
+from pybroker.cluster.client_quotas import QUOTA_KEYS, QuotaEntity, config_strings, sanitize
 from pybroker.cluster.metadata import DeltaListener, MetadataImage, TopicInfo
 from pybroker.cluster.zk_cache import NO_STATE_EPOCH, ZkCache, _Cache, build_image
 from pybroker.cluster.zk_entity_config import change_entity_config
@@ -199,6 +199,27 @@ class ZkMetadataStore(ZkSession, ZkCache):
         await trio.to_thread.run_sync(lambda: change_entity_config(
             self.zk, f"brokers/{entity}", lambda current: configs))
         await self.refresh_now(("broker_configs",))
+
+    async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+        """/config/groups/<group> (its id sanitized as Kafka's entity names are), or its
+        removal when none is left; every broker's watch re-reads them. No change notification:
+        no Kafka broker reads one for groups."""
+        path = f"{zd.CONFIG_GROUPS}/{sanitize(group_id)}"
+
+        def write() -> None:
+            from kazoo.exceptions import NodeExistsError, NoNodeError
+            if not configs:
+                try:
+                    self.zk.delete(path)
+                except NoNodeError:
+                    pass
+                return
+            try:
+                self.zk.create(path, zd.encode_config(configs), makepath=True)
+            except NodeExistsError:
+                self.zk.set(path, zd.encode_config(configs))
+        await trio.to_thread.run_sync(write)
+        await self.refresh_now(("group_configs",))
 
     # -- the leader's write ----------------------------------------------------------------------
     async def alter_isr(self, topic: str, partition: int, leader_epoch: int,

@@ -35,6 +35,7 @@ from pybroker.config.definitions import (
     kafka_synonym_order, to_config_string,
 )
 from pybroker.config.dynamic import effective_props, is_dynamic
+from pybroker.config.group_bounds import assignor_names, check_group_bounds
 from pybroker.config.properties import load_properties
 from pybroker.config.sasl import SaslListenerConfig, listener_key, sasl_listener_config
 
@@ -130,6 +131,7 @@ class BrokerConfig(Mapping[str, object]):
         self.explicit: frozenset[str] = frozenset(props)
         self.warnings: tuple[str, ...] = warnings
         self._resolve_node_id()
+        check_group_bounds(values)
         self.log_dirs: tuple[str, ...] = cast(
             "tuple[str, ...]", values["log.dirs"] if values["log.dirs"] is not None
             else values["log.dir"])
@@ -293,6 +295,12 @@ class BrokerConfig(Mapping[str, object]):
     group_max_size = _Key[int]("group.max.size")
     group_consumer_session_timeout_ms = _Key[int]("group.consumer.session.timeout.ms")
     group_consumer_heartbeat_interval_ms = _Key[int]("group.consumer.heartbeat.interval.ms")
+    group_consumer_min_session_timeout_ms = _Key[int]("group.consumer.min.session.timeout.ms")
+    group_consumer_max_session_timeout_ms = _Key[int]("group.consumer.max.session.timeout.ms")
+    group_consumer_min_heartbeat_interval_ms = _Key[int](
+        "group.consumer.min.heartbeat.interval.ms")
+    group_consumer_max_heartbeat_interval_ms = _Key[int](
+        "group.consumer.max.heartbeat.interval.ms")
     group_consumer_max_size = _Key[int]("group.consumer.max.size")
     group_share_record_lock_duration_ms = _Key[int]("group.share.record.lock.duration.ms")
     group_share_delivery_count_limit = _Key[int]("group.share.delivery.count.limit")
@@ -301,6 +309,14 @@ class BrokerConfig(Mapping[str, object]):
     group_share_max_size = _Key[int]("group.share.max.size")
     group_share_session_timeout_ms = _Key[int]("group.share.session.timeout.ms")
     group_share_heartbeat_interval_ms = _Key[int]("group.share.heartbeat.interval.ms")
+    group_share_min_session_timeout_ms = _Key[int]("group.share.min.session.timeout.ms")
+    group_share_max_session_timeout_ms = _Key[int]("group.share.max.session.timeout.ms")
+    group_share_min_heartbeat_interval_ms = _Key[int]("group.share.min.heartbeat.interval.ms")
+    group_share_max_heartbeat_interval_ms = _Key[int]("group.share.max.heartbeat.interval.ms")
+    group_share_min_record_lock_duration_ms = _Key[int](
+        "group.share.min.record.lock.duration.ms")
+    group_share_max_record_lock_duration_ms = _Key[int](
+        "group.share.max.record.lock.duration.ms")
     share_coordinator_state_topic_num_partitions = _Key[int](
         "share.coordinator.state.topic.num.partitions")
     share_coordinator_state_topic_replication_factor = _Key[int](
@@ -325,6 +341,11 @@ class BrokerConfig(Mapping[str, object]):
     producer_id_expiration_ms = _Key[int]("producer.id.expiration.ms")
 
     # --- values with Kafka's precedence applied -----------------------------------------------
+    @property
+    def group_consumer_assignors(self) -> tuple[str, ...]:
+        """The consumer-group assignors by the names members ask for, the default first."""
+        return assignor_names(cast("tuple[str, ...]", self._values["group.consumer.assignors"]))
+
     @property
     def log_cleanup_policy(self) -> frozenset[str]:
         return frozenset(cast("tuple[str, ...]", self._values["log.cleanup.policy"]))

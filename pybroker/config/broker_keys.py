@@ -480,15 +480,43 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Most members one consumer group may have."),
     _k("group.consumer.session.timeout.ms", _I, 45000, at_least(1), _MEDIUM,
        "KIP-848 consumer groups: how long a member may go without a heartbeat before it is "
-       "fenced and its partitions move (Kafka's per-group min./max. bounds are not served)."),
+       "fenced and its partitions move; a group's consumer.session.timeout.ms overrides it. "
+       "Must lie within group.consumer.min./max.session.timeout.ms, and exceed "
+       "group.consumer.heartbeat.interval.ms (checked at start)."),
+    _k("group.consumer.min.session.timeout.ms", _I, 45000, at_least(1), _MEDIUM,
+       "KIP-848 consumer groups: the least session timeout the broker or a group's config "
+       "may set."),
+    _k("group.consumer.max.session.timeout.ms", _I, 60000, at_least(1), _MEDIUM,
+       "KIP-848 consumer groups: the greatest session timeout the broker or a group's config "
+       "may set."),
     _k("group.consumer.heartbeat.interval.ms", _I, 5000, at_least(1), _MEDIUM,
-       "KIP-848 consumer groups: the heartbeat interval members are told to keep."),
+       "KIP-848 consumer groups: the heartbeat interval members are told to keep; a group's "
+       "consumer.heartbeat.interval.ms overrides it. Must lie within "
+       "group.consumer.min./max.heartbeat.interval.ms."),
+    _k("group.consumer.min.heartbeat.interval.ms", _I, 5000, at_least(1), _MEDIUM,
+       "KIP-848 consumer groups: the least heartbeat interval the broker or a group's config "
+       "may set."),
+    _k("group.consumer.max.heartbeat.interval.ms", _I, 15000, at_least(1), _MEDIUM,
+       "KIP-848 consumer groups: the greatest heartbeat interval the broker or a group's "
+       "config may set."),
     _k("group.consumer.max.size", _I, INT32_MAX, at_least(1), _MEDIUM,
        "KIP-848 consumer groups: most members one group may have (GROUP_MAX_SIZE_REACHED)."),
+    _k("group.consumer.assignors", _LS, ("uniform", "range"), None, _MEDIUM,
+       "KIP-848 consumer groups: the server-side assignors served, by name (uniform, range) "
+       "or by Kafka's class name for them (org.apache.kafka.coordinator.group.assignor."
+       "UniformAssignor, ...RangeAssignor). The first is used when no member names one in "
+       "ServerAssignor (group.remote.assignor); a name outside the list is "
+       "UNSUPPORTED_ASSIGNOR. Another class is refused at start, as Kafka refuses a class "
+       "it cannot find: pybroker loads no Java assignors."),
     # --- share groups (KIP-932) ------------------------------------------------------------------
-    _k("group.share.record.lock.duration.ms", _I, 30000, at_least(1000), _MEDIUM,
+    _k("group.share.record.lock.duration.ms", _I, 30000, between(1000, 3600000), _MEDIUM,
        "How long a share-group member holds the records a ShareFetch acquired for it before "
-       "they become available to others again."),
+       "they become available to others again; a group's share.record.lock.duration.ms "
+       "overrides it. Must lie within group.share.min./max.record.lock.duration.ms."),
+    _k("group.share.min.record.lock.duration.ms", _I, 15000, between(1000, 30000), _MEDIUM,
+       "The least record lock duration the broker or a share group's config may set."),
+    _k("group.share.max.record.lock.duration.ms", _I, 60000, between(30000, 3600000), _MEDIUM,
+       "The greatest record lock duration the broker or a share group's config may set."),
     _k("group.share.delivery.count.limit", _I, 5, between(2, 10), _MEDIUM,
        "Deliveries of one record to a share group; a record released or timed out after "
        "this many is archived instead of handed out again."),
@@ -501,9 +529,22 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("group.share.max.size", _I, 200, at_least(1), _MEDIUM,
        "Most members one share group may have."),
     _k("group.share.session.timeout.ms", _I, 45000, at_least(1), _MEDIUM,
-       "How long a share-group member may go without a heartbeat before it is removed."),
+       "How long a share-group member may go without a heartbeat before it is removed; a "
+       "group's share.session.timeout.ms overrides it. Must lie within "
+       "group.share.min./max.session.timeout.ms, and exceed "
+       "group.share.heartbeat.interval.ms."),
+    _k("group.share.min.session.timeout.ms", _I, 45000, at_least(1), _MEDIUM,
+       "The least share-group session timeout the broker or a group's config may set."),
+    _k("group.share.max.session.timeout.ms", _I, 60000, at_least(1), _MEDIUM,
+       "The greatest share-group session timeout the broker or a group's config may set."),
     _k("group.share.heartbeat.interval.ms", _I, 5000, at_least(1), _MEDIUM,
-       "The heartbeat interval share-group members are told to keep."),
+       "The heartbeat interval share-group members are told to keep; a group's "
+       "share.heartbeat.interval.ms overrides it. Must lie within "
+       "group.share.min./max.heartbeat.interval.ms."),
+    _k("group.share.min.heartbeat.interval.ms", _I, 5000, at_least(1), _MEDIUM,
+       "The least share-group heartbeat interval the broker or a group's config may set."),
+    _k("group.share.max.heartbeat.interval.ms", _I, 15000, at_least(1), _MEDIUM,
+       "The greatest share-group heartbeat interval the broker or a group's config may set."),
     _k("share.coordinator.state.topic.num.partitions", _I, 50, at_least(1), _HIGH,
        "Partitions of __share_group_state, where share groups keep their record states; "
        "fixed once the topic exists."),

@@ -178,7 +178,43 @@ class KnownClass:
         return f"[{', '.join(self.choices)}]"
 
 
-Validator = Range | OneOf | ListOf | NonEmptyUniqueList | ThrottledReplicas | KnownClass
+_ISO_DURATION = re.compile(
+    r"P(?:(?P<d>[0-9]+)D)?(?:T(?:(?P<h>[0-9]+)H)?(?:(?P<m>[0-9]+)M)?"
+    r"(?:(?P<s>[0-9]+)(?:[.,](?P<f>[0-9]{0,9}))?S)?)?", re.IGNORECASE)
+
+
+def iso_duration_ms(text: str) -> int | None:
+    """A non-negative ISO-8601 duration (Java's `Duration.parse` form PnDTnHnMn.nS) in ms;
+    None when it is not one (a sign, weeks or years, an empty `P` or `PT`)."""
+    match = _ISO_DURATION.fullmatch(text)
+    if match is None or not any(match.group(g) for g in "dhms") or text.upper().endswith("T"):
+        return None
+    d, h, m, s = (int(match.group(g) or 0) for g in "dhms")
+    millis = int(((match.group("f") or "") + "000")[:3])
+    return (((d * 24 + h) * 60 + m) * 60 + s) * 1000 + millis
+
+
+@dataclass(frozen=True)
+class ShareOffsetReset:
+    """`share.auto.offset.reset` (Kafka's ShareGroupAutoOffsetResetStrategy validator):
+    latest, earliest or by_duration:<ISO-8601 duration>, in Kafka's words when not."""
+
+    def check(self, key: str, value: object) -> None:
+        text = str(value)
+        if text in ("latest", "earliest") or (
+                text.startswith("by_duration:")
+                and iso_duration_ms(text[len("by_duration:"):]) is not None):
+            return
+        raise ConfigError(key, text, (
+            f"Invalid value `{text}` for configuration {key}. The value must be either "
+            "'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."))
+
+    def describe(self) -> str:
+        return "[latest, earliest, by_duration:PnDTnHnMn.nS]"
+
+
+Validator = (Range | OneOf | ListOf | NonEmptyUniqueList | ThrottledReplicas | KnownClass
+             | ShareOffsetReset)
 
 
 def at_least(minimum: int | float) -> Range:

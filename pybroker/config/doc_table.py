@@ -12,7 +12,16 @@ from typing import Iterable
 from pybroker.config.broker_keys import BROKER_CONFIG_KEYS
 from pybroker.config.definitions import FEATURES, ConfigKey, KeyState, to_config_string
 from pybroker.config.dynamic import APPLIED, SECURITY_CONFIGS, UpdateMode, update_mode
+from pybroker.config.group import GROUP_CONFIG_KEYS
 from pybroker.config.topic import TOPIC_CONFIG_KEYS
+
+_GROUP_INTRO = (
+    "A consumer or share group's own settings (KIP-848, KIP-932), set with "
+    "`kafka-configs --entity-type groups --entity-name G --alter --add-config k=v` "
+    "(IncrementalAlterConfigs on resource type 32) whether the group exists yet or not. A "
+    "timeout must lie within the broker's `group.consumer.*` / `group.share.*` min./max. "
+    "bounds; unset, the group runs with the broker key of the same name after `group.`. "
+    "Kafka 4.1's `streams.*` group keys are refused: pybroker serves no streams groups.")
 
 _HEADER = """\
 # Configuration keys
@@ -92,7 +101,9 @@ def render() -> str:
     """docs/CONFIG.md as it should read."""
     features = "; ".join(f"*{name}*: {text}" for name, text in FEATURES.items())
     parts = [_HEADER.format(features=features), "## Broker keys (server.properties)", "",
-             *_table(BROKER_CONFIG_KEYS, broker=True), "", "## Topic keys", "", *_table(TOPIC_CONFIG_KEYS)]
+             *_table(BROKER_CONFIG_KEYS, broker=True), "", "## Topic keys", "",
+             *_table(TOPIC_CONFIG_KEYS), "", "## Group keys (the GROUP config resource)", "", _GROUP_INTRO, "",
+             *_table(GROUP_CONFIG_KEYS)]
     return "\n".join(parts) + "\n"
 
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Iterable, Protocol
+from dataclasses import replace
+from typing import Callable, Iterable, Protocol
 
 from protocol.errors import ErrorCode
 from protocol.records.record import Record, build_batch
@@ -34,6 +35,7 @@ from pybroker.coordinator.consumer_group_state import (
 )
 from pybroker.coordinator.consumer_group_assignor import TopicsView
 from pybroker.coordinator.deadline_loop import DeadlineLoop
+from pybroker.config.group import GroupSettings
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
 from pybroker.coordinator.group_offsets import GroupListing
 from pybroker.coordinator.group_state import GroupStateMachine
@@ -63,9 +65,12 @@ class ClassicCoordinator(Protocol):
 
 
 class ConsumerGroupCoordinator:
-    def __init__(self, classic: ClassicCoordinator, config: ConsumerGroupConfig) -> None:
+    def __init__(self, classic: ClassicCoordinator, config: ConsumerGroupConfig,
+                 settings: Callable[[str], GroupSettings] | None = None) -> None:
         self.classic = classic
         self.machine = ConsumerGroupStateMachine(config)
+        # A group's own session timeout and heartbeat interval (its GROUP configs).
+        self.settings = settings
         self.timers = DeadlineLoop("consumer group", classic.now, self.machine.next_deadline,
                                    self.expire)
 
@@ -85,6 +90,7 @@ class ConsumerGroupCoordinator:
             return HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, error_message=(
                 f"Group {request.group_id} is a classic group with members: migrating it "
                 "online to the consumer protocol is not supported by this broker."))
+        self._adopt_group_config(request.group_id)
         response, records = self.machine.heartbeat(
             request, version, topics, self.classic.now(),
             new_member_id=str(uuid.uuid4()) if version == 0 else None)
@@ -94,6 +100,20 @@ class ConsumerGroupCoordinator:
                 return HeartbeatResponse(error)
         self.timers.kick()
         return response
+
+    def _adopt_group_config(self, group_id: str) -> None:
+        """The group's configs as they are now, for this heartbeat and the timers after it
+        (a member's running session keeps the deadline it was given)."""
+        if self.settings is None:
+            return
+        found = self.settings(group_id)
+        base = self.machine.config
+        own = replace(base, session_timeout_ms=found.consumer_session_timeout_ms,
+                      heartbeat_interval_ms=found.consumer_heartbeat_interval_ms)
+        if own == base:
+            self.machine.group_configs.pop(group_id, None)
+        else:
+            self.machine.group_configs[group_id] = own
 
     async def _persist(self, group_id: str, records: list[ConsumerGroupRecord]) -> ErrorCode:
         now = self.classic.now()
@@ -185,6 +205,8 @@ class ConsumerGroupCoordinator:
         """Replay records read by `read_partition` (on the loop); how many."""
         for record in records:
             self.machine.replay(record)
+        for group_id in self.machine.groups:
+            self._adopt_group_config(group_id)
         self.machine.after_load(self.classic.now())
         return len(records)
 

@@ -204,6 +204,12 @@ class ConsumerGroupStateMachine:
     def __init__(self, config: ConsumerGroupConfig | None = None) -> None:
         self.config = config or ConsumerGroupConfig()
         self.groups: dict[str, ConsumerGroup] = {}
+        # Groups whose own configs (the GROUP config resource) differ from the broker's: set
+        # by the façade before each heartbeat, so a change applies from the next one.
+        self.group_configs: dict[str, ConsumerGroupConfig] = {}
+
+    def config_for(self, group_id: str) -> ConsumerGroupConfig:
+        return self.group_configs.get(group_id, self.config)
 
     # -- replay: the one way state changes ------------------------------------------------------
     def replay(self, record: ConsumerGroupRecord, now: int = 0) -> None:
@@ -227,7 +233,7 @@ class ConsumerGroupStateMachine:
             else:
                 group.members[record.member_id] = Member(
                     record.member_id, record.subscription,
-                    session_deadline=now + self.config.session_timeout_ms)
+                    session_deadline=now + self.config_for(record.group_id).session_timeout_ms)
         elif isinstance(record, TargetMemberRecord):
             if record.partitions is None:
                 group.target.pop(record.member_id, None)
@@ -303,7 +309,7 @@ class ConsumerGroupStateMachine:
         self._update_member(request, member_id, member, now, records)
         group = self.groups[request.group_id]
         member = group.members[member_id]
-        member.session_deadline = now + self.config.session_timeout_ms
+        member.session_deadline = now + self.config_for(group.group_id).session_timeout_ms
         digest = metadata_hash(group, topics)
         if digest != group.metadata_hash:  # a subscribed topic appeared, went or grew
             moved = any(isinstance(r, GroupEpochRecord) for r in records)  # by this heartbeat
@@ -318,7 +324,8 @@ class ConsumerGroupStateMachine:
             request.subscribed_topic_names is not None)
         changed = before != (member.member_epoch, member.assigned)
         return HeartbeatResponse(
-            ErrorCode.NONE, member_id, member.member_epoch, self.config.heartbeat_interval_ms,
+            ErrorCode.NONE, member_id, member.member_epoch,
+            self.config_for(group.group_id).heartbeat_interval_ms,
             dict(member.assigned) if full or changed or request.member_epoch == 0 else None
         ), records
 
@@ -472,10 +479,10 @@ class ConsumerGroupStateMachine:
                 group.group_id, member.member_id, STATIC_LEAVE_EPOCH, member.member_epoch,
                 member.state, member.assigned, member.pending_revocation), now)
             return HeartbeatResponse(ErrorCode.NONE, request.member_id, STATIC_LEAVE_EPOCH,
-                                     self.config.heartbeat_interval_ms)
+                                     self.config_for(group.group_id).heartbeat_interval_ms)
         self._remove(group, request.member_id, now, records)
         return HeartbeatResponse(ErrorCode.NONE, request.member_id, LEAVE_EPOCH,
-                                 self.config.heartbeat_interval_ms)
+                                 self.config_for(group.group_id).heartbeat_interval_ms)
 
     def _remove(self, group: ConsumerGroup, member_id: str, now: int,
                 records: list[ConsumerGroupRecord]) -> None:
@@ -521,7 +528,8 @@ class ConsumerGroupStateMachine:
         """Every loaded member gets a full session from now (Kafka's scheduling at load)."""
         for group in self.groups.values():
             for member in group.members.values():
-                member.session_deadline = now + self.config.session_timeout_ms
+                member.session_deadline = now + self.config_for(
+                    group.group_id).session_timeout_ms
 
 
 __all__ = ["ConsumerGroup", "ConsumerGroupConfig", "ConsumerGroupStateMachine",

@@ -47,6 +47,7 @@ from pybroker.coordinator.group_records import (
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
 from pybroker.coordinator.consumer_group_coordinator import ConsumerGroupCoordinator
 from pybroker.coordinator.consumer_group_state import ConsumerGroupConfig
+from pybroker.coordinator.group_config_view import GroupConfigView
 from pybroker.coordinator.deadline_loop import DeadlineLoop
 from pybroker.coordinator.group_state import (
     GroupConfig, GroupStateMachine, JoinRequest, JoinResult, LeaveResult, LeavingMember,
@@ -132,7 +133,8 @@ class GroupCoordinator:
         self.consumer = ConsumerGroupCoordinator(self, ConsumerGroupConfig(
             session_timeout_ms=cfg.group_consumer_session_timeout_ms,
             heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
-            max_size=cfg.group_consumer_max_size))
+            max_size=cfg.group_consumer_max_size,
+            assignors=cfg.group_consumer_assignors), GroupConfigView(cfg, metadata))
 
     def now(self) -> int:
         return self._clock()

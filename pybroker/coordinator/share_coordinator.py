@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import replace
 from typing import Any, Callable, Iterable
 from uuid import UUID
 
@@ -42,8 +43,9 @@ from pybroker.config.broker import BrokerConfig
 from pybroker.coordinator.share_group import (
     HeartbeatResult, ShareGroupConfig, ShareGroups,
 )
+from pybroker.coordinator.group_config_view import GroupConfigView
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
-from pybroker.coordinator.share_partition import SharePartition, SharePartitionConfig
+from pybroker.coordinator.share_partition import OffsetReset, SharePartition, SharePartitionConfig
 from pybroker.coordinator.share_records import (
     ShareSnapshot, ShareStateKey, decode_key, decode_value, encode_key, encode_value,
     state_key_text,
@@ -82,6 +84,8 @@ class ShareCoordinator:
             record_lock_duration_ms=config.group_share_record_lock_duration_ms,
             delivery_count_limit=config.group_share_delivery_count_limit,
             max_record_locks=config.group_share_partition_max_record_locks)
+        # Each group's own configs (the GROUP config resource) over the values above.
+        self.settings = GroupConfigView(config, metadata)
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
         self._dirty: set[SharePartitionKey] = set()
         self.topic = InternalTopic(
@@ -116,13 +120,20 @@ class ShareCoordinator:
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
                   subscribed_topic_names: list[str] | None, *, client_id: str,
                   client_host: str) -> HeartbeatResult:
+        own = self.settings(group_id)
+        config = replace(self.groups.config, session_timeout_ms=own.share_session_timeout_ms,
+                         heartbeat_interval_ms=own.share_heartbeat_interval_ms)
+        if config == self.groups.config:
+            self.groups.group_configs.pop(group_id, None)
+        else:
+            self.groups.group_configs[group_id] = config
         result = self.groups.heartbeat(group_id, member_id, member_epoch, rack_id,
                                        subscribed_topic_names, self.lookup, self.now(),
                                        client_id=client_id, client_host=client_host)
         if result.left is not None:
             self.release_member(group_id, result.left)
         elif result.error == ErrorCode.NONE:  # the member's session runs from now
-            self._kick(self.now() + self.groups.config.session_timeout_ms)
+            self._kick(self.now() + config.session_timeout_ms)
         return result
 
     # -- share-partitions ----------------------------------------------------------------------
@@ -136,13 +147,22 @@ class ShareCoordinator:
             return code, None
         key = (group_id, topic_id, partition)
         sp = self.partitions.get(key)
+        config = self.partition_config_for(group_id)
         if sp is None:
             plog = part.log
-            sp = self.partitions[key] = SharePartition.initialize(
-                self.partition_config, plog.log_start_offset, plog.high_watermark)
+            duration = self.settings(group_id).share_reset_duration_ms()
+            if duration is None:
+                sp = SharePartition.initialize(config, plog.log_start_offset,
+                                               plog.high_watermark)
+            else:  # by_duration: the first record at most that old, else the high watermark
+                found = plog.offset_for_timestamp(self.now() - duration,
+                                                  max_offset=plog.high_watermark)
+                sp = SharePartition(config, plog.high_watermark if found is None else found[0])
+            self.partitions[key] = sp
             self._dirty.add(key)
             self._kick()
         else:
+            sp.config = config  # a new lock duration applies to the next acquisition
             start = sp.start_offset
             sp.update_log_start(part.log.log_start_offset)
             if sp.start_offset != start:
@@ -161,11 +181,22 @@ class ShareCoordinator:
         self._dirty.add(key)
         self._notify(key[1], key[2])
 
-    def acquired(self, now_ms: int) -> None:
-        """A ShareFetch acquired records at `now_ms`: their locks run out at now + the lock
-        duration, which the timer may have to wake for (no scan of every lock: each new one
-        ends after all the others, the duration being the broker's)."""
-        self._kick(now_ms + self.partition_config.record_lock_duration_ms)
+    def partition_config_for(self, group_id: str) -> SharePartitionConfig:
+        """The broker's share-partition settings under the group's own lock duration and
+        offset reset (by_duration is resolved where the share-partition is created)."""
+        own = self.settings(group_id)
+        reset = (OffsetReset.EARLIEST if own.share_auto_offset_reset == "earliest"
+                 else OffsetReset.LATEST)
+        config = replace(self.partition_config,
+                         record_lock_duration_ms=own.share_record_lock_duration_ms,
+                         auto_offset_reset=reset)
+        return self.partition_config if config == self.partition_config else config
+
+    def acquired(self, now_ms: int, group_id: str) -> None:
+        """A ShareFetch of `group_id` acquired records at `now_ms`: their locks run out at now
+        + the group's lock duration, which the timer may have to wake for (no scan of every
+        lock)."""
+        self._kick(now_ms + self.partition_config_for(group_id).record_lock_duration_ms)
 
     def _notify(self, topic_id: UUID, partition: int) -> None:
         topic = self.topic_name(topic_id)

@@ -117,6 +117,12 @@ class ShareGroups:
     def __init__(self, config: ShareGroupConfig) -> None:
         self.config = config
         self.groups: dict[str, ShareGroup] = {}
+        # Groups whose own configs (the GROUP config resource) differ from the broker's: set
+        # by the owner before each heartbeat, so a change applies from the next one.
+        self.group_configs: dict[str, ShareGroupConfig] = {}
+
+    def config_for(self, group_id: str) -> ShareGroupConfig:
+        return self.group_configs.get(group_id, self.config)
 
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int,
                   rack_id: str | None, subscribed_topic_names: list[str] | None,
@@ -150,7 +156,7 @@ class ShareGroups:
         if rack_id is not None:
             member.rack_id = rack_id
         member.client_id, member.client_host = client_id, client_host
-        member.session_deadline_ms = now_ms + self.config.session_timeout_ms
+        member.session_deadline_ms = now_ms + self.config_for(group_id).session_timeout_ms
         self._reassign(group, lookup)
         if joined or member.member_epoch != group.group_epoch:
             member.member_epoch = group.group_epoch

@@ -22,7 +22,8 @@ __all__ = ["REGISTRY", "Handler", "RequestContext", "Services", "build_registry"
 _MODULES = (
     "api_versions", "metadata", "produce", "fetch", "list_offsets", "init_producer_id",
     "create_topics", "delete_topics", "create_partitions", "delete_records",
-    "describe_configs", "alter_configs", "incremental_alter_configs", "describe_cluster",
+    "describe_configs", "alter_configs", "incremental_alter_configs",
+    "list_config_resources", "describe_cluster",
     "describe_log_dirs", "describe_producers", "elect_leaders", "offset_for_leader_epoch",
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
     "offset_commit", "offset_fetch", "offset_delete", "describe_groups", "list_groups",

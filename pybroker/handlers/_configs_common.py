@@ -1,5 +1,6 @@
 """What DescribeConfigs, AlterConfigs and IncrementalAlterConfigs share: resource lookup, and
-the alter path of a topic's overrides and of a broker's dynamic configs (KIP-226)."""
+the alter path of a topic's overrides, of a broker's dynamic configs (KIP-226) and of a
+group's configs (KIP-848/932: resource type 32, any group id, existing or not)."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -9,6 +10,7 @@ from protocol.config_resources import ResourceType
 from protocol.errors import ErrorCode
 from pybroker.config import ConfigError, validate_topic_configs
 from pybroker.config.dynamic import DynamicConfigError
+from pybroker.config.group import check_group_configs
 from pybroker.handlers import _authz as authz
 from pybroker.handlers._base import RequestContext
 
@@ -24,6 +26,9 @@ def unauthorized(ctx: RequestContext, resource_type: int, name: str,
     elif resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
         if not authz.allowed(ctx, operation, authz.CLUSTER):
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    elif resource_type == ResourceType.GROUP_CONFIG:
+        if not authz.allowed(ctx, operation, authz.GROUP, name):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED
     return None
 
 
@@ -43,6 +48,10 @@ def check_resource(ctx: RequestContext, resource_type: int, name: str,
                         f"Unexpected broker id, expected {node_id}, but received {name}")
             return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {node_id}"
         return ErrorCode.NONE, None
+    if resource_type == ResourceType.GROUP_CONFIG:
+        if not name:
+            return ErrorCode.INVALID_REQUEST, "Group name must not be empty"
+        return ErrorCode.NONE, None
     return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
 
 
@@ -52,13 +61,14 @@ def result(code: ErrorCode, message: str | None, resource_type: int, name: str) 
 
 
 async def alter_configs(ctx: RequestContext, request: Any,
-                        new_configs: Callable[[dict[str, str], Any, bool], dict[str, str]]
+                        new_configs: Callable[[dict[str, str], Any, str], dict[str, str]]
                         ) -> dict:
     """AlterConfigs and IncrementalAlterConfigs: per resource, compute its new set with
-    `new_configs(current, resource, is_broker)`, validate it, and store it unless the request
-    only validates. A topic's set is its overrides (a ConfigError is INVALID_CONFIG); a
-    broker's its dynamic configs at the resource's level, "" for the cluster default and
-    "<id>" for this broker (a refused change is INVALID_REQUEST, as in Kafka)."""
+    `new_configs(current, resource, kind)` (kind: topic, broker or group), validate it, and
+    store it unless the request only validates. A topic's set is its overrides (a
+    ConfigError is INVALID_CONFIG); a broker's its dynamic configs at the resource's level, ""
+    for the cluster default and "<id>" for this broker (a refused change is INVALID_REQUEST,
+    as in Kafka); a group's its configs (a ConfigError is INVALID_CONFIG)."""
     responses = []
     for res in request.resources:
         refused = unauthorized(ctx, res.resource_type, res.resource_name,
@@ -70,10 +80,20 @@ async def alter_configs(ctx: RequestContext, request: Any,
                                        altering=True)
         if code == ErrorCode.NONE and res.resource_type == ResourceType.BROKER:
             code, message = await _alter_broker(ctx, res, new_configs, request.validate_only)
+        elif code == ErrorCode.NONE and res.resource_type == ResourceType.GROUP_CONFIG:
+            current = dict(ctx.image.group_configs.get(res.resource_name, {}))
+            try:
+                configs = new_configs(current, res, "group")
+                check_group_configs(configs, ctx.config)
+            except ConfigError as exc:
+                code, message = ErrorCode.INVALID_CONFIG, str(exc)
+            else:
+                if not request.validate_only:
+                    await ctx.services.metadata.set_group_configs(res.resource_name, configs)
         elif code == ErrorCode.NONE:
             current = dict(ctx.image.topics[res.resource_name].configs)
             try:
-                configs = new_configs(current, res, False)
+                configs = new_configs(current, res, "topic")
                 validate_topic_configs(configs)
             except ConfigError as exc:
                 code, message = ErrorCode.INVALID_CONFIG, str(exc)
@@ -85,13 +105,13 @@ async def alter_configs(ctx: RequestContext, request: Any,
 
 
 async def _alter_broker(ctx: RequestContext, res: Any,
-                        new_configs: Callable[[dict[str, str], Any, bool], dict[str, str]],
+                        new_configs: Callable[[dict[str, str], Any, str], dict[str, str]],
                         validate_only: bool) -> tuple[ErrorCode, str | None]:
     dynamic = ctx.services.dynamic_config
     if dynamic is None:  # a Services built without a broker (tests of a handler alone)
         return ErrorCode.INVALID_REQUEST, "This broker has no dynamic configuration"
     try:
-        await dynamic.alter(res.resource_name, lambda stored: new_configs(stored, res, True),
+        await dynamic.alter(res.resource_name, lambda stored: new_configs(stored, res, "broker"),
                             validate_only=validate_only)
     except ConfigError as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)

@@ -1,5 +1,5 @@
-"""AlterConfigs (the legacy API): a topic's overrides, or a broker's dynamic configs at one
-level, are replaced by the given set."""
+"""AlterConfigs (the legacy API): a topic's overrides, a broker's dynamic configs at one
+level, or a group's configs are replaced by the given set."""
 from __future__ import annotations
 
 from construct import Container
@@ -9,7 +9,7 @@ from pybroker.handlers._base import Handler, RequestContext
 from pybroker.handlers._configs_common import alter_configs, alter_error_response
 
 
-def _replace(current: dict[str, str], resource: Container, is_broker: bool) -> dict[str, str]:
+def _replace(current: dict[str, str], resource: Container, kind: str) -> dict[str, str]:
     return {c.name: c.value for c in resource.configs if c.value is not None}
 
 

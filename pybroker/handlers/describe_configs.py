@@ -1,4 +1,5 @@
-"""DescribeConfigs: every config of a topic or the broker, with value, source and synonyms."""
+"""DescribeConfigs: every config of a topic, the broker or a group, with value, source and
+synonyms."""
 from __future__ import annotations
 
 from construct import Container
@@ -7,6 +8,7 @@ from protocol.acl_operations import AclOperation
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.config import describe_broker_config, describe_topic_config
+from pybroker.config.group import describe_group_config
 from pybroker.handlers._base import Handler, RequestContext
 from pybroker.handlers._configs_common import ResourceType, check_resource, result, unauthorized
 
@@ -24,6 +26,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             if res.resource_type == ResourceType.TOPIC:
                 overrides = ctx.image.topics[res.resource_name].configs
                 rows = describe_topic_config(ctx.config, overrides)
+            elif res.resource_type == ResourceType.GROUP_CONFIG:
+                rows = describe_group_config(
+                    ctx.config, ctx.image.group_configs.get(res.resource_name, {}))
             else:
                 # "" is the cluster default: its dynamic configs alone, as Kafka answers.
                 rows = describe_broker_config(ctx.config, per_broker=res.resource_name != "")

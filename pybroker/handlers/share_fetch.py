@@ -56,7 +56,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         await shares.flush()
     else:
         fetched = await _fetch(ctx, shares, request, group_id, member_id, wanted, refusal)
-    return _response(shares, acks, fetched, refusal)
+    return _response(shares, group_id, acks, fetched, refusal)
 
 
 async def _fetch(ctx: RequestContext, shares: ShareCoordinator, request: Container,
@@ -134,7 +134,7 @@ def _acquire_all(ctx: RequestContext, shares: ShareCoordinator, group_id: str, m
             out[(topic_id, partition)] = _partition(partition, ErrorCode.NONE, None,
                                                     records[:end], acquired)
     if acquired_total:
-        shares.acquired(now)
+        shares.acquired(now, group_id)
     return out, acquired_total
 
 
@@ -145,7 +145,8 @@ def _partition(partition: int, code: ErrorCode, leader: dict | None = None,
             "records": records, "acquired_records": acquired or []}
 
 
-def _response(shares: ShareCoordinator, acks: dict[tuple[UUID, int], tuple[ErrorCode, dict]],
+def _response(shares: ShareCoordinator, group_id: str,
+              acks: dict[tuple[UUID, int], tuple[ErrorCode, dict]],
               fetched: dict[tuple[UUID, int], dict], refusal: PartitionRefusal) -> dict:
     for key, (code, leader) in acks.items():
         entry = fetched.setdefault(key, _partition(key[1], ErrorCode.NONE, leader))
@@ -154,7 +155,8 @@ def _response(shares: ShareCoordinator, acks: dict[tuple[UUID, int], tuple[Error
     for (topic_id, _), entry in sorted(fetched.items()):
         by_topic.setdefault(topic_id, []).append(entry)
     return {"error_code": 0,
-            "acquisition_lock_timeout_ms": shares.partition_config.record_lock_duration_ms,
+            "acquisition_lock_timeout_ms":
+                shares.partition_config_for(group_id).record_lock_duration_ms,
             "responses": [{"topic_id": tid, "partitions": ps} for tid, ps in by_topic.items()],
             "node_endpoints": refusal.node_endpoints()}
 

@@ -33,7 +33,8 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         for topic_id, partitions in sorted(result.assignment.items())]}
     return {"error_code": 0, "member_id": result.member_id,
             "member_epoch": result.member_epoch,
-            "heartbeat_interval_ms": shares.groups.config.heartbeat_interval_ms,
+            "heartbeat_interval_ms":
+                shares.groups.config_for(request.group_id).heartbeat_interval_ms,
             "assignment": assignment}
 
 

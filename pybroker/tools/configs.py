@@ -34,7 +34,7 @@ from pybroker.tools.common import (
 
 PROG = "kafka-configs"
 _TYPES = {"topics": ResourceType.TOPIC, "brokers": ResourceType.BROKER,
-          "broker-loggers": ResourceType.BROKER_LOGGER, "groups": ResourceType.GROUP}
+          "broker-loggers": ResourceType.BROKER_LOGGER, "groups": ResourceType.GROUP_CONFIG}
 _UNSUPPORTED = ("ips", "client-metrics")
 _QUOTA_TYPES = {"users": "user", "clients": "client-id"}
 _QUOTA_LABELS = {"user": "user-principal", "client-id": "client-id"}

@@ -155,7 +155,9 @@ _MEMBER = textwrap.dedent("""
 def test_killed_members_partitions_move_after_the_session_timeout(tmp_path: Path) -> None:
     with broker_in_thread(tmp_path / "logs",
                           group_consumer_session_timeout_ms="3000",
-                          group_consumer_heartbeat_interval_ms="500") as info:
+                          group_consumer_min_session_timeout_ms="1000",
+                          group_consumer_heartbeat_interval_ms="500",
+                          group_consumer_min_heartbeat_interval_ms="100") as info:
         topic = f"kip848-{uuid.uuid4().hex[:6]}"
         create_topic(info.bootstrap, topic, PARTITIONS)
         child = subprocess.Popen([sys.executable, "-c", _MEMBER, info.bootstrap, "kill", topic],
@@ -214,7 +216,8 @@ def test_a_broker_restart_resumes_the_group(tmp_path: Path) -> None:
 
 
 def test_a_regex_subscription_picks_up_a_new_topic(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", group_consumer_heartbeat_interval_ms="500") as info:
+    with broker_in_thread(tmp_path / "logs", group_consumer_heartbeat_interval_ms="500",
+                          group_consumer_min_heartbeat_interval_ms="100") as info:
         b = info.bootstrap
         create_topic(b, "rx-1", 2)
         create_topic(b, "not-rx-1", 1)

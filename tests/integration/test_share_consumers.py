@@ -23,6 +23,7 @@ pytestmark = pytest.mark.timeout(120)
 def bootstrap(tmp_path: Path) -> Iterator[str]:
     with broker_in_thread(tmp_path / "logs",
                           **{"group.share.record.lock.duration.ms": "2000",
+                             "group.share.min.record.lock.duration.ms": "2000",
                              "group.share.delivery.count.limit": "3"}) as info:
         enable_share_groups(info.bootstrap)
         create_topic(info.bootstrap, "q")

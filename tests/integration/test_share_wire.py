@@ -18,6 +18,8 @@ from tests.integration.raw import RawConnection, create_topic, enable_share_grou
 
 LOCK_MS = 1000
 SHORT = {"group.share.record.lock.duration.ms": str(LOCK_MS),
+         "group.share.min.record.lock.duration.ms": str(LOCK_MS),
+         "group.share.min.heartbeat.interval.ms": "1000",
          "group.share.delivery.count.limit": "2",
          "group.share.heartbeat.interval.ms": "1234",
          "share.coordinator.state.topic.num.partitions": "3",
@@ -271,7 +273,10 @@ def test_limits(tmp_path: Path) -> None:
 
 
 def test_a_silent_member_is_removed_and_its_records_released(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", **{"group.share.session.timeout.ms": "1000"}
+    with broker_in_thread(tmp_path / "logs", **{"group.share.session.timeout.ms": "1000",
+                                                   "group.share.min.session.timeout.ms": "1000",
+                                                   "group.share.heartbeat.interval.ms": "500",
+                                                   "group.share.min.heartbeat.interval.ms": "500"}
                           ) as info:
         m = started(info.bootstrap, 1)
         assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 0, 1)]

@@ -82,9 +82,36 @@ def _share_fetch_response_v1(spec: dict[str, Any]) -> None:
                                "versions": "0+"})
 
 
-# The local specs predate Kafka 4.1 for the share-group APIs (../shared/reference/
-# KAFKA4_GROUPS.md, section 0): these are the 4.1 changes, applied to them at load time.
+def _consumer_group_describe_v1(spec: dict[str, Any]) -> None:
+    """KIP-1099 (4.1): v1 adds each member's MemberType (the request is unchanged)."""
+    spec["validVersions"] = "0-1"
+    if spec["type"] == "response":
+        _field(spec, "Groups", "Members")["fields"].append(
+            {"name": "MemberType", "type": "int8", "versions": "1+", "default": "-1"})
+
+
+def _list_config_resources(spec: dict[str, Any]) -> None:
+    """KIP-1142 (4.1): ListClientMetricsResources becomes ListConfigResources; v1 asks for
+    resource types and names each resource's."""
+    spec["validVersions"] = "0-1"
+    spec["name"] = spec["name"].replace("ListClientMetricsResources", "ListConfigResources")
+    if spec["type"] == "request":
+        spec["fields"] = [{"name": "ResourceTypes", "type": "[]int8", "versions": "1+"}]
+    else:
+        spec["fields"][-1] = {"name": "ConfigResources", "type": "[]ConfigResource",
+                              "versions": "0+", "fields": [
+                                  {"name": "ResourceName", "type": "string", "versions": "0+"},
+                                  {"name": "ResourceType", "type": "int8", "versions": "1+",
+                                   "default": 16}]}
+
+
+# The local specs predate Kafka 4.1 for the share-group APIs and ConsumerGroupDescribe
+# (../shared/reference/KAFKA4_GROUPS.md, section 0): these are the 4.1 changes, applied to them
+# at load time (ConsumerGroupDescribe's as Kafka 4.1.1's kafka-clients jar encodes it:
+# tests/test_consumer_group_heartbeat.py holds its bytes).
 KAFKA_4_1_DELTAS = {
+    (74, "request"): _list_config_resources, (74, "response"): _list_config_resources,
+    (69, "request"): _consumer_group_describe_v1, (69, "response"): _consumer_group_describe_v1,
     (76, "request"): _share_v1, (76, "response"): _share_v1,
     (77, "request"): _share_v1, (77, "response"): _share_v1,
     (78, "request"): _share_fetch_request_v1, (78, "response"): _share_fetch_response_v1,

@@ -12,7 +12,18 @@ from typing import Iterator
 
 import pytest
 
+from compat import kafka_tools
 from compat.apache_kafka import ApacheKafka, ApacheKafkaUnavailable
+
+
+@pytest.fixture
+def tools() -> None:
+    """Kafka's command-line tools (compat/kafka_tools.py) are at hand, or the test fails
+    saying why."""
+    try:
+        kafka_tools.classpath()
+    except ApacheKafkaUnavailable as exc:
+        pytest.fail(f"Kafka's tools are unavailable: {exc}", pytrace=False)
 
 
 @pytest.fixture(scope="module")

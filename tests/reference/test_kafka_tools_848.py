@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from compat import kafka_tools
-from compat.apache_kafka import ApacheKafkaUnavailable
 from pybroker.testing.broker import broker_in_thread
 from tests.helpers import ROOT
 from tests.integration.raw import create_topic
@@ -24,14 +23,6 @@ def _kafka(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def _rows(text: str) -> list[list[str]]:
     return [line.split() for line in text.splitlines() if line.strip()]
-
-
-@pytest.fixture
-def tools() -> None:
-    try:
-        kafka_tools.classpath()
-    except ApacheKafkaUnavailable as exc:
-        pytest.fail(f"Kafka's tools are unavailable: {exc}", pytrace=False)
 
 
 def test_kafka_features_describe_and_upgrade(tools: None, tmp_path: Path) -> None:
