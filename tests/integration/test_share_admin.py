@@ -4,19 +4,24 @@ AlterShareGroupOffsets, DeleteShareGroupOffsets) with their bad input, over the 
 through confluent-kafka's AdminClient, against a real broker on an ephemeral port."""
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Iterator
 from uuid import UUID
 
 import pytest
+from confluent_kafka import ConsumerGroupState
+from confluent_kafka.admin import AclOperation, AdminClient, NewTopic, ResourceType
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from pybroker.testing import Broker
 from tests.helpers import broker_in_thread
-from tests.integration.raw import RawConnection, create_topic
+from tests.integration.raw import RawConnection, create_topic, enable_share_groups
 from tests.integration.share_member import (
-    ACCEPT, SHORT, Member, ack_codes, acquired, produce, started,
+    ACCEPT, SHORT, Member, ack_codes, acquired, started,
 )
+from tests.integration.test_acls import AUTHORIZER, PRINCIPAL, allow
 
 ZERO_ID = UUID(int=0)
 
@@ -85,6 +90,16 @@ def test_list_groups_shows_share_groups_and_describe_groups_calls_them_dead(
                                                  "include_authorized_operations": False})
     g = d.groups[0]
     assert (g.error_code, g.group_state, g.protocol_type, list(g.members)) == (0, "Dead", "", [])
+    # confluent-kafka over the same answers: its consumer-group listing leaves a share group
+    # out (ProtocolType "share"), its legacy listing describes it, Dead
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    assert admin.list_consumer_groups().result(10).valid == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        legacy = admin.list_groups(timeout=10)
+    assert [(x.id, x.state) for x in legacy] == [("sg", "Dead")]
+    described = admin.describe_consumer_groups(["sg"])["sg"].result(10)
+    assert (described.state, described.members) == (ConsumerGroupState.DEAD, [])
     assert m.heartbeat(-1).error_code == 0
     assert list_groups(conn) == [("sg", "share", "Empty", "share")]
     assert list_groups(conn, states=["Empty"], types=["share"]) == [
@@ -190,3 +205,45 @@ def test_the_offsets_apis_wait_for_share_version(tmp_path: Path) -> None:
                                                   "client_software_version": "1"})
         assert {(a.api_key, a.min_version, a.max_version) for a in r.api_keys
                 if a.api_key in (90, 91, 92)} == {(90, 0, 0), (91, 0, 0), (92, 0, 0)}
+
+
+def test_acls_as_kafka(tmp_path: Path) -> None:
+    """DESCRIBE on the group and the topics for DescribeShareGroupOffsets, READ for Alter,
+    DELETE on the group and READ on the topics for Delete; ListGroups shows only the groups
+    the principal may describe. The principal may READ topic a and group g, nothing else."""
+    broker = Broker(log_dir=tmp_path / "logs", authorizer_class_name=AUTHORIZER,
+                    super_users=PRINCIPAL, **SHORT).start()
+    try:
+        enable_share_groups(broker.bootstrap)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for f in admin.create_topics([NewTopic("a", 1, 1), NewTopic("b", 1, 1)]).values():
+            f.result(10)
+        for group in ("g", "h"):
+            for topic in ("a", "b"):
+                m = Member(broker.bootstrap, group=group, topic=topic)
+                m.join()
+                assert m.fetch().error_code == 0
+                assert m.heartbeat(-1).error_code == 0
+                m.conn.close()
+        grants = [allow(ResourceType.TOPIC, "a", AclOperation.READ),
+                  allow(ResourceType.GROUP, "g", AclOperation.READ)]
+        for f in admin.create_acls(grants).values():
+            f.result(10)
+        broker.config["super.users"] = ""
+        broker.restart()
+        with RawConnection(broker.bootstrap) as conn:
+            assert [g[0] for g in list_groups(conn)] == ["g"]
+            denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            assert describe(conn, "h").error_code == denied
+            g = describe(conn, "g")
+            assert [(t.topic_name, [(p.error_code, p.start_offset) for p in t.partitions])
+                    for t in g.topics] == [("a", [(0, 0)]),
+                                           ("b", [(ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1)])]
+            assert alter(conn, {("a", 0): 0}, "h").error_code == denied
+            r = alter(conn, {("a", 0): 0, ("b", 0): 0}, "g")
+            assert alter_codes(r) == {("a", 0): 0, ("b", 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+            assert delete(conn, ["a"], "g").error_code == denied
+            # every refusal was an answer: the connection still serves
+            assert conn.request(ApiKey.API_VERSIONS, 0, {}).error_code == 0
+    finally:
+        broker.stop()
