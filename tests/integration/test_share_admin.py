@@ -129,6 +129,11 @@ def test_describe_alter_and_delete_offsets(tmp_path: Path) -> None:
     with broker_in_thread(tmp_path / "logs", **SHORT) as info:  # the SPSO was written
         conn = RawConnection(info.bootstrap)
         assert starts(describe(conn)) == {("q", 0): 4}
+        # membership is not durable; the group, known by its state, is Empty
+        assert list_groups(conn) == [("sg", "share", "Empty", "share")]
+        d = conn.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {
+            "group_ids": ["sg"], "include_authorized_operations": False}).groups[0]
+        assert (d.error_code, d.group_state, list(d.members)) == (0, "Empty", [])
         again = Member(info.bootstrap)
         again.join()
         # 2 and 3 were acquired, not acknowledged: the reset passed over them
