@@ -27,7 +27,7 @@ from pybroker.client.client import REFRESH_CODES, KafkaClient
 from pybroker.client.cluster import ZERO_UUID, TopicMetadata, TopicPartition
 from pybroker.client.connection import BrokerConnection
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
-from pybroker.client.group_admin import GroupAdminMixin
+from pybroker.client.share_group_admin import ShareGroupAdminMixin
 from pybroker.client.transaction_admin import TransactionAdminMixin
 
 __all__ = ["Admin", "NewTopic", "ResourceType", "ConfigSource", "ConfigResource",
@@ -129,7 +129,7 @@ class LogDirDescription:
     usable_bytes: int = -1
 
 
-class Admin(GroupAdminMixin, TransactionAdminMixin):
+class Admin(ShareGroupAdminMixin, TransactionAdminMixin):
     """Admin operations; `timeout` (seconds) bounds each one, retries included."""
 
     def __init__(self, client: KafkaClient, *, timeout: float | None = None,

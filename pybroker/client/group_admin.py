@@ -111,18 +111,22 @@ class GroupAdminMixin:
 
         return await self.client.retrying(attempt, timeout=self.timeout, refresh=False)
 
-    async def list_groups(self, *, states: Iterable[str] = ()) -> list[GroupListing]:
-        """Every group any broker coordinates, sorted by id (states filter needs v4+)."""
+    async def list_groups(self, *, states: Iterable[str] = (),
+                          types: Iterable[str] = ()) -> list[GroupListing]:
+        """Every group any broker coordinates, sorted by id (states filter needs v4+, types
+        filter v5+)."""
         await self.client.refresh_metadata([])
         found: dict[str, GroupListing] = {}
         errors: list[BaseException] = []
-        wanted = list(states)
+        wanted, wanted_types = list(states), list(types)
 
         async def ask(node_id: int) -> None:
             try:
                 resp = await self.client.request(
-                    ApiKey.LIST_GROUPS, {"states_filter": wanted, "types_filter": []},
-                    node_id=node_id, min_version=4 if wanted else None)
+                    ApiKey.LIST_GROUPS, {"states_filter": wanted,
+                                         "types_filter": wanted_types},
+                    node_id=node_id,
+                    min_version=5 if wanted_types else 4 if wanted else None)
             except (KafkaError, KafkaConnectionError, KafkaTimeoutError) as exc:
                 errors.append(exc)
                 return

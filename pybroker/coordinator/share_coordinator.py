@@ -40,8 +40,9 @@ from protocol.errors import ErrorCode
 from protocol.records.record import Record, build_batch
 from pybroker.cluster.metadata import MetadataStore
 from pybroker.config.broker import BrokerConfig
+from pybroker.coordinator.group_offsets import GroupListing
 from pybroker.coordinator.share_group import (
-    HeartbeatResult, ShareGroupConfig, ShareGroups,
+    SHARE_GROUP_TYPE, HeartbeatResult, ShareGroupConfig, ShareGroups,
 )
 from pybroker.coordinator.group_config_view import GroupConfigView
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
@@ -294,6 +295,28 @@ class ShareCoordinator:
         (membership is not durable, the share-partitions are)."""
         return group_id in self.groups.groups or any(k[0] == group_id for k in self.partitions)
 
+    def group_state(self, group_id: str) -> str:
+        """Stable with members, else Empty: a group known only by its share-partitions (after
+        a restart, membership not being durable) is Empty, as Kafka shows a group whose
+        members are gone."""
+        group = self.groups.groups.get(group_id)
+        return group.state if group is not None else "Empty"
+
+    def listings(self, states: Iterable[str], types: Iterable[str],
+                 owns: Callable[[str], bool]) -> list[GroupListing]:
+        """The share groups whose id this broker coordinates (`owns`), as ListGroups shows
+        them: ProtocolType and GroupType "share", filtered by state and type names
+        (case-insensitive; empty means any)."""
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        if wanted_types and SHARE_GROUP_TYPE not in wanted_types:
+            return []
+        ids = set(self.groups.groups) | {k[0] for k in self.partitions}
+        return [GroupListing(g, SHARE_GROUP_TYPE, state, SHARE_GROUP_TYPE)
+                for g in sorted(ids) if owns(g)
+                for state in [self.group_state(g)]
+                if not wanted_states or state.lower() in wanted_states]
+
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups for a share group: refused while it has members (NON_EMPTY_GROUP);
         else its share-partitions go, each with a tombstone in __share_group_state, so a
@@ -304,6 +327,16 @@ class ShareCoordinator:
         keys = [k for k in self.partitions if k[0] == group_id]
         if code == ErrorCode.GROUP_ID_NOT_FOUND and not keys:
             return code
+        code = await self._tombstone(keys)
+        if code:
+            return code
+        for session_key in [k for k in self.sessions.sessions if k[0] == group_id]:
+            self.sessions.close(*session_key)
+        return ErrorCode.NONE
+
+    async def _tombstone(self, keys: Iterable[SharePartitionKey]) -> ErrorCode:
+        """Drop share-partitions, each with a tombstone in __share_group_state written
+        before it goes; the first append error is returned (what was not written stays)."""
         by_partition: dict[int, list[SharePartitionKey]] = {}
         for key in keys:
             by_partition.setdefault(
@@ -316,9 +349,41 @@ class ShareCoordinator:
             for key in part_keys:
                 del self.partitions[key]
                 self._dirty.discard(key)
-        for session_key in [k for k in self.sessions.sessions if k[0] == group_id]:
-            self.sessions.close(*session_key)
         return ErrorCode.NONE
+
+    # -- the offsets admin APIs (DescribeShareGroupOffsets, Alter..., Delete...) --------------
+
+    def has_members(self, group_id: str) -> bool:
+        group = self.groups.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    async def alter_start_offsets(self, group_id: str, offsets: dict[tuple[UUID, int], int]
+                                  ) -> tuple[ErrorCode, dict[tuple[UUID, int], ErrorCode]]:
+        """Start each share-partition afresh at its offset, for a group without members (the
+        caller checks): nothing in flight, no delivery counts, as Kafka re-initializes the
+        share-partition state. A partition this broker does not lead is refused
+        (NOT_LEADER_OR_FOLLOWER: the state lives with the leader). The snapshots are written
+        before the answer: (the write's error, each partition's code)."""
+        codes: dict[tuple[UUID, int], ErrorCode] = {}
+        for (topic_id, partition), offset in offsets.items():
+            name = self.topic_name(topic_id)
+            code, part = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None) if name is None else \
+                self.replicas.leader_partition(name, partition)
+            codes[(topic_id, partition)] = code
+            if part is None:
+                continue
+            key = (group_id, topic_id, partition)
+            self.partitions[key] = SharePartition(self.partition_config, offset)
+            self._dirty.add(key)
+        return await self.flush(), codes
+
+    async def delete_offsets(self, group_id: str, topic_id: UUID) -> ErrorCode:
+        """Drop the group's state for every partition of the topic (the caller checks that the
+        group has no members): UNKNOWN_TOPIC_OR_PARTITION when there is none, as Kafka."""
+        keys = [k for k in self.partitions if k[0] == group_id and k[1] == topic_id]
+        if not keys:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return await self._tombstone(keys)
 
     def load(self) -> int:
         """Adopt the latest snapshot of each share-partition from the partitions of

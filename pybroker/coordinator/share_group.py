@@ -35,7 +35,7 @@ from protocol.errors import ErrorCode
 
 __all__ = [
     "ShareGroupConfig", "ShareMember", "ShareGroup", "HeartbeatResult", "ShareGroups",
-    "simple_assignment", "TopicLookup", "Assignment",
+    "simple_assignment", "TopicLookup", "Assignment", "SHARE_GROUP_TYPE",
 ]
 
 # topic name -> (topic id, partition count), or None when the topic does not exist
@@ -44,6 +44,7 @@ TopicLookup = Callable[[str], "tuple[UUID, int] | None"]
 Assignment = Mapping[UUID, tuple[int, ...]]
 
 ASSIGNOR = "simple"
+SHARE_GROUP_TYPE = "share"  # Kafka's GroupType, also the ProtocolType ListGroups shows
 LEAVE_EPOCH = -1
 
 

@@ -34,6 +34,7 @@ _MODULES = (
     "describe_client_quotas", "alter_client_quotas", "update_features",
     "consumer_group_heartbeat", "consumer_group_describe",
     "share_group_heartbeat", "share_group_describe", "share_fetch", "share_acknowledge",
+    "describe_share_group_offsets", "alter_share_group_offsets", "delete_share_group_offsets",
 )
 
 

@@ -14,6 +14,7 @@ from pybroker.handlers._authz import TOPIC, Op, denied_names
 from pybroker.handlers._base import RequestContext
 
 NO_LEADER = {"leader_id": -1, "leader_epoch": -1}  # as Kafka: -1/-1, never 0/0
+NO_TOPIC_ID = UUID(int=0)  # the id the offsets admin APIs answer for a topic unknown here
 
 
 def share_coordinator(ctx: RequestContext) -> ShareCoordinator:
@@ -103,3 +104,38 @@ def apply_acks(ctx: RequestContext, group_id: str, member_id: str, topics: Itera
                 shares.changed((group_id, topic.topic_id, p.partition_index))
             out[key] = (result, dict(NO_LEADER))
     return out
+
+
+async def admin_group_error(ctx: RequestContext, shares: ShareCoordinator, group_id: str,
+                            *, must_exist: bool) -> ErrorCode:
+    """Why the offsets admin APIs cannot act on the group: an empty id (INVALID_GROUP_ID), a
+    coordinator elsewhere or loading, an id held by a classic or consumer group
+    (GROUP_ID_NOT_FOUND); with `must_exist`, no share group of that id here
+    (GROUP_ID_NOT_FOUND); members (NON_EMPTY_GROUP: offsets change only on an empty group)."""
+    if not group_id:
+        return ErrorCode.INVALID_GROUP_ID
+    code = await ctx.groups.coordinates(group_id)
+    if code:
+        return code
+    if ctx.groups.has_group(group_id) or ctx.groups.consumer.group(group_id) is not None:
+        return ErrorCode.GROUP_ID_NOT_FOUND
+    if must_exist and not shares.is_share_group(group_id):
+        return ErrorCode.GROUP_ID_NOT_FOUND
+    return ErrorCode.NON_EMPTY_GROUP if shares.has_members(group_id) else ErrorCode.NONE
+
+
+def error_text(code: ErrorCode, group_id: str) -> str | None:
+    """Kafka's message for the group-level errors its tools print."""
+    if code == ErrorCode.GROUP_ID_NOT_FOUND:
+        return f"Group {group_id} not found."
+    if code == ErrorCode.NON_EMPTY_GROUP:
+        return "The group is not empty."
+    if code == ErrorCode.INVALID_GROUP_ID:
+        return "The group id is invalid."
+    return None if not code else code.message
+
+
+def admin_failed(group_id: str, code: ErrorCode) -> dict:
+    """Alter/DeleteShareGroupOffsets refused as a whole (their bodies are alike)."""
+    return {"error_code": int(code), "error_message": error_text(code, group_id),
+            "responses": []}

@@ -1,5 +1,6 @@
 """ListGroups: every group this coordinator owns, optionally filtered by state (v4+) and by
-type (v5+; every group here is "classic")."""
+type (v5+): classic, consumer (KIP-848) and share (KIP-932) groups, as Kafka 4.1 lists them;
+a share group's ProtocolType is "share" at every version."""
 from __future__ import annotations
 
 from construct import Container
@@ -10,8 +11,10 @@ from pybroker.handlers._base import Handler, RequestContext
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    listed = ctx.groups.list_groups(request.states_filter or (),
-                                           request.types_filter or ())
+    states, types = request.states_filter or (), request.types_filter or ()
+    listed = ctx.groups.list_groups(states, types)
+    if ctx.services.shares is not None:
+        listed += ctx.services.shares.listings(states, types, ctx.groups.owns)
     if not allowed(ctx, Op.DESCRIBE, CLUSTER):  # else only the groups it may describe
         listed = [g for g in listed if allowed(ctx, Op.DESCRIBE, GROUP, g.group_id)]
     return {"error_code": 0, "groups": [

@@ -1,5 +1,6 @@
 """ShareGroupDescribe (KIP-932): a share group's state, epochs and members with their
-assignments."""
+assignments. A group known only by its share-partition state (membership is not durable: after
+a restart, until a member rejoins) is described Empty, epoch 0, as ListGroups lists it."""
 from __future__ import annotations
 
 from construct import Container
@@ -7,7 +8,7 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.cluster.features import SHARE_VERSION
-from pybroker.coordinator.share_group import ASSIGNOR
+from pybroker.coordinator.share_group import ASSIGNOR, ShareGroup
 from pybroker.handlers._authz import GROUP, Op, allowed
 from pybroker.handlers._base import Handler, RequestContext
 from pybroker.handlers._share import share_coordinator
@@ -24,6 +25,8 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             continue
         code = await ctx.groups.coordinates(group_id)
         group = shares.groups.groups.get(group_id)
+        if group is None and shares.is_share_group(group_id):
+            group = ShareGroup(group_id)
         if code:
             groups.append(_failed(group_id, code))
         elif group is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import zipfile
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -24,6 +25,7 @@ import pytest
 from protocol.headers import REQUEST_HEADER, RESPONSE_HEADER
 from protocol.messages import APIS
 from protocol.schema import ArrayOf, Field, Message, StructOf, Versions, snake
+from compat.apache_kafka import cache_dir, kafka_version
 
 SPEC_DIR = Path(__file__).parents[2].parent / "shared/reference/kafka-message-specs"
 if not SPEC_DIR.is_dir():
@@ -35,10 +37,19 @@ PRIMITIVES = {"int8", "int16", "int32", "int64", "uint16", "uint32", "float64", 
 
 
 def _load(path: Path) -> dict[str, Any]:
-    """A spec file: JSON with `//` comment lines (Kafka's own files carry them)."""
-    text = "\n".join(line for line in path.read_text().splitlines()
-                     if not line.lstrip().startswith("//"))
-    return json.loads(text)
+    return _parse(path.read_text())
+
+
+def _parse(text: str) -> dict[str, Any]:
+    """A spec: JSON with `//` comment lines (Kafka's own files carry them)."""
+    return json.loads("\n".join(line for line in text.splitlines()
+                                if not line.lstrip().startswith("//")))
+
+
+# Kafka's client jar carries the specs of the Kafka it is (common/message/*.json): read there,
+# at test time, for the APIs the local specs predate (the share-group offsets APIs, 90-92).
+CLIENT_JAR = cache_dir() / "lib" / f"kafka-clients-{kafka_version()}.jar"
+FROM_JAR = {90, 91, 92}
 
 
 def _specs() -> dict[tuple[int, str], dict[str, Any]]:
@@ -47,6 +58,14 @@ def _specs() -> dict[tuple[int, str], dict[str, Any]]:
         spec = _load(path)
         if spec.get("type") in ("request", "response") and "apiKey" in spec:
             specs[(spec["apiKey"], spec["type"])] = spec
+    if CLIENT_JAR.is_file():
+        with zipfile.ZipFile(CLIENT_JAR) as jar:
+            for name in jar.namelist():
+                if name.startswith("common/message/") and name.endswith(".json"):
+                    spec = _parse(jar.read(name).decode())
+                    if spec.get("apiKey") in FROM_JAR and spec.get("type") in (
+                            "request", "response"):
+                        specs[(spec["apiKey"], spec["type"])] = spec
     for (key, direction), delta in KAFKA_4_1_DELTAS.items():
         if (key, direction) in specs:
             delta(specs[(key, direction)])
@@ -222,7 +241,11 @@ def _common(spec: dict[str, Any]) -> dict[str, Any]:
 # -- the tests -------------------------------------------------------------------------------
 
 def _cases() -> list[Any]:
-    return [pytest.param(api.key, direction, id=f"{api.name}-{direction}")
+    unread = pytest.mark.skip(reason=f"{CLIENT_JAR} (compat/apache_kafka.py fetches it) is "
+                                     "absent: the spec of this API is read from there")
+    return [pytest.param(api.key, direction, id=f"{api.name}-{direction}",
+                         marks=[unread] if api.key in FROM_JAR and not CLIENT_JAR.is_file()
+                         else [])
             for api in APIS.values() for direction in ("request", "response")]
 
 

@@ -28,6 +28,7 @@ TOOLS = {
     "kafka-consumer-perf-test": "consumer_perf_test", "kafka-dump-log": "dump_log",
     "kafka-leader-election": "leader_election", "kafka-log-dirs": "log_dirs",
     "kafka-reassign-partitions": "reassign_partitions", "kafka-transactions": "transactions",
+    "kafka-share-groups": "share_groups",
 }
 
 

@@ -1,0 +1,84 @@
+"""DescribeShareGroupOffsets (KIP-932): the start offset (SPSO) of a share group's
+share-partitions, as Kafka 4.1 answers it.
+
+Null topics ask for every share-partition the group has state for. A named partition without
+state, of a group or a topic that does not exist included, is answered with StartOffset -1
+and no error (a topic unknown here with the zero topic id), as Kafka does; an id held by a
+classic or consumer group is GROUP_ID_NOT_FOUND. Needs DESCRIBE on the group (else
+GROUP_AUTHORIZATION_FAILED for it) and on each topic (else TOPIC_AUTHORIZATION_FAILED on its
+partitions). The lag is not in version 0 (Kafka 4.1), so it is not here.
+"""
+from __future__ import annotations
+
+from construct import Container
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from pybroker.cluster.features import SHARE_VERSION
+from pybroker.coordinator.share_coordinator import ShareCoordinator
+from pybroker.handlers._authz import GROUP, TOPIC, Op, allowed, denied_names
+from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._share import NO_TOPIC_ID, error_text, share_coordinator
+
+NO_OFFSET = -1
+
+
+async def handle(ctx: RequestContext, request: Container) -> dict:
+    shares = share_coordinator(ctx)
+    return {"groups": [await _describe(ctx, shares, g) for g in request.groups]}
+
+
+async def _describe(ctx: RequestContext, shares: ShareCoordinator, group: Container) -> dict:
+    group_id = group.group_id
+    if not allowed(ctx, Op.DESCRIBE, GROUP, group_id):
+        return _failed(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    code = await ctx.groups.coordinates(group_id)
+    if not code and (ctx.groups.has_group(group_id)
+                     or ctx.groups.consumer.group(group_id) is not None):
+        code = ErrorCode.GROUP_ID_NOT_FOUND
+    if code:
+        return _failed(group_id, code)
+    starts = {(k[1], k[2]): sp.start_offset for k, sp in shares.partitions_of(group_id)}
+    if group.topics is None:
+        asked: dict[str, list[int]] = {}
+        for topic_id, partition in sorted(starts):
+            name = shares.topic_name(topic_id)
+            if name is not None:  # state of a deleted topic is not shown
+                asked.setdefault(name, []).append(partition)
+        wanted = sorted(asked.items())
+    else:
+        wanted = [(t.topic_name, list(t.partitions)) for t in group.topics]
+    denied = denied_names(ctx, Op.DESCRIBE, TOPIC, {name for name, _ in wanted})
+    topics = []
+    for name, partitions in wanted:
+        found = shares.lookup(name)
+        topic_id = found[0] if found is not None else NO_TOPIC_ID
+        topics.append({"topic_name": name, "topic_id": topic_id, "partitions": [
+            _partition(ctx, name, p, starts.get((topic_id, p)), name in denied)
+            for p in partitions]})
+    return {"group_id": group_id, "topics": topics, "error_code": 0}
+
+
+def _partition(ctx: RequestContext, topic: str, partition: int, start: int | None,
+               denied: bool) -> dict:
+    if denied:
+        return {"partition_index": partition, "start_offset": NO_OFFSET, "leader_epoch": 0,
+                "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                "error_message": ErrorCode.TOPIC_AUTHORIZATION_FAILED.message}
+    state = ctx.image.partition(topic, partition) if start is not None else None
+    return {"partition_index": partition,
+            "start_offset": NO_OFFSET if start is None else start,
+            "leader_epoch": state.leader_epoch if state is not None else 0, "error_code": 0}
+
+
+def _failed(group_id: str, code: ErrorCode) -> dict:
+    return {"group_id": group_id, "topics": [], "error_code": int(code),
+            "error_message": error_text(code, group_id)}
+
+
+def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
+    return {"groups": [_failed(g.group_id, code) for g in request.groups]}
+
+
+HANDLER = Handler(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 0, handle, error_response,
+                  feature=(SHARE_VERSION, 1))
