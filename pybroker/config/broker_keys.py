@@ -28,7 +28,7 @@ from typing import Mapping
 
 from pybroker.config.definitions import (
     INT32_MAX, INT64_MAX, ConfigKey, ConfigType, Importance, KeyState, KnownClass, ListOf,
-    NonEmptyUniqueList, OneOf, Validator, at_least, between,
+    NonEmptyUniqueList, OneOf, OneOfIgnoringCase, Validator, at_least, between,
 )
 
 _B, _S, _I, _SH, _L, _D, _LS, _P = (
@@ -485,6 +485,13 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "KIP-848 consumer groups: the heartbeat interval members are told to keep."),
     _k("group.consumer.max.size", _I, INT32_MAX, at_least(1), _MEDIUM,
        "KIP-848 consumer groups: most members one group may have (GROUP_MAX_SIZE_REACHED)."),
+    _k("group.consumer.migration.policy", _S, "bidirectional",
+       OneOfIgnoringCase(("bidirectional", "upgrade", "downgrade", "disabled")), _MEDIUM,
+       "Which live groups may change protocol online: a classic group of the consumer "
+       "protocol type when a KIP-848 member joins it (upgrade), a consumer group when its last "
+       "KIP-848 member leaves and classic members remain (downgrade), both (Kafka 4's "
+       "default) or neither. pybroker converts no live group whatever the value: it answers "
+       "as Kafka does under `disabled` (GROUP_ID_NOT_FOUND).", inert="group migration"),
     # --- share groups (KIP-932) ------------------------------------------------------------------
     _k("group.share.record.lock.duration.ms", _I, 30000, at_least(1000), _MEDIUM,
        "How long a share-group member holds the records a ShareFetch acquired for it before "
