@@ -588,10 +588,10 @@ def test_unknown_key_warns_and_is_logged(caplog: pytest.LogCaptureFixture) -> No
      "uncompressed, zstd, lz4, snappy, gzip, producer"),
     ({"group.consumer.migration.policy": "sideways"},
      "Invalid value sideways for configuration group.consumer.migration.policy: String must "
-     "be one of (case insensitive): BIDIRECTIONAL, UPGRADE, DOWNGRADE, DISABLED"),
+     "be one of (case insensitive): DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL"),
     ({"group.consumer.migration.policy": ""},
      "Invalid value  for configuration group.consumer.migration.policy: String must "
-     "be one of (case insensitive): BIDIRECTIONAL, UPGRADE, DOWNGRADE, DISABLED"),
+     "be one of (case insensitive): DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL"),
 ])
 def test_invalid_values_give_kafkas_message(given: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError) as info:

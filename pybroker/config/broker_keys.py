@@ -485,13 +485,17 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "KIP-848 consumer groups: the heartbeat interval members are told to keep."),
     _k("group.consumer.max.size", _I, INT32_MAX, at_least(1), _MEDIUM,
        "KIP-848 consumer groups: most members one group may have (GROUP_MAX_SIZE_REACHED)."),
+    # Kafka lists the choices in its HashSet's order, which its message shows: kept here.
     _k("group.consumer.migration.policy", _S, "bidirectional",
-       OneOfIgnoringCase(("bidirectional", "upgrade", "downgrade", "disabled")), _MEDIUM,
+       OneOfIgnoringCase(("disabled", "downgrade", "upgrade", "bidirectional")), _MEDIUM,
        "Which live groups may change protocol online: a classic group of the consumer "
        "protocol type when a KIP-848 member joins it (upgrade), a consumer group when its last "
        "KIP-848 member leaves and classic members remain (downgrade), both (Kafka 4's "
-       "default) or neither. pybroker converts no live group whatever the value: it answers "
-       "as Kafka does under `disabled` (GROUP_ID_NOT_FOUND).", inert="group migration"),
+       "default) or neither. pybroker converts no live group whatever the value: a KIP-848 "
+       "heartbeat into a classic group with members gets GROUP_ID_NOT_FOUND, Kafka's answer "
+       "under `disabled`; a classic JoinGroup into a consumer group with members gets "
+       "GROUP_ID_NOT_FOUND too, where Kafka (under every policy) takes it in as a classic "
+       "member.", inert="group migration"),
     # --- share groups (KIP-932) ------------------------------------------------------------------
     _k("group.share.record.lock.duration.ms", _I, 30000, at_least(1000), _MEDIUM,
        "How long a share-group member holds the records a ShareFetch acquired for it before "

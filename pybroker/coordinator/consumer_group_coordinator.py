@@ -17,7 +17,8 @@ and has loaded, the appends, the committed offsets); this façade borrows all of
 A group id is either classic or consumer: a heartbeat for a classic group with members gets
 GROUP_ID_NOT_FOUND (online migration is not served: Kafka's answer under
 `group.consumer.migration.policy=disabled`), and so does a classic JoinGroup for a consumer
-group with members (`GroupCoordinator.join`). An empty group of either kind changes kind
+group with members (`GroupCoordinator.join`; Kafka takes it in as a classic member under every
+policy). An empty group of either kind changes kind
 freely, as in Kafka under every policy: a classic JoinGroup deletes an empty consumer group
 first (`delete`). Share groups keep their ids apart the same way
 (tests/integration/test_group_types.py).

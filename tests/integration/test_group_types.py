@@ -1,8 +1,11 @@
 """A group id belongs to one kind of group: classic, consumer (KIP-848) or share (KIP-932).
 Asking for a live group as another kind gets Kafka's GROUP_ID_NOT_FOUND ("not a ... group")
 instead of a second membership under the same id: online migration between kinds is not
-served, which is Kafka's answer under `group.consumer.migration.policy=disabled`. An empty
-consumer group gives its id to a classic JoinGroup, as Kafka under every policy."""
+served. For a consumer heartbeat into a live classic group that is Kafka 4.1's answer under
+`group.consumer.migration.policy=disabled`; a classic JoinGroup into a live consumer group
+Kafka 4.1 serves under every policy (a classic member of the consumer group), pybroker not
+yet. An empty consumer group gives its id to a classic JoinGroup, as Kafka under every
+policy."""
 from __future__ import annotations
 
 import uuid
