@@ -586,12 +586,27 @@ def test_unknown_key_warns_and_is_logged(caplog: pytest.LogCaptureFixture) -> No
     ({"compression.type": "brotli"},
      "Invalid value brotli for configuration compression.type: String must be one of: "
      "uncompressed, zstd, lz4, snappy, gzip, producer"),
+    ({"group.consumer.migration.policy": "sideways"},
+     "Invalid value sideways for configuration group.consumer.migration.policy: String must "
+     "be one of (case insensitive): DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL"),
+    ({"group.consumer.migration.policy": ""},
+     "Invalid value  for configuration group.consumer.migration.policy: String must "
+     "be one of (case insensitive): DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL"),
 ])
 def test_invalid_values_give_kafkas_message(given: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError) as info:
         load_broker_config(None, given)
     assert str(info.value) == message
     assert info.value.key == next(iter(given))
+
+
+@pytest.mark.parametrize("policy", ["bidirectional", "Upgrade", "DOWNGRADE", "disabled"])
+def test_migration_policy_takes_kafkas_names_in_any_case(policy: str) -> None:
+    """Kafka's CaseInsensitiveValidString: case is no error (its default: bidirectional)."""
+    assert load_broker_config(None, {})["group.consumer.migration.policy"] == \
+        "bidirectional"
+    given = load_broker_config(None, {"group.consumer.migration.policy": policy})
+    assert given["group.consumer.migration.policy"] == policy
 
 
 @pytest.mark.parametrize(("given", "key"), [

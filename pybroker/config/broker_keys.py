@@ -28,7 +28,7 @@ from typing import Mapping
 
 from pybroker.config.definitions import (
     INT32_MAX, INT64_MAX, ConfigKey, ConfigType, Importance, KeyState, KnownClass, ListOf,
-    NonEmptyUniqueList, OneOf, Validator, at_least, between,
+    NonEmptyUniqueList, OneOf, OneOfIgnoringCase, Validator, at_least, between,
 )
 
 _B, _S, _I, _SH, _L, _D, _LS, _P = (
@@ -508,6 +508,17 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "ServerAssignor (group.remote.assignor); a name outside the list is "
        "UNSUPPORTED_ASSIGNOR. Another class is refused at start, as Kafka refuses a class "
        "it cannot find: pybroker loads no Java assignors."),
+    # Kafka lists the choices in its HashSet's order, which its message shows: kept here.
+    _k("group.consumer.migration.policy", _S, "bidirectional",
+       OneOfIgnoringCase(("disabled", "downgrade", "upgrade", "bidirectional")), _MEDIUM,
+       "Which live groups may change protocol online: a classic group of the consumer "
+       "protocol type when a KIP-848 member joins it (upgrade), a consumer group when its last "
+       "KIP-848 member leaves and classic members remain (downgrade), both (Kafka 4's "
+       "default) or neither. pybroker converts no live group whatever the value: a KIP-848 "
+       "heartbeat into a classic group with members gets GROUP_ID_NOT_FOUND, Kafka's answer "
+       "under `disabled`; a classic JoinGroup into a consumer group with members gets "
+       "GROUP_ID_NOT_FOUND too, where Kafka (under every policy) takes it in as a classic "
+       "member.", inert="group migration"),
     # --- share groups (KIP-932) ------------------------------------------------------------------
     _k("group.share.record.lock.duration.ms", _I, 30000, between(1000, 3600000), _MEDIUM,
        "How long a share-group member holds the records a ShareFetch acquired for it before "

@@ -107,6 +107,23 @@ class OneOf:
 
 
 @dataclass(frozen=True)
+class OneOfIgnoringCase:
+    """A string from a fixed set in any case, as Kafka's `CaseInsensitiveValidString`: its
+    error names the choices upper-cased, as Kafka's does."""
+
+    choices: tuple[str, ...]
+
+    def check(self, key: str, value: object) -> None:
+        upper = [c.upper() for c in self.choices]
+        if not isinstance(value, str) or value.upper() not in upper:
+            raise ConfigError(key, value,
+                              f"String must be one of (case insensitive): {', '.join(upper)}")
+
+    def describe(self) -> str:
+        return f"(case insensitive) [{', '.join(c.upper() for c in self.choices)}]"
+
+
+@dataclass(frozen=True)
 class ListOf:
     """Every element of a list from a fixed set (Kafka's `ValidList`), optionally without repeats.
 
@@ -213,7 +230,7 @@ class ShareOffsetReset:
         return "[latest, earliest, by_duration:PnDTnHnMn.nS]"
 
 
-Validator = (Range | OneOf | ListOf | NonEmptyUniqueList | ThrottledReplicas | KnownClass
+Validator = (Range | OneOf | OneOfIgnoringCase | ListOf | NonEmptyUniqueList | ThrottledReplicas | KnownClass
              | ShareOffsetReset)
 
 
@@ -256,6 +273,9 @@ FEATURES = {
     "security": "security (TLS and SASL listeners, and the listener brokers use between them)",
     "throttling": "throttling (replication throttled to a byte rate)",
     "fetchers": "fetchers (several per source broker: pybroker runs one per leader)",
+    # A live group keeps the protocol it started with until it empties (issue #33, item 2).
+    "group migration": "group migration (a live group converted online between the classic "
+                       "and the consumer protocol)",
 }
 
 

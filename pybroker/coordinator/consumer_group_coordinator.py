@@ -15,9 +15,13 @@ and has loaded, the appends, the committed offsets); this façade borrows all of
   would be, once `validate_commit` / `validate_fetch` have checked the member's epoch.
 
 A group id is either classic or consumer: a heartbeat for a classic group with members gets
-GROUP_ID_NOT_FOUND (online migration is not served), and so does a classic JoinGroup for a
-consumer group with members (`GroupCoordinator.join`). Share groups keep their ids apart the
-same way (tests/integration/test_group_types.py).
+GROUP_ID_NOT_FOUND (online migration is not served: Kafka's answer under
+`group.consumer.migration.policy=disabled`), and so does a classic JoinGroup for a consumer
+group with members (`GroupCoordinator.join`; Kafka takes it in as a classic member under every
+policy). An empty group of either kind changes kind
+freely, as in Kafka under every policy: a classic JoinGroup deletes an empty consumer group
+first (`delete`). Share groups keep their ids apart the same way
+(tests/integration/test_group_types.py).
 """
 from __future__ import annotations
 

@@ -302,7 +302,15 @@ class GroupCoordinator:
         if code:
             return JoinResult(code, request.member_id)
         live = self.consumer.group(request.group_id)
-        if live is not None and live.members:
+        if live is not None and not live.members:
+            # Kafka's maybeDeleteEmptyConsumerGroup: an empty consumer group gives its id to
+            # the classic group, its records tombstoned (the offsets stay), so that the id is
+            # listed, described and committed to as classic from now on, and after a restart.
+            deleted = await self.consumer.delete(request.group_id)
+            if deleted:
+                return JoinResult(deleted, request.member_id)
+            live = self.consumer.group(request.group_id)  # a heartbeat during the append
+        if live is not None:
             # A consumer group with members: Kafka without online migration answers "not a
             # classic group" (GROUP_ID_NOT_FOUND) rather than let a second protocol in.
             return JoinResult(ErrorCode.GROUP_ID_NOT_FOUND, request.member_id)

@@ -1,6 +1,11 @@
 """A group id belongs to one kind of group: classic, consumer (KIP-848) or share (KIP-932).
-Asking for it as another kind gets Kafka's GROUP_ID_NOT_FOUND ("not a ... group") instead of
-a second membership under the same id; online migration between kinds is not served."""
+Asking for a live group as another kind gets Kafka's GROUP_ID_NOT_FOUND ("not a ... group")
+instead of a second membership under the same id: online migration between kinds is not
+served. For a consumer heartbeat into a live classic group that is Kafka 4.1's answer under
+`group.consumer.migration.policy=disabled`; a classic JoinGroup into a live consumer group
+Kafka 4.1 serves under every policy (a classic member of the consumer group), pybroker not
+yet. An empty consumer group gives its id to a classic JoinGroup, as Kafka under every
+policy."""
 from __future__ import annotations
 
 import uuid
@@ -19,12 +24,37 @@ def _join(conn: RawConnection, group: str) -> int:
         "protocols": [{"name": "range", "metadata": b""}], "reason": None}).error_code
 
 
-def _consumer_heartbeat(conn: RawConnection, group: str) -> int:
+def _consumer_heartbeat(conn: RawConnection, group: str, member_id: str = "",
+                        epoch: int = 0) -> int:
     return conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
-        "group_id": group, "member_id": str(uuid.uuid4()), "member_epoch": 0,
-        "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 30000,
-        "subscribed_topic_names": ["t"], "subscribed_topic_regex": None,
-        "server_assignor": None, "topic_partitions": []}).error_code
+        "group_id": group, "member_id": member_id or str(uuid.uuid4()), "member_epoch": epoch,
+        "instance_id": None, "rack_id": None,
+        "rebalance_timeout_ms": 30000 if epoch == 0 else -1,
+        "subscribed_topic_names": ["t"] if epoch == 0 else None,
+        "subscribed_topic_regex": None, "server_assignor": None,
+        "topic_partitions": [] if epoch == 0 else None}).error_code
+
+
+def _join_as_member(conn: RawConnection, group: str) -> tuple[str, int]:
+    """A classic member through JoinGroup v9's two rounds: its id and generation."""
+    request = {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+               "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+               "protocols": [{"name": "range", "metadata": b""}], "reason": None}
+    first = conn.request(ApiKey.JOIN_GROUP, 9, request)
+    assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+    joined = conn.request(ApiKey.JOIN_GROUP, 9, {**request, "member_id": first.member_id})
+    assert joined.error_code == ErrorCode.NONE
+    return joined.member_id, joined.generation_id
+
+
+def _listed(conn: RawConnection) -> list[tuple[str, str]]:
+    return [(g.group_id, g.group_type) for g in conn.request(
+        ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []}).groups]
+
+
+def _described_state(conn: RawConnection, group: str) -> str:
+    return conn.request(ApiKey.DESCRIBE_GROUPS, 5, {
+        "groups": [group], "include_authorized_operations": False}).groups[0].group_state
 
 
 def _share_heartbeat(conn: RawConnection, group: str) -> int:
@@ -47,3 +77,37 @@ def test_each_group_id_is_one_kind_of_group(tmp_path: Path) -> None:
             assert _join(conn, "share") == ErrorCode.GROUP_ID_NOT_FOUND
             assert _consumer_heartbeat(conn, "share") == ErrorCode.GROUP_ID_NOT_FOUND
             assert _share_heartbeat(conn, "classic") == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_an_empty_consumer_group_gives_its_id_to_a_classic_join(tmp_path: Path) -> None:
+    """Kafka's maybeDeleteEmptyConsumerGroup: the consumer group's records are tombstoned, so
+    the id lists and describes as classic, its classic member commits with its generation,
+    and a restart loads the classic group alone."""
+    with broker_in_thread(tmp_path / "logs") as info:
+        create_topic(info.bootstrap, "t")
+        with RawConnection(info.bootstrap) as conn:
+            member = str(uuid.uuid4())
+            assert _consumer_heartbeat(conn, "g", member) == ErrorCode.NONE
+            assert _consumer_heartbeat(conn, "g", member, epoch=-1) == ErrorCode.NONE
+            assert _listed(conn) == [("g", "consumer")]  # empty, still a consumer group
+
+            member_id, generation = _join_as_member(conn, "g")
+            assert _listed(conn) == [("g", "classic")]
+            assert _described_state(conn, "g") == "CompletingRebalance"
+            synced = conn.request(ApiKey.SYNC_GROUP, 3, {
+                "group_id": "g", "generation_id": generation, "member_id": member_id,
+                "group_instance_id": None,
+                "assignments": [{"member_id": member_id, "assignment": b""}]})
+            assert synced.error_code == ErrorCode.NONE
+            assert _described_state(conn, "g") == "Stable"
+            committed = conn.request(ApiKey.OFFSET_COMMIT, 8, {
+                "group_id": "g", "generation_id_or_member_epoch": generation,
+                "member_id": member_id, "topics": [{"name": "t", "partitions": [
+                    {"partition_index": 0, "committed_offset": 0,
+                     "committed_metadata": None}]}]})
+            assert committed.topics[0].partitions[0].error_code == ErrorCode.NONE
+            # the id is now a live classic group's: a consumer heartbeat is refused
+            assert _consumer_heartbeat(conn, "g") == ErrorCode.GROUP_ID_NOT_FOUND
+    with broker_in_thread(tmp_path / "logs") as info:
+        with RawConnection(info.bootstrap) as conn:
+            assert _listed(conn) == [("g", "classic")]
