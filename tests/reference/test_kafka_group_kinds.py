@@ -58,7 +58,15 @@ def _answers(bootstrap: str) -> dict[str, object]:
         while True:
             found = conn.request(ApiKey.FIND_COORDINATOR, 4, {
                 "key_type": 0, "coordinator_keys": ["empty", "classic", "consumer"]})
-            if all(c.error_code == ErrorCode.NONE for c in found.coordinators):
+            # FindCoordinator answers before the coordinator has loaded its partition; only
+            # then do the group APIs stop answering NOT_COORDINATOR / LOAD_IN_PROGRESS.
+            described = conn.request(ApiKey.DESCRIBE_GROUPS, 5, {
+                "groups": ["empty", "classic", "consumer"],
+                "include_authorized_operations": False}).groups
+            if all(c.error_code == ErrorCode.NONE for c in found.coordinators) and not any(
+                    d.error_code in (ErrorCode.NOT_COORDINATOR,
+                                     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+                    for d in described):
                 break
             assert time.monotonic() < deadline, "no group coordinator"
             time.sleep(0.5)
