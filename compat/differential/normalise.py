@@ -47,6 +47,7 @@ MASKED = {
 }
 NODE_FIELDS = {"node_id", "leader_id", "controller_id", "broker_id", "coordinator_id"}
 NODE_LISTS = {"replica_nodes", "isr_nodes", "offline_replicas"}
+BROKER_RESOURCES = {4, 8}  # BROKER and BROKER_LOGGER: named by the node id
 MESSAGES = {"error_message", "batch_index_error_message"}
 PARTITION_KEYS = ("partition_index", "partition", "partition_id", "name", "topic",
                   "member_id")
@@ -75,7 +76,12 @@ class Normaliser:
 
     def __call__(self, value: Any, name: str = "") -> Any:
         if isinstance(value, (Container, dict)):
-            return {k: self(v, k) for k, v in value.items() if not k.startswith("_io")}
+            out = {k: self(v, k) for k, v in value.items() if not k.startswith("_io")}
+            # A broker's config resources are named by its node id, which differs.
+            if out.get("resource_type") in BROKER_RESOURCES and \
+                    str(out.get("resource_name", "")).isdigit():
+                out["resource_name"] = "<node>"
+            return out
         if isinstance(value, list):
             if name in NODE_LISTS:
                 return ["<node>" if isinstance(v, int) and v >= 0 else v for v in value]
