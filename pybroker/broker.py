@@ -20,6 +20,7 @@ import trio
 from pybroker.security.acl.authorizer import Authorizer, parse_super_users
 from pybroker.security.acl.store import AclStore, LocalAclStore, ZkAclStore
 from pybroker.quota.client_quota import ClientQuotas
+from pybroker.quota.replication_quota import replication_quotas
 from pybroker.quota.request_quota import RequestQuota
 from pybroker.runtime.clock import Clock
 from pybroker.replica.fetch_session import FetchSessionCache
@@ -150,6 +151,10 @@ class Broker:
         if self.zk_store is not None:
             from pybroker.controller.controller import Controller
             from pybroker.replica.fetcher import FetchSettings, ReplicaFetchers
+            leader_quota, follower_quota = replication_quotas(
+                self.node_id, config, lambda: self.dynamic_config.current,
+                self.topic_configs.topic_config)
+            self.replicas.leader_quota = leader_quota
             self.replicas.fetchers = ReplicaFetchers(self.replicas, FetchSettings(
                 self.node_id, max_wait_ms=config.replica_fetch_wait_max_ms,
                 min_bytes=config.replica_fetch_min_bytes,
@@ -157,7 +162,7 @@ class Broker:
                 partition_max_bytes=config.replica_fetch_max_bytes,
                 backoff_ms=config.replica_fetch_backoff_ms,
                 socket_timeout_ms=config.replica_socket_timeout_ms,
-                security=self.inter_broker), self._endpoint_of)
+                security=self.inter_broker), self._endpoint_of, follower_quota)
             self.controller = Controller(
                 self.zk_store,
                 unclean_leader_election=config.unclean_leader_election_enable,
