@@ -14,3 +14,6 @@ class ReplicaThrottle(Protocol):
 
     def record(self, size: int, now_ms: float) -> None:
         """Count bytes of throttled partitions sent or fetched."""
+
+    def bytes_per_second(self, now_ms: float) -> float:
+        """The rate measured now, for /metrics."""

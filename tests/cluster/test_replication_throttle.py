@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 from confluent_kafka import Producer
+from prometheus_client.parser import text_string_to_metric_families
 
 from pybroker.quota.replication_quota import UNLIMITED
 from pybroker.testing.cluster import Cluster
@@ -28,8 +30,20 @@ THROTTLE = 3_000_000
 
 @pytest.fixture
 def cluster(zookeeper: ZooKeeperChroot, tmp_path: Path) -> Iterator[Cluster]:
-    with Cluster(3, zookeeper=zookeeper.connect, log_dir=tmp_path / "logs") as c:
+    with Cluster(3, zookeeper=zookeeper.connect, log_dir=tmp_path / "logs",
+                 http_listeners="http://127.0.0.1:0") as c:
         yield c
+
+
+def _throttled_rate(cluster: Cluster, node: int, role: str) -> float:
+    """pybroker_replication_throttled_bytes_per_second{role} on `node`'s /metrics."""
+    port = cluster.server(node).http_port
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return next(s.value for family in text_string_to_metric_families(text)
+                for s in family.samples
+                if s.name == "pybroker_replication_throttled_bytes_per_second"
+                and s.labels == {"role": role})
 
 
 def _produce(bootstrap: str, topic: str, count: int, size: int, acks: str = "1") -> None:
@@ -108,7 +122,12 @@ def test_a_throttled_reassignment_keeps_to_its_rate(cluster: Cluster, tmp_path: 
         cluster.server(n).broker.dynamic_config.current.leader_replication_throttled_rate
         == THROTTLE for n in (0, 1, 2)), "the brokers to apply the rates")
     # Produce with acks=all to another partition goes on, in sync replicas never throttled.
+    # The leader's and the new follower's /metrics show the rate they keep to.
+    rates: list[tuple[float, float]] = []
     while len(cluster.isr_of("moved")) != 3:
+        if time.monotonic() - began > 4 and not rates:
+            rates.append((_throttled_rate(cluster, first, "leader"),
+                          _throttled_rate(cluster, third, "follower")))
         sent = time.monotonic()
         _produce(cluster.bootstrap, "busy", 1, 1000, acks="all")
         acked.append(time.monotonic() - sent)
@@ -117,8 +136,10 @@ def test_a_throttled_reassignment_keeps_to_its_rate(cluster: Cluster, tmp_path: 
     throttled = time.monotonic() - began
     with capsys.disabled():
         print(f"30 MB moved: {free:.1f} s unthrottled, {throttled:.1f} s at {THROTTLE} B/s; "
-              f"{len(acked)} acks=all produces meanwhile, slowest {max(acked):.2f} s")
+              f"{len(acked)} acks=all produces meanwhile, slowest {max(acked):.2f} s; "
+              f"leader and follower rates at 4 s {rates}")
     assert 7 <= throttled <= 30
+    assert rates and all(THROTTLE * 0.5 < r < THROTTLE * 1.5 for r in rates[0]), rates
     assert free < throttled / 2
     assert len(acked) >= 10
 
