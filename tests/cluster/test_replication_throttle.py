@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pybroker.quota.replication_quota import UNLIMITED
 from pybroker.testing.cluster import Cluster
 from tests.cluster.conftest import ZooKeeperChroot
-from pybroker.tools import reassign_partitions
+from pybroker.tools import configs, reassign_partitions
 
 VALUE = 500_000
 RECORDS = 60  # 30 MB
@@ -176,3 +176,30 @@ def test_a_throttled_reassignment_keeps_to_its_rate(cluster: Cluster, tmp_path: 
                 return False
         return True
     cluster.wait_until(cleared, "every broker to drop the throttles")
+
+
+@pytest.mark.parametrize("role", ["leader", "follower"])
+def test_either_side_alone_holds_the_move_to_its_rate(cluster: Cluster, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str],
+                                                      role: str) -> None:
+    """Set by kafka-configs, one side only: the leader's rate on the source broker, or the
+    follower's on the new replica's broker, each with its list; either alone keeps the
+    copy to its rate."""
+    cluster.create_topic("moved", replication_factor=1)
+    (first,) = cluster.replicas_of("moved")
+    second = min({0, 1, 2} - {first})
+    _produce(cluster.bootstrap, "moved", RECORDS, VALUE)
+    throttled_broker = first if role == "leader" else second
+    for argv in (["--entity-type", "topics", "--entity-name", "moved", "--add-config",
+                  f"leader.replication.throttled.replicas=0:{first},"
+                  f"follower.replication.throttled.replicas=0:{second}"],
+                 ["--entity-type", "brokers", "--entity-name", str(throttled_broker),
+                  "--add-config", f"{role}.replication.throttled.rate={THROTTLE}"]):
+        assert configs.main(["--bootstrap-server", cluster.bootstrap, "--alter", *argv]) == 0
+    cluster.wait_until(lambda: getattr(
+        cluster.server(throttled_broker).broker.dynamic_config.current,
+        f"{role}_replication_throttled_rate") == THROTTLE, "the broker to apply the rate")
+    took, _, _ = _move(cluster, tmp_path, [first, second], capsys=capsys)
+    with capsys.disabled():
+        print(f"30 MB moved in {took:.1f} s with only the {role} throttled at {THROTTLE} B/s")
+    assert 7 <= took <= 30
