@@ -7,12 +7,12 @@ import pytest
 from pybroker.config import load_broker_config, resolve_topic_config
 from pybroker.config.definitions import ConfigError
 from pybroker.quota.client_quota import Rate
-from pybroker.quota.replication_quota import UNLIMITED, ReplicationQuota, replication_quotas
+from pybroker.quota.replication_quota import UNLIMITED, ReplicationQuota, ReplicationQuotas
 
 
 def _quota(lists: dict[str, tuple[str, ...]], bound: int = UNLIMITED, node_id: int = 1
            ) -> ReplicationQuota:
-    return ReplicationQuota(node_id, lambda: bound, lambda topic: lists.get(topic, ()),
+    return ReplicationQuota(node_id, bound, lambda topic: lists.get(topic, ()),
                             samples=11, window_s=1)
 
 
@@ -94,21 +94,24 @@ def test_throttled_replica_lists_kafka_refuses_get_its_message(key: str, value: 
 
 def test_rates_follow_the_dynamic_config_and_windows_the_static_one() -> None:
     """replication.quota.window.num x replication.quota.window.size.seconds is how long a
-    recorded byte counts; the throttled rates are read from the current (dynamic) config."""
+    recorded byte counts; the throttled rates change with the dynamic configs."""
     static = load_broker_config(None, {"replication.quota.window.num": "2",
                                        "replication.quota.window.size.seconds": "3"})
-    current = [static]
     topic = resolve_topic_config(static, {"leader.replication.throttled.replicas": "0:1",
                                           "follower.replication.throttled.replicas": "*"})
-    leader, follower = replication_quotas(1, static, lambda: current[0], lambda t: topic)
+    quotas = ReplicationQuotas(1, static, lambda t: topic)
+    leader, follower = quotas.leader, quotas.follower
     assert leader.is_throttled("t", 0) and not leader.is_throttled("t", 1)
     assert follower.is_throttled("t", 1)
     for quota in (leader, follower):
         quota.record(1000, 0)
         assert not quota.is_exceeded(1)  # no bound yet
-    current[0] = static.with_dynamic({"leader.replication.throttled.rate": "100"},
-                                     {"follower.replication.throttled.rate": "100"})
+    quotas.reconfigure(static, static.with_dynamic(
+        {"leader.replication.throttled.rate": "100"},
+        {"follower.replication.throttled.rate": "100"}))
     # 1000 bytes over the 3 s window: 333/s; forgotten once 2 windows of 3 s have passed.
     assert leader.is_exceeded(2000) and follower.is_exceeded(2000)
     assert leader.bytes_per_second(2000) == pytest.approx(1000 / 3)
     assert not leader.is_exceeded(6000) and leader.bytes_per_second(6000) == 0
+    quotas.reconfigure(static, static)  # deleted: no bound
+    assert leader.bound == follower.bound == UNLIMITED

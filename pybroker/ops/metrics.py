@@ -305,10 +305,9 @@ class BrokerCollector(Collector):
         FollowerReplication byte-rate), in a cluster only."""
         replicas = self.replicas
         fetchers = replicas.fetchers
-        quotas = [("leader", replicas.leader_quota),
-                  ("follower", fetchers.quota if fetchers is not None else None)]
-        if all(quota is None for _, quota in quotas):
+        if fetchers is None:  # a single broker: nothing to replicate, nothing to throttle
             return
+        quotas = [("leader", replicas.leader_quota), ("follower", fetchers.quota)]
         rate = GaugeMetricFamily("pybroker_replication_throttled_bytes_per_second",
                                  "Bytes per second of the partitions this broker throttles "
                                  "(leader.replication.throttled.replicas as leader, "

@@ -18,8 +18,9 @@ slowed by a reassignment's throttle. The rate is Kafka's SimpleRate (client_quot
 `simple`): over `replication.quota.window.num` samples of
 `replication.quota.window.size.seconds`, divided by at least one window.
 
-Pure: time is passed in (milliseconds), the bound and the lists are read through callables
-at each use (a dynamic config or topic config change applies at once), no trio.
+Pure: time is passed in (milliseconds), no trio. The bounds are set when the dynamic broker
+configs change (`ReplicationQuotas.reconfigure`, Kafka's BrokerConfigHandler); the lists are
+read through a callable at each use, so a topic config change applies at once.
 """
 from __future__ import annotations
 
@@ -36,11 +37,11 @@ ALL_REPLICAS = "*"
 class ReplicationQuota:
     """One direction's quota (leader or follower) on one broker."""
 
-    def __init__(self, node_id: int, bound: Callable[[], int],
+    def __init__(self, node_id: int, bound: int,
                  throttled_replicas: Callable[[str], tuple[str, ...]], *,
                  samples: int = 11, window_s: int = 1) -> None:
         self.node_id = node_id
-        self._bound = bound
+        self.bound = bound
         self._throttled_replicas = throttled_replicas
         self._rate = Rate(samples, window_s * 1000, simple=True)
         # topic -> (the list it was parsed from, "*" or the partitions throttled here)
@@ -71,7 +72,7 @@ class ReplicationQuota:
 
     def is_exceeded(self, now_ms: float) -> bool:
         """Whether the rate is over the bound (Kafka's isQuotaExceeded); never without one."""
-        bound = self._bound()
+        bound = self.bound
         return bound < UNLIMITED and self._rate.per_second(now_ms) > bound
 
     def record(self, size: int, now_ms: float) -> None:
@@ -84,17 +85,23 @@ class ReplicationQuota:
         return self._rate.per_second(now_ms)
 
 
-def replication_quotas(node_id: int, config: BrokerConfig, current: Callable[[], BrokerConfig],
-                       topic_config: Callable[[str], TopicConfig]
-                       ) -> tuple[ReplicationQuota, ReplicationQuota]:
-    """A broker's leader and follower quotas: windows from its static `config`, rates from
-    the `current` (dynamic) one at each use, throttled replicas from each topic's config."""
-    window = {"samples": config.replication_quota_window_num,
-              "window_s": config.replication_quota_window_size_seconds}
-    leader = ReplicationQuota(
-        node_id, lambda: current().leader_replication_throttled_rate,
-        lambda topic: topic_config(topic).leader_replication_throttled_replicas, **window)
-    follower = ReplicationQuota(
-        node_id, lambda: current().follower_replication_throttled_rate,
-        lambda topic: topic_config(topic).follower_replication_throttled_replicas, **window)
-    return leader, follower
+class ReplicationQuotas:
+    """A broker's leader and follower quotas: windows from its static configuration, bounds
+    from its current (dynamic) one, throttled replicas from each topic's config."""
+
+    def __init__(self, node_id: int, config: BrokerConfig,
+                 topic_config: Callable[[str], TopicConfig]) -> None:
+        window = {"samples": config.replication_quota_window_num,
+                  "window_s": config.replication_quota_window_size_seconds}
+        self.leader = ReplicationQuota(
+            node_id, config.leader_replication_throttled_rate,
+            lambda topic: topic_config(topic).leader_replication_throttled_replicas, **window)
+        self.follower = ReplicationQuota(
+            node_id, config.follower_replication_throttled_rate,
+            lambda topic: topic_config(topic).follower_replication_throttled_replicas,
+            **window)
+
+    def reconfigure(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """New dynamic rates (this broker's own, else the cluster default, else none)."""
+        self.leader.bound = new.leader_replication_throttled_rate
+        self.follower.bound = new.follower_replication_throttled_rate
