@@ -257,11 +257,13 @@ class ReplicaFetchers:
                                         tp[0], tp[1], leader, code.name)
 
     def _account(self, tp: TopicPartition, data: Any) -> None:
-        """Count a throttled partition's bytes; note whether it is now caught up."""
+        """Count a throttled partition's bytes and note whether it is now caught up (only
+        throttled partitions are ever held back, so only theirs matters)."""
         quota = self.quota
         assert quota is not None
-        if quota.is_throttled(tp[0], tp[1]):
-            quota.record(len(data.records or b""), trio.current_time() * 1000)
+        if not quota.is_throttled(tp[0], tp[1]):
+            return
+        quota.record(len(data.records or b""), trio.current_time() * 1000)
         position = self.logs.fetch_position(tp)
         if position is not None and data.error_code == ErrorCode.NONE \
                 and position[0] >= data.high_watermark:
