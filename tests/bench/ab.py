@@ -218,34 +218,41 @@ class Comparison:
 
 
 def compare(this: Build, ref: Build, rounds: int, count: int,
-            progress: bool = True) -> list[Comparison]:
-    """`rounds` alternations of the two builds; the first to run swaps every round."""
+            progress: bool = True, raw_only: bool = False) -> list[Comparison]:
+    """`rounds` alternations of the two builds; the first to run swaps every round. With
+    `raw_only`, each turn is the raw phases alone (`run_raw_turn`), and so are the figures."""
     runs: dict[str, list[dict[str, Throughput]]] = {this.label: [], ref.label: []}
     byte_compile(this.tree)
     # The brokers run as in production: not with the strict encoding the test run turns on
     # (tests/conftest.py), which REF may not have and which costs this build's encoder more.
     strict = os.environ.pop("PYBROKER_STRICT_ENCODE", None)
     try:
-        _alternate(this, ref, rounds, count, progress, runs)
+        _alternate(this, ref, rounds, count, progress, runs,
+                   _raw_turn if raw_only else run_turn)
     finally:
         if strict is not None:
             os.environ["PYBROKER_STRICT_ENCODE"] = strict
     return [Comparison(name, higher, [figure(r[phase], name) for r in runs[this.label]],
                        [figure(r[phase], name) for r in runs[ref.label]])
-            for name, phase, higher in FIGURES]
+            for name, phase, higher in FIGURES if phase in runs[this.label][0]]
+
+
+def _raw_turn(build: Build, work: Path, count: int, turn: int) -> dict[str, Throughput]:
+    return run_raw_turn(build, work, count)
 
 
 def _alternate(this: Build, ref: Build, rounds: int, count: int, progress: bool,
-               runs: dict[str, list[dict[str, Throughput]]]) -> None:
+               runs: dict[str, list[dict[str, Throughput]]],
+               turn_of: Callable[[Build, Path, int, int], dict[str, Throughput]]) -> None:
     with tempfile.TemporaryDirectory(prefix="pybroker-ab-") as tmp:
         (Path(tmp) / "server.properties").write_text(PROPERTIES)
         for build in (this, ref):  # a first turn each, not counted: caches, the client's start
-            run_turn(build, Path(tmp), WARMUP_COUNT, -1)
+            turn_of(build, Path(tmp), WARMUP_COUNT, -1)
         for rnd in range(rounds):
             order = (this, ref) if rnd % 2 == 0 else (ref, this)
             for build in order:
                 os.sync()  # the last turn's writeback is not this turn's cost
-                turn = run_turn(build, Path(tmp), count, rnd)
+                turn = turn_of(build, Path(tmp), count, rnd)
                 runs[build.label].append(turn)
                 if progress:
                     print(f"round {rnd + 1}/{rounds} {build.label:>12}: " + ", ".join(
