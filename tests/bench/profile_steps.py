@@ -1,7 +1,7 @@
 """Where a broker's CPU goes, step by step on the request path, from py-spy's raw profiles.
 
     .venv/bin/python tests/bench/profile_steps.py DIR/produce-1.txt [OTHER.txt ...]
-    bin/pybroker-bench --profile DIR --workloads raw [--ab REF] [--count N]
+    bin/pybroker-bench --profile DIR --workloads raw [--ab REF[,REF...]] [--count N]
 
 Reads the collapsed stacks `bin/pybroker-bench --profile DIR` (or `py-spy record --format
 raw`) wrote and gives each sample to one step of the path: the innermost frame that belongs to
@@ -16,10 +16,12 @@ I/O wait (epoll in `get_events`) and its worker threads' wait for a job (`_work`
 _thread_cache.py) are dropped before the shares are taken (`IDLE`).
 
 The second form (`profile_raw`) runs tests/bench/raw_load.py's fixed frames (produce acks=1,
-acks=all, then fetch) against this build, and REF's with `--ab`, each phase under py-spy, and
-prints per step the broker's CPU per request and per record: the step's share of the busy
-samples times the phase's broker CPU (user + system, from its CPU clock). py-spy's sampling
-costs the broker a little, alike for both builds.
+acks=all, then fetch) against this build, then each REF of `--ab`, each phase under py-spy,
+and prints per step the broker's CPU per request and per record: the step's share of the busy
+samples times the phase's broker CPU (user + system, from its CPU clock). A share is of
+samples, which py-spy takes of a thread that is runnable, not only running: on a loaded
+machine a step that waits for the CPU weighs a little more. py-spy's sampling costs the
+broker a little, alike for every build.
 """
 from __future__ import annotations
 
@@ -182,13 +184,15 @@ def step_table(profiles: list[PhaseProfile]) -> str:
     return "\n".join(lines)
 
 
-def profile_raw(out_dir: Path, ref: str | None = None,
+def profile_raw(out_dir: Path, refs: str | None = None,
                 requests: int = DEFAULT_REQUESTS) -> int:
-    """`bin/pybroker-bench --profile DIR --workloads raw [--ab REF]`: the step table of this
-    build (and of REF, profiled right after it)."""
+    """`bin/pybroker-bench --profile DIR --workloads raw [--ab REF[,REF...]]`: the step table
+    of this build and of each REF, profiled one after the other."""
     from tests.bench import ab
     builds = [ab.this_build()]
-    if ref is not None:
+    for ref in (refs or "").split(","):
+        if not ref:
+            continue
         try:
             builds.append(ab.ref_build(ref))
         except ab.BuildError as exc:
