@@ -21,6 +21,7 @@ from protocol.headers import (
 )
 from protocol.messages import APIS
 from protocol.metadata_response import EncodedBody
+from protocol.primitives import FrameReader
 from protocol.messages.api import Api
 
 _DECODE_ERRORS = (ConstructError, struct.error, UnicodeDecodeError, ValueError, OverflowError,
@@ -64,14 +65,16 @@ class Request:
         return self.header.api_version
 
 
-def decode_request(frame: bytes) -> Request:
-    """Decode one request frame (without its size prefix)."""
+def decode_request(frame: bytes | bytearray) -> Request:
+    """Decode one request frame (without its size prefix). A bytearray frame (received in
+    place, protocol.framing) is read without a copy: its record sets come out as writable
+    views of it (primitives.FrameReader)."""
     prefix = peek_request_prefix(frame)
     if prefix is None:
         raise ProtocolError(f"frame of {len(frame)} bytes is too short for a request header")
     api_key, version, _ = prefix
     api = APIS.get(api_key)
-    io = BytesIO(frame)
+    io = BytesIO(frame) if isinstance(frame, bytes) else FrameReader(frame)
     flexible = api is not None and version in api.versions and version in api.flexible
     try:
         header = decode_request_header(io, flexible)
@@ -95,7 +98,7 @@ def decode_request(frame: bytes) -> Request:
     return Request(header, body)
 
 
-def _explain(message: Any, data: bytes, version: int, exc: Exception) -> str:
+def _explain(message: Any, data: bytes | bytearray, version: int, exc: Exception) -> str:
     """Re-parse with the plain schema to name the field where decoding failed.
 
     Compiled parsers lose the path of a failure; the plain one reports it (`-> topics -> name`).

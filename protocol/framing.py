@@ -3,6 +3,14 @@
 Sans-I/O, in h11's manner: push bytes in with `receive_data`, pull whole frames out with
 `next_frame`, which returns `NEED_DATA` until one is complete. A declared size that is negative
 or over the maximum is refused as soon as its 4 bytes arrive, before anything is buffered for it.
+
+A large frame can instead be received in place: once its size is known (and the broker has
+reserved its memory), `open_frame` gives it one bytearray of that size, `receive_into` hands
+out the writable part still to fill (for `os.readv` / `recv_into`) and `received` counts what
+was written there; bytes pushed with `receive_data` meanwhile fill it too. `next_frame` then
+returns that bytearray itself: no join of chunks, and decoding can hand out writable views of
+it (`protocol.primitives.FrameReader`). Each open frame has a bytearray of its own, never reused,
+so a view of one stays valid for as long as it is held.
 """
 from __future__ import annotations
 
@@ -45,18 +53,68 @@ class FrameBuffer:
         self.max_frame_size = max_frame_size
         self._chunks: deque[bytes] = deque()
         self._offset = 0  # bytes of the first chunk already handed out
-        self._size = 0  # bytes buffered and not yet handed out
+        self._size = 0  # bytes buffered and not yet handed out, the open frame's excluded
+        self._open: bytearray | None = None  # the frame being received in place
+        self._filled = 0  # bytes of it received
 
     def receive_data(self, data: bytes | bytearray) -> None:
-        if data:
-            self._chunks.append(bytes(data))
-            self._size += len(data)
+        if not data:
+            return
+        frame = self._open
+        if frame is not None and self._filled < len(frame):
+            n = min(len(data), len(frame) - self._filled)
+            frame[self._filled:self._filled + n] = memoryview(data)[:n]
+            self._filled += n
+            if n == len(data):
+                return
+            self._chunks.append(bytes(memoryview(data)[n:]))
+            self._size += len(data) - n
+            return
+        self._chunks.append(bytes(data))
+        self._size += len(data)
 
     @property
     def buffered(self) -> int:
-        return self._size
+        return self._size + self._filled
+
+    def open_frame(self) -> None:
+        """Receive the rest of the pending frame (its size prefix here, the frame not yet
+        whole) into a bytearray of its own; a no-op when there is no such frame or one is
+        already open. The bytes of it already buffered are copied there once."""
+        if self._open is not None:
+            return
+        size = self._peek_size()
+        if size is None or size < 0 or size > self.max_frame_size or self._size >= 4 + size:
+            return
+        self._take(4)
+        frame = bytearray(size)
+        have = 0
+        chunks = self._chunks
+        while chunks:  # every byte buffered after the prefix is this frame's
+            with memoryview(chunks.popleft()) as chunk:
+                part = chunk[self._offset:]
+                frame[have:have + len(part)] = part
+                have += len(part)
+            self._offset = 0
+        self._size = 0
+        self._open, self._filled = frame, have
+
+    def receive_into(self) -> memoryview | None:
+        """The open frame's part still to receive, writable; None when no frame is open (or
+        it is whole). Write at most that much, then call `received`."""
+        frame = self._open
+        if frame is None or self._filled == len(frame):
+            return None
+        return memoryview(frame)[self._filled:]
+
+    def received(self, n: int) -> None:
+        """`n` bytes were written at the start of what `receive_into` returned."""
+        assert self._open is not None and 0 <= n <= len(self._open) - self._filled
+        self._filled += n
 
     def _peek_size(self) -> int | None:
+        if self._open is not None:
+            return len(self._open)
         if self._size < 4:
             return None
         first = self._chunks[0]
@@ -77,8 +135,15 @@ class FrameBuffer:
         self._chunks.appendleft(b"".join(parts))
         self._offset = 0
 
-    def next_frame(self) -> bytes | Literal[_NeedData.NEED_DATA]:
-        """The next whole frame's payload, or NEED_DATA; raises FrameTooLarge for a bad size."""
+    def next_frame(self) -> bytes | bytearray | Literal[_NeedData.NEED_DATA]:
+        """The next whole frame's payload, or NEED_DATA; raises FrameTooLarge for a bad size.
+        A frame received in place (`open_frame`) comes as its bytearray."""
+        frame = self._open
+        if frame is not None:
+            if self._filled < len(frame):
+                return NEED_DATA
+            self._open, self._filled = None, 0
+            return frame
         size = self._peek_size()
         if size is None:
             return NEED_DATA

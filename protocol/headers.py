@@ -50,7 +50,7 @@ def response_header_version(api_key: int, flexible: bool) -> int:
     return 1 if flexible else 0
 
 
-def decode_request_header(io: BytesIO, flexible: bool) -> RequestHeader:
+def decode_request_header(io: BytesIO | P.FrameReader, flexible: bool) -> RequestHeader:
     """Read a v1 (or, when `flexible`, v2) request header from the start of a frame."""
     prefix = P.read_exact(io, REQUEST_PREFIX.size)
     api_key, api_version, correlation_id, n = REQUEST_PREFIX.unpack(prefix)
@@ -69,7 +69,7 @@ def decode_request_header(io: BytesIO, flexible: bool) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, tags)
 
 
-def peek_request_prefix(frame: bytes) -> tuple[int, int, int] | None:
+def peek_request_prefix(frame: bytes | bytearray) -> tuple[int, int, int] | None:
     """api_key, api_version, correlation_id of a frame, or None if it is too short for them."""
     if len(frame) < 8:
         return None

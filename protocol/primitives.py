@@ -20,7 +20,7 @@ from construct import Construct, ConstructError
 
 __all__ = [
     "WireError", "INT8", "INT16", "INT32", "INT64", "UINT16", "UINT32", "FLOAT64", "BOOL",
-    "GatherIO", "Records", "UVARINT", "VARINT", "VARLONG", "UUID", "String", "Bytes", "Array",
+    "FrameReader", "GatherIO", "Records", "UVARINT", "VARINT", "VARLONG", "UUID", "String", "Bytes", "Array",
     "read_uvarint", "write_uvarint", "uvarint_bytes", "zigzag_decode", "zigzag_encode",
 ]
 
@@ -31,7 +31,7 @@ class WireError(ConstructError):
 
 # -- helpers shared by the plain and compiled paths --------------------------------------------
 
-def remaining(io: BytesIO) -> int:
+def remaining(io: BytesIO | FrameReader) -> int:
     """Bytes left after the position. Seeking to the end and back costs two calls; the
     frame's size through `getbuffer()` would copy it: a BytesIO over a request's bytes shares
     them until a buffer is exported, and then unshares them (a 1 MB Produce frame copied
@@ -42,14 +42,14 @@ def remaining(io: BytesIO) -> int:
     return end - here
 
 
-def read_exact(io: BytesIO, n: int) -> bytes:
+def read_exact(io: BytesIO | FrameReader, n: int) -> bytes:
     data = io.read(n)
     if len(data) != n:
         raise WireError(f"needed {n} bytes, {len(data)} left")
     return data
 
 
-def read_uvarint(io: BytesIO) -> int:
+def read_uvarint(io: BytesIO | FrameReader) -> int:
     shift = 0
     result = 0
     read = io.read
@@ -91,7 +91,7 @@ def zigzag_encode(n: int, bits: int = 64) -> int:
     return (n << 1) ^ (n >> (bits - 1))
 
 
-def read_length(io: BytesIO, compact: bool, fmt: struct.Struct) -> int:
+def read_length(io: BytesIO | FrameReader, compact: bool, fmt: struct.Struct) -> int:
     """Length or count of the next value; -1 for null. Never trusts a length past the frame."""
     if compact:
         n = read_uvarint(io) - 1
@@ -115,7 +115,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
 
-def read_string(io: BytesIO, compact: bool, nullable: bool) -> str | None:
+def read_string(io: BytesIO | FrameReader, compact: bool, nullable: bool) -> str | None:
     n = read_length(io, compact, _I16)
     if n < 0:
         if not nullable:
@@ -140,7 +140,7 @@ def write_string(io: BytesIO, value: str | None, compact: bool, nullable: bool) 
     io.write(data)
 
 
-def read_bytes(io: BytesIO, compact: bool, nullable: bool) -> bytes | None:
+def read_bytes(io: BytesIO | FrameReader, compact: bool, nullable: bool) -> bytes | None:
     n = read_length(io, compact, _I32)
     if n < 0:
         if not nullable:
@@ -149,14 +149,21 @@ def read_bytes(io: BytesIO, compact: bool, nullable: bool) -> bytes | None:
     return read_exact(io, n)
 
 
-def read_records(io: BytesIO, compact: bool, nullable: bool) -> bytearray | None:
-    """A record set, read straight into a mutable buffer: the broker patches base offsets
-    and leader epochs into it in place, so the bytes are copied once, here."""
+def read_records(io: BytesIO | FrameReader, compact: bool, nullable: bool,
+                 ) -> bytearray | memoryview | None:
+    """A record set as a mutable buffer: the broker patches base offsets and leader epochs
+    into it in place. From a frame received in place (a `FrameReader`), a writable view of
+    the frame's own bytes, not copied at all; from bytes, a copy, made once, here."""
     n = read_length(io, compact, _I32)
     if n < 0:
         if not nullable:
             raise WireError("null in non-nullable records")
         return None
+    if type(io) is FrameReader:
+        view = io.take(n)
+        if len(view) != n:
+            raise WireError(f"needed {n} bytes of records")
+        return view
     buf = bytearray(n)
     if io.readinto(buf) != n:
         raise WireError(f"needed {n} bytes of records")
@@ -199,6 +206,50 @@ class FileRegion:
         return f"FileRegion({self.source!r}, offset={self.offset}, length={self.length})"
 
 
+class FrameReader:
+    """The reading half of BytesIO over a bytearray frame (one received in place, see
+    `protocol.framing`), without copying it: BytesIO shares a bytes object but copies any
+    other buffer it is given, a whole 1 MB Produce frame. `take` hands out a view of the
+    frame's next bytes, writable, which `read_records` gives as a partition's records; the
+    view keeps the frame alive, and the frame is never reused."""
+
+    __slots__ = ("_view", "_pos", "_end")
+
+    def __init__(self, frame: bytearray) -> None:
+        self._view = memoryview(frame)
+        self._pos = 0
+        self._end = len(frame)
+
+    def read(self, n: int = -1) -> bytes:
+        pos = self._pos
+        end = self._end if n < 0 else min(self._end, pos + n)
+        self._pos = end
+        return self._view[pos:end].tobytes()
+
+    def readinto(self, buf: Any) -> int:
+        with memoryview(buf) as out:
+            got = self.take(len(out))
+            out[:len(got)] = got
+            return len(got)
+
+    def take(self, n: int) -> memoryview:
+        """The next `n` bytes (fewer at the end of the frame) as a view, skipped over."""
+        pos = self._pos
+        end = min(self._end, pos + n)
+        self._pos = end
+        return self._view[pos:end]
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = (0, self._pos, self._end)[whence]
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        self._pos = base + offset
+        return self._pos
+
+
 class GatherIO(BytesIO):
     """A BytesIO that keeps large byte values (record sets) as separate parts, uncopied.
 
@@ -225,7 +276,7 @@ class GatherIO(BytesIO):
         return self._parts + [tail] if tail else list(self._parts)
 
 
-def read_uuid(io: BytesIO) -> uuid.UUID:
+def read_uuid(io: BytesIO | FrameReader) -> uuid.UUID:
     return uuid.UUID(bytes=read_exact(io, 16))
 
 
@@ -316,7 +367,7 @@ class _Call(Construct):
         return f"P.{self.writer}(io, obj{sep}{self.args})"
 
 
-def _read_varint(io: BytesIO) -> int:
+def _read_varint(io: BytesIO | FrameReader) -> int:
     return zigzag_decode(read_uvarint(io))
 
 

@@ -352,7 +352,7 @@ def _fresh(default: Any) -> Any:
     return default
 
 
-def _skip_tags(io: BytesIO, obj: Container, first: bytes) -> None:
+def _skip_tags(io: BytesIO | P.FrameReader, obj: Container, first: bytes) -> None:
     """A non-empty tag section whose first byte the fast path already read.
 
     `first` is empty at the end of the frame: that is a truncation, not a section to re-read.
@@ -363,7 +363,7 @@ def _skip_tags(io: BytesIO, obj: Container, first: bytes) -> None:
     _read_unknown(io, obj, {})
 
 
-def _read_unknown(io: BytesIO, obj: Container, known: dict) -> None:
+def _read_unknown(io: BytesIO | P.FrameReader, obj: Container, known: dict) -> None:
     count = P.read_uvarint(io)
     if count > P.remaining(io):
         raise P.WireError(f"{count} tagged fields in {P.remaining(io)} bytes")
@@ -415,7 +415,7 @@ def _build_tags(ms: MessageStruct | None, obj: Any, io: BytesIO, context: Any, p
     io.write(b"".join(out))
 
 
-def read_tag_section(io: BytesIO) -> dict[int, bytes]:
+def read_tag_section(io: BytesIO | P.FrameReader) -> dict[int, bytes]:
     """A tagged-field section none of whose tags we know: tag -> raw bytes."""
     holder = Container()
     _read_unknown(io, holder, {})
@@ -463,11 +463,11 @@ class Message:
             self._cache[key] = self.plain(version).compile()
         return self._cache[key]
 
-    def decode(self, data: bytes | BytesIO, version: int, *,
+    def decode(self, data: bytes | BytesIO | P.FrameReader, version: int, *,
                allow_trailing: bool = False) -> Container:
         """Decode one whole body; trailing bytes are an error unless `allow_trailing` (then
         the caller sees them left unread in its BytesIO)."""
-        io = data if isinstance(data, BytesIO) else BytesIO(data)
+        io = data if isinstance(data, (BytesIO, P.FrameReader)) else BytesIO(data)
         obj = self.compiled(version).parsefunc(io, _CONTEXT)
         if not allow_trailing and io.read(1):
             raise P.WireError(f"trailing bytes after {self.name} v{version}")

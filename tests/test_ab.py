@@ -2,6 +2,8 @@
 runs, and the ratios pair each round's two turns (not the medians of each side)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.bench.ab import BuildError, Comparison, ref_build
@@ -17,3 +19,33 @@ def test_ratios_pair_the_turns_of_one_round() -> None:
     c = Comparison("produce acks=1 CPU-s/M", False, this=[1.0, 3.0, 2.0], ref=[2.0, 2.0, 1.0])
     assert c.ratios == [0.5, 1.5, 2.0]
     assert c.median_ratio == 1.5
+
+
+def test_raw_only_runs_and_reports_the_raw_phases_alone(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    """The CPU gate's A/B: raw turns only (no librdkafka phases started), raw figures only."""
+    from tests.bench import ab
+    from tests.bench.bench_broker import Throughput
+
+    turns: list[tuple[str, int]] = []
+
+    def raw_turn(build: ab.Build, work: object, count: int) -> dict[str, Throughput]:
+        turns.append((build.label, count))
+        user = 0.3 if build.label == "this" else 0.25
+        return {phase: Throughput(count, ab.SIZE, 1.0, 0.6, 0.0, 0, user)
+                for phase in ("raw-produce-1", "raw-produce-all", "raw-fetch")}
+
+    def full_turn(*args: object) -> None:
+        raise AssertionError("a raw-only A/B ran the librdkafka phases")
+
+    monkeypatch.setattr(ab, "run_raw_turn", raw_turn)
+    monkeypatch.setattr(ab, "run_turn", full_turn)
+    monkeypatch.setattr(ab, "byte_compile", lambda tree: None)
+    this, ref = ab.Build("this", tmp_path, "python"), ab.Build("ref", tmp_path, "python")
+    comparisons = ab.compare(this, ref, 3, 1_000_000, progress=False, raw_only=True)
+    assert {c.name for c in comparisons} == {name for name, phase, _ in ab.FIGURES
+                                             if phase.startswith("raw-")}
+    assert turns[:2] == [("this", ab.WARMUP_COUNT), ("ref", ab.WARMUP_COUNT)]
+    assert [label for label, _ in turns[2:]] == ["this", "ref", "ref", "this", "this", "ref"]
+    user = next(c for c in comparisons if c.name == "raw fetch user-s/M")
+    assert user.median_ratio == pytest.approx(1.2)

@@ -130,7 +130,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     max_bytes = min(request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF,
                     ctx.config.fetch_max_bytes)
     quotas = ctx.services.quotas if request.replica_id < 0 else None
-    if quotas is not None:
+    if quotas is not None and quotas.fetch.enabled():
         # As Kafka: one response never carries more than the quota allows in a window.
         most = quotas.fetch.max_value_in_window(ctx.client_id, ctx.session.user)
         if most is not None:
@@ -163,8 +163,10 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     if quotas is not None:
         now_ms = trio.current_time() * 1000
         # Encoded only while some client has a consumer_byte_rate (none: nothing to count).
-        size = _response_size(ctx.version, responses) if quotas.fetch.enabled() else 0
-        throttle_ms = quotas.fetch.record(ctx.client_id, size, now_ms, ctx.session.user)
+        fetch_quota = quotas.fetch.enabled()
+        size = _response_size(ctx.version, responses) if fetch_quota else 0
+        throttle_ms = quotas.fetch.record(ctx.client_id, size, now_ms, ctx.session.user) \
+            if fetch_quota else 0
         if ctx.services.request_quota is not None:  # over either quota: the longer wait
             throttle_ms = max(throttle_ms, ctx.services.request_quota.record(ctx))
         if throttle_ms:

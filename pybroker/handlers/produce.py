@@ -107,7 +107,7 @@ def _record_quota(ctx: RequestContext) -> None:
     held back (dispatch writes `ctx.throttle_ms` into it) and the connection is muted for as
     long (acks=0 too)."""
     quotas = ctx.services.quotas
-    if quotas is None:
+    if quotas is None or not quotas.produce.enabled():  # no producer_byte_rate anywhere
         return
     ctx.throttle_ms = quotas.produce.record(ctx.client_id, ctx.request_size,
                                             trio.current_time() * 1000,

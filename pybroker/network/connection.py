@@ -153,6 +153,9 @@ class _Requests:
                     # nothing is read from this connection (backpressure).
                     await pool.allocate(size)
                     self.reserved = size
+                    # The rest of it is received into one buffer of its size (the plaintext
+                    # loop reads straight into it): no chunks joined, no copy of its records.
+                    frames.open_frame()
             frame = frames.next_frame()
             if frame is NEED_DATA:
                 return True
@@ -197,19 +200,36 @@ async def _serve(fd: int, watch: IdleWatch, requests: _Requests) -> None:
             watch.wait_starts()
             await trio.lowlevel.wait_readable(fd)
             watch.waiting = False
-        want = requests.want()
-        try:
-            data = os.read(fd, want)
-        except BlockingIOError:
-            readable = False
-            continue
-        if not data:
-            return
-        if not await requests.receive(data, send):
-            return
+        into = requests.frames.receive_into()
+        if into is not None:  # a large frame, its memory reserved: read into its buffer
+            want = len(into)
+            try:
+                got = os.readv(fd, (into,))
+            except BlockingIOError:
+                readable = False
+                continue
+            finally:
+                into.release()
+            if not got:
+                return
+            requests.frames.received(got)
+            if not await requests.answer(send):
+                return
+        else:
+            want = requests.want()
+            try:
+                data = os.read(fd, want)
+            except BlockingIOError:
+                readable = False
+                continue
+            if not data:
+                return
+            got = len(data)
+            if not await requests.receive(data, send):
+                return
         # A short read drained the socket: wait for more (that yields). A full one may have
         # left data behind: read again, but let other connections run first.
-        readable = len(data) == want
+        readable = got == want
         if readable:
             await trio.lowlevel.checkpoint()
 

@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 _NOT_HOOKED: Any = object()
 
 
-async def dispatch(services: Services, frame: bytes, host: str, port: int,
+async def dispatch(services: Services, frame: bytes | bytearray, host: str, port: int,
                    listener: str | None = None, session: Session | None = None,
                    hooks: RequestHooks | None = None) -> list[Any] | None:
     """The response frame for one request frame, as buffers for one gathered send, or None
@@ -197,7 +197,7 @@ def _sasl_gate(session: Session, api_key: int) -> bool:
     return False
 
 
-def _raw_token(session: Session, frame: bytes, host: str) -> list[Any]:
+def _raw_token(session: Session, frame: bytes | bytearray, host: str) -> list[Any]:
     """After SaslHandshake v0 the client sends its tokens as bare size-prefixed frames (no
     Kafka header) and reads the answers the same way; a failure just closes the connection."""
     sasl = session.sasl

@@ -284,7 +284,8 @@ class PartitionLog(LogRetention):
         OutOfOrderSequence or InvalidProducerEpoch; nothing is written then. With
         `assign_offsets=False` this is a replica append (see `append_as_follower`).
         `log_append_time` is the clock to stamp with when the topic uses LogAppendTime
-        (default: now). A bytearray argument is patched in place; other buffers are copied once.
+        (default: now). A bytearray or a writable memoryview (a Produce frame's records,
+        received in place) is patched in place; other buffers are copied once.
         `batches` is `validate_batches(records)` when the caller has just run it (the Produce
         path does, to answer with the right error), so the CRCs are not checked twice.
         """
@@ -299,7 +300,8 @@ class PartitionLog(LogRetention):
                 raise MessageTooLarge(f"batch of {header.size} bytes exceeds max.message.bytes "
                                       f"{config.max_message_bytes}")
         now = _now_ms() if now_ms is None else now_ms
-        buf = records if isinstance(records, bytearray) else bytearray(records)
+        buf = records if type(records) is bytearray or (
+            type(records) is memoryview and not records.readonly) else bytearray(records)
         stamp = config.log_append_time
         append_time = (now if log_append_time is None else log_append_time) if stamp else -1
         offset = local.log_end_offset
@@ -340,7 +342,7 @@ class PartitionLog(LogRetention):
                           self.log_start_offset, messages, len(buf))
 
     @staticmethod
-    def _read_markers(buf: bytearray, batches: list[tuple[int, BatchHeader]],
+    def _read_markers(buf: bytearray | memoryview, batches: list[tuple[int, BatchHeader]],
                       ) -> dict[int, ControlRecord]:
         """The record of each control batch, by index: a malformed one is refused."""
         return {i: control_record_of(memoryview(buf)[pos:pos + header.size])

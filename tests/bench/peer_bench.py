@@ -83,6 +83,9 @@ log dir: pybroker's the median of 5 fresh starts before the peers run (its modul
 byte-compiled first, as an installed wheel's are), each peer's its one start.
 
 `--profile DIR` records pybroker with py-spy during each workload (bench_broker.Profiler).
+`--profile DIR --workloads raw [--ab REF] [--count REQUESTS]` is the step table instead: raw_load's
+fixed Produce (acks=1, acks=all) and Fetch frames, broker CPU per request and per record for
+each step of the path, this build's beside REF's (tests/bench/profile_steps.py).
 """
 from __future__ import annotations
 
@@ -1023,6 +1026,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path, metavar="FILE",
                         help="also write the tables as Markdown, headed by the command line")
     args = parser.parse_args(argv)
+    if args.workloads == "raw":
+        if args.profile is None:
+            parser.error("--workloads raw is the step profile: give --profile DIR")
+        from tests.bench import profile_steps
+        return profile_steps.profile_raw(args.profile, args.ab,
+                                         args.count or profile_steps.DEFAULT_REQUESTS)
     if args.ab:
         from tests.bench import ab
         return ab.run(args.ab, rounds=args.rounds or ab.DEFAULT_ROUNDS,

@@ -69,6 +69,7 @@ def _receive(sock: socket.socket) -> bytearray:
 class RawPhase:
     records: int
     seconds: float
+    requests: int = 0
 
 
 def _connect(bootstrap: str) -> socket.socket:
@@ -91,24 +92,25 @@ def produce(bootstrap: str, topic: str, requests: int, size: int = 1024,
             code = body.responses[0].partition_responses[0].error_code
             if code:
                 raise RuntimeError(f"Produce to {topic} answered error {code}")
-        return RawPhase(requests * BATCH_RECORDS, time.perf_counter() - t0)
+        return RawPhase(requests * BATCH_RECORDS, time.perf_counter() - t0, requests)
 
 
 def fetch(bootstrap: str, topic: str, records: int, max_bytes: int = 1 << 20) -> RawPhase:
     """Read the partition from offset 0 until `records` records have come back, one Fetch in
     flight; the next offset is read from the last batch header in each answer, so the
     records themselves are never decoded here either."""
-    offset = 0
+    offset = sent = 0
     with _connect(bootstrap) as sock:
         t0 = time.perf_counter()
         while offset < records:
+            sent += 1
             sock.sendall(fetch_frame(topic, offset, max_bytes))
             _, body = decode_response(ApiKey.FETCH, FETCH_VERSION, bytes(_receive(sock)))
             part = body.responses[0].partitions[0]
             if part.error_code:
                 raise RuntimeError(f"Fetch of {topic} answered error {part.error_code}")
             offset = _next_offset(part.records or b"", offset)
-        return RawPhase(offset, time.perf_counter() - t0)
+        return RawPhase(offset, time.perf_counter() - t0, sent)
 
 
 def _next_offset(records: bytes, offset: int) -> int:

@@ -118,3 +118,71 @@ def test_negative_size_refused(size: int) -> None:
 def test_frame_too_large_is_a_protocol_error() -> None:
     """The connection loop catches one exception type for every kind of bad input."""
     assert issubclass(FrameTooLarge, ProtocolError)
+
+
+# -- a frame received in place (open_frame / receive_into / received) ------------------------
+
+def _fill(fb: FrameBuffer, data: bytes, step: int) -> bytes:
+    """Write `data` through receive_into `step` bytes at a time, as a socket read would;
+    whatever the open frame cannot take is returned."""
+    while data and (into := fb.receive_into()) is not None:
+        n = min(step, len(into), len(data))
+        into[:n] = data[:n]
+        fb.received(n)
+        data = data[n:]
+    return data
+
+
+@pytest.mark.parametrize("head", [0, 1, 3, 4, 5, 100])
+@pytest.mark.parametrize("step", [1, 7, 4096])
+def test_received_in_place_whatever_was_buffered_before(head: int, step: int) -> None:
+    payload = bytes(range(256)) * 40
+    stream = frame(payload) + frame(b"next")
+    fb = FrameBuffer()
+    fb.receive_data(stream[:head])
+    fb.open_frame()
+    if head < 4:  # no size yet: nothing to open, the frame is pushed as before
+        assert fb.receive_into() is None
+        fb.receive_data(stream[head:4])
+        fb.open_frame()
+        head = 4
+    assert fb.pending_size() == len(payload)
+    assert fb.next_frame() is NEED_DATA
+    rest = _fill(fb, stream[head:], step)
+    assert rest == frame(b"next")  # never read past the frame
+    got = fb.next_frame()
+    assert type(got) is bytearray and got == payload
+    fb.receive_data(rest)
+    assert drain(fb) == [b"next"]
+    assert fb.buffered == 0
+
+
+@given(st.binary(min_size=1, max_size=3000), st.lists(st.integers(1, 700), max_size=20))
+@settings(max_examples=100, deadline=None)
+def test_pushed_bytes_fill_an_open_frame_and_the_rest_waits(payload: bytes,
+                                                            cuts: list[int]) -> None:
+    """The TLS loop pushes decrypted chunks with receive_data: they fill the open frame, and
+    what follows it is framed as before."""
+    stream = frame(payload) + frame(b"after") + frame(b"x")
+    fb = FrameBuffer()
+    fb.receive_data(stream[:4])
+    fb.open_frame()
+    pos, out = 4, []
+    for cut in cuts + [len(stream)]:
+        fb.receive_data(stream[pos:pos + cut])
+        pos += cut
+        while (item := fb.next_frame()) is not NEED_DATA:
+            out.append(bytes(item))
+    assert out == [payload, b"after", b"x"]
+
+
+def test_open_frame_leaves_a_whole_frame_and_a_bad_size_alone() -> None:
+    fb = FrameBuffer(max_frame_size=10)
+    fb.receive_data(frame(b"whole"))
+    fb.open_frame()  # already whole: handed out as bytes, joined once
+    assert fb.receive_into() is None and fb.next_frame() == b"whole"
+    fb.receive_data(struct.pack(">i", 11))
+    fb.open_frame()  # over the maximum: next_frame refuses it, nothing is allocated
+    assert fb.receive_into() is None
+    with pytest.raises(FrameTooLarge):
+        fb.next_frame()

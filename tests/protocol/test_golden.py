@@ -53,6 +53,24 @@ def test_golden_frame_round_trips(path: Path) -> None:
     header = encode_request_header(request.header, request.api_version in api.flexible)
     assert frame.startswith(header)
     assert api.request.decode_plain(frame[len(header):], request.api_version) == request.body
+    # Received in place (a bytearray frame, decoded through FrameReader): the same request,
+    # re-encoding to the same bytes.
+    in_place = decode_request(bytearray(frame))
+    assert in_place == request and reencode(in_place) == frame
+
+
+def test_records_of_a_frame_received_in_place_are_views_of_it() -> None:
+    """A Produce frame's records are handed out as writable views of the frame, not copies
+    (the broker patches offsets into them in place); from bytes, as writable copies."""
+    path = next(p for p in FILES if p.name.startswith("produce_"))
+    frame = bytearray(path.read_bytes())
+    records = decode_request(frame).body.topic_data[0].partition_data[0].records
+    assert type(records) is memoryview and not records.readonly
+    assert records.obj is frame
+    records[0:8] = struct.pack(">q", 42)  # a base offset, patched in place
+    assert struct.pack(">q", 42) in frame
+    copied = decode_request(path.read_bytes()).body.topic_data[0].partition_data[0].records
+    assert type(copied) is bytearray and copied[8:] == records[8:]
 
 
 def _batches(records: bytes) -> list[bytes]:

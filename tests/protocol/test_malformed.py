@@ -46,19 +46,26 @@ def test_samples_decode(name: str) -> None:
     assert request.header.correlation_id == 7 and request.header.client_id == "tests"
 
 
+# A large frame is received in place and decoded from its bytearray (primitives.FrameReader):
+# the same door, the same refusals.
+KINDS = pytest.mark.parametrize("kind", [bytes, bytearray])
+
+
+@KINDS
 @pytest.mark.parametrize("name", FRAMES)
-def test_every_truncation_is_a_protocol_error(name: str) -> None:
+def test_every_truncation_is_a_protocol_error(name: str, kind: type) -> None:
     frame = FRAMES[name]
     for cut in range(len(frame)):
         with pytest.raises(ProtocolError):
-            decode_request(frame[:cut])
+            decode_request(kind(frame[:cut]))
 
 
+@KINDS
 @pytest.mark.parametrize("name", FRAMES)
-def test_trailing_bytes_are_a_protocol_error(name: str) -> None:
+def test_trailing_bytes_are_a_protocol_error(name: str, kind: type) -> None:
     for extra in (b"\x00", b"\x01", b"garbage"):
         with pytest.raises(ProtocolError) as info:
-            decode_request(FRAMES[name] + extra)
+            decode_request(kind(FRAMES[name] + extra))
         assert info.value.header is not None and info.value.header.correlation_id == 7
 
 
@@ -66,6 +73,7 @@ def test_trailing_bytes_are_a_protocol_error(name: str) -> None:
 @given(st.binary(max_size=256))
 def test_random_bytes(frame: bytes) -> None:
     _decodes_or_refuses(frame)
+    _decodes_or_refuses(bytearray(frame))
 
 
 _ALL_VERSIONS = [(key, v) for key, api in APIS.items()
