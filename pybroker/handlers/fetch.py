@@ -42,11 +42,6 @@ def _read_all(ctx: RequestContext, request: Container, topics: Sequence[Any], ma
               denied: set[str], client: ClientMetadata | None
               ) -> tuple[list[dict], int, bool]:
     manager = ctx.replicas
-    # A follower's fetch under a leader.replication.throttled.rate: while the rate is over,
-    # the throttled partitions of a replica out of the ISR answer no records (Kafka's
-    # shouldLeaderThrottle); the follower's position is still taken from the request.
-    quota = manager.leader_quota if request.replica_id >= 0 else None
-    held_back = quota is not None and quota.is_exceeded(trio.current_time() * 1000)
     remaining = max_bytes
     total = 0
     errors = False
@@ -59,14 +54,10 @@ def _read_all(ctx: RequestContext, request: Container, topics: Sequence[Any], ma
         partitions = []
         for p in topic.partitions:
             limit = max(0, min(p.partition_max_bytes, remaining))
-            first = total == 0
-            if held_back and quota is not None and quota.is_throttled(topic.topic, p.partition) \
-                    and not manager.is_in_sync(topic.topic, p.partition, request.replica_id):
-                limit, first = 0, False
             result = manager.read(topic.topic, p.partition, p.fetch_offset, limit,
                                   replica_id=request.replica_id,
                                   isolation_level=request.isolation_level,
-                                  min_one_message=first,
+                                  min_one_message=total == 0,
                                   region_min_batch=SENDFILE_MIN_BATCH,
                                   current_leader_epoch=p.current_leader_epoch,
                                   last_fetched_epoch=p.get("last_fetched_epoch", -1),
@@ -181,15 +172,6 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     if context is not None:
         code, session_id, responses = context.finish(responses,
                                                      ctx.services.fetch_sessions.now_ms())
-    quota = ctx.replicas.leader_quota if request.replica_id >= 0 else None
-    if quota is not None and total:
-        # Every throttled partition's bytes count, in sync or not (Kafka's
-        # sizeOfThrottledPartitions), once per response actually sent.
-        quota.record(sum(len(p["records"]) for response in responses
-                         for p in response["partitions"]
-                         if p["records"] and quota.is_throttled(response["topic"],
-                                                                p["partition_index"])),
-                     trio.current_time() * 1000)
     if request.replica_id < 0 and total:  # consumers' bytes (Kafka's BytesOutPerSec)
         stats = ctx.services.stats
         for response in responses:
