@@ -74,9 +74,10 @@ def build_image(cluster_id: str, cache: _Cache) -> MetadataImage:
             if cached is None:
                 parts.append(PartitionState(index, -1, NO_STATE_EPOCH, replicas, (), *moving))
             else:
-                state = cached[0]
+                state, version = cached
                 parts.append(PartitionState(index, state.leader, state.leader_epoch, replicas,
-                                            state.isr, *moving, state.leader_recovery_state))
+                                            state.isr, *moving, state.leader_recovery_state,
+                                            version))
         topic_id = assignment.topic_id or uuid.uuid5(uuid.NAMESPACE_URL, name)
         topics[name] = TopicInfo(name, topic_id, tuple(parts), dict(cache.configs.get(name, {})),
                                  is_internal(name))
@@ -284,10 +285,6 @@ class ZkCache:
     def deleting(self) -> frozenset[str]:
         """Topics marked for deletion in /admin/delete_topics (for the controller)."""
         return self._cache.deleting
-
-    def state_version(self, topic: str, partition: int) -> int:
-        cached = self._cache.states.get((topic, partition))
-        return cached[1] if cached else -1
 
     def topic_version(self, topic: str) -> int:
         return self._cache.topic_versions.get(topic, -1)

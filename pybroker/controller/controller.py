@@ -170,8 +170,14 @@ class Controller:
         return results[1:]
 
     async def _write_states(self, changes: Iterable[Change], *, create: bool = False) -> int:
-        """Write each partition's new leader, epoch and ISR, conditionally on the version
-        read; returns how many landed (a lost race is retried at the next change)."""
+        """Write each partition's new leader, epoch and ISR, conditionally on the version of
+        the state it was decided from (`PartitionState.version`, which a decision keeps), as
+        Kafka's controller writes against the zkVersion of what it decided from; returns how
+        many landed (a lost race is retried at the next change, from the image that has what
+        changed). Never against the version in the live cache: a worker thread refreshes it
+        before the image that goes with it is published, so a decision from the older image
+        written against it would overwrite a change (a leader's ISR expansion) it never saw
+        (issue #31)."""
         store = self.store
         written: list[tuple[str, str, int]] = []
         for topic, state in changes:
@@ -190,8 +196,7 @@ class Controller:
                        txn.check(t, v),
                        lambda txn, p=path, d=data: txn.create(p, d)]
             else:
-                version = store.state_version(topic, state.partition)
-                ops = [lambda txn, p=path, d=data, v=version: txn.set_data(p, d, version=v)]
+                ops = [_set_state(topic, state, data)]
             results = await trio.to_thread.run_sync(self._commit, ops)
             if any(isinstance(r, Exception) for r in results):
                 log.info("controller: state of %s-%d changed meanwhile; will retry", topic,
@@ -351,8 +356,7 @@ class Controller:
                                                        step.state.leader_epoch,
                                                        tuple(step.state.isr), self.epoch,
                                                        step.state.leader_recovery_state))
-                ops.append(lambda txn, p=zd.state_path(topic, index), d=data,
-                           v=store.state_version(topic, index): txn.set_data(p, d, version=v))
+                ops.append(_set_state(topic, step.state, data))
         new = zd.TopicAssignment(partitions, current.topic_id, adding, removing)
         ops.insert(0, lambda txn, d=zd.encode_topic(new), v=store.topic_version(topic):
                    txn.set_data(zd.topic_path(topic), d, version=v))
@@ -434,6 +438,16 @@ class Controller:
                 results[(topic, index)] = (code, None if code == ErrorCode.NONE
                                            else _election_message(code, topic, index))
             return results
+
+
+def _set_state(topic: str, state: PartitionState, data: bytes) -> Callable[..., Any]:
+    """The multi-op step that writes a decided state, conditionally on the version of the
+    state it was decided from (`_write_states`); never unconditionally."""
+    if state.version < 0:
+        raise ValueError(f"a decision for {topic}-{state.partition} carries no state "
+                         "version to write against")
+    return lambda txn, p=zd.state_path(topic, state.partition), d=data, v=state.version: \
+        txn.set_data(p, d, version=v)
 
 
 def _election_message(code: ErrorCode, topic: str, partition: int) -> str:
