@@ -82,6 +82,7 @@ class ZkMetadataStore(ZkSession, ZkCache):
         self._cache = _Cache()
         self._dirty: set[tuple[Any, ...]] = set()
         self._dirty_lock = threading.Lock()
+        self._refresh_lock = threading.Lock()
         self._token: trio.lowlevel.TrioToken | None = None
         self._wakeup = trio.Event()
         self._image_changed = trio.Event()
