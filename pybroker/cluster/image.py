@@ -59,6 +59,14 @@ class PartitionState:
     # Kafka's LeaderRecoveryState (KIP-704): RECOVERING (1) after an unclean election until
     # the leader's ISR grows, else RECOVERED (0).
     leader_recovery_state: int = RECOVERED
+    # In a ZooKeeper cluster: the version of the state znode this state was read at (Kafka's
+    # zkVersion, its LeaderAndIsr's partitionEpoch); -1 where nothing was read (a local store,
+    # a partition without a state znode yet). A decision made from a state by
+    # `dataclasses.replace` keeps it, as Kafka's `newLeaderAndIsr` keeps the zkVersion: it is
+    # the version the decision's write is conditional on, so a state that changed after the
+    # decision was read refuses the write instead of being overwritten by it. Not part of
+    # equality (a decision equals the state it describes); `diff_images` compares it apart.
+    version: int = field(default=-1, compare=False)
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,7 +132,8 @@ class MetadataDelta:
 
 def diff_images(old: MetadataImage, new: MetadataImage) -> MetadataDelta:
     """What changed from `old` to `new`: a topic whose id changed was deleted and created
-    again; a partition is changed when its replicas, leader, epoch or ISR differ."""
+    again; a partition is changed when its replicas, leader, epoch or ISR differ, or its
+    state was written again (its version: a leader's next ISR write is conditional on it)."""
     created: set[str] = set()
     deleted: dict[str, TopicInfo] = {}
     changed: dict[str, frozenset[int]] = {}
@@ -143,7 +152,8 @@ def diff_images(old: MetadataImage, new: MetadataImage) -> MetadataDelta:
             continue
         moved = frozenset(p.partition for p in info.partitions
                           if p.partition >= len(before.partitions)
-                          or p != before.partitions[p.partition])
+                          or p != before.partitions[p.partition]
+                          or p.version != before.partitions[p.partition].version)
         if moved:
             changed[name] = moved
         if dict(before.configs) != dict(info.configs):

@@ -74,9 +74,10 @@ def build_image(cluster_id: str, cache: _Cache) -> MetadataImage:
             if cached is None:
                 parts.append(PartitionState(index, -1, NO_STATE_EPOCH, replicas, (), *moving))
             else:
-                state = cached[0]
+                state, version = cached
                 parts.append(PartitionState(index, state.leader, state.leader_epoch, replicas,
-                                            state.isr, *moving, state.leader_recovery_state))
+                                            state.isr, *moving, state.leader_recovery_state,
+                                            version))
         topic_id = assignment.topic_id or uuid.uuid5(uuid.NAMESPACE_URL, name)
         topics[name] = TopicInfo(name, topic_id, tuple(parts), dict(cache.configs.get(name, {})),
                                  is_internal(name))
@@ -101,6 +102,7 @@ class ZkCache:
     _cache: _Cache
     _dirty: set[tuple[Any, ...]]
     _dirty_lock: threading.Lock
+    _refresh_lock: threading.Lock
     _token: trio.lowlevel.TrioToken | None
     _wakeup: trio.Event
     _image_changed: trio.Event
@@ -145,20 +147,25 @@ class ZkCache:
             return []
 
     def _read_all(self) -> None:
-        self._cache = _Cache()
+        """Read every watched znode into a new cache, which replaces the old one only once
+        complete: the event loop reads the cache meanwhile (an image published then, built
+        from a half-read cache, lacked topics, which listeners took for deleted)."""
+        cache = _Cache()
         for key in (("brokers",), ("topics",), ("controller",), ("deletes",), ("quotas",),
                     ("broker_configs",), ("group_configs",)):
-            self._read(key)
+            self._read(key, cache)
+        self._cache = cache
 
-    def _read(self, key: tuple[Any, ...]) -> None:
-        cache = self._cache
+    def _read(self, key: tuple[Any, ...], cache: _Cache | None = None) -> None:
+        """Re-read `key` into `cache` (the current one by default)."""
+        cache = self._cache if cache is None else cache
         kind = key[0]
         if kind == "brokers":
             ids = {int(c) for c in self._children(zd.BROKER_IDS) if c.isdigit()}
             for gone in set(cache.brokers) - ids:
                 del cache.brokers[gone]
             for node in ids:
-                self._read(("broker", node))
+                self._read(("broker", node), cache)
         elif kind == "broker":
             got = self._get(zd.broker_path(key[1]))
             if got is None:
@@ -168,25 +175,26 @@ class ZkCache:
         elif kind == "topics":
             names = set(self._children(zd.TOPICS))
             for gone_topic in set(cache.assignments) - names:
-                self._forget_topic(gone_topic)
+                self._forget_topic(gone_topic, cache)
             for name in names - set(cache.assignments):
-                self._read(("topic", name))
-                self._read(("config", name))
+                self._read(("topic", name), cache)
+                self._read(("config", name), cache)
         elif kind == "topic":
             name = key[1]
             got = self._get(zd.topic_path(name))
             if got is None:
-                self._forget_topic(name)
+                self._forget_topic(name, cache)
                 return
             assignment = zd.decode_topic(got[0])
             old = cache.assignments.get(name)
             if old is not None and old.topic_id != assignment.topic_id:
-                self._forget_topic(name)  # deleted and created again between two reads
+                # Deleted and created again between two reads.
+                self._forget_topic(name, cache)
             cache.assignments[name] = assignment
             cache.topic_versions[name] = got[1].version
             for index in assignment.partitions:
                 if (name, index) not in cache.states:
-                    self._read(("state", name, index))
+                    self._read(("state", name, index), cache)
         elif kind == "state":
             name, index = key[1], key[2]
             got = self._get(zd.state_path(name, index))
@@ -249,8 +257,7 @@ class ZkCache:
                         scram[user] = credentials
         return quotas, scram
 
-    def _forget_topic(self, name: str) -> None:
-        cache = self._cache
+    def _forget_topic(self, name: str, cache: _Cache) -> None:
         assignment = cache.assignments.pop(name, None)
         cache.topic_versions.pop(name, None)
         cache.configs.pop(name, None)
@@ -260,7 +267,16 @@ class ZkCache:
 
     def _refresh(self, keys: set[tuple[Any, ...]]) -> None:
         """Re-read the dirty znodes (worker thread). After a lost session: register again and
-        re-read everything, since every watch went with the old session."""
+        re-read everything, since every watch went with the old session.
+
+        One refresh at a time (`run`'s and `refresh_now`'s run in worker threads of their
+        own): ZooKeeper answers one session's reads in order, but two threads store what they
+        read in whatever order they are scheduled, so an older read stored after a newer one
+        set the cache back, with no watch left to fire until the znode changed again."""
+        with self._refresh_lock:
+            self._refresh_locked(keys)
+
+    def _refresh_locked(self, keys: set[tuple[Any, ...]]) -> None:
         if ("session",) in keys:
             if self.zk.state != "CONNECTED":
                 return
@@ -284,10 +300,6 @@ class ZkCache:
     def deleting(self) -> frozenset[str]:
         """Topics marked for deletion in /admin/delete_topics (for the controller)."""
         return self._cache.deleting
-
-    def state_version(self, topic: str, partition: int) -> int:
-        cached = self._cache.states.get((topic, partition))
-        return cached[1] if cached else -1
 
     def topic_version(self, topic: str) -> int:
         return self._cache.topic_versions.get(topic, -1)

@@ -82,6 +82,7 @@ class ZkMetadataStore(ZkSession, ZkCache):
         self._cache = _Cache()
         self._dirty: set[tuple[Any, ...]] = set()
         self._dirty_lock = threading.Lock()
+        self._refresh_lock = threading.Lock()
         self._token: trio.lowlevel.TrioToken | None = None
         self._wakeup = trio.Event()
         self._image_changed = trio.Event()
@@ -223,35 +224,43 @@ class ZkMetadataStore(ZkSession, ZkCache):
 
     # -- the leader's write ----------------------------------------------------------------------
     async def alter_isr(self, topic: str, partition: int, leader_epoch: int,
-                        isr: tuple[int, ...]) -> bool:
-        """As the leader at `leader_epoch`: write the partition's new ISR, conditionally on the
-        state version last read (R2). False when the state changed meanwhile (a controller
-        decision): the caller reconsiders with the new image."""
+                        isr: tuple[int, ...], version: int) -> int | None:
+        """As the leader at `leader_epoch`: write the partition's new ISR, conditionally on
+        `version`, the state znode's version the leader decided from (its partition's, R2;
+        Kafka's zkVersion). Returns the version the write made; None when the state is not
+        that one any more (a controller decision): the caller decides again from the image
+        that carries the newer state."""
         from kazoo.exceptions import BadVersionError, NoNodeError
 
         cached = self._cache.states.get((topic, partition))
         if cached is None or not self.session_valid:
-            return False
-        state, version = cached
+            return None
+        state, cached_version = cached
+        if cached_version != version:
+            # The controller epoch and recovery state below must be those of the state decided
+            # from. A newer read's image is on its way; an older one is read again.
+            if cached_version < version:
+                self._mark(("state", topic, partition))
+            return None
         if state.leader != self.node_id or state.leader_epoch != leader_epoch:
-            return False
+            return None
         # An ISR that grows ends the recovery of an unclean election (Kafka's
         # PendingExpandIsr sends RECOVERED); a shrink keeps what was.
         grows = bool(set(isr) - set(state.isr))
         new = zd.LeaderAndIsr(self.node_id, leader_epoch, tuple(isr), state.controller_epoch,
                               zd.RECOVERED if grows else state.leader_recovery_state)
         try:
-            await self._zk(self.zk.set, zd.state_path(topic, partition), zd.encode_state(new),
-                           version)
+            stat = await self._zk(self.zk.set, zd.state_path(topic, partition),
+                                  zd.encode_state(new), version)
         except (BadVersionError, NoNodeError):
             await self.refresh_now(("state", topic, partition))
-            return False
+            return None
         except Exception as exc:  # connection loss: the write may have landed; re-read
             log.warning("ISR write for %s-%d failed: %s", topic, partition, exc)
             self._mark(("state", topic, partition))
-            return False
+            return None
         await self.refresh_now(("state", topic, partition))
-        return True
+        return int(stat.version)
 
 
 def _all_led(image: MetadataImage, name: str, partitions: int) -> bool:

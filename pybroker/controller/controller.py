@@ -48,6 +48,9 @@ from pybroker.controller.reassignment import ReassignmentStep, origin_replicas, 
 log = logging.getLogger(__name__)
 
 Change = tuple[str, PartitionState]
+# How often a request the controller serves decides again after its write lost a race with a
+# change its image did not have yet.
+WRITE_ATTEMPTS = 5
 
 
 class ControllerFenced(Exception):
@@ -170,8 +173,14 @@ class Controller:
         return results[1:]
 
     async def _write_states(self, changes: Iterable[Change], *, create: bool = False) -> int:
-        """Write each partition's new leader, epoch and ISR, conditionally on the version
-        read; returns how many landed (a lost race is retried at the next change)."""
+        """Write each partition's new leader, epoch and ISR, conditionally on the version of
+        the state it was decided from (`PartitionState.version`, which a decision keeps), as
+        Kafka's controller writes against the zkVersion of what it decided from; returns how
+        many landed (a lost race is retried at the next change, from the image that has what
+        changed). Never against the version in the live cache: a worker thread refreshes it
+        before the image that goes with it is published, so a decision from the older image
+        written against it would overwrite a change (a leader's ISR expansion) it never saw
+        (issue #31)."""
         store = self.store
         written: list[tuple[str, str, int]] = []
         for topic, state in changes:
@@ -190,8 +199,7 @@ class Controller:
                        txn.check(t, v),
                        lambda txn, p=path, d=data: txn.create(p, d)]
             else:
-                version = store.state_version(topic, state.partition)
-                ops = [lambda txn, p=path, d=data, v=version: txn.set_data(p, d, version=v)]
+                ops = [_set_state(topic, state, data)]
             results = await trio.to_thread.run_sync(self._commit, ops)
             if any(isinstance(r, Exception) for r in results):
                 log.info("controller: state of %s-%d changed meanwhile; will retry", topic,
@@ -351,8 +359,7 @@ class Controller:
                                                        step.state.leader_epoch,
                                                        tuple(step.state.isr), self.epoch,
                                                        step.state.leader_recovery_state))
-                ops.append(lambda txn, p=zd.state_path(topic, index), d=data,
-                           v=store.state_version(topic, index): txn.set_data(p, d, version=v))
+                ops.append(_set_state(topic, step.state, data))
         new = zd.TopicAssignment(partitions, current.topic_id, adding, removing)
         ops.insert(0, lambda txn, d=zd.encode_topic(new), v=store.topic_version(topic):
                    txn.set_data(zd.topic_path(topic), d, version=v))
@@ -371,37 +378,56 @@ class Controller:
     async def alter_reassignments(self, wanted: list[tuple[str, int, list[int] | None]]
                                   ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
         """AlterPartitionReassignments: start (or replace) a reassignment to the given
-        replicas, or cancel one (None)."""
+        replicas, or cancel one (None). A write that lost a race with a change the image did
+        not have yet (a leader's ISR write) is decided again from a fresh read, as Kafka's
+        controller retries its updatesToRetry."""
         async with self._lock:
-            image = self.store.image
-            live = frozenset(image.brokers)
             results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
-            by_topic: dict[str, dict[int, ReassignmentStep]] = {}
+            by_topic: dict[str, list[tuple[int, list[int] | None]]] = {}
             for topic, index, target in wanted:
-                state = image.partition(topic, index)
-                if state is None or state.leader_epoch == NO_STATE_EPOCH:
-                    results[(topic, index)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                               "The partition does not exist.")
-                    continue
-                if target is None:
-                    if not (state.adding_replicas or state.removing_replicas):
-                        results[(topic, index)] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
-                        continue
-                    target = list(origin_replicas(state.replicas, state.adding_replicas))
-                problem = validate_target(state, target, state.adding_replicas, live)
-                if problem is not None:
-                    results[(topic, index)] = (problem.code, problem.message)
-                    continue
-                step = reassignment_step(state, target, state.adding_replicas,
-                                         state.removing_replicas, live)
-                by_topic.setdefault(topic, {})[index] = step
-                results[(topic, index)] = (ErrorCode.NONE, None)
-            for topic, steps in by_topic.items():
-                if not await self._write_reassignment(topic, steps):
+                by_topic.setdefault(topic, []).append((index, target))
+            for topic, entries in by_topic.items():
+                steps: dict[int, ReassignmentStep] = {}
+                for _ in range(WRITE_ATTEMPTS):
+                    outcome, steps = self._reassignment_steps(self.store.image, topic, entries)
+                    results.update(outcome)
+                    if not steps or await self._write_reassignment(topic, steps):
+                        break
+                    await self.store.refresh_now(("topic", topic), *(
+                        ("state", topic, index) for index in steps))
+                else:
                     for index in steps:
                         results[(topic, index)] = (ErrorCode.REQUEST_TIMED_OUT,
                                                    "The partition changed meanwhile; retry.")
             return results
+
+    def _reassignment_steps(self, image: MetadataImage, topic: str,
+                            entries: list[tuple[int, list[int] | None]]
+                            ) -> tuple[dict[tuple[str, int], tuple[ErrorCode, str | None]],
+                                       dict[int, ReassignmentStep]]:
+        """Each partition's answer, and the first steps to write, from `image`."""
+        live = frozenset(image.brokers)
+        results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        steps: dict[int, ReassignmentStep] = {}
+        for index, target in entries:
+            state = image.partition(topic, index)
+            if state is None or state.leader_epoch == NO_STATE_EPOCH:
+                results[(topic, index)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                           "The partition does not exist.")
+                continue
+            if target is None:
+                if not (state.adding_replicas or state.removing_replicas):
+                    results[(topic, index)] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+                    continue
+                target = list(origin_replicas(state.replicas, state.adding_replicas))
+            problem = validate_target(state, target, state.adding_replicas, live)
+            if problem is not None:
+                results[(topic, index)] = (problem.code, problem.message)
+                continue
+            steps[index] = reassignment_step(state, target, state.adding_replicas,
+                                             state.removing_replicas, live)
+            results[(topic, index)] = (ErrorCode.NONE, None)
+        return results, steps
 
     def ongoing_reassignments(self) -> list[tuple[str, PartitionState]]:
         """ListPartitionReassignments: partitions with replicas being added or removed."""
@@ -412,28 +438,45 @@ class Controller:
     async def elect_leaders(self, election_type: int,
                             partitions: list[tuple[str, int]] | None
                             ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
-        """ElectLeaders (type 0 preferred, 1 unclean) for `partitions` (None: all)."""
+        """ElectLeaders (type 0 preferred, 1 unclean) for `partitions` (None: all). A write
+        that lost a race is decided again from a fresh read (`alter_reassignments`)."""
         async with self._lock:
-            image = self.store.image
-            live = frozenset(image.brokers)
             if partitions is None:
-                partitions = [(t.name, p.partition) for t in image.topics.values()
+                partitions = [(t.name, p.partition) for t in self.store.image.topics.values()
                               for p in t.partitions]
             results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
             for topic, index in partitions:
-                state = image.partition(topic, index)
-                if state is None:
-                    results[(topic, index)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
-                    continue
-                if election_type == 0:
-                    new, code = elect_preferred(state, live)
+                for _ in range(WRITE_ATTEMPTS):
+                    image = self.store.image
+                    state = image.partition(topic, index)
+                    if state is None:
+                        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                        break
+                    if election_type == 0:
+                        new, code = elect_preferred(state, frozenset(image.brokers))
+                    else:
+                        new, code = elect_unclean_for(state, frozenset(image.brokers))
+                    if new is None or await self._write_states([(topic, new)]):
+                        break
+                    await self.store.refresh_now(("state", topic, index))
                 else:
-                    new, code = elect_unclean_for(state, live)
-                if new is not None and not await self._write_states([(topic, new)]):
                     code = ErrorCode.NOT_CONTROLLER
+                if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    results[(topic, index)] = (code, None)
+                    continue
                 results[(topic, index)] = (code, None if code == ErrorCode.NONE
                                            else _election_message(code, topic, index))
             return results
+
+
+def _set_state(topic: str, state: PartitionState, data: bytes) -> Callable[..., Any]:
+    """The multi-op step that writes a decided state, conditionally on the version of the
+    state it was decided from (`_write_states`); never unconditionally."""
+    if state.version < 0:
+        raise ValueError(f"a decision for {topic}-{state.partition} carries no state "
+                         "version to write against")
+    return lambda txn, p=zd.state_path(topic, state.partition), d=data, v=state.version: \
+        txn.set_data(p, d, version=v)
 
 
 def _election_message(code: ErrorCode, topic: str, partition: int) -> str:

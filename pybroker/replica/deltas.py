@@ -71,6 +71,9 @@ class ReplicaDeltas:
         for index in partitions:
             state = info.partitions[index]
             tp = (info.name, index)
+            known = self._partitions.get(tp)
+            if known is not None and known.has_newer_state_than(state.version):
+                continue  # an image built before one already taken up, applied late
             if state.leader == self.node_id:
                 was_leading = tp in self._partitions and self._partitions[tp].is_leader
                 self._become_leader(info.name, index, state, announce)
@@ -85,7 +88,8 @@ class ReplicaDeltas:
                                                             self.node_id, self.min_isr_of)
             if part is None:
                 continue
-            if part.make_follower(state.leader, state.leader_epoch, state.replicas):
+            if part.make_follower(state.leader, state.leader_epoch, state.replicas,
+                                  state.version):
                 # Waiting acks=all produces and fetches learn they are not at the leader.
                 self.purgatory.notify_all(tp)
             if self.fetchers is not None:

@@ -38,7 +38,8 @@ class IsrUpkeep:
         """Shrink the ISR of led partitions whose followers fell behind for longer than
         replica.lag.time.max.ms (checked every half of it, as Kafka), and grow it when a
         follower caught up (at once). The new ISR is written to the store by this broker as
-        leader, conditionally on the state it read; only then is it used."""
+        leader, conditionally on the version of the state it was decided from; only then is
+        it used."""
         interval = max(lag_time_max_ms, 20) / 2000
         next_shrink = trio.current_time() + interval
         task_status.started()
@@ -77,11 +78,19 @@ class IsrUpkeep:
         if alter is None:
             return
         old = sorted(part.isr)
-        if await alter(tp[0], tp[1], part.leader_epoch, new_isr):
+        epoch, version = part.leader_epoch, part.state_version
+        written = await alter(tp[0], tp[1], epoch, new_isr, version)
+        if written is not None:
             # Adopt it now, as Kafka does on its AlterPartition answer: the image that carries
             # it back is applied by another task, and a wakeup before that would write (and
-            # count) the same change again.
-            part.set_isr(new_isr)
+            # count) the same change again. Only if the partition is still at the state the
+            # change was decided from: a later one taken up meanwhile (the controller's next
+            # epoch, read back with the write) stands, and the leader decides again from it
+            # (adopting over it left the leader believing an ISR ZooKeeper did not hold, and
+            # never writing again: issue #31).
+            if (self._partitions.get(tp) is part and part.is_leader
+                    and (part.leader_epoch, part.state_version) == (epoch, version)):
+                part.set_isr(new_isr, version=written)
             self.isr_shrinks += bool(set(old) - set(new_isr))
             self.isr_expands += bool(set(new_isr) - set(old))
             log.info("ISR of %s-%d %s from %s to %s", tp[0], tp[1],

@@ -193,7 +193,7 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
             part = Partition(topic, partition, plog, self.node_id, self.min_isr_of)
             self._partitions[(topic, partition)] = part
         if part.make_leader(state.leader_epoch, state.replicas, state.isr,
-                            now_ms=int(time.time() * 1000)):
+                            now_ms=int(time.time() * 1000), version=state.version):
             if self.fetchers is not None:
                 self.fetchers.unfollow((topic, partition))
             if announce:

@@ -61,7 +61,8 @@ class FollowerState:
 class Partition:
     # One per hosted partition: slots keep tens of thousands of them small.
     __slots__ = ("topic", "partition", "log", "local_id", "leader_id", "leader_epoch",
-                 "replicas", "isr", "followers", "epoch_start_offset", "min_isr_of")
+                 "replicas", "isr", "followers", "epoch_start_offset", "min_isr_of",
+                 "state_version")
 
     def __init__(self, topic: str, partition: int, log: PartitionLog, local_id: int,
                  min_isr_of: Callable[[str], int] | None = None) -> None:
@@ -80,6 +81,10 @@ class Partition:
         # Where this leader's epoch began in the log: a follower joins the ISR only once it
         # has reached it (KAFKA-7128).
         self.epoch_start_offset = 0
+        # The version of the partition-state znode that leader, epoch and ISR were read at or
+        # written as (Kafka's zkVersion; -1: none, as on one broker): the leader's next ISR
+        # write is conditional on it, and an older read of the state is not taken up.
+        self.state_version = -1
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, leader={self.leader_id}, "
@@ -91,8 +96,12 @@ class Partition:
         return self.leader_id == self.local_id
 
     def make_leader(self, leader_epoch: int, replicas: tuple[int, ...] | list[int],
-                    isr: tuple[int, ...] | list[int] | frozenset[int], now_ms: int = -1) -> bool:
+                    isr: tuple[int, ...] | list[int] | frozenset[int], now_ms: int = -1,
+                    version: int = -1) -> bool:
         """Become (or stay) leader at `leader_epoch`; True if this is a new leadership.
+        `version`: the state znode's version this state was read at; a state older than the
+        one this partition has (an image built before the leader's own ISR write landed,
+        applied after it) changes nothing.
 
         A new epoch starts at the log end (recorded in the leader-epoch cache only when the
         epoch is new to the log: a restart under the same epoch writes nothing). Followers'
@@ -101,6 +110,9 @@ class Partition:
         commits what a follower in the ISR may not have. Their caught-up time starts at
         `now_ms`, so one that never fetches leaves the ISR after replica.lag.time.max.ms.
         """
+        if self.has_newer_state_than(version):
+            return False
+        self.state_version = version
         new = not self.is_leader or leader_epoch != self.leader_epoch
         self.leader_id = self.local_id
         self.replicas = tuple(replicas)
@@ -120,9 +132,13 @@ class Partition:
         return new
 
     def make_follower(self, leader_id: int, leader_epoch: int,
-                      replicas: tuple[int, ...] | list[int]) -> bool:
+                      replicas: tuple[int, ...] | list[int], version: int = -1) -> bool:
         """Follow `leader_id` at `leader_epoch`; True if anything changed. The follower keeps
-        its high watermark (the leader's fetch responses move it) and forgets follower state."""
+        its high watermark (the leader's fetch responses move it) and forgets follower state.
+        `version` as in `make_leader`."""
+        if self.has_newer_state_than(version):
+            return False
+        self.state_version = version
         changed = self.leader_id != leader_id or self.leader_epoch != leader_epoch
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
@@ -130,6 +146,13 @@ class Partition:
         self.isr = frozenset()
         self.followers = {}
         return changed
+
+    def has_newer_state_than(self, version: int) -> bool:
+        """Whether this partition has taken up a later partition state than one read at
+        `version` (-1: not versioned, never older). Images are applied by more than one task
+        (a store refresh after a write, the watch's), so one built earlier can arrive after
+        a later one, or after this leader's own ISR write."""
+        return 0 <= version < self.state_version
 
     def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
         """FENCED_LEADER_EPOCH for a stale epoch, UNKNOWN_LEADER_EPOCH for one from the future,
@@ -145,10 +168,14 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
-    def set_isr(self, isr: tuple[int, ...] | list[int] | frozenset[int]) -> None:
+    def set_isr(self, isr: tuple[int, ...] | list[int] | frozenset[int],
+                version: int | None = None) -> None:
         """Adopt a new ISR (decided elsewhere: the ISR rules, or the store on a change), then
-        let the high watermark move if the shrink allows it."""
+        let the high watermark move if the shrink allows it. `version`: the state znode's
+        version the leader's write of it made."""
         self.isr = _isr(isr)
+        if version is not None:
+            self.state_version = version
         self.maybe_increment_high_watermark()
 
     def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,

@@ -178,9 +178,9 @@ def test_a_written_isr_change_is_adopted_at_once_and_counted_once(plog: Partitio
 
     class Store:
         async def alter_isr(self, topic: str, partition: int, epoch: int,
-                            isr: tuple[int, ...]) -> bool:
+                            isr: tuple[int, ...], version: int) -> int:
             writes.append(isr)
-            return True
+            return version + 1
 
     upkeep = IsrUpkeep()
     upkeep.metadata = Store()  # type: ignore[assignment]

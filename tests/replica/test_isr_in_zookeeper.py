@@ -1,0 +1,116 @@
+"""The leader's ISR writes against ZooKeeper's partition state, with the production store
+(`ZkMetadataStore` on the in-memory ZooKeeper) and replica manager, and a controller's write
+placed exactly between the leader's write and its reading back (issue #31: the CI failure of
+`test_paused_follower_leaves_the_isr_and_rejoins`)."""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from pybroker.cluster import zk_data as zd
+from pybroker.cluster.memory_zk import MemoryZkClient, MemoryZooKeeper
+from pybroker.cluster.topic_configs import TopicConfigs
+from pybroker.cluster.zk_store import ZkMetadataStore
+from pybroker.config import load_broker_config
+from pybroker.replica.manager import ReplicaManager
+from pybroker.replica.purgatory import Purgatory
+from pybroker.storage.log_manager import LogManager
+from tests.controller.helpers import seed_partition
+
+TOPIC = "t"
+LAG_MS = 30_000
+
+
+class Leader:
+    """Broker 0 leading t-0 (replicas 0, 1, 2) in ZooKeeper: its store, its replica manager
+    following the store's images, and a client of the same ZooKeeper for the test's own
+    writes (the controller's)."""
+
+    def __init__(self, tmp_path: Path, isr: tuple[int, ...]) -> None:
+        self.server = MemoryZooKeeper()
+        self.zk: MemoryZkClient = self.server.client()
+        self.zk.start()
+        seed_partition(self.zk, TOPIC, (0, 1, 2), zd.LeaderAndIsr(0, 0, isr, 1))
+        self.store = ZkMetadataStore("memory", 0, rack=None, session_timeout_ms=6000,
+                                     connection_timeout_ms=6000,
+                                     client_class=self.server.client)
+        self.store.attach(tmp_path / "log", None)
+        config = load_broker_config(overrides={"broker.id": 0, "log.dirs": str(tmp_path / "log"),
+                                               "zookeeper.connect": "memory"})
+        topic_configs = TopicConfigs(config, self.store)
+        self.logs = LogManager([str(tmp_path / "log")], config_for=topic_configs.log_config)
+        self.manager = ReplicaManager(0, self.store, self.logs, topic_configs, Purgatory())
+        self.store.listeners.append(self.manager.apply_delta)
+        self.manager.load_image(self.store.image)
+
+    @property
+    def part(self) -> Any:
+        return self.manager.hosted_partition(TOPIC, 0)
+
+    def state(self) -> tuple[zd.LeaderAndIsr, int]:
+        raw, stat = self.zk.get(zd.state_path(TOPIC, 0))
+        return zd.decode_state(raw), stat.version
+
+    def catch_up(self, replica: int) -> None:
+        """`replica` fetched from the log end: it may join the ISR."""
+        self.part.update_follower_fetch(replica, self.part.log.log_end_offset,
+                                        int(time.time() * 1000))
+
+    def controller_writes_after_the_leaders_next_write(self, state: zd.LeaderAndIsr) -> None:
+        """The next ISR write of the leader lands, then at once (before the leader reads it
+        back) the controller's `state`, conditionally on the version the leader's write made:
+        the controller decided from the leader's state."""
+        client = self.store.zk
+        original = client.set
+
+        def set_then_controller(path: str, value: bytes, version: int = -1) -> Any:
+            client.set = original
+            stat = original(path, value, version)
+            self.zk.set(path, zd.encode_state(state), version=stat.version)
+            return stat
+        client.set = set_then_controller
+
+    def close(self) -> None:
+        self.store.close()
+        self.zk.stop()
+        self.logs.close()
+
+
+@pytest.fixture
+def leader(tmp_path: Path) -> Iterator[Leader]:
+    made = Leader(tmp_path, isr=(0, 2))
+    yield made
+    made.close()
+
+
+def test_a_controller_write_right_after_an_expansion_is_not_overridden(leader: Leader) -> None:
+    """The CI failure: the leader wrote its expansion [0, 1, 2], the controller at once moved
+    the leader epoch to 1 with ISR [0, 2] (broker 1 had died for it), and the leader read
+    that back before it adopted what it had written. It adopted its own ISR over the newer
+    one, so it believed 1 in the ISR at epoch 1 while ZooKeeper said [0, 2], and never wrote
+    again: ZooKeeper held [0, 2] for good. The leader must keep the newer state, and once 1
+    has caught up at epoch 1, expand again."""
+    assert leader.part.isr == frozenset({0, 2})
+    leader.catch_up(1)
+    leader.controller_writes_after_the_leaders_next_write(
+        zd.LeaderAndIsr(0, 1, (0, 2), 2))
+
+    async def main() -> None:
+        await leader.manager._maybe_change_isr((TOPIC, 0), LAG_MS)
+    trio.run(main)
+
+    state, _ = leader.state()
+    assert (state.leader_epoch, state.isr) == (1, (0, 2))
+    assert leader.part.leader_epoch == 1
+    assert leader.part.isr == frozenset({0, 2}), "the leader believes an ISR ZooKeeper lacks"
+
+    leader.catch_up(1)
+    trio.run(main)
+    state, _ = leader.state()
+    assert (state.leader_epoch, sorted(state.isr)) == (1, [0, 1, 2])
+    assert leader.part.isr == frozenset({0, 1, 2})
