@@ -59,8 +59,15 @@ def _create(cluster: Cluster) -> None:
 
 
 def _healed(cluster: Cluster) -> None:
-    for p in range(PARTITIONS):
-        cluster.wait_isr(TOPIC, p, set(cluster.ids), timeout=90)
+    try:
+        for p in range(PARTITIONS):
+            cluster.wait_isr(TOPIC, p, set(cluster.ids), timeout=90)
+    except AssertionError as exc:  # what the controller goes by: the registrations
+        registrations = "\n".join(
+            f"/brokers/ids/{n}: {cluster.zk.get(f'/brokers/ids/{n}')[0].decode()}"
+            if cluster.zk.exists(f"/brokers/ids/{n}") else f"/brokers/ids/{n}: absent"
+            for n in cluster.ids)
+        raise AssertionError(f"{exc}\n{registrations}") from None
 
 
 def apply_fault(fault: str, cluster: Cluster, zookeeper, rng: random.Random,  # type: ignore[no-untyped-def]

@@ -30,8 +30,11 @@ def test_every_fault_once_loses_nothing(tmp_path: Path, network,  # type: ignore
         pytest.skip(why)
     out = io.StringIO()
     with DiskFaults() as disks:
-        summary = run(tmp_path, zookeeper_on_network, rounds=len(SHORT), seed=11, faults=SHORT,
-                      out=out, network=network, disks=disks)
+        try:
+            summary = run(tmp_path, zookeeper_on_network, rounds=len(SHORT), seed=11,
+                          faults=SHORT, out=out, network=network, disks=disks)
+        except AssertionError as exc:  # with the rounds so far
+            raise AssertionError(f"{out.getvalue()}{exc}") from None
     assert summary["faults"] == dict.fromkeys(SHORT, 1), out.getvalue()
     assert not summary["problems"], out.getvalue()
     assert summary["replicas_identical"], out.getvalue()
