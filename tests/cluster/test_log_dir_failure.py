@@ -145,9 +145,11 @@ def test_a_dir_that_failed_while_its_broker_was_down_starts_offline(
             cluster.wait_until(lambda: offline_replicas(cluster, "ondisk") == [1], 30,
                                "Metadata to list broker 1's replica of ondisk-0 offline")
             assert set(cluster.state("ondisk", 0)["isr"]) <= {2, 3}
-            told = [ln for n in (1, 2, 3) for ln in cluster.brokers[n].stderr_lines
-                    if "replica(s) in failed log dirs" in ln]
-            assert told and "ondisk" in told[-1], told  # the controller heard of it
+            # The controller logs it after its writes, a moment after Metadata shows it.
+            cluster.wait_until(lambda: any(
+                "replica(s) in failed log dirs" in ln and "ondisk" in ln
+                for n in (1, 2, 3) for ln in cluster.brokers[n].stderr_lines), 30,
+                "the controller to log broker 1's offline replica of ondisk-0")
             described = describe_log_dirs(one.bootstrap)
             assert described[str(disk)].error_code == STORAGE
             assert described[str(healthy)].error_code == 0
