@@ -9,6 +9,8 @@ flushes and marks a clean shutdown.
 """
 from __future__ import annotations
 
+import errno
+
 import logging
 from dataclasses import replace
 from functools import cached_property
@@ -67,6 +69,13 @@ MEMORY_CHECK_INTERVAL_MS = 1000
 TRIM_AFTER_PEAK = 32 << 20
 
 
+def metadata_dir_failed(log_dir: Path, why: str) -> OSError:
+    """Why a broker whose first log dir is unusable does not start (Kafka 4.1's words for its
+    metadata log dir)."""
+    return OSError(errno.EIO, f"Encountered I/O error in metadata log directory {log_dir}. "
+                              f"Cannot continue. ({why})")
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, *, zk_client_class: Any = None,
                  clock: Clock | None = None) -> None:
@@ -92,8 +101,15 @@ class Broker:
                                        or config.zookeeper_session_timeout_ms),
                 client_class=zk_client_class)
         try:
-            # Before anything reads or writes a log dir; held until `close`.
+            # Before anything reads or writes a log dir; held until `close`. A dir that
+            # cannot be used starts offline (KIP-112), except the first: it holds
+            # meta.properties and a single broker's metadata, as Kafka's metadata.log.dir
+            # (by default the first of log.dirs), without which Kafka 4.1 does not start.
             self.dir_locks = LogDirLocks(self.log_dirs)
+            why = self.dir_locks.failed.get(self.log_dirs[0])
+            if why is not None:
+                self.dir_locks.release()
+                raise metadata_dir_failed(self.log_dirs[0], why)
         except BaseException:
             self._leave_zookeeper()
             raise
@@ -128,7 +144,13 @@ class Broker:
         # Before the logs: loading them asks each topic's log config.
         self.topic_configs = TopicConfigs(config, self.metadata)
         self.logs = LogManager([str(d) for d in self.log_dirs],
-                               config_for=self.topic_configs.log_config)
+                               config_for=self.topic_configs.log_config,
+                               offline_dirs=self.dir_locks.failed)
+        why = self.logs.offline_dirs.get(self.log_dirs[0])
+        if why is not None:  # as for a dir that could not be locked (`__init__`)
+            for plog in self.logs.logs():
+                plog.close_handles()
+            raise metadata_dir_failed(self.log_dirs[0], why)
         threads = config.log_cleaner_threads
         self.cleaner = LogCleaner(
             self.logs,
@@ -165,6 +187,8 @@ class Broker:
                 imbalance_percent=config.leader_imbalance_per_broker_percentage,
                 imbalance_check_interval_s=config.leader_imbalance_check_interval_seconds)
         self.replicas.load_image(self.metadata.image)
+        if self.zk_store is not None:  # registered with them from the first (`zk_store.run`)
+            self.zk_store.set_offline_replicas(self.logs.offline_partitions())
         for topic in self.metadata.image.topics.values():
             self.topics.warn_inert(topic.name, topic.configs)  # at every start, as broker keys
         self.groups = GroupCoordinator(config, self.metadata, self.logs, self.replicas,

@@ -163,6 +163,12 @@ class ZkSession:
         await trio.to_thread.run_sync(self.zk.set, zd.broker_path(self.node_id),
                                       self._registration())
 
+    def set_offline_replicas(self, replicas: Iterable[tuple[str, int]]) -> None:
+        """Before registering: the replicas offline from the start (a log dir unusable at
+        start), listed in the first registration, so no controller elects this broker for
+        them; `announce_offline_replicas` then tells the controller as for a later failure."""
+        self._offline_replicas = frozenset(replicas)
+
     async def announce_offline_replicas(self, replicas: Iterable[tuple[str, int]]) -> None:
         """A log dir failed (KIP-112): list the replicas now offline in this broker's
         registration, for the controller to move their leaderships and ISR memberships away,

@@ -231,6 +231,10 @@ class Controller:
         if bounced:  # failed, then back: elect away from it first
             await self._write_states(decisions.on_brokers_failed(
                 image, live - bounced, unclean, deleting, offline))
+            # Failed once: from now on a live broker again. Without this it stayed bounced
+            # for this controller's life, taken out of every ISR its leaders added it to.
+            for broker in bounced:
+                self._broker_epochs[broker] = image.brokers[broker].epoch
             return  # the next image has those writes; decide the rest from it
         changes = decisions.on_brokers_failed(image, live, unclean, deleting, offline)
         changes += decisions.on_brokers_started(image, live, unclean, deleting, offline)

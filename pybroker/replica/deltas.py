@@ -42,10 +42,11 @@ class ReplicaDeltas:
     _partitions: dict[TopicPartition, Partition]
     _become_leader: Callable[..., Partition | None]  # ReplicaManager's
     min_isr_of: Callable[[str], int]
+    _dirs_failed: trio.Event
 
     # -- following the metadata store (Kafka's applyDelta) ---------------------------------------
     def _create_logs(self, info: TopicInfo, partitions: Iterable[int], *,
-                     sync_once: bool = False) -> None:
+                     sync_once: bool = False, new: bool = True) -> None:
         """This broker's logs of `partitions` of the topic, created where missing. Thread-safe
         (the log manager locks), so a new topic's logs are made in a worker thread: a
         directory and three files each, ~0.65 ms a partition, which for 1,000 partitions
@@ -59,7 +60,7 @@ class ReplicaDeltas:
                     self.logs.get_or_create(
                         info.name, index, config,
                         leader_epoch=p.leader_epoch if p.leader == self.node_id else None,
-                        sync=not sync_once)
+                        sync=not sync_once, new=new)
                 except KafkaStorageException as exc:  # its log dir is offline
                     log.warning("no log for %s-%d: %s", info.name, index, exc)
         if sync_once:
@@ -103,10 +104,14 @@ class ReplicaDeltas:
         created where missing, and its leadership taken up, so that a leader's high watermark
         covers its whole log before anyone reads (Kafka's makeLeader). Without this the high
         watermark read back from a stale checkpoint after an unclean shutdown would hide
-        acknowledged records until the next write."""
+        acknowledged records until the next write.
+
+        A replica whose log is not found is created empty, unless a log dir is offline: it
+        may be in there, and it is offline too (`LogManager.get_or_create(new=False)`). The
+        controller hears of those as of a dir failing later (`announce_offline_replicas`)."""
         for info in image.topics.values():
             indexes = range(len(info.partitions))
-            self._create_logs(info, indexes)
+            self._create_logs(info, indexes, new=False)
             # One line a topic, not one a partition: 10,000 lines to stderr were a tenth of
             # a start with 10,000 partitions on disk (issue #15 §3).
             self._take_up(info, indexes, announce=False)
@@ -114,6 +119,8 @@ class ReplicaDeltas:
             if led:
                 log.info("broker %d leads %d of the %d partitions of %s", self.node_id,
                          len(led), len(info.partitions), info.name)
+        if self.logs.offline_partitions():
+            self._dirs_failed.set()
 
     async def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
         """A store listener: this broker's logs and leaderships follow each change. Until a

@@ -108,7 +108,7 @@ class LogCleanerManager:
     def __init__(self, logs: LogManager) -> None:
         self.logs = logs
         self._checkpoints: dict[TopicPartition, int] = {}
-        for log_dir in logs.log_dirs:
+        for log_dir in logs.online_dirs:  # an offline dir is not read (KIP-112)
             self._checkpoints.update(read_offsets(log_dir / CLEANER_CHECKPOINT))
         # The log each checkpoint belongs to: a topic deleted and recreated under the same
         # name is a new PartitionLog object and starts dirty from its log start.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -25,6 +26,8 @@ from pathlib import Path
 __all__ = ["LOCK_FILE", "LogDirInUse", "LogDirLocks"]
 
 LOCK_FILE = ".lock"
+
+log = logging.getLogger(__name__)
 
 
 class LogDirInUse(OSError):
@@ -81,14 +84,29 @@ def _lock_one(log_dir: Path) -> int:
 
 
 class LogDirLocks:
-    """The locks of all of a broker's log dirs: all taken, or none (a failure releases the
-    ones already held)."""
+    """The locks of a broker's log dirs. A dir that cannot be used (not a directory, not
+    writable, an I/O error) is left out and named in `failed`, with why: the broker starts
+    with it offline, as Kafka's LogManager puts a dir it cannot create, validate or lock in
+    its offline dirs (KIP-112). A dir in use by another broker stops the start, and releases
+    the locks already held, as Kafka's does; so does a start where no dir is usable."""
 
     def __init__(self, log_dirs: list[Path]) -> None:
         self._fds: list[int] = []
+        self.failed: dict[Path, str] = {}
         try:
             for log_dir in log_dirs:
-                self._fds.append(_lock_one(Path(log_dir)))
+                try:
+                    self._fds.append(_lock_one(Path(log_dir)))
+                except LogDirInUse:
+                    raise
+                except OSError as exc:
+                    self.failed[Path(log_dir)] = str(exc)
+                    log.error("Failed to create or validate data directory %s: %s", log_dir,
+                              exc)
+            if not self._fds:
+                raise OSError(errno.EIO, "Shutdown broker because none of the specified log "
+                                         "dirs can be created or validated: "
+                                         + "; ".join(self.failed.values()))
         except BaseException:
             self.release()
             raise

@@ -32,6 +32,11 @@ then sync the log dir's file system once (`sync_filesystem`) before the checkpoi
 The periodic duties (`flush_dirty`, `checkpoint`, `cleanup`) are plain blocking methods; the
 server runs them on its own schedule, in a worker thread where they fsync.
 
+A log dir unusable at start (not a directory, not writable, found so by `LogDirLocks`, or an
+OSError while loading it) starts offline and the others are served; none left is an error
+(Kafka's createAndValidateLogDirs and loadLogs). While a dir is offline, a replica that should
+exist (`get_or_create(new=False)`, at start) is not created empty elsewhere: it is offline.
+
 A failed log dir (KIP-112). A write that fails with an OSError (EIO, ENOSPC, EROFS) in one of
 the dirs, whoever makes it (an append on the event loop, a flush or checkpoint in a worker
 thread), takes that dir offline through `fail_dir`, and only it: its logs close without
@@ -45,11 +50,12 @@ each dir once, from whatever thread found it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -93,13 +99,16 @@ class LogManager:
 
     def __init__(self, log_dirs: list[str], *, default_config: LogConfig | None = None,
                  config_for: Callable[[str], LogConfig] | None = None,
-                 files: FileCache | None = None, load_workers: int | None = None) -> None:
+                 files: FileCache | None = None, load_workers: int | None = None,
+                 offline_dirs: Mapping[Path, str] | None = None) -> None:
         """Load every partition directory now (recovering them after an unclean shutdown).
 
         `config_for(topic)` gives each loaded log its config (default: `default_config`);
         `get_or_create` with a config replaces it later. `files` is the descriptor cache the
         logs share (default: sized from the open-file limit); `load_workers` the size of the
-        loading pool (default 1: see the module docstring).
+        loading pool (default 1: see the module docstring). `offline_dirs` (dir -> why) are
+        dirs found unusable before (`LogDirLocks`): they start offline, never read. A dir
+        whose loading fails with an OSError goes offline too; OSError when none is left.
         """
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
@@ -120,8 +129,18 @@ class LogManager:
         self._load_workers = max(1, load_workers or 1)
         # Every flush of these logs, timed (pybroker_log_flush_duration_seconds).
         self.flush_stats = LatencyHistogram()
-        for log_dir in self.log_dirs:
-            self._load_dir(log_dir)
+        for log_dir, why in (offline_dirs or {}).items():
+            self.offline_dirs[Path(log_dir)] = why
+        for log_dir in self.online_dirs:
+            try:
+                self._load_dir(log_dir)
+            except OSError as exc:  # as Kafka's loadLogs: "Error while loading log dir"
+                log.error("Error while loading log dir %s", log_dir, exc_info=True)
+                self.fail_dir(log_dir, exc)
+        if not self.online_dirs:
+            raise OSError(errno.EIO, "Shutdown broker because all log dirs in "
+                          f"{', '.join(map(str, self.log_dirs))} have failed: "
+                          + "; ".join(f"{d}: {why}" for d, why in self.offline_dirs.items()))
 
     def _config(self, topic: str) -> LogConfig:
         return self._config_for(topic) if self._config_for else self.default_config
@@ -157,11 +176,26 @@ class LogManager:
                                   high_watermark=high_watermarks.get(tp),
                                   had_clean_shutdown=clean)
 
+        def load_or_fail(item: tuple[TopicPartition, str]) -> PartitionLog | OSError:
+            try:
+                return load(item)
+            except OSError as exc:
+                return exc
+
         if len(found) > 1 and self._load_workers > 1:
             with ThreadPoolExecutor(self._load_workers, thread_name_prefix="log-loader") as pool:
-                loaded = list(pool.map(load, found.items()))
+                results = list(pool.map(load_or_fail, found.items()))
         else:
-            loaded = [load(item) for item in found.items()]
+            results = [load_or_fail(item) for item in found.items()]
+        loaded = [r for r in results if isinstance(r, PartitionLog)]
+        failures = [r for r in results if isinstance(r, OSError)]
+        if failures:  # the dir goes offline, its partitions with it (`__init__`)
+            for plog in loaded:
+                plog.close_handles()
+            with self._lock:
+                for tp in found:
+                    self._offline[tp] = log_dir
+            raise failures[0]
         for tp, plog in zip(found, loaded):
             self._logs[tp] = plog
             self._dir_of[tp] = log_dir
@@ -245,8 +279,15 @@ class LogManager:
         return self._logs.get((topic, partition))
 
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None, *,
-                      leader_epoch: int | None = None, sync: bool = True) -> PartitionLog:
+                      leader_epoch: int | None = None, sync: bool = True,
+                      new: bool = True) -> PartitionLog:
         """The partition's log, created empty in the least-loaded log dir if it does not exist.
+
+        `new=False` says the replica should exist already (a broker starting up: Kafka's
+        LeaderAndIsr `isNew` false): while a dir is offline its log may be in there, so none
+        is created elsewhere, which would serve it empty; the partition is offline instead
+        (Kafka's getOrCreateLog). It is counted under the first offline dir: which one held
+        it cannot be told.
 
         A given config replaces the existing log's (topic configs may have changed). A log
         created for its leader records where `leader_epoch` starts before anyone can append
@@ -267,6 +308,12 @@ class LogManager:
             if failed_dir is not None:
                 raise KafkaStorageException(f"the log dir {failed_dir} of {topic}-{partition} "
                                             "is offline")
+            if not new and self.offline_dirs:
+                offline = list(self.offline_dirs)
+                self._offline[(topic, partition)] = offline[0]
+                raise KafkaStorageException(
+                    f"Can not create log for {topic}-{partition} because log directories "
+                    f"{','.join(map(str, offline))} are offline")
             online = self.online_dirs
             if not online:
                 raise KafkaStorageException(f"no log dir is online to create {topic}-{partition}")

@@ -121,20 +121,25 @@ class MountedDisk:
 
     # -- faults ---------------------------------------------------------------------------------
     def fill(self) -> int:
-        """Write a filler file until the file system is full; returns the bytes it took."""
-        chunk = b"\0" * (64 << 10)
+        """Write a filler file until the file system is full; returns the bytes it took.
+
+        In ever smaller chunks: ext4 refuses a 64 KB write while tens of KB are still free
+        (it reserves for a delayed allocation's worst case), which a broker appending small
+        batches took seconds to use up before meeting ENOSPC."""
         written = 0
         with open(self.path / FILLER, "ab", buffering=0) as f:
-            while True:
-                try:
-                    n = f.write(chunk)
-                except OSError as exc:
-                    if exc.errno != errno.ENOSPC:
-                        raise
-                    break
-                written += n or 0
-                if not n:
-                    break
+            for size in (64 << 10, 4096, 512, 1):
+                chunk = b"\0" * size
+                while True:
+                    try:
+                        n = f.write(chunk)
+                    except OSError as exc:
+                        if exc.errno != errno.ENOSPC:
+                            raise
+                        break
+                    written += n or 0
+                    if not n:
+                        break
             # ext4 allocates at writeback: sync so the space is really gone now.
             try:
                 os.fsync(f.fileno())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -28,11 +28,15 @@ LAG_TIME_MS = 4000
 class Cluster:
     def __init__(self, work_dir: Path, zk_connect: str, size: int = 3,
                  chroot: str = "/pybroker", network: Network | None = None,
+                 log_dirs: Mapping[int, list[Path]] | None = None,
                  **overrides: str) -> None:
         """`network`: run each broker in its own namespace of it (members are broker ids
-        and "zookeeper"), so that the partition verbs below can cut links."""
+        and "zookeeper"), so that the partition verbs below can cut links. `log_dirs`: a
+        broker's `log.dirs` at every start (default: work_dir/broker-N alone), such as the
+        disks of `pybroker.testing.disk_faults` that the disk verbs break."""
         self.work_dir = work_dir
         self.network = network
+        self.log_dirs = {n: list(dirs) for n, dirs in (log_dirs or {}).items()}
         self.zk_hosts = zk_connect
         self.connect = zk_connect + chroot
         self.chroot = chroot
@@ -59,7 +63,9 @@ class Cluster:
         port = old.port if old is not None else port
         placed: dict[str, Any] = {} if self.network is None else {
             "host": self.network.address(node), "wrap": partial(self.network.command, node)}
-        proc = BrokerProcess(self.work_dir / f"broker-{node}", port=port,
+        if node in self.log_dirs:
+            overrides = {"log.dirs": ",".join(map(str, self.log_dirs[node])), **overrides}
+        proc = BrokerProcess(self.dirs_of(node)[0], port=port,
                              file_size_limit=file_size_limit, **placed,
                              **{k.replace(".", "_"): v for k, v in
                                 {**self.overrides, "broker.id": str(node),
@@ -202,15 +208,30 @@ class Cluster:
             out.append(f"--- broker {node}:\n" + "".join(mine))
         return "\n".join(out)
 
+    def dirs_of(self, node: int) -> list[Path]:
+        """The broker's log dirs."""
+        return self.log_dirs.get(node) or [self.work_dir / f"broker-{node}"]
+
+    def dir_holding(self, node: int, topic: str, partition: int) -> Path | None:
+        """Which of the broker's log dirs holds its replica of the partition (None: none)."""
+        name = f"{topic}-{partition}"
+        return next((d for d in self.dirs_of(node) if (d / name).is_dir()), None)
+
     def segment_bytes(self, node: int, topic: str, partition: int) -> bytes:
-        directory = self.work_dir / f"broker-{node}" / f"{topic}-{partition}"
+        log_dir = self.dir_holding(node, topic, partition)
+        if log_dir is None:
+            return b""
+        directory = log_dir / f"{topic}-{partition}"
         return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
 
 
 @contextmanager
 def running_cluster(work_dir: Path, zk_connect: str, size: int = 3,
-                    network: Network | None = None, **overrides: str) -> Iterator[Cluster]:
-    cluster = Cluster(work_dir, zk_connect, size, network=network, **overrides)
+                    network: Network | None = None,
+                    log_dirs: Mapping[int, list[Path]] | None = None,
+                    **overrides: str) -> Iterator[Cluster]:
+    cluster = Cluster(work_dir, zk_connect, size, network=network, log_dirs=log_dirs,
+                      **overrides)
     try:
         cluster.start()
         yield cluster

@@ -4,17 +4,20 @@ short one):
 
     python -m tests.cluster.fault_schedule --rounds 20 --seed 7
 
-Each round picks one fault — kill -9 of a leader, of the controller or of any broker, SIGTERM
-of a leader (controlled shutdown), SIGSTOP of a leader past its ZooKeeper session, SIGSTOP of
-a follower past the replica lag time, a ZooKeeper restart, and network partitions (a leader
-or a follower isolated, a leader or the controller cut from ZooKeeper, a leader cut from
-one follower; pybroker/testing/network.py) — applies it under an acks=all
-idempotent load (RF 3, min.insync.replicas 2), heals it, and waits until every partition has
-its full ISR again. At the end every acknowledged record must be read back at the offset it
-was acknowledged at, once and in order, and the replicas must hold identical bytes below
-the high watermark. One fault at a time: the promise holds while at most one broker is faulty
-(REPLICATION.md §4). The partitions need root (network namespaces); `--faults` without them
-runs on loopback.
+Each round deals one fault from a shuffled deck of the kinds (every kind once before any
+repeats) — kill -9 of a leader, of the controller or of any broker, SIGTERM of a leader
+(controlled shutdown), SIGSTOP of a leader past its ZooKeeper session, SIGSTOP of a follower
+past the replica lag time, a ZooKeeper restart, network partitions (a leader or a follower
+isolated, a leader or the controller cut from ZooKeeper, a leader cut from one follower;
+pybroker/testing/network.py), and disk faults (the disk holding a leader's or a follower's
+replica filled to ENOSPC or failed as on an I/O error; each broker's log.dirs are two small
+ext4 disks, pybroker/testing/disk_faults.py) — applies it under an acks=all idempotent load
+(RF 3, min.insync.replicas 2), heals it (a disk freed or repaired, its broker restarted), and
+waits until every partition has its full ISR again. At the end every acknowledged record must
+be read back at the offset it was acknowledged at, once and in order, and the replicas must
+hold identical bytes below the high watermark. One fault at a time: the promise holds while
+at most one broker is faulty (REPLICATION.md §4). The partitions and the disks need root
+(network namespaces, mounts); `--faults` without them runs on loopback and plain dirs.
 """
 from __future__ import annotations
 
@@ -30,6 +33,8 @@ from pathlib import Path
 
 from kafka import KafkaConsumer, TopicPartition
 
+from pybroker.testing import disk_faults
+from pybroker.testing.disk_faults import DiskFaults
 from pybroker.testing.network import ZOOKEEPER, Network
 from tests.cluster.brokers import LAG_TIME_MS, SESSION_TIMEOUT_MS, Cluster, running_cluster
 from tests.cluster.checker import check, replicas_differ
@@ -41,7 +46,11 @@ CRASHES = ("kill-leader", "kill-controller", "kill-any", "term-leader", "pause-l
            "pause-follower", "restart-zookeeper")
 PARTITIONS_FAULTS = ("isolate-leader", "isolate-follower", "zk-cut-leader",
                      "zk-cut-controller", "cut-leader-follower")
-FAULTS = CRASHES + PARTITIONS_FAULTS
+DISK_FAULTS = ("fill-leader-disk", "fill-follower-disk", "fail-leader-disk",
+               "fail-follower-disk")
+FAULTS = CRASHES + PARTITIONS_FAULTS + DISK_FAULTS
+# Each broker's log dirs: two ext4 disks of this size (MB), mounted by `run`.
+DISK_MB = 32
 
 
 def _create(cluster: Cluster) -> None:
@@ -50,11 +59,19 @@ def _create(cluster: Cluster) -> None:
 
 
 def _healed(cluster: Cluster) -> None:
-    for p in range(PARTITIONS):
-        cluster.wait_isr(TOPIC, p, set(cluster.ids), timeout=90)
+    try:
+        for p in range(PARTITIONS):
+            cluster.wait_isr(TOPIC, p, set(cluster.ids), timeout=90)
+    except AssertionError as exc:  # what the controller goes by: the registrations
+        registrations = "\n".join(
+            f"/brokers/ids/{n}: {cluster.zk.get(f'/brokers/ids/{n}')[0].decode()}"
+            if cluster.zk.exists(f"/brokers/ids/{n}") else f"/brokers/ids/{n}: absent"
+            for n in cluster.ids)
+        raise AssertionError(f"{exc}\n{registrations}") from None
 
 
-def apply_fault(fault: str, cluster: Cluster, zookeeper, rng: random.Random) -> None:  # type: ignore[no-untyped-def]
+def apply_fault(fault: str, cluster: Cluster, zookeeper, rng: random.Random,  # type: ignore[no-untyped-def]
+                disks: DiskFaults | None = None) -> None:
     partition = rng.randrange(PARTITIONS)
     if fault == "kill-leader":
         victim = cluster.leader(TOPIC, partition)
@@ -89,6 +106,10 @@ def apply_fault(fault: str, cluster: Cluster, zookeeper, rng: random.Random) -> 
         zookeeper.restart()
     elif fault in PARTITIONS_FAULTS:
         _partition(fault, cluster, partition, rng)
+    elif fault in DISK_FAULTS:
+        if disks is None:
+            raise ValueError(f"{fault} needs the brokers' disks")
+        _disk(fault, cluster, disks, partition, rng)
     else:
         raise ValueError(fault)
 
@@ -121,6 +142,50 @@ def _partition(fault: str, cluster: Cluster, partition: int, rng: random.Random)
         cluster.heal()
 
 
+def _disk(fault: str, cluster: Cluster, disks: DiskFaults, partition: int,
+          rng: random.Random) -> None:
+    """Fill or fail the disk that holds a leader's or a follower's replica of `partition`,
+    wait until that broker is out of the partition's ISR (its dir went offline at its next
+    write: KIP-112), then heal as an operator would: free the space, or stop the broker and
+    repair the file system (unmount, e2fsck, mount), and start the broker again, which brings
+    the dir back (a dir stays offline until a restart, as in Kafka)."""
+    leader = cluster.leader(TOPIC, partition)
+    victim = leader if "leader" in fault else rng.choice([n for n in cluster.ids
+                                                          if n != leader])
+    log_dir = cluster.dir_holding(victim, TOPIC, partition)
+    name = next((key for (node, key), disk in disks.disks.items()
+                 if node == victim and disk.path == log_dir), None)
+    if name is None:
+        raise AssertionError(f"broker {victim}'s replica of {TOPIC}-{partition} is on none "
+                             f"of its disks ({cluster.dirs_of(victim)})")
+    if fault.startswith("fill"):
+        disks.fill_disk(victim, name)
+    else:
+        disks.fail_disk(victim, name)
+    cluster.wait_until(lambda: victim not in cluster.state(TOPIC, partition)["isr"], 60,
+                       f"broker {victim} to leave the ISR of {TOPIC}-{partition} after "
+                       f"{fault} of {log_dir}")
+    time.sleep(rng.uniform(0, 2))  # the load goes on without it for a while
+    if fault.startswith("fill"):
+        disks.free_disk(victim, name)
+        cluster.stop(victim)
+    else:
+        cluster.stop(victim)
+        disks.repair_disk(victim, name)
+    cluster.start(victim)
+
+
+def _deal(faults: tuple[str, ...], rounds: int, rng: random.Random) -> list[str]:
+    """The faults of the rounds, dealt from a shuffled deck of `faults`: every kind once
+    before any comes again, so a short run covers as many kinds as it has rounds."""
+    dealt: list[str] = []
+    while len(dealt) < rounds:
+        deck = list(faults)
+        rng.shuffle(deck)
+        dealt += deck
+    return dealt[:rounds]
+
+
 def _replicas_differ(cluster: Cluster) -> list[str]:
     """Where the replicas differ below each partition's high watermark."""
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap().split(","))
@@ -136,26 +201,35 @@ def _replicas_differ(cluster: Cluster) -> list[str]:
 
 def run(work_dir: Path, zookeeper, rounds: int, seed: int,  # type: ignore[no-untyped-def]
         faults: tuple[str, ...] = FAULTS, rate: float = 200.0,
-        out=sys.stdout, network: Network | None = None) -> dict:  # type: ignore[no-untyped-def]
+        out=sys.stdout, network: Network | None = None,
+        disks: DiskFaults | None = None) -> dict:  # type: ignore[no-untyped-def]
     """Run the schedule; returns the summary (also printed). The partition faults need
-    `network` (ZooKeeper runs in its ZOOKEEPER member)."""
+    `network` (ZooKeeper runs in its ZOOKEEPER member); the disk faults `disks`, on which
+    each broker gets two ext4 disks as its log dirs."""
     if network is None and set(faults) & set(PARTITIONS_FAULTS):
         raise ValueError("the partition faults need a network")
-    rng = random.Random(seed)
+    if disks is None and set(faults) & set(DISK_FAULTS):
+        raise ValueError("the disk faults need disks (pybroker.testing.disk_faults)")
+    order = _deal(faults, rounds, random.Random(seed))
+    rng = random.Random(seed + 1)  # each fault's choices, apart from the order
     done: Counter[str] = Counter()
     started = time.monotonic()
-    with running_cluster(work_dir, zookeeper.connect, network=network) as cluster:
+    log_dirs = None if disks is None or not set(faults) & set(DISK_FAULTS) else {
+        n: [disks.mount(n, x, size_mb=DISK_MB) for x in "ab"] for n in (1, 2, 3)}
+    with running_cluster(work_dir, zookeeper.connect, network=network,
+                         log_dirs=log_dirs) as cluster:
         _create(cluster)
         producer = AckedProducer(cluster.bootstrap(), TOPIC, rate=rate).start()
         try:
             producer.wait_acked(100)
-            for i in range(rounds):
-                fault = rng.choice(faults)
-                print(f"round {i + 1}/{rounds}: {fault}", file=out, flush=True)
-                apply_fault(fault, cluster, zookeeper, rng)
+            for i, fault in enumerate(order):
+                began = time.monotonic()
+                apply_fault(fault, cluster, zookeeper, rng, disks)
                 _healed(cluster)
                 before = producer.acked_count()
                 producer.wait_acked(before + 50, timeout=60)
+                print(f"round {i + 1}/{rounds}: {fault} "
+                      f"({time.monotonic() - began:.1f} s)", file=out, flush=True)
                 done[fault] += 1
         finally:
             history = producer.stop()
@@ -194,9 +268,15 @@ def main(argv: list[str] | None = None) -> int:
             network = stack.enter_context(Network([ZOOKEEPER, 1, 2, 3]))
             where = {"host": network.address(ZOOKEEPER),
                      "wrap": partial(network.command, ZOOKEEPER)}
+        disks = None
+        if set(faults) & set(DISK_FAULTS):
+            why = disk_faults.available("ext4")
+            if why:
+                parser.error(f"the disk faults cannot run here: {why}")
+            disks = stack.enter_context(DiskFaults())
         zookeeper = stack.enter_context(run_zookeeper(Path(tmp) / "zk", **where))
         summary = run(Path(tmp), zookeeper, args.rounds, args.seed, faults, args.rate,
-                      network=network)
+                      network=network, disks=disks)
     return 0 if not summary["problems"] and summary["replicas_identical"] else 1
 
 

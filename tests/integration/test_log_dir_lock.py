@@ -9,6 +9,7 @@ skipped recovery.
 """
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -113,6 +114,65 @@ def test_a_regular_file_as_log_dir_is_named(tmp_path: Path) -> None:
     reason = result.stderr.strip().splitlines()[-1]
     assert str(plain) in reason and "not a directory" in reason, reason
     assert plain.read_text() == "not a directory"
+
+
+def test_an_unusable_second_dir_starts_offline_and_the_first_serves(  # type: ignore[no-untyped-def]
+        brokers, tmp_path: Path, tool) -> None:
+    """A log dir that cannot be used at start (here a regular file) is offline and the broker
+    serves the others, as Kafka's LogManager does with a dir it cannot create or validate;
+    DescribeLogDirs and kafka-log-dirs show it with KAFKA_STORAGE_ERROR."""
+    from compat import wire
+    from protocol.api_keys import ApiKey
+    from protocol.errors import ErrorCode
+    from pybroker.tools import log_dirs
+
+    healthy, plain = tmp_path / "healthy", tmp_path / "plain-file"
+    plain.write_text("not a directory")
+    broker = brokers(healthy, **{"log.dirs": f"{healthy},{plain}"})
+    assert any("Failed to create or validate data directory" in ln and str(plain) in ln
+               for ln in broker.stderr_lines), "".join(broker.stderr_lines)
+    assert produce(broker.bootstrap, "served", numbered("d", 3)) == [0, 1, 2]
+    assert consume(broker.bootstrap, "served") == list(enumerate(numbered("d", 3)))
+    assert (healthy / "served-0").is_dir()
+    answer = wire.request(broker.bootstrap, ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})
+    described = {r.log_dir: r for r in answer.results}
+    assert described[str(plain)].error_code == int(ErrorCode.KAFKA_STORAGE_ERROR)
+    assert described[str(plain)].total_bytes == -1 and described[str(plain)].topics == []
+    assert described[str(healthy)].error_code == 0
+    printed = tool(log_dirs.main, "--bootstrap-server", broker.bootstrap, "--describe")
+    assert printed.rc == 0, printed.err
+    shown = {d["logDir"]: d for d in
+             json.loads(printed.out.splitlines()[2])["brokers"][0]["logDirs"]}
+    assert shown[str(plain)] == {"logDir": str(plain), "error": "KAFKA_STORAGE_ERROR",
+                                 "partitions": []}
+    assert shown[str(healthy)]["error"] is None
+    assert plain.read_text() == "not a directory"
+
+
+def test_an_unusable_first_dir_stops_the_start_naming_it(tmp_path: Path) -> None:
+    """The first of log.dirs holds meta.properties (and a single broker's metadata), as
+    Kafka's metadata.log.dir defaults to it: Kafka 4.1 does not start without it."""
+    healthy, plain = tmp_path / "healthy", tmp_path / "plain-file"
+    plain.write_text("not a directory")
+    result = _run_failing([sys.executable, "-m", "pybroker", "--defaults",
+                           "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                           "--override", f"log.dirs={plain},{healthy}"])
+    reason = result.stderr.strip().splitlines()[-1]
+    assert f"Encountered I/O error in metadata log directory {plain}. Cannot continue" in \
+        reason, reason
+    assert not (healthy / "meta.properties").exists()  # nothing was loaded or written
+
+
+def test_no_usable_dir_stops_the_start_naming_each(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.write_text("x")
+    second.write_text("y")
+    result = _run_failing([sys.executable, "-m", "pybroker", "--defaults",
+                           "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                           "--override", f"log.dirs={first},{second}"])
+    reason = result.stderr.strip().splitlines()[-1]
+    assert "none of the specified log dirs can be created or validated" in reason, reason
+    assert str(first) in reason and str(second) in reason, reason
 
 
 def test_two_embedded_brokers_exclude_each_other(tmp_path: Path) -> None:

@@ -108,3 +108,65 @@ def test_a_full_disk_fails_the_write_and_leaves_no_half_batch(tmpfs_disk: Mounte
         assert [r.offset for r in read_all(reloaded)] == list(range(appended))
     finally:
         again.close()
+
+
+def test_a_dir_that_fails_to_load_starts_offline(tmp_path: Path, ext4_disk: MountedDisk) -> None:
+    """A dir whose loading fails with an OSError (here the disk failed while the broker was
+    down: the first write of the start, the clean-shutdown marker's removal, meets EROFS)
+    starts offline, as Kafka's loadLogs puts it in its offline dirs, and the other dir is
+    served. Its logs, read before the failure was met, are offline too: never recreated."""
+    healthy = tmp_path / "healthy"
+    logs = LogManager([str(healthy), str(ext4_disk.path)], default_config=SMALL)
+    fill(logs.get_or_create("t", 0), 5)
+    fill(logs.get_or_create("t", 1), 5)
+    logs.close()
+    ext4_disk.fail()
+    again = LogManager([str(healthy), str(ext4_disk.path)], default_config=SMALL)
+    try:
+        assert again.offline_dirs.keys() == {ext4_disk.path}
+        assert "Read-only file system" in again.offline_dirs[ext4_disk.path]
+        assert again.online_dirs == [healthy]
+        a = again.get("t", 0)
+        assert a is not None and a.log_end_offset == 15
+        assert again.get("t", 1) is None and again.is_offline("t", 1)
+        with pytest.raises(KafkaStorageException, match="offline"):
+            again.get_or_create("t", 1)
+        assert again.log_dir_of("t", 2) is None
+        again.get_or_create("t", 2)  # a new log: in the dir still online
+        assert again.log_dir_of("t", 2) == healthy
+    finally:
+        again.close()
+    assert (healthy / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_a_replica_not_found_while_a_dir_is_offline_is_not_made_empty(tmp_path: Path) -> None:
+    """At start (`new=False`) a log that is not found may be in the offline dir: creating it
+    empty elsewhere would serve an empty replica, so it is offline (Kafka's getOrCreateLog
+    with isNew false). A new replica (`new=True`, the default) is created online."""
+    healthy, unusable = tmp_path / "healthy", tmp_path / "unusable"
+    logs = LogManager([str(healthy), str(unusable)], default_config=SMALL,
+                      offline_dirs={unusable: "not a directory"})
+    try:
+        assert not unusable.exists()  # never touched
+        assert logs.online_dirs == [healthy]
+        with pytest.raises(KafkaStorageException, match="are offline"):
+            logs.get_or_create("old", 0, new=False)
+        assert logs.is_offline("old", 0) and logs.offline_partitions(unusable) == [("old", 0)]
+        with pytest.raises(KafkaStorageException):
+            logs.get_or_create("old", 0)  # stays offline while the broker runs
+        assert logs.get_or_create("fresh", 0).dir.parent == healthy
+    finally:
+        logs.close()
+    assert not unusable.exists()
+    again = LogManager([str(healthy), str(unusable)], default_config=SMALL)
+    try:  # both dirs online: a replica not found is made (a topic created while down)
+        assert again.get_or_create("old", 0, new=False).dir.parent == unusable
+    finally:
+        again.close()
+
+
+def test_no_dir_left_online_at_start_is_an_error_naming_them(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    with pytest.raises(OSError, match="all log dirs in .* have failed") as failed:
+        LogManager([str(a), str(b)], offline_dirs={a: "why a", b: "why b"})
+    assert f"{a}: why a" in str(failed.value) and f"{b}: why b" in str(failed.value)
