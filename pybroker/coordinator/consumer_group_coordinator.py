@@ -240,6 +240,9 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.uses_classic_protocol:  # its generation is its member epoch
+            return ErrorCode.NONE if member_epoch == member.member_epoch \
+                else ErrorCode.ILLEGAL_GENERATION
         if version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
@@ -275,7 +278,8 @@ class ConsumerGroupCoordinator:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol \
+                else ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
     # -- listing ---------------------------------------------------------------------------------
