@@ -148,7 +148,8 @@ class ConsumerGroupCoordinator:
         for downgrade in self.machine.take_downgrades(group_id, topics):
             log.info("consumer group %s downgraded to a classic group",
                      downgrade.group.group_id)
-            adopted = self.classic.state.adopt_downgraded(downgrade.group, self.classic.now())
+            adopted = self.classic.state.adopt_downgraded(downgrade.group, self.classic.now(),
+                                                          rebalance=downgrade.rebalance)
             after += adopted.records
             completions += adopted.completions
         error = ErrorCode.NONE

@@ -71,9 +71,11 @@ class MalformedClassicGroup(ValueError):
 @dataclass
 class Downgrade:
     """A consumer group turned classic: the classic machine adopts `group` (Stable, each
-    member's assignment encoded from `targets` by `take_downgrades`) and rebalances it."""
+    member's assignment encoded from `targets` by `take_downgrades`) and rebalances it unless
+    a static member's replacement turned it (`rebalance` False)."""
     group: ClassicGroup
     targets: dict[str, dict[uuid.UUID, frozenset[int]]]
+    rebalance: bool = True
 
 
 def _ids(partitions: Sequence[tuple[str, int]] | dict[str, list[int]],
@@ -177,21 +179,25 @@ class MigratingConsumerGroupStateMachine(ConsumerGroupStateMachine):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id), []
         if not req.member_id and req.require_known_member_id and req.group_instance_id is None:
             return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id), []
-        records: list[ConsumerGroupRecord] = []
-        if req.group_instance_id is not None:
-            static = self._instance_owner(group, req.group_instance_id)
-            if static is not None and static.member_id != member_id:
-                if req.member_id:
-                    return JoinResult(ErrorCode.FENCED_INSTANCE_ID, req.member_id), []
-                # A restarted static member takes the old one's place (KIP-345).
-                member = self._replace_static(group, static, member_id, now, records)
-        if member is not None and not member.uses_classic_protocol:
+        static = self._instance_owner(group, req.group_instance_id)
+        replaced: Member | None = None
+        if req.group_instance_id is not None and req.member_id:
+            if static is None:
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id), []
+            if static.member_id != req.member_id:
+                return JoinResult(ErrorCode.FENCED_INSTANCE_ID, req.member_id), []
+        elif static is not None:
+            replaced = static  # a restarted static member takes its place, of either protocol
+        if member is not None and replaced is None and not member.uses_classic_protocol:
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id), []
         try:
             subscription = decode_subscription(req.protocols[0][1])
         except (ValueError, UnicodeDecodeError):
             # Kafka: an IllegalStateException ("Malformed embedded consumer protocol").
             return JoinResult(ErrorCode.UNKNOWN_SERVER_ERROR, req.member_id), []
+        records: list[ConsumerGroupRecord] = []
+        if replaced is not None:
+            member = self._replace_static(group, replaced, member_id, now, records, epoch=0)
         old = member.subscription if member is not None else None
         new = MemberSubscription(
             instance_id=req.group_instance_id,
@@ -213,6 +219,14 @@ class MigratingConsumerGroupStateMachine(ConsumerGroupStateMachine):
         self._reconcile(group, member, owned, now, records, rejoin=False)
         member.session_deadline = now + req.session_timeout_ms
         member.classic_deadline = now + max(req.rebalance_timeout_ms, 0)  # to SyncGroup
+        if replaced is not None and not replaced.uses_classic_protocol and \
+                self._may_downgrade([m for m in group.members.values()
+                                     if m.member_id != member_id], member):
+            # The last consumer-protocol member was a static one, replaced by this classic
+            # member: the group turns classic at once, without a rebalance (Kafka's
+            # validateOnlineDowngradeWithReplacedMemberId).
+            self._downgrade(group, list(group.members.values()), now, records,
+                            rebalance=False)
         return JoinResult(ErrorCode.NONE, member_id, member.member_epoch,
                           CONSUMER_PROTOCOL_TYPE, req.protocols[0][0], ""), records
 
@@ -334,14 +348,24 @@ class MigratingConsumerGroupStateMachine(ConsumerGroupStateMachine):
         the group turns classic instead (Kafka's validateOnlineDowngradeWithFencedMember)."""
         leaving = group.members.get(member_id)
         others = [m for m in group.members.values() if m.member_id != member_id]
-        if (leaving is None or leaving.uses_classic_protocol or not others
-                or not all(m.uses_classic_protocol for m in others)
-                or self.config.migration_policy not in DOWNGRADE_POLICIES
-                or len(others) > self.config.classic_max_size):
+        if leaving is None or leaving.uses_classic_protocol or not others or \
+                not self._may_downgrade(others, None):
             super()._remove(group, member_id, now, records)
             return
-        self.downgrades.append(Downgrade(self._classic_group(group, others, now), {
-            m.member_id: dict(group.target.get(m.member_id, {})) for m in others}))
+        self._downgrade(group, others, now, records, rebalance=True)
+
+    def _may_downgrade(self, others: list[Member], joining: Member | None) -> bool:
+        """Whether the group may turn classic with these members (and `joining`) in it."""
+        return (all(m.uses_classic_protocol for m in others)
+                and self.config.migration_policy in DOWNGRADE_POLICIES
+                and len(others) + (joining is not None) <= self.config.classic_max_size)
+
+    def _downgrade(self, group: ConsumerGroup, members: list[Member], now: int,
+                   records: list[ConsumerGroupRecord], *, rebalance: bool) -> None:
+        """Tombstone the consumer group; `members` form the classic group (`downgrades`)."""
+        self.downgrades.append(Downgrade(self._classic_group(group, members, now), {
+            m.member_id: dict(group.target.get(m.member_id, {})) for m in members},
+            rebalance))
         gid = group.group_id
         for kind in (CurrentAssignmentRecord, TargetMemberRecord):
             for m in group.members.values():

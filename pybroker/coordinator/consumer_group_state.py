@@ -364,10 +364,12 @@ class ConsumerGroupStateMachine:
                      if m.subscription.instance_id == instance_id), None)
 
     def _replace_static(self, group: ConsumerGroup, old: Member, member_id: str, now: int,
-                        records: list[ConsumerGroupRecord]) -> Member:
+                        records: list[ConsumerGroupRecord], epoch: int | None = None
+                        ) -> Member:
         """A static member that left (-2) comes back under a new member id: the new one takes
-        its subscription, target and current assignment at its epoch, and the group epoch
-        stays (Kafka: no rebalance for a static member's bounce)."""
+        its subscription, target and current assignment at its epoch (or at `epoch`: a
+        classic JoinGroup's replacement starts from 0, as Kafka's), and the group epoch stays
+        (Kafka: no rebalance for a static member's bounce)."""
         gid = group.group_id
         target = group.target.get(old.member_id)
         self._apply(records, CurrentAssignmentRecord(gid, old.member_id, None), now)
@@ -376,7 +378,8 @@ class ConsumerGroupStateMachine:
         self._apply(records, MemberRecord(gid, member_id, old.subscription), now)
         if target is not None:
             self._apply(records, TargetMemberRecord(gid, member_id, target), now)
-        epoch = old.previous_member_epoch
+        if epoch is None:
+            epoch = old.previous_member_epoch
         self._apply(records, CurrentAssignmentRecord(
             gid, member_id, epoch, epoch, old.state, old.assigned, old.pending_revocation), now)
         return group.members[member_id]

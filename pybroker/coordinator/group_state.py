@@ -552,10 +552,13 @@ class GroupStateMachine(OffsetOperations):
         self._records.append(GroupMetadataRecord(group_id, None))
         return self._finish(None)
 
-    def adopt_downgraded(self, group: Group, now_ms: int) -> Outcome[None]:
+    def adopt_downgraded(self, group: Group, now_ms: int, rebalance: bool = True
+                         ) -> Outcome[None]:
         """A consumer group became this classic group (downgrade): Stable at the consumer
         group's epoch with each member's last target as its assignment. Its snapshot is
-        written and it rebalances at once, so that its members join and a leader assigns."""
+        written and it rebalances at once, so that its members join and a leader assigns
+        (not when a static member's replacement turned it: the members keep what they
+        have, as Kafka)."""
         old = self.groups.get(group.group_id)
         if old is not None and old is not group:
             assert not old.members, "a downgraded group's id held a classic group with members"
@@ -563,7 +566,8 @@ class GroupStateMachine(OffsetOperations):
         self._records.append(GroupMetadataRecord(group.group_id, group.snapshot()))
         for member in group.members.values():
             self._schedule_heartbeat(group, member, now_ms)
-        self._prepare_rebalance(group, now_ms)
+        if rebalance:
+            self._prepare_rebalance(group, now_ms)
         return self._finish(None)
 
     def after_load(self, now_ms: int) -> None:

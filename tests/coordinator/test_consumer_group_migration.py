@@ -229,3 +229,35 @@ def test_a_consumer_heartbeat_from_a_classic_member_is_unknown() -> None:
     epoch = sm.groups[G].members[a].member_epoch
     response, _ = sm.heartbeat(HeartbeatRequest(G, a, epoch), 1, TOPICS, 0)
     assert response.error == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_static_consumer_member_replaced_by_a_classic_one_downgrades_without_rebalance(
+        ) -> None:
+    _, sm, (a, b) = upgraded()
+    sm.heartbeat(HeartbeatRequest(G, "c", 0, instance_id="i", rebalance_timeout_ms=30_000,
+                                  subscribed_topic_names=("t",), owned={}), 1, TOPICS, 0)
+    # the classic members leave; the static consumer member is the only one left with b
+    sm.classic_leave(G, [LeavingMember(a)], 0)
+    epoch = sm.groups[G].group_epoch
+    result, records = sm.classic_join(JoinRequest(G, "", "consumer", (("range", SUB),),
+                                                  10_000, 20_000, group_instance_id="i"),
+                                      TOPICS, 0)
+    assert result.error == ErrorCode.NONE and G not in sm.groups
+    (down,) = sm.take_downgrades(G, TOPICS)
+    assert not down.rebalance and set(down.group.members) == {b, result.member_id}
+    assert down.group.generation == epoch
+    assert down.group.static_members == {"i": result.member_id}
+
+
+def test_a_known_static_member_id_must_match_its_instance() -> None:
+    _, sm, _ = upgraded()
+    sm.heartbeat(HeartbeatRequest(G, "c", 0, instance_id="i", rebalance_timeout_ms=30_000,
+                                  subscribed_topic_names=("t",), owned={}), 1, TOPICS, 0)
+    result, records = sm.classic_join(JoinRequest(G, "other", "consumer", (("range", SUB),),
+                                                  10_000, 20_000, group_instance_id="i"),
+                                      TOPICS, 0)
+    assert result.error == ErrorCode.FENCED_INSTANCE_ID and not records
+    result, records = sm.classic_join(JoinRequest(G, "x", "consumer", (("range", SUB),),
+                                                  10_000, 20_000, group_instance_id="none"),
+                                      TOPICS, 0)
+    assert result.error == ErrorCode.UNKNOWN_MEMBER_ID and not records
