@@ -461,7 +461,10 @@ class ConsumerGroupStateMachine:
             return
         kept = _meet(current, target)
         revoke = _minus(current, target)
-        if revoke:
+        # Kafka's computeNextAssignment: a member whose owned partitions (when it sent them)
+        # already lack the revoked ones skips UNREVOKED_PARTITIONS (a classic member that
+        # revoked everything before it rejoined, or a member that lost its partitions).
+        if revoke and (owned is None or _meet(owned, revoke)):
             self._apply(records, CurrentAssignmentRecord(
                 group.group_id, member.member_id, member.member_epoch,
                 member.previous_member_epoch, MemberState.UNREVOKED_PARTITIONS, kept, revoke),
