@@ -18,8 +18,7 @@ from protocol.errors import ErrorCode
 from pybroker.client.consumer_protocol import encode_assignment, encode_subscription
 from pybroker.testing.broker import BrokerProcess, broker_in_thread
 from tests.integration.raw import RawConnection, create_topic, send_request
-
-PARTITIONS = 6
+from tests.integration.test_consumer_protocol import PARTITIONS, _produce
 
 
 class Member:
@@ -64,16 +63,6 @@ class Member:
 
     def close(self) -> None:
         self.client.close()
-
-
-def _produce(bootstrap: str, topic: str, count: int, tag: str) -> set[bytes]:
-    from confluent_kafka import Producer
-    producer = Producer({"bootstrap.servers": bootstrap})
-    values = {f"{tag}-{i}".encode() for i in range(count)}
-    for i, value in enumerate(sorted(values)):
-        producer.produce(topic, value, partition=i % PARTITIONS)
-    assert producer.flush(30) == 0
-    return values
 
 
 def _group_type(bootstrap: str, group: str) -> str | None:
