@@ -204,8 +204,9 @@ def test_each_policy_converts_what_it_allows(tmp_path: Path, policy: str, upgrad
 
 
 def test_a_restart_resumes_a_converted_group(tmp_path: Path) -> None:
-    """The conversion's records: after a restart the group is a consumer group with its
-    classic member at its epoch, and its offsets committed before the upgrade are there."""
+    """The conversions' records: after a restart an upgraded group is a consumer group with
+    its classic member at its epoch and the offsets committed before the upgrade; after the
+    downgrade and another restart, a classic group with that member and those offsets."""
     broker = BrokerProcess(tmp_path / "logs").start()
     try:
         topic = "r"
@@ -241,5 +242,21 @@ def test_a_restart_resumes_a_converted_group(tmp_path: Path) -> None:
                 "group_id": "g", "generation_id": generation, "member_id": member_id,
                 "group_instance_id": None}).error_code
             assert heartbeat == ErrorCode.REBALANCE_IN_PROGRESS  # it is still a member
+            # the consumer member leaves: the group turns classic, and stays so at a restart
+            consumer = next(m for m in after.members if m.member_type == 1)
+            assert _consumer_leave(conn, "g", consumer.member_id,
+                                   consumer.member_epoch) == ErrorCode.NONE
+        assert _group_type(broker.bootstrap, "g") == "classic"
+        broker.kill()
+        broker = BrokerProcess(tmp_path / "logs", port=broker.port).start()
+        assert _group_type(broker.bootstrap, "g") == "classic"
+        described = send_request(broker.bootstrap, ApiKey.DESCRIBE_GROUPS, 5, {
+            "groups": ["g"], "include_authorized_operations": False}).groups[0]
+        assert [m.member_id for m in described.members] == [member_id]
+        fetched = send_request(broker.bootstrap, ApiKey.OFFSET_FETCH, 8, {
+            "groups": [{"group_id": "g", "topics": [{"name": topic,
+                                                     "partition_indexes": [0]}]}],
+            "require_stable": False}).groups[0]
+        assert fetched.topics[0].partitions[0].committed_offset == 7
     finally:
         broker.kill()
