@@ -32,8 +32,10 @@ def _assignment(ctx: RequestContext, partitions: Mapping[uuid.UUID, frozenset[in
 
 
 def _error(group_id: str, code: ErrorCode, message: str | None = None) -> dict:
+    """A group described with an error: the other fields at their defaults (0 and ""), as
+    Kafka 4.1.1 answers them (tests/reference/test_kafka_group_migration_downgrade.py)."""
     return {"error_code": int(code), "error_message": message, "group_id": group_id,
-            "group_state": "", "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "",
+            "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
             "members": []}
 
 

@@ -104,7 +104,8 @@ def _answers(bootstrap: str) -> dict[str, object]:
             generation = rejoined.generation_id
             synced = _sync(conn, "mixed", member, generation)
             beat = _heartbeat(conn, "mixed", member, generation)
-            rounds.append((rejoined.error_code, rejoined.leader, rejoined.protocol_name,
+            rounds.append((rejoined.error_code, rejoined.leader == member,
+                           rejoined.protocol_name,
                            generation - first, synced.error_code,
                            decode_assignment(synced.assignment).by_topic(), beat))
             if beat == ErrorCode.NONE:
