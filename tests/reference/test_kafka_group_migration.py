@@ -132,11 +132,18 @@ def _answers(bootstrap: str) -> dict[str, object]:
     return got
 
 
-def test_mixed_groups_as_kafka_answers_under_policy_bidirectional(
-        apache_kafka: ApacheKafka, tmp_path: Path) -> None:
+def compare(apache_kafka: ApacheKafka, tmp_path: Path, overrides: dict[str, str]
+            ) -> tuple[object, object]:
+    """The answers of both brokers under the same policy, which must agree; the group's kind
+    after the upgrade and after the downgrade."""
     kafka = _answers(apache_kafka.bootstrap)
-    with broker_in_thread(tmp_path / "logs") as info:
+    with broker_in_thread(tmp_path / "logs", **overrides) as info:
         ours = _answers(info.bootstrap)
     assert ours == kafka
-    assert ours["listed: upgraded"][0] == "consumer"  # type: ignore[index]
-    assert ours["listed: downgraded"][0] == "classic"  # type: ignore[index]
+    return (ours["listed: upgraded"][0],  # type: ignore[index]
+            ours["listed: downgraded"][0])  # type: ignore[index]
+
+
+def test_mixed_groups_as_kafka_answers_under_policy_bidirectional(
+        apache_kafka: ApacheKafka, tmp_path: Path) -> None:
+    assert compare(apache_kafka, tmp_path, {}) == ("consumer", "classic")
