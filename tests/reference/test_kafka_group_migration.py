@@ -111,6 +111,18 @@ def _answers(bootstrap: str) -> dict[str, object]:
             if beat == ErrorCode.NONE:
                 break
         got["classic rejoins"] = rounds
+        got["classic commits: at its epoch, stale"] = tuple(conn.request(
+            ApiKey.OFFSET_COMMIT, 8, {
+                "group_id": "mixed", "generation_id_or_member_epoch": epoch,
+                "member_id": member, "group_instance_id": None, "topics": [{
+                    "name": TOPIC, "partitions": [{
+                        "partition_index": 0, "committed_offset": 1,
+                        "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+        ).topics[0].partitions[0].error_code for epoch in (generation, generation - 1))
+        old = conn.request(ApiKey.DESCRIBE_GROUPS, 5, {
+            "groups": ["mixed"], "include_authorized_operations": False}).groups[0]
+        got["described as classic"] = (old.error_code, old.group_state, old.protocol_type,
+                                       len(old.members))
         # the consumer member takes what the classic member released
         hb = _consumer(conn, "mixed", consumer, hb.member_epoch, [])
         got["consumer gets"] = (hb.error_code, hb.member_epoch - first, None if
