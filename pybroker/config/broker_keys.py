@@ -514,11 +514,10 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Which live groups may change protocol online: a classic group of the consumer "
        "protocol type when a KIP-848 member joins it (upgrade), a consumer group when its last "
        "KIP-848 member leaves and classic members remain (downgrade), both (Kafka 4's "
-       "default) or neither. pybroker converts no live group whatever the value: a KIP-848 "
-       "heartbeat into a classic group with members gets GROUP_ID_NOT_FOUND, Kafka's answer "
-       "under `disabled`; a classic JoinGroup into a consumer group with members gets "
-       "GROUP_ID_NOT_FOUND too, where Kafka (under every policy) takes it in as a classic "
-       "member.", inert="group migration"),
+       "default) or neither. A refused upgrade is GROUP_ID_NOT_FOUND to the joining heartbeat; "
+       "a refused downgrade leaves a consumer group of classic members. Whatever the policy, "
+       "a classic JoinGroup into a consumer group with members is taken in as a classic "
+       "member, as Kafka does."),
     # --- share groups (KIP-932) ------------------------------------------------------------------
     _k("group.share.record.lock.duration.ms", _I, 30000, between(1000, 3600000), _MEDIUM,
        "How long a share-group member holds the records a ShareFetch acquired for it before "

@@ -273,9 +273,6 @@ FEATURES = {
     "security": "security (TLS and SASL listeners, and the listener brokers use between them)",
     "throttling": "throttling (replication throttled to a byte rate)",
     "fetchers": "fetchers (several per source broker: pybroker runs one per leader)",
-    # A live group keeps the protocol it started with until it empties (issue #33, item 2).
-    "group migration": "group migration (a live group converted online between the classic "
-                       "and the consumer protocol)",
 }
 
 

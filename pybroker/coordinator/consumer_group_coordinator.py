@@ -14,13 +14,19 @@ and has loaded, the appends, the committed offsets); this façade borrows all of
 - offsets of a consumer group are stored by the classic coordinator as an admin commit
   would be, once `validate_commit` / `validate_fetch` have checked the member's epoch.
 
-A group id is either classic or consumer: a heartbeat for a classic group with members gets
-GROUP_ID_NOT_FOUND (online migration is not served: Kafka's answer under
-`group.consumer.migration.policy=disabled`), and so does a classic JoinGroup for a consumer
-group with members (`GroupCoordinator.join`; Kafka takes it in as a classic member under every
-policy). An empty group of either kind changes kind
-freely, as in Kafka under every policy: a classic JoinGroup deletes an empty consumer group
-first (`delete`). Share groups keep their ids apart the same way
+A group id is either classic or consumer at a time, and a live group changes kind online as
+`group.consumer.migration.policy` allows (consumer_group_migration.py decides):
+- upgrade: a joining heartbeat into a classic group with members converts it (else
+  GROUP_ID_NOT_FOUND, "not a consumer group"): the classic group's metadata tombstone and the
+  consumer group's records go in one batch, so a restart finds one kind or the other; its
+  classic members are then served here (`classic_join`, `classic_sync`, `classic_heartbeat`,
+  `classic_leave`, which `GroupCoordinator` routes to for a consumer group's id, under every
+  policy as Kafka);
+- downgrade: the last consumer-protocol member leaving (or fenced) with classic members left
+  tombstones the consumer group and writes the classic group's snapshot in one batch; the
+  classic machine then holds the group and rebalances it.
+An empty group of either kind changes kind freely, as in Kafka under every policy: a classic
+JoinGroup deletes an empty consumer group first (`delete`). Share groups keep their ids apart
 (tests/integration/test_group_types.py).
 """
 from __future__ import annotations
@@ -28,21 +34,28 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import replace
-from typing import Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from protocol.errors import ErrorCode
 from protocol.records.record import Record, build_batch
+from pybroker.cluster.metadata import MetadataImage
+from pybroker.coordinator.consumer_group_migration import (
+    MalformedClassicGroup, MigratingConsumerGroupStateMachine,
+)
 from pybroker.coordinator.consumer_group_records import ConsumerGroupRecord, decode, encode
 from pybroker.coordinator.consumer_group_state import (
-    ConsumerGroup, ConsumerGroupConfig, ConsumerGroupStateMachine, HeartbeatRequest,
-    HeartbeatResponse,
+    ConsumerGroup, ConsumerGroupConfig, HeartbeatRequest, HeartbeatResponse,
 )
 from pybroker.coordinator.consumer_group_assignor import TopicsView
 from pybroker.coordinator.deadline_loop import DeadlineLoop
 from pybroker.config.group import GroupSettings
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
 from pybroker.coordinator.group_offsets import GroupListing
+from pybroker.coordinator.group_records import GroupRecord, encode_record
 from pybroker.coordinator.group_state import GroupStateMachine
+from pybroker.coordinator.group_types import (
+    JoinRequest, JoinResult, LeaveResult, LeavingMember, Outcome, SyncRequest, SyncResult,
+)
 from pybroker.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -61,6 +74,12 @@ class ClassicCoordinator(Protocol):
 
     def now(self) -> int: ...
 
+    def topics_view(self) -> TopicsView: ...
+
+    def deliver(self, completions: Sequence[tuple[int, Any]]) -> None: ...
+
+    def kick_timers(self) -> None: ...
+
     def owns(self, group_id: str) -> bool: ...
 
     def partition_for(self, group_id: str) -> int: ...
@@ -72,7 +91,7 @@ class ConsumerGroupCoordinator:
     def __init__(self, classic: ClassicCoordinator, config: ConsumerGroupConfig,
                  settings: Callable[[str], GroupSettings] | None = None) -> None:
         self.classic = classic
-        self.machine = ConsumerGroupStateMachine(config)
+        self.machine = MigratingConsumerGroupStateMachine(config)
         # A group's own session timeout and heartbeat interval (its GROUP configs).
         self.settings = settings
         self.timers = DeadlineLoop("consumer group", classic.now, self.machine.next_deadline,
@@ -89,21 +108,83 @@ class ConsumerGroupCoordinator:
         code = await self.classic.coordinates(request.group_id)
         if code:
             return HeartbeatResponse(code)
-        classic = self.classic.state.groups.get(request.group_id)
+        gid, now = request.group_id, self.classic.now()
+        classic = self.classic.state.groups.get(gid)
+        upgrade: list[ConsumerGroupRecord] = []
         if classic is not None and classic.members:
-            return HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, error_message=(
-                f"Group {request.group_id} is a classic group with members: migrating it "
-                "online to the consumer protocol is not supported by this broker."))
-        self._adopt_group_config(request.group_id)
+            refusal = "only a joining member may convert it" if request.member_epoch != 0 \
+                else self.machine.upgrade_refusal(classic)
+            if refusal is None:
+                try:
+                    upgrade = self.machine.upgrade(classic, topics, now)
+                except MalformedClassicGroup as exc:
+                    refusal = f"its embedded consumer protocol is malformed: {exc}"
+            if refusal is not None:
+                log.info("cannot upgrade classic group %s to a consumer group: %s", gid,
+                         refusal)
+                return HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, error_message=(
+                    f"Group {gid} is not a consumer group."))
+        self._adopt_group_config(gid)
         response, records = self.machine.heartbeat(
-            request, version, topics, self.classic.now(),
+            request, version, topics, now,
             new_member_id=str(uuid.uuid4()) if version == 0 else None)
-        if records:
-            error = await self._persist(request.group_id, records)
-            if error:
-                return HeartbeatResponse(error)
+        handed: Outcome[None] = Outcome()
+        if upgrade:
+            if response.error:  # the joiner is refused: the classic group stays as it was
+                self.machine.abandon(gid)
+                return response
+            log.info("classic group %s upgraded to a consumer group", gid)
+            handed = self.classic.state.hand_over(gid)
+        error = await self._write(gid, handed.records, upgrade + records, topics)
+        self.classic.deliver(handed.completions)
+        return HeartbeatResponse(error) if error else response
+
+    async def _write(self, group_id: str, before: list[GroupRecord],
+                     records: list[ConsumerGroupRecord], topics: TopicsView) -> ErrorCode:
+        """Persist a request's records, with the classic records of a conversion: `before`
+        (an upgrade's tombstone) ahead of them, a downgrade's snapshot after them."""
+        after: list[GroupRecord] = []
+        completions: list[tuple[int, Any]] = []
+        for downgrade in self.machine.take_downgrades(group_id, topics):
+            log.info("consumer group %s downgraded to a classic group",
+                     downgrade.group.group_id)
+            adopted = self.classic.state.adopt_downgraded(downgrade.group, self.classic.now(),
+                                                          rebalance=downgrade.rebalance)
+            after += adopted.records
+            completions += adopted.completions
+        error = ErrorCode.NONE
+        if records or before or after:
+            error = await self._persist(group_id, records, before, after)
+        self.classic.deliver(completions)
         self.timers.kick()
-        return response
+        if after:
+            self.classic.kick_timers()
+        return error
+
+    # -- classic members of consumer groups ------------------------------------------------------
+    async def classic_join(self, request: JoinRequest) -> JoinResult:
+        topics = self.classic.topics_view()
+        result, records = self.machine.classic_join(request, topics, self.classic.now())
+        error = await self._write(request.group_id, [], records, topics)
+        return JoinResult(error, request.member_id) if error else result
+
+    def classic_sync(self, request: SyncRequest) -> SyncResult:
+        result = self.machine.classic_sync(request, self.classic.topics_view(), self.classic.now())
+        self.timers.kick()
+        return result
+
+    def classic_heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
+                          generation_id: int) -> ErrorCode:
+        code = self.machine.classic_heartbeat(group_id, member_id, instance_id, generation_id,
+                                              self.classic.now())
+        self.timers.kick()
+        return code
+
+    async def classic_leave(self, group_id: str, members: Sequence[LeavingMember]
+                            ) -> LeaveResult:
+        result, records = self.machine.classic_leave(group_id, members, self.classic.now())
+        error = await self._write(group_id, [], records, self.classic.topics_view())
+        return LeaveResult(error) if error else result
 
     def _adopt_group_config(self, group_id: str) -> None:
         """The group's configs as they are now, for this heartbeat and the timers after it
@@ -119,13 +200,22 @@ class ConsumerGroupCoordinator:
         else:
             self.machine.group_configs[group_id] = own
 
-    async def _persist(self, group_id: str, records: list[ConsumerGroupRecord]) -> ErrorCode:
+    async def _persist(self, group_id: str, records: list[ConsumerGroupRecord],
+                       before: Sequence[GroupRecord] = (), after: Sequence[GroupRecord] = ()
+                       ) -> ErrorCode:
+        """One batch: classic records `before`, the consumer group records, classic records
+        `after`; the classic ones are replayed once written, as the classic façade does."""
         now = self.classic.now()
-        batch = build_batch([Record(*encode(r), timestamp=now) for r in records])
-        error, _ = await self.classic.topic.append(self.classic.partition_for(group_id), batch)
+        batch = build_batch([encode_record(r, now) for r in before] +
+                            [Record(*encode(r), timestamp=now) for r in records] +
+                            [encode_record(r, now) for r in after])
+        error, base_offset = await self.classic.topic.append(
+            self.classic.partition_for(group_id), batch)
         if error:
             log.warning("consumer group %s: records not written: %s", group_id, error.name)
             return APPEND_ERRORS.get(error, error)
+        for record in (*before, *after):
+            self.classic.state.replay(record, base_offset, loading=False)
         return ErrorCode.NONE
 
     async def delete(self, group_id: str) -> ErrorCode | None:
@@ -151,6 +241,9 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.uses_classic_protocol:  # its generation is its member epoch
+            return ErrorCode.NONE if member_epoch == member.member_epoch \
+                else ErrorCode.ILLEGAL_GENERATION
         if version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
@@ -186,7 +279,8 @@ class ConsumerGroupCoordinator:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol \
+                else ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
     # -- listing ---------------------------------------------------------------------------------
@@ -241,12 +335,19 @@ class ConsumerGroupCoordinator:
 
     # -- timers (run by `timers`, a DeadlineLoop) ------------------------------------------------
     async def expire(self, now: int) -> None:
-        """Fence the members past their deadlines, and write what that changed."""
+        """Fence the members past their deadlines, and write what that changed (a fence may
+        downgrade a group: its classic snapshot is written with its tombstones)."""
         records = self.machine.expire(now)
         by_group: dict[str, list[ConsumerGroupRecord]] = {}
         for record in records:
             by_group.setdefault(record.group_id, []).append(record)
+        topics = self.classic.topics_view()
         for group_id, group_records in by_group.items():
             log.info("consumer group %s: fenced member(s) past their session or rebalance "
                      "timeout", group_id)
-            await self._persist(group_id, group_records)
+            await self._write(group_id, [], group_records, topics)
+
+
+def topics_of(image: MetadataImage) -> TopicsView:
+    """What the assignors see of the cluster: each topic's id and partition count."""
+    return {name: (info.topic_id, len(info.partitions)) for name, info in image.topics.items()}

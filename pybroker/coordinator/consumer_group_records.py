@@ -6,7 +6,10 @@ version 0 then a flexible body; a null value is a tombstone:
     3  ConsumerGroupMetadata            GroupId            -> Epoch, tag 0 MetadataHash
     5  ConsumerGroupMemberMetadata      GroupId, MemberId  -> InstanceId, RackId, ClientId,
                                         ClientHost, SubscribedTopicNames, SubscribedTopicRegex,
-                                        RebalanceTimeoutMs, ServerAssignor (tag 0 Classic...)
+                                        RebalanceTimeoutMs, ServerAssignor, tag 0
+                                        ClassicMemberMetadata (SessionTimeoutMs,
+                                        SupportedProtocols[Name, Metadata]): set for a classic
+                                        member of a consumer group (online migration)
     6  ConsumerGroupTargetAssignmentMetadata  GroupId      -> AssignmentEpoch
     7  ConsumerGroupTargetAssignmentMember    GroupId, MemberId -> TopicPartitions
     8  ConsumerGroupCurrentMemberAssignment   GroupId, MemberId -> MemberEpoch,
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 from io import BytesIO
 from typing import Any, Union
 
-from protocol.schema import Field, Message, Versions, f
+from protocol.schema import Field, Message, StructOf, Versions, f
 
 GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = \
     3, 5, 6, 7, 8
@@ -58,6 +61,10 @@ _VALUES: dict[int, Message] = {
         f("subscribed_topic_regex", "string", nullable="0+"),
         f("rebalance_timeout_ms", "int32", default=-1),
         f("server_assignor", "string", nullable="0+"),
+        f("classic_member_metadata", StructOf((
+            f("session_timeout_ms", "int32"),
+            f("supported_protocols", [f("name", "string"), f("metadata", "bytes")]),
+        )), nullable="0+", tag=0, default=None),
     ]),
     TARGET_METADATA: _data("ConsumerGroupTargetAssignmentMetadataValue", "0+", [
         f("assignment_epoch", "int32")]),
@@ -74,8 +81,19 @@ _VALUES: dict[int, Message] = {
 
 
 @dataclass(frozen=True)
+class ClassicMetadata:
+    """What a member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) in a
+    consumer group keeps besides a consumer-protocol member's fields: its session timeout
+    and its JoinGroup protocols (name, subscription bytes), in its order of preference. The
+    subscriptions are needed to turn the group back into a classic one (downgrade) and to
+    answer SyncGroup in the version the member wrote."""
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True)
 class MemberSubscription:
-    """The body of record 5 that this broker uses (regex and instance ids are refused)."""
+    """The body of record 5."""
     instance_id: str | None
     rack_id: str | None
     client_id: str
@@ -84,6 +102,8 @@ class MemberSubscription:
     rebalance_timeout_ms: int
     server_assignor: str | None
     topic_regex: str | None = None
+    # Set for a member of the classic protocol (record 5's tag 0, ClassicMemberMetadata).
+    classic: ClassicMetadata | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +163,13 @@ def _partitions_in(items: Any) -> dict[uuid.UUID, frozenset[int]]:
     return {i.topic_id: frozenset(i.partitions) for i in items}
 
 
+def _classic_in(body: Any) -> ClassicMetadata | None:
+    if body is None:
+        return None
+    return ClassicMetadata(body.session_timeout_ms, tuple(
+        (p.name, bytes(p.metadata or b"")) for p in body.supported_protocols))
+
+
 def _record_type(record: ConsumerGroupRecord) -> int:
     return {GroupEpochRecord: GROUP_METADATA, MemberRecord: MEMBER_METADATA,
             TargetEpochRecord: TARGET_METADATA, TargetMemberRecord: TARGET_MEMBER,
@@ -161,7 +188,11 @@ def _value_body(record: ConsumerGroupRecord) -> dict[str, Any] | None:
             "instance_id": s.instance_id, "rack_id": s.rack_id, "client_id": s.client_id,
             "client_host": s.client_host, "subscribed_topic_names": list(s.topic_names),
             "subscribed_topic_regex": s.topic_regex,
-            "rebalance_timeout_ms": s.rebalance_timeout_ms, "server_assignor": s.server_assignor}
+            "rebalance_timeout_ms": s.rebalance_timeout_ms, "server_assignor": s.server_assignor,
+            "classic_member_metadata": None if s.classic is None else {
+                "session_timeout_ms": s.classic.session_timeout_ms,
+                "supported_protocols": [{"name": n, "metadata": m}
+                                        for n, m in s.classic.protocols]}}
     if isinstance(record, TargetMemberRecord):
         return None if record.partitions is None else {
             "topic_partitions": _partitions_out(record.partitions)}
@@ -214,7 +245,8 @@ def decode(key: bytes, value: bytes | None) -> ConsumerGroupRecord | None:
         return MemberRecord(group_id, member_id, None if body is None else MemberSubscription(
             body.instance_id, body.rack_id, body.client_id, body.client_host,
             tuple(body.subscribed_topic_names), body.rebalance_timeout_ms,
-            body.server_assignor, body.subscribed_topic_regex))
+            body.server_assignor, body.subscribed_topic_regex,
+            _classic_in(body.classic_member_metadata)))
     if kind == TARGET_MEMBER:
         return TargetMemberRecord(group_id, member_id, None if body is None
                                   else _partitions_in(body.topic_partitions))

@@ -66,6 +66,10 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5_000
     max_size: int = 2**31 - 1
     assignors: tuple[str, ...] = ASSIGNORS
+    # group.consumer.migration.policy (lower case) and the classic groups' group.max.size,
+    # which a downgraded group must fit (consumer_group_migration.py).
+    migration_policy: str = "bidirectional"
+    classic_max_size: int = 2**31 - 1
 
 
 @dataclass
@@ -80,6 +84,13 @@ class Member:
     session_deadline: int = 0
     # Set while revoking: the member is fenced if it has not revoked by then.
     rebalance_deadline: int | None = None
+    # A classic-protocol member only: fenced unless it joins (after REBALANCE_IN_PROGRESS)
+    # or syncs (after its join) by then (Kafka's join and sync timeouts).
+    classic_deadline: int | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.subscription.classic is not None
 
 
 @dataclass
@@ -211,6 +222,12 @@ class ConsumerGroupStateMachine:
     def config_for(self, group_id: str) -> ConsumerGroupConfig:
         return self.group_configs.get(group_id, self.config)
 
+    def session_timeout_ms(self, group_id: str, subscription: MemberSubscription) -> int:
+        """A classic-protocol member keeps the session timeout of its JoinGroup."""
+        if subscription.classic is not None:
+            return subscription.classic.session_timeout_ms
+        return self.config_for(group_id).session_timeout_ms
+
     # -- replay: the one way state changes ------------------------------------------------------
     def replay(self, record: ConsumerGroupRecord, now: int = 0) -> None:
         group = self.groups.get(record.group_id)
@@ -233,7 +250,8 @@ class ConsumerGroupStateMachine:
             else:
                 group.members[record.member_id] = Member(
                     record.member_id, record.subscription,
-                    session_deadline=now + self.config_for(record.group_id).session_timeout_ms)
+                    session_deadline=now + self.session_timeout_ms(record.group_id,
+                                                                   record.subscription))
         elif isinstance(record, TargetMemberRecord):
             if record.partitions is None:
                 group.target.pop(record.member_id, None)
@@ -302,6 +320,9 @@ class ConsumerGroupStateMachine:
         elif member is None:
             return HeartbeatResponse(ErrorCode.UNKNOWN_MEMBER_ID, error_message=(
                 f"Member {member_id} is not a member of group {request.group_id}.")), []
+        elif member.uses_classic_protocol:
+            return HeartbeatResponse(ErrorCode.UNKNOWN_MEMBER_ID, error_message=(
+                f"Member {member_id} uses the classic protocol.")), []
         else:
             fenced = self._epoch_error(member, request)
             if fenced is not None:
@@ -310,13 +331,7 @@ class ConsumerGroupStateMachine:
         group = self.groups[request.group_id]
         member = group.members[member_id]
         member.session_deadline = now + self.config_for(group.group_id).session_timeout_ms
-        digest = metadata_hash(group, topics)
-        if digest != group.metadata_hash:  # a subscribed topic appeared, went or grew
-            moved = any(isinstance(r, GroupEpochRecord) for r in records)  # by this heartbeat
-            epoch = group.group_epoch if moved else group.group_epoch + 1
-            self._apply(records, GroupEpochRecord(group.group_id, epoch, digest), now)
-        if group.group_epoch > group.assignment_epoch:
-            self._new_target(group, topics, now, records)
+        self._advance(group, topics, now, records)
         before = (member.member_epoch, dict(member.assigned))
         self._reconcile(group, member, request.owned, now, records,
                         rejoin=request.member_epoch == 0)
@@ -329,6 +344,18 @@ class ConsumerGroupStateMachine:
             dict(member.assigned) if full or changed or request.member_epoch == 0 else None
         ), records
 
+    def _advance(self, group: ConsumerGroup, topics: TopicsView, now: int,
+                 records: list[ConsumerGroupRecord]) -> None:
+        """After a member's update: the group epoch follows the subscribed topics' metadata,
+        and a new target is computed when the group epoch is ahead of it."""
+        digest = metadata_hash(group, topics)
+        if digest != group.metadata_hash:  # a subscribed topic appeared, went or grew
+            moved = any(isinstance(r, GroupEpochRecord) for r in records)  # by this request
+            epoch = group.group_epoch if moved else group.group_epoch + 1
+            self._apply(records, GroupEpochRecord(group.group_id, epoch, digest), now)
+        if group.group_epoch > group.assignment_epoch:
+            self._new_target(group, topics, now, records)
+
     @staticmethod
     def _instance_owner(group: ConsumerGroup | None, instance_id: str | None) -> Member | None:
         if group is None or instance_id is None:
@@ -337,10 +364,12 @@ class ConsumerGroupStateMachine:
                      if m.subscription.instance_id == instance_id), None)
 
     def _replace_static(self, group: ConsumerGroup, old: Member, member_id: str, now: int,
-                        records: list[ConsumerGroupRecord]) -> Member:
+                        records: list[ConsumerGroupRecord], epoch: int | None = None
+                        ) -> Member:
         """A static member that left (-2) comes back under a new member id: the new one takes
-        its subscription, target and current assignment at its epoch, and the group epoch
-        stays (Kafka: no rebalance for a static member's bounce)."""
+        its subscription, target and current assignment at its epoch (or at `epoch`: a
+        classic JoinGroup's replacement starts from 0, as Kafka's), and the group epoch stays
+        (Kafka: no rebalance for a static member's bounce)."""
         gid = group.group_id
         target = group.target.get(old.member_id)
         self._apply(records, CurrentAssignmentRecord(gid, old.member_id, None), now)
@@ -349,7 +378,8 @@ class ConsumerGroupStateMachine:
         self._apply(records, MemberRecord(gid, member_id, old.subscription), now)
         if target is not None:
             self._apply(records, TargetMemberRecord(gid, member_id, target), now)
-        epoch = old.previous_member_epoch
+        if epoch is None:
+            epoch = old.previous_member_epoch
         self._apply(records, CurrentAssignmentRecord(
             gid, member_id, epoch, epoch, old.state, old.assigned, old.pending_revocation), now)
         return group.members[member_id]
@@ -431,7 +461,10 @@ class ConsumerGroupStateMachine:
             return
         kept = _meet(current, target)
         revoke = _minus(current, target)
-        if revoke:
+        # Kafka's computeNextAssignment: a member whose owned partitions (when it sent them)
+        # already lack the revoked ones skips UNREVOKED_PARTITIONS (a classic member that
+        # revoked everything before it rejoined, or a member that lost its partitions).
+        if revoke and (owned is None or _meet(owned, revoke)):
             self._apply(records, CurrentAssignmentRecord(
                 group.group_id, member.member_id, member.member_epoch,
                 member.previous_member_epoch, MemberState.UNREVOKED_PARTITIONS, kept, revoke),
@@ -509,18 +542,22 @@ class ConsumerGroupStateMachine:
 
     def next_deadline(self) -> int | None:
         deadlines = [d for g in self.groups.values() for m in g.members.values()
-                     for d in (m.session_deadline, m.rebalance_deadline) if d is not None]
+                     for d in (m.session_deadline, m.rebalance_deadline, m.classic_deadline)
+                     if d is not None]
         return min(deadlines, default=None)
 
     def expire(self, now: int) -> list[ConsumerGroupRecord]:
-        """Fence every member past its session timeout, or past its rebalance timeout while
-        it still holds partitions to revoke."""
+        """Fence every member past its session timeout, past its rebalance timeout while it
+        still holds partitions to revoke, or (a classic member) past its join or sync
+        timeout. A fence may turn the group into a classic one (`_remove`): its other
+        members are then the classic group's."""
         records: list[ConsumerGroupRecord] = []
         for group in list(self.groups.values()):
             for member in list(group.members.values()):
-                late = member.session_deadline <= now or (
-                    member.rebalance_deadline is not None and member.rebalance_deadline <= now)
-                if late:
+                late = member.session_deadline <= now or any(
+                    d is not None and d <= now
+                    for d in (member.rebalance_deadline, member.classic_deadline))
+                if late and self.groups.get(group.group_id) is group:
                     self._remove(group, member.member_id, now, records)
         return records
 
@@ -528,8 +565,8 @@ class ConsumerGroupStateMachine:
         """Every loaded member gets a full session from now (Kafka's scheduling at load)."""
         for group in self.groups.values():
             for member in group.members.values():
-                member.session_deadline = now + self.config_for(
-                    group.group_id).session_timeout_ms
+                member.session_deadline = now + self.session_timeout_ms(group.group_id,
+                                                                        member.subscription)
 
 
 __all__ = ["ConsumerGroup", "ConsumerGroupConfig", "ConsumerGroupStateMachine",

@@ -45,7 +45,8 @@ from pybroker.coordinator.group_records import (
     encode_record, record_group,
 )
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
-from pybroker.coordinator.consumer_group_coordinator import ConsumerGroupCoordinator
+from pybroker.coordinator.consumer_group_assignor import TopicsView
+from pybroker.coordinator.consumer_group_coordinator import ConsumerGroupCoordinator, topics_of
 from pybroker.coordinator.consumer_group_state import ConsumerGroupConfig
 from pybroker.coordinator.group_config_view import GroupConfigView
 from pybroker.coordinator.deadline_loop import DeadlineLoop
@@ -134,10 +135,16 @@ class GroupCoordinator:
             session_timeout_ms=cfg.group_consumer_session_timeout_ms,
             heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
             max_size=cfg.group_consumer_max_size,
-            assignors=cfg.group_consumer_assignors), GroupConfigView(cfg, metadata))
+            assignors=cfg.group_consumer_assignors,
+            migration_policy=cfg.group_consumer_migration_policy.lower(),
+            classic_max_size=cfg.group_max_size), GroupConfigView(cfg, metadata))
 
     def now(self) -> int:
         return self._clock()
+
+    def topics_view(self) -> TopicsView:
+        """What the consumer groups' assignors see of the topics now."""
+        return topics_of(self.metadata.image)
 
     # -- the topic -----------------------------------------------------------------------------
     @property
@@ -250,6 +257,10 @@ class GroupCoordinator:
         self._kick_timers()
         return error
 
+    def deliver(self, completions: Sequence[tuple[int, Any]]) -> None:
+        """Answer waiting JoinGroup/SyncGroup requests (the consumer façade's conversions)."""
+        self._deliver(completions)
+
     def _deliver(self, completions: Sequence[tuple[int, Any]]) -> None:
         for token, result in completions:
             waiter = self._waiters.get(token)
@@ -311,9 +322,9 @@ class GroupCoordinator:
                 return JoinResult(deleted, request.member_id)
             live = self.consumer.group(request.group_id)  # a heartbeat during the append
         if live is not None:
-            # A consumer group with members: Kafka without online migration answers "not a
-            # classic group" (GROUP_ID_NOT_FOUND) rather than let a second protocol in.
-            return JoinResult(ErrorCode.GROUP_ID_NOT_FOUND, request.member_id)
+            # A consumer group with members takes the member in as a classic member, under
+            # every migration policy (Kafka's classicGroupJoinToConsumerGroup).
+            return await self.consumer.classic_join(request)
         return await self._wait_for(lambda token: self.state.join(request, self.now(), token),
                                     request.group_id)
 
@@ -321,6 +332,8 @@ class GroupCoordinator:
         code = await self._coordinates(request.group_id)
         if code:
             return SyncResult(code)
+        if self.consumer.group(request.group_id) is not None:
+            return self.consumer.classic_sync(request)
         return await self._wait_for(lambda token: self.state.sync(request, self.now(), token),
                                     request.group_id)
 
@@ -329,6 +342,9 @@ class GroupCoordinator:
         code = await self._coordinates(group_id)
         if code:
             return code
+        if self.consumer.group(group_id) is not None:
+            return self.consumer.classic_heartbeat(group_id, member_id, group_instance_id,
+                                                   generation_id)
         outcome = self._counting(group_id, lambda: self.state.heartbeat(
             group_id, member_id, group_instance_id, generation_id, self.now()))
         await self._apply(outcome)
@@ -344,6 +360,8 @@ class GroupCoordinator:
         code = await self._coordinates(group_id)
         if code:
             return LeaveResult(code)
+        if self.consumer.group(group_id) is not None:
+            return await self.consumer.classic_leave(group_id, members)
         outcome = self._counting(group_id, lambda: self.state.leave(group_id, members,
                                                                      self.now()))
         await self._apply(outcome)
@@ -582,6 +600,8 @@ class GroupCoordinator:
 
     def _kick_timers(self) -> None:
         self.timers.kick()
+
+    kick_timers = _kick_timers
 
     async def _expire(self, now: int) -> None:
         await self._apply(self._counting(None, lambda: self.state.expire(now)))

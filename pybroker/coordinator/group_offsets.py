@@ -419,11 +419,15 @@ class OffsetOperations:
             return
         group = self.groups.get(record.group)
         if record.value is None:
-            self.offsets.pop(record.group, None)
-            self._committed_at.pop(record.group, None)
+            # The group's metadata goes; its committed offsets go by their own tombstones
+            # (DeleteGroups and retention write them first), as in Kafka: a classic group
+            # upgraded to a consumer group tombstones its metadata and keeps its offsets,
+            # which a member-less group holds, as for any group with offsets only.
             self.pending.remove_group(record.group)
             if group is not None and (loading or self._still_deletable(group)):
                 self._forget(group)
+                if record.group in self.offsets:
+                    self.groups[record.group] = Group(record.group)
             return
         if not loading:
             return  # memory made this snapshot and may have moved on since: it stands

@@ -527,6 +527,49 @@ class GroupStateMachine(OffsetOperations):
         group.pending_sync.clear()
         self._maybe_prepare_rebalance(group, now)
 
+    # -- online migration (consumer_group_migration.py) ---------------------------------------
+    def hand_over(self, group_id: str) -> Outcome[None]:
+        """A live classic group became a consumer group (upgrade): its members are the
+        consumer group's now. A JoinGroup or SyncGroup still waiting here is answered
+        REBALANCE_IN_PROGRESS, so its member joins again (as a classic member of the consumer
+        group); the group's metadata is tombstoned, and its committed offsets stay, under a
+        member-less group as a consumer group's offsets are kept."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return self._finish(None)
+        for member in list(group.members.values()):
+            self._complete(member.awaiting_join,
+                           JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+            self._complete(member.awaiting_sync, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+            member.awaiting_join = member.awaiting_sync = None
+        for member_id in group.pending_members:
+            self.timers.cancel((TimerKind.PENDING, group_id, member_id))
+        self.timers.cancel((TimerKind.JOIN, group_id, ""))
+        self.timers.cancel((TimerKind.SYNC, group_id, ""))
+        self._forget(group)
+        if self.has_offsets(group_id):
+            self.groups[group_id] = Group(group_id)
+        self._records.append(GroupMetadataRecord(group_id, None))
+        return self._finish(None)
+
+    def adopt_downgraded(self, group: Group, now_ms: int, rebalance: bool = True
+                         ) -> Outcome[None]:
+        """A consumer group became this classic group (downgrade): Stable at the consumer
+        group's epoch with each member's last target as its assignment. Its snapshot is
+        written and it rebalances at once, so that its members join and a leader assigns
+        (not when a static member's replacement turned it: the members keep what they
+        have, as Kafka)."""
+        old = self.groups.get(group.group_id)
+        if old is not None and old is not group:
+            assert not old.members, "a downgraded group's id held a classic group with members"
+        self.groups[group.group_id] = group
+        self._records.append(GroupMetadataRecord(group.group_id, group.snapshot()))
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member, now_ms)
+        if rebalance:
+            self._prepare_rebalance(group, now_ms)
+        return self._finish(None)
+
     def after_load(self, now_ms: int) -> None:
         """Start the session clock of every loaded member: one that does not come back within
         its session timeout is removed, as after any coordinator move in Kafka."""

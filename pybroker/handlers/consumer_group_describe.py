@@ -1,7 +1,7 @@
 """ConsumerGroupDescribe (API 69, v0-1): a KIP-848 group's epochs, members, their current and
 target assignments (`kafka-consumer-groups --describe` on a consumer group). v1 adds each
-member's MemberType: always 1 (consumer protocol) here, as no classic member joins a consumer
-group without online migration.
+member's MemberType: 0 for a classic-protocol member of the group (online migration), 1 for a
+consumer-protocol member.
 
 A group id that is no consumer group here gets GROUP_ID_NOT_FOUND, as Kafka answers for a
 missing or classic group. DESCRIBE on the group is required.
@@ -21,7 +21,7 @@ from pybroker.handlers._authz import GROUP, Op, allowed, operations_field
 from pybroker.handlers._base import Handler, RequestContext
 
 # ConsumerGroupDescribeResponse v1 MemberType: 0 classic protocol, 1 consumer protocol.
-CONSUMER_MEMBER = 1
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1
 
 
 def _assignment(ctx: RequestContext, partitions: Mapping[uuid.UUID, frozenset[int]]) -> dict:
@@ -32,8 +32,10 @@ def _assignment(ctx: RequestContext, partitions: Mapping[uuid.UUID, frozenset[in
 
 
 def _error(group_id: str, code: ErrorCode, message: str | None = None) -> dict:
+    """A group described with an error: the other fields at their defaults (0 and ""), as
+    Kafka 4.1.1 answers them (tests/reference/test_kafka_group_migration_downgrade.py)."""
     return {"error_code": int(code), "error_message": message, "group_id": group_id,
-            "group_state": "", "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "",
+            "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
             "members": []}
 
 
@@ -63,7 +65,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                 "subscribed_topic_regex": m.subscription.topic_regex,
                 "assignment": _assignment(ctx, m.assigned),
                 "target_assignment": _assignment(ctx, group.target.get(m.member_id, {})),
-                "member_type": CONSUMER_MEMBER,
+                "member_type": CLASSIC_MEMBER if m.uses_classic_protocol else CONSUMER_MEMBER,
             } for m in group.members.values()],
             "authorized_operations": operations_field(
                 ctx, request.include_authorized_operations, GROUP, group_id, GROUP_OPERATIONS),

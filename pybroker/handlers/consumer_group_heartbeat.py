@@ -13,6 +13,7 @@ from construct import Container
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.cluster.features import GROUP_VERSION
+from pybroker.coordinator.consumer_group_coordinator import topics_of
 from pybroker.coordinator.consumer_group_state import HeartbeatRequest, HeartbeatResponse
 from pybroker.handlers._authz import GROUP, Op, allowed
 from pybroker.handlers._base import Handler, RequestContext
@@ -45,8 +46,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     if shares is not None and shares.is_share_group(request.group_id):
         return _body(HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, error_message=(
             f"Group {request.group_id} is not a consumer group.")))
-    topics = {name: (info.topic_id, len(info.partitions))
-              for name, info in ctx.image.topics.items()}
+    topics = topics_of(ctx.image)
     response = await ctx.groups.consumer.heartbeat(_request(ctx, request), ctx.version, topics)
     return _body(response)
 

@@ -203,6 +203,9 @@ def test_compacted_stream_reproduces_the_state() -> None:
 
 
 def test_tombstones_remove_offsets_and_groups() -> None:
+    """Each tombstone removes what its key names: an offset, or a group's metadata (its
+    offsets go by their own tombstones, as in Kafka; an upgrade to a consumer group keeps
+    them)."""
     m = GroupStateMachine()
     m.replay(OffsetCommitRecord(OffsetKey("g", "t", 0), OffsetAndMetadata(1)))
     m.replay(OffsetCommitRecord(OffsetKey("g", "t", 1), OffsetAndMetadata(2)))
@@ -210,6 +213,9 @@ def test_tombstones_remove_offsets_and_groups() -> None:
     assert m.groups["g"].generation == 4 and len(m.offsets["g"]) == 2
     m.replay(OffsetCommitRecord(OffsetKey("g", "t", 0), None))
     assert set(m.offsets["g"]) == {("t", 1)}
+    m.replay(GroupMetadataRecord("g", None))
+    assert m.groups["g"].generation == 0 and set(m.offsets["g"]) == {("t", 1)}
+    m.replay(OffsetCommitRecord(OffsetKey("g", "t", 1), None))
     m.replay(GroupMetadataRecord("g", None))
     assert "g" not in m.groups and "g" not in m.offsets
     m.replay(OffsetCommitRecord(OffsetKey("x", "t", 0), None))  # nothing to remove: fine

@@ -1,11 +1,10 @@
 """A group id belongs to one kind of group: classic, consumer (KIP-848) or share (KIP-932).
 Asking for a live group as another kind gets Kafka's GROUP_ID_NOT_FOUND ("not a ... group")
-instead of a second membership under the same id: online migration between kinds is not
-served. For a consumer heartbeat into a live classic group that is Kafka 4.1's answer under
-`group.consumer.migration.policy=disabled`; a classic JoinGroup into a live consumer group
-Kafka 4.1 serves under every policy (a classic member of the consumer group), pybroker not
-yet. An empty consumer group gives its id to a classic JoinGroup, as Kafka under every
-policy."""
+instead of a second membership under the same id, except where online migration between
+classic and consumer groups takes the member in (tests/integration/test_group_migration.py):
+a classic JoinGroup into a live consumer group, under every policy, as Kafka 4.1; a consumer
+heartbeat into a live classic group whose subscriptions parse, as the policy allows. An empty
+consumer group gives its id to a classic JoinGroup, as Kafka under every policy."""
 from __future__ import annotations
 
 import uuid
@@ -72,7 +71,8 @@ def test_each_group_id_is_one_kind_of_group(tmp_path: Path) -> None:
             assert _share_heartbeat(conn, "share") == ErrorCode.NONE
             assert _join(conn, "classic") == ErrorCode.MEMBER_ID_REQUIRED  # it may join
 
-            assert _join(conn, "consumer") == ErrorCode.GROUP_ID_NOT_FOUND
+            # a classic member of the consumer group (online migration): asked for its id
+            assert _join(conn, "consumer") == ErrorCode.MEMBER_ID_REQUIRED
             assert _share_heartbeat(conn, "consumer") == ErrorCode.GROUP_ID_NOT_FOUND
             assert _join(conn, "share") == ErrorCode.GROUP_ID_NOT_FOUND
             assert _consumer_heartbeat(conn, "share") == ErrorCode.GROUP_ID_NOT_FOUND
@@ -106,7 +106,8 @@ def test_an_empty_consumer_group_gives_its_id_to_a_classic_join(tmp_path: Path) 
                     {"partition_index": 0, "committed_offset": 0,
                      "committed_metadata": None}]}]})
             assert committed.topics[0].partitions[0].error_code == ErrorCode.NONE
-            # the id is now a live classic group's: a consumer heartbeat is refused
+            # the id is now a live classic group's, whose member's subscription (b"") does
+            # not parse: it cannot be upgraded, and a consumer heartbeat is refused
             assert _consumer_heartbeat(conn, "g") == ErrorCode.GROUP_ID_NOT_FOUND
     with broker_in_thread(tmp_path / "logs") as info:
         with RawConnection(info.bootstrap) as conn:
