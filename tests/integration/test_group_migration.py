@@ -6,6 +6,7 @@ Every member commits what it read after each poll, so a record is read again onl
 partition moved before the commit (at-least-once); none may be lost."""
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -27,9 +28,16 @@ REJOIN_ERRORS = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GE
 
 
 class Member:
-    """One consumer of either protocol, polled in turn by the test's thread."""
+    """One consumer of either protocol, polled by a thread of its own, as an application
+    polls it.
 
-    def __init__(self, bootstrap: str, group: str, topic: str, kind: str) -> None:
+    kafka-python 3.0.12 throws away a JoinGroup/SyncGroup round that completes while no
+    `poll` awaits it (its next poll finds the task done and joins again), so members polled
+    in turn by one thread would rebalance for ever; each member therefore polls without a
+    pause."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, kind: str,
+                 seen: list[bytes]) -> None:
         self.kind = kind
         if kind == "classic":
             from kafka import KafkaConsumer
@@ -46,8 +54,19 @@ class Member:
                                     "auto.offset.reset": "earliest",
                                     "enable.auto.commit": False, **protocol})
             self.client.subscribe([topic])
+        self._stop = threading.Event()
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(seen,), daemon=True)
+        self._thread.start()
 
-    def poll(self, seen: list[bytes]) -> None:
+    def _run(self, seen: list[bytes]) -> None:
+        try:
+            while not self._stop.is_set():
+                self._poll(seen)
+        except BaseException as failure:  # reported to the test's thread by check()
+            self._failure = failure
+
+    def _poll(self, seen: list[bytes]) -> None:
         if self.kind == "classic":
             batch = self.client.poll(timeout_ms=100)
             values = [m.value for msgs in batch.values() for m in msgs]
@@ -73,8 +92,16 @@ class Member:
                     pass
         seen.extend(values)
 
+    def check(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
     def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        assert not self._thread.is_alive(), "a member's poll did not return"
         self.client.close()
+        self.check()
 
 
 def _group_type(bootstrap: str, group: str) -> str | None:
@@ -83,13 +110,14 @@ def _group_type(bootstrap: str, group: str) -> str | None:
     return next((g.group_type for g in listed if g.group_id == group), None)
 
 
-def _pump(members: list[Member], seen: list[bytes], done: Callable[[], bool],
-          timeout: float = 90, what: Callable[[], str] = lambda: "") -> None:
+def _pump(members: list[Member], done: Callable[[], bool], timeout: float = 90,
+          what: Callable[[], str] = lambda: "") -> None:
     deadline = time.monotonic() + timeout
     while not done():
-        assert time.monotonic() < deadline, f"timed out: {what()}"
         for member in members:
-            member.poll(seen)
+            member.check()
+        assert time.monotonic() < deadline, f"timed out: {what()}"
+        time.sleep(0.05)  # the members poll on their own threads; this only re-checks
 
 
 def _step(bootstrap: str, topic: str, members: list[Member], seen: list[bytes],
@@ -97,7 +125,7 @@ def _step(bootstrap: str, topic: str, members: list[Member], seen: list[bytes],
     """Produce a batch and read on until every record sent so far was read, the group being
     of `kind`."""
     sent |= _produce(bootstrap, topic, 60, tag)
-    _pump(members, seen, lambda: sent <= set(seen) and _group_type(bootstrap, group) == kind,
+    _pump(members, lambda: sent <= set(seen) and _group_type(bootstrap, group) == kind,
           what=lambda: f"at {tag}: {len(sent - set(seen))} records unread, the group "
                        f"{_group_type(bootstrap, group)}, not {kind}")
 
@@ -119,7 +147,7 @@ def test_a_rolling_upgrade_and_back(tmp_path: Path, classic: str) -> None:
         create_topic(bootstrap, topic, PARTITIONS)
         seen: list[bytes] = []
         sent: set[bytes] = set()
-        members = [Member(bootstrap, group, topic, classic) for _ in range(2)]
+        members = [Member(bootstrap, group, topic, classic, seen) for _ in range(2)]
 
         def step(tag: str, kind: str) -> None:
             _step(bootstrap, topic, members, seen, sent, tag, group, kind)
@@ -128,7 +156,7 @@ def test_a_rolling_upgrade_and_back(tmp_path: Path, classic: str) -> None:
             step("classic", "classic")
             # upgrade: consumer-protocol members replace the classic ones one by one
             for i in range(2):
-                members.append(Member(bootstrap, group, topic, "consumer"))
+                members.append(Member(bootstrap, group, topic, "consumer", seen))
                 step(f"up-join-{i}", "consumer")
                 members.pop(0).close()
                 step(f"up-left-{i}", "consumer")
@@ -137,7 +165,7 @@ def test_a_rolling_upgrade_and_back(tmp_path: Path, classic: str) -> None:
             assert [m.member_type for m in described.members] == [1, 1]
             # and back: classic members replace them; the last one leaving makes it classic
             for i in range(2):
-                members.append(Member(bootstrap, group, topic, classic))
+                members.append(Member(bootstrap, group, topic, classic, seen))
                 step(f"down-join-{i}", "consumer")
                 members.pop(0).close()
                 step(f"down-left-{i}", "classic" if i == 1 else "consumer")
