@@ -43,8 +43,6 @@ RECEIVE_SIZE = 256 * 1024
 # A read while no large frame holds memory from the pool (see memory_pool.py).
 SMALL_READ = 64 * 1024
 MAX_IOV = 64
-# Linux's and macOS's TCP_NOTSENT_LOWAT (socket names it from Python 3.7 where it exists).
-_NOTSENT_LOWAT: int | None = getattr(socket, "TCP_NOTSENT_LOWAT", None)
 
 
 async def send_parts(fd: int, parts: list) -> None:
@@ -327,14 +325,6 @@ async def serve_connection(services: Services, stream: trio.SocketStream, *,
         host, port = stream.socket.getpeername()[:2]
     except OSError:
         host, port = "?", 0
-    if _NOTSENT_LOWAT is not None:
-        # trio's SocketStream sets TCP_NOTSENT_LOWAT to 16 KB, for its own send_all. Here it
-        # only splits a sendfile of a large Fetch answer into many partial calls, each an
-        # EAGAIN and a wait on the event loop (1 to 3.5 calls per 1 MB answer measured). 0 puts
-        # back the system's default (unlimited: the send buffer alone bounds what is queued),
-        # as a Kafka broker's sockets have.
-        with contextlib.suppress(OSError):
-            stream.socket.setsockopt(socket.IPPROTO_TCP, _NOTSENT_LOWAT, 0)
     if services.config.socket_send_buffer_bytes != -1:  # Kafka sets it on each accepted socket
         with contextlib.suppress(OSError):  # already reset: the first read will say so
             stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF,
