@@ -20,6 +20,7 @@ and one gathered send cost less than a header read per batch and a sendfile per 
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Sequence
 
 import trio
@@ -38,37 +39,52 @@ from pybroker.replica.replica_selector import ClientMetadata
 SENDFILE_MIN_BATCH = 64 * 1024
 
 
+@lru_cache(maxsize=256)
+def _client_metadata(rack_id: str, listener: str | None) -> ClientMetadata:
+    """A consumer's ClientMetadata, one per (rack, listener) in use: it is immutable, and a
+    frozen dataclass costs a microsecond to build, on every Fetch of every consumer."""
+    return ClientMetadata(rack_id, listener)
+
+
 def _read_all(ctx: RequestContext, request: Container, topics: Sequence[Any], max_bytes: int,
               denied: set[str], client: ClientMetadata | None
               ) -> tuple[list[dict], int, bool]:
-    manager = ctx.replicas
+    # The request's own fields are read by key: a Container's attribute access is a call of
+    # its Python __getattr__ each time. Its topics and partitions may be a fetch session's
+    # (fetch_session.FetchTopic, CachedPartition), so those are read by attribute.
+    read = ctx.services.replicas.read
+    replica_id = request["replica_id"]
+    isolation_level = request["isolation_level"]
     remaining = max_bytes
     total = 0
     errors = False
     responses = []
     for topic in topics:
-        if denied and topic.topic in denied:
+        name = topic.topic
+        if denied and name in denied:
             errors = True
             responses.append(_failed(topic, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             continue
         partitions = []
         for p in topic.partitions:
-            limit = max(0, min(p.partition_max_bytes, remaining))
-            result = manager.read(topic.topic, p.partition, p.fetch_offset, limit,
-                                  replica_id=request.replica_id,
-                                  isolation_level=request.isolation_level,
-                                  min_one_message=total == 0,
-                                  region_min_batch=SENDFILE_MIN_BATCH,
-                                  current_leader_epoch=p.current_leader_epoch,
-                                  last_fetched_epoch=p.get("last_fetched_epoch", -1),
-                                  replica_log_start_offset=p.get("log_start_offset", -1),
-                                  client_metadata=client)
+            limit = p.partition_max_bytes
+            if limit > remaining:
+                limit = remaining
+            if limit < 0:
+                limit = 0
+            result = read(name, p.partition, p.fetch_offset, limit,
+                          replica_id=replica_id, isolation_level=isolation_level,
+                          min_one_message=total == 0, region_min_batch=SENDFILE_MIN_BATCH,
+                          current_leader_epoch=p.current_leader_epoch,
+                          last_fetched_epoch=p.get("last_fetched_epoch", -1),
+                          replica_log_start_offset=p.get("log_start_offset", -1),
+                          client_metadata=client)
             size = len(result.records)
             total += size
             remaining -= size
             failed = result.error != ErrorCode.NONE
             errors = errors or failed
-            if failed and request.replica_id < 0:
+            if failed and replica_id < 0:
                 # As Kafka: an error answers a consumer without offsets (-1); a partition
                 # that does not exist, refused before any read, with no aborted
                 # transactions ([]), a failed read with null. A follower out of range
@@ -98,72 +114,85 @@ def _read_all(ctx: RequestContext, request: Container, topics: Sequence[Any], ma
                 entry["diverging_epoch"] = {"epoch": result.diverging_epoch[0],
                                             "end_offset": result.diverging_epoch[1]}
             partitions.append(entry)
-        responses.append({"topic": topic.topic, "partitions": partitions})
+        responses.append({"topic": name, "partitions": partitions})
     return responses, total, errors
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    deadline = trio.current_time() + max(0, request.max_wait_ms) / 1000
-    request.topics = merge_duplicates(request.topics, "topic", "partitions", "partition")
-    topics: Sequence[Any] = request.topics
+    # The request's fields are read by key (see _read_all), and what only a wait needs (the
+    # partitions to watch) is worked out only when the first read falls short.
+    deadline = trio.current_time() + max(0, request["max_wait_ms"]) / 1000
+    replica_id = request["replica_id"]
+    services = ctx.services
+    topics: Sequence[Any] = request["topics"]
+    merged = merge_duplicates(topics, "topic", "partitions", "partition")
+    if merged is not topics:
+        request["topics"] = topics = merged
     context = _session_context(ctx, request)
     if context is not None:
         if context.error:
             return {"error_code": int(context.error),
                     "session_id": INVALID_SESSION_ID, "responses": []}
         topics = context.topics
-    wanted = [(t.topic, p.partition) for t in topics for p in t.partitions]
-    # Consumers may see only committed data; followers wait for the log end (they are what
-    # moves the high watermark).
-    watch = Watch.LOG_END if request.replica_id >= 0 else Watch.HIGH_WATERMARK
     # As Kafka: the broker's fetch.max.bytes caps what any client asks for (a larger first
     # batch still comes whole), and min_bytes cannot exceed the cap or it would never be met.
-    max_bytes = min(request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF,
-                    ctx.config.fetch_max_bytes)
-    quotas = ctx.services.quotas if request.replica_id < 0 else None
+    max_bytes = request["max_bytes"]
+    max_bytes = min(max_bytes if max_bytes > 0 else 0x7FFFFFFF, ctx.config.fetch_max_bytes)
+    quotas = services.quotas if replica_id < 0 else None
     if quotas is not None and quotas.fetch.enabled():
         # As Kafka: one response never carries more than the quota allows in a window.
         most = quotas.fetch.max_value_in_window(ctx.client_id, ctx.session.user)
         if most is not None:
             max_bytes = max(1, min(max_bytes, int(most)))
-    min_bytes = min(request.min_bytes, max_bytes)
+    min_bytes = min(request["min_bytes"], max_bytes)
     # What a response may hold in memory comes from the memory pool (connection.py accounts
     # it while it is sent): under a flood of large requests fetches get smaller, never
     # refused (the first batch still comes whole).
-    pool = ctx.services.memory
+    pool = services.memory
     # KIP-392: a consumer's Fetch v11+ may be sent to, and served by, a follower.
-    client = (ClientMetadata(request.rack_id or "", ctx.listener)
-              if ctx.version >= 11 and request.replica_id < 0 else None)
+    client = _client_metadata(request["rack_id"] or "", ctx.listener) \
+        if replica_id < 0 and ctx.version >= 11 else None
     denied: set[str] = set()
-    if ctx.services.authorizer is not None:
+    if services.authorizer is not None:
         names = [t.topic for t in topics]
-        if request.replica_id >= 0:  # a follower: the cluster's, not a topic's, permission
+        if replica_id >= 0:  # a follower: the cluster's, not a topic's, permission
             denied = set() if allowed(ctx, Op.CLUSTER_ACTION, CLUSTER) else set(names)
         else:
             denied = denied_names(ctx, Op.READ, TOPIC, names)
+    wanted: list[tuple[str, int]] | None = None
     while True:
         responses, total, errors = _read_all(ctx, request, topics,
                                              min(max_bytes, pool.available), denied, client)
-        if total >= min_bytes or errors or not wanted:
+        if total >= min_bytes or errors:
+            break
+        if wanted is None:
+            wanted = [(t.topic, p.partition) for t in topics for p in t.partitions]
+        if not wanted:
             break
         left = deadline - trio.current_time()
-        if left <= 0 or not await ctx.services.purgatory.wait_any(wanted, left, watch):
+        # Consumers may see only committed data; followers wait for the log end (they are
+        # what moves the high watermark).
+        watch = Watch.LOG_END if replica_id >= 0 else Watch.HIGH_WATERMARK
+        if left <= 0 or not await services.purgatory.wait_any(wanted, left, watch):
             responses, total, errors = _read_all(ctx, request, topics,
                                                  min(max_bytes, pool.available), denied, client)
             break
     if quotas is not None:
-        now_ms = trio.current_time() * 1000
-        # Encoded only while some client has a consumer_byte_rate (none: nothing to count).
-        fetch_quota = quotas.fetch.enabled()
-        size = _response_size(ctx.version, responses) if fetch_quota else 0
-        throttle_ms = quotas.fetch.record(ctx.client_id, size, now_ms, ctx.session.user) \
-            if fetch_quota else 0
-        if ctx.services.request_quota is not None:  # over either quota: the longer wait
-            throttle_ms = max(throttle_ms, ctx.services.request_quota.record(ctx))
+        # The response is encoded (its size counted) only while some client has a
+        # consumer_byte_rate, and the clock read only then: none, nothing to count.
+        fetch_quota = quotas.fetch.enabled()  # as it is now, after any wait
+        size, now_ms, throttle_ms = 0, 0.0, 0
+        if fetch_quota:
+            now_ms = trio.current_time() * 1000
+            size = _response_size(ctx.version, responses)
+            throttle_ms = quotas.fetch.record(ctx.client_id, size, now_ms, ctx.session.user)
+        if services.request_quota is not None:  # over either quota: the longer wait
+            throttle_ms = max(throttle_ms, services.request_quota.record(ctx))
         if throttle_ms:
             # Kafka's throttled fetch: an empty answer (the bytes are not counted, since
             # they are not sent) and the connection muted for the throttle time.
-            quotas.fetch.unrecord(ctx.client_id, size, now_ms, ctx.session.user)
+            if fetch_quota:
+                quotas.fetch.unrecord(ctx.client_id, size, now_ms, ctx.session.user)
             ctx.throttle_ms = throttle_ms
             code, session_id = (ErrorCode.NONE, INVALID_SESSION_ID) if context is None \
                 else context.throttled()
@@ -171,11 +200,13 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     code, session_id = ErrorCode.NONE, INVALID_SESSION_ID
     if context is not None:
         code, session_id, responses = context.finish(responses,
-                                                     ctx.services.fetch_sessions.now_ms())
-    if request.replica_id < 0 and total:  # consumers' bytes (Kafka's BytesOutPerSec)
-        stats = ctx.services.stats
+                                                     services.fetch_sessions.now_ms())
+    if replica_id < 0 and total:  # consumers' bytes (Kafka's BytesOutPerSec)
+        stats = services.stats
         for response in responses:
-            size = sum(len(p["records"]) for p in response["partitions"])
+            size = 0
+            for p in response["partitions"]:
+                size += len(p["records"])
             if size:
                 stats.fetched(response["topic"], size)
     return {"error_code": int(code), "session_id": session_id,
@@ -185,7 +216,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
 def _session_context(ctx: RequestContext, request: Container) -> FetchContext | None:
     """The request's fetch session context; None for a sessionless fetch that names no
     session (v4-6 always), which is answered without the cache."""
-    if request.session_id == INVALID_SESSION_ID and request.session_epoch == FINAL_EPOCH:
+    if request["session_id"] == INVALID_SESSION_ID and request["session_epoch"] == FINAL_EPOCH:
         return None
     sessions = ctx.services.fetch_sessions
     return sessions.new_context(request.session_id, request.session_epoch, request.topics,

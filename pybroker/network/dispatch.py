@@ -118,7 +118,8 @@ async def dispatch(services: Services, frame: bytes | bytearray, host: str, port
                 log.exception("handler for %s v%d failed", ApiKey(header.api_key).name,
                               header.api_version)
                 body = _error_body(handler, ctx, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
-        if services.request_quota is not None:
+        # A handler that needed its throttle early (Fetch) has charged the request already.
+        if services.request_quota is not None and not ctx.request_time_recorded:
             _charge_request_time(services.request_quota, ctx, request.body, body)
         if body is None:
             return None
