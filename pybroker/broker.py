@@ -22,6 +22,7 @@ import trio
 from pybroker.security.acl.authorizer import Authorizer, parse_super_users
 from pybroker.security.acl.store import AclStore, LocalAclStore, ZkAclStore
 from pybroker.quota.client_quota import ClientQuotas
+from pybroker.quota.replication_quota import ReplicationQuotas
 from pybroker.quota.request_quota import RequestQuota
 from pybroker.runtime.clock import Clock
 from pybroker.replica.fetch_session import FetchSessionCache
@@ -41,7 +42,7 @@ from pybroker.coordinator.txn_verifier import TxnVerifier
 from pybroker.coordinator.producer_ids import ProducerIdManager, ProducerIds, \
     ZkProducerIdManager
 from pybroker.config.broker_keys import ALL_TOPIC_CONFIG_SYNONYMS
-from pybroker.config.dynamic import CLEANER_CONFIGS, TLS_CONFIGS
+from pybroker.config.dynamic import CLEANER_CONFIGS, REPLICATION_THROTTLES, TLS_CONFIGS
 from pybroker.cluster.dynamic_broker_config import DynamicBrokerConfig, Reconfigurable
 from pybroker.handlers import Services
 from pybroker.security.inter_broker import inter_broker_security
@@ -166,6 +167,11 @@ class Broker:
                                        self.topic_configs, self.purgatory,
                                        replica_selector(config.replica_selector_class))
         self.topics = TopicAdmin(config, self.metadata)
+        # KIP-73: the Fetch handler holds throttled followers back with the leader's quota, a
+        # cluster member's fetchers themselves with the follower's.
+        self.replication_quotas = ReplicationQuotas(self.node_id, config,
+                                                    self.topic_configs.topic_config)
+        self.replicas.leader_quota = self.replication_quotas.leader
         # Only a cluster member reaches other brokers; a ConfigError here stops the start.
         self.inter_broker = (inter_broker_security(config) if self.zk_store is not None
                              else None)
@@ -179,7 +185,8 @@ class Broker:
                 partition_max_bytes=config.replica_fetch_max_bytes,
                 backoff_ms=config.replica_fetch_backoff_ms,
                 socket_timeout_ms=config.replica_socket_timeout_ms,
-                security=self.inter_broker), self._endpoint_of)
+                security=self.inter_broker), self._endpoint_of,
+                self.replication_quotas.follower)
             self.controller = Controller(
                 self.zk_store,
                 unclean_leader_election=config.unclean_leader_election_enable,
@@ -248,6 +255,8 @@ class Broker:
         log_keys.add("producer.id.expiration.ms")
         dynamic.add(Reconfigurable("log defaults", log_keys.__contains__,
                                    self._reconfigure_logs))
+        dynamic.add(Reconfigurable("replication quotas", REPLICATION_THROTTLES.__contains__,
+                                   self.replication_quotas.reconfigure))
         dynamic.add(Reconfigurable("log cleaner", CLEANER_CONFIGS.__contains__,
                                    self.log_jobs.reconfigure_cleaner,
                                    self.log_jobs.validate_cleaner))

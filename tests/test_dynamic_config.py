@@ -82,9 +82,15 @@ def test_update_modes_are_kafkas() -> None:
     ({"listener.name.ssl.ssl.keystore.location": "/x"}, False,
      "Cannot update these configs at default cluster level, broker id must be specified: "
      "Set(listener.name.ssl.ssl.keystore.location)"),
-    ({"leader.replication.throttled.rate": "1000"}, True, "Cannot update these configs "
-     "dynamically: Set(leader.replication.throttled.rate) (they need throttling (replication "
-     "throttled to a byte rate), which pybroker does not have yet)"),
+    ({"replica.alter.log.dirs.io.max.bytes.per.second": "1000"}, True, "Cannot update these "
+     "configs dynamically: Set(replica.alter.log.dirs.io.max.bytes.per.second) (pybroker does "
+     "not move replicas between log directories)"),
+    ({"leader.replication.throttled.rate": "-1"}, True,
+     "Invalid value -1 for configuration leader.replication.throttled.rate: Value must be at "
+     "least 0"),
+    ({"follower.replication.throttled.rate": "fast"}, False,
+     "Invalid value fast for configuration follower.replication.throttled.rate: Not a number "
+     "of type LONG"),
     ({"num.io.threads": "4"}, False, "Cannot update these configs dynamically: "
      "Set(num.io.threads) (pybroker applies them only from server.properties, at start)"),
 ])
@@ -97,7 +103,9 @@ def test_refused_changes_get_kafkas_message(props: dict[str, str], per_broker: b
 
 def test_accepted_changes() -> None:
     check_change({"log.retention.ms": "1000", "message.max.bytes": "2000",
-                  "log.cleaner.threads": "2", "max.connections": "10"}, per_broker=False)
+                  "log.cleaner.threads": "2", "max.connections": "10",
+                  "leader.replication.throttled.rate": "0",
+                  "follower.replication.throttled.rate": "3000000"}, per_broker=False)
     check_change({"listener.name.ssl.ssl.keystore.location": "/x",
                   "ssl.client.auth": "required"}, per_broker=True)
     check_change({}, per_broker=False)

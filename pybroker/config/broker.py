@@ -285,6 +285,10 @@ class BrokerConfig(Mapping[str, object]):
     replica_fetch_backoff_ms = _Key[int]("replica.fetch.backoff.ms")
     replica_socket_timeout_ms = _Key[int]("replica.socket.timeout.ms")
     replica_lag_time_max_ms = _Key[int]("replica.lag.time.max.ms")
+    leader_replication_throttled_rate = _Key[int]("leader.replication.throttled.rate")
+    follower_replication_throttled_rate = _Key[int]("follower.replication.throttled.rate")
+    replication_quota_window_num = _Key[int]("replication.quota.window.num")
+    replication_quota_window_size_seconds = _Key[int]("replication.quota.window.size.seconds")
     replica_selector_class = _Key["str | None"]("replica.selector.class")
     fetch_max_bytes = _Key[int]("fetch.max.bytes")
     max_incremental_fetch_session_cache_slots = _Key[int](

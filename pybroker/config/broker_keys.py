@@ -429,6 +429,19 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "How long a follower's fetch waits at the leader for new data."),
     _k("replica.fetch.min.bytes", _I, 1, None, _MEDIUM,
        "Bytes a follower's fetch waits for before returning early."),
+    _k("leader.replication.throttled.rate", _L, INT64_MAX, at_least(0), _MEDIUM,
+       "Bytes per second this broker, as leader, sends to followers of the partitions named "
+       "in leader.replication.throttled.replicas while they are out of sync. Set "
+       "dynamically (per broker or as the cluster default), as kafka-reassign-partitions "
+       "--throttle does; Kafka accepts it only dynamically, pybroker also from the file."),
+    _k("follower.replication.throttled.rate", _L, INT64_MAX, at_least(0), _MEDIUM,
+       "Bytes per second this broker, as an out-of-sync follower, fetches of the partitions "
+       "named in follower.replication.throttled.replicas. Dynamic, as "
+       "leader.replication.throttled.rate."),
+    _k("replication.quota.window.num", _I, 11, at_least(1), _LOW,
+       "The number of samples kept to measure the replication throttle rates."),
+    _k("replication.quota.window.size.seconds", _I, 1, at_least(1), _LOW,
+       "The time span of each sample of a replication throttle rate."),
     _k("replica.lag.time.max.ms", _L, 30000, None, _HIGH,
        "A follower that has not caught up within this long leaves the in-sync replicas."),
     _k("replica.selector.class", _S, None,

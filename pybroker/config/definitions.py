@@ -159,20 +159,23 @@ class NonEmptyUniqueList:
         return "non-empty list of distinct values"
 
 
-_REPLICA_ENTRY = re.compile(r"[0-9]+:[0-9]+")
+_REPLICA_ENTRY = re.compile(r"([0-9]+:[0-9]+)?")
 
 
 @dataclass(frozen=True)
 class ThrottledReplicas:
-    """`*` or `partition:broker` pairs, the form the replication-throttle topic configs take."""
+    """`*` or `partition:broker` pairs, the form the replication-throttle topic configs take
+    (Kafka's ThrottledReplicaListValidator: empty entries pass, and the message names the
+    value as the Java list it parsed)."""
 
     def check(self, key: str, value: object) -> None:
         assert isinstance(value, tuple)
-        if value == ("*",) or all(_REPLICA_ENTRY.fullmatch(item) for item in value):
+        if "".join(value) == "*" or all(_REPLICA_ENTRY.fullmatch(item) for item in value):
             return
         raise ConfigError(
-            key, ",".join(value),
-            "Must be the literal '*' or a list of replicas as [partitionId]:[brokerId],...")
+            key, f"[{', '.join(value)}]",
+            f"{key} must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
 
     def describe(self) -> str:
         return "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
@@ -271,7 +274,6 @@ FEATURES = {
     # Followers reach a leader on its first listener today; choosing one matters once
     # listeners differ in security.
     "security": "security (TLS and SASL listeners, and the listener brokers use between them)",
-    "throttling": "throttling (replication throttled to a byte rate)",
     "fetchers": "fetchers (several per source broker: pybroker runs one per leader)",
 }
 

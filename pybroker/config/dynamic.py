@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from pybroker.config.broker_keys import BROKER_CONFIG_DEFS, BROKER_SYNONYM_GROUPS, LISTENER_KEYS
-from pybroker.config.definitions import FEATURES, ConfigError, ConfigKey, KeyState
+from pybroker.config.definitions import ConfigError, ConfigKey, KeyState
 
 # Kafka's ZooKeeper name of the cluster-default entity (ConfigEntityName.Default).
 DEFAULT_ENTITY = "<default>"
@@ -79,23 +79,25 @@ CLEANER_CONFIGS = frozenset({
 CONNECTION_CONFIGS = frozenset({"max.connections", "max.connections.per.ip"})
 _KAFKA_CLUSTER_WIDE = _LOG_DEFAULTS | CLEANER_CONFIGS | CONNECTION_CONFIGS | {
     "num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
-    "background.threads", "num.network.threads", "producer.id.expiration.ms"}
+    "background.threads", "num.network.threads", "producer.id.expiration.ms",
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate"}
 
 # What pybroker applies live: the log defaults every topic without an override follows, the
-# cleaner, the connection limits, and a TLS listener's keys (new connections get the new
-# context). The rest of Kafka's dynamic keys is refused (`check_change`).
+# cleaner, the connection limits, a TLS listener's keys (new connections get the new
+# context) and the replication throttle rates. The rest of Kafka's dynamic keys is refused
+# (`check_change`).
 LOG_DEFAULTS = _LOG_DEFAULTS - {"log.preallocate"}
 TLS_CONFIGS = frozenset(name for name in _KAFKA_PER_BROKER
                         if name.startswith("ssl.") and name in BROKER_CONFIG_DEFS
                         and BROKER_CONFIG_DEFS[name].state is KeyState.HONOURED)
-APPLIED = LOG_DEFAULTS | CLEANER_CONFIGS | CONNECTION_CONFIGS | TLS_CONFIGS | {
-    "producer.id.expiration.ms"}
+REPLICATION_THROTTLES = frozenset({
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate"})
+APPLIED = LOG_DEFAULTS | CLEANER_CONFIGS | CONNECTION_CONFIGS | TLS_CONFIGS \
+    | REPLICATION_THROTTLES | {"producer.id.expiration.ms"}
 
-# Kafka's broker configs that exist only dynamically (its replication quotas,
-# DynamicConfig.Broker): they wait for replication throttling here.
-THROTTLE_CONFIGS = frozenset({
-    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
-    "replica.alter.log.dirs.io.max.bytes.per.second"})
+# Kafka's broker config that exists only dynamically and that pybroker has nothing to apply
+# to: the throttle of moves between log directories (no AlterReplicaLogDirs here).
+THROTTLE_CONFIGS = frozenset({"replica.alter.log.dirs.io.max.bytes.per.second"})
 
 _LISTENER_PREFIX = re.compile(r"listener\.name\.([^.]+)\.(.+)")
 
@@ -153,14 +155,14 @@ def check_change(props: Mapping[str, str], *, per_broker: bool) -> None:
     """Kafka's DynamicBrokerConfig.validateConfigs over the whole new set of one level's
     dynamic configs, in Kafka's order: keys that are not dynamic, security keys without a
     listener prefix, values that do not parse, per-broker keys at the cluster level. pybroker
-    adds, in the first message's words, the replication throttles (not built), names it does
+    adds, in the first message's words, the log-directory move throttle, names it does
     not know, and Kafka's dynamic keys it cannot apply live. DynamicConfigError with Kafka's
     message."""
     throttles = {name for name in props if name in THROTTLE_CONFIGS}
     if throttles:
         raise DynamicConfigError(
-            f"Cannot update these configs dynamically: {scala_set(throttles)} (they need "
-            f"{FEATURES['throttling']}, which pybroker does not have yet)")
+            f"Cannot update these configs dynamically: {scala_set(throttles)} (pybroker "
+            "does not move replicas between log directories)")
     unknown = {name for name in props if _key(name) is None}
     if unknown:
         raise DynamicConfigError(

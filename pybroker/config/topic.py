@@ -55,13 +55,13 @@ TOPIC_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _t("flush.ms", _L, INT64_MAX, at_least(0),
        "fsync once the oldest unflushed write is this old. Default: leave it to the OS."),
     _t("follower.replication.throttled.replicas", _LS, (), ThrottledReplicas(),
-       "Replicas whose follower-side replication is throttled. Accepted; not enforced.",
-       inert="throttling"),
+       "Replicas (partition:broker, or * for all) whose fetching as followers is held to "
+       "their broker's follower.replication.throttled.rate while out of sync."),
     _t("index.interval.bytes", _I, 4096, at_least(0),
        "Bytes of log between two entries of the sparse offset and time indexes."),
     _t("leader.replication.throttled.replicas", _LS, (), ThrottledReplicas(),
-       "Replicas whose leader-side replication is throttled. Accepted; not enforced.",
-       inert="throttling"),
+       "Replicas (partition:broker, or * for all) whose answers to out-of-sync followers are "
+       "held to their broker's leader.replication.throttled.rate."),
     _t("max.compaction.lag.ms", _L, INT64_MAX, at_least(1),
        "A record becomes eligible for compaction at the latest after this long."),
     _t("max.message.bytes", _I, 1048588, at_least(0),

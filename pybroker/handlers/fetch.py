@@ -52,9 +52,15 @@ def _read_all(ctx: RequestContext, request: Container, topics: Sequence[Any], ma
     # The request's own fields are read by key: a Container's attribute access is a call of
     # its Python __getattr__ each time. Its topics and partitions may be a fetch session's
     # (fetch_session.FetchTopic, CachedPartition), so those are read by attribute.
-    read = ctx.services.replicas.read
+    manager = ctx.services.replicas
+    read = manager.read
     replica_id = request["replica_id"]
     isolation_level = request["isolation_level"]
+    # A follower's fetch under a leader.replication.throttled.rate: while the rate is over,
+    # the throttled partitions of a replica out of the ISR answer no records (Kafka's
+    # shouldLeaderThrottle); the follower's position is still taken from the request.
+    quota = manager.leader_quota if replica_id >= 0 else None
+    held_back = quota is not None and quota.is_exceeded(trio.current_time() * 1000)
     remaining = max_bytes
     total = 0
     errors = False
@@ -72,9 +78,13 @@ def _read_all(ctx: RequestContext, request: Container, topics: Sequence[Any], ma
                 limit = remaining
             if limit < 0:
                 limit = 0
+            first = total == 0
+            if held_back and quota is not None and quota.is_throttled(name, p.partition) \
+                    and not manager.is_in_sync(name, p.partition, replica_id):
+                limit, first = 0, False
             result = read(name, p.partition, p.fetch_offset, limit,
                           replica_id=replica_id, isolation_level=isolation_level,
-                          min_one_message=total == 0, region_min_batch=SENDFILE_MIN_BATCH,
+                          min_one_message=first, region_min_batch=SENDFILE_MIN_BATCH,
                           current_leader_epoch=p.current_leader_epoch,
                           last_fetched_epoch=p.get("last_fetched_epoch", -1),
                           replica_log_start_offset=p.get("log_start_offset", -1),
@@ -201,6 +211,15 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     if context is not None:
         code, session_id, responses = context.finish(responses,
                                                      services.fetch_sessions.now_ms())
+    quota = services.replicas.leader_quota if replica_id >= 0 else None
+    if quota is not None and total:
+        # Every throttled partition's bytes count, in sync or not (Kafka's
+        # sizeOfThrottledPartitions), once per response actually sent.
+        quota.record(sum(len(p["records"]) for response in responses
+                         for p in response["partitions"]
+                         if p["records"] and quota.is_throttled(response["topic"],
+                                                                p["partition_index"])),
+                     trio.current_time() * 1000)
     if replica_id < 0 and total:  # consumers' bytes (Kafka's BytesOutPerSec)
         stats = services.stats
         for response in responses:

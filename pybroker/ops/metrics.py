@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import trio
 from prometheus_client.core import (
     CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric,
 )
@@ -272,6 +273,7 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily("pybroker_isr_expands",
                                   "ISR changes by this broker as leader that added replicas "
                                   "(Kafka's IsrExpandsPerSec).", value=replicas.isr_expands)
+        yield from self._replication_throttles()
         yield CounterMetricFamily("pybroker_group_rebalances",
                                   "Rebalances completed by groups this broker coordinates (a "
                                   "generation moved on).", value=self.groups.rebalances)
@@ -297,6 +299,25 @@ class BrokerCollector(Collector):
             yield CounterMetricFamily("pybroker_incremental_fetches",
                                       "Incremental fetch requests served from a session.",
                                       value=sessions.incremental_fetches)
+
+    def _replication_throttles(self) -> Iterator[Metric]:
+        """The replication quotas' measured rates (Kafka's LeaderReplication and
+        FollowerReplication byte-rate), in a cluster only."""
+        replicas = self.replicas
+        fetchers = replicas.fetchers
+        if fetchers is None:  # a single broker: nothing to replicate, nothing to throttle
+            return
+        quotas = [("leader", replicas.leader_quota), ("follower", fetchers.quota)]
+        rate = GaugeMetricFamily("pybroker_replication_throttled_bytes_per_second",
+                                 "Bytes per second of the partitions this broker throttles "
+                                 "(leader.replication.throttled.replicas as leader, "
+                                 "follower.replication.throttled.replicas as follower), "
+                                 "as its replication quotas measure them.", labels=["role"])
+        now_ms = trio.current_time() * 1000
+        for role, quota in quotas:
+            if quota is not None:
+                rate.add_metric([role], quota.bytes_per_second(now_ms))
+        yield rate
 
 
 def broker_registry(collector: BrokerCollector) -> CollectorRegistry:

@@ -43,13 +43,18 @@ INACTIVE_EXPIRY_MS = 3600 * 1000
 
 
 class Rate:
-    """A windowed rate: `samples` buckets of `window_ms`, the oldest reused (SampledStat)."""
+    """A windowed rate: `samples` buckets of `window_ms`, the oldest reused (SampledStat).
 
-    __slots__ = ("samples", "window_ms", "_buckets", "last_used_ms")
+    The time it divides by is the time its samples span, stretched to num-1 full windows
+    (Kafka's Rate), or, `simple`, to one window (Kafka's SimpleRate, which the replication
+    quotas use, so that a throttle bites from the first second of a reassignment)."""
 
-    def __init__(self, samples: int, window_ms: int) -> None:
+    __slots__ = ("samples", "window_ms", "simple", "_buckets", "last_used_ms")
+
+    def __init__(self, samples: int, window_ms: int, *, simple: bool = False) -> None:
         self.samples = samples
         self.window_ms = window_ms
+        self.simple = simple
         self._buckets: list[list[float]] = []  # [start_ms, value]
         self.last_used_ms = 0.0
 
@@ -71,6 +76,8 @@ class Rate:
         self._purge(now_ms)
         oldest = self._buckets[0][0] if self._buckets else now_ms
         elapsed = now_ms - oldest
+        if self.simple:
+            return max(elapsed, float(self.window_ms))
         full = int(elapsed // self.window_ms)
         if full < self.samples - 1:
             elapsed += (self.samples - 1 - full) * self.window_ms

@@ -16,6 +16,11 @@ leader answers only those with news; a session error, or a fetch abandoned for a
 partition set, starts over in full. A full fetch does not wait and is not abandoned, so the
 session it opens is always learnt (never left on the leader unknown until evicted).
 
+Under a `follower.replication.throttled.rate` (quota/replication_quota.py) a partition named
+in its topic's follower.replication.throttled.replicas is left out of the next fetch while the
+rate is over and the replica is not caught up with the leader's high watermark as of the last
+answer (Kafka's shouldFollowerThrottle); its fetched bytes are counted.
+
 What the fetched data means for the log (append, truncate, the follower's high watermark) is
 the replica manager's business (`apply_fetched`); this module only moves requests. Which
 partitions follow whom comes from the metadata image through `follow` / `unfollow`; a response
@@ -38,6 +43,7 @@ from pybroker.client.connection import BrokerConnection
 from pybroker.client.fetch_session_handler import FetchSessionHandler
 from pybroker.client.security import ClientSecurity
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
+from pybroker.replica.throttle import ReplicaThrottle
 
 __all__ = ["ReplicaFetchers", "FollowerLogs", "FetchSettings"]
 
@@ -78,10 +84,15 @@ class _Follow:
 
 class ReplicaFetchers:
     def __init__(self, logs: FollowerLogs, settings: FetchSettings,
-                 endpoint_of: Callable[[int], tuple[str, int] | None]) -> None:
+                 endpoint_of: Callable[[int], tuple[str, int] | None],
+                 quota: ReplicaThrottle | None = None) -> None:
         self.logs = logs
         self.settings = settings
         self.endpoint_of = endpoint_of
+        self.quota = quota
+        # The partitions whose last answer left them at the leader's high watermark (Kafka's
+        # isReplicaInSync: lag 0): never throttled. Unknown until a first answer.
+        self._caught_up: set[TopicPartition] = set()
         self._follows: dict[TopicPartition, _Follow] = {}
         self._running: set[int] = set()
         self._wakeups: dict[int, trio.Event] = {}
@@ -100,6 +111,7 @@ class ReplicaFetchers:
             return
         self._follows[tp] = new
         self._backoff.pop(tp, None)
+        self._caught_up.discard(tp)
         self._start(leader)
         self._wake(leader)
         if old is not None and old.leader != leader:
@@ -107,6 +119,7 @@ class ReplicaFetchers:
 
     def unfollow(self, tp: TopicPartition) -> None:
         old = self._follows.pop(tp, None)
+        self._caught_up.discard(tp)
         if old is not None:
             self._wake(old.leader)
 
@@ -233,6 +246,8 @@ class ReplicaFetchers:
                     if follow is None or follow != asked.get(tp):
                         continue  # leadership moved while the fetch was out
                     code = self.logs.apply_fetched(tp, follow.epoch, data)
+                    if self.quota is not None:
+                        self._account(tp, data)
                     if code != ErrorCode.NONE:
                         self._backoff[tp] = trio.current_time() + settings.backoff_ms / 1000
                         if code not in (ErrorCode.UNKNOWN_LEADER_EPOCH,
@@ -241,12 +256,34 @@ class ReplicaFetchers:
                             log.warning("replica %s-%d fetching from broker %d: %s",
                                         tp[0], tp[1], leader, code.name)
 
+    def _account(self, tp: TopicPartition, data: Any) -> None:
+        """Count a throttled partition's bytes and note whether it is now caught up (only
+        throttled partitions are ever held back, so only theirs matters)."""
+        quota = self.quota
+        assert quota is not None
+        if not quota.is_throttled(tp[0], tp[1]):
+            return
+        quota.record(len(data.records or b""), trio.current_time() * 1000)
+        position = self.logs.fetch_position(tp)
+        if position is not None and data.error_code == ErrorCode.NONE \
+                and position[0] >= data.high_watermark:
+            self._caught_up.add(tp)
+        else:
+            self._caught_up.discard(tp)
+
+    def _held_back(self, tp: TopicPartition, over: bool) -> bool:
+        return over and tp not in self._caught_up and self.quota is not None \
+            and self.quota.is_throttled(tp[0], tp[1])
+
     def _request(self, follows: dict[TopicPartition, _Follow], session: FetchSessionHandler
                  ) -> tuple[dict[str, Any], dict[TopicPartition, _Follow]]:
         settings = self.settings
         wanted: dict[TopicPartition, dict[str, Any]] = {}
         asked = {}
+        over = self.quota is not None and self.quota.is_exceeded(trio.current_time() * 1000)
         for tp, follow in follows.items():
+            if self._held_back(tp, over):
+                continue
             position = self.logs.fetch_position(tp)
             if position is None:
                 continue

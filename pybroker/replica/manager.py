@@ -45,6 +45,7 @@ from pybroker.storage.producer_state import InvalidProducerEpoch, OutOfOrderSequ
 from pybroker.storage.validator import Rejected, error_code, validate_records
 
 if TYPE_CHECKING:  # a cluster member's only (broker.py): not imported by a single broker
+    from pybroker.replica.throttle import ReplicaThrottle
     from pybroker.replica.fetcher import ReplicaFetchers
 
 
@@ -103,6 +104,10 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
         # In a cluster: the fetchers that copy the partitions this broker follows, and the
         # led partitions whose ISR may need to grow (a follower caught up).
         self.fetchers: ReplicaFetchers | None = None
+        # In a cluster: this broker's leader.replication.throttled.rate and the partitions
+        # it applies to (quota/replication_quota.py); the Fetch handler holds back throttled
+        # out-of-sync followers with it.
+        self.leader_quota: ReplicaThrottle | None = None
         self._isr_candidates: set[TopicPartition] = set()
         self._isr_wakeup = trio.Event()
         # ISR changes this broker made as leader (Kafka's IsrShrinksPerSec and
@@ -409,6 +414,12 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
         return ReadResult(ErrorCode.NONE, data.records, plog.high_watermark,
                           plog.last_stable_offset, plog.log_start_offset,
                           aborted_transactions=aborted)
+
+    def is_in_sync(self, topic: str, partition: int, replica_id: int) -> bool:
+        """Whether `replica_id` is in the ISR of a partition this broker leads (a replication
+        throttle never holds back an in-sync replica)."""
+        part = self._partitions.get((topic, partition))
+        return part is not None and replica_id in part.isr
 
     def _follower_for_consumer(self, topic: str, partition: int, current_leader_epoch: int
                                ) -> tuple[ErrorCode, Partition | None]:

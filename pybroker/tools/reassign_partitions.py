@@ -10,17 +10,13 @@ current assignment to save for a rollback, then starts the moves; `--verify` say
 partition whether its move is done; `--cancel` puts moves in progress back; `--list` shows
 them. The JSON documents are handled by `reassign_json`.
 
+`--execute --throttle N` throttles the moves' replication to N bytes/s, and `--verify` (once
+nothing moves) and `--cancel` remove the throttles, as Kafka does (`reassign_throttles`;
+the brokers apply them as quota/replication_quota.py says). `--preserve-throttles` keeps them.
+
 What pybroker cannot do is refused in one line rather than pretended:
-- `--throttle` and `--replica-alter-log-dirs-throttle` (a value >= 0): pybroker has no
-  replication quotas, so a throttle would limit nothing.
-- A `log_dirs` entry other than "any": pybroker has no AlterReplicaLogDirs.
-When a move is done, Kafka's `--verify` (and `--cancel`) clear the throttles it may have set:
-here the topic-level ones (`leader.replication.throttled.replicas`,
-`follower.replication.throttled.replicas`, which topics accept, unenforced) are removed as in
-Kafka and "Clearing topic-level throttles on topic ..." is printed; Kafka's "Clearing
-broker-level throttles on brokers ..." line is not printed, since pybroker has no dynamic
-broker configs and so no broker-level throttle to clear. `--preserve-throttles` keeps the
-topic-level ones.
+- `--replica-alter-log-dirs-throttle` (a value >= 0) and a `log_dirs` entry other than "any":
+  pybroker has no AlterReplicaLogDirs.
 
 Other differences: errors go to stderr (Kafka prints them, and its stack traces, on stdout);
 `--cancel` cancels every listed move in progress, as Kafka 2.x did (3.9's Java port skips
@@ -37,15 +33,16 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Si
 from typing import Any, TypeVar
 
 from protocol.errors import ErrorCode, KafkaError
-from pybroker.client.admin import Admin, AlterConfigOp, AlterOpType, ConfigResource, \
-    ResourceType
+from pybroker.client.admin import Admin
 from pybroker.client.cluster import TopicPartition
 from pybroker.client.errors import error_message
 from pybroker.controller.assignment import assign_replicas
 from pybroker.tools.common import (
     ArgumentParser, ClientProperties, ToolError, connect, load_properties, out, tool_main,
 )
-from pybroker.tools.leader_election import java_exception
+from pybroker.tools.reassign_throttles import (
+    YOU_MUST_RUN_VERIFY_PERIODICALLY, clear_throttles, proposed_moves, set_throttles,
+)
 from pybroker.tools.reassign_json import (
     ANY_LOG_DIR, ReassignFileError, Reassignment, check_executable, check_topics,
     format_reassignment, parse_broker_list, parse_reassignment, parse_topics_to_move,
@@ -68,8 +65,6 @@ PERMITTED = {"verify": ("bootstrap_server", "command_config", "preserve_throttle
                          "replica_alter_log_dirs_throttle", "timeout"),
              "cancel": ("bootstrap_server", "command_config", "preserve_throttles", "timeout"),
              "list": ("bootstrap_server", "command_config")}
-TOPIC_THROTTLES = ("leader.replication.throttled.replicas",
-                   "follower.replication.throttled.replicas")
 CANNOT_EXECUTE_BECAUSE_OF_EXISTING = (
     "Cannot execute because there is an existing partition assignment.  Use --additional to "
     "override this and create a new partition assignment in addition to the existing one. "
@@ -120,8 +115,12 @@ def build_parser() -> ArgumentParser:
                    "configuration")
     p.add_argument("--disable-rack-aware", action="store_true",
                    help="Disable rack aware replica assignment")
-    p.add_argument("--throttle", type=_java_long, metavar="throttle", help="Refused: pybroker "
-                   "has no replication quotas (Kafka: the bytes/sec between brokers).")
+    p.add_argument("--throttle", type=_java_long, metavar="throttle", help="The movement of "
+                   "partitions between brokers will be throttled to this value (bytes/sec). "
+                   "This option can be included with --execute when a reassignment is "
+                   "started, and it can be altered by resubmitting the current reassignment "
+                   "along with the --additional flag. The throttle rate should be at least "
+                   "1 KB/s. (default: -1)")
     p.add_argument("--replica-alter-log-dirs-throttle", type=_java_long,
                    metavar="replicaAlterLogDirsThrottle", help="Refused: pybroker does not "
                    "move replicas between log directories.")
@@ -165,9 +164,6 @@ def validate(args: argparse.Namespace) -> str:
         if dest not in REQUIRED[action] and dest not in PERMITTED[action]:
             raise ToolError(f'Option "[{_flag(dest)}]" can\'t be used with action '
                             f'"[{action}]"', plain=True)
-    if args.throttle is not None and args.throttle >= 0:
-        raise ToolError("--throttle is not supported: pybroker has no replication quotas, so "
-                        "a throttle would limit nothing (leave the flag out)", plain=True)
     if args.replica_alter_log_dirs_throttle is not None \
             and args.replica_alter_log_dirs_throttle >= 0:
         raise ToolError("--replica-alter-log-dirs-throttle is not supported: pybroker does "
@@ -279,6 +275,9 @@ async def execute(admin: Admin, args: argparse.Namespace,
     out("Current partition replica assignment\n\n"
         + format_reassignment({tp: current[tp] for tp in targets})
         + "\n\nSave this to use as the --reassignment-json-file option during rollback")
+    if args.throttle is not None and args.throttle >= 0:
+        out(YOU_MUST_RUN_VERIFY_PERIODICALLY)
+        await set_throttles(admin, proposed_moves(ongoing, targets, current), args.throttle)
     errors = _failures(await admin.alter_partition_reassignments(targets))
     if errors:
         raise Terse("Error reassigning partition(s):\n" + errors)
@@ -308,8 +307,9 @@ async def verify(admin: Admin, args: argparse.Namespace, reassignment: Reassignm
                          f"set is {_commas(replicas)} rather than {_commas(target)}.")
     out("\n".join(lines))
     out("")  # Kafka's (empty) report of log directory moves
-    if not ongoing and not args.preserve_throttles:
-        await clear_topic_throttles(admin, {tp.topic for tp, _ in reassignment.partitions})
+    # As Kafka: once none of the file's partitions moves (others may).
+    if not any(tp in ongoing for tp in reassignment.targets) and not args.preserve_throttles:
+        await clear_throttles(admin, reassignment.targets)
 
 
 async def cancel(admin: Admin, args: argparse.Namespace, reassignment: Reassignment) -> None:
@@ -327,7 +327,7 @@ async def cancel(admin: Admin, args: argparse.Namespace, reassignment: Reassignm
         out("None of the specified partition reassignments are active.")
     out("None of the specified partition moves are active.")
     if not args.preserve_throttles:
-        await clear_topic_throttles(admin, {tp.topic for tp, _ in reassignment.partitions})
+        await clear_throttles(admin, reassignment.targets)
 
 
 async def list_reassignments(admin: Admin, args: argparse.Namespace, _: None) -> None:
@@ -344,21 +344,6 @@ async def list_reassignments(admin: Admin, args: argparse.Namespace, _: None) ->
             line += f" removing: {_commas(r.removing_replicas)}."
         lines.append(line)
     out("\n".join(lines))
-
-
-async def clear_topic_throttles(admin: Admin, topics: Iterable[str]) -> None:
-    """Kafka's clearTopicLevelThrottles: delete both throttled-replicas configs of each
-    topic; the first failure stops the tool, as Kafka's `all().get()` does."""
-    names = sorted(set(topics))
-    out(f"Clearing topic-level throttles on topic{'' if len(names) == 1 else 's'} "
-        + ",".join(names))
-    results = await admin.incremental_alter_configs({
-        ConfigResource(ResourceType.TOPIC, name):
-            [AlterConfigOp(key, None, AlterOpType.DELETE) for key in TOPIC_THROTTLES]
-        for name in names})
-    for outcome in results.values():
-        if isinstance(outcome, KafkaError):
-            raise ToolError(java_exception(outcome))
 
 
 def _failures(results: Mapping[TopicPartition, KafkaError | None]) -> str:

@@ -130,7 +130,8 @@ def test_generate_execute_verify_moves_topics_to_other_brokers(
     assert done.lines == ["Status of partition reassignment:"] + [
         f"Reassignment of partition {t}-{p} is completed."
         for t in ("foo1", "foo2") for p in range(3)] + [
-        "", "Clearing topic-level throttles on topics foo1,foo2"]
+        "", "Clearing broker-level throttles on brokers 1,2,3,4",
+        "Clearing topic-level throttles on topics foo1,foo2"]
 
     for topic in ("foo1", "foo2"):
         wanted = {e["partition"]: e["replicas"] for e in proposal["partitions"]
@@ -174,7 +175,9 @@ def test_list_verify_and_cancel_while_a_move_waits(cluster: Cluster, reassign: T
         listed = reassign("--list")
         verify = reassign("--reassignment-json-file", plan, "--verify")
         again = reassign("--reassignment-json-file", plan, "--execute")
-        cancel = reassign("--reassignment-json-file", plan, "--cancel")
+        # --preserve-throttles: clearing them asks every broker, the paused one too, which
+        # answers nothing until resumed (Kafka's tool would wait for it the same way).
+        cancel = reassign("--reassignment-json-file", plan, "--cancel", "--preserve-throttles")
     finally:
         cluster.resume(new)
     assert (execute.rc, execute.lines[-1]) == (0, "Successfully started partition "
@@ -195,8 +198,7 @@ def test_list_verify_and_cancel_while_a_move_waits(cluster: Cluster, reassign: T
         "the current reassignment.\n")
     assert (cancel.rc, cancel.err, cancel.lines) == (0, "", [
         "Successfully cancelled partition reassignment for: held-0",
-        "None of the specified partition moves are active.",
-        "Clearing topic-level throttles on topic held"])
+        "None of the specified partition moves are active."])
 
     # The original replicas are back, in the widened set's order (target first) less the
     # added one: Kafka's ZooKeeper controller restores them so too (`originReplicas` is

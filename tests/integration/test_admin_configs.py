@@ -10,6 +10,7 @@ from confluent_kafka.admin import (
     AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
 )
 
+from protocol.errors import ErrorCode
 from pybroker.config.dynamic import APPLIED
 from tests.integration.admin_helpers import TIMEOUT, ck_code, high_watermark, log_dir, topic_name
 from tests.integration.raw import create_topic
@@ -196,11 +197,11 @@ def test_alter_configs_legacy_replaces_overrides(broker, ck: AdminClient, kp) ->
     assert _overrides(ck, name) == {"retention.ms": "8000", "cleanup.policy": "delete,compact"}
 
 
-def test_deleting_broker_throttles_is_a_no_op_but_setting_them_is_refused(broker, ck: AdminClient
-                                                                          ) -> None:
-    """Kafka's kafka-reassign-partitions --verify deletes leader/follower.replication.throttled
-    .rate on every broker: none is set, so there is nothing to delete and it succeeds;
-    setting one is refused (replication throttling is not built)."""
+def test_broker_throttles_are_set_checked_and_deleted(broker, ck: AdminClient) -> None:
+    """Kafka's kafka-reassign-partitions --execute --throttle sets leader/follower
+    .replication.throttled.rate on brokers and --verify deletes them (and the log-directory
+    throttle, never set here): deleting what is not set succeeds, a negative rate is
+    refused with INVALID_REQUEST, as Kafka's broker refuses it."""
     from confluent_kafka.admin import ResourceType
     DELETE, SET = AlterConfigOpType.DELETE, AlterConfigOpType.SET
 
@@ -210,5 +211,11 @@ def test_deleting_broker_throttles_is_a_no_op_but_setting_them_is_refused(broker
         return ck_code(next(iter(ck.incremental_alter_configs([resource]).values())))
 
     assert on_broker(("leader.replication.throttled.rate", None, DELETE),
+                     ("follower.replication.throttled.rate", None, DELETE),
+                     ("replica.alter.log.dirs.io.max.bytes.per.second", None, DELETE)) == 0
+    assert on_broker(("leader.replication.throttled.rate", "-1", SET)) == \
+        ErrorCode.INVALID_REQUEST
+    assert on_broker(("leader.replication.throttled.rate", "1000", SET),
+                     ("follower.replication.throttled.rate", "2000", SET)) == 0
+    assert on_broker(("leader.replication.throttled.rate", None, DELETE),
                      ("follower.replication.throttled.rate", None, DELETE)) == 0
-    assert on_broker(("leader.replication.throttled.rate", "1000", SET)) != 0

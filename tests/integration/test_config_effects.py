@@ -2,7 +2,6 @@
 no key the docs call honoured is read nowhere)."""
 from __future__ import annotations
 
-import logging
 import threading
 import time
 import uuid
@@ -294,35 +293,3 @@ def test_offsets_retention_minutes_and_check_interval(tmp_path: Path, minutes: s
             assert _committed(info.bootstrap, "g-retention", topic) == 7
 
 
-def test_inert_topic_config_is_warned_about(broker, caplog: pytest.LogCaptureFixture) -> None:
-    """A topic created (confluent-kafka admin) with leader.replication.throttled.replicas,
-    which only replication throttling will use, is created, and the broker logs one line
-    naming the key."""
-    from confluent_kafka.admin import NewTopic
-    topic = topic_name("inert-topic")
-    ck = AdminClient({"bootstrap.servers": broker.bootstrap})
-    with caplog.at_level(logging.WARNING, logger="pybroker.broker"):
-        ck.create_topics([NewTopic(topic, num_partitions=1, config={
-            "leader.replication.throttled.replicas": "*"})])[topic].result(TIMEOUT)
-    lines = [r.getMessage() for r in caplog.records if topic in r.getMessage()]
-    assert len(lines) == 1 and "leader.replication.throttled.replicas" in lines[0], lines
-    assert "throttling" in lines[0]
-
-
-def test_inert_topic_config_is_warned_about_at_every_start(tmp_path: Path,
-                                                           caplog: pytest.LogCaptureFixture
-                                                           ) -> None:
-    """A topic kept with an inert config is named again at the next start, like an inert
-    broker key, so the warning is not lost in an old log."""
-    from confluent_kafka.admin import NewTopic
-    topic = topic_name("inert-kept")
-    with broker_in_thread(tmp_path / "logs") as info:
-        ck = AdminClient({"bootstrap.servers": info.bootstrap})
-        ck.create_topics([NewTopic(topic, num_partitions=1, config={
-            "follower.replication.throttled.replicas": "*"})])[topic].result(TIMEOUT)
-    caplog.clear()  # the warning at creation
-    with caplog.at_level(logging.WARNING, logger="pybroker.broker"):
-        with broker_in_thread(tmp_path / "logs"):
-            pass
-    lines = [r.getMessage() for r in caplog.records if topic in r.getMessage()]
-    assert len(lines) == 1 and "follower.replication.throttled.replicas" in lines[0], lines

@@ -324,14 +324,40 @@ def test_leader_election_and_reassign_partitions(tmp_path: Path) -> None:
         plan = tmp_path / "plan.json"
         plan.write_text(json.dumps({"version": 1, "partitions": [
             {"topic": "kt-moved", "partition": 0, "replicas": target}]}))
+        sources = sorted(replicas)
         started = kafka("kafka-reassign-partitions", "--bootstrap-server", b,
-                        "--reassignment-json-file", str(plan), "--execute").stdout
+                        "--reassignment-json-file", str(plan), "--execute",
+                        "--throttle", "1000000").stdout
         assert "Successfully started partition reassignment for kt-moved-0" in started, started
+        # Kafka's tool throttles the sources as leaders and the new replica as follower, on
+        # every broker taking part (here all three).
+        assert "The inter-broker throttle limit was set to 1000000 B/s" in started, started
+        topic = cluster.server(preferred).broker.topic_configs.topic_config("kt-moved")
+        assert topic.leader_replication_throttled_replicas == tuple(f"0:{r}" for r in sources)
+        assert topic.follower_replication_throttled_replicas == \
+            tuple(f"0:{r}" for r in sorted(set(target) - set(sources)))
+        cluster.wait_until(lambda: all(
+            cluster.server(n).broker.dynamic_config.current.follower_replication_throttled_rate
+            == 1000000 for n in (0, 1, 2)), "every broker to apply the throttle")
         cluster.wait_until(lambda: sorted(cluster.replicas_of("kt-moved")) == target,
                            "the reassignment to finish")
-        verified = kafka("kafka-reassign-partitions", "--bootstrap-server", b,
-                         "--reassignment-json-file", str(plan), "--verify").stdout
-        assert "Reassignment of partition kt-moved-0 is completed." in verified, verified
+        verified: list[str] = []
+
+        def done() -> bool:
+            verified.append(kafka("kafka-reassign-partitions", "--bootstrap-server", b,
+                                  "--reassignment-json-file", str(plan), "--verify").stdout)
+            return "is completed" in verified[-1]
+        cluster.wait_until(done, "--verify to see the move done")
+        assert verified[-1].splitlines()[-2:] == [
+            "Clearing broker-level throttles on brokers 0,1,2",
+            "Clearing topic-level throttles on topic kt-moved"], verified[-1]
+        unlimited = 2**63 - 1
+        cluster.wait_until(lambda: all(
+            (cluster.server(n).broker.dynamic_config.current.leader_replication_throttled_rate,
+             cluster.server(n).broker.dynamic_config.current.follower_replication_throttled_rate,
+             cluster.server(n).broker.topic_configs.topic_config("kt-moved")
+             .leader_replication_throttled_replicas) == (unlimited, unlimited, ())
+            for n in (0, 1, 2)), "--verify to clear the throttles")
 
 
 # -- the README's quickstart, typed with Kafka's tools -------------------------------------------

@@ -153,10 +153,6 @@ def run_tool(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, 
     (["--bootstrap-server", "h:1", "--list", "--timeout", "5"],
      'Option "[timeout]" can\'t be used with action "[list]"'),
     (["--bootstrap-server", "h:1", "--execute", "--reassignment-json-file", "f",
-      "--throttle", "50000000"],
-     "--throttle is not supported: pybroker has no replication quotas, so a throttle would "
-     "limit nothing (leave the flag out)"),
-    (["--bootstrap-server", "h:1", "--execute", "--reassignment-json-file", "f",
       "--replica-alter-log-dirs-throttle", "0"],
      "--replica-alter-log-dirs-throttle is not supported: pybroker does not move replicas "
      "between log directories (leave the flag out)"),
