@@ -118,6 +118,7 @@ def test_a_topic_and_a_group_mirrored_from_a_to_b(clusters: tuple[Broker, Broker
         heartbeats = consume_until(b.bootstrap, "heartbeats", lambda rs: len(rs) >= 2,
                                    timeout=20)
     finally:
+        stopped_at = len(mm2.output().splitlines())
         mm2.stop()
 
     # The group moves to B: its consumer there starts at the translated offset and reads
@@ -151,4 +152,25 @@ def test_a_topic_and_a_group_mirrored_from_a_to_b(clusters: tuple[Broker, Broker
     for name in ("mm2-configs.A.internal", "mm2-offsets.A.internal", "mm2-status.A.internal",
                  "A.checkpoints.internal"):
         assert topic_config(b.bootstrap, name)["cleanup.policy"] == "compact", name
-    assert not mm2.errors(), mm2.errors()
+    lines = mm2.output().splitlines()
+    assert not [line for line in lines[:stopped_at] if " ERROR " in line], mm2.errors()
+    assert all(_the_checkpoint_stop_race(lines, i) for i in range(stopped_at, len(lines))
+               if " ERROR " in lines[i]), mm2.errors()
+
+
+# Kafka 4.1.1's MirrorCheckpointTask.stop() closes its admin clients before the scheduler that
+# runs refreshIdleConsumerGroupOffset (every sync.group.offsets.interval.seconds), so a refresh
+# under way at the SIGTERM has its next admin call refused and logs this. Kafka's own race, in
+# its shutdown, whichever broker it talks to (docs/TESTING.md); nothing else may be logged.
+STOP_RACE = ("ERROR Error querying for consumer group billing on cluster B. "
+             "(org.apache.kafka.connect.mirror.MirrorCheckpointTask)")
+STOP_RACE_CAUSE = ("java.lang.IllegalStateException: Cannot accept new calls when AdminClient "
+                   "is closing.")
+
+
+def _the_checkpoint_stop_race(lines: list[str], i: int) -> bool:
+    """Whether the ERROR at lines[i], logged after the SIGTERM, is that race exactly."""
+    trace = lines[i + 1:i + 8]
+    return lines[i].endswith(STOP_RACE) and bool(trace) and trace[0].endswith(STOP_RACE_CAUSE) \
+        and any("MirrorCheckpointTask.lambda$refreshIdleConsumerGroupOffset$" in t
+                for t in trace)
