@@ -145,31 +145,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{tier}: the {tier} tier (tests/tiers.py)")
 
 
-# Fixture scopes wider than a test and narrower than the session: what such a fixture makes (a
-# module's three-broker cluster, its Kafka JVM) is made once for the tests that share it only
-# if they run in one process.
-_SHARED_SCOPES = frozenset({"package", "module", "class"})
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each test gets its tier's marker; a test that uses a module- or class-scoped fixture
-    also gets an `xdist_group` of its module, so `--dist loadgroup` (bin/test's cluster and
-    ecosystem runs) sends the module's tests to one worker, which builds the fixture once,
-    while every other test goes to whichever worker is free."""
     for item in items:
         tier = tier_of(item.path.relative_to(_TESTS_DIR).as_posix())
         item.add_marker(getattr(pytest.mark, tier))
-        if _uses_shared_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
-
-
-def _uses_shared_fixture(item: pytest.Item) -> bool:
-    info = getattr(item, "_fixtureinfo", None)  # a pytest.Function's; other items have none
-    if info is None:
-        return False
-    return any(defs and defs[-1].scope in _SHARED_SCOPES
-               for defs in info.name2fixturedefs.values())
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
