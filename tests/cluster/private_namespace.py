@@ -66,6 +66,10 @@ def bin_env() -> dict[str, str]:
     """The bin/ scripts run with this test's Python environment (bin/_bootstrap's
     PYBROKER_VENV) when it is a venv, and import this checkout's pybroker."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # A shell keeps its terminal's size unexported; pytest-xdist's workers export COLUMNS=80
+    # and LINES=24, which `ps aux` obeys, cutting the commands that `ps aux | grep` looks for.
+    for sized in ("COLUMNS", "LINES"):
+        env.pop(sized, None)
     if sys.prefix != sys.base_prefix:
         env.setdefault("PYBROKER_VENV", sys.prefix)
     return env
@@ -108,8 +112,12 @@ def run_inside(module: str, tmp_path: Path, timeout: float,
     mounted first."""
     private_tmp = tmp_path / "tmp"
     private_tmp.mkdir()
+    # /tmp is bound with its submounts (--rbind): a plain --bind of a tree that has mounts
+    # inside it (a disk-fault test's ext4 or tmpfs under /tmp, running on the other worker)
+    # is refused in a user namespace (EINVAL, "wrong fs type"), as it would uncover what
+    # those mounts hide.
     inside = (f'ip link set lo up && mkdir -p {private_tmp}/.host '
-              f'&& mount --bind /tmp {private_tmp}/.host && mount --rbind {private_tmp} /tmp'
+              f'&& mount --rbind /tmp {private_tmp}/.host && mount --rbind {private_tmp} /tmp'
               + "".join(f' && mkdir -p {shlex.quote(str(p))} && mount --bind '
                         f'{shlex.quote("/tmp/.host/" + str(p.relative_to("/tmp")))} '
                         f'{shlex.quote(str(p))}' for p in needed_under_tmp())
