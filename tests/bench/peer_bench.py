@@ -78,6 +78,14 @@ Workloads (names for --workloads):
   the same load, the two clusters alternating, medians of --rounds rounds (default 3; the
   load runs once without Kafka), with ratios /kafka: `bin/pybroker-bench --peers kafka
   --workloads cluster`. Not in the default set of workloads: it needs Debian's zookeeper.
+- throttle (issue #32 item 5, bench_throttle): on the same three brokers, a one-partition RF 1
+  topic of --count 1 KB records (default 1 GiB; --quick 256 MiB) moved from node 1 to node 2
+  with `kafka-reassign-partitions --execute --throttle 10485760`, then `--verify` each second
+  until complete: the move's time and rate (aim: volume / 10 MiB/s), and the end-to-end latency
+  of 1,000 rec/s of 1 KB, acks=all, RF 3, without and during the move (aim: p99 within 20 %).
+  With `--peers kafka`, three Kafka nodes do the same with Kafka's own tool, after pybroker.
+  Not in the default set: it needs ZooKeeper. `bin/pybroker-bench --peers kafka --workloads
+  throttle`.
 Idle RSS (2 s after start) is always measured, and so is the start to listening with an empty
 log dir: pybroker's the median of 5 fresh starts before the peers run (its modules are
 byte-compiled first, as an installed wheel's are), each peer's its one start.
@@ -132,7 +140,7 @@ SIZES = (100, 1024, 10240)
 PARTITIONS = (1, 8)
 ACKS = ("1", "all")
 WORKLOADS = ("throughput", "latency", "scale", "start", "partitions")
-EXTRA_WORKLOADS = ("cluster",)  # only when named: it needs ZooKeeper, and not the peer
+EXTRA_WORKLOADS = ("cluster", "throttle")  # only when named: they need ZooKeeper, and not the peer
 CLUSTER_ROUNDS = 10
 FULL_COUNTS = {100: 3_000_000, 1024: 1_000_000, 10240: 150_000}
 QUICK_COUNTS = {100: 1_000_000, 1024: 300_000, 10240: 40_000}
@@ -278,6 +286,8 @@ class Results:
 
     def ratio(self, metric: Metric, peer: str | None = None) -> float | None:
         """pybroker (the first column) over `peer` (default: the second column)."""
+        if peer is None and len(self.columns) < 2:  # a table of pybroker alone
+            return None
         mine = self.median(metric, self.columns[0])
         other = self.median(metric, peer or self.columns[1])
         if mine is None or other is None or other == 0:
@@ -857,6 +867,57 @@ def run_cluster(plan: "Plan", peers: tuple[str, ...] = ()) -> Results:
     return cluster_results(run)
 
 
+THROTTLE_COLUMNS = ("pybroker",)
+
+
+def run_throttle(plan: "Plan", peers: tuple[str, ...], records: int | None) -> Results:
+    """The throttle workload (tests/bench/bench_throttle.py): a partition of `records` 1 KB
+    records (default 1 GiB, 256 MiB with --quick) moved under a 10 MB/s throttle; with "kafka"
+    among `peers`, the same on three Kafka nodes."""
+    from tests.bench import bench_throttle as bt
+
+    kafka = KafkaPeer.name in peers
+    volume = (records or (1 << 18 if plan.latency_seconds < 10 else 1 << 20)) * bt.SIZE
+    seconds = 10.0 if plan.latency_seconds < 10 else 20.0
+    with os.fdopen(os.dup(2), "w") as terminal, _stderr_silenced():
+        def progress(phase: str, text: str) -> None:
+            print(f"  [{time.strftime('%H:%M:%S')}] {'throttle':>8} {phase}: {text}",
+                  file=terminal, flush=True)
+
+        run = bt.bench_throttle(Path(tempfile.mkdtemp(prefix="throttle-bench-")), volume,
+                                seconds, progress, kafka)
+    results = Results(columns=THROTTLE_COLUMNS + ((KafkaPeer.name,) if kafka else ()),
+                      target_column=KafkaPeer.name if kafka else None)
+    section = (f"a move of {volume / 1e6:,.0f} MB under --throttle {bt.RATE:,} "
+               f"(aim: {volume / bt.RATE:.0f} s)")
+    late = (f"latency of another topic, {bt.LATENCY_RATE:,} rec/s, 1 KB, acks=all, RF 3 "
+            f"(aim: p99 during / without <= 1.2)")
+    for system, move in run.moves.items():
+        results.add(Metric(section, "time to complete", "s", "lower", on_ratio=False),
+                    system, move.seconds)
+        results.add(Metric(section, "copy rate", "MB/s", "higher", on_ratio=False),
+                    system, move.mb_s)
+        assert move.without is not None and move.during is not None
+        for name, value in (("p50 without the move", move.without.p50),
+                            ("p99 without the move", move.without.p99),
+                            ("p50 during the move", move.during.p50),
+                            ("p99 during the move", move.during.p99)):
+            results.add(Metric(late, name, "ms", "lower", on_ratio=False, fmt="{:.2f}"),
+                        system, value)
+        results.add(Metric(late, "p99 during / without", "x", "lower", target=1.2,
+                           on_ratio=False, fmt="{:.2f}"),
+                    system, move.during.p99 / move.without.p99)
+    results.notes.append(
+        "Throttle: config/cluster/server-{1,2,3}.properties on one ZooKeeper; the moved topic "
+        "RF 1 from node 1 to node 2 with each system's own kafka-reassign-partitions "
+        "(--execute --throttle, then --verify each second until complete, which removes the "
+        "throttle); the latency runs on a fresh RF 3 topic each. "
+        + ("Kafka: three KRaft nodes (compat/apache_kafka.py), started after pybroker's "
+           "brokers stopped. " if kafka else "")
+        + f"{os.cpu_count()} CPUs shared by the brokers, ZooKeeper and the client.")
+    return results
+
+
 # --- the run ------------------------------------------------------------------------------
 
 @dataclass
@@ -1084,6 +1145,12 @@ def main(argv: list[str] | None = None) -> int:
     if "cluster" in workloads:
         try:
             tables.append(run_cluster(plan, peers))
+        except ApacheKafkaUnavailable as exc:
+            print(f"the peer broker cannot run here: Apache Kafka: {exc}", file=sys.stderr)
+            return 2
+    if "throttle" in workloads:
+        try:
+            tables.append(run_throttle(plan, peers, args.count))
         except ApacheKafkaUnavailable as exc:
             print(f"the peer broker cannot run here: Apache Kafka: {exc}", file=sys.stderr)
             return 2
