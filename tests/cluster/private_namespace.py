@@ -22,6 +22,16 @@ from pybroker.testing.zookeeper import four_letter_word
 from tests.helpers import ROOT, venv_not_ready
 
 
+# `--propagation slave`, not unshare's default `private`: the new namespace copies every mount
+# there is, a disk-fault test's ext4 disk on the other worker included, and a private copy
+# kept that disk's device busy until this test ended, so the other test's unmount-and-e2fsck
+# repair failed ("/dev/loop5 is in use", CI 2026-12-05). As a slave of the disk kit's shared
+# mount (pybroker/testing/disk_faults.py) the copy goes when the host unmounts the disk, and
+# nothing mounted in here goes back to the host.
+UNSHARE = ("unshare", "--map-root-user", "--net", "--mount", "--propagation", "slave", "--pid",
+           "--fork", "--mount-proc")
+
+
 def why_no_private_namespace() -> str | None:
     # The steps run bin/ scripts inside a namespace with no network: they must not need to
     # install anything first.
@@ -31,8 +41,7 @@ def why_no_private_namespace() -> str | None:
     for tool in ("unshare", "ip", "ps"):
         if shutil.which(tool) is None:
             return f"the cluster quickstart needs {tool} on PATH (a private namespace)"
-    probe = subprocess.run(["unshare", "--map-root-user", "--net", "--mount", "--pid", "--fork",
-                            "--mount-proc", "true"], capture_output=True, text=True, timeout=30)
+    probe = subprocess.run([*UNSHARE, "true"], capture_output=True, text=True, timeout=30)
     if probe.returncode != 0:
         return ("the cluster quickstart needs private network, mount and pid namespaces to own "
                 "ports 2181 and 9092-9094 and /tmp/zookeeper without touching this machine's; "
@@ -125,8 +134,7 @@ def run_inside(module: str, tmp_path: Path, timeout: float,
                         f'{shlex.quote(str(dst))}' for src, dst in (binds or {}).items())
               + ' && exec "$@"')
     return subprocess.run(
-        ["unshare", "--map-root-user", "--net", "--mount", "--pid", "--fork", "--mount-proc",
-         "sh", "-c", inside, "sh", sys.executable, "-m", module, str(tmp_path / "work")],
+        [*UNSHARE, "sh", "-c", inside, "sh", sys.executable, "-m", module, str(tmp_path / "work")],
         capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=bin_env())
 
 
