@@ -328,7 +328,7 @@ class Results:
         parts = []
         sign = ">=" if m.better == "higher" else "<="
         if m.target is not None:
-            against = self.target_column or self.columns[1]
+            against = self.target_column or (self.columns[1] if len(self.columns) > 1 else None)
             what = f"/{against} " if m.on_ratio else ""
             unit = "" if m.on_ratio else f" {m.unit}"
             if m.on_ratio and against not in self.columns:
@@ -870,15 +870,15 @@ def run_cluster(plan: "Plan", peers: tuple[str, ...] = ()) -> Results:
 THROTTLE_COLUMNS = ("pybroker",)
 
 
-def run_throttle(plan: "Plan", peers: tuple[str, ...], records: int | None) -> Results:
+def run_throttle(peers: tuple[str, ...], records: int | None, quick: bool) -> Results:
     """The throttle workload (tests/bench/bench_throttle.py): a partition of `records` 1 KB
     records (default 1 GiB, 256 MiB with --quick) moved under a 10 MB/s throttle; with "kafka"
     among `peers`, the same on three Kafka nodes."""
     from tests.bench import bench_throttle as bt
 
     kafka = KafkaPeer.name in peers
-    volume = (records or (1 << 18 if plan.latency_seconds < 10 else 1 << 20)) * bt.SIZE
-    seconds = 10.0 if plan.latency_seconds < 10 else 20.0
+    volume = (records or (1 << 18 if quick else 1 << 20)) * bt.SIZE
+    seconds = 10.0 if quick else 20.0
     with os.fdopen(os.dup(2), "w") as terminal, _stderr_silenced():
         def progress(phase: str, text: str) -> None:
             print(f"  [{time.strftime('%H:%M:%S')}] {'throttle':>8} {phase}: {text}",
@@ -1150,7 +1150,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if "throttle" in workloads:
         try:
-            tables.append(run_throttle(plan, peers, args.count))
+            tables.append(run_throttle(peers, args.count, args.quick))
         except ApacheKafkaUnavailable as exc:
             print(f"the peer broker cannot run here: Apache Kafka: {exc}", file=sys.stderr)
             return 2
