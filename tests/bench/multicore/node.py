@@ -1,0 +1,126 @@
+"""The node setups the `multicore` workload compares (docs/DESIGN.md "One node, every core").
+
+- `single`: today's node, one `python -m pybroker` process (one trio loop, one GIL).
+- `brokers` (prototype b): N brokers on one node, one per core, each its own broker id and
+  port, on one metadata store. A single-node default has no ZooKeeper, and the in-memory
+  one (pybroker.cluster.memory_zk) is shared only by brokers of ONE process, so the
+  prototype runs a real ZooKeeper (pybroker.testing.zookeeper) beside them as the shared
+  store; rack = the node for all of them. Clients see N brokers and route themselves.
+- `shards` (prototype a): the same N brokers behind N router processes that share one port
+  with SO_REUSEPORT and show the client ONE broker (router.py); every request crosses the
+  process boundary once more, so the figures bound from above what the hop costs.
+
+Every setup is a set of processes; `pids` names them all (ZooKeeper included) so that the
+bench reads the CPU of the whole tree, process by process. Nothing here is imported by the
+broker: the default path does not change.
+"""
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+from pybroker.testing.broker import BrokerProcess
+from pybroker.testing.zookeeper import run_zookeeper
+from tests.helpers import ROOT
+
+SETUPS = ("single", "brokers", "shards")
+CHROOT = "/multicore"
+# Each broker of the node: RF 1 (one node holds one copy; a real deployment puts replicas on
+# other nodes by rack), the internal topics too, and no group rebalance delay.
+NODE_BROKER_CONFIG = {
+    "default.replication.factor": "1", "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+    "offsets.topic.num.partitions": "5", "transaction.state.log.num.partitions": "5",
+    "group.initial.rebalance.delay.ms": "0", "broker.rack": "node-0",
+}
+
+
+class Node:
+    """A started setup: where clients connect, where the admin client creates topics, and
+    every process of it by role (for the CPU figures)."""
+
+    def __init__(self, setup: str, bootstrap: str, admin_bootstrap: str,
+                 processes: dict[str, int]) -> None:
+        self.setup = setup
+        self.bootstrap = bootstrap
+        self.admin_bootstrap = admin_bootstrap
+        self.processes = processes  # role -> pid
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return tuple(self.processes.values())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def start_node(setup: str, cores: int, work_dir: Path) -> Iterator[Node]:
+    """The setup `setup` with `cores` workers (ignored by `single`), stopped on the way out."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    if setup == "single":
+        broker = BrokerProcess(work_dir / "single").start(timeout=120)
+        try:
+            assert broker.proc is not None
+            yield Node(setup, broker.bootstrap, broker.bootstrap, {"broker": broker.proc.pid})
+        finally:
+            _stop(broker)
+        return
+    with run_zookeeper(work_dir / "zk") as zk, contextlib.ExitStack() as stack:
+        brokers = []
+        for n in range(1, cores + 1):
+            b = BrokerProcess(work_dir / f"broker-{n}", **NODE_BROKER_CONFIG, **{
+                "node.id": str(n), "zookeeper.connect": zk.connect + CHROOT})
+            stack.callback(_stop, b)
+            brokers.append(b.start(timeout=120))
+        processes = {f"broker {n}": b.proc.pid for n, b in enumerate(brokers, 1)  # type: ignore[union-attr]
+                     }
+        processes["zookeeper"] = zk.proc.pid  # type: ignore[union-attr]
+        backends = ",".join(b.bootstrap for b in brokers)
+        if setup == "brokers":
+            yield Node(setup, backends, backends, processes)
+            return
+        port = free_port()
+        for n in range(1, cores + 1):
+            router = subprocess.Popen(
+                [sys.executable, "-m", "tests.bench.multicore.router", "--port", str(port),
+                 "--backends", backends], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+            stack.callback(_stop_popen, router)
+            assert router.stdout is not None
+            line = router.stdout.readline()
+            if "listening" not in line:
+                raise RuntimeError(f"router {n} did not start: {line!r}")
+            processes[f"router {n}"] = router.pid
+        yield Node(setup, f"127.0.0.1:{port}", backends, processes)
+
+
+def _stop(broker: BrokerProcess) -> None:
+    if broker.proc is not None and broker.proc.poll() is None:
+        broker.stop()
+
+
+def _stop_popen(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def wait_port(host: str, port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((host, port), 1):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{host}:{port} does not answer")
