@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from pybroker.testing.broker import BrokerProcess
 from pybroker.testing.zookeeper import run_zookeeper
@@ -77,14 +77,17 @@ def start_node(setup: str, cores: int, work_dir: Path) -> Iterator[Node]:
     with run_zookeeper(work_dir / "zk") as zk, contextlib.ExitStack() as stack:
         brokers = []
         for n in range(1, cores + 1):
-            b = BrokerProcess(work_dir / f"broker-{n}", **NODE_BROKER_CONFIG, **{
-                "node.id": str(n), "zookeeper.connect": zk.connect + CHROOT})
+            overrides: dict[str, Any] = {**NODE_BROKER_CONFIG, "node.id": str(n),
+                                         "zookeeper.connect": zk.connect + CHROOT}
+            b = BrokerProcess(work_dir / f"broker-{n}", **overrides)
             stack.callback(_stop, b)
             brokers.append(b.start(timeout=120))
         processes = {f"broker {n}": b.proc.pid for n, b in enumerate(brokers, 1)  # type: ignore[union-attr]
                      }
         processes["zookeeper"] = zk.proc.pid  # type: ignore[union-attr]
         backends = ",".join(b.bootstrap for b in brokers)
+        for b in brokers:
+            wait_brokers(b.bootstrap, cores)
         if setup == "brokers":
             yield Node(setup, backends, backends, processes)
             return
@@ -107,7 +110,7 @@ def _stop(broker: BrokerProcess) -> None:
         broker.stop()
 
 
-def _stop_popen(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
+def _stop_popen(proc: "subprocess.Popen[str]") -> None:
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -117,10 +120,15 @@ def _stop_popen(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
             proc.wait(10)
 
 
-def wait_port(host: str, port: int, timeout: float = 30) -> None:
+def wait_brokers(bootstrap: str, count: int, timeout: float = 60) -> None:
+    """Wait until `bootstrap`'s Metadata names `count` brokers: a broker logs 'listening'
+    before the others see its registration, and a topic created before then puts all its
+    partitions on the brokers already seen."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection((host, port), 1):
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"{host}:{port} does not answer")
+    while len(admin.list_topics(timeout=30).brokers) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{bootstrap} does not see {count} brokers after {timeout} s")
+        time.sleep(0.1)
