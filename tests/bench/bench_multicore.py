@@ -1,7 +1,7 @@
 """The `multicore` workload of bin/pybroker-bench (issue #29 item 1): does a node's work spread
-over the machine's cores, and what does it cost? Today's single process against the two
-prototypes of docs/DESIGN.md "One node, every core" (tests/bench/multicore/node.py), in the
-same run.
+over the machine's cores, and what does it cost? Today's single process against the
+prototypes of docs/DESIGN.md "One node, every core" (tests/bench/multicore/node.py: `brokers`,
+`shards`, `frontends`), in the same run.
 
 For each round, each setup in turn (the first one rotating from round to round), on a fresh
 node: for N of --multicore-producers (default 1,2,4), N producer processes
@@ -13,10 +13,16 @@ partition has a leader. Figures, per setup and N:
   producer's start to the last one's final ack;
 - node CPU as cores in use: the CPU time (utime + stime, bench_broker.cpu_seconds) of every
   process of the node (brokers, routers, ZooKeeper) over that time, divided by it;
+- node CPU-s per GB: the same CPU per 10^9 bytes of records (what each design costs, whether
+  or not the producers could load it);
 - each process's share of that CPU (the smallest share of a broker or router process is the
   issue's ">= 1/4" figure);
 - p99 produce-to-ack latency over every 50th record of all producers (under full load: queue
   time in the client included).
+
+Then, per setup and round, the cost of the boundary at low load (issue #29 item 5): end-to-end
+p50 and p99 at 5,000 records/s of 100 B, acks=1, linger.ms 0, one partition
+(bench_broker.bench_latency, the latency workload's), after LATENCY_WARMUP_S uncounted.
 
 Every topic's high watermarks are summed afterwards and must equal what was produced. Medians
 of the rounds, with the range (min-max) beside them; the load average at each round's start
@@ -40,7 +46,7 @@ from typing import Any, Callable
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.bench.bench_broker import QUIET, cpu_seconds, percentile
+from tests.bench.bench_broker import QUIET, bench_latency, cpu_seconds, percentile
 from tests.bench.multicore.node import SETUPS, Node, start_node
 from tests.helpers import ROOT
 
@@ -50,6 +56,11 @@ SIZE = 1024
 COUNT = 200_000  # records per producer
 QUICK_COUNT = 60_000
 LEADER_WAIT_S = 60
+LATENCY_RATE = 5000  # issue #29 item 5: the boundary's cost at low load
+# Records of the first seconds are not counted: on a fresh topic of a ZooKeeper node the
+# consumer may learn the partition's leader seconds after the producer did, and the records
+# it then catches up on would measure that, not the path (smoke run: p50 2.5 s, 3 s runs).
+LATENCY_WARMUP_S = 3.0
 
 
 @dataclass
@@ -70,6 +81,9 @@ class MulticoreResults:
     cores: int
     count: int
     points: dict[tuple[str, int], list[Point]] = field(default_factory=lambda: defaultdict(list))
+    # setup -> the rounds' (p50, p99) end-to-end ms at LATENCY_RATE
+    latency: dict[str, list[tuple[float, float]]] = field(
+        default_factory=lambda: defaultdict(list))
     setups: tuple[str, ...] = SETUPS
     producers: tuple[int, ...] = PRODUCERS
     notes: list[str] = field(default_factory=list)
@@ -87,6 +101,7 @@ class MulticoreResults:
         figures: list[tuple[str, Callable[[Point], float], str]] = [
             ("aggregate MB/s", lambda p: p.mb_s, "{:.1f}"),
             ("node CPU, cores in use", lambda p: p.cores, "{:.2f}"),
+            ("node CPU-s per GB", lambda p: p.cores / p.mb_s * 1000, "{:.2f}"),
             ("smallest worker's CPU share", self._least_share, "{:.2f}"),
             ("p99 produce-to-ack (ms)", lambda p: p.p99_ms, "{:.0f}"),
         ]
@@ -100,6 +115,12 @@ class MulticoreResults:
                 rows.append(("", f"  share: {role}",
                              *(self._cell([p.shares[role] for p in self.points[(s, n)]
                                            if role in p.shares], "{:.2f}")
+                               for s in self.setups)))
+        if self.latency:
+            for k, name in enumerate(("p50", "p99")):
+                rows.append(("low load" if k == 0 else "",
+                             f"e2e {name} at {LATENCY_RATE:,} rec/s (ms)",
+                             *(self._cell([v[k] for v in self.latency[s]], "{:.2f}")
                                for s in self.setups)))
         return rows
 
@@ -130,8 +151,11 @@ class MulticoreResults:
         return "\n".join(lines) + "\n\n" + "\n".join(f"- {note}" for note in self.notes) + "\n"
 
     def to_json(self) -> dict[str, Any]:
-        return {f"multicore | {s} | {n} producers": [p.__dict__ for p in pts]
-                for (s, n), pts in self.points.items()}
+        out: dict[str, Any] = {f"multicore | {s} | {n} producers": [p.__dict__ for p in pts]
+                               for (s, n), pts in self.points.items()}
+        out.update({f"multicore | {s} | e2e p50, p99 at {LATENCY_RATE} rec/s": v
+                    for s, v in self.latency.items()})
+        return out
 
 
 def create_topics(node: Node, topics: list[str]) -> None:
@@ -214,7 +238,8 @@ def run_point(node: Node, n: int, count: int, tag: str) -> Point:
 
 
 def bench_multicore(rounds: int, cores: int, producers: tuple[int, ...], setups: tuple[str, ...],
-                    count: int, progress: Callable[[str], None]) -> MulticoreResults:
+                    count: int, progress: Callable[[str], None],
+                    latency_seconds: float = 5.0) -> MulticoreResults:
     results = MulticoreResults(cores=cores, count=count, setups=setups, producers=producers)
     loads = []
     for rnd in range(rounds):
@@ -233,6 +258,16 @@ def bench_multicore(rounds: int, cores: int, producers: tuple[int, ...], setups:
                                  f"{point.p99_ms:.0f} ms, shares " + ", ".join(
                                      f"{r} {v:.2f}" for r, v in point.shares.items())
                                  + f" (load {point.load:.2f})")
+                    if latency_seconds > 0:
+                        os.sync()
+                        time.sleep(1)
+                        lat = bench_latency(node.bootstrap, node.pids[0], linger_ms=0,
+                                            seconds=latency_seconds, rate=LATENCY_RATE,
+                                            warmup=LATENCY_WARMUP_S, cpu_pids=node.pids)
+                        results.latency[setup].append((lat.p50, lat.p99))
+                        progress(f"round {rnd + 1} {setup:>7} e2e at {LATENCY_RATE:,} rec/s: "
+                                 f"p50 {lat.p50:.2f} ms, p99 {lat.p99:.2f} ms "
+                                 f"({lat.rate:,.0f} rec/s)")
             finally:
                 shutil.rmtree(work, ignore_errors=True)
     results.notes.append(
@@ -240,7 +275,10 @@ def bench_multicore(rounds: int, cores: int, producers: tuple[int, ...], setups:
         f"linger.ms 5, each producer a process of its own on a topic of {PARTITIONS} "
         f"partitions; `single` is today's one process, `brokers` {cores} brokers on one "
         f"ZooKeeper (clients see {cores} broker ids), `shards` the same behind {cores} "
-        "SO_REUSEPORT routers showing one broker id (every request forwarded once). "
+        "SO_REUSEPORT routers showing one broker id (every request forwarded once), "
+        f"`frontends` {cores} such routers in front of one broker. "
+        f"Low load: end-to-end at {LATENCY_RATE:,} rec/s, 100 B, acks=1, linger.ms 0, "
+        f"one partition, {latency_seconds:g} s after {LATENCY_WARMUP_S:g} s uncounted. "
         f"Medians of {rounds} round(s), (min-max); setups alternate first. "
         f"{os.cpu_count()} CPUs shared by the node and the producers; load average (1 min) "
         f"at the points' starts {min(loads, default=0):.2f}-{max(loads, default=0):.2f}.")

@@ -88,8 +88,9 @@ Workloads (names for --workloads):
   throttle`.
 - multicore (issue #29 item 1, bench_multicore): today's single process against the two
   prototypes of docs/DESIGN.md "One node, every core" in the same run (tests/bench/multicore/):
-  `brokers`, --cores brokers on one ZooKeeper, and `shards`, the same behind --cores
-  SO_REUSEPORT routers showing one broker id. N producer processes (--multicore-producers,
+  `brokers`, --cores brokers on one ZooKeeper; `shards`, the same behind --cores
+  SO_REUSEPORT routers showing one broker id; `frontends`, --cores such routers in front of
+  one broker (--multicore-setups picks). N producer processes (--multicore-producers,
   default 1,2,4; confluent-kafka, 1 KB, acks=1, each its own topic of 8 partitions): aggregate
   MB/s, the node's CPU as cores in use over all its processes, each process's share, p99
   produce-to-ack; medians of --rounds (default 3) with their range. Not in the default set:
@@ -945,7 +946,7 @@ def run_multicore(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         return bm.bench_multicore(
             max(1, args.rounds or 3), args.cores,
             _counts(parser, "--multicore-producers", args.multicore_producers), setups,
-            count, progress)
+            count, progress, latency_seconds=3.0 if args.quick else 5.0)
 
 
 # --- the run ------------------------------------------------------------------------------
@@ -1118,8 +1119,8 @@ def main(argv: list[str] | None = None) -> int:
                              "machine's CPUs)")
     parser.add_argument("--multicore-producers", default="1,2,4",
                         help="the multicore workload's producer process counts (default 1,2,4)")
-    parser.add_argument("--multicore-setups", default="single,brokers,shards",
-                        help="the multicore workload's setups (default single,brokers,shards)")
+    parser.add_argument("--multicore-setups", default="single,brokers,shards,frontends",
+                        help="the multicore workload's setups (default single,brokers,shards,frontends)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write results as JSON")
     parser.add_argument("--markdown", type=Path, metavar="FILE",
                         help="also write the tables as Markdown, headed by the command line")

@@ -9,6 +9,10 @@
 - `shards` (prototype a): the same N brokers behind N router processes that share one port
   with SO_REUSEPORT and show the client ONE broker (router.py); every request crosses the
   process boundary once more, so the figures bound from above what the hop costs.
+- `frontends` (the cost side of way c): N router processes sharing one port in front of ONE
+  broker that owns every log. The routers only frame and forward here; moving decoding and
+  CRC checks off the log owner (way c's gain) is not built, so this measures what the
+  boundary costs, not what the offload would save.
 
 Every setup is a set of processes; `pids` names them all (ZooKeeper included) so that the
 bench reads the CPU of the whole tree, process by process. Nothing here is imported by the
@@ -28,7 +32,7 @@ from pybroker.testing.broker import BrokerProcess
 from pybroker.testing.zookeeper import run_zookeeper
 from tests.helpers import ROOT
 
-SETUPS = ("single", "brokers", "shards")
+SETUPS = ("single", "brokers", "shards", "frontends")
 CHROOT = "/multicore"
 # Each broker of the node: RF 1 (one node holds one copy; a real deployment puts replicas on
 # other nodes by rack), the internal topics too, and no group rebalance delay.
@@ -66,11 +70,17 @@ def free_port() -> int:
 def start_node(setup: str, cores: int, work_dir: Path) -> Iterator[Node]:
     """The setup `setup` with `cores` workers (ignored by `single`), stopped on the way out."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    if setup == "single":
+    if setup in ("single", "frontends"):
         broker = BrokerProcess(work_dir / "single").start(timeout=120)
         try:
             assert broker.proc is not None
-            yield Node(setup, broker.bootstrap, broker.bootstrap, {"broker": broker.proc.pid})
+            processes = {"broker": broker.proc.pid}
+            if setup == "single":
+                yield Node(setup, broker.bootstrap, broker.bootstrap, processes)
+                return
+            with contextlib.ExitStack() as stack:
+                port = _start_routers(stack, cores, broker.bootstrap, processes)
+                yield Node(setup, f"127.0.0.1:{port}", broker.bootstrap, processes)
         finally:
             _stop(broker)
         return
@@ -91,18 +101,26 @@ def start_node(setup: str, cores: int, work_dir: Path) -> Iterator[Node]:
         if setup == "brokers":
             yield Node(setup, backends, backends, processes)
             return
-        port = free_port()
-        for n in range(1, cores + 1):
-            router = subprocess.Popen(
-                [sys.executable, "-m", "tests.bench.multicore.router", "--port", str(port),
-                 "--backends", backends], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-            stack.callback(_stop_popen, router)
-            assert router.stdout is not None
-            line = router.stdout.readline()
-            if "listening" not in line:
-                raise RuntimeError(f"router {n} did not start: {line!r}")
-            processes[f"router {n}"] = router.pid
+        port = _start_routers(stack, cores, backends, processes)
         yield Node(setup, f"127.0.0.1:{port}", backends, processes)
+
+
+def _start_routers(stack: contextlib.ExitStack, count: int, backends: str,
+                   processes: dict[str, int]) -> int:
+    """`count` routers (router.py) on one free port in front of `backends`, stopped by
+    `stack`; each named in `processes`. The port."""
+    port = free_port()
+    for n in range(1, count + 1):
+        router = subprocess.Popen(
+            [sys.executable, "-m", "tests.bench.multicore.router", "--port", str(port),
+             "--backends", backends], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        stack.callback(_stop_popen, router)
+        assert router.stdout is not None
+        line = router.stdout.readline()
+        if "listening" not in line:
+            raise RuntimeError(f"router {n} did not start: {line!r}")
+        processes[f"router {n}"] = router.pid
+    return port
 
 
 def _stop(broker: BrokerProcess) -> None:

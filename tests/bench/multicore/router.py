@@ -11,7 +11,9 @@ boundary (a real shard serves its own partitions in-process), so its cost is an 
 What it routes, and only this (a bench front, not a broker): Produce is split by the
 partitions' leaders (learned from the Metadata answers that pass through it) and the answers
 merged; Metadata is forwarded and rewritten so that the node is one broker leading every
-partition; every other request goes to the first broker as it is. acks=0 has no answer.
+partition; CreateTopics, DeleteTopics and CreatePartitions go to the controller, Fetch and
+ListOffsets to the leader of their partitions (when one backend leads them all), every other
+request to the first broker, as it is. acks=0 has no answer.
 Records stay raw bytes: a Produce is re-framed, never re-batched.
 
     python -m tests.bench.multicore.router --port P --backends h:p,h:p
@@ -38,6 +40,9 @@ log = logging.getLogger("router")
 # (topic, partition) -> index of the backend that leads it, from Metadata answers that passed
 # through this process (every connection's; the leaders are the backends' own).
 LEADERS: dict[tuple[str, int], int] = {}
+TOPIC_NAMES: dict[Any, str] = {}  # topic id -> name, for Fetch v13+
+CONTROLLER = [0]  # index of the backend that is the controller (admin requests go there)
+ADMIN_APIS = (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS)
 
 
 class FrameStream:
@@ -119,7 +124,10 @@ def _rewrite_metadata(frame: bytes, version: int, cid: int, host: str, port: int
     """The backends' Metadata as one broker's: learn the leaders, then name this node."""
     _, body = decode_response(ApiKey.METADATA, version, frame)
     ids = {b.node_id: i for i, b in enumerate(sorted(body.brokers, key=lambda b: b.node_id))}
+    CONTROLLER[0] = ids.get(body.get("controller_id", -1), CONTROLLER[0])
     for topic in body.topics:
+        if topic.get("topic_id") is not None and topic.name:
+            TOPIC_NAMES[topic.topic_id] = topic.name
         for p in topic.partitions:
             if p.leader_id in ids:
                 LEADERS[(topic.name, p.partition_index)] = ids[p.leader_id]
@@ -146,13 +154,33 @@ def _merge_produce(frames: list[bytes], version: int, cid: int) -> bytes:
     return encode_response(ApiKey.PRODUCE, version, cid, merged)
 
 
+def _owner(api_key: int, frame: bytes) -> int:
+    """The backend a request other than Produce goes to: admin requests to the controller;
+    Fetch and ListOffsets to the leader of their partitions when one backend leads them all
+    (this prototype does not split a fetch: a consumer of partitions led by several backends
+    is not served by it); the rest to the first backend."""
+    if api_key in ADMIN_APIS:
+        return CONTROLLER[0]
+    if api_key not in (ApiKey.FETCH, ApiKey.LIST_OFFSETS):
+        return 0
+    body = decode_request(frame).body
+    owners: set[int] = set()
+    for t in body.topics:
+        if api_key == ApiKey.FETCH:
+            name = t.get("topic") or TOPIC_NAMES.get(t.get("topic_id"), "")
+            owners.update(LEADERS.get((name, p.partition), 0) for p in t.partitions)
+        else:
+            owners.update(LEADERS.get((t.name, p.partition_index), 0) for p in t.partitions)
+    return owners.pop() if len(owners) == 1 else 0
+
+
 async def _dispatch(frame: bytes, ups: list[Upstream]) -> Pending:
     prefix = peek_request_prefix(frame)
     assert prefix is not None, "short frame"
     api_key, version, cid = prefix
     framed = SIZE.pack(len(frame)) + frame
     if api_key != ApiKey.PRODUCE:
-        slot = await ups[0].send(framed, cid, True)
+        slot = await ups[_owner(api_key, frame)].send(framed, cid, True)
         assert slot is not None
         return Pending(api_key, version, cid, [slot])
     request = decode_request(frame)
