@@ -46,7 +46,9 @@ from typing import Any, Callable
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.bench.bench_broker import QUIET, bench_latency, cpu_seconds, percentile
+from tests.bench.bench_broker import (
+    QUIET, bench_latency, cpu_seconds, markdown_rows, percentile, print_rows,
+)
 from tests.bench.multicore.node import SETUPS, Node, start_node
 from tests.helpers import ROOT
 
@@ -131,24 +133,15 @@ class MulticoreResults:
         workers = [v for r, v in p.shares.items() if r != "zookeeper"]
         return min(workers) if workers else 0.0
 
+    @staticmethod
+    def _left(i: int, n: int) -> bool:
+        return i < 2  # the producers and figure columns; the setups' cells are figures
+
     def print_table(self, file: Any = sys.stdout) -> None:
-        rows = self.rows()
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        for k, row in enumerate(rows):
-            print("  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                            for i, (c, w) in enumerate(zip(row, widths))).rstrip(), file=file)
-            if k == 0:
-                print("  ".join("-" * w for w in widths), file=file)
-        for note in self.notes:
-            print(note, file=file)
+        print_rows(self.rows(), self.notes, self._left, file)
 
     def markdown(self) -> str:
-        rows = self.rows()
-        n = len(rows[0])
-        lines = ["| " + " | ".join(rows[0]) + " |",
-                 "|" + "|".join("---" if i < 2 else "---:" for i in range(n)) + "|"]
-        lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-        return "\n".join(lines) + "\n\n" + "\n".join(f"- {note}" for note in self.notes) + "\n"
+        return markdown_rows(self.rows(), self.notes, self._left)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {f"multicore | {s} | {n} producers": [p.__dict__ for p in pts]

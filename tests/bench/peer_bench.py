@@ -126,7 +126,7 @@ if str(ROOT) not in sys.path:
 
 from tests.bench.bench_broker import (  # noqa: E402
     Profiler, Throughput, bench_consume, bench_latency, bench_many_partitions,
-    bench_produce, delete_topics, status_kb,
+    bench_produce, delete_topics, markdown_rows, print_rows, status_kb,
 )
 from tests.bench.bench_cluster import (  # noqa: E402
     LATENCY_LINGER_MS, LATENCY_RATE, ClusterRun, bench_cluster,
@@ -369,25 +369,16 @@ class Results:
             last = m.section
         return rows
 
+    @staticmethod
+    def _left(i: int, n: int) -> bool:
+        """The workload, figure and target columns; the medians and ratios are figures."""
+        return i < 2 or i == n - 1
+
     def print_table(self, file: Any = sys.stdout) -> None:
-        rows = self.rows()
-        n = len(rows[0])
-        widths = [max(len(r[i]) for r in rows) for i in range(n)]
-        for k, row in enumerate(rows):
-            print("  ".join(c.ljust(w) if i < 2 or i == n - 1 else c.rjust(w)
-                            for i, (c, w) in enumerate(zip(row, widths))).rstrip(), file=file)
-            if k == 0:
-                print("  ".join("-" * w for w in widths), file=file)
-        for note in self.notes:
-            print(note, file=file)
+        print_rows(self.rows(), self.notes, self._left, file)
 
     def markdown(self) -> str:
-        rows = self.rows()
-        n = len(rows[0])
-        lines = ["| " + " | ".join(rows[0]) + " |",
-                 "|" + "|".join("---" if i < 2 or i == n - 1 else "---:" for i in range(n)) + "|"]
-        lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-        return "\n".join(lines) + "\n\n" + "\n".join(f"- {note}" for note in self.notes) + "\n"
+        return markdown_rows(self.rows(), self.notes, self._left)
 
 
 def throughput_metrics(size: int, partitions: int, acks: str | None,
