@@ -21,6 +21,7 @@ Records stay raw bytes: a Produce is re-framed, never re-batched.
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import socket
 import struct
@@ -120,9 +121,8 @@ class Pending:
         return SIZE.pack(len(frame)) + frame
 
 
-def _rewrite_metadata(frame: bytes, version: int, cid: int, host: str, port: int) -> bytes:
-    """The backends' Metadata as one broker's: learn the leaders, then name this node."""
-    _, body = decode_response(ApiKey.METADATA, version, frame)
+def _learn(body: Any) -> None:
+    """The leaders, topic ids and controller of a backend's Metadata answer."""
     ids = {b.node_id: i for i, b in enumerate(sorted(body.brokers, key=lambda b: b.node_id))}
     CONTROLLER[0] = ids.get(body.get("controller_id", -1), CONTROLLER[0])
     for topic in body.topics:
@@ -131,6 +131,14 @@ def _rewrite_metadata(frame: bytes, version: int, cid: int, host: str, port: int
         for p in topic.partitions:
             if p.leader_id in ids:
                 LEADERS[(topic.name, p.partition_index)] = ids[p.leader_id]
+
+
+def _rewrite_metadata(frame: bytes, version: int, cid: int, host: str, port: int) -> bytes:
+    """The backends' Metadata as one broker's: learn the leaders, then name this node."""
+    _, body = decode_response(ApiKey.METADATA, version, frame)
+    _learn(body)
+    for topic in body.topics:
+        for p in topic.partitions:
             if p.leader_id >= 0:
                 p.leader_id = ROUTER_NODE_ID
             p.replica_nodes = [ROUTER_NODE_ID]
@@ -154,7 +162,40 @@ def _merge_produce(frames: list[bytes], version: int, cid: int) -> bytes:
     return encode_response(ApiKey.PRODUCE, version, cid, merged)
 
 
-def _owner(api_key: int, frame: bytes) -> int:
+LEARN_VERSION = 12  # Metadata for all topics, names and ids both
+_own_ids = itertools.count(-1, -1)  # the router's own correlation ids (clients' are >= 0)
+
+
+async def _learn_from(up: Upstream) -> None:
+    """Ask a backend for the whole image: a partition this router process has not seen in a
+    Metadata answer yet (a client's connections may land on different routers, and its
+    Metadata went through another) is routed by what the store says, as a shard would read
+    its shared image, not sent to the wrong broker to fail with NOT_LEADER_OR_FOLLOWER."""
+    cid = next(_own_ids)
+    body = {"topics": None, "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}
+    slot = await up.send(encode_request(ApiKey.METADATA, LEARN_VERSION, cid, "router", body),
+                         cid, True)
+    assert slot is not None
+    await slot.done.wait()
+    _learn(decode_response(ApiKey.METADATA, LEARN_VERSION, slot.frame)[1])
+
+
+def _known(keys: list[tuple[str, int]]) -> bool:
+    return all(k in LEADERS for k in keys)
+
+
+def _partitions(api_key: int, body: Any) -> list[tuple[str, int]]:
+    """The (topic, partition) pairs a Produce, Fetch or ListOffsets names."""
+    if api_key == ApiKey.PRODUCE:
+        return [(t.name, p.index) for t in body.topic_data for p in t.partition_data]
+    if api_key == ApiKey.FETCH:
+        return [(t.get("topic") or TOPIC_NAMES.get(t.get("topic_id"), ""), p.partition)
+                for t in body.topics for p in t.partitions]
+    return [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+
+
+def _owner(api_key: int, body: Any) -> int:
     """The backend a request other than Produce goes to: admin requests to the controller;
     Fetch and ListOffsets to the leader of their partitions when one backend leads them all
     (this prototype does not split a fetch: a consumer of partitions led by several backends
@@ -163,14 +204,7 @@ def _owner(api_key: int, frame: bytes) -> int:
         return CONTROLLER[0]
     if api_key not in (ApiKey.FETCH, ApiKey.LIST_OFFSETS):
         return 0
-    body = decode_request(frame).body
-    owners: set[int] = set()
-    for t in body.topics:
-        if api_key == ApiKey.FETCH:
-            name = t.get("topic") or TOPIC_NAMES.get(t.get("topic_id"), "")
-            owners.update(LEADERS.get((name, p.partition), 0) for p in t.partitions)
-        else:
-            owners.update(LEADERS.get((t.name, p.partition_index), 0) for p in t.partitions)
+    owners = {LEADERS.get(k, 0) for k in _partitions(api_key, body)}
     return owners.pop() if len(owners) == 1 else 0
 
 
@@ -179,11 +213,17 @@ async def _dispatch(frame: bytes, ups: list[Upstream]) -> Pending:
     assert prefix is not None, "short frame"
     api_key, version, cid = prefix
     framed = SIZE.pack(len(frame)) + frame
+    request = None
+    if api_key in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS):
+        request = decode_request(frame)
+        if not _known(_partitions(api_key, request.body)):
+            await _learn_from(ups[0])
     if api_key != ApiKey.PRODUCE:
-        slot = await ups[_owner(api_key, frame)].send(framed, cid, True)
+        body = request.body if request is not None else None
+        slot = await ups[_owner(api_key, body)].send(framed, cid, True)
         assert slot is not None
         return Pending(api_key, version, cid, [slot])
-    request = decode_request(frame)
+    assert request is not None
     body = request.body
     answer = body.acks != 0
     shares: dict[int, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
