@@ -8,9 +8,11 @@ ROUTER_NODE_ID, and forwards every request over loopback to the broker that owns
 and broker i together stand for shard i; the prototype forwards every request across the
 boundary (a real shard serves its own partitions in-process), so its cost is an upper bound.
 
+With one backend (node.py's `frontends`) it is way (c)'s front-end, forwarding only.
+
 What it routes, and only this (a bench front, not a broker): Produce is split by the
-partitions' leaders (learned from the Metadata answers that pass through it) and the answers
-merged; Metadata is forwarded and rewritten so that the node is one broker leading every
+partitions' leaders (learned from the Metadata answers that pass through it, or asked of the
+first backend for a partition this process has not seen) and the answers merged; Metadata is forwarded and rewritten so that the node is one broker leading every
 partition; CreateTopics, DeleteTopics and CreatePartitions go to the controller, Fetch and
 ListOffsets to the leader of their partitions (when one backend leads them all), every other
 request to the first broker, as it is. acks=0 has no answer.
