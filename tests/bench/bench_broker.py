@@ -50,7 +50,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -449,6 +449,32 @@ def python_start_seconds(code: str) -> float:
 
 
 # --- the run ------------------------------------------------------------------------------
+
+def print_rows(rows: list[tuple[str, ...]], notes: list[str], left: Callable[[int, int], bool],
+               file: Any = sys.stdout) -> None:
+    """A table of text cells (the first row its header), columns aligned, `left(i, n)` saying
+    which of the n columns are left-aligned (the rest are figures, right-aligned); then the
+    notes."""
+    n = len(rows[0])
+    widths = [max(len(r[i]) for r in rows) for i in range(n)]
+    for k, row in enumerate(rows):
+        print("  ".join(c.ljust(w) if left(i, n) else c.rjust(w)
+                        for i, (c, w) in enumerate(zip(row, widths))).rstrip(), file=file)
+        if k == 0:
+            print("  ".join("-" * w for w in widths), file=file)
+    for note in notes:
+        print(note, file=file)
+
+
+def markdown_rows(rows: list[tuple[str, ...]], notes: list[str],
+                  left: Callable[[int, int], bool]) -> str:
+    """The same table in Markdown, the notes as a list under it."""
+    n = len(rows[0])
+    lines = ["| " + " | ".join(rows[0]) + " |",
+             "|" + "|".join("---" if left(i, n) else "---:" for i in range(n)) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return "\n".join(lines) + "\n\n" + "\n".join(f"- {note}" for note in notes) + "\n"
+
 
 class Table:
     def __init__(self) -> None:

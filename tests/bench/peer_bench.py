@@ -86,6 +86,15 @@ Workloads (names for --workloads):
   With `--peers kafka`, three Kafka nodes do the same with Kafka's own tool, after pybroker.
   Not in the default set: it needs ZooKeeper. `bin/pybroker-bench --peers kafka --workloads
   throttle`.
+- multicore (issue #29 item 1, bench_multicore): today's single process against the two
+  prototypes of docs/DESIGN.md "One node, every core" in the same run (tests/bench/multicore/):
+  `brokers`, --cores brokers on one ZooKeeper; `shards`, the same behind --cores
+  SO_REUSEPORT routers showing one broker id; `frontends`, --cores such routers in front of
+  one broker (--multicore-setups picks). N producer processes (--multicore-producers,
+  default 1,2,4; confluent-kafka, 1 KB, acks=1, each its own topic of 8 partitions): aggregate
+  MB/s, the node's CPU as cores in use over all its processes, each process's share, p99
+  produce-to-ack; medians of --rounds (default 3) with their range. Not in the default set:
+  it needs ZooKeeper. `bin/pybroker-bench --workloads multicore --rounds 3`.
 Idle RSS (2 s after start) is always measured, and so is the start to listening with an empty
 log dir: pybroker's the median of 5 fresh starts before the peers run (its modules are
 byte-compiled first, as an installed wheel's are), each peer's its one start.
@@ -117,7 +126,7 @@ if str(ROOT) not in sys.path:
 
 from tests.bench.bench_broker import (  # noqa: E402
     Profiler, Throughput, bench_consume, bench_latency, bench_many_partitions,
-    bench_produce, delete_topics, status_kb,
+    bench_produce, delete_topics, markdown_rows, print_rows, status_kb,
 )
 from tests.bench.bench_cluster import (  # noqa: E402
     LATENCY_LINGER_MS, LATENCY_RATE, ClusterRun, bench_cluster,
@@ -140,7 +149,7 @@ SIZES = (100, 1024, 10240)
 PARTITIONS = (1, 8)
 ACKS = ("1", "all")
 WORKLOADS = ("throughput", "latency", "scale", "start", "partitions")
-EXTRA_WORKLOADS = ("cluster", "throttle")  # only when named: they need ZooKeeper, and not the peer
+EXTRA_WORKLOADS = ("cluster", "throttle", "multicore")  # only when named: they need ZooKeeper, and not the peer
 CLUSTER_ROUNDS = 10
 FULL_COUNTS = {100: 3_000_000, 1024: 1_000_000, 10240: 150_000}
 QUICK_COUNTS = {100: 1_000_000, 1024: 300_000, 10240: 40_000}
@@ -360,25 +369,16 @@ class Results:
             last = m.section
         return rows
 
+    @staticmethod
+    def _left(i: int, n: int) -> bool:
+        """The workload, figure and target columns; the medians and ratios are figures."""
+        return i < 2 or i == n - 1
+
     def print_table(self, file: Any = sys.stdout) -> None:
-        rows = self.rows()
-        n = len(rows[0])
-        widths = [max(len(r[i]) for r in rows) for i in range(n)]
-        for k, row in enumerate(rows):
-            print("  ".join(c.ljust(w) if i < 2 or i == n - 1 else c.rjust(w)
-                            for i, (c, w) in enumerate(zip(row, widths))).rstrip(), file=file)
-            if k == 0:
-                print("  ".join("-" * w for w in widths), file=file)
-        for note in self.notes:
-            print(note, file=file)
+        print_rows(self.rows(), self.notes, self._left, file)
 
     def markdown(self) -> str:
-        rows = self.rows()
-        n = len(rows[0])
-        lines = ["| " + " | ".join(rows[0]) + " |",
-                 "|" + "|".join("---" if i < 2 or i == n - 1 else "---:" for i in range(n)) + "|"]
-        lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-        return "\n".join(lines) + "\n\n" + "\n".join(f"- {note}" for note in self.notes) + "\n"
+        return markdown_rows(self.rows(), self.notes, self._left)
 
 
 def throughput_metrics(size: int, partitions: int, acks: str | None,
@@ -918,6 +918,28 @@ def run_throttle(peers: tuple[str, ...], records: int | None, quick: bool) -> Re
     return results
 
 
+def run_multicore(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
+    """The multicore workload (tests/bench/bench_multicore.py)."""
+    from tests.bench import bench_multicore as bm
+    from tests.bench.multicore.node import SETUPS as MULTICORE_SETUPS
+
+    setups = tuple(s for s in args.multicore_setups.split(",") if s)
+    if not setups or set(setups) - set(MULTICORE_SETUPS) or len(set(setups)) != len(setups):
+        parser.error(f"--multicore-setups: choose from {MULTICORE_SETUPS}, each once")
+    if args.cores < 1:
+        parser.error("--cores: at least 1")
+    count = args.count or (bm.QUICK_COUNT if args.quick else bm.COUNT)
+    with os.fdopen(os.dup(2), "w") as terminal, _stderr_silenced():
+        def progress(text: str) -> None:
+            print(f"  [{time.strftime('%H:%M:%S')}] multicore {text}", file=terminal,
+                  flush=True)
+
+        return bm.bench_multicore(
+            max(1, args.rounds or 3), args.cores,
+            _counts(parser, "--multicore-producers", args.multicore_producers), setups,
+            count, progress, latency_seconds=3.0 if args.quick else 5.0)
+
+
 # --- the run ------------------------------------------------------------------------------
 
 @dataclass
@@ -1083,6 +1105,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="instead of the peers: this build against commit REF, "
                              "alternating (tests/bench/ab.py); --rounds (default 5, at least "
                              "3) and --count (default 300000 1 KB records) apply")
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 1,
+                        help="the multicore workload's workers per prototype (default: the "
+                             "machine's CPUs)")
+    parser.add_argument("--multicore-producers", default="1,2,4",
+                        help="the multicore workload's producer process counts (default 1,2,4)")
+    parser.add_argument("--multicore-setups", default="single,brokers,shards,frontends",
+                        help="the multicore workload's setups (default single,brokers,shards,frontends)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write results as JSON")
     parser.add_argument("--markdown", type=Path, metavar="FILE",
                         help="also write the tables as Markdown, headed by the command line")
@@ -1154,6 +1183,8 @@ def main(argv: list[str] | None = None) -> int:
         except ApacheKafkaUnavailable as exc:
             print(f"the peer broker cannot run here: Apache Kafka: {exc}", file=sys.stderr)
             return 2
+    if "multicore" in workloads:
+        tables.append(run_multicore(parser, args))
     for results in tables:
         print()
         results.print_table()

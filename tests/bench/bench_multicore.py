@@ -1,0 +1,278 @@
+"""The `multicore` workload of bin/pybroker-bench (issue #29 item 1): does a node's work spread
+over the machine's cores, and what does it cost? Today's single process against the
+prototypes of docs/DESIGN.md "One node, every core" (tests/bench/multicore/node.py: `brokers`,
+`shards`, `frontends`), in the same run.
+
+For each round, each setup in turn (the first one rotating from round to round), on a fresh
+node: for N of --multicore-producers (default 1,2,4), N producer processes
+(tests/bench/multicore/producer.py: confluent-kafka, 1 KB, acks=1, linger.ms 5, each its own
+topic of 8 partitions, RF 1), started together once all have the topic's metadata and every
+partition has a leader. Figures, per setup and N:
+
+- aggregate MB/s: the records' bytes (10^6) of all producers over the time from the first
+  producer's start to the last one's final ack;
+- node CPU as cores in use: the CPU time (utime + stime, bench_broker.cpu_seconds) of every
+  process of the node (brokers, routers, ZooKeeper) over that time, divided by it;
+- node CPU-s per GB: the same CPU per 10^9 bytes of records (what each design costs, whether
+  or not the producers could load it);
+- each process's share of that CPU (the smallest share of a broker or router process is the
+  issue's ">= 1/4" figure);
+- p99 produce-to-ack latency over every 50th record of all producers (under full load: queue
+  time in the client included).
+
+Then, per setup and round, the cost of the boundary at low load (issue #29 item 5): end-to-end
+p50 and p99 at 5,000 records/s of 100 B, acks=1, linger.ms 0, one partition
+(bench_broker.bench_latency, the latency workload's), after LATENCY_WARMUP_S uncounted.
+
+Every topic's high watermarks are summed afterwards and must equal what was produced. Medians
+of the rounds, with the range (min-max) beside them; the load average at each round's start
+is printed, since other work on the machine moves these figures.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.bench.bench_broker import (
+    QUIET, bench_latency, cpu_seconds, markdown_rows, percentile, print_rows,
+)
+from tests.bench.multicore.node import SETUPS, Node, start_node
+from tests.helpers import ROOT
+
+PRODUCERS = (1, 2, 4)
+PARTITIONS = 8
+SIZE = 1024
+COUNT = 200_000  # records per producer
+QUICK_COUNT = 60_000
+LEADER_WAIT_S = 60
+LATENCY_RATE = 5000  # issue #29 item 5: the boundary's cost at low load
+# Records of the first seconds are not counted: on a fresh topic of a ZooKeeper node the
+# consumer may learn the partition's leader seconds after the producer did, and the records
+# it then catches up on would measure that, not the path (smoke run: p50 2.5 s, 3 s runs).
+LATENCY_WARMUP_S = 3.0
+
+
+@dataclass
+class Point:
+    """One setup, one N, one round."""
+
+    mb_s: float
+    cores: float
+    shares: dict[str, float]  # process role -> share of the node's CPU
+    p99_ms: float
+    load: float
+
+
+@dataclass
+class MulticoreResults:
+    """By setup and producer count, the rounds' points; printed with medians and ranges."""
+
+    cores: int
+    count: int
+    points: dict[tuple[str, int], list[Point]] = field(default_factory=lambda: defaultdict(list))
+    # setup -> the rounds' (p50, p99) end-to-end ms at LATENCY_RATE
+    latency: dict[str, list[tuple[float, float]]] = field(
+        default_factory=lambda: defaultdict(list))
+    setups: tuple[str, ...] = SETUPS
+    producers: tuple[int, ...] = PRODUCERS
+    notes: list[str] = field(default_factory=list)
+
+    def _cell(self, values: list[float], fmt: str) -> str:
+        if not values:
+            return "-"
+        mid = fmt.format(statistics.median(values))
+        if len(values) == 1:
+            return mid
+        return f"{mid} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+    def rows(self) -> list[tuple[str, ...]]:
+        rows: list[tuple[str, ...]] = [("producers", "figure", *self.setups)]
+        figures: list[tuple[str, Callable[[Point], float], str]] = [
+            ("aggregate MB/s", lambda p: p.mb_s, "{:.1f}"),
+            ("node CPU, cores in use", lambda p: p.cores, "{:.2f}"),
+            ("node CPU-s per GB", lambda p: p.cores / p.mb_s * 1000, "{:.2f}"),
+            ("smallest worker's CPU share", self._least_share, "{:.2f}"),
+            ("p99 produce-to-ack (ms)", lambda p: p.p99_ms, "{:.0f}"),
+        ]
+        for n in self.producers:
+            for k, (name, get, fmt) in enumerate(figures):
+                rows.append((str(n) if k == 0 else "", name,
+                             *(self._cell([get(p) for p in self.points[(s, n)]], fmt)
+                               for s in self.setups)))
+            roles = sorted({r for s in self.setups for p in self.points[(s, n)] for r in p.shares})
+            for role in roles:
+                rows.append(("", f"  share: {role}",
+                             *(self._cell([p.shares[role] for p in self.points[(s, n)]
+                                           if role in p.shares], "{:.2f}")
+                               for s in self.setups)))
+        if self.latency:
+            for k, name in enumerate(("p50", "p99")):
+                rows.append(("low load" if k == 0 else "",
+                             f"e2e {name} at {LATENCY_RATE:,} rec/s (ms)",
+                             *(self._cell([v[k] for v in self.latency[s]], "{:.2f}")
+                               for s in self.setups)))
+        return rows
+
+    @staticmethod
+    def _least_share(p: Point) -> float:
+        """The smallest share among the worker processes (brokers and routers; not
+        ZooKeeper): 1.0 for a single process."""
+        workers = [v for r, v in p.shares.items() if r != "zookeeper"]
+        return min(workers) if workers else 0.0
+
+    @staticmethod
+    def _left(i: int, n: int) -> bool:
+        return i < 2  # the producers and figure columns; the setups' cells are figures
+
+    def print_table(self, file: Any = sys.stdout) -> None:
+        print_rows(self.rows(), self.notes, self._left, file)
+
+    def markdown(self) -> str:
+        return markdown_rows(self.rows(), self.notes, self._left)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {f"multicore | {s} | {n} producers": [p.__dict__ for p in pts]
+                               for (s, n), pts in self.points.items()}
+        out.update({f"multicore | {s} | e2e p50, p99 at {LATENCY_RATE} rec/s": v
+                    for s, v in self.latency.items()})
+        return out
+
+
+def create_topics(node: Node, topics: list[str]) -> None:
+    """The topics, each of PARTITIONS partitions, and a wait until every partition has a
+    leader, seen through the address the producers use (through a router too)."""
+    admin = AdminClient({"bootstrap.servers": node.admin_bootstrap, **QUIET})
+    for future in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics],
+                                      operation_timeout=60, request_timeout=120).values():
+        future.result()
+    front = AdminClient({"bootstrap.servers": node.bootstrap, **QUIET})
+    deadline = time.monotonic() + LEADER_WAIT_S
+    while True:
+        meta = front.list_topics(timeout=30)
+        ready = [t for t in topics if t in meta.topics and not meta.topics[t].error
+                 and len(meta.topics[t].partitions) == PARTITIONS
+                 and all(p.leader >= 0 for p in meta.topics[t].partitions.values())]
+        if len(ready) == len(topics):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"leaders not elected after {LEADER_WAIT_S} s: "
+                               f"{sorted(set(topics) - set(ready))}")
+        time.sleep(0.1)
+
+
+def stored(node: Node, topic: str) -> int:
+    """The records the topic holds: its partitions' high watermarks, summed."""
+    c = Consumer({"bootstrap.servers": node.admin_bootstrap, "group.id": "multicore-bench",
+                  **QUIET})
+    try:
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                   for p in range(PARTITIONS))
+    finally:
+        c.close()
+
+
+def run_point(node: Node, n: int, count: int, tag: str) -> Point:
+    topics = [f"mc-{tag}-{n}p-{i}" for i in range(n)]
+    create_topics(node, topics)
+    os.sync()  # the last point's writeback does not land in this one
+    time.sleep(1)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.bench.multicore.producer",
+                               node.bootstrap, t, str(PARTITIONS), str(count)],
+                              cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True) for t in topics]
+    try:
+        for p in procs:
+            assert p.stdout is not None
+            if p.stdout.readline().strip() != "ready":
+                raise RuntimeError("a producer did not start")
+        load = os.getloadavg()[0]
+        cpu0 = {role: cpu_seconds(pid) for role, pid in node.processes.items()}
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        outs = []
+        for p in procs:
+            assert p.stdout is not None
+            outs.append(json.loads(p.stdout.readline()))
+        cpu = {role: cpu_seconds(pid) - cpu0[role] for role, pid in node.processes.items()}
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait(10)
+    bad = [o for o in outs if o["left"] or o["failed"]]
+    if bad:
+        raise RuntimeError(f"{tag}: producers failed: {bad[0]['failed']} ({bad[0]['left']} left)")
+    for t in topics:
+        held = stored(node, t)
+        if held != count:
+            raise RuntimeError(f"{t}: {held} records stored, {count} acknowledged")
+    wall = max(o["end"] for o in outs) - min(o["start"] for o in outs)
+    total = sum(cpu.values())
+    lat = sorted(x for o in outs for x in o["latencies_ms"])
+    return Point(mb_s=n * count * SIZE / 1e6 / wall, cores=total / wall,
+                 shares={r: v / total for r, v in cpu.items()} if total else {},
+                 p99_ms=percentile(lat, 0.99), load=load)
+
+
+def bench_multicore(rounds: int, cores: int, producers: tuple[int, ...], setups: tuple[str, ...],
+                    count: int, progress: Callable[[str], None],
+                    latency_seconds: float = 5.0) -> MulticoreResults:
+    results = MulticoreResults(cores=cores, count=count, setups=setups, producers=producers)
+    loads = []
+    for rnd in range(rounds):
+        shift = rnd % len(setups)
+        order = setups[shift:] + setups[:shift]
+        for setup in order:
+            work = Path(tempfile.mkdtemp(prefix=f"multicore-{setup}-"))
+            try:
+                with start_node(setup, cores, work) as node:
+                    for n in producers:
+                        point = run_point(node, n, count, f"{setup}-r{rnd}")
+                        loads.append(point.load)
+                        results.points[(setup, n)].append(point)
+                        progress(f"round {rnd + 1} {setup:>7} {n} producers: "
+                                 f"{point.mb_s:.1f} MB/s, {point.cores:.2f} cores, p99 "
+                                 f"{point.p99_ms:.0f} ms, shares " + ", ".join(
+                                     f"{r} {v:.2f}" for r, v in point.shares.items())
+                                 + f" (load {point.load:.2f})")
+                    if latency_seconds > 0:
+                        os.sync()
+                        time.sleep(1)
+                        lat = bench_latency(node.bootstrap, node.pids[0], linger_ms=0,
+                                            seconds=latency_seconds, rate=LATENCY_RATE,
+                                            warmup=LATENCY_WARMUP_S, cpu_pids=node.pids)
+                        results.latency[setup].append((lat.p50, lat.p99))
+                        progress(f"round {rnd + 1} {setup:>7} e2e at {LATENCY_RATE:,} rec/s: "
+                                 f"p50 {lat.p50:.2f} ms, p99 {lat.p99:.2f} ms "
+                                 f"({lat.rate:,.0f} rec/s)")
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+    results.notes.append(
+        f"multicore (issue #29 item 1): {count:,} records of 1 KB per producer, acks=1, "
+        f"linger.ms 5, each producer a process of its own on a topic of {PARTITIONS} "
+        f"partitions; `single` is today's one process, `brokers` {cores} brokers on one "
+        f"ZooKeeper (clients see {cores} broker ids), `shards` the same behind {cores} "
+        "SO_REUSEPORT routers showing one broker id (every request forwarded once), "
+        f"`frontends` {cores} such routers in front of one broker. "
+        f"Low load: end-to-end at {LATENCY_RATE:,} rec/s, 100 B, acks=1, linger.ms 0, "
+        f"one partition, {latency_seconds:g} s after {LATENCY_WARMUP_S:g} s uncounted. "
+        f"Medians of {rounds} round(s), (min-max); setups alternate first. "
+        f"{os.cpu_count()} CPUs shared by the node and the producers; load average (1 min) "
+        f"at the points' starts {min(loads, default=0):.2f}-{max(loads, default=0):.2f}.")
+    return results
