@@ -107,16 +107,22 @@ def _confluent(bootstrap: str, certs: Certs, mtls: bool, topic: str, values: lis
     assert producer.flush(30) == 0
     consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
     try:
-        while len(got) < len(values) and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
+        got = _poll_values(consumer, len(values))
         consumer.commit(asynchronous=False)
     finally:
         consumer.close()
+    return got
+
+
+def _poll_values(consumer: Any, count: int) -> list[bytes]:
+    """The values of up to `count` records polled within 30 s."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
     return got
 
 
@@ -365,13 +371,8 @@ def test_small_batches_at_the_tail_come_whole_over_ssl(certs: Certs, tls_broker:
                          "security.protocol": "SSL", "ssl.ca.location": certs.ca,
                          "group.id": f"g-{topic}", "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, 0, 0)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
     try:
-        while len(got) < len(values) and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
+        got = _poll_values(consumer, len(values))
     finally:
         consumer.close()
     assert got == values
