@@ -20,6 +20,8 @@ from protocol.headers import (
     encode_response_header, peek_request_prefix, response_header_version,
 )
 from protocol.messages import APIS
+from protocol.fetch_response import MAX_VERSION as FETCH_MAX, MIN_VERSION as FETCH_MIN
+from protocol.fetch_response import encode_fetch_parts
 from protocol.metadata_response import EncodedBody
 from protocol.primitives import FrameReader
 from protocol.messages.api import Api
@@ -126,8 +128,14 @@ def encode_response_parts(api_key: int, version: int, correlation_id: int,
     """The same frame as `encode_response`, as buffers for one gathered send: record sets
     are referenced, not copied."""
     api = APIS[api_key]
-    # A body a handler encoded itself (protocol.metadata_response) goes out as it is.
-    parts = [body] if isinstance(body, EncodedBody) else api.response.encode_parts(body, version)
+    # A body a handler encoded itself (protocol.metadata_response) goes out as it is; a Fetch
+    # answer is encoded by hand around its record sets (protocol.fetch_response).
+    if isinstance(body, EncodedBody):
+        parts = [body]
+    elif api_key == ApiKey.FETCH and FETCH_MIN <= version <= FETCH_MAX:
+        parts = encode_fetch_parts(body, version)
+    else:
+        parts = api.response.encode_parts(body, version)
     header = encode_response_header(
         correlation_id, response_header_version(api_key, version in api.flexible))
     size = len(header) + sum(len(p) for p in parts)

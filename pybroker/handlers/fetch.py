@@ -13,10 +13,14 @@ A consumer's Fetch v11+ may be answered by a follower, and the leader may point 
 (`replica/replica_selector.py`); here they are only passed through.
 
 Records need no transforming on the way out (every version served carries magic-2 batches as
-stored), so large ones go from the segment file to the socket with sendfile: the log hands
-back a FileRegion when the first batch is at least SENDFILE_MIN_BATCH bytes, and the
-connection sends it with os.sendfile. Smaller batches are read into memory, where one pread
-and one gathered send cost less than a header read per batch and a sendfile per partition.
+stored), so they go from the segment file to the socket with sendfile where the log can say
+which byte range they are without reading them: the log hands back a FileRegion when the first
+batch is at least SENDFILE_MIN_BATCH bytes, or when the answer is the whole rest of the segment
+(a consumer at the tail), at least that long, all below the high watermark. The plaintext
+connection sends a region with os.sendfile; the TLS one reads it from the file in pieces to
+encrypt it (the copying path). Other reads come into memory with one pread, and the answer
+holds a view of their whole batches, not a copy. The response is encoded by hand around the
+record sets (protocol/fetch_response.py): header bytes, then each set as it is.
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import APIS
+from protocol.fetch_response import encode_fetch_parts
 from pybroker.replica.fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext
 from pybroker.handlers._authz import CLUSTER, TOPIC, Op, allowed, denied_names
 from pybroker.handlers._base import Handler, RequestContext
@@ -252,7 +256,7 @@ def _response_size(version: int, responses: list[dict]) -> int:
     fields too, not only the records). Encoded only under a quota: the record sets are
     referenced, never copied, so this costs the headers' encoding."""
     body = {"error_code": 0, "session_id": 0, "responses": responses}
-    parts = APIS[ApiKey.FETCH].response.encode_parts(body, version)
+    parts = encode_fetch_parts(body, version)
     return 4 + sum(len(part) for part in parts)
 
 

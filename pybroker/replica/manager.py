@@ -68,7 +68,7 @@ class AppendResult:
 @dataclass
 class ReadResult:
     error: ErrorCode
-    records: bytes | FileRegion = b""
+    records: bytes | memoryview | FileRegion = b""
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1

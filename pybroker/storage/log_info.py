@@ -74,7 +74,8 @@ class FetchData:
     """Whole batches from `first_offset` (-1 when empty) up to, not including, `next_offset`,
     with the log's offsets at the time of the read."""
 
-    records: bytes | FileRegion  # a FileRegion only when the reader asked for one
+    # A view or a region only when the reader asked for one (region_min_batch).
+    records: bytes | memoryview | FileRegion
     first_offset: int
     next_offset: int
     high_watermark: int
@@ -88,6 +89,6 @@ class SegmentRead:
     """Whole batches read from one segment: `records` starts at file `position`."""
 
     position: int
-    records: bytes | FileRegion
+    records: bytes | memoryview | FileRegion
     first_offset: int
     next_offset: int

@@ -488,14 +488,25 @@ class LogSegment:
             return SegmentRead(position, b"", first.base_offset, first.base_offset)
         if first.size > max_size and not min_one_message:
             return SegmentRead(position, b"", first.base_offset, first.base_offset)
-        if region_min_batch and first.size >= region_min_batch:
-            # Small batches after the first end the region (a header read each would cost
-            # more than copying them); the next fetch reads them into memory.
-            length, next_offset = self._slice_from(position, first, max_size, max_offset,
-                                                   stop_below=region_min_batch // 4)
-            self._remember_read_end(next_offset, position + length)
-            return SegmentRead(position, FileRegion(self, position, length), first.base_offset,
-                               next_offset)
+        if region_min_batch:
+            if first.size >= region_min_batch:
+                # Small batches after the first end the region (a header read each would
+                # cost more than copying them); the next fetch reads them into memory.
+                length, next_offset = self._slice_from(position, first, max_size,
+                                                       max_offset,
+                                                       stop_below=region_min_batch // 4)
+                self._remember_read_end(next_offset, position + length)
+                return SegmentRead(position, FileRegion(self, position, length),
+                                   first.base_offset, next_offset)
+            rest, next_offset = self._size - position, self._next_offset
+            if (region_min_batch <= rest <= max_size and self._tail_loaded
+                    and next_offset <= max_offset):
+                # The rest of the segment, small batches or not: it ends with a whole batch
+                # (appends write whole batches, on the event loop, as this read runs) and
+                # every offset in it is below max_offset, so it is located without a walk.
+                self._remember_read_end(next_offset, self._size)
+                return SegmentRead(position, FileRegion(self, position, rest),
+                                   first.base_offset, next_offset)
         if first.size > max_size:
             data = os.pread(self.fd, first.size, position)
             self._remember_read_end(first.next_offset, position + first.size)
@@ -507,9 +518,12 @@ class LogSegment:
             if header.last_offset >= max_offset:
                 break
             length, next_offset = rel + header.size, header.next_offset
-        if length != len(data):
-            data = data[:length]
         self._remember_read_end(next_offset, position + length)
+        if length != len(data):
+            # A Fetch (region_min_batch given) takes any buffer: a view of the whole batches,
+            # not a copy of them; other readers (the coordinators' loads) are given bytes.
+            return SegmentRead(position, memoryview(data)[:length] if region_min_batch
+                               else data[:length], first.base_offset, next_offset)
         return SegmentRead(position, data, first.base_offset, next_offset)
 
     def _remember_read_end(self, next_offset: int, position: int) -> None:

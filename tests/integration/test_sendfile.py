@@ -109,3 +109,67 @@ def test_large_batches_fetched_byte_for_byte(broker) -> None:  # type: ignore[no
                 assert int.from_bytes(got[:8], "big") == 4 * i  # base offset assigned
                 assert got[8:12] == batch[8:12] and got[16:] == batch[16:]
                 pos += len(batch)
+
+
+def _produce_small_batches(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    """`count` batches of one ~1 KB record each: small batches, ~`count` KB in all."""
+    values = [b"%05d" % i + os.urandom(1000) for i in range(count)]
+    with RawConnection(bootstrap) as conn:
+        for value in values:
+            resp = conn.request(ApiKey.PRODUCE, 9, {
+                "transactional_id": None, "acks": -1, "timeout_ms": 10000,
+                "topic_data": [{"name": topic, "partition_data": [
+                    {"index": 0, "records": build_batch([Record(None, value)])}]}]})
+            assert resp.responses[0].partition_responses[0].error_code == 0
+    return values
+
+
+def _fetch(conn: RawConnection, version: int, topic: str, offset: int,
+           partition_max_bytes: int) -> tuple[bytes, int]:
+    resp = conn.request(ApiKey.FETCH, version, {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 10**7,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+             "last_fetched_epoch": -1, "log_start_offset": -1,
+             "partition_max_bytes": partition_max_bytes}]}],
+        "forgotten_topics_data": [], "rack_id": ""})
+    p = resp.responses[0].partitions[0]
+    assert p.error_code == 0
+    return bytes(p.records or b""), p.high_watermark
+
+
+def test_small_batches_at_the_tail_fetched_byte_for_byte(broker) -> None:  # type: ignore[no-untyped-def]
+    """The rest of a segment in small batches (a region sent with sendfile) and a part of it
+    (whole batches read into memory, answered as a view) give the same bytes, batch for
+    batch, as reading the log a batch at a time; a stock client reads every record."""
+    from kafka import KafkaConsumer, TopicPartition
+    from protocol.records.batch import iter_batches
+
+    create_topic(broker.bootstrap, "small-tail", 1)
+    values = _produce_small_batches(broker.bootstrap, "small-tail", 150)  # ~160 KB
+    with RawConnection(broker.bootstrap) as conn:
+        one_by_one = b""
+        offset = 0
+        while offset < len(values):  # a limit below one batch: the first batch alone
+            records, hw = _fetch(conn, 11, "small-tail", offset, 1)
+            assert records and hw == len(values)
+            one_by_one += records
+            offset += 1
+        for version in (4, 12):
+            whole, _ = _fetch(conn, version, "small-tail", 0, 10**7)  # the tail: a region
+            assert whole == one_by_one
+            part, _ = _fetch(conn, version, "small-tail", 7, 50_000)  # in memory, a view
+            starts = [pos for pos, _ in iter_batches(one_by_one)]
+            assert len(starts) == len(values)
+            start = starts[7]
+            assert 0 < len(part) <= 50_000 and one_by_one[start:start + len(part)] == part
+            assert start + len(part) in starts  # whole batches only
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                             consumer_timeout_ms=10000)
+    tp = TopicPartition("small-tail", 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    got = [m.value for m in consumer]
+    consumer.close()
+    assert got == values

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import os
 import socket
 import ssl
 import subprocess
@@ -106,16 +107,22 @@ def _confluent(bootstrap: str, certs: Certs, mtls: bool, topic: str, values: lis
     assert producer.flush(30) == 0
     consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
     try:
-        while len(got) < len(values) and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
+        got = _poll_values(consumer, len(values))
         consumer.commit(asynchronous=False)
     finally:
         consumer.close()
+    return got
+
+
+def _poll_values(consumer: Any, count: int) -> list[bytes]:
+    """The values of up to `count` records polled within 30 s."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
     return got
 
 
@@ -346,3 +353,26 @@ def test_stalled_handshake_is_closed_while_others_are_served(certs: Certs,
         waiter.join(10)
         stalled.close()
     assert closed_after and 1.4 <= closed_after[0] < 5
+
+
+def test_small_batches_at_the_tail_come_whole_over_ssl(certs: Certs, tls_broker: Any) -> None:
+    """The rest of a segment in small batches is a FileRegion, which the plaintext listener
+    sends with sendfile and the SSL one reads from the file to encrypt: a consumer over SSL
+    reads every record, in order, from a topic written in ~100 KB of 1 KB batches."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    topic = f"tail-{uuid.uuid4().hex[:6]}"
+    create_topic(_plain_bootstrap(tls_broker), topic, 1)
+    producer = Producer({"bootstrap.servers": _plain_bootstrap(tls_broker), "linger.ms": 0})
+    values = [b"%04d" % i + os.urandom(1000) for i in range(100)]
+    for value in values:  # one batch each: flushed before the next
+        producer.produce(topic, value)
+        assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": _ssl_bootstrap(tls_broker),
+                         "security.protocol": "SSL", "ssl.ca.location": certs.ca,
+                         "group.id": f"g-{topic}", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    try:
+        got = _poll_values(consumer, len(values))
+    finally:
+        consumer.close()
+    assert got == values

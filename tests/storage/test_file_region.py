@@ -15,10 +15,10 @@ from tests.storage.util import fill
 CONFIG = LogConfig(segment_bytes=64 * 1024, index_interval_bytes=4096, file_delete_delay_ms=0)
 
 
-def _bytes(records: bytes | FileRegion) -> bytes:
+def _bytes(records: bytes | memoryview | FileRegion) -> bytes:
     if isinstance(records, FileRegion):
         return os.pread(records.source.fileno(), records.length, records.offset)
-    return records
+    return bytes(records)
 
 
 def test_region_read_matches_memory_read(tmp_path: Path) -> None:
@@ -93,6 +93,35 @@ def test_region_stops_before_small_batches(tmp_path: Path) -> None:
     assert isinstance(region.records, FileRegion)
     assert region.next_offset == 8
     assert plain.records.startswith(_bytes(region.records))
-    rest = plog.read(region.next_offset, 10**6, region_min_batch=4096)
-    assert isinstance(rest.records, bytes)  # the small batches come from memory
-    assert _bytes(region.records) + rest.records == plain.records
+    # Below the high watermark the small batches are not the segment's whole tail: they come
+    # from memory, a view of the whole batches read, not a copy.
+    hw = plog.high_watermark
+    rest = plog.read(region.next_offset, 10**6, region_min_batch=4096, max_offset=hw - 1)
+    assert isinstance(rest.records, memoryview) and rest.next_offset == 11
+    read = _bytes(region.records) + _bytes(rest.records)
+    assert read == plain.records[:len(read)]
+    # Up to the log end they are the rest of the segment, one range of its file: a region,
+    # located without reading a header.
+    tail = plog.read(region.next_offset, 10**6, region_min_batch=4096)
+    assert isinstance(tail.records, FileRegion) and tail.next_offset == plog.log_end_offset
+    assert _bytes(region.records) + _bytes(tail.records) == plain.records
+
+
+def test_tail_region_only_when_it_fits_and_is_readable(tmp_path: Path) -> None:
+    """The rest of the segment goes as a region only when all of it fits `max_bytes` and is
+    below `max_offset`; a smaller limit or a high watermark inside it reads from memory."""
+    plog = PartitionLog(tmp_path / "t-0", CONFIG)
+    fill(plog, 20, per_batch=2, value_size=200)  # 20 batches of ~0.5 KB: ~10 KB, one segment
+    whole = plog.read(0, 10**6)
+    size = len(whole.records)
+    tail = plog.read(0, 10**6, region_min_batch=4096)
+    assert isinstance(tail.records, FileRegion) and _bytes(tail.records) == whole.records
+    for kw in ({"max_bytes": size - 1}, {"max_bytes": 10**6, "max_offset": 39}):
+        max_bytes = kw.pop("max_bytes")
+        plain = plog.read(0, max_bytes, **kw)
+        got = plog.read(0, max_bytes, region_min_batch=4096, **kw)
+        assert not isinstance(got.records, FileRegion)
+        assert _bytes(got.records) == plain.records
+        assert got.next_offset == plain.next_offset
+    small = plog.read(30, 10**6, region_min_batch=4096)  # the last ~2.5 KB: below the minimum
+    assert isinstance(small.records, bytes)
