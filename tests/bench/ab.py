@@ -261,7 +261,8 @@ def _alternate(this: Build, ref: Build, rounds: int, count: int, progress: bool,
                         for phase, t in turn.items()), file=sys.stderr, flush=True)
 
 
-def table(comparisons: list[Comparison], this: Build, ref: Build) -> str:
+def table(comparisons: list[Comparison], this: Build, ref: Build,
+          note: str = "MB/s higher is better, CPU-s per million records lower is better") -> str:
     lines = [f"{'figure':<26}{this.label:>10}{ref.label:>14}   this/REF  [lowest - highest]",
              "-" * 78]
     for c in comparisons:
@@ -269,7 +270,7 @@ def table(comparisons: list[Comparison], this: Build, ref: Build) -> str:
                      f"{statistics.median(c.ref):>14.2f}   {c.median_ratio:>8.3f}  "
                      f"[{min(c.ratios):.3f} - {max(c.ratios):.3f}]")
     lines.append(f"\nMedians of {len(comparisons[0].this)} alternations on {os.cpu_count()} "
-                 f"CPUs; MB/s higher is better, CPU-s per million records lower is better.")
+                 f"CPUs; {note}.")
     return "\n".join(lines)
 
 
