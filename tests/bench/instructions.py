@@ -37,6 +37,7 @@ import shutil
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,7 +45,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from tests.bench import raw_load
-from tests.bench.ab import CACHE, PROPERTIES, RAW_LOG_ROOT, Build, Comparison
+from tests.bench.ab import (
+    CACHE, PROPERTIES, RAW_LOG_ROOT, Build, BuildError, Comparison, ref_build, table, this_build,
+)
 from tests.helpers import BrokerProcess
 
 HERE = Path(__file__).resolve().parent
@@ -52,6 +55,8 @@ TOGGLE_SOURCE = HERE / "callgrind_toggle.c"
 ENTRY = HERE / "instr_broker.py"
 SIZE = 1024
 WARMUP_REQUESTS = 5
+DEFAULT_ROUNDS, DEFAULT_REQUESTS = 3, 20
+NOTE = "instructions per record (callgrind), lower is better"
 # The phases of a round, in the order they run.
 PHASES = ("produce acks=1", "produce acks=all", "fetch")
 FIGURE = "instr/record"
@@ -261,3 +266,19 @@ def over(comparisons: list[Comparison], limit: float, ref: Build) -> list[str]:
             f"against {statistics.median(c.ref):,.0f}; rounds "
             f"{', '.join(f'{r:.3f}' for r in c.ratios)})"
             for c in comparisons if c.median_ratio > limit]
+
+
+def run(ref: str, rounds: int = DEFAULT_ROUNDS, requests: int = DEFAULT_REQUESTS) -> int:
+    """`bin/pybroker-bench --ab REF --instructions`: the gate's count, for any REF."""
+    why = missing_tools()
+    if why is not None:
+        print(f"--instructions: {why}", file=sys.stderr)
+        return 2
+    try:
+        other = ref_build(ref)
+    except BuildError as exc:
+        print(f"--instructions: {exc}", file=sys.stderr)
+        return 2
+    this = this_build()
+    print(table(compare(this, other, requests, rounds), this, other, NOTE))
+    return 0

@@ -30,8 +30,8 @@ from tests.bench import ab, instructions
 # Rounds of each build, counted in one broker process per build; requests a phase and round.
 # 3 x 20 keeps both builds' brokers under valgrind to ~45 s on this machine (at a load
 # average of 9), and each round's ratio of a phase to within a few per cent of the others.
-ROUNDS, REQUESTS = 3, 20
-NOTE = "instructions per record (callgrind), lower is better"
+ROUNDS, REQUESTS = instructions.DEFAULT_ROUNDS, instructions.DEFAULT_REQUESTS
+NOTE = instructions.NOTE
 # The proof that the gate can fail: this tree against itself, with one bytes slice every
 # 4 KB of each request frame injected into the candidate's broker (instr_broker.py): ~350
 # instructions more per 1 KB record, about 1.35x a Produce's.
