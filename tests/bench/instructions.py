@@ -9,8 +9,8 @@ load, so this counts them, with valgrind's callgrind (no hardware counters on th
 
 Each build's broker runs as `python -m pybroker` under `valgrind --tool=callgrind
 --instr-atstart=no` through tests/bench/instr_broker.py, on a log in /dev/shm, and takes
-tests/bench/raw_load.py's fixed frames over a real loopback socket: five warm-up requests
-and a warm-up fetch uncounted, then rounds of `requests` Produce requests of 1,000 1 KB
+tests/bench/raw_load.py's fixed frames over a real loopback socket: warm-up requests and a
+warm-up fetch uncounted, then rounds of `requests` Produce requests of 1,000 1 KB
 records with acks=1 and with acks=all (one topic each) and a Fetch of what that round's
 acks=1 phase wrote. Counting is switched on after the warm-up and each phase ends with a
 dump, so a phase's count is the broker's whole request path (the socket reads, framing,
@@ -24,9 +24,12 @@ What else makes a count move, and what holds it still:
 - glibc's `rep movsb`/`rep stosb`, one instruction a byte to valgrind: NO_REP_STRINGS;
 - how much of a frame the socket holds when the broker reads (each read a pass of its loop):
   fixed socket buffers, BUFFER_BYTES;
-- str hashing: PYTHONHASHSEED=0.
-Rounds of one build then agree within ~3 % (produce) and ~8 % (fetch, ~550,000 instructions
-a request, of which a wake-up more or less of the connection's task is a few per cent).
+- str hashing: PYTHONHASHSEED=0;
+- Python's warm-up (quickening, specialisation): WARMUP_REQUESTS.
+What is left is the connection's scheduling (a pass of Python more or less): rounds of one
+build agree within ~3-5 % for produce (~1,000 instructions a record) and usually as well for
+fetch (~550, all per request), whose rounds once spread 0.88-1.09; the gate's verdict is the
+median of the rounds.
 """
 from __future__ import annotations
 

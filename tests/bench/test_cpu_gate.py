@@ -11,8 +11,8 @@ tree and venv), and fails when a workload's median ratio over the rounds passes
 It replaced a timed A/B of user CPU seconds, which skipped itself on a busy machine, and so in
 every CI run: on this 2-CPU machine (two hyperthreads, shared) CPU time per record moved by
 up to 2x with other work (raw fetch user-s/M 0.632 to 1.300 x REF in one run). Instructions do
-not depend on the load: rounds of one build agree within a few per cent at any load average,
-so the gate never skips for load. It skips only when it cannot count (no valgrind, no
+not depend on the load: rounds of one build agree within a few per cent at any load average
+(a Fetch's rounds once 0.88-1.09, hence the median), so the gate never skips for load. It skips only when it cannot count (no valgrind, no
 valgrind/callgrind.h or no C compiler: `bin/test` installs valgrind with apt for the bench
 tier) or the reference is not in this clone (a shallow checkout: `git fetch --unshallow`).
 
