@@ -274,15 +274,23 @@ def table(comparisons: list[Comparison], this: Build, ref: Build,
     return "\n".join(lines)
 
 
+def checked_ref(ref: str, rounds: int, option: str) -> Build | None:
+    """REF's build for an A/B of `rounds` rounds, or None once `option`'s complaint is on
+    stderr (too few rounds, REF not a commit, its install failed)."""
+    if rounds < 3:
+        print(f"{option}: at least 3 rounds, so that a spread means something", file=sys.stderr)
+        return None
+    try:
+        return ref_build(ref)
+    except BuildError as exc:
+        print(f"{option}: {exc}", file=sys.stderr)
+        return None
+
+
 def run(ref: str, rounds: int = DEFAULT_ROUNDS, count: int = DEFAULT_COUNT,
         json_path: Path | None = None, raw_only: bool = False) -> int:
-    if rounds < 3:
-        print("--ab: at least 3 rounds, so that a spread means something", file=sys.stderr)
-        return 2
-    try:
-        other = ref_build(ref)
-    except BuildError as exc:
-        print(f"--ab: {exc}", file=sys.stderr)
+    other = checked_ref(ref, rounds, "--ab")
+    if other is None:
         return 2
     this = this_build()
     comparisons = compare(this, other, rounds, count, raw_only=raw_only)

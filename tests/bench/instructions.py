@@ -49,7 +49,7 @@ from typing import Callable, Sequence
 
 from tests.bench import raw_load
 from tests.bench.ab import (
-    CACHE, PROPERTIES, RAW_LOG_ROOT, Build, BuildError, Comparison, ref_build, table, this_build,
+    CACHE, PROPERTIES, RAW_LOG_ROOT, Build, Comparison, checked_ref, table, this_build,
 )
 from tests.helpers import BrokerProcess
 
@@ -280,10 +280,8 @@ def run(ref: str, rounds: int = DEFAULT_ROUNDS, requests: int = DEFAULT_REQUESTS
     if why is not None:
         print(f"--instructions: {why}", file=sys.stderr)
         return 2
-    try:
-        other = ref_build(ref)
-    except BuildError as exc:
-        print(f"--instructions: {exc}", file=sys.stderr)
+    other = checked_ref(ref, rounds, "--instructions")
+    if other is None:
         return 2
     this = this_build()
     print(table(compare(this, other, requests, rounds), this, other, NOTE))
