@@ -1084,15 +1084,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", default=",".join(map(str, LATENCY_RATES)),
                         help="records/s of the latency workload, comma-separated (default "
                              "5000; e.g. 5000,50000)")
-    parser.add_argument("--ab", metavar="REF",
-                        help="instead of the peers: this build against commit REF, "
-                             "alternating (tests/bench/ab.py); --rounds (default 5, at least "
-                             "3) and --count (default 300000 1 KB records) apply")
     parser.add_argument("--instructions", action="store_true",
                         help="with --ab REF: count the broker's instructions per record under "
                              "callgrind instead of timing it, as the CPU gate does "
                              "(tests/bench/instructions.py); --rounds (default 3) and --count "
                              "(requests a phase, default 20) apply")
+    parser.add_argument("--ab", metavar="REF",
+                        help="instead of the peers: this build against commit REF, "
+                             "alternating (tests/bench/ab.py); --rounds (default 5, at least "
+                             "3) and --count (default 300000 1 KB records) apply")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write results as JSON")
     parser.add_argument("--markdown", type=Path, metavar="FILE",
                         help="also write the tables as Markdown, headed by the command line")
