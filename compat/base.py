@@ -154,6 +154,10 @@ class ProcessMember(Member):
             self.proc.kill()
             raise RuntimeError(f"{self.label} did not stop within 20 s of SIGTERM")
 
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
     def debug(self) -> str:
         return f"{self.label} pid {self.proc.pid}: {len(self._taken)} taken; " + \
             " | ".join(s.strip() for s in self._stderr[-5:])

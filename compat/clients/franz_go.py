@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from compat.base import Got, Member
+from compat.base import Got, Member, NotApplicable
 from compat.helper_process import Helper, HelperAdapter, HelperMember, go_binary, got_from
 
 STATIC_RANGE = ("static members use kgo.RangeBalancer (Java's default first assignor): with "
@@ -19,6 +19,12 @@ STATIC_RANGE = ("static members use kgo.RangeBalancer (Java's default first assi
 
 WIDENED_REGEX = ("kgo sends a regex R as .*(?:(?:R)).* (SubscribedTopicRegex), keeping Go's "
                  "match-anywhere semantics against the broker's whole-name match")
+
+STATIC_LEAVE_848 = ("kgo v1.22.3 (the newest the Go module proxy serves) leaves a KIP-848 group "
+                    "as a static member with MemberEpoch -2 but no InstanceId (leave848); Apache "
+                    "Kafka 4.1.1 and pybroker answer INVALID_REQUEST 'InstanceId can't be "
+                    "null.', so the member stays until its session expires and a restart is "
+                    "refused (UNRELEASED_INSTANCE_ID) until then")
 
 END_OFFSET_AS_NONE = ("kadm's ListOffsetsAfterMilli answers a time past every record with the "
                       "end offset (its documented fallback): reported as none")
@@ -41,6 +47,8 @@ class FranzGo(HelperAdapter):
                               topics: Sequence[str] = (), regex: str | None = None,
                               instance_id: str | None = None, killable: bool = False) -> Member:
         # kgo.ServerSideBalancer with its cooperative-sticky balancer: the broker's "uniform"
+        if instance_id is not None:
+            raise NotApplicable(STATIC_LEAVE_848)
         if regex is not None:
             self.note(WIDENED_REGEX)
         return HelperMember(self.helper, killable=killable, bootstrap=bootstrap, group=group,
