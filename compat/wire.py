@@ -82,13 +82,14 @@ def produce(bootstrap: str, topic: str, partition: int, records: list[Record],
     batch = build_batch(records, compression=compression)
     body = {"transactional_id": None, "acks": -1, "timeout_ms": 10000, "topic_data": [
         {"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
-    # Retried, as a producer does, while the partition's leader is not yet serving: Apache
-    # Kafka answers CreateTopics (and then Metadata) before its broker has taken the
-    # leadership, so a Produce right after may get NOT_LEADER_OR_FOLLOWER (6) for a moment.
+    # Retried, as a producer does, while the partition is not yet served: Apache Kafka
+    # answers CreateTopics (and then Metadata) before its broker knows the topic or has taken
+    # the leadership, so a Produce right after may get UNKNOWN_TOPIC_OR_PARTITION (3) or
+    # NOT_LEADER_OR_FOLLOWER (6) for a moment.
     deadline = time.monotonic() + 15
     while True:
         part = request(bootstrap, ApiKey.PRODUCE, 9, body).responses[0].partition_responses[0]
-        if part.error_code != 6 or time.monotonic() > deadline:
+        if part.error_code not in (3, 6) or time.monotonic() > deadline:
             break
         time.sleep(0.05)
     assert part.error_code == 0, f"Produce {topic}-{partition}: error {part.error_code}"
