@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from contextlib import contextmanager
+from typing import Iterator
 
 from compat import wire
 from compat.base import Adapter, Member, stop_all, wait_for
-from compat.scenarios import commit_and_resume, group_of_three, neutral_records, scenario, unique
+from compat.scenarios import (
+    commit_and_resume, group_of_three, neutral_records, scenario, sticky, unique,
+)
 
 SESSION_S = 45.0  # group.consumer.session.timeout.ms, the default of both brokers
 HEARTBEAT_S = 5.0  # group.consumer.heartbeat.interval.ms, the same
@@ -48,9 +52,20 @@ def _settled(bootstrap: str, group: str, topic: str, partitions: int,
         sorted(len(p) for p in assigned.values()) == sorted(sizes)
 
 
-def _debug(members: list[Member] | dict[str, Member]) -> None:
-    for m in (members.values() if isinstance(members, dict) else members):
-        print("member:", m.debug())
+@contextmanager
+def _running(members: list[Member] | dict[str, Member]) -> Iterator[None]:
+    """Every member (the list or dict as it is at the end) stopped on the way out, and shown
+    first when the scenario fails."""
+    def now() -> list[Member]:
+        return list(members.values() if isinstance(members, dict) else members)
+    try:
+        yield
+    except BaseException:
+        for m in now():
+            print("member:", m.debug())
+        raise
+    finally:
+        stop_all(now())
 
 
 @scenario("consumer-join", "Consumer protocol (KIP-848): one member joins, is assigned all six "
@@ -61,7 +76,7 @@ def consumer_join(a: Adapter, bootstrap: str) -> str | None:
     values = [f"a-{i}".encode() for i in range(60)]
     neutral_records(bootstrap, topic, values, 6)
     member = a.start_consumer_member(bootstrap, group, topics=[topic])
-    try:
+    with _running([member]):
         wait_for(lambda: set(values) <= set(member.values()), 60, "the member to take 60 records")
         wait_for(lambda: _settled(bootstrap, group, topic, 6, [6]), 30,
                  "a stable consumer group of one holding the six partitions")
@@ -73,11 +88,6 @@ def consumer_join(a: Adapter, bootstrap: str) -> str | None:
             f"{g.assignment_epoch}"
         wait_for(lambda: wire.committed(bootstrap, group, topic, list(range(6))) ==
                  {p: 10 for p in range(6)}, 30, "the member to commit the end of every partition")
-    except BaseException:
-        _debug([member])
-        raise
-    finally:
-        member.stop()
     wait_for(lambda: consumer_look(bootstrap, group, topic)[0] == "Empty", 30,
              "the group to be empty once the member left")
     return None
@@ -86,18 +96,9 @@ def consumer_join(a: Adapter, bootstrap: str) -> str | None:
 @scenario("consumer-third", "Consumer protocol: two share six partitions 3/3, a third joins: "
           "2/2/2 with no partition moved between the first two", timeout=180)
 def consumer_third(a: Adapter, bootstrap: str) -> str | None:
-    def sticky(topic: str, before: dict[str, set[int]], after: dict[str, set[int]],
-               assignor: str) -> None:
-        assert assignor == "uniform", f"the group chose the {assignor!r} assignor"
-        for member, had in before.items():
-            now = after.get(member)
-            assert now is not None, f"member {member} gone after the third joined"
-            assert now <= had, f"member {member} had {sorted(had)}, now {sorted(now)}: " \
-                "a partition moved between the first two members"
-
     return group_of_three(a, bootstrap, "cthird",
                           lambda t, g: a.start_consumer_member(bootstrap, g, topics=[t]),
-                          sticky, consumer_look)
+                          sticky("uniform"), consumer_look)
 
 
 @scenario("consumer-leave", "Consumer protocol: one of three members (2/2/2) leaves; the other "
@@ -107,7 +108,7 @@ def consumer_leave(a: Adapter, bootstrap: str) -> str | None:
     topic, group = unique(a, "cleave"), unique(a, "g")
     wire.create_topic(bootstrap, topic, 6)
     members: list[Member] = []
-    try:
+    with _running(members):
         for _ in range(3):
             members.append(a.start_consumer_member(bootstrap, group, topics=[topic]))
         wait_for(lambda: _settled(bootstrap, group, topic, 6, [2, 2, 2]), 90,
@@ -128,11 +129,6 @@ def consumer_leave(a: Adapter, bootstrap: str) -> str | None:
         wait_for(lambda: set(values) <= {v for m in members for v in m.values()}, 30,
                  "the two left to take 60 records from all six partitions")
         assert took < SESSION_S, f"the leave took {took:.1f} s: a session expiry, not a leave"
-    except BaseException:
-        _debug(members)
-        raise
-    finally:
-        stop_all(members)
     return None
 
 
@@ -144,7 +140,7 @@ def consumer_kill(a: Adapter, bootstrap: str) -> str | None:
     survivor = a.start_consumer_member(bootstrap, group, topics=[topic])
     victim = a.start_consumer_member(bootstrap, group, topics=[topic], killable=True)
     members = [survivor, victim]
-    try:
+    with _running(members):
         wait_for(lambda: _settled(bootstrap, group, topic, 6, [3, 3]), 90,
                  "two members sharing six partitions 3/3")
         killed_at = time.monotonic()
@@ -161,11 +157,6 @@ def consumer_kill(a: Adapter, bootstrap: str) -> str | None:
             f"({SESSION_S:.0f} s) could have expired"
         wait_for(lambda: set(values) <= set(survivor.values()), 30,
                  "the survivor to take the 60 records of all six partitions")
-    except BaseException:
-        _debug(members)
-        raise
-    finally:
-        stop_all(members)
     return None
 
 
@@ -182,7 +173,7 @@ def consumer_static(a: Adapter, bootstrap: str) -> str | None:
         return {m.instance_id: (mid, m.epoch, set(m.assigned.get(topic, [])))
                 for mid, m in g.members.items()}
 
-    try:
+    with _running(members):
         for name in ("a", "b"):
             members[name] = a.start_consumer_member(bootstrap, group, topics=[topic],
                                                     instance_id=f"member-{name}")
@@ -213,11 +204,6 @@ def consumer_static(a: Adapter, bootstrap: str) -> str | None:
             p = int(value.split(b"-")[1]) % 4
             assert p in before["member-a"][2], \
                 f"the restarted member-a took {value!r} of partition {p}, not one of its own"
-    except BaseException:
-        _debug(members)
-        raise
-    finally:
-        stop_all(members.values())
     return None
 
 
@@ -235,7 +221,7 @@ def consumer_regex(a: Adapter, bootstrap: str) -> str | None:
     # Anchored: a client may widen it to keep its own match-anywhere semantics (franz-go)
     regex = f"^{prefix}-.*"
     member = a.start_consumer_member(bootstrap, group, regex=regex)
-    try:
+    with _running([member]):
         wait_for(lambda: {b"one-0", b"one-1"} <= set(member.values()), 60,
                  f"the member to read {first}")
         (seen,) = wire.consumer_group(bootstrap, group).members.values()
@@ -252,11 +238,6 @@ def consumer_regex(a: Adapter, bootstrap: str) -> str | None:
             f"read {other}, whose name the regex does not match"
         counts = Counter(member.values())
         assert all(n == 1 for n in counts.values()), f"read twice: {counts}"
-    except BaseException:
-        _debug([member])
-        raise
-    finally:
-        member.stop()
     return None
 
 

@@ -210,18 +210,23 @@ def group_rebalance(a: Adapter, bootstrap: str) -> str | None:
 @scenario("group-cooperative", "The cooperative-sticky assignor: two share six partitions, a "
           "third joins, 2/2/2 with no partition moved between the first two", timeout=150)
 def group_cooperative(a: Adapter, bootstrap: str) -> str | None:
-    def sticky(topic: str, before: dict[str, set[int]], after: dict[str, set[int]],
-               assignor: str) -> None:
-        assert assignor == "cooperative-sticky", f"the group chose the {assignor!r} assignor"
+    return group_of_three(a, bootstrap, "coop",
+                          lambda t, g: a.start_member_as(bootstrap, t, g, cooperative=True),
+                          sticky("cooperative-sticky"))
+
+
+def sticky(assignor: str) -> Snapshot:
+    """The check that the group chose `assignor` and that the third member's join moved no
+    partition between the first two (each kept a subset of what it had)."""
+    def check(topic: str, before: dict[str, set[int]], after: dict[str, set[int]],
+              chosen: str) -> None:
+        assert chosen == assignor, f"the group chose the {chosen!r} assignor"
         for member, had in before.items():
             now = after.get(member)
             assert now is not None, f"member {member} gone after the third joined"
             assert now <= had, f"member {member} had {sorted(had)}, now {sorted(now)}: " \
                 "a partition moved between the first two members"
-
-    return group_of_three(a, bootstrap, "coop",
-                           lambda t, g: a.start_member_as(bootstrap, t, g, cooperative=True),
-                           sticky)
+    return check
 
 
 Snapshot = Callable[[str, dict[str, set[int]], dict[str, set[int]], str], None]
