@@ -108,8 +108,12 @@ async def handle(ctx: RequestContext, request: Container) -> EncodedBody:
     elif ids:
         # As Kafka: once any topic is asked for by id, the ids alone say what is asked for (a
         # set; names are ignored). The Java client's forTopicIds leaves each name "" (the
-        # field's default), not null: read as names, every id would be the topic "".
-        requested = [Container(name=None, topic_id=i) for i in dict.fromkeys(ids)]
+        # field's default), not null: read as names, every id would be the topic "". Kafka
+        # answers the unknown ids (UNKNOWN_TOPIC_ID) before the known ones.
+        unique = list(dict.fromkeys(ids))
+        unknown = [i for i in unique if image.topic_by_id(i) is None]
+        requested = [Container(name=None, topic_id=i)
+                     for i in unknown + [i for i in unique if i not in unknown]]
     elif requested and len(requested) > 1:
         # As Kafka (a set of names): a topic asked for twice is answered once.
         requested = list({w.name if w.name is not None else w.topic_id: w
