@@ -18,7 +18,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 Headers = tuple[tuple[str, "bytes | None"], ...]
 
@@ -108,6 +108,11 @@ class Member:
     def debug(self) -> str:
         return ""
 
+    def kill(self) -> None:
+        """SIGKILL the member's process: it neither commits nor leaves (kill -9)."""
+        raise NotApplicable("this member shares a process with others; it cannot be killed "
+                            "alone")
+
 
 class ProcessMember(Member):
     """A member that is a command-line consumer printing one value per line.
@@ -148,6 +153,10 @@ class ProcessMember(Member):
         except subprocess.TimeoutExpired:
             self.proc.kill()
             raise RuntimeError(f"{self.label} did not stop within 20 s of SIGTERM")
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
 
     def debug(self) -> str:
         return f"{self.label} pid {self.proc.pid}: {len(self._taken)} taken; " + \
@@ -321,6 +330,22 @@ class Adapter:
         it without leaving the group, as the client does by default for static members."""
         raise NotApplicable(f"{self.name}'s adapter cannot choose the assignor or "
                             "group.instance.id of a member")
+
+    def start_consumer_member(self, bootstrap: str, group: str, *,
+                              topics: Sequence[str] = (), regex: str | None = None,
+                              instance_id: str | None = None, killable: bool = False) -> Member:
+        """A member joining by the consumer group protocol (KIP-848, `group.protocol=consumer`:
+        ConsumerGroupHeartbeat, the broker's assignor), subscribed to `topics` or to the topics
+        matching `regex` (resolved by the broker), committing what it takes. `killable`: in a
+        process of its own, so that `kill()` can SIGKILL it. A static member's `stop()` leaves
+        with epoch -2 (it may come back), another's with -1."""
+        raise NotApplicable(f"{self.name}'s adapter cannot run a consumer-protocol member")
+
+    def consume_consumer_group(self, bootstrap: str, topic: str, group: str,
+                               count: int) -> list[Got]:
+        """`consume_group` with the consumer group protocol (KIP-848): commits at its member
+        epoch (OffsetCommit v9+)."""
+        raise NotApplicable(f"{self.name}'s adapter cannot consume in a consumer-protocol group")
 
     def offsets_for_times(self, bootstrap: str, topic: str,
                           times: dict[int, int]) -> dict[int, tuple[int, int] | None]:

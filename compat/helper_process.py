@@ -181,17 +181,31 @@ class Helper:
                 return Connection(path)
             except OSError:
                 pass
-            log = open(cache_root() / f"{self.name}.log", "ab")
-            proc = subprocess.Popen([*self.command(), str(path), str(os.getppid())],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=log, start_new_session=True)
-            assert proc.stdout is not None
-            ready = proc.stdout.readline()  # "ready" once it listens
-            if ready.strip() != b"ready":
-                raise RuntimeError(f"{self.name} helper did not start (see "
-                                   f"{cache_root() / (self.name + '.log')})")
-            threading.Thread(target=proc.stdout.read, daemon=True).start()
+            self._spawn(path, os.getppid())
             return Connection(path)
+
+    def _spawn(self, path: Path, watch: int) -> subprocess.Popen:
+        """The helper listening on `path`, ending when `watch` (a pid) is gone."""
+        log = open(cache_root() / f"{self.name}.log", "ab")
+        proc = subprocess.Popen([*self.command(), str(path), str(watch)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=log, start_new_session=True)
+        assert proc.stdout is not None
+        ready = proc.stdout.readline()  # "ready" once it listens
+        if ready.strip() != b"ready":
+            raise RuntimeError(f"{self.name} helper did not start (see "
+                               f"{cache_root() / (self.name + '.log')})")
+        threading.Thread(target=proc.stdout.read, daemon=True).start()
+        return proc
+
+    def solo(self) -> tuple[Connection, subprocess.Popen]:
+        """A helper process of its own (not the shared one) and a connection to it: what a
+        member that is to be killed -9 runs in. It ends with this process, as the shared one
+        ends with the runner."""
+        path = Path("/tmp") / f"pybroker-compat-{self.name}-solo-{os.getpid()}-" \
+                              f"{os.urandom(4).hex()}.sock"
+        proc = self._spawn(path, os.getpid())
+        return Connection(path), proc
 
     def call(self, op: str, **args: Any) -> Any:
         conn = self.connect()
@@ -205,8 +219,12 @@ class HelperMember(Member):
     """A group member living in the helper, on its own connection: values stream back as
     lines until `stop()` asks it to commit and leave."""
 
-    def __init__(self, helper: Helper, **args: Any) -> None:
-        self.conn = helper.connect()
+    def __init__(self, helper: Helper, *, killable: bool = False, **args: Any) -> None:
+        self.proc: subprocess.Popen | None = None
+        if killable:
+            self.conn, self.proc = helper.solo()
+        else:
+            self.conn = helper.connect()
         self.conn.send({"op": "member", **args})
         self._taken: list[bytes] = []
         self._lock = threading.Lock()
@@ -245,6 +263,15 @@ class HelperMember(Member):
             raise RuntimeError("the member did not stop within 30 s")
         if self.error:
             raise RuntimeError(f"the member failed: {self.error}")
+
+    def kill(self) -> None:
+        if self.proc is None:
+            super().kill()
+            return
+        self.proc.kill()
+        self.proc.wait(10)
+        self._stopped.wait(10)
+        self.conn.close()
 
     def debug(self) -> str:
         return f"{len(self._taken)} taken, error={self.error!r}"

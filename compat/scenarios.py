@@ -105,7 +105,7 @@ def _placed(a: Adapter, recs: list[Rec], partitions: int) -> tuple[list[Rec], in
     return [Rec(r.key, r.value, r.headers, r.timestamp, None) for r in recs], 1
 
 
-def _neutral_records(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> None:
+def neutral_records(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> None:
     """values[i] to partition i % partitions, one batch per partition."""
     for p in range(partitions):
         recs = [Record(f"k{i}".encode(), v) for i, v in enumerate(values) if i % partitions == p]
@@ -190,54 +190,59 @@ for _codec in ("gzip", "snappy", "lz4", "zstd"):
 
 # -- groups ------------------------------------------------------------------------------------
 
-def _assignment_sizes(bootstrap: str, group: str, topic: str) -> tuple[str, list[list[int]]]:
-    state, members = wire.describe_group(bootstrap, group)
-    return state, [sorted(m.get(topic, [])) for m in members]
+# (state, assignor, member id -> its partitions of topic) of a group, by (bootstrap, group, topic)
+GroupLook = Callable[[str, str, str], tuple[str, str, dict[str, set[int]]]]
+
+
+def classic_look(bootstrap: str, group: str, topic: str
+                 ) -> tuple[str, str, dict[str, set[int]]]:
+    """A classic group per DescribeGroups (the assignor is the protocol the group chose)."""
+    state, assignor, members = wire.group_members(bootstrap, group)
+    return state, assignor, {mid: set(parts.get(topic, [])) for mid, (_, parts) in members.items()}
 
 
 @scenario("group-rebalance", "A group of three: two share six partitions, a third joins, "
           "rebalance to 2/2/2", timeout=150)
 def group_rebalance(a: Adapter, bootstrap: str) -> str | None:
-    return _group_of_three(a, bootstrap, "grp", lambda t, g: a.start_member(bootstrap, t, g))
+    return group_of_three(a, bootstrap, "grp", lambda t, g: a.start_member(bootstrap, t, g))
 
 
 @scenario("group-cooperative", "The cooperative-sticky assignor: two share six partitions, a "
           "third joins, 2/2/2 with no partition moved between the first two", timeout=150)
 def group_cooperative(a: Adapter, bootstrap: str) -> str | None:
-    def sticky(topic: str, before: dict[str, set[int]], after: dict[str, set[int]],
-               assignor: str) -> None:
-        assert assignor == "cooperative-sticky", f"the group chose the {assignor!r} assignor"
+    return group_of_three(a, bootstrap, "coop",
+                          lambda t, g: a.start_member_as(bootstrap, t, g, cooperative=True),
+                          sticky("cooperative-sticky"))
+
+
+def sticky(assignor: str) -> Snapshot:
+    """The check that the group chose `assignor` and that the third member's join moved no
+    partition between the first two (each kept a subset of what it had)."""
+    def check(topic: str, before: dict[str, set[int]], after: dict[str, set[int]],
+              chosen: str) -> None:
+        assert chosen == assignor, f"the group chose the {chosen!r} assignor"
         for member, had in before.items():
             now = after.get(member)
             assert now is not None, f"member {member} gone after the third joined"
             assert now <= had, f"member {member} had {sorted(had)}, now {sorted(now)}: " \
                 "a partition moved between the first two members"
-
-    return _group_of_three(a, bootstrap, "coop",
-                           lambda t, g: a.start_member_as(bootstrap, t, g, cooperative=True),
-                           sticky)
+    return check
 
 
 Snapshot = Callable[[str, dict[str, set[int]], dict[str, set[int]], str], None]
 
 
-def _assigned(bootstrap: str, group: str, topic: str) -> tuple[dict[str, set[int]], str]:
-    """Member id -> its partitions of `topic`, and the group's assignor, per DescribeGroups."""
-    _, assignor, members = wire.group_members(bootstrap, group)
-    return {mid: set(parts.get(topic, [])) for mid, (_, parts) in members.items()}, assignor
-
-
-def _group_of_three(a: Adapter, bootstrap: str, what: str,
-                    start: Callable[[str, str], Member], check: Snapshot | None = None
-                    ) -> str | None:
+def group_of_three(a: Adapter, bootstrap: str, what: str,
+                   start: Callable[[str, str], Member], check: Snapshot | None = None,
+                   look: GroupLook = classic_look) -> str | None:
     """Two members started with `start(topic, group)` share six partitions 3/3 and take 60
     records, a third joins, 2/2/2, 60 more records are taken by all three, all leave and the
     group has committed the end of every partition. `check(topic, before, after, assignor)`
-    judges the assignments before and after the third joined."""
+    judges the assignments before and after the third joined; `look` sees the group."""
     topic, group = unique(a, what), unique(a, "g")
     wire.create_topic(bootstrap, topic, 6)
     first = [f"a-{i}".encode() for i in range(60)]
-    _neutral_records(bootstrap, topic, first, 6)
+    neutral_records(bootstrap, topic, first, 6)
     members: list[Member] = []
     try:
         members.append(start(topic, group))
@@ -247,7 +252,8 @@ def _group_of_three(a: Adapter, bootstrap: str, what: str,
             return {v for m in members for v in m.values()}
 
         def shared_by(n: int) -> bool:
-            state, parts = _assignment_sizes(bootstrap, group, topic)
+            state, _, assigned = look(bootstrap, group, topic)
+            parts = list(assigned.values())
             sizes = sorted(len(p) for p in parts)
             return state == "Stable" and len(parts) == n and \
                 sorted(x for p in parts for x in p) == list(range(6)) and \
@@ -255,14 +261,14 @@ def _group_of_three(a: Adapter, bootstrap: str, what: str,
 
         wait_for(lambda: set(first) <= taken(), 60, "two members to take the first 60 records")
         wait_for(lambda: shared_by(2), 30, "a stable group of two sharing 6 partitions 3/3")
-        before, _ = _assigned(bootstrap, group, topic)
+        _, _, before = look(bootstrap, group, topic)
         members.append(start(topic, group))
         wait_for(lambda: shared_by(3), 60, "the rebalance to three members with 2/2/2")
         if check is not None:
-            after, assignor = _assigned(bootstrap, group, topic)
+            _, assignor, after = look(bootstrap, group, topic)
             check(topic, before, after, assignor)
         second = [f"b-{i}".encode() for i in range(60)]
-        _neutral_records(bootstrap, topic, second, 6)
+        neutral_records(bootstrap, topic, second, 6)
         wait_for(lambda: set(second) <= taken(), 60, "the second 60 records after the rebalance")
         for i, m in enumerate(members):
             assert set(m.values()) & set(second), f"member {i + 1} took nothing after the rebalance"
@@ -282,7 +288,7 @@ def _group_of_three(a: Adapter, bootstrap: str, what: str,
         raise
     finally:
         stop_all(members)
-    wait_for(lambda: wire.describe_group(bootstrap, group)[0] == "Empty", 30,
+    wait_for(lambda: look(bootstrap, group, topic)[0] == "Empty", 30,
              "the group to be empty once every member left")
     committed = wire.committed(bootstrap, group, topic, list(range(6)))
     assert committed == {p: 20 for p in range(6)}, \
@@ -299,7 +305,7 @@ def group_static(a: Adapter, bootstrap: str) -> str | None:
     topic, group = unique(a, "static"), unique(a, "g")
     wire.create_topic(bootstrap, topic, 4)
     first = [f"a-{i}".encode() for i in range(40)]
-    _neutral_records(bootstrap, topic, first, 4)  # value i on partition i % 4
+    neutral_records(bootstrap, topic, first, 4)  # value i on partition i % 4
     members: dict[str, Member] = {}
     try:
         members["a"] = a.start_member_as(bootstrap, topic, group, instance_id="member-a")
@@ -341,7 +347,7 @@ def group_static(a: Adapter, bootstrap: str) -> str | None:
         assert after["member-a"][1] == before["member-a"][1], \
             f"member-a had {sorted(before['member-a'][1])}, got {sorted(after['member-a'][1])}"
         second = [f"b-{i}".encode() for i in range(40)]
-        _neutral_records(bootstrap, topic, second, 4)
+        neutral_records(bootstrap, topic, second, 4)
         wait_for(lambda: set(second) <= taken(), 30, "the 40 records after the restart")
         for value in restarted.values():
             p = int(value.split(b"-")[1]) % 4
@@ -360,11 +366,17 @@ def group_static(a: Adapter, bootstrap: str) -> str | None:
 @scenario("commit-resume", "Commit and resume: a group takes 8 of 20 records and commits, "
           "then resumes with the other 12")
 def commit_resume(a: Adapter, bootstrap: str) -> str | None:
+    return commit_and_resume(a, bootstrap, a.consume_group)
+
+
+def commit_and_resume(a: Adapter, bootstrap: str,
+                      consume: Callable[[str, str, str, int], list[Got]]) -> str | None:
+    """The commit-resume scenario with `consume(bootstrap, topic, group, count)`."""
     topic, group = unique(a, "commit"), unique(a, "g")
     wire.create_topic(bootstrap, topic, 2)
     values = [f"c-{i:02d}".encode() for i in range(20)]
-    _neutral_records(bootstrap, topic, values, 2)
-    first = a.consume_group(bootstrap, topic, group, 8)
+    neutral_records(bootstrap, topic, values, 2)
+    first = consume(bootstrap, topic, group, 8)
     assert len(first) == 8, f"took {len(first)} records, asked for 8"
     committed = wire.committed(bootstrap, group, topic, [0, 1])
     for p in (0, 1):
@@ -376,7 +388,7 @@ def commit_resume(a: Adapter, bootstrap: str) -> str | None:
         else:
             assert committed[p] in (-1, 0), f"partition {p}: committed {committed[p]}, took none"
     note = _client_sees(a, bootstrap, group, topic, committed)
-    second = a.consume_group(bootstrap, topic, group, 12)
+    second = consume(bootstrap, topic, group, 12)
     got1, got2 = [g.value for g in first], [g.value for g in second]
     assert not set(got1) & set(got2), f"read again after resuming: {sorted(set(got1) & set(got2))}"
     assert sorted(got1 + got2) == sorted(values), \
@@ -496,7 +508,7 @@ def admin_groups(a: Adapter, bootstrap: str) -> str | None:
     topic, group = unique(a, "admgrp"), unique(a, "g")
     wire.create_topic(bootstrap, topic, 2)
     values = [f"v-{i}".encode() for i in range(10)]
-    _neutral_records(bootstrap, topic, values, 2)
+    neutral_records(bootstrap, topic, values, 2)
     member = a.start_member(bootstrap, topic, group)
     try:
         wait_for(lambda: set(values) <= set(member.values()), 60, "the member to take 10 records")
@@ -711,3 +723,7 @@ def transactions(a: Adapter, bootstrap: str) -> str | None:
             f"{isolation}: the consumer ended at {positions}, the log ends at {end} " \
             "(stuck before a transaction marker?)"
     return note
+
+
+# The consumer group protocol's scenarios (KIP-848) register themselves on import.
+import compat.consumer_scenarios  # noqa: E402,F401  (imports this module's helpers)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from protocol.api_keys import ApiKey
@@ -80,7 +82,16 @@ def produce(bootstrap: str, topic: str, partition: int, records: list[Record],
     batch = build_batch(records, compression=compression)
     body = {"transactional_id": None, "acks": -1, "timeout_ms": 10000, "topic_data": [
         {"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
-    part = request(bootstrap, ApiKey.PRODUCE, 9, body).responses[0].partition_responses[0]
+    # Retried, as a producer does, while the partition is not yet served: Apache Kafka
+    # answers CreateTopics (and then Metadata) before its broker knows the topic or has taken
+    # the leadership, so a Produce right after may get UNKNOWN_TOPIC_OR_PARTITION (3) or
+    # NOT_LEADER_OR_FOLLOWER (6) for a moment.
+    deadline = time.monotonic() + 15
+    while True:
+        part = request(bootstrap, ApiKey.PRODUCE, 9, body).responses[0].partition_responses[0]
+        if part.error_code not in (3, 6) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert part.error_code == 0, f"Produce {topic}-{partition}: error {part.error_code}"
     return part.base_offset
 
@@ -146,6 +157,43 @@ def group_members(bootstrap: str, group: str
     return g.group_state, g.protocol_data, {
         m.member_id: (m.group_instance_id, _consumer_assignment(m.member_assignment))
         for m in g.members}
+
+
+@dataclass(frozen=True)
+class ConsumerMember:
+    """One member of a consumer-protocol group as ConsumerGroupDescribe shows it."""
+    instance_id: str | None
+    epoch: int
+    assigned: dict[str, list[int]]  # topic -> partitions, sorted
+    subscribed_regex: str | None
+
+
+@dataclass(frozen=True)
+class ConsumerGroup:
+    """A consumer-protocol (KIP-848) group as ConsumerGroupDescribe v0 shows it; `error` is
+    the group's error code (GROUP_ID_NOT_FOUND (69) for a classic group or none)."""
+    error: int
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: dict[str, ConsumerMember]  # member id -> member
+
+
+def consumer_group(bootstrap: str, group: str) -> ConsumerGroup:
+    """ConsumerGroupDescribe of `group` (the broker at `bootstrap` must be its coordinator:
+    the matrix's single broker, or a single Kafka node)."""
+    resp = request(bootstrap, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+        "group_ids": [group], "include_authorized_operations": False})
+    g = resp.groups[0]
+    return ConsumerGroup(g.error_code, g.group_state, g.group_epoch, g.assignment_epoch,
+                         g.assignor_name, {
+                             m.member_id: ConsumerMember(
+                                 m.instance_id, m.member_epoch,
+                                 {t.topic_name: sorted(t.partitions)
+                                  for t in m.assignment.topic_partitions},
+                                 m.subscribed_topic_regex)
+                             for m in g.members})
 
 
 def _consumer_assignment(data: bytes) -> dict[str, list[int]]:

@@ -1,13 +1,17 @@
 """confluent-kafka (librdkafka): Producer, Consumer, AdminClient."""
 from __future__ import annotations
 
+import sys
 import time
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 from compat.base import (
-    TIMEOUT_S, Adapter, Got, GroupView, Member, NotApplicable, ProduceFailed, Rec, Settings,
-    ThreadMember, Txn, next_offsets,
+    TIMEOUT_S, Adapter, Got, GroupView, Member, NotApplicable, ProcessMember, ProduceFailed, Rec,
+    Settings, ThreadMember, Txn, next_offsets,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _got(m: Any) -> Got:
@@ -173,11 +177,12 @@ class Confluent(Adapter):
         finally:
             c.close()
 
-    def consume_group(self, bootstrap: str, topic: str, group: str, count: int) -> list[Got]:
+    def consume_group(self, bootstrap: str, topic: str, group: str, count: int, *,
+                      protocol: str = "classic") -> list[Got]:
         from confluent_kafka import Consumer, TopicPartition
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                      "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                      "fetch.wait.max.ms": 100})
+                      "group.protocol": protocol, "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False, "fetch.wait.max.ms": 100})
         try:
             c.subscribe([topic])
             got = _read(c, count)
@@ -232,6 +237,21 @@ class Confluent(Adapter):
                 c.close()
 
         return ThreadMember(f"confluent member {instance_id or ''} of {group}", body)
+
+    def start_consumer_member(self, bootstrap: str, group: str, *,
+                              topics: Sequence[str] = (), regex: str | None = None,
+                              instance_id: str | None = None, killable: bool = False) -> Member:
+        # Always a process of its own (compat/clients/confluent_member.py), killable or not.
+        args = [sys.executable, "-m", "compat.clients.confluent_member", bootstrap, group]
+        args += ["--regex", regex] if regex is not None else ["--topics", *topics]
+        if instance_id is not None:
+            args += ["--instance-id", instance_id]
+        return ProcessMember(f"confluent consumer-protocol member {instance_id or ''} of "
+                             f"{group}", args, cwd=ROOT)
+
+    def consume_consumer_group(self, bootstrap: str, topic: str, group: str,
+                               count: int) -> list[Got]:
+        return self.consume_group(bootstrap, topic, group, count, protocol="consumer")
 
     def offsets_for_times(self, bootstrap: str, topic: str,
                           times: dict[int, int]) -> dict[int, tuple[int, int] | None]:

@@ -24,10 +24,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from compat.base import (
-    Adapter, Got, GroupView, Member, ProduceFailed, Rec, Settings, Txn,
+    Adapter, Got, GroupView, Member, NotApplicable, ProduceFailed, Rec, Settings, Txn,
 )
 
 SOURCE = Path(__file__).resolve().parent.parent / "java"
@@ -257,9 +257,11 @@ class JavaClient(Adapter):
         return [_got(g) for g in self._consume(bootstrap, topic, [partition], count,
                                                timestamp=timestamp)["records"]]
 
-    def consume_group(self, bootstrap: str, topic: str, group: str, count: int) -> list[Got]:
+    def consume_group(self, bootstrap: str, topic: str, group: str, count: int, *,
+                      protocol: str = "classic") -> list[Got]:
         return [_got(g) for g in self.conn.call("consume_group", bootstrap=bootstrap,
-                                                 topic=topic, group=group, count=count)]
+                                                 topic=topic, group=group, count=count,
+                                                 group_protocol=protocol)]
 
     def share_consume(self, bootstrap: str, topic: str, group: str, values: list[bytes],
                       count: int, acks: dict[bytes, str]) -> list[tuple[Got, int]]:
@@ -290,6 +292,22 @@ class JavaClient(Adapter):
                             cooperative=cooperative, instance_id=instance_id,
                             group_protocol=group_protocol)
         return JavaMember(self.conn, id, f"java member {id} ({instance_id}) of {group}")
+
+    def start_consumer_member(self, bootstrap: str, group: str, *,
+                              topics: Sequence[str] = (), regex: str | None = None,
+                              instance_id: str | None = None, killable: bool = False) -> Member:
+        if killable:
+            raise NotApplicable("the Java client's members share one JVM (compat/java): one "
+                                "cannot be killed -9 alone")
+        id = self.conn.call("member_start", bootstrap=bootstrap, topic="", topics=list(topics),
+                            regex=regex, group=group, instance_id=instance_id,
+                            group_protocol="consumer")
+        return JavaMember(self.conn, id, f"java consumer-protocol member {id} ({instance_id}) "
+                                         f"of {group}")
+
+    def consume_consumer_group(self, bootstrap: str, topic: str, group: str,
+                               count: int) -> list[Got]:
+        return self.consume_group(bootstrap, topic, group, count, protocol="consumer")
 
     def offsets_for_times(self, bootstrap: str, topic: str,
                           times: dict[int, int]) -> dict[int, tuple[int, int] | None]:

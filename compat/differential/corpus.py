@@ -16,6 +16,7 @@ and maximal values). Sequences over time are in `sequences.py`.
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any, Callable, Iterator
 
 from compat.differential.case import Case, Ctx
@@ -359,6 +360,25 @@ def _metadata_topics(ctx: Ctx) -> None:
     if v >= 4:
         ctx.ask("auto-create", K.METADATA, v, metadata_body([t + "-auto"], auto=True))
     ctx.ask("invalid name", K.METADATA, v, metadata_body(["bad/name"], auto=True))
+
+
+@hand(K.METADATA, "by-topic-id", since=12)
+def _metadata_by_topic_id(ctx: Ctx) -> None:
+    """Topics asked for by id: the Java client's forTopicIds leaves each name "" (its field's
+    default); once any id is given, Kafka reads the ids alone (a set), not the names."""
+    t, other = ctx.topic(), ctx.topic("other")
+    create(ctx, t, 2)
+    create(ctx, other, 1, label="setup create other")
+    named = ctx.ask("by name", K.METADATA, ctx.version, metadata_body([t, other]))
+    ids = {x.name: x.topic_id for x in named.topics}
+    flags = {"allow_auto_topic_creation": True, "include_topic_authorized_operations": False}
+    ctx.ask("ids with empty names", K.METADATA, ctx.version, {"topics": [
+        {"name": "", "topic_id": ids[t]}, {"name": "", "topic_id": ids[other]},
+        {"name": "", "topic_id": ids[t]}, {"name": None, "topic_id": uuid.UUID(int=848)}],
+        **flags})
+    ctx.ask("an id beside a name", K.METADATA, ctx.version, {"topics": [
+        {"name": other, "topic_id": uuid.UUID(int=0)}, {"name": "", "topic_id": ids[t]}],
+        **flags})
 
 
 @hand(K.CREATE_TOPICS, "controller-mutation-quota")

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from compat.differential import clients
 from compat.differential.case import Case, Ctx
 from compat.differential.corpus import generic_cases, hand_cases
 from compat.differential.deliberate import FIXED, reason_for
@@ -201,9 +202,10 @@ def counts(results: list[dict[str, Any]]) -> dict[str, int]:
 # -- the report ---------------------------------------------------------------------------------
 
 def write(results: list[dict[str, Any]], kafka_version: str,
-          kafka_only: list[str]) -> None:
+          kafka_only: list[str], client_scenarios: list[dict[str, Any]]) -> None:
     data = {"kafka_version": kafka_version, "counts": counts(results),
-            "apis_only_kafka_serves": kafka_only, "cases": results}
+            "apis_only_kafka_serves": kafka_only, "cases": results,
+            "client_scenarios": client_scenarios}
     JSON_PATH.write_text(json.dumps(data, indent=1, sort_keys=False, default=str) + "\n")
     MD_PATH.write_text(markdown(data))
 
@@ -234,6 +236,7 @@ def markdown(data: dict[str, Any]) -> str:
         "compared): " + (", ".join(data["apis_only_kafka_serves"]) or "none") + ".",
         "",
     ]
+    lines += clients.markdown(data.get("client_scenarios", []), data["kafka_version"])
     if FIXED:
         lines += ["## Fixed in pybroker", ""]
         lines += [f"- {case_id}: {what}" for case_id, what in FIXED.items()]
@@ -265,24 +268,35 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`-v`: each case's time; `--clients-only`: rerun only the client scenarios, keeping the
+    corpus's recorded results; `--no-clients`: the corpus only, keeping the recorded client
+    scenarios (they take minutes: a killed member waits out a 45 s session)."""
     from compat.apache_kafka import ApacheKafka, kafka_version
     from compat.differential.config import SHARED
     from pybroker.testing import Broker
 
-    progress = "-v" in (argv or sys.argv[1:])
+    args = argv if argv is not None else sys.argv[1:]
+    progress = "-v" in args
+    corpus_too, clients_too = "--clients-only" not in args, "--no-clients" not in args
+    recorded = json.loads(JSON_PATH.read_text()) if JSON_PATH.exists() else {}
+    results, only = recorded.get("cases", []), recorded.get("apis_only_kafka_serves", [])
+    scenarios = recorded.get("client_scenarios", [])
     with tempfile.TemporaryDirectory(prefix="differential-") as tmp:
         kafka = ApacheKafka(Path(tmp) / "kafka", overrides=SHARED)
         broker = Broker(**{k.replace(".", "_"): v for k, v in SHARED.items()})
         try:
             kafka.start()
             broker.start()
-            results = run_corpus(kafka.bootstrap, broker.bootstrap, progress)
-            ours = advertised(broker.bootstrap)
-            only = [f"{ApiKey(k).name if k in ApiKey._value2member_map_ else k}"
-                    for k in sorted(advertised(kafka.bootstrap)) if k not in ours]
+            if corpus_too:
+                results = run_corpus(kafka.bootstrap, broker.bootstrap, progress)
+                ours = advertised(broker.bootstrap)
+                only = [f"{ApiKey(k).name if k in ApiKey._value2member_map_ else k}"
+                        for k in sorted(advertised(kafka.bootstrap)) if k not in ours]
+            if clients_too:
+                scenarios = clients.run_scenarios(kafka.bootstrap, broker.bootstrap)
         finally:
             broker.stop()
             kafka.stop()
-    write(results, kafka_version(), only)
-    print(json.dumps(counts(results)))
+    write(results, kafka_version(), only, scenarios)
+    print(json.dumps({**counts(results), "client_scenarios": clients.counts(scenarios)}))
     return 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,9 @@ func franzClient(req *request, opts ...kgo.Opt) (*kgo.Client, error) {
 	// No kgo.RecordDeliveryTimeout: franz-go counts it from a record's own timestamp, so a
 	// record stamped in the past would time out at once; the request's context bounds it.
 	base := []kgo.Opt{kgo.SeedBrokers(strings.Split(req.Bootstrap, ",")...)}
+	if os.Getenv("COMPAT_GO_LOG") != "" { // kgo's own log to the helper's stderr (its .log)
+		base = append(base, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)))
+	}
 	return kgo.NewClient(append(base, opts...)...)
 }
 
@@ -230,9 +234,29 @@ func franzConsume(req *request) (any, error) {
 	return map[string]any{"records": records, "positions": position}, nil
 }
 
+// franzGroupProtocol chooses how a group member joins: "consumer" is KIP-848, which kgo runs
+// only with kgo.ServerSideBalancer and a first balancer of sticky (asking the broker's
+// "uniform" assignor) or range ("range"); anything else falls back to the classic protocol
+// silently, so the balancer is set here with the opt-in.
+func franzGroupProtocol(req *request) ([]kgo.Opt, error) {
+	switch req.GroupProtocol {
+	case "", "classic":
+		return nil, nil
+	case "consumer":
+		return []kgo.Opt{kgo.ServerSideBalancer(),
+			kgo.Balancers(kgo.CooperativeStickyBalancer())}, nil
+	}
+	return nil, fmt.Errorf("unknown group protocol %q", req.GroupProtocol)
+}
+
 func franzConsumeGroup(req *request) (any, error) {
-	cl, err := franzClient(req, kgo.ConsumerGroup(req.Group), kgo.ConsumeTopics(req.Topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	protocol, err := franzGroupProtocol(req)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := franzClient(req, append([]kgo.Opt{kgo.ConsumerGroup(req.Group),
+		kgo.ConsumeTopics(req.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit()}, protocol...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -260,12 +284,32 @@ func franzConsumeGroup(req *request) (any, error) {
 }
 
 // franzMember streams what a committing group member takes until the Python side says stop.
+// Each taken value goes back with its topic and partition, so that a scenario can tell which
+// member read which partition.
 func franzMember(s *session, req *request) error {
-	opts := []kgo.Opt{kgo.ConsumerGroup(req.Group), kgo.ConsumeTopics(req.Topic),
+	opts := []kgo.Opt{kgo.ConsumerGroup(req.Group),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.AutoCommitInterval(200 * time.Millisecond), kgo.SessionTimeout(10 * time.Second),
 		kgo.HeartbeatInterval(500 * time.Millisecond)}
 	switch {
+	case req.Regex != "":
+		// With no excluded topics kgo sends the regex itself (SubscribedTopicRegex) under
+		// KIP-848: the broker resolves it.
+		opts = append(opts, kgo.ConsumeRegex(), kgo.ConsumeTopics(req.Regex))
+	case len(req.Topics) > 0:
+		opts = append(opts, kgo.ConsumeTopics(req.Topics...))
+	default:
+		opts = append(opts, kgo.ConsumeTopics(req.Topic))
+	}
+	protocol, err := franzGroupProtocol(req)
+	if err != nil {
+		return err
+	}
+	switch {
+	case protocol != nil:
+		// KIP-848: the broker assigns; session and heartbeat intervals are the broker's
+		// (group.consumer.session.timeout.ms, group.consumer.heartbeat.interval.ms).
+		opts = append(opts, protocol...)
 	case req.Cooperative:
 		opts = append(opts, kgo.Balancers(kgo.CooperativeStickyBalancer()))
 	case req.InstanceID != nil:
@@ -291,7 +335,8 @@ func franzMember(s *session, req *request) error {
 		for ctx.Err() == nil {
 			fetches := cl.PollFetches(ctx)
 			fetches.EachRecord(func(r *kgo.Record) {
-				s.send(map[string]any{"value": encode(r.Value)})
+				s.send(map[string]any{"value": encode(r.Value), "topic": r.Topic,
+					"partition": r.Partition})
 			})
 		}
 	}()

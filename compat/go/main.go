@@ -68,6 +68,11 @@ type request struct {
 	InstanceID      *string           `json:"instance_id"` // member: group.instance.id (static)
 	Times           map[string]int64  `json:"times"`       // offsets_for_times: partition -> ms
 	Offsets         map[string]int64  `json:"offsets"`     // alter_group_offsets: partition -> offset
+	// member, consume_group: "consumer" joins by KIP-848 (ConsumerGroupHeartbeat), else classic
+	GroupProtocol string `json:"group_protocol"`
+	// member: subscribe to these topics instead of Topic, or to the topics matching Regex
+	Topics []string `json:"topics"`
+	Regex  string   `json:"regex"`
 }
 
 // failure kinds the Python side maps onto its exceptions.

@@ -39,6 +39,11 @@ class GroupListing:
         return self.protocol_type in (PROTOCOL_TYPE, "")
 
 
+# ConsumerGroupDescribe v1's MemberType: 0 a classic member, 1 a consumer-protocol one (-1 or
+# v0: not said).
+_UPGRADED = {0: False, 1: True}
+
+
 @dataclass(frozen=True)
 class MemberDescription:
     member_id: str
@@ -50,6 +55,10 @@ class MemberDescription:
     member_epoch: int | None = None
     target_epoch: int | None = None
     target_assignment: tuple[TopicPartition, ...] | None = None
+    # In a consumer group: whether the member speaks the consumer protocol (True) or is a
+    # classic member of a group upgraded online (False); None where the broker does not say
+    # (ConsumerGroupDescribe v0) or for a classic group. The Java admin's upgraded().
+    upgraded: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,9 @@ class GroupDescription:
     members: tuple[MemberDescription, ...]
     coordinator: BrokerNode
     error: ErrorCode = ErrorCode.NONE
+    # A consumer group's epoch and target assignment epoch (None: a classic group).
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
     @property
     def exists(self) -> bool:
@@ -203,10 +215,12 @@ class GroupAdminMixin:
         members = tuple(
             MemberDescription(m.member_id, m.instance_id, m.client_id, m.client_host,
                               partitions(m.assignment), m.member_epoch, g.assignment_epoch,
-                              partitions(m.target_assignment))
+                              partitions(m.target_assignment),
+                              _UPGRADED.get(getattr(m, "member_type", -1)))
             for m in g.members)
         return GroupDescription(g.group_id, g.group_state, PROTOCOL_TYPE, g.assignor_name,
-                                members, node)
+                                members, node, group_epoch=g.group_epoch,
+                                assignment_epoch=g.assignment_epoch)
 
     async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, Any]:
         """group id -> None when deleted, else the KafkaError (e.g. NON_EMPTY_GROUP)."""

@@ -92,6 +92,8 @@ def _encoded_error(version: int, name: str | None, code: ErrorCode,
                         UNKNOWN_AUTHORIZED_OPERATIONS)
 
 
+_NO_ID = UUID(int=0)  # a topic asked for by name (v10+)
+
 async def handle(ctx: RequestContext, request: Container) -> EncodedBody:
     store = ctx.services.metadata
     image = ctx.image
@@ -100,8 +102,18 @@ async def handle(ctx: RequestContext, request: Container) -> EncodedBody:
     topic_ops = authorized_operations(
         version >= 8 and request.include_topic_authorized_operations, TOPIC_OPERATIONS)
     requested = request.topics
+    ids = [w.topic_id for w in requested or () if version >= 10 and w.topic_id != _NO_ID]
     if version == 0 and requested == []:
         requested = None  # v0: an empty list means all topics
+    elif ids:
+        # As Kafka: once any topic is asked for by id, the ids alone say what is asked for (a
+        # set; names are ignored). The Java client's forTopicIds leaves each name "" (the
+        # field's default), not null: read as names, every id would be the topic "". Kafka
+        # answers the unknown ids (UNKNOWN_TOPIC_ID) before the known ones.
+        unique = list(dict.fromkeys(ids))
+        unknown = [i for i in unique if image.topic_by_id(i) is None]
+        requested = [Container(name=None, topic_id=i)
+                     for i in unknown + [i for i in unique if i not in unknown]]
     elif requested and len(requested) > 1:
         # As Kafka (a set of names): a topic asked for twice is answered once.
         requested = list({w.name if w.name is not None else w.topic_id: w

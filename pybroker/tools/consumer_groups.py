@@ -218,9 +218,12 @@ def describe_members(group: str, desc: GroupDescription, verbose: bool) -> None:
     head = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if with_instance else []) + \
         ["HOST", "CLIENT-ID", "#PARTITIONS"]
     text = "\n" + line(head, base)
+    # As Kafka's tool (KIP-1099): an UPGRADED column once the group has a classic member (a
+    # consumer group upgraded online), saying which members speak the consumer protocol.
+    with_upgraded = any(m.upgraded is False for m in members)
     if verbose:
         text += f"{'CURRENT-EPOCH':<15} {'CURRENT-ASSIGNMENT':<{a}} {'TARGET-EPOCH':<15} " \
-                f"{'TARGET-ASSIGNMENT':<20}"
+                f"{'TARGET-ASSIGNMENT':<20}" + (" UPGRADED" if with_upgraded else "")
     _write(text + "\n")
     for m in members:
         cells = [group, m.member_id] + ([m.group_instance_id or ""] if with_instance else []) + \
@@ -232,7 +235,13 @@ def describe_members(group: str, desc: GroupDescription, verbose: bool) -> None:
             target = MISSING if m.target_assignment is None \
                 else assignment(m, m.target_assignment)
             row += f"{epoch:<15} {assignment(m):<{a}} {target_epoch:<15} {target:<20}"
+            if with_upgraded:
+                row += " " + ("true" if m.upgraded else "false")
         _write(row + "\n")
+
+
+def _or_missing(value: int | None) -> str:
+    return MISSING if value is None else str(value)
 
 
 def describe_state(group: str, desc: GroupDescription, verbose: bool) -> None:
@@ -246,8 +255,8 @@ def describe_state(group: str, desc: GroupDescription, verbose: bool) -> None:
         widths += [15, 25]
         _table([["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
                  "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"],
-                [group, coordinator, strategy, desc.state, MISSING, MISSING,
-                 str(len(desc.members))]], widths)
+                [group, coordinator, strategy, desc.state, _or_missing(desc.group_epoch),
+                 _or_missing(desc.assignment_epoch), str(len(desc.members))]], widths)
     else:
         _table([["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
                 [group, coordinator, strategy, desc.state, str(len(desc.members))]], widths)

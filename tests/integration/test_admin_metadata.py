@@ -149,3 +149,26 @@ def test_trailing_bytes_after_a_complete_request_are_ignored(broker) -> None:
         assert conn.request(ApiKey.API_VERSIONS, 0, {}).error_code == 0  # still open
     ck = AdminClient({"bootstrap.servers": broker.bootstrap})
     assert name in ck.list_topics(timeout=TIMEOUT).topics
+
+
+def test_metadata_by_topic_id_ignores_the_names(broker) -> None:
+    """As Kafka: once a topic is asked for by id, the ids alone are the request. The Java
+    client's MetadataRequest.Builder.forTopicIds (a broker-side regex member resolving its
+    assignment) sends each id with the name "", its field's default; read as names, each id
+    was the unknown topic "" and the member never learned what it was assigned."""
+    first, second = topic_name("by-id"), topic_name("by-id")
+    create_topic(broker.bootstrap, first, 2)
+    create_topic(broker.bootstrap, second, 1)
+    everything = send_request(broker.bootstrap, ApiKey.METADATA, 12, {
+        "topics": None, "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    ids = {t.name: t.topic_id for t in everything.topics}
+    unknown = uuid.uuid4()
+    body = {"topics": [{"name": "", "topic_id": ids[first]}, {"name": "", "topic_id": ids[second]},
+                       {"name": "", "topic_id": ids[first]}, {"name": "", "topic_id": unknown}],
+            "allow_auto_topic_creation": True, "include_topic_authorized_operations": False}
+    got = send_request(broker.bootstrap, ApiKey.METADATA, 12, body)
+    found = {t.topic_id: (t.error_code, t.name, len(t.partitions)) for t in got.topics}
+    assert found == {ids[first]: (0, first, 2), ids[second]: (0, second, 1),
+                     unknown: (ErrorCode.UNKNOWN_TOPIC_ID, None, 0)}
+    assert len(got.topics) == 3  # the id asked for twice answered once

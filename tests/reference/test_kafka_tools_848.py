@@ -91,3 +91,86 @@ def test_kafka_consumer_groups_describes_a_consumer_group(tools: None, tmp_path:
             assert ["kt848-group", "Consumer"] in listed
         finally:
             consumer.close()
+
+
+def test_kafka_consumer_groups_describes_a_mixed_group(tools: None, tmp_path: Path) -> None:
+    """A classic group upgraded online (a classic confluent-kafka member, then one with
+    group.protocol=consumer): Kafka 4.1.1's tool and pybroker's print the same tables; the
+    verbose members table has Kafka's UPGRADED column (false for the classic member) and the
+    verbose state its group and target assignment epochs (issue #33)."""
+    import threading
+
+    from confluent_kafka import Consumer
+
+    from compat import wire
+
+    with broker_in_thread(tmp_path / "logs") as info:
+        b, topic, group = info.bootstrap, "mixed", "mixed-group"
+        create_topic(b, topic, 4)
+        stop = threading.Event()
+
+        def member(client_id: str, protocol: str) -> None:
+            consumer = Consumer({"bootstrap.servers": b, "group.id": group,
+                                 "group.protocol": protocol, "client.id": client_id})
+            consumer.subscribe([topic])
+            try:
+                while not stop.is_set():
+                    consumer.poll(0.1)
+            finally:
+                consumer.close()
+
+        def wait(condition, what: str) -> None:  # type: ignore[no-untyped-def]
+            deadline = time.monotonic() + 90
+            while not condition():
+                assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                time.sleep(0.3)
+
+        def classic_alone() -> bool:
+            state, _, members = wire.group_members(b, group)
+            return state == "Stable" and \
+                [len(parts.get(topic, [])) for _, parts in members.values()] == [4]
+
+        def mixed_and_stable() -> bool:
+            g = wire.consumer_group(b, group)
+            return g.error == 0 and g.state == "Stable" and len(g.members) == 2 and all(
+                len(m.assigned.get(topic, [])) == 2 and m.epoch == g.assignment_epoch
+                for m in g.members.values())
+
+        threads = [threading.Thread(target=member, args=("classic-client", "classic"))]
+        threads[0].start()
+        try:
+            wait(lambda: _settled(classic_alone), "the classic member to hold 4 partitions")
+            threads.append(threading.Thread(target=member, args=("consumer-client", "consumer")))
+            threads[1].start()
+            wait(mixed_and_stable, "the upgraded group to share the partitions 2/2")
+            epoch = wire.consumer_group(b, group).group_epoch
+            args = ["--bootstrap-server", b, "--describe", "--group", group]
+            verbose = _rows(_kafka("kafka-consumer-groups", *args, "--members",
+                                   "--verbose").stdout)
+            assert verbose[0][-1] == "UPGRADED"
+            assert sorted((r[3], r[5], r[-1]) for r in verbose[1:]) == [
+                ("classic-client", str(epoch), "false"), ("consumer-client", str(epoch), "true")]
+            for extra in (["--members", "--verbose"], ["--members"], ["--state", "--verbose"],
+                          ["--state"], ["--offsets", "--verbose"]):
+                theirs = _kafka("kafka-consumer-groups", *args, *extra)
+                mine = subprocess.run([str(ROOT / "bin" / "kafka-consumer-groups"), *args,
+                                       *extra], capture_output=True, text=True, timeout=60,
+                                      cwd=ROOT)
+                assert (mine.returncode, theirs.returncode) == (0, 0), mine.stderr
+                # rows in Kafka's order but for --offsets, which Kafka takes from a HashMap
+                assert sorted(_rows(mine.stdout)) == sorted(_rows(theirs.stdout)), \
+                    (extra, mine.stdout, theirs.stdout)
+                if extra[0] != "--offsets":
+                    assert _rows(mine.stdout) == _rows(theirs.stdout), (extra, mine.stdout)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(30)
+
+
+def _settled(condition) -> bool:  # type: ignore[no-untyped-def]
+    """`condition()`, False while the group is not there yet (DescribeGroups asserts)."""
+    try:
+        return bool(condition())
+    except AssertionError:
+        return False

@@ -34,6 +34,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
@@ -266,7 +267,8 @@ public final class JavaClient {
                     return result;
                 }
                 case "consume_group":
-                    return consumeGroup(bootstrap, topic, req.get("group").asText(), req.get("count").asInt());
+                    return consumeGroup(bootstrap, topic, req.get("group").asText(), req.get("count").asInt(),
+                            req.path("group_protocol").asText("classic"));
                 case "share_consume":
                     return shareConsume(req, bootstrap, topic);
                 case "committed": {
@@ -288,7 +290,15 @@ public final class JavaClient {
                 }
                 case "member_start": {
                     String instance = req.path("instance_id").isTextual() ? req.get("instance_id").asText() : null;
-                    Member m = new Member(bootstrap, topic, req.get("group").asText(),
+                    List<String> topics = new ArrayList<>();
+                    for (JsonNode t : req.path("topics")) {
+                        topics.add(t.asText());
+                    }
+                    if (topics.isEmpty()) {
+                        topics.add(topic);
+                    }
+                    String regex = req.path("regex").isTextual() ? req.get("regex").asText() : null;
+                    Member m = new Member(bootstrap, topics, regex, req.get("group").asText(),
                             req.path("cooperative").asBoolean(), instance,
                             req.path("group_protocol").asText("classic"));
                     int id = nextId++;
@@ -531,9 +541,11 @@ public final class JavaClient {
         return records;
     }
 
-    static JsonNode consumeGroup(String bootstrap, String topic, String group, int count) {
+    static JsonNode consumeGroup(String bootstrap, String topic, String group, int count,
+                                 String groupProtocol) {
         Properties props = consumerProps(bootstrap);
         props.put("group.id", group);
+        props.put("group.protocol", groupProtocol);
         props.put("max.poll.records", "1");
         ArrayNode records = JSON.createArrayNode();
         Map<TopicPartition, OffsetAndMetadata> commit = new HashMap<>();
@@ -565,9 +577,10 @@ public final class JavaClient {
 
         /** With `instanceId`, a static member: closing it does not leave the group. With
          *  `groupProtocol` "consumer", a KIP-848 member: the broker assigns, and the session
-         *  and heartbeat are the broker's to set. */
-        Member(String bootstrap, String topic, String group, boolean cooperative, String instanceId,
-               String groupProtocol) {
+         *  and heartbeat are the broker's to set, and a `regex` (instead of `topics`) is a
+         *  SubscriptionPattern the broker resolves (RE2/J, as Kafka). */
+        Member(String bootstrap, List<String> topics, String regex, String group, boolean cooperative,
+               String instanceId, String groupProtocol) {
             Properties props = consumerProps(bootstrap);
             props.put("group.id", group);
             boolean consumerProtocol = groupProtocol.equals("consumer");
@@ -587,7 +600,11 @@ public final class JavaClient {
             }
             thread = new Thread(() -> {
                 try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(props)) {
-                    c.subscribe(List.of(topic));
+                    if (regex != null) {
+                        c.subscribe(new SubscriptionPattern(regex));
+                    } else {
+                        c.subscribe(topics);
+                    }
                     while (!stopping) {
                         for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(100))) {
                             taken.add(r.value());
