@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from io import BytesIO
 from typing import Any, Union
@@ -154,7 +154,7 @@ ConsumerGroupRecord = Union[GroupEpochRecord, MemberRecord, TargetEpochRecord,
                             TargetMemberRecord, CurrentAssignmentRecord]
 
 
-def partitions_out(parts: Partitions) -> list[dict[str, Any]]:
+def partitions_out(parts: Mapping[uuid.UUID, Collection[int]]) -> list[dict[str, Any]]:
     return [{"topic_id": t, "partitions": sorted(ps)}
             for t, ps in sorted(parts.items(), key=lambda kv: str(kv[0])) if ps]
 

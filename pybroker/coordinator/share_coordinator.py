@@ -24,6 +24,13 @@ of each key from the partitions this broker leads, so acknowledged records stay 
 acquired ones come back Available. This broker must lead the state partition of a key to
 write it: on one broker it always does; on a cluster a write whose partition another broker
 leads fails with NOT_COORDINATOR (Kafka's share coordinator RPCs, 83-87, are not built).
+
+Membership is written too, to `__consumer_offsets` beside the group's other records (Kafka's
+records 10-14, share_group_records): each heartbeat's changes are appended to the group's
+partition and committed before it is answered, a session expiry's and a DeleteGroups' with
+the next flush or at once; `load()` replays them from the partitions this broker leads, so a
+restart resumes each group with its epochs and assignments, and the loaded members' sessions
+run from the load.
 """
 from __future__ import annotations
 
@@ -42,8 +49,10 @@ from pybroker.cluster.metadata import MetadataStore
 from pybroker.config.broker import BrokerConfig
 from pybroker.coordinator.group_offsets import GroupListing
 from pybroker.coordinator.share_group import (
-    SHARE_GROUP_TYPE, HeartbeatResult, ShareGroupConfig, ShareGroups,
+    SHARE_GROUP_TYPE, DurableView, HeartbeatResult, ShareGroupConfig, ShareGroups,
+    durable_view, records_between,
 )
+from pybroker.coordinator import share_group_records
 from pybroker.coordinator.group_config_view import GroupConfigView
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
 from pybroker.coordinator.share_partition import OffsetReset, SharePartition, SharePartitionConfig
@@ -68,8 +77,8 @@ SharePartitionKey = tuple[str, UUID, int]  # group id, topic id, partition
 
 class ShareCoordinator:
     def __init__(self, config: BrokerConfig, metadata: MetadataStore, logs: LogManager,
-                 replicas: ReplicaManager, topics: TopicAdmin, purgatory: Purgatory, *,
-                 clock: Callable[[], int] | None = None) -> None:
+                 replicas: ReplicaManager, topics: TopicAdmin, purgatory: Purgatory,
+                 offsets: InternalTopic, *, clock: Callable[[], int] | None = None) -> None:
         self.node_id = config.node_id
         self.metadata = metadata
         self.logs = logs
@@ -89,6 +98,10 @@ class ShareCoordinator:
         self.settings = GroupConfigView(config, metadata)
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
         self._dirty: set[SharePartitionKey] = set()
+        # __consumer_offsets (the group coordinator's), where membership is written, and the
+        # membership records (of expired members) not written yet.
+        self.offsets = offsets
+        self._group_records: list[share_group_records.ShareGroupRecord] = []
         self.topic = InternalTopic(
             SHARE_STATE_TOPIC, metadata, topics, replicas,
             partitions=config.share_coordinator_state_topic_num_partitions,
@@ -118,9 +131,9 @@ class ShareCoordinator:
 
     # -- membership ----------------------------------------------------------------------------
 
-    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
-                  subscribed_topic_names: list[str] | None, *, client_id: str,
-                  client_host: str) -> HeartbeatResult:
+    def _adopt_group_config(self, group_id: str) -> ShareGroupConfig:
+        """The group's session timeout and heartbeat interval (its own configs over the
+        broker's), applied from now."""
         own = self.settings(group_id)
         config = replace(self.groups.config, session_timeout_ms=own.share_session_timeout_ms,
                          heartbeat_interval_ms=own.share_heartbeat_interval_ms)
@@ -128,6 +141,15 @@ class ShareCoordinator:
             self.groups.group_configs.pop(group_id, None)
         else:
             self.groups.group_configs[group_id] = config
+        return config
+
+    async def heartbeat(self, group_id: str, member_id: str, member_epoch: int,
+                        rack_id: str | None, subscribed_topic_names: list[str] | None, *,
+                        client_id: str, client_host: str) -> HeartbeatResult:
+        """The membership machine's answer, its records written first (an append's error is
+        answered instead; the change stays in memory, as the consumer groups')."""
+        config = self._adopt_group_config(group_id)
+        before = durable_view(self.groups.groups.get(group_id))
         result = self.groups.heartbeat(group_id, member_id, member_epoch, rack_id,
                                        subscribed_topic_names, self.lookup, self.now(),
                                        client_id=client_id, client_host=client_host)
@@ -135,7 +157,35 @@ class ShareCoordinator:
             self.release_member(group_id, result.left)
         elif result.error == ErrorCode.NONE:  # the member's session runs from now
             self._kick(self.now() + config.session_timeout_ms)
+        if result.error == ErrorCode.NONE:
+            code = await self._write_group(group_id, before)
+            if code:
+                return HeartbeatResult(code)
         return result
+
+    async def _write_group(self, group_id: str, before: DurableView | None) -> ErrorCode:
+        """Append what changed in the group's durable view since `before` to its partition
+        of __consumer_offsets, committed before this returns."""
+        records = records_between(group_id, before,
+                                  durable_view(self.groups.groups.get(group_id)))
+        return await self._append_group_records(records)
+
+    async def _append_group_records(self, records: list[share_group_records.ShareGroupRecord]
+                                    ) -> ErrorCode:
+        by_partition: dict[int, list[share_group_records.ShareGroupRecord]] = {}
+        for record in records:
+            by_partition.setdefault(self.offsets.partition_for(record.group_id),
+                                    []).append(record)
+        now = self.now()
+        for partition, part_records in sorted(by_partition.items()):
+            batch = build_batch([Record(*share_group_records.encode(r), timestamp=now)
+                                 for r in part_records])
+            error, _ = await self.offsets.append(partition, batch)
+            if error:
+                log.warning("share group records not written to %s-%d: %s",
+                            self.offsets.name, partition, error.name)
+                return APPEND_ERRORS.get(error, error)
+        return ErrorCode.NONE
 
     # -- share-partitions ----------------------------------------------------------------------
 
@@ -218,8 +268,13 @@ class ShareCoordinator:
         for key, sp in self.partitions.items():
             if sp.expire(now_ms):
                 self.changed(key)
+        due = {g.group_id: durable_view(g) for g in self.groups.groups.values()
+               if any(m.session_deadline_ms <= now_ms for m in g.members.values())}
         for group_id, member_id in self.groups.expire(now_ms, self.lookup):
             self.release_member(group_id, member_id)
+        for group_id, before in due.items():  # written at the next flush
+            self._group_records += records_between(
+                group_id, before, durable_view(self.groups.groups.get(group_id)))
 
     def _kick(self, deadline: int | None = None) -> None:
         """Wake the timer task if `deadline` (by default the earliest of all) comes before
@@ -266,7 +321,14 @@ class ShareCoordinator:
     async def flush(self) -> ErrorCode:
         """Write a snapshot of every dirty share-partition and wait until each is committed;
         the first failure is returned (as the coordinators map append errors), and what did
-        not get written stays dirty for the next flush."""
+        not get written stays dirty for the next flush. Membership records of expired
+        members go first, to __consumer_offsets."""
+        if self._group_records:
+            pending, self._group_records = self._group_records, []
+            code = await self._append_group_records(pending)
+            if code:
+                self._group_records = pending + self._group_records
+                return code
         if not self._dirty:
             return ErrorCode.NONE
         code = await self.topic.ensure()
@@ -291,14 +353,13 @@ class ShareCoordinator:
         return ErrorCode.NONE
 
     def is_share_group(self, group_id: str) -> bool:
-        """A share group of that id lives here: members now, or state from before a restart
-        (membership is not durable, the share-partitions are)."""
+        """A share group of that id lives here: its membership (durable since its records are
+        written), or share-partition state alone (a group an AlterShareGroupOffsets named)."""
         return group_id in self.groups.groups or any(k[0] == group_id for k in self.partitions)
 
     def group_state(self, group_id: str) -> str:
-        """Stable with members, else Empty: a group known only by its share-partitions (after
-        a restart, membership not being durable) is Empty, as Kafka shows a group whose
-        members are gone."""
+        """Stable with members, else Empty: a group known only by its share-partitions is
+        Empty, as Kafka shows a group whose members are gone."""
         group = self.groups.groups.get(group_id)
         return group.state if group is not None else "Empty"
 
@@ -320,10 +381,16 @@ class ShareCoordinator:
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups for a share group: refused while it has members (NON_EMPTY_GROUP);
         else its share-partitions go, each with a tombstone in __share_group_state, so a
-        restart does not bring them back."""
+        restart does not bring them back; so do its membership records (the group epoch's and
+        assignment epoch's tombstones)."""
+        before = durable_view(self.groups.groups.get(group_id))
         code = self.groups.delete(group_id)
         if code == ErrorCode.NON_EMPTY_GROUP:
             return code
+        if code == ErrorCode.NONE:
+            written = await self._write_group(group_id, before)
+            if written:
+                return written
         keys = [k for k in self.partitions if k[0] == group_id]
         if code == ErrorCode.GROUP_ID_NOT_FOUND and not keys:
             return code
@@ -386,6 +453,42 @@ class ShareCoordinator:
         return await self._tombstone(keys)
 
     def load(self) -> int:
+        """`load_membership`, then `load_state`; the number of records and share-partitions
+        loaded."""
+        return self.load_membership() + self.load_state()
+
+    def load_membership(self) -> int:
+        """Replay the share group records of the partitions of __consumer_offsets this broker
+        leads; the number replayed. Each loaded member's session runs from now."""
+        info = self.metadata.image.topics.get(self.offsets.name)
+        count = 0
+        if info is None:
+            return 0
+        for p in info.partitions:
+            plog = self.logs.get(self.offsets.name, p.partition)
+            if p.leader != self.node_id or plog is None:
+                continue
+            for header, rec in InternalTopic.read(plog):
+                if header.is_control or rec.key is None:
+                    continue
+                try:
+                    record = share_group_records.decode(rec.key, rec.value)
+                except Exception as exc:  # struct, UTF-8 or construct errors
+                    log.warning("skipping undecodable share group record at %s-%d@%d: %s",
+                                self.offsets.name, p.partition, rec.offset, exc)
+                    continue
+                if record is not None:
+                    self.groups.replay(record)
+                    count += 1
+        for group_id in self.groups.groups:
+            self._adopt_group_config(group_id)
+        self.groups.after_load(self.now())
+        if self.groups.groups:
+            log.info("loaded %d share group(s) from %s", len(self.groups.groups),
+                     self.offsets.name)
+        return count
+
+    def load_state(self) -> int:
         """Adopt the latest snapshot of each share-partition from the partitions of
         __share_group_state this broker leads; the number of share-partitions loaded. Runs
         once at start, before the broker listens; an undecodable record is logged and

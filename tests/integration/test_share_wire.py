@@ -257,3 +257,61 @@ def test_kill_9_after_an_acknowledgement_is_answered_redelivers_only_the_rest(
     finally:
         if bp.proc is not None and bp.proc.poll() is None:
             bp.kill()
+
+
+def describe_members(member: Member) -> tuple[str, int, dict[str, tuple[int, list[int]]]]:
+    """(state, group epoch, member id -> (member epoch, partitions)) as ShareGroupDescribe
+    tells it."""
+    d = member.conn.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {
+        "group_ids": [member.group], "include_authorized_operations": False}).groups[0]
+    assert d.error_code == 0, ErrorCode(d.error_code).name
+    return d.group_state, d.group_epoch, {
+        x.member_id: (x.member_epoch, [p for t in x.assignment.topic_partitions
+                                       for p in t.partitions]) for x in d.members}
+
+
+def test_a_restart_resumes_membership_and_a_member_that_never_returns_expires(
+        tmp_path: Path) -> None:
+    """Membership is in __consumer_offsets: after a kill -9 the group is described as it was
+    (epochs, members, assignments), a member goes on heartbeating at its epoch, and one that
+    never comes back is removed a session timeout after the restart."""
+    from pybroker.testing import BrokerProcess
+    from tests.integration.raw import RawConnection
+    config = {**SHORT, "group.share.session.timeout.ms": "6000",
+              "group.share.min.session.timeout.ms": "6000"}
+    log_dir = tmp_path / "logs"
+    bp = BrokerProcess(log_dir, **config).start()
+    try:
+        a = started(bp.bootstrap, 0)
+        b = Member(bp.bootstrap)
+        b.join()
+        leaver = Member(bp.bootstrap)
+        leaver.join()
+        assert leaver.heartbeat(-1).error_code == 0  # the group epoch is 4 now
+        assert a.heartbeat(1).member_epoch == 4
+        assert b.heartbeat(2).member_epoch == 4
+        before = describe_members(a)
+        assert before == ("Stable", 4, {a.member_id: (4, [0]), b.member_id: (4, [0])})
+        bp.kill()
+        bp = BrokerProcess(log_dir, **config).start()
+        a.conn = RawConnection(bp.bootstrap)
+        assert describe_members(a) == before
+        r = a.heartbeat(4)
+        assert (r.error_code, r.member_epoch) == (0, 4)
+        # b never comes back: its session runs out after the restart, a's does not
+        deadline = time.monotonic() + 30
+        epoch, after = 4, before
+        while b.member_id in after[2] and time.monotonic() < deadline:
+            r = a.heartbeat(epoch)
+            assert r.error_code == 0, ErrorCode(r.error_code).name
+            epoch = r.member_epoch
+            after = describe_members(a)
+            time.sleep(0.2)
+        assert after == ("Stable", 5, {a.member_id: (5, [0])})
+        # share sessions are not durable (nor in Kafka): the old one is gone, a new one opens
+        assert a.fetch().error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+        a.epoch = 0
+        assert a.fetch().error_code == 0
+    finally:
+        if bp.proc is not None and bp.proc.poll() is None:
+            bp.kill()
