@@ -115,6 +115,10 @@ class ShareCoordinator:
             commit_timeout_ms=config.offsets_commit_timeout_ms)
         self._wakeup: trio.Event | None = None
         self._sleeping_until = math.inf
+        self._flush_soon = False  # changes made outside a request: the timer task writes them
+        # One flush at a time: the timer task's and the handlers' would otherwise race to
+        # create the state topic and write the same keys.
+        self._flush_lock = trio.Lock()
 
     def now(self) -> int:
         return self._clock()
@@ -220,11 +224,31 @@ class ShareCoordinator:
                 self._dirty.add(key)
         return ErrorCode.NONE, sp
 
-    def release_member(self, group_id: str, member_id: str) -> None:
-        """A member left, timed out or closed its session: its records come back."""
+    def connection_closed(self, connection: object) -> None:
+        """A client connection closed: the share sessions last used on it close, and their
+        members' acquired records come back at once (Kafka's ConnectionDisconnectListener),
+        written by the timer task's next flush (a connection's end cannot wait on the log)."""
+        released = 0
+        for session in self.sessions.close_connection(connection):
+            released += self.release_member(session.group_id, session.member_id,
+                                            undo_delivery=True)
+        if released and self._wakeup is not None:
+            self._flush_soon = True
+            self._wakeup.set()
+
+    def release_member(self, group_id: str, member_id: str, *,
+                       undo_delivery: bool = False) -> int:
+        """A member left, timed out or closed its session: its records come back (a closed
+        session's with their delivery taken back, `SharePartition.release_member`); how
+        many."""
+        released = 0
         for key, sp in self.partitions.items():
-            if key[0] == group_id and sp.release_member(member_id):
-                self.changed(key)
+            if key[0] == group_id:
+                count = sp.release_member(member_id, undo_delivery=undo_delivery)
+                if count:
+                    self.changed(key)
+                    released += count
+        return released
 
     def changed(self, key: SharePartitionKey) -> None:
         """The share-partition's records changed state: written at the next `flush`, and a
@@ -293,7 +317,8 @@ class ShareCoordinator:
             self._wakeup = trio.Event()
             now = self.now()
             deadline = self.next_deadline()
-            if deadline is not None and deadline <= now:
+            if (deadline is not None and deadline <= now) or self._flush_soon:
+                self._flush_soon = False
                 self._sleeping_until = math.inf
                 try:
                     self.expire(now)
@@ -323,6 +348,10 @@ class ShareCoordinator:
         the first failure is returned (as the coordinators map append errors), and what did
         not get written stays dirty for the next flush. Membership records of expired
         members go first, to __consumer_offsets."""
+        async with self._flush_lock:
+            return await self._flush()
+
+    async def _flush(self) -> ErrorCode:
         if self._group_records:
             pending, self._group_records = self._group_records, []
             code = await self._append_group_records(pending)
