@@ -13,7 +13,8 @@ starting where `share.auto.offset.reset` says (latest: the high watermark then).
 task sleeps until the earliest acquisition-lock or member-session deadline; when locks expire,
 the purgatory is notified for their partitions, so a ShareFetch waiting there reads again and
 gets the records that came back. A member that leaves or times out, and a session closed with
-epoch -1, release what the member holds, with the same notification.
+epoch -1 or by its connection's end, release what the member holds, with the same
+notification; a closed session's records with their delivery taken back, as Kafka's.
 
 Durability. Each change to a share-partition's durable view (an acknowledgement, a release, a
 lock expiry, the SPSO moving) marks it dirty; `flush()` writes one ShareSnapshot record per
