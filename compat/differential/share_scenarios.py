@@ -33,6 +33,18 @@ Observation = dict[str, Any]
 Scenario = Callable[[str, Callable[[], None]], Observation]
 
 
+def enable_share_groups(bootstrap: str) -> None:
+    """kafka-features.sh upgrade --feature share.version=1, on either broker."""
+    from compat.wire import request
+    from protocol.api_keys import ApiKey
+    r = request(bootstrap, ApiKey.UPDATE_FEATURES, 1, {
+        "timeout_ms": 60000, "validate_only": False,
+        "feature_updates": [{"feature": "share.version", "max_version_level": 1,
+                             "upgrade_type": 1}]})
+    if r.error_code:
+        raise RuntimeError(f"share.version not finalized: {r}")
+
+
 def _consumer(bootstrap: str, group: str, topic: str, explicit: bool = True) -> ShareConsumer:
     c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
                        **({"share.acknowledgement.mode": "explicit"} if explicit else {})})
@@ -144,39 +156,39 @@ def release_redelivers(bootstrap: str, restart: Callable[[], None]) -> Observati
     return {"deliveries (value, delivery count)": sorted(got)}
 
 
-def reject_archives(bootstrap: str, restart: Callable[[], None]) -> Observation:
-    """A rejected record never comes back, not even after a lock's time."""
-    topic, group = "share-reject", "sg-reject"
-    c = _fetching_consumer(bootstrap, group, topic)
+def _acknowledging(bootstrap: str, name: str, values: list[bytes], seconds: float,
+                   ack: Callable[[bytes, int], AcknowledgeType]) -> Observation:
+    """One consumer of a fresh topic acknowledging each delivery of `values` as `ack` says,
+    for `seconds`: every delivery it saw."""
+    c = _fetching_consumer(bootstrap, f"sg-{name}", f"share-{name}")
     try:
-        _produce(bootstrap, topic, [b"reject-me", b"accept-me"])
-        got = _drain(c, lambda g: False, 3 * LOCK_S,
-                     lambda v, n: AcknowledgeType.REJECT if v == b"reject-me"
-                     else AcknowledgeType.ACCEPT)
+        _produce(bootstrap, f"share-{name}", values)
+        got = _drain(c, lambda g: False, seconds, ack)
         c.commit_sync()
     finally:
         c.close()
     return {"deliveries (value, delivery count)": sorted(got)}
+
+
+def reject_archives(bootstrap: str, restart: Callable[[], None]) -> Observation:
+    """A rejected record never comes back, not even after a lock's time."""
+    return _acknowledging(bootstrap, "reject", [b"reject-me", b"accept-me"], 3 * LOCK_S,
+                          lambda v, n: AcknowledgeType.REJECT if v == b"reject-me"
+                          else AcknowledgeType.ACCEPT)
 
 
 def delivery_limit_archives_a_poison_record(bootstrap: str, restart: Callable[[], None]
                                             ) -> Observation:
     """Released at every delivery, a record is archived at group.share.delivery.count.limit
     (3 here) deliveries."""
-    topic, group = "share-poison", "sg-poison"
-    c = _fetching_consumer(bootstrap, group, topic)
-    try:
-        _produce(bootstrap, topic, [b"poison", b"fine"])
-        got = _drain(c, lambda g: False, 4 * LOCK_S,
-                     lambda v, n: AcknowledgeType.RELEASE if v == b"poison"
-                     else AcknowledgeType.ACCEPT)
-        c.commit_sync()
-    finally:
-        c.close()
-    return {"deliveries (value, delivery count)": sorted(got)}
+    return _acknowledging(bootstrap, "poison", [b"poison", b"fine"], 4 * LOCK_S,
+                          lambda v, n: AcknowledgeType.RELEASE if v == b"poison"
+                          else AcknowledgeType.ACCEPT)
 
 
-_HOLDER = """
+# A consumer process that accepts warm-ups, then holds the first other records it gets
+# until it is killed (argv: bootstrap, group, topic).
+HOLDER = """
 import sys, time
 from confluent_kafka import AcknowledgeType, ShareConsumer
 c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
@@ -213,7 +225,7 @@ def killed_consumers_records_come_back(bootstrap: str, restart: Callable[[], Non
         line = ""
         for _ in range(8):  # a holder whose member id Kafka can read (see _fetching_consumer)
             holder = subprocess.Popen(
-                [sys.executable, "-c", _HOLDER, bootstrap, group, topic],
+                [sys.executable, "-c", HOLDER, bootstrap, group, topic],
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             threading.Thread(target=_lines, args=(holder, lines), daemon=True).start()
             deadline = time.monotonic() + 10
@@ -343,24 +355,14 @@ def run_both() -> dict[str, Any]:
 
     from compat.apache_kafka import ApacheKafka
     from compat.differential.config import SHARED
-    from compat.wire import request
-    from protocol.api_keys import ApiKey
     from pybroker.testing import Broker
-
-    def enable(bootstrap: str) -> None:  # kafka-features.sh upgrade --feature share.version=1
-        r = request(bootstrap, ApiKey.UPDATE_FEATURES, 1, {
-            "timeout_ms": 60000, "validate_only": False,
-            "feature_updates": [{"feature": "share.version", "max_version_level": 1,
-                                 "upgrade_type": 1}]})
-        if r.error_code:
-            raise RuntimeError(f"share.version not finalized: {r}")
 
     settings = {**SHARED, **SETTINGS}
     with tempfile.TemporaryDirectory(prefix="share-differential-") as tmp:
         kafka = ApacheKafka(Path(tmp) / "kafka", overrides=settings)
         kafka.start()
         try:
-            enable(kafka.bootstrap)
+            enable_share_groups(kafka.bootstrap)
 
             def restart_kafka() -> None:
                 kafka.kill()
@@ -371,7 +373,7 @@ def run_both() -> dict[str, Any]:
         broker = Broker(process=True, **{k.replace(".", "_"): v for k, v in settings.items()})
         broker.start()
         try:
-            enable(broker.bootstrap)
+            enable_share_groups(broker.bootstrap)
 
             def restart_broker() -> None:
                 broker.kill()

@@ -203,29 +203,32 @@ def _value_body(record: ConsumerGroupRecord) -> dict[str, Any] | None:
         "partitions_pending_revocation": partitions_out(record.pending_revocation)}
 
 
-def encode(record: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
-    """The key and value (None: a tombstone) to append to __consumer_offsets."""
-    kind = _record_type(record)
-    if kind in (GROUP_METADATA, TARGET_METADATA):
-        key = GROUP_KEY.encode({"group_id": record.group_id}, 0)
+def encode_parts(kind: int, group_id: str, member_id: str | None,
+                 body: dict[str, Any] | None, values: Mapping[int, Message]
+                 ) -> tuple[bytes, bytes | None]:
+    """A KIP-848-style coordinator record (the consumer and share groups' alike): the key of
+    type `kind`, keyed by the group alone when `member_id` is None, and the value of `body`
+    at version 0 in `values[kind]` (None: a tombstone)."""
+    if member_id is None:
+        key = GROUP_KEY.encode({"group_id": group_id}, 0)
     else:
-        key = MEMBER_KEY.encode({"group_id": record.group_id,
-                                  "member_id": record.member_id}, 0)  # type: ignore[union-attr]
-    body = _value_body(record)
-    value = None if body is None else _I16.pack(0) + _VALUES[kind].encode(body, 0)
+        key = MEMBER_KEY.encode({"group_id": group_id, "member_id": member_id}, 0)
+    value = None if body is None else _I16.pack(0) + values[kind].encode(body, 0)
     return _I16.pack(kind) + key, value
 
 
-def decode(key: bytes, value: bytes | None) -> ConsumerGroupRecord | None:
-    """The record of a key whose type is one of RECORD_TYPES; None for any other key.
+def decode_parts(key: bytes, value: bytes | None, values: Mapping[int, Message],
+                 group_keyed: frozenset[int]) -> tuple[int, str, str, Any] | None:
+    """(type, group id, member id ("" for a group-keyed type), value body or None for a
+    tombstone) of a record whose type is a key of `values`; None for any other type.
     ValueError (or a construct error) for bytes that do not decode."""
     if len(key) < 2:
         raise ValueError("record key shorter than its type")
     kind = _I16.unpack_from(key)[0]
-    if kind not in RECORD_TYPES:
+    if kind not in values:
         return None
     io = BytesIO(key[2:])
-    if kind in (GROUP_METADATA, TARGET_METADATA):
+    if kind in group_keyed:
         group_id, member_id = GROUP_KEY.decode(io, 0).group_id, ""
     else:
         k = MEMBER_KEY.decode(io, 0)
@@ -234,7 +237,25 @@ def decode(key: bytes, value: bytes | None) -> ConsumerGroupRecord | None:
     if value is not None:
         if len(value) < 2:
             raise ValueError("record value shorter than its version")
-        body = _VALUES[kind].decode(BytesIO(value[2:]), 0)
+        body = values[kind].decode(BytesIO(value[2:]), 0)
+    return kind, group_id, member_id, body
+
+
+def encode(record: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
+    """The key and value (None: a tombstone) to append to __consumer_offsets."""
+    kind = _record_type(record)
+    member_id = None if kind in (GROUP_METADATA, TARGET_METADATA) \
+        else record.member_id  # type: ignore[union-attr]
+    return encode_parts(kind, record.group_id, member_id, _value_body(record), _VALUES)
+
+
+def decode(key: bytes, value: bytes | None) -> ConsumerGroupRecord | None:
+    """The record of a key whose type is one of RECORD_TYPES; None for any other key.
+    ValueError (or a construct error) for bytes that do not decode."""
+    parts = decode_parts(key, value, _VALUES, frozenset({GROUP_METADATA, TARGET_METADATA}))
+    if parts is None:
+        return None
+    kind, group_id, member_id, body = parts
     if kind == GROUP_METADATA:
         if body is None:
             return GroupEpochRecord(group_id, None)

@@ -21,15 +21,13 @@ so it has no use for a hash of them.
 """
 from __future__ import annotations
 
-import struct
 import uuid
 from dataclasses import dataclass
-from io import BytesIO
 from typing import Any, Mapping, Union
 
 from protocol.schema import Message, f
 from pybroker.coordinator.consumer_group_records import (
-    GROUP_KEY, MEMBER_KEY, TOPIC_PARTITIONS, data_message, partitions_in, partitions_out,
+    TOPIC_PARTITIONS, data_message, decode_parts, encode_parts, partitions_in, partitions_out,
 )
 
 __all__ = [
@@ -45,7 +43,6 @@ SHARE_RECORD_TYPES = frozenset({MEMBER_METADATA, GROUP_METADATA, TARGET_METADATA
 # Kafka's MemberState STABLE: a share member never revokes, so it is always stable.
 MEMBER_STABLE = 0
 
-_I16 = struct.Struct(">h")
 Partitions = Mapping[uuid.UUID, tuple[int, ...]]
 
 _VALUES: dict[int, Message] = {
@@ -147,36 +144,19 @@ def _value_body(record: ShareGroupRecord) -> dict[str, Any] | None:
 
 def encode(record: ShareGroupRecord) -> tuple[bytes, bytes | None]:
     """The key and value (None: a tombstone) to append to __consumer_offsets."""
-    kind = _TYPES[type(record)]
-    if isinstance(record, (ShareGroupEpochRecord, ShareTargetEpochRecord)):
-        key = GROUP_KEY.encode({"group_id": record.group_id}, 0)
-    else:
-        key = MEMBER_KEY.encode({"group_id": record.group_id,
-                                 "member_id": record.member_id}, 0)
-    body = _value_body(record)
-    value = None if body is None else _I16.pack(0) + _VALUES[kind].encode(body, 0)
-    return _I16.pack(kind) + key, value
+    member_id = None if isinstance(record, (ShareGroupEpochRecord, ShareTargetEpochRecord)) \
+        else record.member_id
+    return encode_parts(_TYPES[type(record)], record.group_id, member_id,
+                        _value_body(record), _VALUES)
 
 
 def decode(key: bytes, value: bytes | None) -> ShareGroupRecord | None:
     """The record of a key whose type is one of SHARE_RECORD_TYPES; None for any other key.
     ValueError (or a construct error) for bytes that do not decode."""
-    if len(key) < 2:
-        raise ValueError("record key shorter than its type")
-    kind = _I16.unpack_from(key)[0]
-    if kind not in SHARE_RECORD_TYPES:
+    parts = decode_parts(key, value, _VALUES, frozenset({GROUP_METADATA, TARGET_METADATA}))
+    if parts is None:
         return None
-    io = BytesIO(key[2:])
-    if kind in (GROUP_METADATA, TARGET_METADATA):
-        group_id, member_id = GROUP_KEY.decode(io, 0).group_id, ""
-    else:
-        k = MEMBER_KEY.decode(io, 0)
-        group_id, member_id = k.group_id, k.member_id
-    body = None
-    if value is not None:
-        if len(value) < 2:
-            raise ValueError("record value shorter than its version")
-        body = _VALUES[kind].decode(BytesIO(value[2:]), 0)
+    kind, group_id, member_id, body = parts
     if kind == GROUP_METADATA:
         return ShareGroupEpochRecord(group_id, None if body is None else body.epoch)
     if kind == TARGET_METADATA:

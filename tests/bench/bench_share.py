@@ -29,8 +29,8 @@ from typing import Any
 
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
-from compat.differential.share_scenarios import _fetching_consumer
-from compat.wire import create_topic, request
+from compat.differential.share_scenarios import _fetching_consumer, enable_share_groups
+from compat.wire import create_topic
 from protocol.api_keys import ApiKey
 
 CONSUMERS = (1, 4, 16)
@@ -46,16 +46,6 @@ VALUE = b"x" * 100
 class ShareRun:
     records_per_s: dict[int, float] = field(default_factory=dict)  # by consumer count
     redelivery_ms: list[float] = field(default_factory=list)  # beyond the lock, per sample
-
-
-def enable(bootstrap: str) -> None:
-    """kafka-features.sh upgrade --feature share.version=1."""
-    r = request(bootstrap, ApiKey.UPDATE_FEATURES, 1, {
-        "timeout_ms": 60000, "validate_only": False,
-        "feature_updates": [{"feature": "share.version", "max_version_level": 1,
-                             "upgrade_type": 1}]})
-    if r.error_code:
-        raise RuntimeError(f"share.version not finalized: {r}")
 
 
 def throughput(bootstrap: str, consumers: int, records: int, tag: str) -> float:
@@ -130,7 +120,7 @@ class _Member:
         self.group, self.topic, self.member_id, self.epoch = group, topic, _member_id(), 0
         deadline = time.monotonic() + 30
         while True:
-            r = self.conn.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+            r: Any = self.conn.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
                 "group_id": group, "member_id": self.member_id, "member_epoch": 0,
                 "rack_id": None, "subscribed_topic_names": [topic]})
             if r.error_code == 0 and r.assignment and r.assignment.topic_partitions:
@@ -198,7 +188,7 @@ def redelivery(bootstrap: str, samples: int, tag: str) -> list[float]:
 def bench_share(bootstrap: str, records: int, samples: int, tag: str,
                 consumers: tuple[int, ...] = CONSUMERS) -> ShareRun:
     """Both figures on one broker, share groups enabled there first."""
-    enable(bootstrap)
+    enable_share_groups(bootstrap)
     run = ShareRun()
     for n in consumers:
         run.records_per_s[n] = throughput(bootstrap, n, records, tag)
