@@ -279,6 +279,11 @@ def _share_section(share: dict[str, Any]) -> list[str]:
         "| scenario | result |", "|---|---|"]
     lines += [f"| {name} | {r['status']} |" for name, r in share.items()]
     lines.append("")
+    from compat.differential.share_scenarios import FIXED as SHARE_FIXED
+    if SHARE_FIXED:
+        lines += ["Fixed in pybroker after these scenarios found them:", ""]
+        lines += [f"- {name}: {what}" for name, what in SHARE_FIXED.items()]
+        lines.append("")
     for name, r in share.items():
         lines.append(f"- **{name}** ({r['status']})")
         lines.append(f"  - Kafka: `{json.dumps(r['kafka'])}`")
