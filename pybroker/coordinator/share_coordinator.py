@@ -120,6 +120,7 @@ class ShareCoordinator:
         # One flush at a time: the timer task's and the handlers' would otherwise race to
         # create the state topic and write the same keys.
         self._flush_lock = trio.Lock()
+        self._group_lock = trio.Lock()  # membership records are appended in change order
 
     def now(self) -> int:
         return self._clock()
@@ -177,20 +178,29 @@ class ShareCoordinator:
 
     async def _append_group_records(self, records: list[share_group_records.ShareGroupRecord]
                                     ) -> ErrorCode:
-        by_partition: dict[int, list[share_group_records.ShareGroupRecord]] = {}
-        for record in records:
-            by_partition.setdefault(self.offsets.partition_for(record.group_id),
-                                    []).append(record)
-        now = self.now()
-        for partition, part_records in sorted(by_partition.items()):
-            batch = build_batch([Record(*share_group_records.encode(r), timestamp=now)
-                                 for r in part_records])
-            error, _ = await self.offsets.append(partition, batch)
-            if error:
-                log.warning("share group records not written to %s-%d: %s",
-                            self.offsets.name, partition, error.name)
-                return APPEND_ERRORS.get(error, error)
-        return ErrorCode.NONE
+        """Append `records` after those still pending (of expiries, or of an append that
+        failed), in the order the changes were made: each record is a difference from the
+        state before it, so the log must hold them in that order. The lock keeps it: the
+        records are derived with no wait before it is asked for, and it is fair."""
+        async with self._group_lock:
+            pending, self._group_records = self._group_records + records, []
+            by_partition: dict[int, list[share_group_records.ShareGroupRecord]] = {}
+            for record in pending:
+                by_partition.setdefault(self.offsets.partition_for(record.group_id),
+                                        []).append(record)
+            now = self.now()
+            for partition, part_records in sorted(by_partition.items()):
+                batch = build_batch([Record(*share_group_records.encode(r), timestamp=now)
+                                     for r in part_records])
+                error, _ = await self.offsets.append(partition, batch)
+                if error:
+                    log.warning("share group records not written to %s-%d: %s",
+                                self.offsets.name, partition, error.name)
+                    # kept, to go first next time (a partition written is written again:
+                    # replaying a difference twice in a row is harmless)
+                    self._group_records = pending + self._group_records
+                    return APPEND_ERRORS.get(error, error)
+            return ErrorCode.NONE
 
     # -- share-partitions ----------------------------------------------------------------------
 
@@ -354,10 +364,8 @@ class ShareCoordinator:
 
     async def _flush(self) -> ErrorCode:
         if self._group_records:
-            pending, self._group_records = self._group_records, []
-            code = await self._append_group_records(pending)
+            code = await self._append_group_records([])
             if code:
-                self._group_records = pending + self._group_records
                 return code
         if not self._dirty:
             return ErrorCode.NONE

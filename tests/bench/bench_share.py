@@ -119,16 +119,23 @@ class _Member:
         self.conn = RawConnection(bootstrap, 15.0)
         self.group, self.topic, self.member_id, self.epoch = group, topic, _member_id(), 0
         deadline = time.monotonic() + 30
+        member_epoch = 0
         while True:
             r: Any = self.conn.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
-                "group_id": group, "member_id": self.member_id, "member_epoch": 0,
+                "group_id": group, "member_id": self.member_id, "member_epoch": member_epoch,
                 "rack_id": None, "subscribed_topic_names": [topic]})
             if r.error_code == 0 and r.assignment and r.assignment.topic_partitions:
                 self.topic_id = r.assignment.topic_partitions[0].topic_id
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"no assignment for {self.member_id}: {r}")
-            time.sleep(0.5)  # Kafka assigns once the share-partition is initialized
+            if r.error_code == 0:  # Kafka assigns once the share-partition is initialized
+                member_epoch = r.member_epoch
+            elif r.error_code in (14, 15, 16):  # loading, not available, not coordinator:
+                # FindCoordinator creates __consumer_offsets on a fresh broker
+                self.conn.request(ApiKey.FIND_COORDINATOR, 4, {
+                    "key_type": 0, "coordinator_keys": [group]})
+            time.sleep(0.5)
 
     def fetch(self, max_wait_ms: int) -> list[tuple[int, int, int]]:
         r: Any = self.conn.request(ApiKey.SHARE_FETCH, 1, {
