@@ -201,7 +201,8 @@ class Broker:
         self.groups = GroupCoordinator(config, self.metadata, self.logs, self.replicas,
                                        self.topics, clock=self.clock.now_ms)
         self.shares = ShareCoordinator(config, self.metadata, self.logs, self.replicas,
-                                       self.topics, self.purgatory, clock=self.clock.now_ms)
+                                       self.topics, self.purgatory, self.groups.topic,
+                                       clock=self.clock.now_ms)
         self.markers = markers = MarkerWriter(
             self.node_id, self.metadata, self.replicas, self.groups,
             commit_timeout_ms=config.offsets_commit_timeout_ms, endpoint_of=self._endpoint_of,

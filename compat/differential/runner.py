@@ -202,10 +202,11 @@ def counts(results: list[dict[str, Any]]) -> dict[str, int]:
 # -- the report ---------------------------------------------------------------------------------
 
 def write(results: list[dict[str, Any]], kafka_version: str,
-          kafka_only: list[str], client_scenarios: list[dict[str, Any]]) -> None:
+          kafka_only: list[str], client_scenarios: list[dict[str, Any]],
+          share: dict[str, Any] | None = None) -> None:
     data = {"kafka_version": kafka_version, "counts": counts(results),
             "apis_only_kafka_serves": kafka_only, "cases": results,
-            "client_scenarios": client_scenarios}
+            "client_scenarios": client_scenarios, "share_scenarios": share or {}}
     JSON_PATH.write_text(json.dumps(data, indent=1, sort_keys=False, default=str) + "\n")
     MD_PATH.write_text(markdown(data))
 
@@ -261,7 +262,39 @@ def markdown(data: dict[str, Any]) -> str:
                 lines.append(f"  - `{d['path']}`: Kafka `{_v(d['kafka'])}`, "
                              f"pybroker `{_v(d['pybroker'])}`{why}")
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + _share_section(data.get("share_scenarios") or {}))
+
+
+def _share_section(share: dict[str, Any]) -> list[str]:
+    """The share-group client scenarios (share_scenarios.py), when they were run."""
+    if not share:
+        return []
+    lines = [
+        "## Share groups (KIP-932): client scenarios", "",
+        "Issue #34's scenarios played by confluent-kafka's ShareConsumer, unmodified, on a "
+        "fresh Apache Kafka and a fresh pybroker (`compat/differential/share_scenarios.py`; "
+        "`python -m compat.differential --share` reruns only these). An observation holds "
+        "who got which record and with which delivery count, never a timing or an offset. "
+        "librdkafka 2.16 draws member ids in standard base64; Kafka 4.1.1 fails every "
+        "ShareFetch of an id with '+' or '/' (UNKNOWN_SERVER_ERROR, \"Illegal base64 "
+        "character\"), so such a consumer never gets a record there: the scenarios replace "
+        "a consumer that gets no warm-up record (pybroker takes any member id).", "",
+        "| scenario | result |", "|---|---|"]
+    lines += [f"| {name} | {r['status']} |" for name, r in share.items()]
+    lines.append("")
+    from compat.differential.share_scenarios import FIXED as SHARE_FIXED
+    if SHARE_FIXED:
+        lines += ["Fixed in pybroker after these scenarios found them:", ""]
+        lines += [f"- {name}: {what}" for name, what in SHARE_FIXED.items()]
+        lines.append("")
+    for name, r in share.items():
+        lines.append(f"- **{name}** ({r['status']})")
+        lines.append(f"  - Kafka: `{json.dumps(r['kafka'])}`")
+        lines.append(f"  - pybroker: `{json.dumps(r['pybroker'])}`")
+        if r.get("reason"):
+            lines.append(f"  - why: {r['reason']}")
+    lines.append("")
+    return lines
 
 
 # -- the one command ----------------------------------------------------------------------------
@@ -270,7 +303,9 @@ def markdown(data: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """`-v`: each case's time; `--clients-only`: rerun only the client scenarios, keeping the
     corpus's recorded results; `--no-clients`: the corpus only, keeping the recorded client
-    scenarios (they take minutes: a killed member waits out a 45 s session)."""
+    scenarios (they take minutes: a killed member waits out a 45 s session); `--share`: only
+    the share-group scenarios (share_scenarios.py), keeping the rest. A full run plays the
+    share scenarios too."""
     from compat.apache_kafka import ApacheKafka, kafka_version
     from compat.differential.config import SHARED
     from pybroker.testing import Broker
@@ -281,6 +316,13 @@ def main(argv: list[str] | None = None) -> int:
     recorded = json.loads(JSON_PATH.read_text()) if JSON_PATH.exists() else {}
     results, only = recorded.get("cases", []), recorded.get("apis_only_kafka_serves", [])
     scenarios = recorded.get("client_scenarios", [])
+    share = recorded.get("share_scenarios", {})
+    from compat.differential.share_scenarios import run_both
+    if "--share" in args:  # only the share-group scenarios, into the recorded report
+        share = run_both()
+        write(results, recorded["kafka_version"], only, scenarios, share)
+        print(json.dumps({name: r["status"] for name, r in share.items()}))
+        return 0
     with tempfile.TemporaryDirectory(prefix="differential-") as tmp:
         kafka = ApacheKafka(Path(tmp) / "kafka", overrides=SHARED)
         broker = Broker(**{k.replace(".", "_"): v for k, v in SHARED.items()})
@@ -297,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             broker.stop()
             kafka.stop()
-    write(results, kafka_version(), only, scenarios)
+    if clients_too and corpus_too:  # the share scenarios start brokers of their own
+        share = run_both()
+    write(results, kafka_version(), only, scenarios, share)
     print(json.dumps({**counts(results), "client_scenarios": clients.counts(scenarios)}))
     return 0

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from io import BytesIO
 from typing import Any, Union
@@ -41,18 +41,18 @@ _I16 = struct.Struct(">h")
 Partitions = Mapping[uuid.UUID, frozenset[int]]
 
 
-def _data(name: str, flexible: str, fields: list[Field]) -> Message:
+def data_message(name: str, flexible: str, fields: list[Field]) -> Message:
     return Message(name, -1, Versions.parse("0"), Versions.parse(flexible), tuple(fields))
 
 
-_GROUP_KEY = _data("ConsumerGroupKey", "none", [f("group_id", "string")])
-_MEMBER_KEY = _data("ConsumerGroupMemberKey", "none",
+GROUP_KEY = data_message("ConsumerGroupKey", "none", [f("group_id", "string")])
+MEMBER_KEY = data_message("ConsumerGroupMemberKey", "none",
                     [f("group_id", "string"), f("member_id", "string")])
-_TOPIC_PARTITIONS = [f("topic_id", "uuid"), f("partitions", "[]int32")]
+TOPIC_PARTITIONS = [f("topic_id", "uuid"), f("partitions", "[]int32")]
 _VALUES: dict[int, Message] = {
-    GROUP_METADATA: _data("ConsumerGroupMetadataValue", "0+", [
+    GROUP_METADATA: data_message("ConsumerGroupMetadataValue", "0+", [
         f("epoch", "int32"), f("metadata_hash", "int64", tag=0, default=0)]),
-    MEMBER_METADATA: _data("ConsumerGroupMemberMetadataValue", "0+", [
+    MEMBER_METADATA: data_message("ConsumerGroupMemberMetadataValue", "0+", [
         f("instance_id", "string", nullable="0+"),
         f("rack_id", "string", nullable="0+"),
         f("client_id", "string"),
@@ -66,16 +66,16 @@ _VALUES: dict[int, Message] = {
             f("supported_protocols", [f("name", "string"), f("metadata", "bytes")]),
         )), nullable="0+", tag=0, default=None),
     ]),
-    TARGET_METADATA: _data("ConsumerGroupTargetAssignmentMetadataValue", "0+", [
+    TARGET_METADATA: data_message("ConsumerGroupTargetAssignmentMetadataValue", "0+", [
         f("assignment_epoch", "int32")]),
-    TARGET_MEMBER: _data("ConsumerGroupTargetAssignmentMemberValue", "0+", [
-        f("topic_partitions", _TOPIC_PARTITIONS)]),
-    CURRENT_ASSIGNMENT: _data("ConsumerGroupCurrentMemberAssignmentValue", "0+", [
+    TARGET_MEMBER: data_message("ConsumerGroupTargetAssignmentMemberValue", "0+", [
+        f("topic_partitions", TOPIC_PARTITIONS)]),
+    CURRENT_ASSIGNMENT: data_message("ConsumerGroupCurrentMemberAssignmentValue", "0+", [
         f("member_epoch", "int32"),
         f("previous_member_epoch", "int32"),
         f("state", "int8"),
-        f("assigned_partitions", _TOPIC_PARTITIONS),
-        f("partitions_pending_revocation", _TOPIC_PARTITIONS),
+        f("assigned_partitions", TOPIC_PARTITIONS),
+        f("partitions_pending_revocation", TOPIC_PARTITIONS),
     ]),
 }
 
@@ -154,12 +154,12 @@ ConsumerGroupRecord = Union[GroupEpochRecord, MemberRecord, TargetEpochRecord,
                             TargetMemberRecord, CurrentAssignmentRecord]
 
 
-def _partitions_out(parts: Partitions) -> list[dict[str, Any]]:
+def partitions_out(parts: Mapping[uuid.UUID, Collection[int]]) -> list[dict[str, Any]]:
     return [{"topic_id": t, "partitions": sorted(ps)}
             for t, ps in sorted(parts.items(), key=lambda kv: str(kv[0])) if ps]
 
 
-def _partitions_in(items: Any) -> dict[uuid.UUID, frozenset[int]]:
+def partitions_in(items: Any) -> dict[uuid.UUID, frozenset[int]]:
     return {i.topic_id: frozenset(i.partitions) for i in items}
 
 
@@ -195,46 +195,67 @@ def _value_body(record: ConsumerGroupRecord) -> dict[str, Any] | None:
                                         for n, m in s.classic.protocols]}}
     if isinstance(record, TargetMemberRecord):
         return None if record.partitions is None else {
-            "topic_partitions": _partitions_out(record.partitions)}
+            "topic_partitions": partitions_out(record.partitions)}
     return None if record.member_epoch is None else {
         "member_epoch": record.member_epoch,
         "previous_member_epoch": record.previous_member_epoch, "state": record.state,
-        "assigned_partitions": _partitions_out(record.assigned),
-        "partitions_pending_revocation": _partitions_out(record.pending_revocation)}
+        "assigned_partitions": partitions_out(record.assigned),
+        "partitions_pending_revocation": partitions_out(record.pending_revocation)}
 
 
-def encode(record: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
-    """The key and value (None: a tombstone) to append to __consumer_offsets."""
-    kind = _record_type(record)
-    if kind in (GROUP_METADATA, TARGET_METADATA):
-        key = _GROUP_KEY.encode({"group_id": record.group_id}, 0)
+def encode_parts(kind: int, group_id: str, member_id: str | None,
+                 body: dict[str, Any] | None, values: Mapping[int, Message]
+                 ) -> tuple[bytes, bytes | None]:
+    """A KIP-848-style coordinator record (the consumer and share groups' alike): the key of
+    type `kind`, keyed by the group alone when `member_id` is None, and the value of `body`
+    at version 0 in `values[kind]` (None: a tombstone)."""
+    if member_id is None:
+        key = GROUP_KEY.encode({"group_id": group_id}, 0)
     else:
-        key = _MEMBER_KEY.encode({"group_id": record.group_id,
-                                  "member_id": record.member_id}, 0)  # type: ignore[union-attr]
-    body = _value_body(record)
-    value = None if body is None else _I16.pack(0) + _VALUES[kind].encode(body, 0)
+        key = MEMBER_KEY.encode({"group_id": group_id, "member_id": member_id}, 0)
+    value = None if body is None else _I16.pack(0) + values[kind].encode(body, 0)
     return _I16.pack(kind) + key, value
 
 
-def decode(key: bytes, value: bytes | None) -> ConsumerGroupRecord | None:
-    """The record of a key whose type is one of RECORD_TYPES; None for any other key.
+def decode_parts(key: bytes, value: bytes | None, values: Mapping[int, Message],
+                 group_keyed: frozenset[int]) -> tuple[int, str, str, Any] | None:
+    """(type, group id, member id ("" for a group-keyed type), value body or None for a
+    tombstone) of a record whose type is a key of `values`; None for any other type.
     ValueError (or a construct error) for bytes that do not decode."""
     if len(key) < 2:
         raise ValueError("record key shorter than its type")
     kind = _I16.unpack_from(key)[0]
-    if kind not in RECORD_TYPES:
+    if kind not in values:
         return None
     io = BytesIO(key[2:])
-    if kind in (GROUP_METADATA, TARGET_METADATA):
-        group_id, member_id = _GROUP_KEY.decode(io, 0).group_id, ""
+    if kind in group_keyed:
+        group_id, member_id = GROUP_KEY.decode(io, 0).group_id, ""
     else:
-        k = _MEMBER_KEY.decode(io, 0)
+        k = MEMBER_KEY.decode(io, 0)
         group_id, member_id = k.group_id, k.member_id
     body = None
     if value is not None:
         if len(value) < 2:
             raise ValueError("record value shorter than its version")
-        body = _VALUES[kind].decode(BytesIO(value[2:]), 0)
+        body = values[kind].decode(BytesIO(value[2:]), 0)
+    return kind, group_id, member_id, body
+
+
+def encode(record: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
+    """The key and value (None: a tombstone) to append to __consumer_offsets."""
+    kind = _record_type(record)
+    member_id = None if kind in (GROUP_METADATA, TARGET_METADATA) \
+        else record.member_id  # type: ignore[union-attr]
+    return encode_parts(kind, record.group_id, member_id, _value_body(record), _VALUES)
+
+
+def decode(key: bytes, value: bytes | None) -> ConsumerGroupRecord | None:
+    """The record of a key whose type is one of RECORD_TYPES; None for any other key.
+    ValueError (or a construct error) for bytes that do not decode."""
+    parts = decode_parts(key, value, _VALUES, frozenset({GROUP_METADATA, TARGET_METADATA}))
+    if parts is None:
+        return None
+    kind, group_id, member_id, body = parts
     if kind == GROUP_METADATA:
         if body is None:
             return GroupEpochRecord(group_id, None)
@@ -249,10 +270,10 @@ def decode(key: bytes, value: bytes | None) -> ConsumerGroupRecord | None:
             _classic_in(body.classic_member_metadata)))
     if kind == TARGET_MEMBER:
         return TargetMemberRecord(group_id, member_id, None if body is None
-                                  else _partitions_in(body.topic_partitions))
+                                  else partitions_in(body.topic_partitions))
     if body is None:
         return CurrentAssignmentRecord(group_id, member_id, None)
     return CurrentAssignmentRecord(group_id, member_id, body.member_epoch,
                                    body.previous_member_epoch, body.state,
-                                   _partitions_in(body.assigned_partitions),
-                                   _partitions_in(body.partitions_pending_revocation))
+                                   partitions_in(body.assigned_partitions),
+                                   partitions_in(body.partitions_pending_revocation))

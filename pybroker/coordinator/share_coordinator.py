@@ -13,7 +13,8 @@ starting where `share.auto.offset.reset` says (latest: the high watermark then).
 task sleeps until the earliest acquisition-lock or member-session deadline; when locks expire,
 the purgatory is notified for their partitions, so a ShareFetch waiting there reads again and
 gets the records that came back. A member that leaves or times out, and a session closed with
-epoch -1, release what the member holds, with the same notification.
+epoch -1 or by its connection's end, release what the member holds, with the same
+notification; a closed session's records with their delivery taken back, as Kafka's.
 
 Durability. Each change to a share-partition's durable view (an acknowledgement, a release, a
 lock expiry, the SPSO moving) marks it dirty; `flush()` writes one ShareSnapshot record per
@@ -24,6 +25,13 @@ of each key from the partitions this broker leads, so acknowledged records stay 
 acquired ones come back Available. This broker must lead the state partition of a key to
 write it: on one broker it always does; on a cluster a write whose partition another broker
 leads fails with NOT_COORDINATOR (Kafka's share coordinator RPCs, 83-87, are not built).
+
+Membership is written too, to `__consumer_offsets` beside the group's other records (Kafka's
+records 10-14, share_group_records): each heartbeat's changes are appended to the group's
+partition and committed before it is answered, a session expiry's and a DeleteGroups' with
+the next flush or at once; `load()` replays them from the partitions this broker leads, so a
+restart resumes each group with its epochs and assignments, and the loaded members' sessions
+run from the load.
 """
 from __future__ import annotations
 
@@ -42,8 +50,10 @@ from pybroker.cluster.metadata import MetadataStore
 from pybroker.config.broker import BrokerConfig
 from pybroker.coordinator.group_offsets import GroupListing
 from pybroker.coordinator.share_group import (
-    SHARE_GROUP_TYPE, HeartbeatResult, ShareGroupConfig, ShareGroups,
+    SHARE_GROUP_TYPE, DurableView, HeartbeatResult, ShareGroupConfig, ShareGroups,
+    durable_view, records_between,
 )
+from pybroker.coordinator import share_group_records
 from pybroker.coordinator.group_config_view import GroupConfigView
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
 from pybroker.coordinator.share_partition import OffsetReset, SharePartition, SharePartitionConfig
@@ -68,8 +78,8 @@ SharePartitionKey = tuple[str, UUID, int]  # group id, topic id, partition
 
 class ShareCoordinator:
     def __init__(self, config: BrokerConfig, metadata: MetadataStore, logs: LogManager,
-                 replicas: ReplicaManager, topics: TopicAdmin, purgatory: Purgatory, *,
-                 clock: Callable[[], int] | None = None) -> None:
+                 replicas: ReplicaManager, topics: TopicAdmin, purgatory: Purgatory,
+                 offsets: InternalTopic, *, clock: Callable[[], int] | None = None) -> None:
         self.node_id = config.node_id
         self.metadata = metadata
         self.logs = logs
@@ -89,6 +99,10 @@ class ShareCoordinator:
         self.settings = GroupConfigView(config, metadata)
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
         self._dirty: set[SharePartitionKey] = set()
+        # __consumer_offsets (the group coordinator's), where membership is written, and the
+        # membership records (of expired members) not written yet.
+        self.offsets = offsets
+        self._group_records: list[share_group_records.ShareGroupRecord] = []
         self.topic = InternalTopic(
             SHARE_STATE_TOPIC, metadata, topics, replicas,
             partitions=config.share_coordinator_state_topic_num_partitions,
@@ -102,6 +116,11 @@ class ShareCoordinator:
             commit_timeout_ms=config.offsets_commit_timeout_ms)
         self._wakeup: trio.Event | None = None
         self._sleeping_until = math.inf
+        self._flush_soon = False  # changes made outside a request: the timer task writes them
+        # One flush at a time: the timer task's and the handlers' would otherwise race to
+        # create the state topic and write the same keys.
+        self._flush_lock = trio.Lock()
+        self._group_lock = trio.Lock()  # membership records are appended in change order
 
     def now(self) -> int:
         return self._clock()
@@ -118,9 +137,9 @@ class ShareCoordinator:
 
     # -- membership ----------------------------------------------------------------------------
 
-    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
-                  subscribed_topic_names: list[str] | None, *, client_id: str,
-                  client_host: str) -> HeartbeatResult:
+    def _adopt_group_config(self, group_id: str) -> ShareGroupConfig:
+        """The group's session timeout and heartbeat interval (its own configs over the
+        broker's), applied from now."""
         own = self.settings(group_id)
         config = replace(self.groups.config, session_timeout_ms=own.share_session_timeout_ms,
                          heartbeat_interval_ms=own.share_heartbeat_interval_ms)
@@ -128,6 +147,15 @@ class ShareCoordinator:
             self.groups.group_configs.pop(group_id, None)
         else:
             self.groups.group_configs[group_id] = config
+        return config
+
+    async def heartbeat(self, group_id: str, member_id: str, member_epoch: int,
+                        rack_id: str | None, subscribed_topic_names: list[str] | None, *,
+                        client_id: str, client_host: str) -> HeartbeatResult:
+        """The membership machine's answer, its records written first (an append's error is
+        answered instead; the change stays in memory, as the consumer groups')."""
+        config = self._adopt_group_config(group_id)
+        before = durable_view(self.groups.groups.get(group_id))
         result = self.groups.heartbeat(group_id, member_id, member_epoch, rack_id,
                                        subscribed_topic_names, self.lookup, self.now(),
                                        client_id=client_id, client_host=client_host)
@@ -135,7 +163,44 @@ class ShareCoordinator:
             self.release_member(group_id, result.left)
         elif result.error == ErrorCode.NONE:  # the member's session runs from now
             self._kick(self.now() + config.session_timeout_ms)
+        if result.error == ErrorCode.NONE:
+            code = await self._write_group(group_id, before)
+            if code:
+                return HeartbeatResult(code)
         return result
+
+    async def _write_group(self, group_id: str, before: DurableView | None) -> ErrorCode:
+        """Append what changed in the group's durable view since `before` to its partition
+        of __consumer_offsets, committed before this returns."""
+        records = records_between(group_id, before,
+                                  durable_view(self.groups.groups.get(group_id)))
+        return await self._append_group_records(records)
+
+    async def _append_group_records(self, records: list[share_group_records.ShareGroupRecord]
+                                    ) -> ErrorCode:
+        """Append `records` after those still pending (of expiries, or of an append that
+        failed), in the order the changes were made: each record is a difference from the
+        state before it, so the log must hold them in that order. The lock keeps it: the
+        records are derived with no wait before it is asked for, and it is fair."""
+        async with self._group_lock:
+            pending, self._group_records = self._group_records + records, []
+            by_partition: dict[int, list[share_group_records.ShareGroupRecord]] = {}
+            for record in pending:
+                by_partition.setdefault(self.offsets.partition_for(record.group_id),
+                                        []).append(record)
+            now = self.now()
+            for partition, part_records in sorted(by_partition.items()):
+                batch = build_batch([Record(*share_group_records.encode(r), timestamp=now)
+                                     for r in part_records])
+                error, _ = await self.offsets.append(partition, batch)
+                if error:
+                    log.warning("share group records not written to %s-%d: %s",
+                                self.offsets.name, partition, error.name)
+                    # kept, to go first next time (a partition written is written again:
+                    # replaying a difference twice in a row is harmless)
+                    self._group_records = pending + self._group_records
+                    return APPEND_ERRORS.get(error, error)
+            return ErrorCode.NONE
 
     # -- share-partitions ----------------------------------------------------------------------
 
@@ -170,11 +235,31 @@ class ShareCoordinator:
                 self._dirty.add(key)
         return ErrorCode.NONE, sp
 
-    def release_member(self, group_id: str, member_id: str) -> None:
-        """A member left, timed out or closed its session: its records come back."""
+    def connection_closed(self, connection: object) -> None:
+        """A client connection closed: the share sessions last used on it close, and their
+        members' acquired records come back at once (Kafka's ConnectionDisconnectListener),
+        written by the timer task's next flush (a connection's end cannot wait on the log)."""
+        released = 0
+        for session in self.sessions.close_connection(connection):
+            released += self.release_member(session.group_id, session.member_id,
+                                            undo_delivery=True)
+        if released and self._wakeup is not None:
+            self._flush_soon = True
+            self._wakeup.set()
+
+    def release_member(self, group_id: str, member_id: str, *,
+                       undo_delivery: bool = False) -> int:
+        """A member left, timed out or closed its session: its records come back (a closed
+        session's with their delivery taken back, `SharePartition.release_member`); how
+        many."""
+        released = 0
         for key, sp in self.partitions.items():
-            if key[0] == group_id and sp.release_member(member_id):
-                self.changed(key)
+            if key[0] == group_id:
+                count = sp.release_member(member_id, undo_delivery=undo_delivery)
+                if count:
+                    self.changed(key)
+                    released += count
+        return released
 
     def changed(self, key: SharePartitionKey) -> None:
         """The share-partition's records changed state: written at the next `flush`, and a
@@ -218,8 +303,13 @@ class ShareCoordinator:
         for key, sp in self.partitions.items():
             if sp.expire(now_ms):
                 self.changed(key)
+        due = {g.group_id: durable_view(g) for g in self.groups.groups.values()
+               if any(m.session_deadline_ms <= now_ms for m in g.members.values())}
         for group_id, member_id in self.groups.expire(now_ms, self.lookup):
             self.release_member(group_id, member_id)
+        for group_id, before in due.items():  # written at the next flush
+            self._group_records += records_between(
+                group_id, before, durable_view(self.groups.groups.get(group_id)))
 
     def _kick(self, deadline: int | None = None) -> None:
         """Wake the timer task if `deadline` (by default the earliest of all) comes before
@@ -238,7 +328,8 @@ class ShareCoordinator:
             self._wakeup = trio.Event()
             now = self.now()
             deadline = self.next_deadline()
-            if deadline is not None and deadline <= now:
+            if (deadline is not None and deadline <= now) or self._flush_soon:
+                self._flush_soon = False
                 self._sleeping_until = math.inf
                 try:
                     self.expire(now)
@@ -266,7 +357,16 @@ class ShareCoordinator:
     async def flush(self) -> ErrorCode:
         """Write a snapshot of every dirty share-partition and wait until each is committed;
         the first failure is returned (as the coordinators map append errors), and what did
-        not get written stays dirty for the next flush."""
+        not get written stays dirty for the next flush. Membership records of expired
+        members go first, to __consumer_offsets."""
+        async with self._flush_lock:
+            return await self._flush()
+
+    async def _flush(self) -> ErrorCode:
+        if self._group_records:
+            code = await self._append_group_records([])
+            if code:
+                return code
         if not self._dirty:
             return ErrorCode.NONE
         code = await self.topic.ensure()
@@ -291,14 +391,13 @@ class ShareCoordinator:
         return ErrorCode.NONE
 
     def is_share_group(self, group_id: str) -> bool:
-        """A share group of that id lives here: members now, or state from before a restart
-        (membership is not durable, the share-partitions are)."""
+        """A share group of that id lives here: its membership (durable since its records are
+        written), or share-partition state alone (a group an AlterShareGroupOffsets named)."""
         return group_id in self.groups.groups or any(k[0] == group_id for k in self.partitions)
 
     def group_state(self, group_id: str) -> str:
-        """Stable with members, else Empty: a group known only by its share-partitions (after
-        a restart, membership not being durable) is Empty, as Kafka shows a group whose
-        members are gone."""
+        """Stable with members, else Empty: a group known only by its share-partitions is
+        Empty, as Kafka shows a group whose members are gone."""
         group = self.groups.groups.get(group_id)
         return group.state if group is not None else "Empty"
 
@@ -320,10 +419,16 @@ class ShareCoordinator:
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups for a share group: refused while it has members (NON_EMPTY_GROUP);
         else its share-partitions go, each with a tombstone in __share_group_state, so a
-        restart does not bring them back."""
+        restart does not bring them back; so do its membership records (the group epoch's and
+        assignment epoch's tombstones)."""
+        before = durable_view(self.groups.groups.get(group_id))
         code = self.groups.delete(group_id)
         if code == ErrorCode.NON_EMPTY_GROUP:
             return code
+        if code == ErrorCode.NONE:
+            written = await self._write_group(group_id, before)
+            if written:
+                return written
         keys = [k for k in self.partitions if k[0] == group_id]
         if code == ErrorCode.GROUP_ID_NOT_FOUND and not keys:
             return code
@@ -386,6 +491,42 @@ class ShareCoordinator:
         return await self._tombstone(keys)
 
     def load(self) -> int:
+        """`load_membership`, then `load_state`; the number of records and share-partitions
+        loaded."""
+        return self.load_membership() + self.load_state()
+
+    def load_membership(self) -> int:
+        """Replay the share group records of the partitions of __consumer_offsets this broker
+        leads; the number replayed. Each loaded member's session runs from now."""
+        info = self.metadata.image.topics.get(self.offsets.name)
+        count = 0
+        if info is None:
+            return 0
+        for p in info.partitions:
+            plog = self.logs.get(self.offsets.name, p.partition)
+            if p.leader != self.node_id or plog is None:
+                continue
+            for header, rec in InternalTopic.read(plog):
+                if header.is_control or rec.key is None:
+                    continue
+                try:
+                    record = share_group_records.decode(rec.key, rec.value)
+                except Exception as exc:  # struct, UTF-8 or construct errors
+                    log.warning("skipping undecodable share group record at %s-%d@%d: %s",
+                                self.offsets.name, p.partition, rec.offset, exc)
+                    continue
+                if record is not None:
+                    self.groups.replay(record)
+                    count += 1
+        for group_id in self.groups.groups:
+            self._adopt_group_config(group_id)
+        self.groups.after_load(self.now())
+        if self.groups.groups:
+            log.info("loaded %d share group(s) from %s", len(self.groups.groups),
+                     self.offsets.name)
+        return count
+
+    def load_state(self) -> int:
         """Adopt the latest snapshot of each share-partition from the partitions of
         __share_group_state this broker leads; the number of share-partitions loaded. Runs
         once at start, before the broker listens; an undecodable record is logged and

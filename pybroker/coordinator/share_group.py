@@ -22,8 +22,12 @@ with at least as many partitions as members, partition i goes to member i mod M;
 members than partitions, member j reads partition j mod P, so each partition has ⌈M/P⌉ or
 ⌊M/P⌋ readers. Members are ordered by id, so the assignment is stable while membership is.
 
-Membership is soft state here: not written to `__consumer_offsets` (Kafka's records 10-15), so
-after a restart members get UNKNOWN_MEMBER_ID and rejoin with epoch 0.
+Membership is durable as in Kafka: the owner writes to `__consumer_offsets` the records
+(share_group_records, Kafka's 10-14) that `records_between` derives from the group's durable
+view before and after each operation, and `replay`s them at load, so a restart resumes each
+group with its epochs, members and assignments. A loaded member's session runs from the load
+(`after_load`), so a member that never comes back still expires, as Kafka schedules the
+session timers of the members it loads.
 """
 from __future__ import annotations
 
@@ -32,10 +36,15 @@ from typing import Callable, Mapping
 from uuid import UUID
 
 from protocol.errors import ErrorCode
+from pybroker.coordinator.share_group_records import (
+    MemberMetadata, ShareCurrentAssignmentRecord, ShareGroupEpochRecord, ShareGroupRecord,
+    ShareMemberRecord, ShareTargetEpochRecord, ShareTargetMemberRecord,
+)
 
 __all__ = [
     "ShareGroupConfig", "ShareMember", "ShareGroup", "HeartbeatResult", "ShareGroups",
-    "simple_assignment", "TopicLookup", "Assignment", "SHARE_GROUP_TYPE",
+    "simple_assignment", "TopicLookup", "Assignment", "SHARE_GROUP_TYPE", "DurableView",
+    "durable_view", "records_between",
 ]
 
 # topic name -> (topic id, partition count), or None when the topic does not exist
@@ -65,6 +74,7 @@ class ShareMember:
     client_host: str = ""
     assignment: Assignment = field(default_factory=dict)
     session_deadline_ms: int = 0
+    previous_member_epoch: int = 0
 
 
 @dataclass
@@ -160,6 +170,7 @@ class ShareGroups:
         member.session_deadline_ms = now_ms + self.config_for(group_id).session_timeout_ms
         self._reassign(group, lookup)
         if joined or member.member_epoch != group.group_epoch:
+            member.previous_member_epoch = member.member_epoch
             member.member_epoch = group.group_epoch
             member.assignment = group.target.get(member_id, {})
             return HeartbeatResult(ErrorCode.NONE, member_id, member.member_epoch,
@@ -201,3 +212,111 @@ class ShareGroups:
             return ErrorCode.NON_EMPTY_GROUP
         del self.groups[group_id]
         return ErrorCode.NONE
+
+    # -- durability ------------------------------------------------------------------------------
+
+    def replay(self, record: ShareGroupRecord) -> None:
+        """Apply one record read back from __consumer_offsets (in log order)."""
+        group_id = record.group_id
+        if isinstance(record, ShareGroupEpochRecord):
+            if record.epoch is None:
+                self.groups.pop(group_id, None)
+            else:
+                self.groups.setdefault(group_id, ShareGroup(group_id)).group_epoch = record.epoch
+            return
+        if isinstance(record, ShareTargetEpochRecord):
+            return  # the assignment epoch is the group epoch here; its tombstone comes with 11's
+        group = self.groups.get(group_id)
+        gone = ((isinstance(record, ShareMemberRecord) and record.metadata is None)
+                or (isinstance(record, ShareTargetMemberRecord) and record.partitions is None)
+                or (isinstance(record, ShareCurrentAssignmentRecord)
+                    and record.member_epoch is None))
+        if gone:
+            if group is not None:
+                if isinstance(record, ShareMemberRecord):
+                    group.members.pop(record.member_id, None)
+                elif isinstance(record, ShareTargetMemberRecord):
+                    group.target.pop(record.member_id, None)
+            return
+        if group is None:
+            group = self.groups[group_id] = ShareGroup(group_id)
+        if isinstance(record, ShareTargetMemberRecord):
+            group.target[record.member_id] = dict(record.partitions or {})
+            return
+        member = group.members.get(record.member_id)
+        if member is None:
+            member = group.members[record.member_id] = ShareMember(record.member_id, 0, ())
+        if isinstance(record, ShareMemberRecord):
+            m = record.metadata
+            assert m is not None
+            member.rack_id, member.client_id, member.client_host = (
+                m.rack_id, m.client_id, m.client_host)
+            member.subscribed_topic_names = m.topic_names
+        elif isinstance(record, ShareCurrentAssignmentRecord):
+            assert record.member_epoch is not None
+            member.member_epoch = record.member_epoch
+            member.previous_member_epoch = record.previous_member_epoch
+            member.assignment = dict(record.assigned or {})
+
+    def after_load(self, now_ms: int) -> None:
+        """Each loaded member's session runs from now: one that never heartbeats again is
+        removed a session timeout after the load, as Kafka does."""
+        for group in self.groups.values():
+            timeout = self.config_for(group.group_id).session_timeout_ms
+            for member in group.members.values():
+                member.session_deadline_ms = now_ms + timeout
+
+
+@dataclass(frozen=True)
+class DurableView:
+    """What of a share group the records hold: its epoch, each member's metadata, target
+    and current assignment (not the session deadlines, which run from each start)."""
+    epoch: int
+    members: Mapping[str, MemberMetadata]
+    target: Mapping[str, Assignment]
+    current: Mapping[str, tuple[int, int, Assignment]]
+
+
+def durable_view(group: ShareGroup | None) -> DurableView | None:
+    if group is None:
+        return None
+    return DurableView(
+        group.group_epoch,
+        {m.member_id: MemberMetadata(m.rack_id, m.client_id, m.client_host,
+                                     m.subscribed_topic_names)
+         for m in group.members.values()},
+        dict(group.target),
+        {m.member_id: (m.member_epoch, m.previous_member_epoch, dict(m.assignment))
+         for m in group.members.values()})
+
+
+def records_between(group_id: str, before: DurableView | None,
+                    after: DurableView | None) -> list[ShareGroupRecord]:
+    """The records that take the log from `before` to `after` (None: no group), in Kafka's
+    order: a gone member's current assignment, target and metadata tombstones; new or changed
+    member metadata; the group epoch; target assignments, then the assignment epoch; current
+    assignments; for a gone group, the assignment epoch's and the group epoch's tombstones."""
+    old = before or DurableView(-1, {}, {}, {})
+    new = after or DurableView(-1, {}, {}, {})
+    out: list[ShareGroupRecord] = []
+    for member_id in sorted(set(old.members) - set(new.members)):
+        out += [ShareCurrentAssignmentRecord(group_id, member_id, None),
+                ShareTargetMemberRecord(group_id, member_id, None),
+                ShareMemberRecord(group_id, member_id, None)]
+    if after is None:
+        if before is not None:
+            out += [ShareTargetEpochRecord(group_id, None), ShareGroupEpochRecord(group_id, None)]
+        return out
+    out += [ShareMemberRecord(group_id, m, meta) for m, meta in sorted(new.members.items())
+            if old.members.get(m) != meta]
+    if new.epoch != old.epoch:
+        out.append(ShareGroupEpochRecord(group_id, new.epoch))
+    targets = [ShareTargetMemberRecord(group_id, m, a) for m, a in sorted(new.target.items())
+               if m in new.members and old.target.get(m) != a]
+    out += targets
+    if targets or new.epoch != old.epoch:
+        out.append(ShareTargetEpochRecord(group_id, new.epoch))
+    out += [ShareCurrentAssignmentRecord(group_id, m, epoch, previous, a)
+            for m, (epoch, previous, a) in sorted(new.current.items())
+            if old.current.get(m) != (epoch, previous, a)]
+    return out

@@ -281,12 +281,20 @@ class SharePartition:
         self._advance_start()
         return ErrorCode.NONE
 
-    def release_member(self, member_id: str) -> int:
-        """A member's session closed or it left: its acquired records come back. Returns how many."""
+    def release_member(self, member_id: str, *, undo_delivery: bool = False) -> int:
+        """A member left, or its share session closed: its acquired records come back. With
+        `undo_delivery` (a session closed, or its connection: Kafka's releaseAcquiredRecords,
+        DeliveryCountOps.DECREASE) they are Available with the delivery taken back, never
+        archived by the limit (handed back unprocessed); else as a release. Returns how
+        many."""
         released = 0
         for record in self._records.values():
             if record.state is RecordState.ACQUIRED and record.member_id == member_id:
-                self._give_back(record)
+                if undo_delivery:
+                    record.delivery_count -= 1
+                    self._settle(record, RecordState.AVAILABLE)
+                else:
+                    self._give_back(record)
                 released += 1
         self._advance_start()
         return released

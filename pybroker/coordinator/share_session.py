@@ -40,6 +40,9 @@ class ShareSession:
     member_id: str
     epoch: int  # the epoch the next request must carry
     partitions: set[TopicIdPartition] = field(default_factory=set)
+    # The connection the session was last used on (any object standing for it): when that
+    # connection closes, the session closes (Kafka's ConnectionDisconnectListener).
+    connection: object | None = None
 
 
 @dataclass(frozen=True)
@@ -99,3 +102,10 @@ class ShareSessionCache:
 
     def close(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.pop((group_id, member_id), None)
+
+    def close_connection(self, connection: object) -> list[ShareSession]:
+        """The sessions last used on `connection`, which closed: closed, and returned."""
+        gone = [s for s in self.sessions.values() if s.connection is connection]
+        for session in gone:
+            del self.sessions[(session.group_id, session.member_id)]
+        return gone

@@ -23,12 +23,15 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                                                   request.share_session_epoch)
     if session.error:
         return _error(session.error)
+    if session.session is not None:
+        session.session.connection = ctx.session  # closing the connection closes the session
     refusal = PartitionRefusal(ctx, [t.topic_id for t in request.topics])
     results = apply_acks(ctx, request.group_id, request.member_id, request.topics, refusal)
     results = await persisted(shares, results)
     if session.closing:
         shares.sessions.close(request.group_id, request.member_id)
-        shares.release_member(request.group_id, request.member_id)
+        shares.release_member(request.group_id, request.member_id,
+                             undo_delivery=True)
         await shares.flush()
     by_topic: dict = {}
     for (topic_id, partition), (code, leader) in results.items():

@@ -45,6 +45,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         fetches_data=any(not ack_batches(p) for _, p in listed))
     if session.error or session.session is None:
         return _error(shares, session.error)
+    session.session.connection = ctx.session  # closing the connection closes the session
     wanted = sorted(session.session.partitions)
     refusal = PartitionRefusal(ctx, [tid for tid, _ in listed] + [tid for tid, _ in wanted])
     acks = apply_acks(ctx, group_id, member_id, request.topics, refusal)
@@ -52,7 +53,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     fetched: dict[tuple[UUID, int], dict] = {}
     if session.closing:
         shares.sessions.close(group_id, member_id)
-        shares.release_member(group_id, member_id)
+        shares.release_member(group_id, member_id, undo_delivery=True)
         await shares.flush()
     else:
         fetched = await _fetch(ctx, shares, request, group_id, member_id, wanted, refusal)

@@ -21,9 +21,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     if (ctx.groups.has_group(request.group_id)  # the id is a classic or consumer group's
             or ctx.groups.consumer.group(request.group_id) is not None):
         return _error(ErrorCode.GROUP_ID_NOT_FOUND)
-    result = shares.heartbeat(request.group_id, request.member_id, request.member_epoch,
-                              request.rack_id, request.subscribed_topic_names,
-                              client_id=ctx.client_id, client_host=ctx.client_host)
+    result = await shares.heartbeat(request.group_id, request.member_id, request.member_epoch,
+                                    request.rack_id, request.subscribed_topic_names,
+                                    client_id=ctx.client_id, client_host=ctx.client_host)
     if result.error:
         return _error(result.error)
     if result.left is not None:

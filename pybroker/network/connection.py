@@ -336,6 +336,7 @@ async def serve_connection(services: Services, stream: trio.SocketStream, *,
             name = listener or ""
             services.stats.connection_opened(name)
             requests = None
+            session = None
             try:
                 with idle.track() as watch:
                     session = Session.on(listener, _protocol_of(services, listener))
@@ -351,6 +352,8 @@ async def serve_connection(services: Services, stream: trio.SocketStream, *,
             finally:
                 if requests is not None:
                     requests.release()
+                if session is not None and services.shares is not None:
+                    services.shares.connection_closed(session)  # its share sessions end
                 services.stats.connection_closed(name)
             if watch.fired:
                 log.info("closing idle connection from %s:%s", host, port)

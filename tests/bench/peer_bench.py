@@ -102,6 +102,12 @@ Workloads (names for --workloads):
   MB/s, the node's CPU as cores in use over all its processes, each process's share, p99
   produce-to-ack; medians of --rounds (default 3) with their range. Not in the default set:
   it needs ZooKeeper. `bin/pybroker-bench --workloads multicore --rounds 3`.
+- share (issue #34 item 6, bench_share): records/s through a share group of 1, 4 and 16
+  confluent-kafka ShareConsumers on one partition (100 B records, produced first, then read
+  and accepted), and how long after a 1 s acquisition lock runs out a held record reaches
+  another member (median and max of 10 samples, 5 with --quick); a fresh broker each round.
+  With `--peers kafka`, one Kafka node the same, in alternating order. Not in the default
+  set (Tansu serves no share groups): `bin/pybroker-bench --peers kafka --workloads share`.
 Idle RSS (2 s after start) is always measured, and so is the start to listening with an empty
 log dir: pybroker's the median of 5 fresh starts before the peers run (its modules are
 byte-compiled first, as an installed wheel's are), each peer's its one start.
@@ -156,7 +162,9 @@ SIZES = (100, 1024, 10240)
 PARTITIONS = (1, 8)
 ACKS = ("1", "all")
 WORKLOADS = ("throughput", "latency", "scale", "start", "partitions")
-EXTRA_WORKLOADS = ("cluster", "throttle", "multicore")  # only when named: they need ZooKeeper, and not the peer
+# Only when named: cluster, throttle and multicore need ZooKeeper, and not the peer; share
+# compares with Kafka only (Tansu serves no share groups).
+EXTRA_WORKLOADS = ("cluster", "throttle", "multicore", "share")
 CLUSTER_ROUNDS = 10
 FULL_COUNTS = {100: 3_000_000, 1024: 1_000_000, 10240: 150_000}
 QUICK_COUNTS = {100: 1_000_000, 1024: 300_000, 10240: 40_000}
@@ -954,6 +962,57 @@ def run_multicore(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
             count, progress, latency_seconds=3.0 if args.quick else 5.0)
 
 
+def run_share(peers: tuple[str, ...], records: int | None, quick: bool,
+              rounds: int | None) -> Results:
+    """The share workload (tests/bench/bench_share.py): records/s through share groups of 1,
+    4 and 16 consumers on one partition, and the redelivery latency after a lock timeout, on
+    pybroker and, with "kafka" among `peers`, on Apache Kafka; each round on a fresh broker
+    of each, the first alternating."""
+    from tests.bench import bench_share as bs
+
+    kafka = KafkaPeer.name in peers
+    count = records or (50_000 if quick else 200_000)
+    samples = 5 if quick else 10
+    results = Results(columns=("pybroker",) + ((KafkaPeer.name,) if kafka else ()),
+                      target_column=KafkaPeer.name if kafka else None)
+    section = f"share group, 1 partition, {count:,} records of 100 B"
+    lateness = f"redelivery after a {bs.LOCK_MS} ms acquisition lock runs out ({samples} samples)"
+    systems = ["pybroker"] + (["kafka"] if kafka else [])
+    for round_no in range(max(1, rounds or (1 if quick else 3))):
+        order = systems if round_no % 2 == 0 else systems[::-1]
+        for system in order:
+            with tempfile.TemporaryDirectory(prefix="share-bench-") as tmp:
+                if system == "kafka":
+                    node = ApacheKafka(Path(tmp) / "kafka", overrides=bs.SETTINGS)
+                    node.start()
+                    stop = node.kill
+                    bootstrap = node.bootstrap
+                else:
+                    bp = BrokerProcess(Path(tmp) / "logs", **bs.SETTINGS).start()
+                    stop, bootstrap = bp.kill, bp.bootstrap
+                try:
+                    with _stderr_silenced():  # librdkafka's flood on Kafka's refusals
+                        run = bs.bench_share(bootstrap, count, samples, f"r{round_no}")
+                finally:
+                    stop()
+            _progress(system, "share", bs.summary(run))
+            for n, rate in run.records_per_s.items():
+                results.add(Metric(section, f"{n} consumer{'s' if n > 1 else ''}", "rec/s",
+                                   "higher", on_ratio=False, fmt="{:,.0f}"), system, rate)
+            results.add(Metric(lateness, "median", "ms", "lower", on_ratio=False),
+                        system, statistics.median(run.redelivery_ms))
+            results.add(Metric(lateness, "max", "ms", "lower", on_ratio=False),
+                        system, max(run.redelivery_ms))
+    results.notes.append(
+        "Share: one broker of each (Kafka: one KRaft node, compat/apache_kafka.py), fresh per "
+        f"round, group.share.record.lock.duration.ms={bs.LOCK_MS}; confluent-kafka "
+        "ShareConsumers in threads of the benchmark's process, accepting each record; "
+        "the redelivery figure is measured from the holder's ShareFetch answer, so it can be "
+        "a little below zero. "
+        f"{os.cpu_count()} CPUs shared by the broker and the client.")
+    return results
+
+
 # --- the run ------------------------------------------------------------------------------
 
 @dataclass
@@ -1211,6 +1270,12 @@ def main(argv: list[str] | None = None) -> int:
     if "cluster" in workloads:
         try:
             tables.append(run_cluster(plan, peers))
+        except ApacheKafkaUnavailable as exc:
+            print(f"the peer broker cannot run here: Apache Kafka: {exc}", file=sys.stderr)
+            return 2
+    if "share" in workloads:
+        try:
+            tables.append(run_share(peers, args.count, args.quick, args.rounds))
         except ApacheKafkaUnavailable as exc:
             print(f"the peer broker cannot run here: Apache Kafka: {exc}", file=sys.stderr)
             return 2

@@ -1,13 +1,15 @@
 """Share-group membership and the simple assignor, driven with chosen times."""
 from __future__ import annotations
 
+from typing import Callable
 from uuid import UUID
 
 import pytest
 
 from protocol.errors import ErrorCode
+from pybroker.coordinator import share_group_records
 from pybroker.coordinator.share_group import (
-    ShareGroupConfig, ShareGroups, simple_assignment,
+    ShareGroupConfig, ShareGroups, durable_view, records_between, simple_assignment,
 )
 
 T1, T2 = UUID(int=1), UUID(int=2)
@@ -124,3 +126,60 @@ def test_a_topic_created_later_is_assigned_at_the_next_heartbeat() -> None:
         assert r.member_epoch == 2 and r.assignment == {UUID(int=9): (0, 1)}
     finally:
         del TOPICS["late"]
+
+
+def _replayed(records: list[share_group_records.ShareGroupRecord],
+              **config: int) -> ShareGroups:
+    """A fresh machine that replays `records` through their bytes, as a load does."""
+    again = groups(**config)
+    for record in records:
+        decoded = share_group_records.decode(*share_group_records.encode(record))
+        assert decoded == record
+        again.replay(decoded)
+    return again
+
+
+def test_membership_records_replay_to_the_same_group_and_tombstone_it() -> None:
+    """The records derived from each operation, written and read back in order, rebuild the
+    group (epochs, members, target and current assignments); leaving and deleting leave
+    nothing."""
+    g = groups()
+    log: list[share_group_records.ShareGroupRecord] = []
+
+    def step(op: Callable[[], object]) -> None:
+        before = durable_view(g.groups.get("g"))
+        op()
+        log.extend(records_between("g", before, durable_view(g.groups.get("g"))))
+
+    step(lambda: g.heartbeat("g", "a", 0, "r1", ["t2"], lookup, 0, client_id="ca",
+                             client_host="/h"))
+    step(lambda: g.heartbeat("g", "b", 0, None, ["t2", "t1"], lookup, 0))
+    step(lambda: g.heartbeat("g", "a", 1, None, None, lookup, 0, client_id="ca",
+                             client_host="/h"))  # a catches up to 2
+    again = _replayed(log)
+    assert durable_view(again.groups["g"]) == durable_view(g.groups["g"])
+    a = again.groups["g"].members["a"]
+    assert (a.member_epoch, a.previous_member_epoch, a.rack_id, a.client_id) == (2, 1, "r1",
+                                                                                   "ca")
+    assert again.groups["g"].group_epoch == 2
+    # a steady heartbeat writes nothing
+    before = durable_view(g.groups["g"])
+    g.heartbeat("g", "b", 2, None, None, lookup, 5)
+    assert records_between("g", before, durable_view(g.groups["g"])) == []
+    step(lambda: g.heartbeat("g", "a", -1, None, None, lookup, 0))
+    step(lambda: g.heartbeat("g", "b", -1, None, None, lookup, 0))
+    again = _replayed(log)
+    assert set(again.groups["g"].members) == set() and again.groups["g"].group_epoch == 4
+    step(lambda: g.delete("g"))
+    assert "g" not in _replayed(log).groups
+
+
+def test_loaded_members_expire_a_session_timeout_after_the_load() -> None:
+    g = groups(session_timeout_ms=1000)
+    before = durable_view(None)
+    g.heartbeat("g", "a", 0, None, ["t1"], lookup, 0)
+    again = _replayed(records_between("g", before, durable_view(g.groups["g"])),
+                      session_timeout_ms=1000)
+    again.after_load(50_000)
+    assert again.expire(50_999, lookup) == []
+    assert again.expire(51_000, lookup) == [("g", "a")]

@@ -236,6 +236,14 @@ def test_a_member_leaving_releases_only_its_records() -> None:
     assert [p.state_of(o) for o in range(4)] == [RecordState.AVAILABLE] * 2 + [
         RecordState.ACQUIRED] * 2
     assert p.next_fetch_offset() == 0
+    assert [r.delivery_count for r in p.acquire("m2", [(0, 1)], 500, 0)] == [2]
+
+
+def test_a_closed_session_gives_its_records_back_with_the_delivery_taken_back() -> None:
+    p = sp()
+    p.acquire("m1", [(0, 1)], 500, 0)
+    assert p.release_member("m1", undo_delivery=True) == 2
+    assert [r.delivery_count for r in p.acquire("m2", [(0, 1)], 500, 0)] == [1]
 
 
 # -- the log start passing the window ------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Callable, Iterator
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
+from compat.differential.share_scenarios import HOLDER
 from tests.helpers import broker_in_thread
 from tests.integration.raw import create_topic, enable_share_groups
 
@@ -161,29 +162,12 @@ def test_a_poison_record_is_archived_at_the_delivery_limit(bootstrap: str) -> No
     assert [d for d in deliveries if d[0] == b"fine"] == [(b"fine", 1)]
 
 
-_HOLDER = """
-import sys, time
-from confluent_kafka import AcknowledgeType, ShareConsumer
-c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": "sg",
-                   "share.acknowledgement.mode": "explicit"})
-c.subscribe(["q"])
-while True:
-    msgs = [m for m in c.poll(0.5) if m.error() is None]
-    payload = [m.value().decode() for m in msgs if m.value() != b"warm-up"]
-    if payload:
-        print("held:" + ",".join(payload), flush=True)
-        time.sleep(600)  # holding them until killed
-    for m in msgs:
-        c.acknowledge(m, AcknowledgeType.ACCEPT)
-    if msgs:
-        print("warm", flush=True)
-"""
-
-
-def test_records_of_a_killed_consumer_come_back_after_the_lock(bootstrap: str) -> None:
-    """A consumer process holding records is killed -9: after the lock duration (2 s here)
-    another consumer gets them, delivered a second time."""
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, bootstrap],
+def test_records_of_a_killed_consumer_come_back_when_its_connection_closes(
+        bootstrap: str) -> None:
+    """A consumer process holding records is killed -9: its connection closes, and with it
+    its share session, so another consumer gets them at once with the delivery taken back
+    (count 1), as Kafka 4.1.1 does (compat/DIFFERENTIAL.md's share scenarios)."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, bootstrap, "sg", "q"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x.strip()) for x in holder.stdout or ()],
@@ -211,9 +195,7 @@ def test_records_of_a_killed_consumer_come_back_after_the_lock(bootstrap: str) -
         while time.monotonic() < deadline and len(got) < len(held):
             got += [(m.value(), m.delivery_count()) for m in c.poll(0.3)
                     if m.error() is None and m.value() != b"warm-up"]
-        # killed -9, the holder released nothing and its session (45 s) outlives this wait:
-        # only the lock's expiry brings them back
-        assert sorted(got) == sorted((v.encode(), 2) for v in held)
+        assert sorted(got) == sorted((v.encode(), 1) for v in held)
     finally:
         if holder.poll() is None:
             holder.kill()

@@ -73,10 +73,10 @@ def test_reject_archives(bootstrap: str) -> None:
     assert acquired(other.fetch(max_wait_ms=300)) == []
 
 
-def test_a_vanished_members_records_come_back_after_the_lock(bootstrap: str) -> None:
+def test_a_silent_members_records_come_back_after_the_lock(bootstrap: str) -> None:
     m = started(bootstrap, 3)
     assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 2, 1)]
-    m.conn.close()  # gone, holding 0-2
+    # silent from now on, holding 0-2, its connection open
     other = Member(bootstrap)
     other.join()
     assert acquired(other.fetch()) == []  # still locked
@@ -85,6 +85,22 @@ def test_a_vanished_members_records_come_back_after_the_lock(bootstrap: str) -> 
     assert acquired(r) == [(0, 2, 2)]
     # woken by the expiry (after 1 s), long before the 30 s wait would run out
     assert time.monotonic() - start < 15
+
+
+def test_a_closed_connection_gives_its_sessions_records_back_at_once(bootstrap: str) -> None:
+    """As Kafka's ConnectionDisconnectListener: the connection's share session closes and
+    what it held is Available again at once, the delivery taken back (count 1 again)."""
+    m = started(bootstrap, 3)
+    assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 2, 1)]
+    other = Member(bootstrap)
+    other.join()
+    assert acquired(other.fetch()) == []  # locked by m
+    m.conn.close()
+    deadline = time.monotonic() + 10
+    got: list = []
+    while not got and time.monotonic() < deadline:
+        got = acquired(other.fetch(max_wait_ms=500))
+    assert got == [(0, 2, 1)]
 
 
 def test_acknowledging_what_one_does_not_hold_is_invalid_record_state(bootstrap: str) -> None:
@@ -118,7 +134,8 @@ def test_closing_the_session_releases_at_once(bootstrap: str) -> None:
     assert r.error_code == 0 and ack_codes(r) == [0]
     other = Member(bootstrap)
     other.join()
-    assert acquired(other.fetch(max_wait_ms=2000)) == [(1, 1, 2)]
+    # released with its delivery taken back, as Kafka's releaseAcquiredRecords
+    assert acquired(other.fetch(max_wait_ms=2000)) == [(1, 1, 1)]
 
 
 def test_heartbeat_errors_and_describe(bootstrap: str) -> None:
@@ -154,7 +171,9 @@ def test_a_restart_keeps_acknowledged_done_and_acquired_available(tmp_path: Path
             "include_synonyms": False})
         assert {c.name: c.value for c in r.results[0].configs} == {
             "min.insync.replicas": "1", "cleanup.policy": "compact"}
-        m.conn.close()
+        # m's connection stays open to the end: closed, it would give 1 and 3 back with
+        # their delivery taken back (test_a_closed_connection_gives_...)
+    m.conn.close()
     with broker_in_thread(tmp_path / "logs", **SHORT) as info:
         again = Member(info.bootstrap)
         again.join()
@@ -254,6 +273,64 @@ def test_kill_9_after_an_acknowledgement_is_answered_redelivers_only_the_rest(
         again.join()
         assert again.topic_id == topic_id
         assert acquired(again.fetch(max_wait_ms=5000)) == [(6, 9, 2)]
+    finally:
+        if bp.proc is not None and bp.proc.poll() is None:
+            bp.kill()
+
+
+def describe_members(member: Member) -> tuple[str, int, dict[str, tuple[int, list[int]]]]:
+    """(state, group epoch, member id -> (member epoch, partitions)) as ShareGroupDescribe
+    tells it."""
+    d = member.conn.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {
+        "group_ids": [member.group], "include_authorized_operations": False}).groups[0]
+    assert d.error_code == 0, ErrorCode(d.error_code).name
+    return d.group_state, d.group_epoch, {
+        x.member_id: (x.member_epoch, [p for t in x.assignment.topic_partitions
+                                       for p in t.partitions]) for x in d.members}
+
+
+def test_a_restart_resumes_membership_and_a_member_that_never_returns_expires(
+        tmp_path: Path) -> None:
+    """Membership is in __consumer_offsets: after a kill -9 the group is described as it was
+    (epochs, members, assignments), a member goes on heartbeating at its epoch, and one that
+    never comes back is removed a session timeout after the restart."""
+    from pybroker.testing import BrokerProcess
+    from tests.integration.raw import RawConnection
+    config = {**SHORT, "group.share.session.timeout.ms": "6000",
+              "group.share.min.session.timeout.ms": "6000"}
+    log_dir = tmp_path / "logs"
+    bp = BrokerProcess(log_dir, **config).start()
+    try:
+        a = started(bp.bootstrap, 0)
+        b = Member(bp.bootstrap)
+        b.join()
+        leaver = Member(bp.bootstrap)
+        leaver.join()
+        assert leaver.heartbeat(-1).error_code == 0  # the group epoch is 4 now
+        assert a.heartbeat(1).member_epoch == 4
+        assert b.heartbeat(2).member_epoch == 4
+        before = describe_members(a)
+        assert before == ("Stable", 4, {a.member_id: (4, [0]), b.member_id: (4, [0])})
+        bp.kill()
+        bp = BrokerProcess(log_dir, **config).start()
+        a.conn = RawConnection(bp.bootstrap)
+        assert describe_members(a) == before
+        r = a.heartbeat(4)
+        assert (r.error_code, r.member_epoch) == (0, 4)
+        # b never comes back: its session runs out after the restart, a's does not
+        deadline = time.monotonic() + 30
+        epoch, after = 4, before
+        while b.member_id in after[2] and time.monotonic() < deadline:
+            r = a.heartbeat(epoch)
+            assert r.error_code == 0, ErrorCode(r.error_code).name
+            epoch = r.member_epoch
+            after = describe_members(a)
+            time.sleep(0.2)
+        assert after == ("Stable", 5, {a.member_id: (5, [0])})
+        # share sessions are not durable (nor in Kafka): the old one is gone, a new one opens
+        assert a.fetch().error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+        a.epoch = 0
+        assert a.fetch().error_code == 0
     finally:
         if bp.proc is not None and bp.proc.poll() is None:
             bp.kill()

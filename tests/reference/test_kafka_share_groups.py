@@ -6,6 +6,7 @@ printing the same tables. A broker of its own: share.version is raised on it."""
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,63 @@ def test_kafka_share_groups_lists_describes_and_deletes(tools: None, tmp_path: P
         assert kafka("--delete", "--group", "sg").stdout == \
             "Deletion of requested share groups ('sg') was successful.\n"
         assert kafka("--list").stdout == ""
+
+
+def test_a_restart_keeps_membership_for_kafkas_tool_and_the_consumer_goes_on(
+        tools: None, tmp_path: Path) -> None:
+    """Membership is durable: after a kill -9, Kafka 4.1.1's `--describe --members` prints the
+    group as before (member ids, epochs, assignments), and confluent-kafka's ShareConsumer
+    goes on at its member epoch (no rejoin, which would have started it at epoch 1) and
+    reads what is produced after the restart."""
+    from compat.apache_kafka import free_port
+    from pybroker.testing import BrokerProcess
+    from tests.integration.share_member import Member
+    from tests.integration.test_share_consumers import consumer, produce, warm_up
+    from tests.integration.raw import create_topic, enable_share_groups
+    log_dir, port = tmp_path / "logs", free_port()
+    bp = BrokerProcess(log_dir, port=port, **SHORT).start()
+
+    def members() -> list[list[str]]:
+        out = kafka_tools.run("kafka-share-groups", [
+            "--bootstrap-server", bp.bootstrap, "--describe", "--group", "sg", "--members",
+            "--verbose"])
+        assert out.returncode == 0, out.stderr
+        return [line.split() for line in out.stdout.splitlines()[1:]]
+
+    c = None
+    try:
+        enable_share_groups(bp.bootstrap)
+        create_topic(bp.bootstrap, "q")
+        c = consumer(bp.bootstrap)
+        got: list[bytes] = []
+
+        def poll() -> bool:
+            got.extend(m.value() for m in c.poll(0.5) if m.error() is None)
+            return bool(got)
+
+        warm_up(bp.bootstrap, poll)
+        for _ in range(2):  # two members in and out: the group epoch moves on to 5
+            passer = Member(bp.bootstrap)
+            passer.join()
+            assert passer.heartbeat(-1).error_code == 0
+        deadline = time.monotonic() + 30
+        while (before := members())[1][5:6] != ["5"] and time.monotonic() < deadline:
+            poll()  # the consumer catches up with the epoch at its heartbeat
+        assert [row[5:] for row in before[1:]] == [["5", "q:0"]]  # MEMBER-EPOCH ASSIGNMENT
+        bp.kill()
+        bp = BrokerProcess(log_dir, port=port, **SHORT).start()
+        assert members() == before
+        got.clear()
+        values = [f"after-{i}".encode() for i in range(20)]
+        produce(bp.bootstrap, values)
+        deadline = time.monotonic() + 60
+        while len([v for v in got if v in values]) < len(values) \
+                and time.monotonic() < deadline:
+            poll()
+        assert sorted(v for v in got if v in values) == sorted(values)
+        assert members() == before  # the same member at the same epoch: it did not rejoin
+    finally:
+        if c is not None:
+            c.close()
+        if bp.proc is not None and bp.proc.poll() is None:
+            bp.kill()
