@@ -264,6 +264,8 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
                                 message=str(exc))
         except OSError as exc:
             return self.log_dir_failed(plog, exc)
+        except ValueError as exc:
+            return self._closed_by_failed_dir(plog, exc)
         purgatory = self.purgatory
         purgatory.notify((topic, partition), Watch.LOG_END)
         # With the leader the only in-sync replica (one broker), the append commits at once.
@@ -294,6 +296,8 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
                                               commit, leader_epoch=part.leader_epoch)
         except OSError as exc:
             return self.log_dir_failed(plog, exc)
+        except ValueError as exc:
+            return self._closed_by_failed_dir(plog, exc)
         except Exception as exc:
             code = error_code(exc)
             if code == ErrorCode.UNKNOWN_SERVER_ERROR:
@@ -487,6 +491,16 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
         Returns what the writer answers."""
         self.logs.fail_log(plog, exc)
         return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"{plog.dir}: {exc}")
+
+    def _closed_by_failed_dir(self, plog: PartitionLog, exc: ValueError) -> AppendResult:
+        """A write met its log closed: another thread (a flush, a checkpoint) failed its dir
+        after the append's offline check and closed the dir's logs, before the event loop let
+        the partition go. KAFKA_STORAGE_ERROR, as Kafka answers for a log in an offline dir,
+        so the client goes to the new leader; any other ValueError is a bug and goes on up."""
+        if not plog.closed or not self.logs.is_offline(plog.topic, plog.partition):
+            raise exc
+        return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR,
+                            message=f"{plog.dir}: its log dir is offline")
 
     def _dir_offline_from_any_thread(self, log_dir: Path) -> None:
         """`LogManager.on_dir_offline`: called by whichever thread found the failure (a flush

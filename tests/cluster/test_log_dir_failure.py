@@ -51,6 +51,12 @@ def _cluster_with_a_disk(work_dir: Path, zk_connect: str
         try:
             healthy, disk = _start_with_a_disk(cluster, faults)
             yield cluster, faults, healthy, disk
+        except BaseException:
+            # Shown with the failure: a failure under load once left nothing to read
+            # (leadership never moved off broker 1), its brokers' logs gone with the run.
+            for node, broker in sorted(cluster.brokers.items()):
+                print(f"--- broker {node}:\n" + "".join(broker.stderr_lines[-80:]))
+            raise
         finally:
             cluster.close()
 

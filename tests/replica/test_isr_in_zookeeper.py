@@ -114,3 +114,33 @@ def test_a_controller_write_right_after_an_expansion_is_not_overridden(leader: L
     state, _ = leader.state()
     assert (state.leader_epoch, sorted(state.isr)) == (1, [0, 1, 2])
     assert leader.part.isr == frozenset({0, 1, 2})
+
+
+
+@pytest.mark.parametrize("write", ["produce", "marker"])
+def test_a_dir_failed_by_another_thread_during_an_append_answers_storage_error(
+        leader: Leader, write: str) -> None:
+    """A flush or checkpoint worker thread finds the dir failed while the event loop is inside
+    an append that has already passed the offline check: `fail_dir` closes the dir's logs,
+    and the append writes to a closed log. Its ValueError left the handler as
+    UNKNOWN_SERVER_ERROR, which kafka-python's producer takes for fatal (seen once in 11 runs
+    of tests/cluster/test_log_dir_failure.py under load). Kafka answers KAFKA_STORAGE_ERROR
+    for a log in an offline dir, and the client goes to the new leader."""
+    from protocol.errors import ErrorCode
+    from protocol.records.record import Record, build_batch
+
+    leader.logs.on_dir_offline = None  # the event loop's part (`_take_dir_offline`) is later
+    log_dir = leader.logs.log_dirs[0]
+    check = leader.logs.is_offline
+
+    def checked_just_before_the_failure(topic: str, partition: int) -> bool:
+        online = check(topic, partition)
+        leader.logs.fail_dir(log_dir, OSError(5, "Input/output error"))  # the worker, now
+        return online
+    leader.logs.is_offline = checked_just_before_the_failure  # type: ignore[method-assign]
+    if write == "produce":
+        result = leader.manager.append(TOPIC, 0, build_batch([Record(None, b"x")]))
+    else:
+        result = leader.manager.write_txn_marker(TOPIC, 0, 1, 0, 0, True)
+    assert result.error == ErrorCode.KAFKA_STORAGE_ERROR
+    assert log_dir in leader.logs.offline_dirs
