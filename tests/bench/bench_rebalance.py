@@ -16,8 +16,10 @@ that moment (the join) until the eleven hold a balanced assignment again:
   this long;
 - stop: for each of the ten old members, the longest time it received nothing (from the join
   to the end); how many of them stopped at all, i.e. had a gap longer than STOP_FACTOR times
-  the longest gap any old member had in the same length of steady load before the join
-  (at least STOP_FLOOR).
+  the baseline (and at least STOP_FLOOR). The baseline is the longest gap any old member had
+  in a window of steady load as long as the rebalance's, right after it (a longer window
+  holds longer gaps by chance alone, so the two windows are of one length); and how many
+  old members gave a partition up, since those are the ones a rebalance may stop.
 
 Three modes (MODES): classic eager (`partition.assignment.strategy=range`), classic
 cooperative (`cooperative-sticky`), and KIP-848 (`group.protocol=consumer`, the broker's
@@ -117,6 +119,7 @@ class Outcome:
     stopped: int
     baseline_gap_s: float
     moved: int
+    gave_up: int  # old members that lost a partition
 
 
 # --- the run ------------------------------------------------------------------------------
@@ -245,8 +248,7 @@ def _all_flowing(members: Sequence[Member], window: float) -> Callable[[], bool]
     return check
 
 
-def measure_join(bootstrap: str, mode: str, baseline_s: float,
-                 progress: Callable[[str], None]) -> Outcome:
+def measure_join(bootstrap: str, mode: str, progress: Callable[[str], None]) -> Outcome:
     """One join in `mode` (MODES) on a fresh topic and group of `bootstrap`."""
     from tests.bench.bench_broker import create_topic, delete_topics
 
@@ -254,6 +256,7 @@ def measure_join(bootstrap: str, mode: str, baseline_s: float,
     tag = uuid.uuid4().hex[:6]
     topic, group = f"rebalance-{mode}-{tag}", f"rebalance-{mode}-{tag}"
     create_topic(bootstrap, topic, PARTITIONS)
+    _wait_topic_served(bootstrap, topic)
     producer = SteadyProducer(bootstrap, topic)
     old = [Member(bootstrap, group, topic, extra) for _ in range(MEMBERS)]
     members = list(old)
@@ -263,33 +266,36 @@ def measure_join(bootstrap: str, mode: str, baseline_s: float,
             m.start()
         _wait("ten members settle", _stable_balance(old), old)
         _wait("every partition flows", _all_flowing(old, 1.0), old)
-        base_start = time.monotonic()
-        time.sleep(baseline_s)  # the steady load before the join: the baseline's window
         new = Member(bootstrap, group, topic, extra)
         members.append(new)
         t_join = time.monotonic()
         new.start()
-        baseline = max(longest_gap(m.times_since(base_start), base_start, t_join) for m in old)
         _wait("eleven members settle", _stable_balance(members), members)
         _wait("every partition flows again", _all_flowing(members, 1.0), members)
         t_end = time.monotonic()
+        time.sleep(t_end - t_join)  # the baseline: steady load as long as the rebalance took
+        t_after = time.monotonic()
         recovered: dict[int, float] = {}
         for m in members:
-            final = set(m.assignment)
+            final = _held_at(m, t_end)
             recovered.update(recovered_at(list(m.receipts), last_acquired(list(m.events), final),
                                           t_join))
         missing = set(range(PARTITIONS)) - set(recovered)
         if missing:
             raise RuntimeError(f"partitions not consumed after the join: {sorted(missing)[:10]}")
         gaps = [longest_gap(m.times_since(t_join), t_join, t_end) for m in old]
+        baseline = max(longest_gap(m.times_since(t_end), t_end, t_after) for m in old)
         threshold = max(STOP_FACTOR * baseline, STOP_FLOOR)
-        moved = sum(len(set(m.assignment) - _held_at(m, t_join)) for m in members)
+        moved = sum(len(_held_at(m, t_end) - _held_at(m, t_join)) for m in members)
+        gave_up = sum(bool(_held_at(m, t_join) - _held_at(m, t_end)) for m in old)
         out = Outcome(recovery_s=max(recovered.values()) - t_join, longest_stop_s=max(gaps),
                       stopped=sum(g > threshold for g in gaps), baseline_gap_s=baseline,
-                      moved=moved)
+                      moved=moved, gave_up=gave_up)
         progress(f"{mode}: recovery {out.recovery_s:.2f} s, longest stop "
-                 f"{out.longest_stop_s:.2f} s, {out.stopped}/{MEMBERS} stopped (baseline gap "
-                 f"{baseline * 1000:.0f} ms), {moved} partitions moved")
+                 f"{out.longest_stop_s:.2f} s, {out.stopped}/{MEMBERS} stopped, {gave_up} gave "
+                 f"a partition up (baseline gap {baseline * 1000:.0f} ms; gaps "
+                 f"{' '.join(f'{g * 1000:.0f}' for g in sorted(gaps))} ms), {moved} partitions "
+                 f"moved")
         return out
     finally:
         for m in members:
@@ -299,6 +305,25 @@ def measure_join(bootstrap: str, mode: str, baseline_s: float,
             if t.is_alive():
                 t.join(30)
         delete_topics(bootstrap, [topic])
+
+
+def _wait_topic_served(bootstrap: str, topic: str, timeout: float = 60.0) -> None:
+    """Until Metadata shows every partition of `topic` with a leader: Kafka's CreateTopics
+    answers before its brokers have the topic, and a member subscribing then fails with
+    UNKNOWN_TOPIC_OR_PART."""
+    from confluent_kafka.admin import AdminClient
+    from tests.bench.bench_broker import QUIET
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    deadline = time.monotonic() + timeout
+    while True:
+        meta = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
+        if meta is not None and meta.error is None and len(meta.partitions) == PARTITIONS \
+                and all(p.leader >= 0 for p in meta.partitions.values()):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic} not served within {timeout:.0f} s")
+        time.sleep(0.1)
 
 
 def _held_at(member: Member, t: float) -> set[int]:
@@ -320,7 +345,7 @@ class RebalanceRun:
 
 
 def bench_rebalance(brokers: Sequence[Any], rounds: int, modes: Sequence[str],
-                    baseline_s: float, progress: Callable[[str, str], None]) -> RebalanceRun:
+                    progress: Callable[[str, str], None]) -> RebalanceRun:
     """Every mode on every broker (objects with .name and .bootstrap), `rounds` times, the
     brokers' order rotating from round to round. A join that fails is noted, not fatal."""
     run = RebalanceRun()
@@ -329,7 +354,7 @@ def bench_rebalance(brokers: Sequence[Any], rounds: int, modes: Sequence[str],
         for b in [*brokers[shift:], *brokers[:shift]]:
             for mode in modes:
                 try:
-                    out = measure_join(b.bootstrap, mode, baseline_s,
+                    out = measure_join(b.bootstrap, mode,
                                        lambda text, name=b.name: progress(name, text))
                 except Exception as exc:
                     note = f"rebalance: {b.name}, {mode}, round {rnd + 1}: {exc}"
