@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import math
 
-from tests.bench.bench_rebalance import balanced, last_acquired, longest_gap, recovered_at
+import pytest
+
+from tests.bench.bench_rebalance import (
+    balanced, last_acquired, longest_empty, longest_gap, recovered_at,
+)
 
 
 def test_longest_gap_counts_the_window_edges() -> None:
@@ -45,3 +49,14 @@ def test_balanced_wants_every_partition_once_and_even_sizes() -> None:
     assert not balanced([{0}, {1}], 3)  # partition 2 nobody's
     assert not balanced([{0, 1, 2, 3}, {4, 5}], 6)  # 4 against 2
     assert not balanced([], 3)
+
+
+def test_longest_empty_replays_the_callbacks_within_the_window() -> None:
+    eager = [(0.0, "assign", frozenset({1, 2})), (3.0, "revoke", frozenset({1, 2})),
+             (3.4, "assign", frozenset({2})), (6.0, "revoke", frozenset({2}))]
+    assert longest_empty(eager, 1.0, 5.0) == pytest.approx(0.4)  # revoked all at 3.0, got 2 at 3.4
+    assert longest_empty(eager, 1.0, 7.0) == 1.0  # empty again from 6.0 to the window's end
+    assert longest_empty(eager, 3.2, 5.0) == pytest.approx(0.2)  # an emptiness begun before the window
+    # incremental: losing one of two partitions never leaves the member empty
+    incremental = [(0.0, "assign", frozenset({1, 2})), (3.0, "revoke", frozenset({1}))]
+    assert longest_empty(incremental, 1.0, 5.0) == 0.0

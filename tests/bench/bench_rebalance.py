@@ -19,7 +19,12 @@ that moment (the join) until the eleven hold a balanced assignment again:
   the baseline (and at least STOP_FLOOR). The baseline is the longest gap any old member had
   in a window of steady load as long as the rebalance's, right after it (a longer window
   holds longer gaps by chance alone, so the two windows are of one length); and how many
-  old members gave a partition up, since those are the ones a rebalance may stop.
+  old members gave a partition up, since those are the ones a rebalance may stop;
+- emptied: from the members' rebalance callbacks rather than their records, how many old
+  members were left holding no partition at all, and for how long at most. An eager
+  rebalance revokes everything from everyone; when the members' heartbeats are in step (as
+  they are after a classic rebalance: each starts its timer at the SyncGroup answer) that
+  stop can be shorter than the gaps the load makes anyway, so the gap figures alone miss it.
 
 Three modes (MODES): classic eager (`partition.assignment.strategy=range`), classic
 cooperative (`cooperative-sticky`), and KIP-848 (`group.protocol=consumer`, the broker's
@@ -102,6 +107,28 @@ def recovered_at(receipts: Iterable[tuple[float, Iterable[int]]],
     return out
 
 
+def longest_empty(events: Iterable[tuple[float, str, frozenset[int]]], start: float,
+                  end: float) -> float:
+    """The longest stretch of [start, end] in which the member held no partition, replayed
+    from its assign/revoke `events` (in time order); 0 if it always held some."""
+    held: set[int] = set()
+    empty_since: float | None = None
+    longest = 0.0
+    for t, kind, parts in events:
+        if t > end:
+            break
+        held = held | parts if kind == "assign" else held - parts
+        if not held and empty_since is None:
+            empty_since = t
+        elif held and empty_since is not None:
+            if t > start:
+                longest = max(longest, t - max(empty_since, start))
+            empty_since = None
+    if empty_since is not None:
+        longest = max(longest, end - max(empty_since, start))
+    return longest
+
+
 def balanced(assignments: Sequence[set[int]], partitions: int) -> bool:
     """Every member holds some, no partition twice, all of them held, sizes within one."""
     sizes = [len(a) for a in assignments]
@@ -120,6 +147,8 @@ class Outcome:
     baseline_gap_s: float
     moved: int
     gave_up: int  # old members that lost a partition
+    emptied: int  # old members left with no partition for a while
+    longest_empty_s: float
 
 
 # --- the run ------------------------------------------------------------------------------
@@ -288,12 +317,16 @@ def measure_join(bootstrap: str, mode: str, progress: Callable[[str], None]) -> 
         threshold = max(STOP_FACTOR * baseline, STOP_FLOOR)
         moved = sum(len(_held_at(m, t_end) - _held_at(m, t_join)) for m in members)
         gave_up = sum(bool(_held_at(m, t_join) - _held_at(m, t_end)) for m in old)
+        empty = [longest_empty(list(m.events), t_join, t_end) for m in old]
         out = Outcome(recovery_s=max(recovered.values()) - t_join, longest_stop_s=max(gaps),
                       stopped=sum(g > threshold for g in gaps), baseline_gap_s=baseline,
-                      moved=moved, gave_up=gave_up)
+                      moved=moved, gave_up=gave_up, emptied=sum(e > 0 for e in empty),
+                      longest_empty_s=max(empty))
         progress(f"{mode}: recovery {out.recovery_s:.2f} s, longest stop "
                  f"{out.longest_stop_s:.2f} s, {out.stopped}/{MEMBERS} stopped, {gave_up} gave "
-                 f"a partition up (baseline gap {baseline * 1000:.0f} ms; gaps "
+                 f"a partition up, {out.emptied} held none for up to "
+                 f"{out.longest_empty_s * 1000:.0f} ms (baseline gap {baseline * 1000:.0f} ms; "
+                 f"gaps "
                  f"{' '.join(f'{g * 1000:.0f}' for g in sorted(gaps))} ms), {moved} partitions "
                  f"moved")
         return out

@@ -1017,6 +1017,20 @@ def run_share(peers: tuple[str, ...], records: int | None, quick: bool,
         "the redelivery figure is measured from the holder's ShareFetch answer, so it can be "
         "a little below zero. "
         f"{os.cpu_count()} CPUs shared by the broker and the client.")
+    return results
+
+
+def _stop_all(started: list[Broker], tmp: Path) -> None:
+    """Stop every broker started (one that fails to stop does not keep the rest running)
+    and remove the run's directory."""
+    for b in started:
+        try:
+            b.stop()
+        except Exception:
+            pass
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def run_rebalance(peers: tuple[str, ...], rounds: int) -> Results:
     """The rebalance workload (tests/bench/bench_rebalance.py): 10 members on 100 partitions,
     an 11th joins, in each mode; on pybroker and, with "kafka" among `peers`, on Apache Kafka
@@ -1040,12 +1054,7 @@ def run_rebalance(peers: tuple[str, ...], rounds: int) -> Results:
             run = br.bench_rebalance(started, rounds, tuple(br.MODES), progress)
         load_at_end = os.getloadavg()[0]
     finally:
-        for b in started:
-            try:
-                b.stop()
-            except Exception:
-                pass
-        shutil.rmtree(tmp, ignore_errors=True)
+        _stop_all(started, tmp)
     results = Results(columns=("pybroker",) + ((KafkaPeer.name,) if kafka else ()),
                       target_column=KafkaPeer.name if kafka else None)
     for mode, (label, _) in br.MODES.items():
@@ -1060,6 +1069,11 @@ def run_rebalance(peers: tuple[str, ...], rounds: int) -> Results:
                                fmt="{:.0f}")),
             ("gave_up", Metric(section, "old members that gave a partition up", "count",
                                "lower", on_ratio=False, fmt="{:.0f}")),
+            ("emptied", Metric(section, "old members left with no partition", "count",
+                               "lower", 0 if mode == "consumer" else None, on_ratio=False,
+                               fmt="{:.0f}")),
+            ("longest_empty_s", Metric(section, "old members' longest time with no partition",
+                                       "s", "lower", on_ratio=False, fmt="{:.2f}")),
             ("baseline_gap_s", Metric(section, "longest gap, as long a window after (baseline)",
                                       "s", "lower", on_ratio=False, fmt="{:.2f}")),
             ("moved", Metric(section, "partitions that changed owner", "count", "lower",
@@ -1079,7 +1093,8 @@ def run_rebalance(peers: tuple[str, ...], rounds: int) -> Results:
         f"longest time without a record after the join; it counts as stopped when longer than "
         f"{br.STOP_FACTOR:g}x the baseline (the longest gap of any old member in a window "
         f"of steady load as long as the rebalance's, right after it) and "
-        f"{br.STOP_FLOOR * 1000:.0f} ms. "
+        f"{br.STOP_FLOOR * 1000:.0f} ms. No partition: from the members' rebalance "
+        f"callbacks, the time an old member held none (an eager rebalance revokes all). "
         f"Client and broker defaults otherwise (classic heartbeat.interval.ms 3 s; "
         f"group.consumer.heartbeat.interval.ms 5 s; the broker's default consumer assignor).")
     results.notes.append(
@@ -1198,12 +1213,7 @@ def measure(plan: Plan, profile_dir: Path | None = None,
             prof.summarise()
         return results
     finally:
-        for b in started:
-            try:
-                b.stop()
-            except Exception:
-                pass
-        shutil.rmtree(tmp, ignore_errors=True)
+        _stop_all(started, tmp)
 
 
 def _counts(parser: argparse.ArgumentParser, flag: str, text: str) -> tuple[int, ...]:
