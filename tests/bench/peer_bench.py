@@ -108,6 +108,13 @@ Workloads (names for --workloads):
   another member (median and max of 10 samples, 5 with --quick); a fresh broker each round.
   With `--peers kafka`, one Kafka node the same, in alternating order. Not in the default
   set (Tansu serves no share groups): `bin/pybroker-bench --peers kafka --workloads share`.
+- rebalance (issue #33 item 4, bench_rebalance): 10 confluent-kafka members of a group on a
+  topic of 100 partitions under a steady producer, then an 11th joins: the time until every
+  partition is consumed again, and how long the 10 old members stop (and how many stop at
+  all), in three modes: classic eager (range), classic cooperative (cooperative-sticky) and
+  the consumer protocol (KIP-848). With `--peers kafka`, Apache Kafka beside pybroker, the
+  two in turn; Tansu is not run for it. Medians of --rounds (default 3; --quick 1). Not in
+  the default set. `bin/pybroker-bench --workloads rebalance --peers kafka`.
 Idle RSS (2 s after start) is always measured, and so is the start to listening with an empty
 log dir: pybroker's the median of 5 fresh starts before the peers run (its modules are
 byte-compiled first, as an installed wheel's are), each peer's its one start.
@@ -163,8 +170,8 @@ PARTITIONS = (1, 8)
 ACKS = ("1", "all")
 WORKLOADS = ("throughput", "latency", "scale", "start", "partitions")
 # Only when named: cluster, throttle and multicore need ZooKeeper, and not the peer; share
-# compares with Kafka only (Tansu serves no share groups).
-EXTRA_WORKLOADS = ("cluster", "throttle", "multicore", "share")
+# compares with Kafka only (Tansu serves no share groups), and so does rebalance.
+EXTRA_WORKLOADS = ("cluster", "throttle", "multicore", "share", "rebalance")
 CLUSTER_ROUNDS = 10
 FULL_COUNTS = {100: 3_000_000, 1024: 1_000_000, 10240: 150_000}
 QUICK_COUNTS = {100: 1_000_000, 1024: 300_000, 10240: 40_000}
@@ -1013,6 +1020,90 @@ def run_share(peers: tuple[str, ...], records: int | None, quick: bool,
     return results
 
 
+def _stop_all(started: list[Broker], tmp: Path) -> None:
+    """Stop every broker started (one that fails to stop does not keep the rest running)
+    and remove the run's directory."""
+    for b in started:
+        try:
+            b.stop()
+        except Exception:
+            pass
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_rebalance(peers: tuple[str, ...], rounds: int) -> Results:
+    """The rebalance workload (tests/bench/bench_rebalance.py): 10 members on 100 partitions,
+    an 11th joins, in each mode; on pybroker and, with "kafka" among `peers`, on Apache Kafka
+    (one KRaft node, started here), the two in turn. ApacheKafkaUnavailable if Kafka cannot
+    run."""
+    from tests.bench import bench_rebalance as br
+
+    kafka = KafkaPeer.name in peers
+    tmp = Path(tempfile.mkdtemp(prefix="rebalance-bench-"))
+    started: list[Broker] = []
+    load_at_start = os.getloadavg()[0]
+    try:
+        with os.fdopen(os.dup(2), "w") as terminal, _stderr_silenced():
+            def progress(broker: str, text: str) -> None:
+                print(f"  [{time.strftime('%H:%M:%S')}] {broker:>8} rebalance {text}",
+                      file=terminal, flush=True)
+
+            started.append(PyBroker(tmp / "logs").start())
+            if kafka:
+                started.append(KafkaPeer(tmp / "kafka").start())
+            run = br.bench_rebalance(started, rounds, tuple(br.MODES), progress)
+        load_at_end = os.getloadavg()[0]
+    finally:
+        _stop_all(started, tmp)
+    results = Results(columns=("pybroker",) + ((KafkaPeer.name,) if kafka else ()),
+                      target_column=KafkaPeer.name if kafka else None)
+    for mode, (label, _) in br.MODES.items():
+        section = f"rebalance, {label}: {br.MEMBERS} -> {br.MEMBERS + 1} members"
+        figures = (
+            ("recovery", Metric(section, "join to every partition consumed again", "s",
+                                "lower", on_ratio=False, fmt="{:.2f}")),
+            ("longest_stop_s", Metric(section, "old members' longest stop", "s", "lower",
+                                      on_ratio=False, fmt="{:.2f}")),
+            ("stopped", Metric(section, f"old members that stopped (of {br.MEMBERS})", "count",
+                               "lower", 0 if mode == "consumer" else None, on_ratio=False,
+                               fmt="{:.0f}")),
+            ("gave_up", Metric(section, "old members that gave a partition up", "count",
+                               "lower", on_ratio=False, fmt="{:.0f}")),
+            ("emptied", Metric(section, "old members left with no partition", "count",
+                               "lower", 0 if mode == "consumer" else None, on_ratio=False,
+                               fmt="{:.0f}")),
+            ("longest_empty_s", Metric(section, "old members' longest time with no partition",
+                                       "s", "lower", on_ratio=False, fmt="{:.2f}")),
+            ("baseline_gap_s", Metric(section, "longest gap, as long a window after (baseline)",
+                                      "s", "lower", on_ratio=False, fmt="{:.2f}")),
+            ("moved", Metric(section, "partitions that changed owner", "count", "lower",
+                             on_ratio=False, fmt="{:.0f}")),
+        )
+        for broker, by_mode in run.outcomes.items():
+            for out in by_mode.get(mode, []):
+                for attr, metric in figures:
+                    value = out.recovery_s if attr == "recovery" else getattr(out, attr)
+                    results.add(metric, broker, float(value))
+    results.notes.extend(run.failures)
+    results.notes.append(
+        f"Rebalance: a topic of {br.PARTITIONS} partitions under {br.RATE:,} records/s of "
+        f"{br.SIZE} B; {br.MEMBERS} confluent-kafka members (one thread each, polling "
+        f"continuously), then one more subscribes. Recovery: from that subscribe until every "
+        f"partition was consumed by its final owner after it got it. A stop: an old member's "
+        f"longest time without a record after the join; it counts as stopped when longer than "
+        f"{br.STOP_FACTOR:g}x the baseline (the longest gap of any old member in a window "
+        f"of steady load as long as the rebalance's, right after it) and "
+        f"{br.STOP_FLOOR * 1000:.0f} ms. No partition: from the members' rebalance "
+        f"callbacks, the time an old member held none (an eager rebalance revokes all). "
+        f"Client and broker defaults otherwise (classic heartbeat.interval.ms 3 s; "
+        f"group.consumer.heartbeat.interval.ms 5 s; the broker's default consumer assignor).")
+    results.notes.append(
+        f"Medians of {rounds} round(s), the brokers' order rotating. {os.cpu_count()} CPUs "
+        f"shared by the brokers (both running at once) and the client; load average (1 min) "
+        f"at the start {load_at_start:.2f}, at the end {load_at_end:.2f}.")
+    return results
+
+
 # --- the run ------------------------------------------------------------------------------
 
 @dataclass
@@ -1122,12 +1213,7 @@ def measure(plan: Plan, profile_dir: Path | None = None,
             prof.summarise()
         return results
     finally:
-        for b in started:
-            try:
-                b.stop()
-            except Exception:
-                pass
-        shutil.rmtree(tmp, ignore_errors=True)
+        _stop_all(started, tmp)
 
 
 def _counts(parser: argparse.ArgumentParser, flag: str, text: str) -> tuple[int, ...]:
@@ -1287,6 +1373,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if "multicore" in workloads:
         tables.append(run_multicore(parser, args))
+    if "rebalance" in workloads:
+        try:
+            tables.append(run_rebalance(peers, max(1, args.rounds or (1 if args.quick else 3))))
+        except ApacheKafkaUnavailable as exc:
+            print(f"the peer broker cannot run here: Apache Kafka: {exc}", file=sys.stderr)
+            return 2
     for results in tables:
         print()
         results.print_table()
