@@ -9,6 +9,16 @@ again; right on average over each 11 s period, but a 6 s slice measures anything
 ~2x the quota. With 2 windows every slice of a steady client is within a few per cent. Rates
 are measured from 2 s after the start for 6 s (steady state), with requests and responses of
 at most 64 KiB so that no single acknowledgement weighs much in the figure.
+
+The times are the broker's where they can be, so that the client's own scheduling stays out
+of the figure: a produced record is timed by its LogAppendTime (the topic's
+message.timestamp.type), which the acknowledgement carries back, not by when the client's
+thread got to its callback; a consumer keeps at most one response queued
+(queued.max.messages.kbytes), so what it reads is what the broker let it fetch then, not a
+prefetched backlog. Under load average 15-30 the old figures read 0.877, 0.885 (producer)
+and 1.240 (consumer); that the client's scheduling caused them is not shown (a 1 s stall
+injected into the client's loop moved neither the old figure nor the new one), so these
+tests stay on issue #31's open list.
 """
 from __future__ import annotations
 
@@ -16,7 +26,8 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer as CkConsumer, Producer as CkProducer
+from confluent_kafka import (TIMESTAMP_LOG_APPEND_TIME, Consumer as CkConsumer,
+                             Producer as CkProducer)
 
 from protocol.api_keys import ApiKey
 from pybroker.testing import Broker
@@ -52,7 +63,8 @@ def _describe(tool, bootstrap: str, *argv: str) -> list[str]:  # type: ignore[no
 
 
 def _steady_rate(acked: list[tuple[float, int]], start: float) -> float:
-    """Bytes per second acknowledged between WARMUP_S and the end."""
+    """Bytes per second acknowledged between WARMUP_S and the end (`start` and the times on
+    the clock the times were taken with)."""
     window = [(t, n) for t, n in acked if start + WARMUP_S <= t <= start + WARMUP_S + MEASURE_S]
     return sum(n for _, n in window) / MEASURE_S
 
@@ -78,8 +90,8 @@ def _produce_kafka_python(bootstrap: str, topic: str, acked: list) -> None:
         if sent - len(acked) > 200:  # kafka-python buffers without bound: keep ~2 MB queued
             time.sleep(0.005)        # and leave its I/O thread the GIL
             continue
-        producer.send(topic, VALUE).add_callback(
-            lambda _md: acked.append((time.monotonic(), len(VALUE))))
+        producer.send(topic, VALUE).add_callback(  # timestamp: the broker's LogAppendTime
+            lambda md: acked.append((md.timestamp / 1000, len(VALUE))))
         sent += 1
     try:
         producer.close(timeout=0.1)
@@ -92,9 +104,11 @@ def _produce_confluent(bootstrap: str, topic: str, acked: list) -> None:
                            "linger.ms": 5, "queue.buffering.max.kbytes": 4096,
                            "batch.size": 65536})
 
-    def delivered(err, _msg) -> None:  # type: ignore[no-untyped-def]
+    def delivered(err, msg) -> None:  # type: ignore[no-untyped-def]
         if err is None:
-            acked.append((time.monotonic(), len(VALUE)))
+            kind, ms = msg.timestamp()
+            assert kind == TIMESTAMP_LOG_APPEND_TIME, (kind, ms)
+            acked.append((ms / 1000, len(VALUE)))
     end = time.monotonic() + WARMUP_S + MEASURE_S + 0.5
     while time.monotonic() < end:
         try:
@@ -114,11 +128,11 @@ def _produce_confluent(bootstrap: str, topic: str, acked: list) -> None:
 def test_producer_held_to_its_byte_rate(quota_broker, tool, produce, low) -> None:  # type: ignore[no-untyped-def]
     bootstrap = quota_broker.bootstrap
     topic = f"q-produce-{produce.__name__}"
-    create_topic(bootstrap, topic, 1)
+    create_topic(bootstrap, topic, 1, {"message.timestamp.type": "LogAppendTime"})
     _set(tool, bootstrap, "--entity-type", "clients", "--entity-name", "c1",
          "--add-config", f"producer_byte_rate={RATE}")
-    acked: list[tuple[float, int]] = []
-    start = time.monotonic()
+    acked: list[tuple[float, int]] = []  # (LogAppendTime in s, bytes)
+    start = time.time()  # the broker's clock: the same machine's wall clock
     worker = threading.Thread(target=produce, args=(bootstrap, topic, acked))
     worker.start()
     time.sleep(WARMUP_S + 1)
@@ -145,7 +159,9 @@ def test_consumer_held_to_its_byte_rate(quota_broker, tool) -> None:  # type: ig
                            "group.id": "q-consumers", "auto.offset.reset": "earliest",
                            "enable.auto.commit": False, "fetch.max.bytes": 65536,
                            "message.max.bytes": 65536, "fetch.error.backoff.ms": 10,
-                           "max.partition.fetch.bytes": 65536})
+                           "max.partition.fetch.bytes": 65536,
+                           # one response queued at most, fetched again at once when read
+                           "queued.max.messages.kbytes": 64, "fetch.queue.backoff.ms": 1})
     consumer.subscribe([topic])
     got: list[tuple[float, int]] = []
     start = time.monotonic()
