@@ -142,29 +142,49 @@ def connect(owner: int | None = None) -> Connection:
                 return Connection(int(port_file.read_text()))
             except (OSError, ValueError):
                 port_file.unlink(missing_ok=True)  # a JVM that is gone
-        java = _java()
-        if java is None:
-            raise JavaClientUnavailable("the Java client needs Java 17 (`java` not found)")
-        cp = classpath()
-        with open(log_file, "ab") as log:
-            proc = subprocess.Popen(
-                [java, "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp,
-                 "pybroker.compat.JavaClient", "--serve", str(port_file), str(owner)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while not port_file.is_file():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise JavaClientUnavailable(f"the Java client's JVM did not start (see {log_file})")
-            time.sleep(0.05)
+        _start_jvm(port_file, owner, log_file)
         return Connection(int(port_file.read_text()))
 
 
-class JavaMember(Member):
-    """A group member living in the JVM; values() asks it what it has taken."""
+def _start_jvm(port_file: Path, owner: int, log_file: Path) -> subprocess.Popen:
+    """A JVM serving on the port it writes to `port_file`, ending itself when `owner` does."""
+    java = _java()
+    if java is None:
+        raise JavaClientUnavailable("the Java client needs Java 17 (`java` not found)")
+    cp = classpath()
+    with open(log_file, "ab") as log:
+        proc = subprocess.Popen(
+            [java, "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp,
+             "pybroker.compat.JavaClient", "--serve", str(port_file), str(owner)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not port_file.is_file():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise JavaClientUnavailable(f"the Java client's JVM did not start (see {log_file})")
+        time.sleep(0.05)
+    return proc
 
-    def __init__(self, conn: Connection, id: int, label: str) -> None:
-        self.conn, self.id, self.label = conn, id, label
+
+def solo() -> tuple[Connection, subprocess.Popen]:
+    """A JVM of its own (not the shared one) and a session with it: what a member that is to be
+    killed -9 runs in, so the kill takes that member alone. It ends with this process."""
+    port_file, _, log_file = _server_files(os.getpid())
+    port_file = port_file.with_name(f"{os.getpid()}-solo-{os.urandom(4).hex()}.port")
+    proc = _start_jvm(port_file, os.getpid(), log_file)
+    try:
+        return Connection(int(port_file.read_text())), proc
+    finally:
+        port_file.unlink(missing_ok=True)
+
+
+class JavaMember(Member):
+    """A group member living in the JVM; values() asks it what it has taken. `proc`: the JVM
+    of its own that a killable member runs in (`solo`)."""
+
+    def __init__(self, conn: Connection, id: int, label: str,
+                 proc: subprocess.Popen | None = None) -> None:
+        self.conn, self.id, self.label, self.proc = conn, id, label, proc
         self.last: dict = {}
 
     def values(self) -> list[bytes]:
@@ -173,6 +193,16 @@ class JavaMember(Member):
 
     def stop(self) -> None:
         self.conn.call("member_stop", id=self.id)
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(30)
+
+    def kill(self) -> None:
+        if self.proc is None:
+            super().kill()
+            return
+        self.proc.kill()  # SIGKILL: the member neither commits nor leaves
+        self.proc.wait(10)
 
     def debug(self) -> str:
         return f"{self.label}: {len(self.last.get('values', []))} taken, " \
@@ -296,14 +326,12 @@ class JavaClient(Adapter):
     def start_consumer_member(self, bootstrap: str, group: str, *,
                               topics: Sequence[str] = (), regex: str | None = None,
                               instance_id: str | None = None, killable: bool = False) -> Member:
-        if killable:
-            raise NotApplicable("the Java client's members share one JVM (compat/java): one "
-                                "cannot be killed -9 alone")
-        id = self.conn.call("member_start", bootstrap=bootstrap, topic="", topics=list(topics),
-                            regex=regex, group=group, instance_id=instance_id,
-                            group_protocol="consumer")
-        return JavaMember(self.conn, id, f"java consumer-protocol member {id} ({instance_id}) "
-                                         f"of {group}")
+        conn, proc = solo() if killable else (self.conn, None)
+        id = conn.call("member_start", bootstrap=bootstrap, topic="", topics=list(topics),
+                       regex=regex, group=group, instance_id=instance_id,
+                       group_protocol="consumer")
+        return JavaMember(conn, id, f"java consumer-protocol member {id} ({instance_id}) "
+                                    f"of {group}" + (" in a JVM of its own" if proc else ""), proc)
 
     def consume_consumer_group(self, bootstrap: str, topic: str, group: str,
                                count: int) -> list[Got]:

@@ -25,9 +25,6 @@ EXPLAINED: dict[tuple[str, str], str] = {
         "member with MemberEpoch -2 and no InstanceId; both brokers answer INVALID_REQUEST "
         "\"InstanceId can't be null.\", so the member stays and a restart is refused "
         "(UNRELEASED_INSTANCE_ID) until its session expires",
-    ("java kafka-clients", "consumer-kill"):
-        "N/A on both: the Java client's members share one JVM (compat/java), so one cannot "
-        "be killed -9 alone; confluent-kafka and franz-go run it",
 }
 
 
