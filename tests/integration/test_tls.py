@@ -304,7 +304,9 @@ def test_required_client_auth_refuses_missing_foreign_and_expired_certificates(
         # The broker's connection task logs the failure after the client has seen it close.
         wait_until(lambda: any("TLS handshake" in r.getMessage() and "failed" in r.getMessage()
                                for r in caplog.records), 10, "the handshake failure logged")
-    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    # The broker's records only (see test_wrong_protocol_on_either_port_is_closed_cleanly).
+    assert not [r for r in caplog.records if r.name.startswith("pybroker")
+                and (r.levelno >= logging.ERROR or r.exc_info)]
 
 
 def test_wrong_protocol_on_either_port_is_closed_cleanly(
@@ -316,7 +318,11 @@ def test_wrong_protocol_on_either_port_is_closed_cleanly(
         # A TLS client on the plaintext port: its ClientHello is no Kafka frame.
         assert _tls_exchange(tls_broker.ports["PLAINTEXT"], certs, None, None) == b""
         time.sleep(0.2)
-    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    # The broker's records: caplog also holds those of clients other tests of this worker left
+    # running (test_quotas's kafka-python producer, whose close gives up with records queued,
+    # logged ECONNREFUSED ERRORs here once its broker had stopped: a fresh-clone CI run).
+    assert not [r for r in caplog.records if r.name.startswith("pybroker")
+                and (r.levelno >= logging.ERROR or r.exc_info)]
     # Both listeners still serve.
     assert request(_plain_bootstrap(tls_broker), ApiKey.API_VERSIONS, 0, {}).error_code == 0
     assert _tls_exchange(tls_broker.ports["SSL"], certs, None, None)
