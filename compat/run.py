@@ -33,7 +33,7 @@ from typing import Callable
 
 from compat import ecosystem
 from compat.clients import all_adapters
-from compat.scenarios import SCENARIOS
+from compat.all_scenarios import SCENARIOS
 from compat.worker import MARKER
 
 COMPAT = Path(__file__).resolve().parent

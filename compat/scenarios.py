@@ -724,6 +724,3 @@ def transactions(a: Adapter, bootstrap: str) -> str | None:
             "(stuck before a transaction marker?)"
     return note
 
-
-# The consumer group protocol's scenarios (KIP-848) register themselves on import.
-import compat.consumer_scenarios  # noqa: E402,F401  (imports this module's helpers)

@@ -28,7 +28,7 @@ def one_line(exc: BaseException) -> str:
 def run_cell(client: str, scenario: str, bootstrap: str) -> dict:
     from compat.base import NotApplicable
     from compat.clients import all_adapters
-    from compat.scenarios import SCENARIOS
+    from compat.all_scenarios import SCENARIOS
 
     adapter = all_adapters()[client]
     started = time.monotonic()

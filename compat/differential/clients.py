@@ -29,7 +29,7 @@ EXPLAINED: dict[tuple[str, str], str] = {
 
 
 def scenario_ids() -> list[str]:
-    from compat.scenarios import SCENARIOS
+    from compat.all_scenarios import SCENARIOS
     return [s for s in SCENARIOS if s.startswith(SCENARIO_PREFIX)]
 
 
@@ -53,7 +53,7 @@ def run_scenarios(kafka_bootstrap: str, pybroker_bootstrap: str, *,
     """Every (client, scenario) cell on both brokers; `jobs` cells at a time on each."""
     from compat.clients import all_adapters
     from compat.run import run_cell
-    from compat.scenarios import SCENARIOS
+    from compat.all_scenarios import SCENARIOS
 
     adapters = all_adapters()
     for client in CLIENTS:

@@ -19,7 +19,7 @@ import pytest
 from compat import ecosystem
 from compat.clients import all_adapters
 from compat.run import MATRIX_MD, load_committed, render_markdown, run_matrix
-from compat.scenarios import SCENARIOS
+from compat.all_scenarios import SCENARIOS
 
 
 COMMITTED = load_committed()
