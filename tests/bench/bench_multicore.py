@@ -6,13 +6,18 @@ prototypes of docs/DESIGN.md "One node, every core" (tests/bench/multicore/node.
 For each round, each setup in turn (the first one rotating from round to round), on a fresh
 node: for N of --multicore-producers (default 1,2,4), N producer processes
 (tests/bench/multicore/producer.py: confluent-kafka, 1 KB, acks=1, linger.ms 5, each its own
-topic of 8 partitions, RF 1), started together once all have the topic's metadata and every
-partition has a leader. Figures, per setup and N:
+topic of 8 partitions, RF 1) and N consumer processes (consumer.py: each reads one producer's
+topic from its start while it is written), started together once all have the topic's
+metadata and every partition has a leader. The peers `tansu` and `kafka` (peer_bench's) are
+setups like the others, so they run side by side in the same run. Figures, per setup and N:
 
-- aggregate MB/s: the records' bytes (10^6) of all producers over the time from the first
-  producer's start to the last one's final ack;
+- aggregate produce MB/s: the records' bytes (10^6) of all producers over the time from the
+  first producer's start to the last one's final ack;
+- aggregate consume MB/s: the same bytes over the time from the first consumer's start to the
+  last record any consumer read;
 - node CPU as cores in use: the CPU time (utime + stime, bench_broker.cpu_seconds) of every
-  process of the node (brokers, routers, ZooKeeper) over that time, divided by it;
+  process of the node (brokers, routers, ZooKeeper, a supervisor's workers) from the start
+  to the last producer's or consumer's end, divided by that time;
 - node CPU-s per GB: the same CPU per 10^9 bytes of records (what each design costs, whether
   or not the producers could load it);
 - each process's share of that CPU (the smallest share of a broker or router process is the
@@ -49,7 +54,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.bench.bench_broker import (
     QUIET, bench_latency, cpu_seconds, markdown_rows, percentile, print_rows,
 )
-from tests.bench.multicore.node import SETUPS, Node, start_node
+from tests.bench.multicore.node import PEER_SETUPS, SETUPS, Node, start_node
 from tests.helpers import ROOT
 
 PRODUCERS = (1, 2, 4)
@@ -74,6 +79,7 @@ class Point:
     shares: dict[str, float]  # process role -> share of the node's CPU
     p99_ms: float
     load: float
+    consume_mb_s: float = 0.0  # 0 without consumers
 
 
 @dataclass
@@ -101,7 +107,8 @@ class MulticoreResults:
     def rows(self) -> list[tuple[str, ...]]:
         rows: list[tuple[str, ...]] = [("producers", "figure", *self.setups)]
         figures: list[tuple[str, Callable[[Point], float], str]] = [
-            ("aggregate MB/s", lambda p: p.mb_s, "{:.1f}"),
+            ("aggregate produce MB/s", lambda p: p.mb_s, "{:.1f}"),
+            ("aggregate consume MB/s", lambda p: p.consume_mb_s, "{:.1f}"),
             ("node CPU, cores in use", lambda p: p.cores, "{:.2f}"),
             ("node CPU-s per GB", lambda p: p.cores / p.mb_s * 1000, "{:.2f}"),
             ("smallest worker's CPU share", self._least_share, "{:.2f}"),
@@ -184,32 +191,45 @@ def stored(node: Node, topic: str) -> int:
         c.close()
 
 
-def run_point(node: Node, n: int, count: int, tag: str) -> Point:
+def _spawn(module: str, node: Node, topic: str, count: int) -> "subprocess.Popen[str]":
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "-m", f"tests.bench.multicore.{module}",
+                             node.bootstrap, topic, str(PARTITIONS), str(count)],
+                            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+
+
+def run_point(node: Node, n: int, count: int, tag: str, consumers: bool = True) -> Point:
+    """N producers, each on a topic of its own, and (with `consumers`) N consumers, each
+    reading one producer's topic from its start while it is written, all started together."""
     topics = [f"mc-{tag}-{n}p-{i}" for i in range(n)]
     create_topics(node, topics)
     os.sync()  # the last point's writeback does not land in this one
     time.sleep(1)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    procs = [subprocess.Popen([sys.executable, "-m", "tests.bench.multicore.producer",
-                               node.bootstrap, t, str(PARTITIONS), str(count)],
-                              cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True) for t in topics]
+    producers = [_spawn("producer", node, t, count) for t in topics]
+    readers = [_spawn("consumer", node, t, count) for t in topics] if consumers else []
+    procs = producers + readers
     try:
         for p in procs:
             assert p.stdout is not None
             if p.stdout.readline().strip() != "ready":
-                raise RuntimeError("a producer did not start")
+                raise RuntimeError("a producer or consumer did not start")
         load = os.getloadavg()[0]
-        cpu0 = {role: cpu_seconds(pid) for role, pid in node.processes.items()}
+        pids = node.tree()
+        cpu0 = {role: cpu_seconds(pid) for role, pid in pids.items()}
         for p in procs:
             assert p.stdin is not None
             p.stdin.write("go\n")
             p.stdin.flush()
         outs = []
-        for p in procs:
+        for p in producers:
             assert p.stdout is not None
             outs.append(json.loads(p.stdout.readline()))
-        cpu = {role: cpu_seconds(pid) - cpu0[role] for role, pid in node.processes.items()}
+        reads = []
+        for p in readers:
+            assert p.stdout is not None
+            reads.append(json.loads(p.stdout.readline()))
+        cpu = {role: cpu_seconds(pid) - cpu0[role] for role, pid in pids.items()}
     finally:
         for p in procs:
             if p.poll() is None:
@@ -218,16 +238,27 @@ def run_point(node: Node, n: int, count: int, tag: str) -> Point:
     bad = [o for o in outs if o["left"] or o["failed"]]
     if bad:
         raise RuntimeError(f"{tag}: producers failed: {bad[0]['failed']} ({bad[0]['left']} left)")
-    for t in topics:
+    short = [r for r in reads if r["records"] != count or r["errors"]]
+    if short:
+        raise RuntimeError(f"{tag}: a consumer read {short[0]['records']} of {count} records "
+                           f"(errors {short[0]['errors']})")
+    # Tansu's ListOffsets answered a high watermark short of what its consumers had just read
+    # in full (16,012 of 20,000, smoke run): a peer is checked by its consumers alone.
+    for t in topics if node.setup not in PEER_SETUPS or not reads else ():
         held = stored(node, t)
         if held != count:
             raise RuntimeError(f"{t}: {held} records stored, {count} acknowledged")
-    wall = max(o["end"] for o in outs) - min(o["start"] for o in outs)
+    starts = [o["start"] for o in outs + reads]
+    wall = max(o["end"] for o in outs + reads) - min(starts)
+    produce_wall = max(o["end"] for o in outs) - min(o["start"] for o in outs)
+    consume_mb_s = (n * count * SIZE / 1e6 / (max(r["end"] for r in reads)
+                                              - min(r["start"] for r in reads))
+                    if reads else 0.0)
     total = sum(cpu.values())
     lat = sorted(x for o in outs for x in o["latencies_ms"])
-    return Point(mb_s=n * count * SIZE / 1e6 / wall, cores=total / wall,
+    return Point(mb_s=n * count * SIZE / 1e6 / produce_wall, cores=total / wall,
                  shares={r: v / total for r, v in cpu.items()} if total else {},
-                 p99_ms=percentile(lat, 0.99), load=load)
+                 p99_ms=percentile(lat, 0.99), load=load, consume_mb_s=consume_mb_s)
 
 
 def bench_multicore(rounds: int, cores: int, producers: tuple[int, ...], setups: tuple[str, ...],
@@ -264,12 +295,15 @@ def bench_multicore(rounds: int, cores: int, producers: tuple[int, ...], setups:
             finally:
                 shutil.rmtree(work, ignore_errors=True)
     results.notes.append(
-        f"multicore (issue #29 item 1): {count:,} records of 1 KB per producer, acks=1, "
+        f"multicore (issue #29): {count:,} records of 1 KB per producer, acks=1, "
         f"linger.ms 5, each producer a process of its own on a topic of {PARTITIONS} "
-        f"partitions; `single` is today's one process, `brokers` {cores} brokers on one "
+        f"partitions, and as many consumer processes, each reading one producer's topic "
+        f"from its start while it is written (consume MB/s: from their start to their last "
+        f"record); CPU: every process of the node over the whole point; `single` is today's one process, `brokers` {cores} brokers on one "
         f"ZooKeeper (clients see {cores} broker ids), `shards` the same behind {cores} "
         "SO_REUSEPORT routers showing one broker id (every request forwarded once), "
-        f"`frontends` {cores} such routers in front of one broker. "
+        f"`frontends` {cores} such routers in front of one broker; `tansu` and `kafka` the "
+        "peers (Tansu on memory://, Apache Kafka 4.1.1 in KRaft), one process each. "
         f"Low load: end-to-end at {LATENCY_RATE:,} rec/s, 100 B, acks=1, linger.ms 0, "
         f"one partition, {latency_seconds:g} s after {LATENCY_WARMUP_S:g} s uncounted. "
         f"Medians of {rounds} round(s), (min-max); setups alternate first. "

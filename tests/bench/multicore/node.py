@@ -32,7 +32,9 @@ from pybroker.testing.broker import BrokerProcess
 from pybroker.testing.zookeeper import run_zookeeper
 from tests.helpers import ROOT
 
-SETUPS = ("single", "brokers", "shards", "frontends")
+SETUPS = ("single", "brokers", "shards", "frontends", "tansu", "kafka")
+# The peers (tests/bench/peer_bench.py's), one process each, side by side in the same run.
+PEER_SETUPS = ("tansu", "kafka")
 CHROOT = "/multicore"
 # Each broker of the node: RF 1 (one node holds one copy; a real deployment puts replicas on
 # other nodes by rack), the internal topics too, and no group rebalance delay.
@@ -59,6 +61,33 @@ class Node:
     def pids(self) -> tuple[int, ...]:
         return tuple(self.processes.values())
 
+    def tree(self) -> dict[str, int]:
+        """`processes` and every process below them (a node supervisor's workers), by role:
+        a process's CPU clock counts its own threads only, not its children's."""
+        out = dict(self.processes)
+        for role, pid in self.processes.items():
+            for k, child in enumerate(descendants(pid), 1):
+                out[f"{role} child {k}"] = child
+        return out
+
+
+def descendants(pid: int) -> list[int]:
+    """The live processes below `pid`, depth first (Linux's /proc/PID/task/TID/children)."""
+    found: list[int] = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in map(int, children):
+            found.append(child)
+            found.extend(descendants(child))
+    return found
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -70,6 +99,15 @@ def free_port() -> int:
 def start_node(setup: str, cores: int, work_dir: Path) -> Iterator[Node]:
     """The setup `setup` with `cores` workers (ignored by `single`), stopped on the way out."""
     work_dir.mkdir(parents=True, exist_ok=True)
+    if setup in PEER_SETUPS:
+        from tests.bench.peer_bench import start_peer
+
+        peer = start_peer(setup, work_dir)
+        try:
+            yield Node(setup, peer.bootstrap, peer.bootstrap, {setup: peer.pid})
+        finally:
+            peer.stop()
+        return
     if setup in ("single", "frontends"):
         broker = BrokerProcess(work_dir / "single").start(timeout=120)
         try:
