@@ -18,9 +18,10 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Protocol
 
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
 
 SETTINGS = {
     "group.share.record.lock.duration.ms": "2000",
@@ -103,38 +104,55 @@ def _drain(c: ShareConsumer, until: Callable[[list[tuple[bytes, int]]], bool],
     return got
 
 
-def three_consumers_read_each_record_once(bootstrap: str, restart: Callable[[], None]
-                                          ) -> Observation:
-    topic, group = "share-three", "sg-three"
-    consumers = [_fetching_consumer(bootstrap, group, topic) for _ in range(3)]
-    got: list[list[bytes]] = [[] for _ in consumers]
+@contextmanager
+def polling(consumers: list[ShareConsumer], take: Callable[[int, Message], None]
+            ) -> Iterator[None]:
+    """Each consumer polls in a thread of its own while the block runs, handing every
+    delivery that is not an error to `take(its index, the message)`; at the block's end
+    (or its exception) the threads are stopped and joined and the consumers closed, so a
+    scenario or test never leaves a consumer polling behind it. `take` runs in those
+    threads."""
     stop = threading.Event()
 
     def run(i: int) -> None:
         while not stop.is_set():
             for m in consumers[i].poll(0.2):
                 if m.error() is None:
-                    if m.value() != b"warm-up":
-                        got[i].append(m.value() or b"")
-                    consumers[i].acknowledge(m, AcknowledgeType.ACCEPT)
+                    take(i, m)
 
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(3)]
+    threads = [threading.Thread(target=run, args=(i,), daemon=True)
+               for i in range(len(consumers))]
     for t in threads:
         t.start()
-    payload = [f"r{i}".encode() for i in range(300)]
     try:
-        for i in range(0, 300, 30):  # several batches, so that all three may get some
-            _produce(bootstrap, topic, payload[i:i + 30])
-        deadline = time.monotonic() + 60
-        while sum(len(g) for g in got) < 300 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        time.sleep(2 * LOCK_S)  # nothing comes twice, not even after a lock's time
+        yield
     finally:
         stop.set()
         for t in threads:
             t.join(10)
         for c in consumers:
             c.close()
+
+
+def three_consumers_read_each_record_once(bootstrap: str, restart: Callable[[], None]
+                                          ) -> Observation:
+    topic, group = "share-three", "sg-three"
+    consumers = [_fetching_consumer(bootstrap, group, topic) for _ in range(3)]
+    got: list[list[bytes]] = [[] for _ in consumers]
+
+    def take(i: int, m: Message) -> None:
+        if m.value() != b"warm-up":
+            got[i].append(m.value() or b"")
+        consumers[i].acknowledge(m, AcknowledgeType.ACCEPT)
+
+    payload = [f"r{i}".encode() for i in range(300)]
+    with polling(consumers, take):
+        for i in range(0, 300, 30):  # several batches, so that all three may get some
+            _produce(bootstrap, topic, payload[i:i + 30])
+        deadline = time.monotonic() + 60
+        while sum(len(g) for g in got) < 300 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(2 * LOCK_S)  # nothing comes twice, not even after a lock's time
     seen = [v for g in got for v in g]
     return {"records produced": 300, "deliveries": len(seen),
             "every record once": sorted(seen) == sorted(payload)}
@@ -212,6 +230,43 @@ def _lines(proc: subprocess.Popen[str], into: queue.Queue[str]) -> None:
         into.put(line.strip())
 
 
+def start_holder(bootstrap: str, group: str, topic: str, tries: int = 8,
+                 seconds: float = 10.0) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+    """A HOLDER process of `group` that got a warm-up record, and the queue its later lines
+    come to. Warm-up records are produced until it says "warm"; one that does not in
+    `seconds` is killed and another started, `tries` times (on Kafka 4.1.1 about every
+    other member id cannot be read: see _fetching_consumer), then RuntimeError. Each
+    holder has a queue of its own, so a late "warm" of a killed one is never taken for the
+    next one's."""
+    for _ in range(tries):
+        holder = subprocess.Popen([sys.executable, "-c", HOLDER, bootstrap, group, topic],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=_lines, args=(holder, lines), daemon=True).start()
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            _produce(bootstrap, topic, [b"warm-up"])
+            try:
+                if lines.get(timeout=0.5) == "warm":
+                    return holder, lines
+            except queue.Empty:
+                pass
+        holder.kill()
+        holder.wait(10)
+    raise RuntimeError(f"no holder got a warm-up record in {tries} tries of {seconds:.0f} s")
+
+
+def hold(bootstrap: str, topic: str, lines: queue.Queue[str], values: list[bytes]
+         ) -> list[str]:
+    """Produce `values` to a started holder's topic: the values it then holds (the first
+    delivery it got, which need not be all of them), sorted."""
+    _produce(bootstrap, topic, values)
+    line = ""
+    while not line.startswith("held:"):
+        line = lines.get(timeout=30)
+    return sorted(line[len("held:"):].split(","))
+
+
 def killed_consumers_records_come_back(bootstrap: str, restart: Callable[[], None]
                                        ) -> Observation:
     """A consumer process holding records is killed -9: another consumer gets them (when:
@@ -219,33 +274,10 @@ def killed_consumers_records_come_back(bootstrap: str, restart: Callable[[], Non
     delivery count tells which)."""
     topic, group = "share-killed", "sg-killed"
     c: ShareConsumer | None = None
-    lines: queue.Queue[str] = queue.Queue()
     holder: subprocess.Popen[str] | None = None
     try:
-        line = ""
-        for _ in range(8):  # a holder whose member id Kafka can read (see _fetching_consumer)
-            holder = subprocess.Popen(
-                [sys.executable, "-c", HOLDER, bootstrap, group, topic],
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-            threading.Thread(target=_lines, args=(holder, lines), daemon=True).start()
-            deadline = time.monotonic() + 10
-            while line != "warm" and time.monotonic() < deadline:
-                _produce(bootstrap, topic, [b"warm-up"])
-                try:
-                    line = lines.get(timeout=0.5)
-                except queue.Empty:
-                    pass
-            if line == "warm":
-                break
-            holder.kill()
-            holder.wait(10)
-        if line != "warm":
-            raise RuntimeError("no holder got a warm-up record in 8 tries")
-        assert holder is not None
-        _produce(bootstrap, topic, [b"a", b"b", b"c"])
-        while not line.startswith("held:"):
-            line = lines.get(timeout=30)
-        held = sorted(line[len("held:"):].split(","))
+        holder, lines = start_holder(bootstrap, group, topic)
+        held = hold(bootstrap, topic, lines, [b"a", b"b", b"c"])
         holder.kill()
         holder.wait(10)
         got: list[tuple[bytes, int]] = []
@@ -352,6 +384,32 @@ def compare(kafka: dict[str, Any], pybroker: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class _Restartable(Protocol):
+    """What the scenarios need of a broker: ApacheKafka, or pybroker's Broker(process=True)."""
+
+    @property
+    def bootstrap(self) -> str: ...
+    def start(self) -> object: ...
+    def kill(self) -> None: ...
+    def restart(self) -> object: ...
+
+
+def _observe_fresh(broker: _Restartable, end: Callable[[], None]) -> dict[str, Any]:
+    """`observe` on `broker`, started here with share.version finalized; its restart kills
+    it -9 and starts it again on its data. `end` takes it down afterwards, as the caller
+    says, even when a scenario raised."""
+    broker.start()
+    try:
+        enable_share_groups(broker.bootstrap)
+
+        def restart() -> None:
+            broker.kill()
+            broker.restart()
+        return observe(broker.bootstrap, restart)
+    finally:
+        end()
+
+
 def run_both() -> dict[str, Any]:
     """Fresh Apache Kafka and pybroker (a process, so that it can be killed -9), each with
     the differential's settings and `SETTINGS`, share.version finalized at 1 on both; the
@@ -366,25 +424,9 @@ def run_both() -> dict[str, Any]:
     settings = {**SHARED, **SETTINGS}
     with tempfile.TemporaryDirectory(prefix="share-differential-") as tmp:
         kafka = ApacheKafka(Path(tmp) / "kafka", overrides=settings)
-        kafka.start()
-        try:
-            enable_share_groups(kafka.bootstrap)
-
-            def restart_kafka() -> None:
-                kafka.kill()
-                kafka.restart()
-            on_kafka = observe(kafka.bootstrap, restart_kafka)
-        finally:
-            kafka.kill()
+        # Kafka is killed, not stopped: its data goes with `tmp`, so a controlled
+        # shutdown would only cost time; the Broker's stop also removes its log dir.
+        on_kafka = _observe_fresh(kafka, kafka.kill)
         broker = Broker(process=True, **{k.replace(".", "_"): v for k, v in settings.items()})
-        broker.start()
-        try:
-            enable_share_groups(broker.bootstrap)
-
-            def restart_broker() -> None:
-                broker.kill()
-                broker.restart()
-            on_pybroker = observe(broker.bootstrap, restart_broker)
-        finally:
-            broker.stop()
+        on_pybroker = _observe_fresh(broker, broker.stop)
     return compare(on_kafka, on_pybroker)

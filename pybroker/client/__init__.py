@@ -17,8 +17,9 @@ assignor). Failures raise `KafkaError` (with Kafka's `ErrorCode`), `KafkaConnect
 """
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pybroker.runtime.lazy_exports import lazy_exports
 
 # Where each public name lives. They are imported on first use (PEP 562), not here: the
 # broker imports `pybroker.client.connection` for replication and transaction markers, and
@@ -42,21 +43,7 @@ _EXPORTS = {
     "pybroker.client.transaction_admin": ("AbortTransactionSpec", "ProducerState",
                                           "TransactionDescription", "TransactionListing"),
 }
-_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # once: later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOME))
-
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
 
 if TYPE_CHECKING:  # what type checkers and readers see; not run
     from protocol.errors import ErrorCode, KafkaError

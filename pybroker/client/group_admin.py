@@ -39,6 +39,13 @@ class GroupListing:
         return self.protocol_type in (PROTOCOL_TYPE, "")
 
 
+def assigned_partitions(assignment: Any) -> tuple[TopicPartition, ...]:
+    """The partitions of an Assignment as ConsumerGroupDescribe and ShareGroupDescribe both
+    declare it (topic_partitions: topic_name and partitions)."""
+    return tuple(TopicPartition(t.topic_name, p)
+                 for t in assignment.topic_partitions for p in t.partitions)
+
+
 # ConsumerGroupDescribe v1's MemberType: 0 a classic member, 1 a consumer-protocol one (-1 or
 # v0: not said).
 _UPGRADED = {0: False, 1: True}
@@ -68,7 +75,9 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     members: tuple[MemberDescription, ...]
-    coordinator: BrokerNode
+    # None when the admin reached the coordinator through a group member's own connection
+    # (GroupAdminMixin's `coordinator`), which names no node.
+    coordinator: BrokerNode | None
     error: ErrorCode = ErrorCode.NONE
     # A consumer group's epoch and target assignment epoch (None: a classic group).
     group_epoch: int | None = None
@@ -194,28 +203,29 @@ class GroupAdminMixin:
                                              ErrorCode.from_wire(g.error_code))
         return out
 
+    async def _describe_one(self, group_id: str, api_key: int) -> tuple[BrokerNode | None, Any]:
+        """(the coordinator, its answer's one group) for ConsumerGroupDescribe or
+        ShareGroupDescribe, which take the same body, asked of `group_id`'s coordinator one
+        group at a time; raises what the request met."""
+        node, resp = await self._coordinator_request(
+            group_id, api_key, {"group_ids": [group_id], "include_authorized_operations": False},
+            group_error=lambda r: r.groups[0].error_code if r.groups else 0)
+        return node, resp.groups[0]
+
     async def _describe_consumer_group(self, group_id: str) -> GroupDescription | None:
         """The KIP-848 consumer group `group_id` (ConsumerGroupDescribe), as the Java admin
         describes one; None when there is none (or the broker predates the API). Its
         protocol is its server assignor, each member's assignment its current one."""
         try:
-            node, resp = await self._coordinator_request(
-                group_id, ApiKey.CONSUMER_GROUP_DESCRIBE,
-                {"group_ids": [group_id], "include_authorized_operations": False},
-                group_error=lambda r: r.groups[0].error_code if r.groups else 0)
+            node, g = await self._describe_one(group_id, ApiKey.CONSUMER_GROUP_DESCRIBE)
         except (KafkaError, KafkaConnectionError, KafkaTimeoutError):
             return None
-        g = resp.groups[0]
         if g.error_code:
             return None
-        def partitions(assignment: Any) -> tuple[TopicPartition, ...]:
-            return tuple(TopicPartition(t.topic_name, p)
-                         for t in assignment.topic_partitions for p in t.partitions)
-
         members = tuple(
             MemberDescription(m.member_id, m.instance_id, m.client_id, m.client_host,
-                              partitions(m.assignment), m.member_epoch, g.assignment_epoch,
-                              partitions(m.target_assignment),
+                              assigned_partitions(m.assignment), m.member_epoch,
+                              g.assignment_epoch, assigned_partitions(m.target_assignment),
                               _UPGRADED.get(getattr(m, "member_type", -1)))
             for m in g.members)
         return GroupDescription(g.group_id, g.group_state, PROTOCOL_TYPE, g.assignor_name,

@@ -12,7 +12,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import KafkaError
 from pybroker.client.cluster import BrokerNode, TopicPartition
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
-from pybroker.client.group_admin import GroupAdminMixin
+from pybroker.client.group_admin import GroupAdminMixin, assigned_partitions
 
 __all__ = ["ShareGroupAdminMixin", "ShareMemberDescription", "ShareGroupDescription",
            "SharePartitionOffset", "SHARE_GROUP_TYPE"]
@@ -57,23 +57,17 @@ class ShareGroupAdminMixin(GroupAdminMixin):
         out: dict[str, Any] = {}
         for group_id in group_ids:
             try:
-                node, resp = await self._coordinator_request(
-                    group_id, ApiKey.SHARE_GROUP_DESCRIBE,
-                    {"group_ids": [group_id], "include_authorized_operations": False},
-                    group_error=lambda r: r.groups[0].error_code if r.groups else 0)
+                node, g = await self._describe_one(group_id, ApiKey.SHARE_GROUP_DESCRIBE)
             except (KafkaError, KafkaConnectionError, KafkaTimeoutError) as exc:
                 out[group_id] = exc
                 continue
-            g = resp.groups[0]
             if g.error_code:
                 out[group_id] = KafkaError(g.error_code, g.error_message)
                 continue
             out[group_id] = ShareGroupDescription(
                 g.group_id, g.group_state, g.group_epoch, g.assignment_epoch,
-                tuple(ShareMemberDescription(
-                    m.member_id, m.client_id, m.client_host, m.member_epoch,
-                    tuple(TopicPartition(t.topic_name, p)
-                          for t in m.assignment.topic_partitions for p in t.partitions))
+                tuple(ShareMemberDescription(m.member_id, m.client_id, m.client_host,
+                                             m.member_epoch, assigned_partitions(m.assignment))
                       for m in g.members), node)
         return out
 

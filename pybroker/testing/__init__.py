@@ -12,8 +12,9 @@ must not pay for trio and the broker (tests/integration/test_start_cost.py).
 """
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pybroker.runtime.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "pybroker.testing.broker": ("Broker", "BrokerProcess", "ExternalBroker", "broker_config",
@@ -22,21 +23,7 @@ _EXPORTS = {
     "pybroker.testing.network": ("Network",),
     "pybroker.network.request_hooks": ("DELAY", "DROP", "HookRequest", "RequestHooks"),
 }
-_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # once: later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOME))
-
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
 
 if TYPE_CHECKING:  # what type checkers and readers see; not run
     from pybroker.testing.broker import (

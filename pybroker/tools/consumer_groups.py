@@ -19,14 +19,11 @@ from pybroker.client.admin import Admin, OffsetSpec
 from pybroker.client.cluster import TopicPartition
 from pybroker.client.errors import error_message
 from pybroker.client.group_admin import GroupDescription
-from pybroker.tools.common import (
-    ArgumentParser, ClientProperties, ToolError, UsageError, connect, err, load_properties, out,
-    tool_main,
-)
+from pybroker.tools.common import ArgumentParser, ToolError, UsageError, err, out, tool_main
+from pybroker.tools.group_command import MISSING, add_flags, coordinator_cell, run_action, table
 from pybroker.tools.group_reset import SCENARIOS, partitions_to_reset, plan, read_plan_file
 
 PROG = "kafka-consumer-groups"
-MISSING = "-"
 _ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
 _STATES = {s.lower(): s for s in ("PreparingRebalance", "CompletingRebalance", "Stable",
                                   "Dead", "Empty", "Assigning", "Reconciling")}
@@ -35,53 +32,48 @@ _STATES = {s.lower(): s for s in ("PreparingRebalance", "CompletingRebalance", "
 def build_parser() -> ArgumentParser:
     p = ArgumentParser(PROG, "This tool helps to list all consumer groups, describe a consumer "
                        "group, delete consumer group info, or reset consumer group offsets.")
-    p.add_argument("--bootstrap-server", help="REQUIRED: The server(s) to connect to.")
-    p.add_argument("--command-config", help="Property file containing configs to be passed to "
-                   "Admin Client and Consumer.")
-    p.add_argument("--group", action="append", help="The consumer group we wish to act on.")
-    p.add_argument("--all-groups", action="store_true", help="Apply to all consumer groups.")
-    p.add_argument("--topic", action="append", help="The topic whose consumer group "
-                   "information should be deleted or topic whose should be included in the "
-                   "reset offset process (topic or topic:partition,partition).")
-    p.add_argument("--all-topics", action="store_true", help="Consider all topics assigned to "
-                   "a group in the `reset-offsets` process.")
-    p.add_argument("--list", action="store_true", help="List all consumer groups.")
-    p.add_argument("--describe", action="store_true", help="Describe consumer group and list "
-                   "offset lag (number of messages not yet processed) related to given group.")
-    p.add_argument("--delete", action="store_true", help="Pass in groups to delete topic "
-                   "partition offsets and ownership information over the entire consumer "
-                   "group.")
-    p.add_argument("--reset-offsets", action="store_true", help="Reset offsets of consumer "
-                   "group. Supports one consumer group at the time, and instances should be "
-                   "inactive.")
-    p.add_argument("--delete-offsets", action="store_true", help="Delete offsets of consumer "
-                   "group. Supports one consumer group at the time, and multiple topics.")
-    p.add_argument("--offsets", action="store_true", help="Describe the group and list all "
-                   "topic partitions in the group along with their offset lag.")
-    p.add_argument("--members", action="store_true", help="Describe members of the group.")
-    p.add_argument("--state", nargs="?", const="", default=None, help="When specified with "
-                   "'--describe', includes the state of the group. With '--list', filters by "
-                   "the given comma-separated states.")
-    p.add_argument("--type", nargs="?", const="", default=None, help="When specified with "
-                   "'--list', shows the group type (classic).")
-    p.add_argument("--verbose", action="store_true", help="Provide additional information.")
-    p.add_argument("--dry-run", action="store_true", help="Only show results without "
-                   "executing changes on Consumer Groups.")
-    p.add_argument("--execute", action="store_true", help="Execute operation.")
-    p.add_argument("--export", action="store_true", help="Export operation execution to a "
-                   "CSV file.")
-    p.add_argument("--to-offset", type=int, help="Reset offsets to a specific offset.")
-    p.add_argument("--to-earliest", action="store_true", help="Reset offsets to earliest.")
-    p.add_argument("--to-latest", action="store_true", help="Reset offsets to latest.")
-    p.add_argument("--to-current", action="store_true", help="Reset offsets to current.")
-    p.add_argument("--to-datetime", help="Reset offsets to offset from datetime. Format: "
-                   "'YYYY-MM-DDTHH:mm:SS.sss'")
-    p.add_argument("--by-duration", help="Reset offsets to offset by duration from current "
-                   "timestamp. Format: 'PnDTnHnMnS'")
-    p.add_argument("--shift-by", type=int, help="Reset offsets shifting current offset by 'n'.")
-    p.add_argument("--from-file", help="Reset offsets to values defined in CSV file.")
-    p.add_argument("--timeout", type=int, default=5000, help="The timeout that can be set for "
-                   "some use cases (default: 5000 ms).")
+    add_flags(p, {
+        "--bootstrap-server": "REQUIRED: The server(s) to connect to.",
+        "--command-config": "Property file containing configs to be passed to Admin Client and "
+            "Consumer.",
+        "--group": "The consumer group we wish to act on.",
+        "--all-groups": "Apply to all consumer groups.",
+        "--topic": "The topic whose consumer group information should be deleted or topic "
+            "whose should be included in the reset offset process (topic or "
+            "topic:partition,partition).",
+        "--all-topics": "Consider all topics assigned to a group in the `reset-offsets` "
+            "process.",
+        "--list": "List all consumer groups.",
+        "--describe": "Describe consumer group and list offset lag (number of messages not yet "
+            "processed) related to given group.",
+        "--delete": "Pass in groups to delete topic partition offsets and ownership "
+            "information over the entire consumer group.",
+        "--reset-offsets": "Reset offsets of consumer group. Supports one consumer group at "
+            "the time, and instances should be inactive.",
+        "--delete-offsets": "Delete offsets of consumer group. Supports one consumer group at "
+            "the time, and multiple topics.",
+        "--offsets": "Describe the group and list all topic partitions in the group along with "
+            "their offset lag.",
+        "--members": "Describe members of the group.",
+        "--state": "When specified with '--describe', includes the state of the group. With "
+            "'--list', filters by the given comma-separated states.",
+        "--type": "When specified with '--list', shows the group type (classic).",
+        "--verbose": "Provide additional information.",
+        "--dry-run": "Only show results without executing changes on Consumer Groups.",
+        "--execute": "Execute operation.",
+        "--export": "Export operation execution to a CSV file.",
+        "--to-offset": "Reset offsets to a specific offset.",
+        "--to-earliest": "Reset offsets to earliest.",
+        "--to-latest": "Reset offsets to latest.",
+        "--to-current": "Reset offsets to current.",
+        "--to-datetime": "Reset offsets to offset from datetime. Format: "
+            "'YYYY-MM-DDTHH:mm:SS.sss'",
+        "--by-duration": "Reset offsets to offset by duration from current timestamp. Format: "
+            "'PnDTnHnMnS'",
+        "--shift-by": "Reset offsets shifting current offset by 'n'.",
+        "--from-file": "Reset offsets to values defined in CSV file.",
+        "--timeout": "The timeout that can be set for some use cases (default: 5000 ms).",
+    })
     return p
 
 
@@ -142,11 +134,8 @@ def _state_ok(group: str, desc: GroupDescription, rows: int) -> bool:
 
 
 def _table(rows: list[list[str]], widths: list[int]) -> None:
-    """Java's printf("\\n%-Ws %-Ws ... %s") for each row, then a newline."""
-    for row in rows:
-        cells = [f"{v:<{w}}" for v, w in zip(row, widths)] + row[len(widths):]
-        _write("\n" + " ".join(cells))
-    _write("\n")
+    """Kafka's tables: a blank line, then a printf line per row."""
+    _write("\n" + table(rows, widths))
 
 
 async def describe_offsets(admin: Admin, group: str, desc: GroupDescription,
@@ -247,8 +236,7 @@ def _or_missing(value: int | None) -> str:
 def describe_state(group: str, desc: GroupDescription, verbose: bool) -> None:
     if not _state_ok(group, desc, 1):
         return
-    node = desc.coordinator
-    coordinator = f"{node.host}:{node.port}  ({node.node_id})"
+    coordinator = coordinator_cell(desc.coordinator)
     widths = [max(15, len(group)), max(25, len(coordinator)), 20, 20]
     strategy = desc.protocol or MISSING
     if verbose:
@@ -413,14 +401,9 @@ async def delete_offsets(admin: Admin, args: argparse.Namespace) -> int:
 
 
 async def _main(args: argparse.Namespace, action: str) -> int:
-    props = load_properties(args.command_config) if args.command_config else ClientProperties()
-    timeout = max(1.0, args.timeout / 1000)
-    async with connect(args.bootstrap_server, props, default_client_id="kafka-consumer-groups",
-                       request_timeout=max(timeout, 30.0)) as client:
-        admin = Admin(client, timeout=timeout)
-        handler = {"list": list_groups, "describe": describe, "delete": delete,
-                   "reset_offsets": reset_offsets, "delete_offsets": delete_offsets}[action]
-        return await handler(admin, args)
+    return await run_action(args, action, PROG, {
+        "list": list_groups, "describe": describe, "delete": delete,
+        "reset_offsets": reset_offsets, "delete_offsets": delete_offsets})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,14 +23,11 @@ from pybroker.client.admin import Admin
 from pybroker.client.cluster import TopicPartition
 from pybroker.client.errors import error_message
 from pybroker.client.share_group_admin import SHARE_GROUP_TYPE, ShareGroupDescription
-from pybroker.tools.common import (
-    ArgumentParser, ClientProperties, ToolError, UsageError, connect, err, load_properties, out,
-    tool_main,
-)
+from pybroker.tools.common import ArgumentParser, ToolError, UsageError, err, out, tool_main
+from pybroker.tools.group_command import MISSING, add_flags, coordinator_cell, run_action, table
 from pybroker.tools.group_reset import partitions_to_reset, plan
 
 PROG = "kafka-share-groups"
-MISSING = "-"
 _ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
 _STATES = {s.lower(): s for s in ("Stable", "Empty", "Dead", "Unknown")}
 _SCENARIOS = ("to_offset", "to_earliest", "to_latest", "to_datetime")
@@ -39,49 +36,42 @@ _SCENARIOS = ("to_offset", "to_earliest", "to_latest", "to_datetime")
 def build_parser() -> ArgumentParser:
     p = ArgumentParser(PROG, "This tool helps to list, describe, reset and delete share "
                        "groups.")
-    p.add_argument("--bootstrap-server", help="REQUIRED: The server(s) to connect to.")
-    p.add_argument("--command-config", help="Property file containing configs to be passed to "
-                   "Admin Client.")
-    p.add_argument("--group", action="append", help="The share group we wish to act on.")
-    p.add_argument("--all-groups", action="store_true", help="Apply to all share groups.")
-    p.add_argument("--topic", action="append", help="The topic whose offset information "
-                   "should be deleted or included in the reset offset process. When resetting "
-                   "offsets, partitions can be specified using this format: 'topic1:0,1,2', "
-                   "where 0,1,2 are the partitions to be included.")
-    p.add_argument("--all-topics", action="store_true", help="Consider all topics assigned to "
-                   "a share group in the 'reset-offsets' process.")
-    p.add_argument("--list", action="store_true", help="List all share groups.")
-    p.add_argument("--describe", action="store_true", help="Describe share group, members and "
-                   "offset information.")
-    p.add_argument("--delete", action="store_true", help="Delete share group.")
-    p.add_argument("--reset-offsets", action="store_true", help="Reset offsets of share group. "
-                   "Supports one share group at the time, and instances must be inactive.")
-    p.add_argument("--delete-offsets", action="store_true", help="Delete offsets of share "
-                   "group. Supports one share group at the time, and multiple topics.")
-    p.add_argument("--offsets", action="store_true", help="Describe the group and list all "
-                   "topic partitions in the group along with their offset information. This "
-                   "is the default sub-action and may be used with the '--describe' option "
-                   "only.")
-    p.add_argument("--members", action="store_true", help="Describe members of the group. "
-                   "This option may be used with the '--describe' option only.")
-    p.add_argument("--state", nargs="?", const="", default=None, help="When specified with "
-                   "'--describe', includes the state of the group. When specified with "
-                   "'--list', it displays the state of all groups. It can also be used to list "
-                   "groups with specific states.")
-    p.add_argument("--verbose", action="store_true", help="Provide additional information, if "
-                   "any, when describing the group.")
-    p.add_argument("--dry-run", action="store_true", help="Only show results without executing "
-                   "changes on share groups. Supported operations: reset-offsets.")
-    p.add_argument("--execute", action="store_true", help="Execute operation. Supported "
-                   "operations: reset-offsets.")
-    p.add_argument("--to-offset", type=int, help="Reset offsets to a specific offset.")
-    p.add_argument("--to-earliest", action="store_true", help="Reset offsets to earliest "
-                   "offset.")
-    p.add_argument("--to-latest", action="store_true", help="Reset offsets to latest offset.")
-    p.add_argument("--to-datetime", help="Reset offsets to offset from datetime. Format: "
-                   "'YYYY-MM-DDThh:mm:ss.sss'")
-    p.add_argument("--timeout", type=int, default=5000, help="The timeout that can be set for "
-                   "some use cases (default: 5000 ms).")
+    add_flags(p, {
+        "--bootstrap-server": "REQUIRED: The server(s) to connect to.",
+        "--command-config": "Property file containing configs to be passed to Admin Client.",
+        "--group": "The share group we wish to act on.",
+        "--all-groups": "Apply to all share groups.",
+        "--topic": "The topic whose offset information should be deleted or included in the "
+            "reset offset process. When resetting offsets, partitions can be specified using "
+            "this format: 'topic1:0,1,2', where 0,1,2 are the partitions to be included.",
+        "--all-topics": "Consider all topics assigned to a share group in the 'reset-offsets' "
+            "process.",
+        "--list": "List all share groups.",
+        "--describe": "Describe share group, members and offset information.",
+        "--delete": "Delete share group.",
+        "--reset-offsets": "Reset offsets of share group. Supports one share group at the "
+            "time, and instances must be inactive.",
+        "--delete-offsets": "Delete offsets of share group. Supports one share group at the "
+            "time, and multiple topics.",
+        "--offsets": "Describe the group and list all topic partitions in the group along with "
+            "their offset information. This is the default sub-action and may be used with the "
+            "'--describe' option only.",
+        "--members": "Describe members of the group. This option may be used with the "
+            "'--describe' option only.",
+        "--state": "When specified with '--describe', includes the state of the group. When "
+            "specified with '--list', it displays the state of all groups. It can also be used "
+            "to list groups with specific states.",
+        "--verbose": "Provide additional information, if any, when describing the group.",
+        "--dry-run": "Only show results without executing changes on share groups. Supported "
+            "operations: reset-offsets.",
+        "--execute": "Execute operation. Supported operations: reset-offsets.",
+        "--to-offset": "Reset offsets to a specific offset.",
+        "--to-earliest": "Reset offsets to earliest offset.",
+        "--to-latest": "Reset offsets to latest offset.",
+        "--to-datetime": "Reset offsets to offset from datetime. Format: "
+            "'YYYY-MM-DDThh:mm:ss.sss'",
+        "--timeout": "The timeout that can be set for some use cases (default: 5000 ms).",
+    })
     # the consumer-group scenarios group_reset.plan knows and share groups do not take
     p.set_defaults(shift_by=None, by_duration=None, from_file=None, to_current=False)
     return p
@@ -129,12 +119,6 @@ def check_args(args: argparse.Namespace) -> str:
 
 # -- printing ----------------------------------------------------------------------------------
 
-def _rows(rows: list[list[str]], widths: list[int]) -> str:
-    """Java's printf("%-Ws %-Ws ... %s%n") for each row."""
-    return "".join(" ".join([f"{v:<{w}}" for v, w in zip(row, widths)] + row[len(widths):])
-                   + "\n" for row in rows)
-
-
 def _exists(group: str, desc: Any) -> ShareGroupDescription:
     if isinstance(desc, KafkaError) and desc.code == ErrorCode.GROUP_ID_NOT_FOUND:
         raise ToolError(f"Share group '{group}' does not exist.")
@@ -164,7 +148,7 @@ async def describe_offsets(admin: Admin, group: str, verbose: bool) -> None:
     header = ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET"]
     keep = [0, 1, 2, 3, 4] if verbose else [0, 1, 2, 4]
     widths = [g, t, 10, 13] if verbose else [g, t, 10]
-    sys.stdout.write("\n" + _rows([[r[i] for i in keep] for r in [header, *rows]], widths))
+    sys.stdout.write("\n" + table([[r[i] for i in keep] for r in [header, *rows]], widths))
 
 
 def _assignment(partitions: Sequence[TopicPartition]) -> str:
@@ -189,12 +173,11 @@ def describe_members(group: str, desc: ShareGroupDescription, verbose: bool) -> 
     if verbose:
         header.append("MEMBER-EPOCH")
         widths.append(13)
-    sys.stdout.write("\n" + _rows([header + ["ASSIGNMENT"], *rows], widths))
+    sys.stdout.write("\n" + table([header + ["ASSIGNMENT"], *rows], widths))
 
 
 def describe_state(group: str, desc: ShareGroupDescription, verbose: bool) -> None:
-    node = desc.coordinator
-    coordinator = f"{node.host}:{node.port}  ({node.node_id})" if node is not None else MISSING
+    coordinator = coordinator_cell(desc.coordinator)
     widths = [max(15, len(group)), max(25, len(coordinator)), 15]
     header = ["GROUP", "COORDINATOR (ID)", "STATE"]
     row = [group, coordinator, desc.state]
@@ -202,7 +185,7 @@ def describe_state(group: str, desc: ShareGroupDescription, verbose: bool) -> No
         header += ["GROUP-EPOCH", "ASSIGNMENT-EPOCH"]
         row += [str(desc.group_epoch), str(desc.assignment_epoch)]
         widths += [12, 17]
-    sys.stdout.write("\n" + _rows([header + ["#MEMBERS"], row + [str(len(desc.members))]],
+    sys.stdout.write("\n" + table([header + ["#MEMBERS"], row + [str(len(desc.members))]],
                                   widths))
     _no_members(group, desc)
 
@@ -230,7 +213,7 @@ async def list_groups(admin: Admin, args: argparse.Namespace) -> int:
             out(g.group_id)
         return 0
     width = max([15] + [len(g.group_id) for g in groups])
-    sys.stdout.write(_rows([["GROUP", "STATE"]] + [[g.group_id, g.state] for g in groups],
+    sys.stdout.write(table([["GROUP", "STATE"]] + [[g.group_id, g.state] for g in groups],
                            [width]))
     return 0
 
@@ -296,7 +279,7 @@ async def reset_offsets(admin: Admin, args: argparse.Namespace) -> int:
                 raise KafkaError(exc.code, f"{error_message(exc)} ({tp})")
     g = max([15, len(group)])
     t = max([15] + [len(tp.topic) for tp in offsets])
-    sys.stdout.write("\n" + _rows([["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]] + [
+    sys.stdout.write("\n" + table([["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]] + [
         [group, tp.topic, str(tp.partition), str(o)] for tp, o in offsets.items()], [g, t, 10]))
     return 0
 
@@ -313,21 +296,16 @@ async def delete_offsets(admin: Admin, args: argparse.Namespace) -> int:
     if any(e is not None for e in results.values()):
         status = 1
     width = max([15] + [len(t) for t in results])
-    sys.stdout.write("\n" + _rows([["TOPIC", "STATUS"]] + [
+    sys.stdout.write("\n" + table([["TOPIC", "STATUS"]] + [
         [t, "Successful" if e is None else f"Error: {error_message(e)}"]
         for t, e in sorted(results.items())], [width]))
     return status
 
 
 async def _main(args: argparse.Namespace, action: str) -> int:
-    props = load_properties(args.command_config) if args.command_config else ClientProperties()
-    timeout = max(1.0, args.timeout / 1000)
-    async with connect(args.bootstrap_server, props, default_client_id=PROG,
-                       request_timeout=max(timeout, 30.0)) as client:
-        admin = Admin(client, timeout=timeout)
-        handler = {"list": list_groups, "describe": describe, "delete": delete,
-                   "reset_offsets": reset_offsets, "delete_offsets": delete_offsets}[action]
-        return await handler(admin, args)
+    return await run_action(args, action, PROG, {
+        "list": list_groups, "describe": describe, "delete": delete,
+        "reset_offsets": reset_offsets, "delete_offsets": delete_offsets})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -65,6 +65,8 @@ TICKS = os.sysconf("SC_CLK_TCK")
 STAMP = struct.Struct(">qI")  # send time (perf_counter_ns), sequence number
 PRIMER = 0xFFFFFFFF
 DRAIN = 1000  # records taken at once by bench_latency's consumer after the one it waited for
+# A confluent-kafka client's settings, as its stubs type them.
+ClientConfig = Mapping[str, str | int | float | bool]
 QUIET = {"log_level": 3, "log.connection.close": False}
 _RUNS = itertools.count()
 
@@ -190,7 +192,7 @@ class Profiler:
 # --- clients ------------------------------------------------------------------------------
 
 def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1,
-                 client: Mapping[str, object] | None = None) -> None:
+                 client: ClientConfig | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET, **(client or {})})
     for future in admin.create_topics([NewTopic(name, partitions, replication)],
                                       operation_timeout=60, request_timeout=120).values():
@@ -271,7 +273,9 @@ def bench_latency(bootstrap: str, pid: int, *, linger_ms: int, seconds: float,
             for now, m in batch:
                 if m.error():
                     continue
-                sent_ns, seq = STAMP.unpack_from(m.value())
+                value = m.value()
+                assert value is not None, "every record here carries a stamp"
+                sent_ns, seq = STAMP.unpack_from(value)
                 if seq == PRIMER:
                     continue
                 got[0] += 1
@@ -349,7 +353,7 @@ class Throughput:
 def bench_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: int,
                   count: int, acks: str | int = 1, replication: int = 1,
                   cpu_pids: tuple[int, ...] = (),
-                  client: Mapping[str, object] | None = None,
+                  client: ClientConfig | None = None,
                   create: bool = True) -> Throughput:
     """Produce `count` records round-robin over the partitions and wait for every ack.
     Delivery is checked by delivery reports (errors only, so the client pays nothing per
@@ -398,7 +402,7 @@ def bench_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: i
 
 
 def bench_consume(bootstrap: str, pid: int, topic: str, partitions: int, size: int,
-                  count: int, client: Mapping[str, object] | None = None,
+                  count: int, client: ClientConfig | None = None,
                   cpu_pids: tuple[int, ...] = (), stall_seconds: float = 30) -> Throughput:
     """Read `count` records from the beginning. The clock starts at the first records received,
     which are not counted: librdkafka takes ~0.5 s after assign() before its first fetch

@@ -46,12 +46,14 @@ import json
 import os
 import shutil
 import signal
+import functools
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Message, Producer
 from kazoo.client import KazooClient
 
 from compat.apache_kafka import ApacheKafkaCluster, classpath, java
@@ -70,6 +72,7 @@ PROBE_PERIOD_S = 0.005
 LATENCY_RATE = 5000
 LATENCY_LINGER_MS = 5
 # pybroker's example sets min.insync.replicas 2 for the broker; so does the Kafka peer.
+Progress = Callable[[str, str], None]  # progress(phase, text): a figure as it comes
 KAFKA_OVERRIDES = {"min.insync.replicas": 2}
 
 
@@ -128,10 +131,10 @@ class ThreeBrokers:
 
     @property
     def pids(self) -> tuple[int, ...]:
-        return tuple(b.proc.pid for b in self.brokers.values()  # type: ignore[union-attr]
+        return tuple(b.proc.pid for b in self.brokers.values()
                      if b.proc is not None and b.proc.poll() is None)
 
-    def state(self, topic: str) -> dict:  # type: ignore[type-arg]
+    def state(self, topic: str) -> dict:
         raw, _ = self.zk.get(f"/brokers/topics/{topic}/partitions/0/state")
         return json.loads(raw)
 
@@ -171,7 +174,7 @@ class Prober:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        def report(err, msg, sent: float) -> None:  # type: ignore[no-untyped-def]
+        def report(err: KafkaError | None, msg: Message, sent: float) -> None:
             if err is None:
                 self.acked.append((sent, time.monotonic()))
             elif len(self.errors) < 5:
@@ -181,7 +184,7 @@ class Prober:
         while not self._stop.is_set():
             sent = time.monotonic()
             self.producer.produce(self.topic, b"p" * 100,
-                                  on_delivery=lambda err, msg, sent=sent: report(err, msg, sent))
+                                  on_delivery=functools.partial(report, sent=sent))
             due += PROBE_PERIOD_S
             while (left := due - time.monotonic()) > 0:  # poll() returns at each report
                 self.producer.poll(left)
@@ -212,7 +215,8 @@ class Prober:
         return max((b - a for a, b in zip(times, times[1:])), default=end - start)
 
 
-def measure_failover(cluster: ThreeBrokers, rounds: int, progress) -> tuple[list[float], list[float]]:  # type: ignore[no-untyped-def]
+def measure_failover(cluster: ThreeBrokers, rounds: int, progress: Progress
+                     ) -> tuple[list[float], list[float]]:
     create_topic(cluster.bootstrap, "failover", 1, 3)
     cluster.wait_full_isr("failover")
     prober = Prober(cluster.bootstrap, "failover").start()
@@ -243,7 +247,7 @@ def measure_failover(cluster: ThreeBrokers, rounds: int, progress) -> tuple[list
 
 
 def bench_cluster(work_dir: Path, rounds: int, count: int, partitions: tuple[int, ...],
-                  latency_seconds: float, progress, load_rounds: int = 1,  # type: ignore[no-untyped-def]
+                  latency_seconds: float, progress: Progress, load_rounds: int = 1,
                   kafka: bool = False) -> ClusterRun:
     """Failover of the three-broker cluster, then `load_rounds` of throughput and latency of
     it (and of three Kafka nodes when `kafka`), then of one broker. `progress(phase, text)` is
@@ -303,7 +307,7 @@ def idle_rss_mb(pids: tuple[int, ...]) -> float:
 
 
 def _load(system: System, rnd: int, count: int, partitions: tuple[int, ...],
-          latency_seconds: float, progress) -> Load:  # type: ignore[no-untyped-def]
+          latency_seconds: float, progress: Progress) -> Load:
     load = Load()
     name, bootstrap, pids, rf = system.name, system.bootstrap, system.pids, system.replication
     for n in partitions:

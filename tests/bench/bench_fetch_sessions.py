@@ -76,8 +76,8 @@ class _Broker:
                 self.http_port = int(m.group(1))
             if m := re.search(r"listening on [\d.]+:(\d+)", line):
                 self.port = int(m.group(1))
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr],  # type: ignore
-                         daemon=True).start()
+        stderr = self.proc.stderr  # drained, so the broker never blocks on a full pipe
+        threading.Thread(target=lambda: [None for _ in stderr], daemon=True).start()
 
     @property
     def bootstrap(self) -> str:

@@ -26,8 +26,12 @@ def _sessionless() -> None:
         for (topic, _), entry in wanted.items():
             send.setdefault(topic, []).append(entry)
         return 0, -1, send, {}
+
+    def answered(self: FetchSessionHandler, error_code: int, session_id: int) -> bool:
+        return error_code == 0
+    # patched on the class: every follower fetcher of this process goes sessionless
     FetchSessionHandler.build = build  # type: ignore[method-assign]
-    FetchSessionHandler.answered = lambda self, code, sid: code == 0  # type: ignore
+    FetchSessionHandler.answered = answered  # type: ignore[method-assign]
 
 
 def _cpu_s() -> float:

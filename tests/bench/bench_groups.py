@@ -56,11 +56,10 @@ def subscribe_to_first_record(bootstrap: str, run: int) -> float:
     consumer = _consumer(bootstrap, f"first-{run}")
     start = time.perf_counter()
     consumer.subscribe(["filled"])
-    while True:
+    msg = None
+    while msg is None or msg.error():
         msg = consumer.poll(0.01)
-        if msg is not None and not msg.error():
-            elapsed = time.perf_counter() - start
-            break
+    elapsed = time.perf_counter() - start
     consumer.close()
     return elapsed
 

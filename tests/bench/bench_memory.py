@@ -86,16 +86,19 @@ def _summary(n: int, args: argparse.Namespace, bound: str, idle_start: int,
 
 def run(n: int, args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
-        overrides = {} if args.pool is None else {"queued_max_request_bytes": str(args.pool)}
-        broker = BrokerProcess(Path(tmp) / "logs", **overrides).start()
+        broker = BrokerProcess(Path(tmp) / "logs")
+        if args.pool is not None:
+            broker.overrides["queued_max_request_bytes"] = str(args.pool)
+        proc = broker.start().proc
+        assert proc is not None
         try:
-            idle_start = rss(broker.proc.pid)
+            idle_start = rss(proc.pid)
             bound = _pool_bound(broker)
             m = measure(broker, [(args.declare, args.push)] * n, duration=args.duration,
                         after_close=10.0, group=True, kill_above=args.kill_above)
             print(_summary(n, args, bound, idle_start, m), flush=True)
         finally:
-            if broker.proc.poll() is None:
+            if proc.poll() is None:
                 broker.kill()
 
 

@@ -56,7 +56,9 @@ def cpu_per_produce_us(records: int) -> tuple[float, int]:
     produced (its CPU from /proc, its request count from its own /metrics)."""
     with Broker(process=True, http_listeners="http://127.0.0.1:0") as broker:
         broker.create_topic("cost", partitions=1)
-        pid, http_port = broker._proc.proc.pid, broker._proc.http_port  # type: ignore[union-attr]
+        proc = broker._proc
+        assert proc is not None and proc.proc is not None and proc.http_port is not None
+        pid, http_port = proc.proc.pid, proc.http_port
         producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0,
                              "acks": 1, "batch.num.messages": 10})
         before_n, before = _produce_requests(http_port), _broker_cpu_s(pid)

@@ -38,6 +38,7 @@ fast tier (tests/test_bench_rebalance_gaps.py); nothing here is timed by a test.
 """
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import uuid
@@ -191,7 +192,8 @@ class Member(threading.Thread):
             while self.running:
                 batch = self.consumer.consume(num_messages=1000, timeout=0.05)
                 now = time.monotonic()
-                parts = frozenset(m.partition() for m in batch if m.error() is None)
+                parts = frozenset(p for m in batch
+                                  if m.error() is None and (p := m.partition()) is not None)
                 if parts:
                     self.receipts.append((now, parts))
                 errors = [m.error() for m in batch if m.error() is not None]
@@ -257,9 +259,11 @@ def _stable_balance(members: Sequence[Member]) -> Callable[[], bool]:
         if not balanced([set(a) for a in current], PARTITIONS):
             since[0] = None
             return False
-        if current != seen[0] or since[0] is None:
+        start = since[0]
+        if current != seen[0] or start is None:
             seen[0], since[0] = current, now
-        return now - since[0] >= STABLE
+            start = now
+        return now - start >= STABLE
     return check
 
 
@@ -387,8 +391,7 @@ def bench_rebalance(brokers: Sequence[Any], rounds: int, modes: Sequence[str],
         for b in [*brokers[shift:], *brokers[:shift]]:
             for mode in modes:
                 try:
-                    out = measure_join(b.bootstrap, mode,
-                                       lambda text, name=b.name: progress(name, text))
+                    out = measure_join(b.bootstrap, mode, functools.partial(progress, b.name))
                 except Exception as exc:
                     note = f"rebalance: {b.name}, {mode}, round {rnd + 1}: {exc}"
                     run.failures.append(note)

@@ -112,7 +112,7 @@ def main() -> None:
                         "sasl.mechanism": mechanism}
                 if mechanism == "OAUTHBEARER":
                     conf.update({"sasl.oauthbearer.config": "principal=alice",
-                                 "enable.sasl.oauthbearer.unsecure.jwt": True})
+                                 "enable.sasl.oauthbearer.unsecure.jwt": "true"})
                 else:
                     conf.update({"sasl.username": user, "sasl.password": "alice-secret"})
                 label = mechanism + (" (8192 it.)" if user == "alice8k" else "")

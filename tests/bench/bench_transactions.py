@@ -121,7 +121,8 @@ def main() -> None:
                 if i % 1000 == 0:
                     producer.poll(0)
             assert producer.flush(60) == 0
-            uncommitted, committed = [], []
+            uncommitted: list[float] = []
+            committed: list[float] = []
             consume_run(bootstrap, topic, n, "read_uncommitted")  # the page cache warmed
             for run in range(args.runs):  # alternating which goes first
                 order = ["read_uncommitted", "read_committed"][::1 if run % 2 else -1]

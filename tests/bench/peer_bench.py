@@ -138,7 +138,7 @@ from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -156,8 +156,8 @@ from tests.bench.bench_scaling import (  # noqa: E402
     bench_partitions_point, raise_open_file_limit,
 )
 from tests.bench.bench_partitions import (  # noqa: E402
-    COUNTS as PARTITION_COUNTS, QUICK_COUNTS as QUICK_PARTITION_COUNTS, bench_partitions,
-    bench_partitions_kafka,
+    COUNTS as PARTITION_COUNTS, QUICK_COUNTS as QUICK_PARTITION_COUNTS, PartitionsRun,
+    bench_partitions, bench_partitions_kafka,
 )
 from tests.bench.kafka_perf import perf_consume, perf_produce  # noqa: E402
 from tests.helpers import BrokerProcess  # noqa: E402
@@ -603,7 +603,8 @@ def run_partitions(results: Results, tmp: Path, counts: Iterable[int],
                    kafka: bool = False) -> None:
     """pybroker alone, or (with `kafka`) pybroker and Apache Kafka in turn for each count,
     the first alternating from count to count."""
-    runners = [("pybroker", bench_partitions)]
+    runners: list[tuple[str, Callable[[Path, int], PartitionsRun]]] = [
+        ("pybroker", bench_partitions)]
     if kafka:
         runners.append((KafkaPeer.name, bench_partitions_kafka))
     for i, n in enumerate(counts):
@@ -995,7 +996,9 @@ def run_share(peers: tuple[str, ...], records: int | None, quick: bool,
                     stop = node.kill
                     bootstrap = node.bootstrap
                 else:
-                    bp = BrokerProcess(Path(tmp) / "logs", **bs.SETTINGS).start()
+                    bp = BrokerProcess(Path(tmp) / "logs")
+                    bp.overrides.update(bs.SETTINGS)
+                    bp.start()
                     stop, bootstrap = bp.kill, bp.bootstrap
                 try:
                     with _stderr_silenced():  # librdkafka's flood on Kafka's refusals

@@ -12,7 +12,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import NotEnoughReplicasError
 
 from tests.cluster.brokers import LAG_TIME_MS, SESSION_TIMEOUT_MS, Cluster, running_cluster
-from tests.cluster.checker import check
+from tests.cluster.checker import History, check
 from tests.cluster.workload import AckedProducer, read_all
 
 
@@ -28,6 +28,19 @@ def create_topic(cluster: Cluster, name: str, partitions: int = 1, rf: int = 3,
     for p in range(partitions):
         cluster.wait_until(lambda p=p: len(cluster.state(name, p)["isr"]) == rf, 30,
                            f"{name}-{p} to have a full ISR")
+
+
+def assert_nothing_acked_lost(cluster: Cluster, topic: str, history: History,
+                              partitions: int = 1) -> None:
+    """After the faults healed: every acknowledged record of `topic` reads back where and
+    as it was acknowledged (the checker finds nothing), and every broker holds the same bytes
+    of each partition (the replicas converged)."""
+    read_all(cluster.bootstrap(), topic, history, partitions)
+    problems = check(history)
+    assert not problems, problems[:10]
+    for p in range(partitions):
+        copies = {n: cluster.segment_bytes(n, topic, p) for n in cluster.ids}
+        assert len(set(copies.values())) == 1, {n: len(b) for n, b in copies.items()}
 
 
 def test_quickstart_kill_the_leader(tmp_path: Path, zookeeper) -> None:  # type: ignore[no-untyped-def]
@@ -78,13 +91,8 @@ def test_acked_records_survive_leader_and_controller_kills(tmp_path: Path, zooke
                     cluster.wait_isr("jepsen", p, {1, 2, 3}, timeout=60)
         finally:
             history = producer.stop()
-        read_all(cluster.bootstrap(), "jepsen", history, 3)
-        problems = check(history)
-        assert not problems, problems[:10]
+        assert_nothing_acked_lost(cluster, "jepsen", history, 3)
         assert len(history.acked) >= 800
-        for p in range(3):  # after healing: the same bytes everywhere
-            copies = {n: cluster.segment_bytes(n, "jepsen", p) for n in (1, 2, 3)}
-            assert len(set(copies.values())) == 1, {n: len(b) for n, b in copies.items()}
 
 
 def test_two_brokers_down_refuses_acks_all_but_reads_go_on(tmp_path: Path, zookeeper
@@ -226,10 +234,7 @@ def test_paused_follower_leaves_the_isr_and_rejoins(tmp_path: Path, zookeeper
             cluster.wait_isr("lagging", 0, set(cluster.ids), timeout=30)
         finally:
             history = producer.stop()
-        read_all(cluster.bootstrap(), "lagging", history, 1)
-        assert not check(history)
-        copies = {n: cluster.segment_bytes(n, "lagging", 0) for n in cluster.ids}
-        assert len(set(copies.values())) == 1
+        assert_nothing_acked_lost(cluster, "lagging", history)
 
 
 def test_zombie_leader_paused_past_its_session(tmp_path: Path, zookeeper
@@ -252,10 +257,7 @@ def test_zombie_leader_paused_past_its_session(tmp_path: Path, zookeeper
             cluster.wait_isr("zombie", 0, set(cluster.ids), timeout=40)
         finally:
             history = producer.stop()
-        read_all(cluster.bootstrap(), "zombie", history, 1)
-        assert not check(history)
-        copies = {n: cluster.segment_bytes(n, "zombie", 0) for n in cluster.ids}
-        assert len(set(copies.values())) == 1
+        assert_nothing_acked_lost(cluster, "zombie", history)
         assert any("registered broker" in ln for ln in cluster.brokers[old].stderr_lines[-200:])
 
 
@@ -380,10 +382,7 @@ def test_follower_cut_off_from_the_leader_leaves_and_rejoins_the_isr(
             cluster.wait_isr("cut", 0, {1, 2, 3}, timeout=40)
         finally:
             history = producer.stop()
-        read_all(cluster.bootstrap(), "cut", history, 1)
-        assert not check(history)
-        copies = {n: cluster.segment_bytes(n, "cut", 0) for n in cluster.ids}
-        assert len(set(copies.values())) == 1
+        assert_nothing_acked_lost(cluster, "cut", history)
     finally:
         cluster.close()
         proxy.close()

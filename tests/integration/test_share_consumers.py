@@ -2,10 +2,6 @@
 share consumer, a preview in 2.16), unmodified, against a real broker."""
 from __future__ import annotations
 
-import queue
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -13,7 +9,7 @@ from typing import Callable, Iterator
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
-from compat.differential.share_scenarios import HOLDER
+from compat.differential.share_scenarios import hold, polling, start_holder
 from tests.helpers import broker_in_thread
 from tests.integration.raw import create_topic, enable_share_groups
 
@@ -58,35 +54,18 @@ def warm_up(bootstrap: str, poll: Callable[[], bool]) -> None:
 def test_three_consumers_share_one_partition_and_read_each_record_once(bootstrap: str) -> None:
     consumers = [consumer(bootstrap) for _ in range(3)]
     got: list[list[tuple[int, bytes]]] = [[] for _ in consumers]
-    stop = threading.Event()
-
-    def run(i: int) -> None:
-        while not stop.is_set():
-            for m in consumers[i].poll(0.2):
-                if m.error() is None:
-                    got[i].append((m.offset(), m.value()))
-
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(3)]
-    for t in threads:
-        t.start()
-    try:
+    seen: list[bytes] = []
+    payload = [f"r{i}".encode() for i in range(300)]
+    with polling(consumers, lambda i, m: got[i].append((m.offset(), m.value()))):
         warm_up(bootstrap, lambda: (time.sleep(0.5), any(got))[1])
-        payload = [f"r{i}".encode() for i in range(300)]
         for i in range(0, 300, 30):  # several batches, so that all three get some
             produce(bootstrap, payload[i:i + 30])
         deadline = time.monotonic() + 30
-        seen: list[bytes] = []
         while time.monotonic() < deadline:
             seen = [v for g in got for _, v in list(g) if v != b"warm-up"]
             if len(seen) >= 300:
                 break
             time.sleep(0.2)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(10)
-        for c in consumers:
-            c.close()
     assert sorted(seen) == sorted(payload)  # every record, none twice
     offsets = [o for g in got for o, _ in g]
     assert len(offsets) == len(set(offsets))
@@ -167,26 +146,10 @@ def test_records_of_a_killed_consumer_come_back_when_its_connection_closes(
     """A consumer process holding records is killed -9: its connection closes, and with it
     its share session, so another consumer gets them at once with the delivery taken back
     (count 1), as Kafka 4.1.1 does (compat/DIFFERENTIAL.md's share scenarios)."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, bootstrap, "sg", "q"],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x.strip()) for x in holder.stdout or ()],
-                     daemon=True).start()
+    holder, lines = start_holder(bootstrap, "sg", "q", tries=1, seconds=30)
     c: ShareConsumer | None = None
     try:
-        deadline = time.monotonic() + 30
-        line = ""
-        while line != "warm" and time.monotonic() < deadline:
-            produce(bootstrap, [b"warm-up"])
-            try:
-                line = lines.get(timeout=0.5)
-            except queue.Empty:
-                pass
-        assert line == "warm", "the holder got no warm-up record in 30 s"
-        produce(bootstrap, [b"a", b"b", b"c"])
-        while not line.startswith("held:"):
-            line = lines.get(timeout=30)
-        held = line[len("held:"):].split(",")
+        held = hold(bootstrap, "q", lines, [b"a", b"b", b"c"])
         holder.kill()
         holder.wait(10)
         c = consumer(bootstrap)
