@@ -405,7 +405,10 @@ class _Session:
             self.ended = True
         if self.client is not None:
             log.info("session 0x%x ended: %s", self.id, why)
-            self.client.stop()
+            try:
+                self.client.stop()
+            except OSError:  # the log failed, so the service is stopping (`failure` says why)
+                pass
             self.client.close()
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
