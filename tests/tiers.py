@@ -34,6 +34,7 @@ TIER_OF_PATH: dict[str, str] = {
     "test_packaging.py": "integration",  # pip builds a wheel and a venv
     "test_quickstart.py": "integration",  # a broker subprocess and the tools' processes
     "test_readme.py": "integration",
+    "node/test_metadata_durability.py": "integration",  # kill -9 of a service process
 }
 
 
