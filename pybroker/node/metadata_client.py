@@ -77,7 +77,7 @@ class ProtocolError(Exception):
 
 def is_node_connect(connect: str | None) -> bool:
     """Whether a zookeeper.connect names a node's metadata service (``unix:<path>``)."""
-    return bool(connect) and connect.startswith(SCHEME)  # type: ignore[union-attr]
+    return connect is not None and connect.startswith(SCHEME)
 
 
 def socket_path_of(hosts: str) -> str:
@@ -468,6 +468,21 @@ class NodeZooKeeperClient:
         if self._dispatcher is not None:
             self._events.put(None)
             self._dispatcher = None
+
+    def expire(self) -> None:
+        """Lose the session now, as after missed pings (memory_zk's hook for tests): the
+        connection closes, so the service drops the session's ephemerals and watches;
+        listeners hear LOST, then CONNECTED once the client has a new session, which it has
+        when this returns (or after the session timeout, ConnectionLoss)."""
+        conn = self._conn
+        if conn is None:
+            return
+        conn.close()
+        deadline = time.monotonic() + max(conn.timeout_ms / 1000, 1.0)
+        while self._conn is None or self._conn is conn:
+            if time.monotonic() > deadline or not self._wanted:
+                raise ConnectionLoss("no new session with the metadata service")
+            time.sleep(0.01)
 
     def add_listener(self, listener: Callable[[str], Any]) -> None:
         self._listeners.append(listener)

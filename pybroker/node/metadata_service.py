@@ -505,7 +505,7 @@ class MetadataService:
 
     def _reap(self) -> None:
         """End every session silent for its timeout."""
-        while not self.stopped.wait(0.02):
+        while not self.stopped.wait(0.05):
             now = time.monotonic()
             with self._lock:
                 silent = [s for s in self._sessions.values()

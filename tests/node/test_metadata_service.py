@@ -195,6 +195,19 @@ def test_a_client_that_stops_pinging_loses_its_session(service: MetadataService,
     assert watcher.exists("/alive") is not None and alive.state == "CONNECTED"
 
 
+def test_expire_gives_a_new_session_as_memory_zk_does(service: MetadataService,
+                                                     clients: list) -> None:
+    zk, other = _client(service, clients), _client(service, clients)
+    states = _Events()
+    zk.add_listener(states)
+    old = zk.client_id
+    zk.create("/e", ephemeral=True)
+    zk.expire()
+    assert zk.client_id is not None and zk.client_id != old
+    assert states.wait(2) == ["LOST", "CONNECTED"]
+    assert other.exists("/e") is None and zk.exists("/e") is None
+
+
 def test_the_session_timeout_is_capped_by_the_service(service: MetadataService,
                                                       clients: list) -> None:
     assert _client(service, clients, timeout=60).session_timeout_ms == 6000
@@ -365,3 +378,22 @@ def test_a_log_that_cannot_be_written_stops_the_service(service: MetadataService
         zk.set("/a", b"2")
     _wait(service.stopped.is_set, what="the service to stop")
     assert isinstance(service.failure, OSError)
+
+
+def test_a_broker_with_a_unix_connect_string_uses_the_service(service: MetadataService) -> None:
+    """The seam of a node's workers: zookeeper.connect=unix:<socket> is the service, no
+    chroot taken from the socket's path; the broker registers there, becomes the
+    controller, creates a topic there, and its registration goes when it stops."""
+    from pybroker.cluster.zk_session import split_chroot
+    from pybroker.testing import Broker
+
+    assert split_chroot(service.connect) == (service.connect, "")
+    assert service.tree is not None
+    with Broker(zookeeper_connect=service.connect, broker_id=5,
+                offsets_topic_replication_factor=1) as broker:
+        broker.create_topic("on-the-node", partitions=2)
+        persistent = service.tree.persistent()
+        assert "/brokers/topics/on-the-node/partitions/1/state" in persistent
+        assert service.tree.ephemeral_owners().keys() >= {"/brokers/ids/5", "/controller"}
+        assert broker.running
+    assert service.tree.ephemeral_owners() == {}
