@@ -26,6 +26,7 @@ TIER_OF_PATH: dict[str, str] = {
     "integration/": "integration",
     "integration/test_status_page.py": "ecosystem",  # chromium renders the page
     "cluster/": "cluster",
+    "cluster/test_memory_zk.py": "fast",  # in-memory trees, in-process: no ZooKeeper
     "compat/": "ecosystem",
     "reference/": "ecosystem",
     "bench/": "bench",

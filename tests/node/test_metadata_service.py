@@ -1,10 +1,8 @@
-"""The node's metadata service keeps, through its socket, the semantics the store and the
-controller rely on (those of tests/cluster/test_memory_zk.py): conditional writes, all-or-
-nothing multi-ops with kazoo's results, ephemerals per session, one-shot watches delivered on
-the client's thread; and what a tree shared across processes adds: sessions that expire when
-their client stops pinging, a client that opens a new session after losing one, and the tree
-rebuilt from its log and snapshot. In-process (threads); the kill -9 of a service process is
-test_metadata_durability.py's."""
+"""What the node's metadata service adds to memory_zk's tree (whose semantics, through the
+socket, tests/cluster/test_memory_zk.py checks on both): the wire, bad requests answered with
+kazoo's errors, sessions that expire when their client stops pinging, a client that opens a new
+session after losing one, the tree rebuilt from its log and snapshot, the broker's seam.
+In-process (threads); the kill -9 of a service process is test_metadata_durability.py's."""
 from __future__ import annotations
 
 import logging
@@ -15,9 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kazoo.exceptions import BadArgumentsError, BadVersionError, ConnectionLoss, \
-    NodeExistsError, NoNodeError, NotEmptyError, RolledBackError, RuntimeInconsistency, \
-    SessionExpiredError, UnimplementedError
+from kazoo.exceptions import BadArgumentsError, ConnectionLoss, SessionExpiredError, \
+    UnimplementedError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType
 
@@ -25,33 +22,7 @@ from pybroker.node import metadata_service
 from pybroker.node.metadata_client import NodeZooKeeperClient, ProtocolError, decode, encode, \
     recv_frame, send_frame, socket_path_of
 from pybroker.node.metadata_service import MetadataService
-
-
-class _Events:
-    def __init__(self) -> None:
-        self.seen: list = []
-        self.threads: set[str] = set()
-        self.cond = threading.Condition()
-
-    def __call__(self, event) -> None:  # type: ignore[no-untyped-def]
-        with self.cond:
-            self.seen.append(event if isinstance(event, str) else (event.type, event.path))
-            self.threads.add(threading.current_thread().name)
-            self.cond.notify_all()
-
-    def wait(self, count: int, timeout: float = 10) -> list:
-        with self.cond:
-            assert self.cond.wait_for(lambda: len(self.seen) >= count, timeout), self.seen
-            return list(self.seen)
-
-
-def _wait(check, timeout: float = 10, what: str = ""):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := check():
-            return result
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what or check}")
+from tests.cluster.test_memory_zk import Events
 
 
 @pytest.fixture
@@ -96,76 +67,6 @@ def test_the_wire_form_keeps_bytes_and_rejects_garbage() -> None:
         socket_path_of("unix:relative.sock")
 
 
-def test_versions_and_conditional_writes(service: MetadataService, clients: list) -> None:
-    zk = _client(service, clients)
-    with pytest.raises(NoNodeError):
-        zk.create("/a/b", b"x")
-    assert zk.create("/a/b", b"x", makepath=True) == "/a/b"
-    with pytest.raises(NodeExistsError):
-        zk.create("/a/b")
-    data, stat = zk.get("/a/b")
-    assert (data, stat.version) == (b"x", 0)
-    assert zk.set("/a/b", b"y", version=0).version == 1
-    with pytest.raises(BadVersionError):
-        zk.set("/a/b", b"z", version=0)
-    with pytest.raises(NotEmptyError):
-        zk.delete("/a")
-    with pytest.raises(BadArgumentsError):
-        zk.get("no-slash")
-    with pytest.raises(BadArgumentsError):
-        zk.set("/a/b", "not bytes")  # type: ignore[arg-type]
-    zk.delete("/a", recursive=True)
-    assert zk.exists("/a") is None
-    first = zk.create("/s/n_", makepath=True, sequence=True)
-    assert (first, zk.create("/s/n_", sequence=True)) == ("/s/n_0000000000", "/s/n_0000000001")
-    assert zk.ensure_path("/x/y/z") and zk.get_children("/x") == ["y"]
-
-
-def test_a_failed_multi_op_applies_nothing(service: MetadataService, clients: list) -> None:
-    zk = _client(service, clients)
-    zk.create("/epoch", b"1")
-    txn = zk.transaction()
-    txn.create("/controller", b"me")
-    txn.check("/epoch", 5)
-    txn.set_data("/epoch", b"2")
-    results = txn.commit()
-    assert [type(r) for r in results] == [RolledBackError, BadVersionError,
-                                          RuntimeInconsistency]
-    assert zk.exists("/controller") is None and zk.get("/epoch")[0] == b"1"
-    txn = zk.transaction()
-    txn.check("/epoch", 0)
-    txn.create("/controller", b"me")
-    txn.set_data("/epoch", b"2", version=0)
-    txn.delete("/controller")
-    results = txn.commit()
-    assert results[:2] == [True, "/controller"] and results[2].version == 1
-    assert results[3] is True and zk.exists("/controller") is None
-
-
-def test_ephemerals_go_with_their_session_and_watches_fire_once(
-        service: MetadataService, clients: list) -> None:
-    broker, other = _client(service, clients), _client(service, clients)
-    broker.create("/brokers/ids/1", b"{}", ephemeral=True, makepath=True)
-    czxid = broker.exists("/brokers/ids/1").czxid
-    assert other.exists("/brokers/ids/1").ephemeralOwner == broker.client_id[0]
-    events = _Events()
-    assert other.get_children("/brokers/ids", watch=events) == ["1"]
-    other.get("/brokers/ids/1", watch=events)
-    other.get("/brokers/ids/1", watch=events)  # the same watch twice: still one watch
-    broker.stop()
-    assert other.exists("/brokers/ids/1") is None  # gone when stop returned
-    seen = events.wait(2)
-    assert set(seen) == {(EventType.CHILD, "/brokers/ids"), (EventType.DELETED, "/brokers/ids/1")}
-    assert events.threads == {"node-zk-events"}  # the client's own thread, as kazoo's
-    with pytest.raises(SessionExpiredError):
-        broker.get("/brokers/ids")
-    broker.start()  # a new session registers again, under a new czxid (a new broker epoch)
-    broker.create("/brokers/ids/1", b"{}", ephemeral=True)
-    assert broker.exists("/brokers/ids/1").czxid > czxid
-    time.sleep(0.1)
-    assert len(events.seen) == 2  # one-shot: nothing more without re-arming
-
-
 def test_a_client_that_stops_pinging_loses_its_session(service: MetadataService,
                                                         clients: list) -> None:
     """A SIGSTOPped worker, as the service sees it: a connection that says nothing. Its
@@ -179,7 +80,7 @@ def test_a_client_that_stops_pinging_loses_its_session(service: MetadataService,
     assert kind == "ok" and granted["timeout_ms"] == 300
     send_frame(silent, [2, "create", ["/brokers/ids/7", b"{}", True, False, True]])
     assert recv_frame(silent) == [2, "ok", "/brokers/ids/7"]
-    events = _Events()
+    events = Events()
     assert watcher.exists("/brokers/ids/7", watch=events) is not None
     started = time.monotonic()
     assert events.wait(1, timeout=5) == [(EventType.DELETED, "/brokers/ids/7")]
@@ -188,17 +89,17 @@ def test_a_client_that_stops_pinging_loses_its_session(service: MetadataService,
     assert recv_frame(silent) is None  # closed by the service
     silent.close()
     assert granted["session"] not in service.sessions()
-    # A live client keeps its session with pings, well past its timeout.
-    alive = _client(service, clients, timeout=0.3)
+    # A live client keeps its session with pings (every third of it), past its timeout.
+    alive = _client(service, clients, timeout=1.0)
     alive.create("/alive", ephemeral=True)
-    time.sleep(1.2)
+    time.sleep(2.5)
     assert watcher.exists("/alive") is not None and alive.state == "CONNECTED"
 
 
 def test_expire_gives_a_new_session_as_memory_zk_does(service: MetadataService,
                                                      clients: list) -> None:
     zk, other = _client(service, clients), _client(service, clients)
-    states = _Events()
+    states = Events()
     zk.add_listener(states)
     old = zk.client_id
     zk.create("/e", ephemeral=True)
@@ -224,7 +125,7 @@ def test_a_lost_session_is_replaced_and_the_listeners_hear_it(where: tuple[Path,
     zk = NodeZooKeeperClient(hosts=svc.connect, timeout=2)
     try:
         zk.start()
-        states = _Events()
+        states = Events()
         zk.add_listener(states)
         zk.create("/kept", b"v")
         zk.create("/mine", ephemeral=True)
@@ -275,7 +176,12 @@ def test_bad_requests_get_errors_not_a_dead_service(service: MetadataService,
     raw.sendall(b"\x00\x00\x00\x01Q")  # not a value: the connection goes
     assert recv_frame(raw) is None
     raw.close()
-    assert _client(service, clients).ensure_path("/still-serving")
+    zk = _client(service, clients)
+    with pytest.raises(BadArgumentsError):
+        zk.get("no-slash")
+    with pytest.raises(BadArgumentsError):
+        zk.set("/still-serving", "not bytes")  # type: ignore[arg-type]
+    assert zk.ensure_path("/still-serving")
 
 
 def _tree(zk: NodeZooKeeperClient, path: str = "/") -> dict[str, tuple[bytes, int, int, int]]:
@@ -376,7 +282,7 @@ def test_a_log_that_cannot_be_written_stops_the_service(service: MetadataService
     journal._fd = os.open(os.devnull, os.O_RDONLY)  # writes fail with EBADF
     with pytest.raises(ConnectionLoss):
         zk.set("/a", b"2")
-    _wait(service.stopped.is_set, what="the service to stop")
+    assert service.stopped.wait(10)
     assert isinstance(service.failure, OSError)
 
 
@@ -391,6 +297,11 @@ def test_a_broker_with_a_unix_connect_string_uses_the_service(service: MetadataS
     assert service.tree is not None
     with Broker(zookeeper_connect=service.connect, broker_id=5,
                 offsets_topic_replication_factor=1) as broker:
+        metadata = broker.server_info.broker.metadata
+        deadline = time.monotonic() + 30  # its registration reaches its own image
+        while 5 not in metadata.image.brokers:
+            assert time.monotonic() < deadline, "broker 5 never saw its own registration"
+            time.sleep(0.02)
         broker.create_topic("on-the-node", partitions=2)
         persistent = service.tree.persistent()
         assert "/brokers/topics/on-the-node/partitions/1/state" in persistent
