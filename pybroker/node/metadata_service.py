@@ -416,7 +416,9 @@ class _Session:
 class MetadataService:
     """The node's metadata store, served at `socket_path` (connect string
     ``unix:<socket_path>``), kept in `data_dir`; sessions granted at most
-    `session_timeout_ms`. `start` and `close` from a plain (non-trio) thread."""
+    `session_timeout_ms`. `start` and `close` from a plain (non-trio) thread. `stopped` is
+    set once it stops serving, by `close` or because its log failed (`failure` then says
+    why): a supervisor watching it stops the node loudly, as its workers cannot go on."""
 
     def __init__(self, socket_path: Path, data_dir: Path, session_timeout_ms: int) -> None:
         if session_timeout_ms < MIN_SESSION_TIMEOUT_MS:
