@@ -300,7 +300,9 @@ class _Session:
                     raise ProtocolError(f"not a request: {frame!r}")
                 xid, op, args = frame
                 if op == "hello" and self.client is None:
-                    self.send([xid, "ok", self._hello(args)])
+                    granted = self._hello(args)
+                    self.sock.settimeout(None)  # the reaper watches it from now on
+                    self.send([xid, "ok", granted])
                     continue
                 if self.client is None:
                     raise ProtocolError("a request before the hello")
@@ -467,6 +469,9 @@ class MetadataService:
 
     def _listen(self) -> socket.socket:
         path = str(self.socket_path)
+        if len(os.fsencode(path)) > 107:  # sun_path: 108 bytes with its NUL
+            raise ValueError(f"the metadata service's socket path is {len(os.fsencode(path))} "
+                             f"bytes, more than a Unix socket takes (107): {path}")
         if self.socket_path.exists():  # a live service answers; a dead one's file is stale
             probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -497,7 +502,9 @@ class MetadataService:
                 continue
             except OSError:
                 break
-            sock.settimeout(None)
+            # Until its hello, a connection has no session for the reaper to watch: one that
+            # says nothing for the longest session timeout is dropped.
+            sock.settimeout(self.session_timeout_ms / 1000)
             session = _Session(self, sock)
             threading.Thread(target=session.serve, daemon=True, name="metadata-session").start()
 

@@ -109,6 +109,24 @@ def test_expire_gives_a_new_session_as_memory_zk_does(service: MetadataService,
     assert other.exists("/e") is None and zk.exists("/e") is None
 
 
+def test_a_connection_without_a_hello_is_dropped(where: tuple[Path, Path],
+                                                 tmp_path: Path) -> None:
+    svc = MetadataService(*where, session_timeout_ms=300)
+    svc.start()
+    try:
+        mute = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        mute.connect(str(svc.socket_path))
+        mute.settimeout(10)
+        started = time.monotonic()
+        assert mute.recv(1) == b""  # closed by the service
+        assert time.monotonic() - started < 5
+        mute.close()
+        with pytest.raises(ValueError, match="more than a Unix socket takes"):
+            MetadataService(tmp_path / ("s" * 120), tmp_path / "d2", 300).start()
+    finally:
+        svc.close()
+
+
 def test_the_session_timeout_is_capped_by_the_service(service: MetadataService,
                                                       clients: list) -> None:
     assert _client(service, clients, timeout=60).session_timeout_ms == 6000
