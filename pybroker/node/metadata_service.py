@@ -306,9 +306,8 @@ class _Session:
                     continue
                 if self.client is None:
                     raise ProtocolError("a request before the hello")
-                if op == "close":
-                    self.end("the client closed it")
-                    self.send([xid, "ok", True])
+                if op == "close":  # answered once its ephemerals are gone, as ZooKeeper's
+                    self.end("the client closed it", answer=[xid, "ok", True])
                     break
                 try:
                     result = [xid, "ok", self._op(op, args)]
@@ -397,9 +396,9 @@ class _Session:
             return txn.commit()
         raise UnimplementedError(f"no operation {op!r}")
 
-    def end(self, why: str) -> None:
+    def end(self, why: str, answer: Any = None) -> None:
         """End the session once: its ephemerals go (their watches fire for the others), its
-        watches go, its connection closes."""
+        watches go, `answer` (if any) is sent, its connection closes."""
         with self._ended:
             if self.ended:
                 return
@@ -411,6 +410,12 @@ class _Session:
             except OSError:  # the log failed, so the service is stopping (`failure` says why)
                 pass
             self.client.close()
+        if answer is not None:
+            try:
+                with self.send_lock:
+                    send_frame(self.sock, answer)
+            except OSError:
+                pass
         close_socket(self.sock)
         self.service._closed(self)
 

@@ -191,9 +191,22 @@ def test_bad_requests_get_errors_not_a_dead_service(service: MetadataService,
     send_frame(raw, [3, "create", ["/a"]])  # too few arguments
     _, kind, error = recv_frame(raw)
     assert kind == "error" and isinstance(error, BadArgumentsError)
+    send_frame(raw, [4, "create", ["/e", b"", True, False, False]])
+    assert recv_frame(raw) == [4, "ok", "/e"]
     raw.sendall(b"\x00\x00\x00\x01Q")  # not a value: the connection goes
     assert recv_frame(raw) is None
     raw.close()
+    assert service.tree is not None and service.tree.ephemeral_owners() == {}
+    closing = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    closing.connect(str(service.socket_path))
+    send_frame(closing, [1, "hello", {}])
+    recv_frame(closing)
+    send_frame(closing, [2, "create", ["/e", b"", True, False, False]])
+    recv_frame(closing)
+    send_frame(closing, [3, "close", []])  # answered once the ephemeral is gone
+    assert recv_frame(closing) == [3, "ok", True] and service.tree.ephemeral_owners() == {}
+    assert recv_frame(closing) is None
+    closing.close()
     zk = _client(service, clients)
     with pytest.raises(BadArgumentsError):
         zk.get("no-slash")
