@@ -12,9 +12,12 @@ A share-partition is created at the first ShareFetch of the group for that parti
 starting where `share.auto.offset.reset` says (latest: the high watermark then). One timer
 task sleeps until the earliest acquisition-lock or member-session deadline; when locks expire,
 the purgatory is notified for their partitions, so a ShareFetch waiting there reads again and
-gets the records that came back. A member that leaves or times out, and a session closed with
-epoch -1 or by its connection's end, release what the member holds, with the same
-notification; a closed session's records with their delivery taken back, as Kafka's.
+gets the records that came back. A session closed with epoch -1 or by its connection's end
+releases what the member holds, with the same notification, the delivery taken back, as
+Kafka's. A member that leaves the group or times out releases nothing: membership and
+share-partitions are apart (on a cluster on different brokers), and Kafka 4.1.1 too hands
+such a member's records out again only when their acquisition locks run out (delivery
+counted; checked against it).
 
 Durability. Each change to a share-partition's durable view (an acknowledgement, a release, a
 lock expiry, the SPSO moving) marks it dirty; `flush()` hands one ShareSnapshot per dirty
@@ -197,9 +200,7 @@ class ShareCoordinator:
         result = self.groups.heartbeat(group_id, member_id, member_epoch, rack_id,
                                        subscribed_topic_names, self.lookup, self.now(),
                                        client_id=client_id, client_host=client_host)
-        if result.left is not None:
-            self.release_member(group_id, result.left)
-        elif result.error == ErrorCode.NONE:  # the member's session runs from now
+        if result.left is None and result.error == ErrorCode.NONE:  # its session runs from now
             self._kick(self.now() + config.session_timeout_ms)
         if result.error == ErrorCode.NONE:
             code = await self._write_group(group_id, before)
@@ -336,21 +337,19 @@ class ShareCoordinator:
         written by the timer task's next flush (a connection's end cannot wait on the log)."""
         released = 0
         for session in self.sessions.close_connection(connection):
-            released += self.release_member(session.group_id, session.member_id,
-                                            undo_delivery=True)
+            released += self.release_member(session.group_id, session.member_id)
         if released and self._wakeup is not None:
             self._flush_soon = True
             self._wakeup.set()
 
-    def release_member(self, group_id: str, member_id: str, *,
-                       undo_delivery: bool = False) -> int:
-        """A member left, timed out or closed its session: its records come back (a closed
-        session's with their delivery taken back, `SharePartition.release_member`); how
-        many."""
+    def release_member(self, group_id: str, member_id: str) -> int:
+        """A member closed its share session (epoch -1, or its connection's end): its
+        records come back with their delivery taken back (`SharePartition.release_member`,
+        Kafka's releaseAcquiredRecords); how many."""
         released = 0
         for key, sp in self.partitions.items():
             if key[0] == group_id:
-                count = sp.release_member(member_id, undo_delivery=undo_delivery)
+                count = sp.release_member(member_id, undo_delivery=True)
                 if count:
                     self.changed(key)
                     released += count
@@ -400,8 +399,7 @@ class ShareCoordinator:
                 self.changed(key)
         due = {g.group_id: durable_view(g) for g in self.groups.groups.values()
                if any(m.session_deadline_ms <= now_ms for m in g.members.values())}
-        for group_id, member_id in self.groups.expire(now_ms, self.lookup):
-            self.release_member(group_id, member_id)
+        self.groups.expire(now_ms, self.lookup)  # what they hold comes back with its locks
         for group_id, before in due.items():  # written at the next flush
             self._group_records += records_between(
                 group_id, before, durable_view(self.groups.groups.get(group_id)))

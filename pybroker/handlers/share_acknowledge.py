@@ -31,8 +31,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     results = await persisted(shares, results)
     if session.closing:
         shares.sessions.close(request.group_id, request.member_id)
-        shares.release_member(request.group_id, request.member_id,
-                             undo_delivery=True)
+        shares.release_member(request.group_id, request.member_id)
         await shares.flush()
     by_topic: dict = {}
     for (topic_id, partition), (code, leader) in results.items():

@@ -53,7 +53,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     fetched: dict[tuple[UUID, int], dict] = {}
     if session.closing:
         shares.sessions.close(group_id, member_id)
-        shares.release_member(group_id, member_id, undo_delivery=True)
+        shares.release_member(group_id, member_id)
         await shares.flush()
     else:
         fetched = await _fetch(ctx, shares, request, group_id, member_id, wanted, refusal)
