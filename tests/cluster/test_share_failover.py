@@ -29,13 +29,16 @@ from typing import Any
 
 import pytest
 
-from compat.differential.share_scenarios import _drain, _fetching_consumer, _produce
+from compat.differential.share_scenarios import (
+    CONSUMER_PROCESS, _drain, _fetching_consumer, _produce,
+)
 from protocol.topic_id import parse_topic_id
 from pybroker.coordinator.internal_topic import partition_for
 from pybroker.coordinator.share_records import ShareStateKey, state_key_text
 from tests.cluster.brokers import Cluster, running_cluster
 from tests.cluster.test_failover import create_topic
-from tests.integration.raw import enable_share_groups
+from protocol.api_keys import ApiKey
+from tests.integration.raw import RawConnection, enable_share_groups
 
 pytestmark = pytest.mark.cluster
 
@@ -55,14 +58,7 @@ RECORDS = [f"r{i}".encode() for i in range(10)]
 # A member that accepts warm-ups, then takes the first other records it gets: accepts r0-r3,
 # releases r4 and r5, holds the rest, commits, reports, and waits to be killed
 # (argv: bootstrap, group, topic).
-HOLDER = """
-import json, sys, time
-from confluent_kafka import AcknowledgeType, ShareConsumer
-c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
-                   "share.acknowledgement.mode": "explicit"})
-c.subscribe([sys.argv[3]])
-while True:
-    msgs = [m for m in c.poll(0.5) if m.error() is None]
+HOLDER = CONSUMER_PROCESS + """\
     payload = [m for m in msgs if m.value() != b"warm-up"]
     if payload:
         done = {"accepted": [], "released": [], "held": []}
@@ -119,6 +115,19 @@ def _wait_new_leader(cluster: Cluster, topic: str, partition: int, dead: int) ->
         f"a leader of {topic}-{partition} other than {dead}"))
 
 
+def _membership(cluster: Cluster, group: str) -> tuple[int, list[str]]:
+    """(group epoch, member ids) as the group's coordinator describes it (ShareGroupDescribe
+    to the leader of its __consumer_offsets partition), once it answers without error."""
+    def describe() -> tuple[int, list[str]] | None:
+        leader = cluster.leader("__consumer_offsets", partition_for(group, OFFSETS_PARTITIONS))
+        with RawConnection(cluster.brokers[leader].bootstrap) as conn:
+            r = conn.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {
+                "group_ids": [group], "include_authorized_operations": False})
+        d = r.groups[0]
+        return None if d.error_code else (d.group_epoch, sorted(m.member_id for m in d.members))
+    return cluster.wait_until(describe, 30, f"the coordinator of {group} to describe it")
+
+
 def _hold(cluster: Cluster, group: str) -> tuple[subprocess.Popen[str], dict[str, list[str]]]:
     """The holder member started, warmed up, given RECORDS: what it accepted, released and
     holds (committed: the commit's answer came back)."""
@@ -163,6 +172,7 @@ def test_a_failover_redelivers_nothing_acknowledged_and_loses_nothing_else(
         offsets_partition = partition_for(group, OFFSETS_PARTITIONS)
         coordinator = cluster.leader("__share_group_state", state_partition)
         holder, done = _hold(cluster, group)
+        members = _membership(cluster, group)
         try:
             holder.send_signal(signal.SIGSTOP)  # its connections stay open
             if case == "data leader":
@@ -172,6 +182,8 @@ def test_a_failover_redelivers_nothing_acknowledged_and_loses_nothing_else(
                 cluster.kill(coordinator)
                 _wait_new_leader(cluster, "__share_group_state", state_partition, coordinator)
                 _wait_new_leader(cluster, "__consumer_offsets", offsets_partition, coordinator)
+                # the new group coordinator loaded the membership on its election
+                assert _membership(cluster, group) == members
             holder.kill()
             holder.wait(10)
             if case == "coordinators":
