@@ -140,7 +140,10 @@ async def _acquire_all(ctx: RequestContext, shares: ShareCoordinator, group_id: 
 
 
 def _partition(partition: int, code: ErrorCode, leader: dict | None = None,
-               records: bytes | None = None, acquired: list[dict] | None = None) -> dict:
+               records: bytes = b"", acquired: list[dict] | None = None) -> dict:
+    """A partition's answer. Without records it carries empty ones, never null: Kafka's
+    MemoryRecords.EMPTY, and librdkafka 2.16 drops a whole response whose Records is null
+    ("invalid MessageSetSize -1")."""
     return {"partition_index": partition, "error_code": int(code),
             "acknowledge_error_code": 0, "current_leader": leader or dict(NO_LEADER),
             "records": records, "acquired_records": acquired or []}
