@@ -455,8 +455,9 @@ class ShareCoordinator:
 
     async def flush(self) -> ErrorCode:
         """Write a snapshot of every dirty share-partition and wait until each is committed;
-        the first failure is returned (as the coordinators map append errors), and what did
-        not get written stays dirty for the next flush. Membership records of expired
+        the first failure is returned (as Kafka's SharePartition answers a persister error:
+        COORDINATOR_NOT_AVAILABLE while the coordinator moves or loads), and what did not get
+        written stays dirty for the next flush. Membership records of expired
         members go first, to __consumer_offsets."""
         async with self._flush_lock:
             return await self._flush()
@@ -488,7 +489,7 @@ class ShareCoordinator:
             code = answers[key][0]
             if not code:
                 continue
-            first = first or code
+            first = first or _PERSISTER_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR)
             if code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH):
                 self._forget([key])  # taken over, or started afresh: read again next time
             elif key in self.partitions:
