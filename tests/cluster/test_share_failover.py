@@ -32,12 +32,12 @@ import pytest
 from compat.differential.share_scenarios import (
     CONSUMER_PROCESS, _drain, _fetching_consumer, _produce,
 )
+from protocol.api_keys import ApiKey
 from protocol.topic_id import parse_topic_id
 from pybroker.coordinator.internal_topic import partition_for
 from pybroker.coordinator.share_records import ShareStateKey, state_key_text
 from tests.cluster.brokers import Cluster, running_cluster
 from tests.cluster.test_failover import create_topic
-from protocol.api_keys import ApiKey
 from tests.integration.raw import RawConnection, enable_share_groups
 
 pytestmark = pytest.mark.cluster
@@ -95,8 +95,7 @@ def _choose_group(cluster: Cluster, topic_id: uuid.UUID, data_leader: int, case:
     for i in range(10_000):
         group = f"sg-{i}"
         state = cluster.leader("__share_group_state", _state_partition(group, topic_id))
-        offsets = cluster.leader("__consumer_offsets",
-                             partition_for(group, OFFSETS_PARTITIONS))
+        offsets = cluster.leader("__consumer_offsets", partition_for(group, OFFSETS_PARTITIONS))
         if case == "data leader" and data_leader not in (state, offsets):
             return group
         if case == "coordinators" and state == offsets != data_leader:
