@@ -204,9 +204,11 @@ class Broker:
             self.topics.warn_inert(topic.name, topic.configs)  # at every start, as broker keys
         self.groups = GroupCoordinator(config, self.metadata, self.logs, self.replicas,
                                        self.topics, clock=self.clock.now_ms)
-        self.shares = ShareCoordinator(config, self.metadata, self.logs, self.replicas,
-                                       self.topics, self.purgatory, self.groups.topic,
-                                       clock=self.clock.now_ms)
+        self.shares = ShareCoordinator(
+            config, self.metadata, self.logs, self.replicas, self.topics, self.purgatory,
+            self.groups.topic, clock=self.clock.now_ms,
+            channels=BrokerChannels(self.node_id, "share-persister", self._endpoint_of,
+                                    self.inter_broker))
         self.markers = markers = MarkerWriter(
             self.node_id, self.metadata, self.replicas, self.groups,
             commit_timeout_ms=config.offsets_commit_timeout_ms, endpoint_of=self._endpoint_of,
@@ -222,7 +224,8 @@ class Broker:
         self.authorizer, self.acl_store = self._build_authorizer(config)
         # Who follows the store's changes, in order: stale topic configs first.
         self.metadata.listeners += [self.topic_configs.apply_delta, self.replicas.apply_delta,
-                                    self.groups.apply_delta, self.transactions.apply_delta]
+                                    self.groups.apply_delta, self.shares.apply_delta,
+                                    self.transactions.apply_delta]
         if self.controller is not None:
             self.metadata.listeners.append(self.controller.apply_delta)
         self.groups.load()
@@ -294,6 +297,8 @@ class Broker:
             fetchers.settings = replace(fetchers.settings, security=security)
         self.markers.channels.security = security
         self.txn_verifier.channels.security = security
+        if self.shares.channels is not None:
+            self.shares.channels.security = security
 
     @cached_property
     def metrics_registry(self) -> CollectorRegistry:
@@ -359,6 +364,8 @@ class Broker:
             await nursery.start(self.shares.run)
             await nursery.start(self.transactions.run)
             await nursery.start(self.txn_verifier.channels.run)
+            if self.shares.channels is not None:
+                await nursery.start(self.shares.channels.run)
             task_status.started()
 
     async def _every(self, interval_ms: int, job: Any) -> None:

@@ -204,16 +204,21 @@ def delivery_limit_archives_a_poison_record(bootstrap: str, restart: Callable[[]
                           else AcknowledgeType.ACCEPT)
 
 
-# A consumer process that accepts warm-ups, then holds the first other records it gets
-# until it is killed (argv: bootstrap, group, topic).
-HOLDER = """
-import sys, time
+# How the script of a consumer process starts (argv: bootstrap, group, topic): an explicit
+# ShareConsumer subscribed, and its poll loop, each poll's good records in `msgs`.
+CONSUMER_PROCESS = """
+import json, sys, time
 from confluent_kafka import AcknowledgeType, ShareConsumer
 c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
                    "share.acknowledgement.mode": "explicit"})
 c.subscribe([sys.argv[3]])
 while True:
     msgs = [m for m in c.poll(0.5) if m.error() is None]
+"""
+
+# A consumer process that accepts warm-ups, then holds the first other records it gets
+# until it is killed (argv: bootstrap, group, topic).
+HOLDER = CONSUMER_PROCESS + """\
     payload = [m.value().decode() for m in msgs if m.value() != b"warm-up"]
     if payload:
         print("held:" + ",".join(payload), flush=True)

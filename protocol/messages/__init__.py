@@ -4,13 +4,13 @@ from __future__ import annotations
 from protocol.messages import (
     acls, api_versions, cluster, configs, consumer_group, features, fetch, groups,
     list_offsets, metadata, offsets, produce, producer_ids, quotas, sasl, share_group,
-    share_offsets, topics, transactions,
+    share_offsets, share_state, topics, transactions,
 )
 from protocol.messages.api import Api
 
 _MODULES = (acls, api_versions, cluster, configs, consumer_group, features, fetch, groups,
             list_offsets, metadata, offsets, produce, producer_ids, quotas, sasl, share_group,
-            share_offsets, topics, transactions)
+            share_offsets, share_state, topics, transactions)
 
 
 def _collect() -> dict[int, Api]:

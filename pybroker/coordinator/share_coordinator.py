@@ -12,26 +12,33 @@ A share-partition is created at the first ShareFetch of the group for that parti
 starting where `share.auto.offset.reset` says (latest: the high watermark then). One timer
 task sleeps until the earliest acquisition-lock or member-session deadline; when locks expire,
 the purgatory is notified for their partitions, so a ShareFetch waiting there reads again and
-gets the records that came back. A member that leaves or times out, and a session closed with
-epoch -1 or by its connection's end, release what the member holds, with the same
-notification; a closed session's records with their delivery taken back, as Kafka's.
+gets the records that came back. A session closed with epoch -1 or by its connection's end
+releases what the member holds, with the same notification, the delivery taken back, as
+Kafka's. A member that leaves the group or times out releases nothing: membership and
+share-partitions are apart (on a cluster on different brokers), and Kafka 4.1.1 too hands
+such a member's records out again only when their acquisition locks run out (delivery
+counted; checked against it).
 
 Durability. Each change to a share-partition's durable view (an acknowledgement, a release, a
-lock expiry, the SPSO moving) marks it dirty; `flush()` writes one ShareSnapshot record per
-dirty share-partition to `__share_group_state` (`share_records`; partition
-`abs(javaHash("group:topicId:partition")) % 50`, as Kafka), appended as leader and committed
-before the handler answers the acknowledgement. `load()` at start adopts the latest snapshot
-of each key from the partitions this broker leads, so acknowledged records stay done and
-acquired ones come back Available. This broker must lead the state partition of a key to
-write it: on one broker it always does; on a cluster a write whose partition another broker
-leads fails with NOT_COORDINATOR (Kafka's share coordinator RPCs, 83-87, are not built).
+lock expiry, the SPSO moving) marks it dirty; `flush()` hands one ShareSnapshot per dirty
+share-partition to the key's share coordinator (`share_state_store`, the leader of partition
+`abs(javaHash("group:topicId:partition")) % 50` of `__share_group_state`, as Kafka), which
+has it committed before the handler answers the acknowledgement. A share-partition is read
+back from its coordinator when this broker first serves it: after a start, and after it
+becomes the data partition's leader (a failover), so acknowledged records stay done and
+acquired ones come back Available. It is dropped when this broker stops leading the
+partition, and its writes carry the leader epoch it was read at, so a deposed leader is
+fenced. The coordinator is called directly when it is this broker, and through Kafka's
+ReadShareGroupState / WriteShareGroupState / DeleteShareGroupState (84-86) otherwise (the
+persister, `_at_coordinators`), retried while it moves or loads.
 
 Membership is written too, to `__consumer_offsets` beside the group's other records (Kafka's
 records 10-14, share_group_records): each heartbeat's changes are appended to the group's
 partition and committed before it is answered, a session expiry's and a DeleteGroups' with
-the next flush or at once; `load()` replays them from the partitions this broker leads, so a
-restart resumes each group with its epochs and assignments, and the loaded members' sessions
-run from the load.
+the next flush or at once; they are replayed when this broker becomes the leader of the
+group's partition (at start, or later at a failover) and dropped when it stops leading it,
+so a restart or a failover resumes each group with its epochs and assignments, and the
+loaded members' sessions run from the load.
 """
 from __future__ import annotations
 
@@ -44,8 +51,10 @@ from uuid import UUID
 
 import trio
 
-from protocol.errors import ErrorCode
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode, KafkaError
 from protocol.records.record import Record, build_batch
+from pybroker.cluster.image import MetadataDelta, MetadataImage
 from pybroker.cluster.metadata import MetadataStore
 from pybroker.config.broker import BrokerConfig
 from pybroker.coordinator.group_offsets import GroupListing
@@ -56,12 +65,15 @@ from pybroker.coordinator.share_group import (
 from pybroker.coordinator import share_group_records
 from pybroker.coordinator.group_config_view import GroupConfigView
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
-from pybroker.coordinator.share_partition import OffsetReset, SharePartition, SharePartitionConfig
-from pybroker.coordinator.share_records import (
-    ShareSnapshot, ShareStateKey, decode_key, decode_value, encode_key, encode_value,
-    state_key_text,
+from pybroker.coordinator.broker_channels import BrokerChannels
+from pybroker.coordinator.share_partition import (
+    OffsetReset, RecordState, SharePartition, SharePartitionConfig, StateBatch,
 )
+from pybroker.coordinator.share_records import ShareSnapshot
 from pybroker.coordinator.share_session import ShareSessionCache
+from pybroker.coordinator.share_state_store import (
+    SHARE_STATE_TOPIC, UNINITIALIZED, ShareStateStore,
+)
 from pybroker.controller.topic_admin import TopicAdmin
 from pybroker.replica.manager import ReplicaManager
 from pybroker.storage.log_manager import LogManager
@@ -69,17 +81,36 @@ from pybroker.replica.purgatory import Purgatory, Watch
 
 __all__ = ["ShareCoordinator", "SharePartitionKey", "SHARE_STATE_TOPIC"]
 
-SHARE_STATE_TOPIC = "__share_group_state"
-
 log = logging.getLogger(__name__)
 
 SharePartitionKey = tuple[str, UUID, int]  # group id, topic id, partition
+
+# What a share coordinator answers while it moves or loads: the persister looks it up again
+# and retries, a few times with a doubling backoff, as Kafka's persister does.
+_RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
+_ATTEMPTS = 6
+_FIRST_BACKOFF_S = 0.1
+# How a ShareFetch or ShareAcknowledge partition is answered when its state cannot be read
+# or written (Kafka's SharePartition.fetchPersisterError); anything else: UNKNOWN_SERVER_ERROR.
+_PERSISTER_ERRORS = {
+    ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.GROUP_ID_NOT_FOUND: ErrorCode.GROUP_ID_NOT_FOUND,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.FENCED_STATE_EPOCH: ErrorCode.FENCED_STATE_EPOCH,
+    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+}
 
 
 class ShareCoordinator:
     def __init__(self, config: BrokerConfig, metadata: MetadataStore, logs: LogManager,
                  replicas: ReplicaManager, topics: TopicAdmin, purgatory: Purgatory,
-                 offsets: InternalTopic, *, clock: Callable[[], int] | None = None) -> None:
+                 offsets: InternalTopic, *, clock: Callable[[], int] | None = None,
+                 channels: BrokerChannels | None = None) -> None:
+        """`channels`: connections to the other brokers, for the share coordinators there
+        (None: a single broker, whose coordinator is always itself)."""
         self.node_id = config.node_id
         self.metadata = metadata
         self.logs = logs
@@ -99,11 +130,19 @@ class ShareCoordinator:
         self.settings = GroupConfigView(config, metadata)
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
         self._dirty: set[SharePartitionKey] = set()
+        # each share-partition's data partition leader epoch when it was read (its writes
+        # carry it) and state epoch; the reads under way, which a second request waits on
+        self._leader_epochs: dict[SharePartitionKey, int] = {}
+        self._state_epochs: dict[SharePartitionKey, int] = {}
+        self._reading: dict[SharePartitionKey, trio.Event] = {}
+        self.channels = channels
+        # the partitions of __consumer_offsets whose share groups are loaded here
+        self.membership_owned: set[int] = set()
         # __consumer_offsets (the group coordinator's), where membership is written, and the
         # membership records (of expired members) not written yet.
         self.offsets = offsets
         self._group_records: list[share_group_records.ShareGroupRecord] = []
-        self.topic = InternalTopic(
+        self.store = ShareStateStore(self.node_id, metadata, logs, InternalTopic(
             SHARE_STATE_TOPIC, metadata, topics, replicas,
             partitions=config.share_coordinator_state_topic_num_partitions,
             replication_factor=config.share_coordinator_state_topic_replication_factor,
@@ -113,7 +152,7 @@ class ShareCoordinator:
                 "cleanup.policy": "compact",
                 "min.insync.replicas": str(min(config.share_coordinator_state_topic_min_isr,
                                                replicas))},
-            commit_timeout_ms=config.offsets_commit_timeout_ms)
+            commit_timeout_ms=config.offsets_commit_timeout_ms))
         self._wakeup: trio.Event | None = None
         self._sleeping_until = math.inf
         self._flush_soon = False  # changes made outside a request: the timer task writes them
@@ -154,14 +193,14 @@ class ShareCoordinator:
                         client_id: str, client_host: str) -> HeartbeatResult:
         """The membership machine's answer, its records written first (an append's error is
         answered instead; the change stays in memory, as the consumer groups')."""
+        if self.offsets.partition_for(group_id) not in self.membership_owned:
+            return HeartbeatResult(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)  # loading next
         config = self._adopt_group_config(group_id)
         before = durable_view(self.groups.groups.get(group_id))
         result = self.groups.heartbeat(group_id, member_id, member_epoch, rack_id,
                                        subscribed_topic_names, self.lookup, self.now(),
                                        client_id=client_id, client_host=client_host)
-        if result.left is not None:
-            self.release_member(group_id, result.left)
-        elif result.error == ErrorCode.NONE:  # the member's session runs from now
+        if result.left is None and result.error == ErrorCode.NONE:  # its session runs from now
             self._kick(self.now() + config.session_timeout_ms)
         if result.error == ErrorCode.NONE:
             code = await self._write_group(group_id, before)
@@ -204,36 +243,93 @@ class ShareCoordinator:
 
     # -- share-partitions ----------------------------------------------------------------------
 
-    def share_partition(self, group_id: str, topic_id: UUID, topic: str, partition: int
-                        ) -> tuple[ErrorCode, SharePartition | None]:
-        """The group's share-partition, created at its first use; or why this broker cannot
-        serve it (not the leader, no such partition)."""
+    async def share_partition(self, group_id: str, topic_id: UUID, topic: str, partition: int
+                              ) -> tuple[ErrorCode, SharePartition | None]:
+        """The group's share-partition, read from its share coordinator when this broker
+        first serves it as the partition's leader (at this leader epoch); or why this broker
+        cannot serve it (not the leader, no such partition, the state not to be had)."""
         code, part = self.replicas.leader_partition(topic, partition)
         if part is None:
             return code, None
         key = (group_id, topic_id, partition)
+        if key in self.partitions and self._leader_epochs.get(key) != part.leader_epoch:
+            self._forget([key])  # led again since: another leader may have changed it
         sp = self.partitions.get(key)
-        config = self.partition_config_for(group_id)
         if sp is None:
-            plog = part.log
-            duration = self.settings(group_id).share_reset_duration_ms()
-            if duration is None:
-                sp = SharePartition.initialize(config, plog.log_start_offset,
-                                               plog.high_watermark)
-            else:  # by_duration: the first record at most that old, else the high watermark
-                found = plog.offset_for_timestamp(self.now() - duration,
-                                                  max_offset=plog.high_watermark)
-                sp = SharePartition(config, plog.high_watermark if found is None else found[0])
-            self.partitions[key] = sp
+            return await self._read_share_partition(key, topic, partition)
+        sp.config = self.partition_config_for(group_id)  # a new lock duration applies next
+        start = sp.start_offset
+        sp.update_log_start(part.log.log_start_offset)
+        if sp.start_offset != start:
             self._dirty.add(key)
-            self._kick()
-        else:
-            sp.config = config  # a new lock duration applies to the next acquisition
-            start = sp.start_offset
-            sp.update_log_start(part.log.log_start_offset)
-            if sp.start_offset != start:
-                self._dirty.add(key)
         return ErrorCode.NONE, sp
+
+    async def _read_share_partition(self, key: SharePartitionKey, topic: str, partition: int
+                                    ) -> tuple[ErrorCode, SharePartition | None]:
+        """Kafka's SharePartition.maybeInitialize: the state read from the coordinator (one
+        read at a time per key; a second request waits for it), or, when it has none, the
+        share-partition started where `share.auto.offset.reset` says and written."""
+        reading = self._reading.get(key)
+        if reading is not None:
+            await reading.wait()
+            sp = self.partitions.get(key)
+            return (ErrorCode.NONE, sp) if sp is not None else (
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
+        self._reading[key] = done = trio.Event()
+        try:
+            code, part = self.replicas.leader_partition(topic, partition)
+            if part is None:
+                return code, None
+            epoch = part.leader_epoch
+            answer = await self._at_coordinators(
+                ApiKey.READ_SHARE_GROUP_STATE, [key],
+                lambda keys: self._local_read(keys, epoch),
+                lambda k: {"partition": k[2], "leader_epoch": epoch},
+                lambda p: ShareSnapshot(p.state_epoch, p.start_offset, tuple(
+                    StateBatch(b.first_offset, b.last_offset, RecordState(b.delivery_state),
+                               b.delivery_count) for b in p.state_batches)))
+            code, snapshot = answer[key]
+            if code:
+                log.warning("share-partition %s not read from its coordinator: %s", key,
+                            code.name)
+                return _PERSISTER_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR), None
+            code, part = self.replicas.leader_partition(topic, partition)
+            if part is None or part.leader_epoch != epoch:  # deposed while reading
+                return code or ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+            config = self.partition_config_for(key[0])
+            plog = part.log
+            assert isinstance(snapshot, ShareSnapshot)
+            if snapshot.start_offset >= 0:
+                sp = SharePartition(config, snapshot.start_offset, snapshot.batches)
+                sp.update_log_start(plog.log_start_offset)
+            else:
+                duration = self.settings(key[0]).share_reset_duration_ms()
+                if duration is None:
+                    sp = SharePartition.initialize(config, plog.log_start_offset,
+                                                   plog.high_watermark)
+                else:  # by_duration: the first record at most that old, else the HWM
+                    found = plog.offset_for_timestamp(self.now() - duration,
+                                                      max_offset=plog.high_watermark)
+                    sp = SharePartition(config,
+                                        plog.high_watermark if found is None else found[0])
+                self._dirty.add(key)
+            self.partitions[key] = sp
+            self._leader_epochs[key] = epoch
+            self._state_epochs[key] = snapshot.state_epoch
+            self._kick()
+            return ErrorCode.NONE, sp
+        finally:
+            del self._reading[key]
+            done.set()
+
+    def _forget(self, keys: Iterable[SharePartitionKey]) -> None:
+        """Drop share-partitions from memory (not from their coordinator): this broker no
+        longer leads their partition, or leads it at a new epoch."""
+        for key in list(keys):
+            self.partitions.pop(key, None)
+            self._dirty.discard(key)
+            self._leader_epochs.pop(key, None)
+            self._state_epochs.pop(key, None)
 
     def connection_closed(self, connection: object) -> None:
         """A client connection closed: the share sessions last used on it close, and their
@@ -241,21 +337,19 @@ class ShareCoordinator:
         written by the timer task's next flush (a connection's end cannot wait on the log)."""
         released = 0
         for session in self.sessions.close_connection(connection):
-            released += self.release_member(session.group_id, session.member_id,
-                                            undo_delivery=True)
+            released += self.release_member(session.group_id, session.member_id)
         if released and self._wakeup is not None:
             self._flush_soon = True
             self._wakeup.set()
 
-    def release_member(self, group_id: str, member_id: str, *,
-                       undo_delivery: bool = False) -> int:
-        """A member left, timed out or closed its session: its records come back (a closed
-        session's with their delivery taken back, `SharePartition.release_member`); how
-        many."""
+    def release_member(self, group_id: str, member_id: str) -> int:
+        """A member closed its share session (epoch -1, or its connection's end): its
+        records come back with their delivery taken back (`SharePartition.release_member`,
+        Kafka's releaseAcquiredRecords); how many."""
         released = 0
         for key, sp in self.partitions.items():
             if key[0] == group_id:
-                count = sp.release_member(member_id, undo_delivery=undo_delivery)
+                count = sp.release_member(member_id, undo_delivery=True)
                 if count:
                     self.changed(key)
                     released += count
@@ -305,8 +399,7 @@ class ShareCoordinator:
                 self.changed(key)
         due = {g.group_id: durable_view(g) for g in self.groups.groups.values()
                if any(m.session_deadline_ms <= now_ms for m in g.members.values())}
-        for group_id, member_id in self.groups.expire(now_ms, self.lookup):
-            self.release_member(group_id, member_id)
+        self.groups.expire(now_ms, self.lookup)  # what they hold comes back with its locks
         for group_id, before in due.items():  # written at the next flush
             self._group_records += records_between(
                 group_id, before, durable_view(self.groups.groups.get(group_id)))
@@ -349,15 +442,22 @@ class ShareCoordinator:
         if self._wakeup is not None:
             self._wakeup.set()
 
-    def partitions_of(self, group_id: str) -> Iterable[tuple[SharePartitionKey, SharePartition]]:
-        return ((k, sp) for k, sp in self.partitions.items() if k[0] == group_id)
+    def start_offsets(self, group_id: str) -> dict[SharePartitionKey, int]:
+        """The start offset (SPSO) of each share-partition of the group known here: those
+        this broker serves (live), then those whose state it coordinates."""
+        starts = {k: s.start_offset for k in self.store.keys_of(group_id)
+                  if (s := self.store.states[k]).start_offset >= 0}
+        starts.update((k, sp.start_offset) for k, sp in self.partitions.items()
+                      if k[0] == group_id)
+        return starts
 
     # -- durability ----------------------------------------------------------------------------
 
     async def flush(self) -> ErrorCode:
         """Write a snapshot of every dirty share-partition and wait until each is committed;
-        the first failure is returned (as the coordinators map append errors), and what did
-        not get written stays dirty for the next flush. Membership records of expired
+        the first failure is returned (as Kafka's SharePartition answers a persister error:
+        COORDINATOR_NOT_AVAILABLE while the coordinator moves or loads), and what did not get
+        written stays dirty for the next flush. Membership records of expired
         members go first, to __consumer_offsets."""
         async with self._flush_lock:
             return await self._flush()
@@ -367,33 +467,119 @@ class ShareCoordinator:
             code = await self._append_group_records([])
             if code:
                 return code
-        if not self._dirty:
+        keys = sorted(k for k in self._dirty if k in self.partitions)
+        self._dirty.clear()
+        if not keys:
             return ErrorCode.NONE
-        code = await self.topic.ensure()
-        if code:
-            return code
-        by_partition: dict[int, list[SharePartitionKey]] = {}
-        for key in sorted(self._dirty):
-            state_key = ShareStateKey(*key)
-            by_partition.setdefault(self.topic.partition_for(state_key_text(state_key)),
-                                    []).append(key)
-        for partition, keys in sorted(by_partition.items()):
-            records = []
-            for key in keys:
-                sp = self.partitions[key]
-                snapshot = ShareSnapshot(0, sp.start_offset, tuple(sp.state_batches()))
-                records.append(Record(encode_key(ShareStateKey(*key)), encode_value(snapshot)))
-            self._dirty.difference_update(keys)
-            error, _ = await self.topic.append(partition, build_batch(records))
-            if error:
-                self._dirty.update(keys)
-                return APPEND_ERRORS.get(error, error)
-        return ErrorCode.NONE
+        snapshots = {k: self._snapshot(k) for k in keys}
+        answers = await self._at_coordinators(
+            ApiKey.WRITE_SHARE_GROUP_STATE, keys,
+            lambda ks: self._local_write({k: snapshots[k] for k in ks}),
+            lambda k: {"partition": k[2], "state_epoch": snapshots[k].state_epoch,
+                       "leader_epoch": snapshots[k].leader_epoch,
+                       "start_offset": snapshots[k].start_offset,
+                       "state_batches": [
+                           {"first_offset": b.first_offset, "last_offset": b.last_offset,
+                            "delivery_state": int(b.delivery_state),
+                            "delivery_count": b.delivery_count}
+                           for b in snapshots[k].batches]},
+            lambda p: None)
+        first = ErrorCode.NONE
+        for key in keys:
+            code = answers[key][0]
+            if not code:
+                continue
+            first = first or _PERSISTER_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH):
+                self._forget([key])  # taken over, or started afresh: read again next time
+            elif key in self.partitions:
+                self._dirty.add(key)  # written by the next flush
+        return first
+
+    def _snapshot(self, key: SharePartitionKey) -> ShareSnapshot:
+        sp = self.partitions[key]
+        return ShareSnapshot(self._state_epochs.get(key, 0), sp.start_offset,
+                             tuple(sp.state_batches()), self._leader_epochs.get(key, -1))
+
+    # -- the persister: the share coordinator of each key, here or on another broker ----------
+
+    async def _at_coordinators(self, api_key: ApiKey, keys: Iterable[SharePartitionKey],
+                               local: Callable[[list[SharePartitionKey]], Any],
+                               entry: Callable[[SharePartitionKey], dict],
+                               result: Callable[[Any], Any]
+                               ) -> dict[SharePartitionKey, tuple[ErrorCode, Any]]:
+        """One share coordinator API for each key at its coordinator: `local(keys)` (an
+        awaitable of {key: (code, result)}) where that is this broker, else the request
+        (`entry(key)` is a key's partition entry, `result(partition)` reads its answer) to the
+        broker that is, one request per broker and group. A key whose coordinator moves or
+        loads is looked up and tried again, `_ATTEMPTS` times in all; the topic is created on
+        first use. Each key's (code, result)."""
+        out: dict[SharePartitionKey, tuple[ErrorCode, Any]] = {}
+        pending = list(keys)
+        for attempt in range(_ATTEMPTS):
+            if attempt:
+                await trio.sleep(_FIRST_BACKOFF_S * 2 ** (attempt - 1))
+            code = await self.store.topic.ensure()
+            by_node: dict[tuple[int, str], list[SharePartitionKey]] = {}
+            for key in pending:
+                node = -1 if code else self.store.coordinator_of(key)
+                by_node.setdefault((node, key[0]), []).append(key)
+            for (node, group_id), node_keys in by_node.items():
+                if node == self.node_id:
+                    out.update(await local(node_keys))
+                elif node < 0 or self.channels is None:
+                    out.update((k, (code or ErrorCode.COORDINATOR_NOT_AVAILABLE, None))
+                               for k in node_keys)
+                else:
+                    out.update(await self._remote(node, api_key, group_id, node_keys,
+                                                  entry, result))
+            pending = [k for k in pending if out[k][0] in _RETRIABLE]
+            if not pending:
+                break
+        return out
+
+    async def _remote(self, node: int, api_key: ApiKey, group_id: str,
+                      keys: list[SharePartitionKey], entry: Callable[[SharePartitionKey], dict],
+                      result: Callable[[Any], Any]
+                      ) -> dict[SharePartitionKey, tuple[ErrorCode, Any]]:
+        """One request to the share coordinator on broker `node` for `keys` of one group."""
+        assert self.channels is not None
+        by_topic: dict[UUID, list[dict]] = {}
+        for key in keys:
+            by_topic.setdefault(key[1], []).append(entry(key))
+        body = {"group_id": group_id, "topics": [
+            {"topic_id": tid, "partitions": parts} for tid, parts in by_topic.items()]}
+        out: dict[SharePartitionKey, tuple[ErrorCode, Any]] = {
+            k: (ErrorCode.COORDINATOR_NOT_AVAILABLE, None) for k in keys}
+        try:
+            response = await self.channels.request(node, api_key, body, version=0)
+        except KafkaError as exc:  # the broker does not serve the API (share.version 0)
+            log.warning("share coordinator %d refused %s: %s", node, api_key.name, exc)
+            return out
+        for topic in () if response is None else response.results:
+            for p in topic.partitions:
+                key = (group_id, topic.topic_id, p.partition)
+                if key in out:
+                    code = ErrorCode(p.error_code)
+                    out[key] = (code, None if code else result(p))
+        return out
+
+    async def _local_read(self, keys: list[SharePartitionKey], leader_epoch: int
+                          ) -> dict[SharePartitionKey, tuple[ErrorCode, Any]]:
+        return {k: self.store.read(k, leader_epoch) for k in keys}
+
+    async def _local_write(self, snapshots: dict[SharePartitionKey, ShareSnapshot]
+                           ) -> dict[SharePartitionKey, tuple[ErrorCode, Any]]:
+        return {k: (code, None) for k, code in (await self.store.write(snapshots)).items()}
+
+    async def _local_delete(self, keys: list[SharePartitionKey]
+                            ) -> dict[SharePartitionKey, tuple[ErrorCode, Any]]:
+        return {k: (code, None) for k, code in (await self.store.delete(keys)).items()}
 
     def is_share_group(self, group_id: str) -> bool:
         """A share group of that id lives here: its membership (durable since its records are
         written), or share-partition state alone (a group an AlterShareGroupOffsets named)."""
-        return group_id in self.groups.groups or any(k[0] == group_id for k in self.partitions)
+        return group_id in self.groups.groups or bool(self.start_offsets(group_id))
 
     def group_state(self, group_id: str) -> str:
         """Stable with members, else Empty: a group known only by its share-partitions is
@@ -410,7 +596,8 @@ class ShareCoordinator:
         wanted_types = {t.lower() for t in types}
         if wanted_types and SHARE_GROUP_TYPE not in wanted_types:
             return []
-        ids = set(self.groups.groups) | {k[0] for k in self.partitions}
+        ids = (set(self.groups.groups) | {k[0] for k in self.partitions}
+               | {k[0] for k in self.store.states})
         return [GroupListing(g, SHARE_GROUP_TYPE, state, SHARE_GROUP_TYPE)
                 for g in sorted(ids) if owns(g)
                 for state in [self.group_state(g)]
@@ -429,7 +616,7 @@ class ShareCoordinator:
             written = await self._write_group(group_id, before)
             if written:
                 return written
-        keys = [k for k in self.partitions if k[0] == group_id]
+        keys = list(self.start_offsets(group_id))
         if code == ErrorCode.GROUP_ID_NOT_FOUND and not keys:
             return code
         code = await self._tombstone(keys)
@@ -440,21 +627,21 @@ class ShareCoordinator:
         return ErrorCode.NONE
 
     async def _tombstone(self, keys: Iterable[SharePartitionKey]) -> ErrorCode:
-        """Drop share-partitions, each with a tombstone in __share_group_state written
-        before it goes; the first append error is returned (what was not written stays)."""
-        by_partition: dict[int, list[SharePartitionKey]] = {}
+        """Drop share-partitions, each deleted at its coordinator (a tombstone in
+        __share_group_state) before it goes; the first error is returned (what was not
+        deleted stays)."""
+        keys = list(keys)
+        answers = await self._at_coordinators(
+            ApiKey.DELETE_SHARE_GROUP_STATE, keys, self._local_delete,
+            lambda k: {"partition": k[2]}, lambda p: None)
+        first = ErrorCode.NONE
         for key in keys:
-            by_partition.setdefault(
-                self.topic.partition_for(state_key_text(ShareStateKey(*key))), []).append(key)
-        for partition, part_keys in sorted(by_partition.items()):
-            batch = build_batch([Record(encode_key(ShareStateKey(*k)), None) for k in part_keys])
-            error, _ = await self.topic.append(partition, batch)
-            if error:
-                return APPEND_ERRORS.get(error, error)
-            for key in part_keys:
-                del self.partitions[key]
-                self._dirty.discard(key)
-        return ErrorCode.NONE
+            code = answers[key][0]
+            if code:
+                first = first or code
+            else:
+                self._forget([key])
+        return first
 
     # -- the offsets admin APIs (DescribeShareGroupOffsets, Alter..., Delete...) --------------
 
@@ -478,82 +665,101 @@ class ShareCoordinator:
             if part is None:
                 continue
             key = (group_id, topic_id, partition)
+            state = self.store.states.get(key)
+            epoch = self._state_epochs.get(key, 0 if state is None else state.state_epoch)
+            self._forget([key])
             self.partitions[key] = SharePartition(self.partition_config, offset)
+            self._leader_epochs[key] = part.leader_epoch
+            self._state_epochs[key] = epoch + 1  # a new state epoch, as Kafka's alter
             self._dirty.add(key)
         return await self.flush(), codes
 
     async def delete_offsets(self, group_id: str, topic_id: UUID) -> ErrorCode:
         """Drop the group's state for every partition of the topic (the caller checks that the
         group has no members): UNKNOWN_TOPIC_OR_PARTITION when there is none, as Kafka."""
-        keys = [k for k in self.partitions if k[0] == group_id and k[1] == topic_id]
+        keys = [k for k in self.start_offsets(group_id) if k[1] == topic_id]
         if not keys:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return await self._tombstone(keys)
 
     def load(self) -> int:
-        """`load_membership`, then `load_state`; the number of records and share-partitions
-        loaded."""
-        return self.load_membership() + self.load_state()
-
-    def load_membership(self) -> int:
-        """Replay the share group records of the partitions of __consumer_offsets this broker
-        leads; the number replayed. Each loaded member's session runs from now."""
+        """At start, before the broker listens: the share groups of the partitions of
+        __consumer_offsets this broker leads, and the state of the partitions of
+        __share_group_state it leads (as their share coordinator); the number of records
+        and share-partitions loaded."""
         info = self.metadata.image.topics.get(self.offsets.name)
         count = 0
-        if info is None:
-            return 0
-        for p in info.partitions:
-            plog = self.logs.get(self.offsets.name, p.partition)
-            if p.leader != self.node_id or plog is None:
+        for p in () if info is None else info.partitions:
+            if p.leader == self.node_id:
+                count += self.load_membership(p.partition)
+        return count + self.store.load()
+
+    def load_membership(self, index: int) -> int:
+        """Replay the share group records of partition `index` of __consumer_offsets, which
+        this broker leads now (at start, or later: Kafka's onElection); the number replayed.
+        Each loaded member's session runs from now."""
+        self.membership_owned.add(index)
+        plog = self.logs.get(self.offsets.name, index)
+        count = 0
+        loaded: set[str] = set()
+        for header, rec in () if plog is None else InternalTopic.read(plog):
+            if header.is_control or rec.key is None:
                 continue
-            for header, rec in InternalTopic.read(plog):
-                if header.is_control or rec.key is None:
-                    continue
-                try:
-                    record = share_group_records.decode(rec.key, rec.value)
-                except Exception as exc:  # struct, UTF-8 or construct errors
-                    log.warning("skipping undecodable share group record at %s-%d@%d: %s",
-                                self.offsets.name, p.partition, rec.offset, exc)
-                    continue
-                if record is not None:
-                    self.groups.replay(record)
-                    count += 1
-        for group_id in self.groups.groups:
+            try:
+                record = share_group_records.decode(rec.key, rec.value)
+            except Exception as exc:  # struct, UTF-8 or construct errors
+                log.warning("skipping undecodable share group record at %s-%d@%d: %s",
+                            self.offsets.name, index, rec.offset, exc)
+                continue
+            if record is not None:
+                self.groups.replay(record)
+                loaded.add(record.group_id)
+                count += 1
+        loaded &= set(self.groups.groups)
+        for group_id in loaded:
             self._adopt_group_config(group_id)
-        self.groups.after_load(self.now())
-        if self.groups.groups:
-            log.info("loaded %d share group(s) from %s", len(self.groups.groups),
-                     self.offsets.name)
+        self.groups.after_load(self.now(), loaded)
+        if loaded:
+            log.info("loaded %d share group(s) from %s-%d", len(loaded), self.offsets.name,
+                     index)
+            self._kick()
         return count
 
-    def load_state(self) -> int:
-        """Adopt the latest snapshot of each share-partition from the partitions of
-        __share_group_state this broker leads; the number of share-partitions loaded. Runs
-        once at start, before the broker listens; an undecodable record is logged and
-        skipped."""
-        info = self.metadata.image.topics.get(SHARE_STATE_TOPIC)
-        latest: dict[SharePartitionKey, ShareSnapshot | None] = {}
-        if info is None:
-            return 0
-        for p in info.partitions:
-            plog = self.logs.get(SHARE_STATE_TOPIC, p.partition)
-            if p.leader != self.node_id or plog is None:
+    def unload_membership(self, index: int) -> None:
+        """Another broker leads partition `index` of __consumer_offsets now (onResignation):
+        its share groups go from here."""
+        self.membership_owned.discard(index)
+        for group_id in [g for g in self.groups.groups
+                         if self.offsets.partition_for(g) == index]:
+            del self.groups.groups[group_id]
+            self.groups.group_configs.pop(group_id, None)
+        self._group_records = [r for r in self._group_records
+                               if self.offsets.partition_for(r.group_id) != index]
+
+    async def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
+        """A metadata store listener, after the group coordinator's: follow the leadership
+        of __consumer_offsets partitions (membership, loaded without a pause, so no
+        heartbeat is served between the group coordinator's load and this one), drop the
+        share-partitions of partitions this broker no longer leads (or that are gone; their
+        next leader reads them from the coordinator), and let the share coordinator follow
+        __share_group_state."""
+        offsets = image.topics.get(self.offsets.name)
+        for index in sorted(delta.changed_partitions.get(self.offsets.name, ())):
+            if offsets is None or index >= len(offsets.partitions):
                 continue
-            for _, rec in InternalTopic.read(plog):
-                try:
-                    key = decode_key(rec.key or b"")
-                    if key is None:
-                        continue
-                    latest[(key.group_id, key.topic_id, key.partition)] = (
-                        None if rec.value is None else decode_value(rec.value))
-                except Exception as exc:  # struct, UTF-8 or value errors
-                    log.warning("skipping undecodable %s record at %d-%d: %s",
-                                SHARE_STATE_TOPIC, p.partition, rec.offset, exc)
-        for sp_key, snapshot in latest.items():
-            if snapshot is not None:
-                self.partitions[sp_key] = SharePartition(self.partition_config,
-                                                      snapshot.start_offset, snapshot.batches)
-        if self.partitions:
-            log.info("loaded %d share-partition(s) from %s", len(self.partitions),
-                     SHARE_STATE_TOPIC)
-        return len(self.partitions)
+            leader = offsets.partitions[index].leader
+            if leader == self.node_id and index not in self.membership_owned:
+                self.load_membership(index)
+            elif leader != self.node_id and index in self.membership_owned:
+                self.unload_membership(index)
+        gone: set[tuple[UUID, int]] = set()
+        for topic, changed in delta.changed_partitions.items():
+            info = image.topics.get(topic)
+            for p in changed:
+                if info is None or p >= len(info.partitions):
+                    continue
+                if info.partitions[p].leader != self.node_id:
+                    gone.add((info.topic_id, p))
+        deleted = {t.topic_id for t in delta.deleted_topics.values()}
+        self._forget([k for k in self.partitions if (k[1], k[2]) in gone or k[1] in deleted])
+        await self.store.apply_delta(image, delta)

@@ -32,7 +32,7 @@ session timers of the members it loads.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 from uuid import UUID
 
 from protocol.errors import ErrorCode
@@ -258,10 +258,14 @@ class ShareGroups:
             member.previous_member_epoch = record.previous_member_epoch
             member.assignment = dict(record.assigned or {})
 
-    def after_load(self, now_ms: int) -> None:
-        """Each loaded member's session runs from now: one that never heartbeats again is
-        removed a session timeout after the load, as Kafka does."""
+    def after_load(self, now_ms: int, group_ids: Iterable[str] | None = None) -> None:
+        """Each loaded member's session (of `group_ids`, by default every group's) runs from
+        now: one that never heartbeats again is removed a session timeout after the load, as
+        Kafka does."""
+        wanted = None if group_ids is None else set(group_ids)
         for group in self.groups.values():
+            if wanted is not None and group.group_id not in wanted:
+                continue
             timeout = self.config_for(group.group_id).session_timeout_ms
             for member in group.members.values():
                 member.session_deadline_ms = now_ms + timeout

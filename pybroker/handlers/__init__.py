@@ -35,6 +35,7 @@ _MODULES = (
     "consumer_group_heartbeat", "consumer_group_describe",
     "share_group_heartbeat", "share_group_describe", "share_fetch", "share_acknowledge",
     "describe_share_group_offsets", "alter_share_group_offsets", "delete_share_group_offsets",
+    "share_group_state",
 )
 
 

@@ -77,8 +77,9 @@ async def persisted(shares: ShareCoordinator,
             for key, (result, leader) in acks.items()}
 
 
-def apply_acks(ctx: RequestContext, group_id: str, member_id: str, topics: Iterable[Any],
-               refusal: PartitionRefusal) -> dict[tuple[UUID, int], tuple[ErrorCode, dict]]:
+async def apply_acks(ctx: RequestContext, group_id: str, member_id: str,
+                     topics: Iterable[Any], refusal: PartitionRefusal
+                     ) -> dict[tuple[UUID, int], tuple[ErrorCode, dict]]:
     """Apply each partition's acknowledgements: (topic id, partition) -> (the code, the
     partition's CurrentLeader)."""
     shares = share_coordinator(ctx)
@@ -93,7 +94,8 @@ def apply_acks(ctx: RequestContext, group_id: str, member_id: str, topics: Itera
             if code or name is None:
                 out[key] = (code, dict(NO_LEADER))
                 continue
-            found, sp = shares.share_partition(group_id, topic.topic_id, name, p.partition_index)
+            found, sp = await shares.share_partition(group_id, topic.topic_id, name,
+                                                     p.partition_index)
             if sp is None:
                 leader = (refusal.leader(name, p.partition_index)
                           if found == ErrorCode.NOT_LEADER_OR_FOLLOWER else dict(NO_LEADER))

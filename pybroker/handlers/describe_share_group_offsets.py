@@ -38,7 +38,7 @@ async def _describe(ctx: RequestContext, shares: ShareCoordinator, group: Contai
         code = ErrorCode.GROUP_ID_NOT_FOUND
     if code:
         return _failed(group_id, code)
-    starts = {(k[1], k[2]): sp.start_offset for k, sp in shares.partitions_of(group_id)}
+    starts = {(k[1], k[2]): start for k, start in shares.start_offsets(group_id).items()}
     if group.topics is None:
         asked: dict[str, list[int]] = {}
         for topic_id, partition in sorted(starts):

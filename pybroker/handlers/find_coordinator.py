@@ -3,6 +3,9 @@
 v0-3 ask about one key; v4+ batch several (`coordinator_keys`) and answer each separately.
 Asking creates `__consumer_offsets` (groups) or `__transaction_state` (transactional ids) if
 needed, as Kafka does; the coordinator is the leader of the key's partition of that topic.
+v6 adds the share key type (KIP-932), which brokers ask with "group:topicId:partition" for
+the share coordinator of a share-partition's state (`__share_group_state`), with
+CLUSTER_ACTION on the cluster, as Kafka's persister does.
 """
 from __future__ import annotations
 
@@ -10,11 +13,13 @@ from construct import Container
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.handlers._authz import GROUP, TXN, Op, allowed
+from pybroker.handlers._authz import CLUSTER, GROUP, TXN, Op, allowed
 from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._share import share_coordinator
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+SHARE_KEY_TYPE = 2
 
 
 async def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
@@ -25,7 +30,15 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
                 if key_type == TRANSACTION_KEY_TYPE else ErrorCode.GROUP_AUTHORIZATION_FAILED)
         return {"key": key, "error_code": int(code), "error_message": code.message,
                 "node_id": -1, "host": "", "port": -1}
-    if key_type == TRANSACTION_KEY_TYPE:
+    if key_type == SHARE_KEY_TYPE and ctx.version >= 6:
+        if not allowed(ctx, Op.CLUSTER_ACTION, CLUSTER):
+            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return {"key": key, "error_code": int(code), "error_message": code.message,
+                    "node_id": -1, "host": "", "port": -1}
+        code, node, host, port = await share_coordinator(ctx).store.coordinator_for(
+            key, ctx.listener)
+        message = code.message if code else None
+    elif key_type == TRANSACTION_KEY_TYPE:
         code, node, host, port = await ctx.services.transactions.coordinator_for(
             key, ctx.listener)
         message = code.message if code else None

@@ -26,12 +26,12 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     if session.session is not None:
         session.session.connection = ctx.session  # closing the connection closes the session
     refusal = PartitionRefusal(ctx, [t.topic_id for t in request.topics])
-    results = apply_acks(ctx, request.group_id, request.member_id, request.topics, refusal)
+    results = await apply_acks(ctx, request.group_id, request.member_id, request.topics,
+                               refusal)
     results = await persisted(shares, results)
     if session.closing:
         shares.sessions.close(request.group_id, request.member_id)
-        shares.release_member(request.group_id, request.member_id,
-                             undo_delivery=True)
+        shares.release_member(request.group_id, request.member_id)
         await shares.flush()
     by_topic: dict = {}
     for (topic_id, partition), (code, leader) in results.items():

@@ -48,12 +48,12 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     session.session.connection = ctx.session  # closing the connection closes the session
     wanted = sorted(session.session.partitions)
     refusal = PartitionRefusal(ctx, [tid for tid, _ in listed] + [tid for tid, _ in wanted])
-    acks = apply_acks(ctx, group_id, member_id, request.topics, refusal)
+    acks = await apply_acks(ctx, group_id, member_id, request.topics, refusal)
     acks = await persisted(shares, acks)
     fetched: dict[tuple[UUID, int], dict] = {}
     if session.closing:
         shares.sessions.close(group_id, member_id)
-        shares.release_member(group_id, member_id, undo_delivery=True)
+        shares.release_member(group_id, member_id)
         await shares.flush()
     else:
         fetched = await _fetch(ctx, shares, request, group_id, member_id, wanted, refusal)
@@ -68,7 +68,7 @@ async def _fetch(ctx: RequestContext, shares: ShareCoordinator, request: Contain
     max_bytes = min(request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF,
                     ctx.config.fetch_max_bytes)
     while True:
-        fetched, acquired = _acquire_all(ctx, shares, group_id, member_id, wanted, refusal,
+        fetched, acquired = await _acquire_all(ctx, shares, group_id, member_id, wanted, refusal,
                                          max_records, max_bytes)
         errors = any(e["error_code"] for e in fetched.values())
         left = deadline - trio.current_time()
@@ -77,12 +77,12 @@ async def _fetch(ctx: RequestContext, shares: ShareCoordinator, request: Contain
         names = [(name, p) for tid, p in wanted
                  if (name := refusal.names.get(tid)) is not None]
         if not await ctx.services.purgatory.wait_any(names, left, Watch.HIGH_WATERMARK):
-            fetched, _ = _acquire_all(ctx, shares, group_id, member_id, wanted, refusal,
+            fetched, _ = await _acquire_all(ctx, shares, group_id, member_id, wanted, refusal,
                                       max_records, max_bytes)
             return fetched
 
 
-def _acquire_all(ctx: RequestContext, shares: ShareCoordinator, group_id: str, member_id: str,
+async def _acquire_all(ctx: RequestContext, shares: ShareCoordinator, group_id: str, member_id: str,
                  wanted: list[tuple[UUID, int]], refusal: PartitionRefusal, max_records: int,
                  max_bytes: int) -> tuple[dict[tuple[UUID, int], dict], int]:
     out: dict[tuple[UUID, int], dict] = {}
@@ -94,7 +94,7 @@ def _acquire_all(ctx: RequestContext, shares: ShareCoordinator, group_id: str, m
         if code or name is None:
             out[(topic_id, partition)] = _partition(partition, code)
             continue
-        found, sp = shares.share_partition(group_id, topic_id, name, partition)
+        found, sp = await shares.share_partition(group_id, topic_id, name, partition)
         if sp is None:
             out[(topic_id, partition)] = _partition(
                 partition, found, refusal.leader(name, partition)
@@ -140,7 +140,10 @@ def _acquire_all(ctx: RequestContext, shares: ShareCoordinator, group_id: str, m
 
 
 def _partition(partition: int, code: ErrorCode, leader: dict | None = None,
-               records: bytes | None = None, acquired: list[dict] | None = None) -> dict:
+               records: bytes = b"", acquired: list[dict] | None = None) -> dict:
+    """A partition's answer. Without records it carries empty ones, never null: Kafka's
+    MemoryRecords.EMPTY, and librdkafka 2.16 drops a whole response whose Records is null
+    ("invalid MessageSetSize -1")."""
     return {"partition_index": partition, "error_code": int(code),
             "acknowledge_error_code": 0, "current_leader": leader or dict(NO_LEADER),
             "records": records, "acquired_records": acquired or []}

@@ -26,8 +26,6 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                                     client_id=ctx.client_id, client_host=ctx.client_host)
     if result.error:
         return _error(result.error)
-    if result.left is not None:
-        await shares.flush()  # what the member held came back
     assignment = None if result.assignment is None else {"topic_partitions": [
         {"topic_id": topic_id, "partitions": list(partitions)}
         for topic_id, partitions in sorted(result.assignment.items())]}
