@@ -16,14 +16,16 @@ from construct import ConstructError, Container
 
 from protocol.api_keys import ApiKey
 from protocol.headers import (
-    RequestHeader, decode_request_header, decode_response_header, encode_request_header,
-    encode_response_header, peek_request_prefix, response_header_version,
+    REQUEST_PREFIX, RequestHeader, decode_request_header, decode_response_header,
+    encode_request_header, encode_response_header, peek_request_prefix,
+    response_header_version,
 )
 from protocol.messages import APIS
 from protocol.fetch_response import MAX_VERSION as FETCH_MAX, MIN_VERSION as FETCH_MIN
 from protocol.fetch_response import encode_fetch_parts
 from protocol.metadata_response import EncodedBody
 from protocol.primitives import FrameReader
+from protocol import produce_codec, schema
 from protocol.messages.api import Api
 
 _DECODE_ERRORS = (ConstructError, struct.error, UnicodeDecodeError, ValueError, OverflowError,
@@ -75,6 +77,11 @@ def decode_request(frame: bytes | bytearray) -> Request:
     if prefix is None:
         raise ProtocolError(f"frame of {len(frame)} bytes is too short for a request header")
     api_key, version, _ = prefix
+    if api_key == ApiKey.PRODUCE and produce_codec.MIN_VERSION <= version <= \
+            produce_codec.MAX_VERSION:
+        fast = _decode_produce(frame, version)
+        if fast is not None:
+            return fast
     api = APIS.get(api_key)
     io = BytesIO(frame) if isinstance(frame, bytes) else FrameReader(frame)
     flexible = api is not None and version in api.versions and version in api.flexible
@@ -98,6 +105,53 @@ def decode_request(frame: bytes | bytearray) -> Request:
         raise TrailingBytes(f"{extra} trailing bytes after {api.request.name} v{version}",
                             header, Request(header, body))
     return Request(header, body)
+
+
+def _decode_produce(frame: bytes | bytearray, version: int) -> Request | None:
+    """A Produce request decoded by hand (protocol.produce_codec), or None for the schema's
+    path: a header with a tagged field or bad UTF-8, a body the hand decoder leaves to the
+    schema, trailing bytes (whose exception the schema's path raises)."""
+    if len(frame) < REQUEST_PREFIX.size:
+        return None
+    prefix = REQUEST_PREFIX.unpack_from(frame, 0)
+    n = prefix[3]
+    pos = REQUEST_PREFIX.size
+    if n == -1:
+        client_id = None
+    elif n < 0 or pos + n > len(frame):
+        return None
+    else:
+        try:
+            client_id = str(frame[pos:pos + n], "utf-8")
+        except UnicodeDecodeError:
+            return None
+        pos += n
+    if version >= produce_codec.FLEXIBLE_FROM:  # request header v2: an empty tag section
+        if pos >= len(frame) or frame[pos]:
+            return None
+        pos += 1
+    decoded = produce_codec.decode_produce(frame, pos, version)
+    if decoded is None or decoded[1] != len(frame):
+        return None
+    request = Request(RequestHeader(prefix[0], version, prefix[2], client_id), decoded[0])
+    if schema.STRICT:
+        _check_produce_against_schema(frame, request)
+    return request
+
+
+def _check_produce_against_schema(frame: bytes | bytearray, request: Request) -> None:
+    """Under STRICT: the schema's decoding of the same frame must be this one, record sets
+    of the same type and bytes."""
+    api = APIS[ApiKey.PRODUCE]
+    io = BytesIO(frame) if isinstance(frame, bytes) else FrameReader(frame)
+    header = decode_request_header(io, request.api_version in api.flexible)
+    body = api.request.decode(io, request.api_version, allow_trailing=True)
+    records = [(type(p.records), p.records) for t in body.topic_data for p in t.partition_data]
+    mine = [(type(p["records"]), p["records"]) for t in request.body["topic_data"]
+            for p in t["partition_data"]]
+    if header != request.header or body != request.body or records != mine:
+        raise AssertionError(f"hand-decoded Produce v{request.api_version} request differs "
+                             f"from the schema's: {request!r} against {header!r}, {body!r}")
 
 
 def _explain(message: Any, data: bytes | bytearray, version: int, exc: Exception) -> str:
@@ -134,6 +188,8 @@ def encode_response_parts(api_key: int, version: int, correlation_id: int,
         parts = [body]
     elif api_key == ApiKey.FETCH and FETCH_MIN <= version <= FETCH_MAX:
         parts = encode_fetch_parts(body, version)
+    elif api_key == ApiKey.PRODUCE:
+        parts = produce_codec.encode_produce(body, version)
     else:
         parts = api.response.encode_parts(body, version)
     header = encode_response_header(
