@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from io import BytesIO
-from typing import Any
+from typing import Any, Callable
 
 from construct import ConstructError, Container
 
@@ -25,7 +25,7 @@ from protocol.fetch_response import MAX_VERSION as FETCH_MAX, MIN_VERSION as FET
 from protocol.fetch_response import encode_fetch_parts
 from protocol.metadata_response import EncodedBody
 from protocol.primitives import FrameReader
-from protocol import produce_codec, schema
+from protocol import fetch_request, produce_codec, schema
 from protocol.messages.api import Api
 
 _DECODE_ERRORS = (ConstructError, struct.error, UnicodeDecodeError, ValueError, OverflowError,
@@ -77,9 +77,9 @@ def decode_request(frame: bytes | bytearray) -> Request:
     if prefix is None:
         raise ProtocolError(f"frame of {len(frame)} bytes is too short for a request header")
     api_key, version, _ = prefix
-    if api_key == ApiKey.PRODUCE and produce_codec.MIN_VERSION <= version <= \
-            produce_codec.MAX_VERSION:
-        fast = _decode_produce(frame, version)
+    by_hand = _BY_HAND.get(api_key)
+    if by_hand is not None and by_hand[0] <= version <= by_hand[1]:
+        fast = _decode_by_hand(frame, version, by_hand)
         if fast is not None:
             return fast
     api = APIS.get(api_key)
@@ -107,10 +107,22 @@ def decode_request(frame: bytes | bytearray) -> Request:
     return Request(header, body)
 
 
-def _decode_produce(frame: bytes | bytearray, version: int) -> Request | None:
-    """A Produce request decoded by hand (protocol.produce_codec), or None for the schema's
-    path: a header with a tagged field or bad UTF-8, a body the hand decoder leaves to the
-    schema, trailing bytes (whose exception the schema's path raises)."""
+# The requests decoded by hand, for a busy client's hot path: (lowest version, highest,
+# first flexible one, the decoder). Any other request, version or shape, the schema decodes.
+_HandDecoder = tuple[int, int, int, Callable[[Any, int, int], "tuple[Container, int] | None"]]
+_BY_HAND: dict[int, _HandDecoder] = {
+    ApiKey.PRODUCE: (produce_codec.MIN_VERSION, produce_codec.MAX_VERSION,
+                     produce_codec.FLEXIBLE_FROM, produce_codec.decode_produce),
+    ApiKey.FETCH: (fetch_request.MIN_VERSION, fetch_request.MAX_VERSION,
+                   fetch_request.FLEXIBLE_FROM, fetch_request.decode_fetch),
+}
+
+
+def _decode_by_hand(frame: bytes | bytearray, version: int,
+                    by_hand: _HandDecoder) -> Request | None:
+    """A request decoded by hand (protocol.produce_codec, protocol.fetch_request), or None
+    for the schema's path: a header with a tagged field or bad UTF-8, a body the hand decoder
+    leaves to the schema, trailing bytes (whose exception the schema's path raises)."""
     if len(frame) < REQUEST_PREFIX.size:
         return None
     prefix = REQUEST_PREFIX.unpack_from(frame, 0)
@@ -126,32 +138,38 @@ def _decode_produce(frame: bytes | bytearray, version: int) -> Request | None:
         except UnicodeDecodeError:
             return None
         pos += n
-    if version >= produce_codec.FLEXIBLE_FROM:  # request header v2: an empty tag section
+    if version >= by_hand[2]:  # request header v2: an empty tag section
         if pos >= len(frame) or frame[pos]:
             return None
         pos += 1
-    decoded = produce_codec.decode_produce(frame, pos, version)
+    decoded = by_hand[3](frame, pos, version)
     if decoded is None or decoded[1] != len(frame):
         return None
     request = Request(RequestHeader(prefix[0], version, prefix[2], client_id), decoded[0])
     if schema.STRICT:
-        _check_produce_against_schema(frame, request)
+        _check_against_schema(frame, request)
     return request
 
 
-def _check_produce_against_schema(frame: bytes | bytearray, request: Request) -> None:
-    """Under STRICT: the schema's decoding of the same frame must be this one, record sets
-    of the same type and bytes."""
-    api = APIS[ApiKey.PRODUCE]
+def _check_against_schema(frame: bytes | bytearray, request: Request) -> None:
+    """Under STRICT: the schema's decoding of the same frame must be this one, Produce's
+    record sets of the same type and bytes."""
+    api = APIS[request.api_key]
     io = BytesIO(frame) if isinstance(frame, bytes) else FrameReader(frame)
     header = decode_request_header(io, request.api_version in api.flexible)
     body = api.request.decode(io, request.api_version, allow_trailing=True)
-    records = [(type(p.records), p.records) for t in body.topic_data for p in t.partition_data]
-    mine = [(type(p["records"]), p["records"]) for t in request.body["topic_data"]
+    same = header == request.header and body == request.body
+    if same and request.api_key == ApiKey.PRODUCE:
+        same = _record_sets(body) == _record_sets(request.body)
+    if not same:
+        raise AssertionError(f"hand-decoded {api.name} v{request.api_version} request "
+                             f"differs from the schema's: {request!r} against {header!r}, "
+                             f"{body!r}")
+
+
+def _record_sets(body: Container) -> list[tuple[type, Any]]:
+    return [(type(p["records"]), p["records"]) for t in body["topic_data"]
             for p in t["partition_data"]]
-    if header != request.header or body != request.body or records != mine:
-        raise AssertionError(f"hand-decoded Produce v{request.api_version} request differs "
-                             f"from the schema's: {request!r} against {header!r}, {body!r}")
 
 
 def _explain(message: Any, data: bytes | bytearray, version: int, exc: Exception) -> str:

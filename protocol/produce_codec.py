@@ -27,6 +27,7 @@ from typing import Any
 from construct import Container
 
 from protocol import schema
+from protocol.hand_decode import IRREGULAR, Irregular, length_at, no_tags_at, string_at
 from protocol.primitives import WireError, uvarint_bytes
 
 __all__ = ["decode_produce", "encode_produce", "MIN_VERSION", "MAX_VERSION"]
@@ -44,98 +45,52 @@ _PART_V3 = struct.Struct(">ihqq")
 _PART_V5 = struct.Struct(">ihqqq")
 
 
-class _Irregular(Exception):
-    """Not the common shape: the schema decodes the frame (and names what is wrong)."""
-
-
-def _uvarint(buf: Any, pos: int) -> tuple[int, int]:
-    """(value, position after it); IndexError past the end of `buf`."""
-    byte = buf[pos]
-    if byte < 0x80:
-        return byte, pos + 1
-    result, shift = byte & 0x7F, 7
-    while True:
-        pos += 1
-        byte = buf[pos]
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos + 1
-        shift += 7
-        if shift > 63:
-            raise _Irregular
-
-
-def _length(buf: Any, pos: int, flexible: bool, classic: struct.Struct) -> tuple[int, int]:
-    """A length or count (-1: null) and the position after it."""
-    if flexible:
-        n, pos = _uvarint(buf, pos)
-        return n - 1, pos
-    return classic.unpack_from(buf, pos)[0], pos + classic.size
-
-
 def decode_produce(frame: bytes | bytearray, pos: int, version: int,
                    ) -> tuple[Container, int] | None:
     """The Produce request body starting at `pos` of `frame` and the position after it, or
     None when the schema must decode it (see the module's docstring)."""
     try:
         return _decode(frame, pos, version)
-    except (_Irregular, IndexError, struct.error, UnicodeDecodeError):
+    except IRREGULAR:
         return None
 
 
 def _decode(frame: bytes | bytearray, pos: int, version: int) -> tuple[Container, int]:
     flexible = version >= FLEXIBLE_FROM
     end = len(frame)
-    n, pos = _length(frame, pos, flexible, _I16)
-    if n == -1:
-        transactional_id = None
-    elif n < 0 or pos + n > end:
-        raise _Irregular
-    else:
-        transactional_id = str(frame[pos:pos + n], "utf-8")
-        pos += n
+    transactional_id, pos = string_at(frame, pos, flexible, nullable=True)
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, pos)
     pos += 6
     view = memoryview(frame)
     in_place = type(frame) is not bytes  # a frame received in place: views, no copies
-    count, pos = _length(frame, pos, flexible, _I32)
+    count, pos = length_at(frame, pos, flexible, _I32)
     if count < 0 or count > end - pos:
-        raise _Irregular
+        raise Irregular
     topics = []
     for _ in range(count):
-        n, pos = _length(frame, pos, flexible, _I16)
-        if n < 0 or pos + n > end:
-            raise _Irregular
-        name = str(frame[pos:pos + n], "utf-8")
-        pos += n
-        partitions_count, pos = _length(frame, pos, flexible, _I32)
+        name, pos = string_at(frame, pos, flexible)
+        partitions_count, pos = length_at(frame, pos, flexible, _I32)
         if partitions_count < 0 or partitions_count > end - pos:
-            raise _Irregular
+            raise Irregular
         partitions = []
         for _ in range(partitions_count):
             (index,) = _I32.unpack_from(frame, pos)
-            n, pos = _length(frame, pos + 4, flexible, _I32)
+            n, pos = length_at(frame, pos + 4, flexible, _I32)
             if n == -1:
                 records: Any = None
             elif n < 0 or pos + n > end:
-                raise _Irregular
+                raise Irregular
             else:
                 records = view[pos:pos + n] if in_place else bytearray(view[pos:pos + n])
                 pos += n
             if flexible:
-                if frame[pos]:  # a tagged field: the schema's
-                    raise _Irregular
-                pos += 1
+                pos = no_tags_at(frame, pos)
             partitions.append(Container(index=index, records=records))
         if flexible:
-            if frame[pos]:
-                raise _Irregular
-            pos += 1
+            pos = no_tags_at(frame, pos)
         topics.append(Container(name=name, partition_data=partitions))
     if flexible:
-        if frame[pos]:
-            raise _Irregular
-        pos += 1
+        pos = no_tags_at(frame, pos)
     return Container(transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms,
                      topic_data=topics), pos
 
