@@ -8,9 +8,8 @@ carries the header so that the broker can still answer (ApiVersions) or close cl
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from io import BytesIO
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from construct import ConstructError, Container
 
@@ -55,8 +54,10 @@ class TrailingBytes(ProtocolError):
         self.request = request
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(NamedTuple):
+    """A decoded request. A NamedTuple, immutable, as RequestHeader (one a request; a frozen
+    dataclass's __init__ cost more than the tuple's)."""
+
     header: RequestHeader
     body: Container
 

@@ -138,9 +138,9 @@ def _decode(frame: bytes | bytearray, pos: int, version: int) -> tuple[Container
             if flexible:
                 pos = no_tags_at(frame, pos)
             forgotten.append(Container(topic=topic, partitions=ids, topic_id=_NO_ID))
-    rack_id = ""
+    rack_id: str | None = ""
     if version >= 11:
-        rack_id, pos = string_at(frame, pos, flexible)
+        rack_id, pos = string_at(frame, pos, flexible)  # not nullable: never None
     if flexible:
         pos = no_tags_at(frame, pos)
     return Container(
