@@ -20,7 +20,9 @@ from operator import itemgetter
 
 from construct import Container
 
-from protocol.hand_decode import IRREGULAR, Irregular, length_at, no_tags_at, string_at
+from protocol.hand_decode import (
+    IRREGULAR, Irregular, count_at, length_at, no_tags_at, string_at,
+)
 from protocol.primitives import UUID
 
 __all__ = ["decode_fetch", "MIN_VERSION", "MAX_VERSION", "FLEXIBLE_FROM"]
@@ -88,15 +90,11 @@ def _decode(frame: bytes | bytearray, pos: int, version: int) -> tuple[Container
         replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level = \
             _TOP_V4.unpack_from(frame, pos)
         pos += _TOP_V4.size
-    count, pos = length_at(frame, pos, flexible, _I32)
-    if count < 0 or count > end - pos:
-        raise Irregular
+    count, pos = count_at(frame, pos, flexible)
     topics = []
     for _ in range(count):
         topic, pos = string_at(frame, pos, flexible)
-        partitions_count, pos = length_at(frame, pos, flexible, _I32)
-        if partitions_count < 0 or partitions_count > end - pos:
-            raise Irregular
+        partitions_count, pos = count_at(frame, pos, flexible)
         partitions = []
         for _ in range(partitions_count):
             leader_epoch, last_fetched_epoch, log_start_offset = -1, -1, -1
@@ -125,9 +123,7 @@ def _decode(frame: bytes | bytearray, pos: int, version: int) -> tuple[Container
         topics.append(FetchTopicEntry(topic=topic, partitions=partitions, topic_id=_NO_ID))
     forgotten = []
     if version >= 7:
-        count, pos = length_at(frame, pos, flexible, _I32)
-        if count < 0 or count > end - pos:
-            raise Irregular
+        count, pos = count_at(frame, pos, flexible)
         for _ in range(count):
             topic, pos = string_at(frame, pos, flexible)
             n, pos = length_at(frame, pos, flexible, _I32)

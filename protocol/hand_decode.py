@@ -12,7 +12,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-__all__ = ["Irregular", "IRREGULAR", "uvarint_at", "length_at", "string_at", "no_tags_at"]
+__all__ = ["Irregular", "IRREGULAR", "uvarint_at", "length_at", "count_at", "string_at",
+           "no_tags_at"]
 
 
 class Irregular(Exception):
@@ -23,6 +24,7 @@ class Irregular(Exception):
 IRREGULAR = (Irregular, IndexError, struct.error, UnicodeDecodeError)
 
 _I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
 
 
 def uvarint_at(buf: Any, pos: int) -> tuple[int, int]:
@@ -48,6 +50,15 @@ def length_at(buf: Any, pos: int, flexible: bool, classic: struct.Struct) -> tup
         n, pos = uvarint_at(buf, pos)
         return n - 1, pos
     return classic.unpack_from(buf, pos)[0], pos + classic.size
+
+
+def count_at(buf: Any, pos: int, flexible: bool) -> tuple[int, int]:
+    """An array's count (int32 classic); a null array, or more entries than bytes left, is
+    the schema's to judge."""
+    n, pos = length_at(buf, pos, flexible, _I32)
+    if n < 0 or n > len(buf) - pos:
+        raise Irregular
+    return n, pos
 
 
 def string_at(buf: Any, pos: int, flexible: bool, nullable: bool = False,

@@ -27,7 +27,9 @@ from typing import Any
 from construct import Container
 
 from protocol import schema
-from protocol.hand_decode import IRREGULAR, Irregular, length_at, no_tags_at, string_at
+from protocol.hand_decode import (
+    IRREGULAR, Irregular, count_at, length_at, no_tags_at, string_at,
+)
 from protocol.primitives import WireError, uvarint_bytes
 
 __all__ = ["decode_produce", "encode_produce", "MIN_VERSION", "MAX_VERSION"]
@@ -63,15 +65,11 @@ def _decode(frame: bytes | bytearray, pos: int, version: int) -> tuple[Container
     pos += 6
     view = memoryview(frame)
     in_place = type(frame) is not bytes  # a frame received in place: views, no copies
-    count, pos = length_at(frame, pos, flexible, _I32)
-    if count < 0 or count > end - pos:
-        raise Irregular
+    count, pos = count_at(frame, pos, flexible)
     topics = []
     for _ in range(count):
         name, pos = string_at(frame, pos, flexible)
-        partitions_count, pos = length_at(frame, pos, flexible, _I32)
-        if partitions_count < 0 or partitions_count > end - pos:
-            raise Irregular
+        partitions_count, pos = count_at(frame, pos, flexible)
         partitions = []
         for _ in range(partitions_count):
             (index,) = _I32.unpack_from(frame, pos)
