@@ -8,22 +8,23 @@ carries the header so that the broker can still answer (ApiVersions) or close cl
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from io import BytesIO
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 from construct import ConstructError, Container
 
 from protocol.api_keys import ApiKey
 from protocol.headers import (
-    RequestHeader, decode_request_header, decode_response_header, encode_request_header,
-    encode_response_header, peek_request_prefix, response_header_version,
+    REQUEST_PREFIX, RequestHeader, decode_request_header, decode_response_header,
+    encode_request_header, encode_response_header, peek_request_prefix,
+    response_header_version,
 )
 from protocol.messages import APIS
 from protocol.fetch_response import MAX_VERSION as FETCH_MAX, MIN_VERSION as FETCH_MIN
 from protocol.fetch_response import encode_fetch_parts
 from protocol.metadata_response import EncodedBody
 from protocol.primitives import FrameReader
+from protocol import fetch_request, produce_codec, schema
 from protocol.messages.api import Api
 
 _DECODE_ERRORS = (ConstructError, struct.error, UnicodeDecodeError, ValueError, OverflowError,
@@ -53,8 +54,10 @@ class TrailingBytes(ProtocolError):
         self.request = request
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(NamedTuple):
+    """A decoded request. A NamedTuple, immutable, as RequestHeader (one a request; a frozen
+    dataclass's __init__ cost more than the tuple's)."""
+
     header: RequestHeader
     body: Container
 
@@ -75,6 +78,11 @@ def decode_request(frame: bytes | bytearray) -> Request:
     if prefix is None:
         raise ProtocolError(f"frame of {len(frame)} bytes is too short for a request header")
     api_key, version, _ = prefix
+    by_hand = _BY_HAND.get(api_key)
+    if by_hand is not None and by_hand[0] <= version <= by_hand[1]:
+        fast = _decode_by_hand(frame, version, by_hand)
+        if fast is not None:
+            return fast
     api = APIS.get(api_key)
     io = BytesIO(frame) if isinstance(frame, bytes) else FrameReader(frame)
     flexible = api is not None and version in api.versions and version in api.flexible
@@ -98,6 +106,71 @@ def decode_request(frame: bytes | bytearray) -> Request:
         raise TrailingBytes(f"{extra} trailing bytes after {api.request.name} v{version}",
                             header, Request(header, body))
     return Request(header, body)
+
+
+# The requests decoded by hand, for a busy client's hot path: (lowest version, highest,
+# first flexible one, the decoder). Any other request, version or shape, the schema decodes.
+_HandDecoder = tuple[int, int, int, Callable[[Any, int, int], "tuple[Container, int] | None"]]
+_BY_HAND: dict[int, _HandDecoder] = {
+    ApiKey.PRODUCE: (produce_codec.MIN_VERSION, produce_codec.MAX_VERSION,
+                     produce_codec.FLEXIBLE_FROM, produce_codec.decode_produce),
+    ApiKey.FETCH: (fetch_request.MIN_VERSION, fetch_request.MAX_VERSION,
+                   fetch_request.FLEXIBLE_FROM, fetch_request.decode_fetch),
+}
+
+
+def _decode_by_hand(frame: bytes | bytearray, version: int,
+                    by_hand: _HandDecoder) -> Request | None:
+    """A request decoded by hand (protocol.produce_codec, protocol.fetch_request), or None
+    for the schema's path: a header with a tagged field or bad UTF-8, a body the hand decoder
+    leaves to the schema, trailing bytes (whose exception the schema's path raises)."""
+    if len(frame) < REQUEST_PREFIX.size:
+        return None
+    prefix = REQUEST_PREFIX.unpack_from(frame, 0)
+    n = prefix[3]
+    pos = REQUEST_PREFIX.size
+    if n == -1:
+        client_id = None
+    elif n < 0 or pos + n > len(frame):
+        return None
+    else:
+        try:
+            client_id = str(frame[pos:pos + n], "utf-8")
+        except UnicodeDecodeError:
+            return None
+        pos += n
+    if version >= by_hand[2]:  # request header v2: an empty tag section
+        if pos >= len(frame) or frame[pos]:
+            return None
+        pos += 1
+    decoded = by_hand[3](frame, pos, version)
+    if decoded is None or decoded[1] != len(frame):
+        return None
+    request = Request(RequestHeader(prefix[0], version, prefix[2], client_id), decoded[0])
+    if schema.STRICT:
+        _check_against_schema(frame, request)
+    return request
+
+
+def _check_against_schema(frame: bytes | bytearray, request: Request) -> None:
+    """Under STRICT: the schema's decoding of the same frame must be this one, Produce's
+    record sets of the same type and bytes."""
+    api = APIS[request.api_key]
+    io = BytesIO(frame) if isinstance(frame, bytes) else FrameReader(frame)
+    header = decode_request_header(io, request.api_version in api.flexible)
+    body = api.request.decode(io, request.api_version, allow_trailing=True)
+    same = header == request.header and body == request.body
+    if same and request.api_key == ApiKey.PRODUCE:
+        same = _record_sets(body) == _record_sets(request.body)
+    if not same:
+        raise AssertionError(f"hand-decoded {api.name} v{request.api_version} request "
+                             f"differs from the schema's: {request!r} against {header!r}, "
+                             f"{body!r}")
+
+
+def _record_sets(body: Container) -> list[tuple[type, Any]]:
+    return [(type(p["records"]), p["records"]) for t in body["topic_data"]
+            for p in t["partition_data"]]
 
 
 def _explain(message: Any, data: bytes | bytearray, version: int, exc: Exception) -> str:
@@ -134,6 +207,8 @@ def encode_response_parts(api_key: int, version: int, correlation_id: int,
         parts = [body]
     elif api_key == ApiKey.FETCH and FETCH_MIN <= version <= FETCH_MAX:
         parts = encode_fetch_parts(body, version)
+    elif api_key == ApiKey.PRODUCE:
+        parts = produce_codec.encode_produce(body, version)
     else:
         parts = api.response.encode_parts(body, version)
     header = encode_response_header(

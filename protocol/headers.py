@@ -9,8 +9,9 @@ so a client can read them before it knows what the broker speaks (KIP-511).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 from io import BytesIO
+from types import MappingProxyType
+from typing import Mapping, NamedTuple
 
 from protocol import primitives as P
 from protocol.api_keys import ApiKey
@@ -31,13 +32,20 @@ RESPONSE_HEADER = Message("ResponseHeader", -1, Versions(0, 1), Versions(1, None
 ))
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
+# A header without tagged fields (nearly every one): one shared, read-only, empty mapping.
+NO_TAGS: Mapping[int, bytes] = MappingProxyType({})
+
+
+class RequestHeader(NamedTuple):
+    """A request's header. A NamedTuple, immutable: one is built for every request, and a
+    frozen dataclass's __init__ (an object.__setattr__ call a field) cost ~9,000 instructions
+    to this one's ~3,000 (callgrind)."""
+
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
-    unknown_tags: dict[int, bytes] = field(default_factory=dict)
+    unknown_tags: Mapping[int, bytes] = NO_TAGS
 
 
 def request_header_version(flexible: bool) -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field as dc_field
 from io import BytesIO
-from typing import Any, Iterable, Union
+from typing import Any, Iterable, Mapping, Union
 
 from construct import Construct, Container
 
@@ -422,7 +422,7 @@ def read_tag_section(io: BytesIO | P.FrameReader) -> dict[int, bytes]:
     return holder.get("_unknown_tags", {})
 
 
-def write_tag_section(io: BytesIO, tags: dict[int, bytes]) -> None:
+def write_tag_section(io: BytesIO, tags: Mapping[int, bytes]) -> None:
     _build_tags(None, {"_unknown_tags": tags}, io, None, "")
 
 

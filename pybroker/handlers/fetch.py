@@ -55,7 +55,8 @@ def _read_all(ctx: RequestContext, request: Container, topics: Sequence[Any], ma
               ) -> tuple[list[dict], int, bool]:
     # The request's own fields are read by key: a Container's attribute access is a call of
     # its Python __getattr__ each time. Its topics and partitions may be a fetch session's
-    # (fetch_session.FetchTopic, CachedPartition), so those are read by attribute.
+    # (fetch_session.FetchTopic, CachedPartition), so those are read by attribute; a request
+    # decoded by hand gives entries with C properties for them (protocol.fetch_request).
     manager = ctx.services.replicas
     read = manager.read
     replica_id = request["replica_id"]
