@@ -219,6 +219,7 @@ class BrokerConfig(Mapping[str, object]):
     cluster_id = _Key["str | None"]("cluster.id")
     broker_rack = _Key["str | None"]("broker.rack")
     zookeeper_connect = _Key["str | None"]("zookeeper.connect")
+    num_cores = _Key[int]("num.cores")
     zookeeper_session_timeout_ms = _Key[int]("zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms = _Key["int | None"]("zookeeper.connection.timeout.ms")
     controlled_shutdown_enable = _Key[bool]("controlled.shutdown.enable")
