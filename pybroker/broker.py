@@ -95,6 +95,10 @@ class Broker:
             # The cluster's code (kazoo, the controller, the replica fetchers) is imported
             # only by a cluster member: a single broker starts without it (issue #15 §3).
             from pybroker.cluster import zk_store
+            from pybroker.node import metadata_client
+            if zk_client_class is None and metadata_client.is_node_connect(
+                    config.zookeeper_connect):  # a node's own store (`unix:<socket>`)
+                zk_client_class = metadata_client.NodeZooKeeperClient
             self.zk_store = zk_store.ZkMetadataStore(
                 config.zookeeper_connect, self.node_id, rack=config.broker_rack,
                 session_timeout_ms=config.zookeeper_session_timeout_ms,

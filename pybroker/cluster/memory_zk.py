@@ -161,8 +161,14 @@ class MemoryZooKeeper:
             raise BadVersionError(path)
         return True
 
+    def _committed(self, events: list) -> None:
+        """Called under the lock once a change is applied (`events` names the znodes it
+        touched), before any watch fires and before the caller has its answer: where a
+        durable tree (`pybroker.node.metadata_service`) logs the change. Nothing here."""
+
     def _fire(self, events: list) -> None:
         """Take the watches `events` trigger (one-shot) and hand each to its client's thread."""
+        self._committed(events)
         due = []
         for table, path, kind in events:
             watchers = table.pop(path, None)

@@ -35,7 +35,10 @@ class BrokerIdInUse(ConfigError):
 
 
 def split_chroot(connect: str) -> tuple[str, str]:
-    """'h1:2181,h2:2181/pybroker' -> ('h1:2181,h2:2181', '/pybroker'); chroot '' when none."""
+    """'h1:2181,h2:2181/pybroker' -> ('h1:2181,h2:2181', '/pybroker'); chroot '' when none.
+    A node's metadata service, 'unix:/path/to.sock', has no chroot: it is all hosts."""
+    if connect.startswith("unix:"):
+        return connect, ""
     hosts, slash, chroot = connect.partition("/")
     return hosts, ("/" + chroot.rstrip("/")) if slash and chroot.strip("/") else ""
 

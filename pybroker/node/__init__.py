@@ -1,3 +1,3 @@
-"""One node, every core (issue #29, docs/DESIGN.md "One node, every core"): the supervisor
-that runs `num.cores` brokers as one node, each worker's derived configuration, and the
-node's shared metadata store for the standalone default."""
+"""One node, every core (issue #29): the supervisor of a node's brokers (num.cores > 1), each
+worker's derived configuration, and the metadata store they share when no ZooKeeper is
+configured."""
