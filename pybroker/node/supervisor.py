@@ -7,9 +7,10 @@ them. What it promises:
 - Start: one log line per worker (id, listeners, log dirs), then "N brokers ready" once every
   worker logged its "listening" line. A worker that exits before then stops the node (exit 1,
   its last line logged): a port taken or a bad log dir does not get better by retrying.
-- Ctrl-C / SIGTERM: forwarded to every worker, which hands its leaderships over (controlled
-  shutdown) and closes its logs cleanly; the supervisor exits 0 once all of them did. A
-  second signal is forwarded too: each worker then stops at once, as a single broker does.
+- Ctrl-C / SIGTERM: forwarded to every worker, one after the other from the last (see
+  `_stop_next`), and each hands its leaderships over (controlled shutdown) and closes its logs
+  cleanly; the supervisor exits 0 once all of them did. A second signal is forwarded to all at
+  once: each worker then stops at once, as a single broker does.
   Workers run in a process group of their own, so the terminal's Ctrl-C reaches them once,
   through the supervisor, not twice (which a worker would read as "stop at once").
 - kill -9 of the supervisor: every worker gets SIGKILL from the kernel (PR_SET_PDEATHSIG),
@@ -29,6 +30,7 @@ exits, so a worker forked by a short-lived thread would be killed with it.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import queue
@@ -36,6 +38,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -44,6 +47,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any, Callable
 
+from pybroker.cluster.metadata import METADATA_FILE
 from pybroker.config import BrokerConfig, ConfigError
 from pybroker.node.worker import NODE_FILE, WORKER_ENV, WorkerPlan, die_with_parent, plan_workers, worker_command
 
@@ -65,6 +69,7 @@ class _Worker:
     port: int | None = None  # its first listener's bound port, once it is listening
     last_lines: deque[str] = field(default_factory=lambda: deque(maxlen=20))
     deaths: deque[float] = field(default_factory=deque)
+    stop_sent: bool = False  # SIGTERM sent to its current process
 
 
 class Supervisor:
@@ -85,6 +90,7 @@ class Supervisor:
     def _spawn(self, worker: _Worker) -> None:
         worker.generation += 1
         worker.port = None
+        worker.stop_sent = False
         env = dict(self.env if self.env is not None else os.environ,
                    **{WORKER_ENV: str(worker.plan.index)})
         proc = subprocess.Popen(worker.command, stdin=subprocess.DEVNULL, stdout=None,
@@ -150,11 +156,12 @@ class Supervisor:
                 name = signal.Signals(signum).name
                 if stopping is None:
                     stopping = f"received {name}"
-                    log.info("received %s, stopping the node's %d brokers", name,
-                             len(self.workers))
+                    log.info("received %s, stopping the node's %d brokers, the last first",
+                             name, len(self.workers))
+                    self._stop_next()
                 else:
                     log.info("received %s again, stopping the brokers at once", name)
-                self._signal(self._live(), signal.SIGTERM)
+                    self._signal(self._live(), signal.SIGTERM)
             if stopping is not None and not self._live():
                 log.info("node stopped (%s)", stopping)
                 return code
@@ -185,6 +192,7 @@ class Supervisor:
                     log.error("worker %d (broker %d) exited with code %s while stopping",
                               index, worker.plan.node_id, value)
                     code = 1
+                self._stop_next()
                 continue
             reason = self._death(worker, value, ready)
             if reason is None:
@@ -193,7 +201,19 @@ class Supervisor:
             log.error("stopping the node: %s", reason)
             stopping, code = reason, 1
             deadline = time.monotonic() + LOUD_STOP_TIMEOUT_S
-            self._signal(self._live(), signal.SIGTERM)
+            self._stop_next()
+
+    def _stop_next(self) -> None:
+        """SIGTERM to the live worker of the highest index, unless one is stopping already.
+
+        One at a time: a worker's controlled shutdown moves its leaderships to the other
+        replicas in the ISR, and on a node alone those are the node's other workers; stopped
+        all at once, each would wait for the others (20 s, then give up uncleanly)."""
+        live = self._live()
+        if not live or any(w.stop_sent for w in live):
+            return
+        live[-1].stop_sent = True
+        self._signal(live[-1:], signal.SIGTERM)
 
     def _death(self, worker: _Worker, returncode: int, ready: bool) -> str | None:
         """Why the node must stop after this worker's death, or None to restart it."""
@@ -229,6 +249,8 @@ def run_node(config: BrokerConfig, cores: int, config_file: str | None,
     """`pybroker-server` for `num.cores` = cores > 1: the node's exit code. A problem found
     before any worker starts is a ConfigError (one line), as a single broker's."""
     plans = plan_workers(config, cores)
+    if not config.zookeeper_connect:
+        check_single_broker_metadata(config, cores)
     check_core_count(config, cores)
     extra: dict[str, str] = {}
     on_stopped: Callable[[], None] | None = None
@@ -278,7 +300,46 @@ def check_core_count(config: BrokerConfig, cores: int) -> None:
         os.replace(tmp, log_dir / NODE_FILE)
 
 
+# The node's metadata store, in its first log dir (a name no partition dir can have: the log
+# manager skips it).
+METADATA_DIR = "__node-metadata"
+_SOCKET_PATH_MAX = 107  # sun_path holds 108 bytes with the NUL
+
+
+def check_single_broker_metadata(config: BrokerConfig, cores: int) -> None:
+    """Refuse a standalone node whose first log dir holds a single broker's metadata.
+
+    num.cores=1 without ZooKeeper keeps the topics in `pybroker-metadata.json` (one process's
+    LocalMetadataStore); a node's brokers read the node's shared store instead, which does not
+    import that file: started over it, they would see no topics while the partitions' data
+    sits in worker 0's dir. (With zookeeper.connect the metadata is ZooKeeper's either way:
+    worker 0 is the same broker as before, nothing to move.)"""
+    log_dir = Path(config.log_dirs[0])
+    if (log_dir / METADATA_FILE).exists() and not (log_dir / METADATA_DIR).exists():
+        raise ConfigError("num.cores", cores, "", message=(
+            f"{log_dir / METADATA_FILE} holds the metadata of a single-process broker, which "
+            f"a node of num.cores={cores} brokers does not import: set num.cores=1 to serve "
+            f"this log dir, or start the node on an empty log.dirs"))
+
+
+def _socket_path(data_dir: Path) -> Path:
+    """`data_dir`/metadata.sock, or, when that path is too long for a Unix socket, one in the
+    temp dir named after a hash of `data_dir` (the same node finds the same name again)."""
+    preferred = data_dir.resolve() / "metadata.sock"
+    if len(os.fsencode(preferred)) <= _SOCKET_PATH_MAX:
+        return preferred
+    digest = hashlib.sha256(os.fsencode(data_dir.resolve())).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"pybroker-node-{digest}.sock"
+
+
 def _start_metadata_service(config: BrokerConfig) -> tuple[Any, str]:
-    raise ConfigError("zookeeper.connect", None, "", message=(
-        "num.cores > 1 needs zookeeper.connect (the node's own metadata store is not built "
-        "yet): set zookeeper.connect, or num.cores=1"))
+    """The standalone node's metadata service, started, and the workers' zookeeper.connect."""
+    from pybroker.node.metadata_service import MetadataService
+    data_dir = Path(config.log_dirs[0]) / METADATA_DIR
+    service = MetadataService(_socket_path(data_dir), data_dir,
+                              config.zookeeper_session_timeout_ms)
+    try:
+        service.start()
+    except RuntimeError as exc:  # the dir is another running node's
+        raise ConfigError("log.dirs", ",".join(config.log_dirs), "", message=str(exc)) from None
+    return service, service.connect

@@ -40,6 +40,7 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 NODE_FILE = "pybroker-node.properties"
 # Set in a worker's environment to its index: it is one broker of a node, not a node.
 WORKER_ENV = "PYBROKER_NODE_WORKER"
+_ADVERTISED_KEYS = frozenset({"advertised.listeners", "advertised.host.name", "advertised.port"})
 
 
 def cores_to_use(config: BrokerConfig) -> int:
@@ -97,7 +98,9 @@ def plan_workers(config: BrokerConfig, cores: int, host_name: str | None = None
     """The node's `cores` workers. ConfigError (one line) when two of them would take the same
     port: with listeners on 9092 and 9093, worker 1's first listener is worker 0's second."""
     rack = config.broker_rack or host_name or socket.gethostname()
-    advertised = (config.advertised_listeners if config["advertised.listeners"] is not None
+    # Configured (advertised.listeners, or Kafka 0.8's advertised.host.name / .port): each
+    # worker advertises it + K. Unset: each advertises its own listeners, as a broker does.
+    advertised = (config.advertised_listeners if _ADVERTISED_KEYS & config.explicit
                   else None)
     plans = []
     for k in range(cores):
