@@ -17,10 +17,10 @@ from pybroker.node.worker import cores_to_use, plan_workers, worker_command
 from pybroker.testing.broker import num_cores_default
 
 
-def test_num_cores_default_is_every_cpu_the_process_may_use() -> None:
-    config = load_broker_config(None, {})
-    assert config.num_cores == -1
-    assert cores_to_use(config) == len(os.sched_getaffinity(0))
+def test_num_cores_is_one_process_by_default_and_minus_one_is_every_cpu_it_may_use() -> None:
+    assert cores_to_use(load_broker_config(None, {})) == 1
+    every = load_broker_config(None, {"num.cores": "-1"})
+    assert cores_to_use(every) == len(os.sched_getaffinity(0))
     assert cores_to_use(load_broker_config(None, {"num.cores": "3"})) == 3
 
 

@@ -6,7 +6,8 @@ them. What it promises:
 
 - Start: one log line per worker (id, listeners, log dirs), then "N brokers ready" once every
   worker logged its "listening" line. A worker that exits before then stops the node (exit 1,
-  its last line logged): a port taken or a bad log dir does not get better by retrying.
+  and the last line is the worker's one-line reason, as a single broker's failed start ends):
+  a port taken or a bad log dir does not get better by retrying.
 - Ctrl-C / SIGTERM: forwarded to every worker, one after the other from the last (see
   `_stop_next`), and each hands its leaderships over (controlled shutdown) and closes its logs
   cleanly; the supervisor exits 0 once all of them did. A second signal is forwarded to all at
@@ -85,6 +86,8 @@ class Supervisor:
         self._signals: deque[int] = deque()
         self._out_lock = threading.Lock()
         self._preexec = die_with_parent()
+        # Why the node could not start, when a worker failed before it served.
+        self.start_failure: str | None = None
 
     # -- process handling (main thread) ------------------------------------------------------
     def _spawn(self, worker: _Worker) -> None:
@@ -164,6 +167,12 @@ class Supervisor:
                     self._signal(self._live(), signal.SIGTERM)
             if stopping is not None and not self._live():
                 log.info("node stopped (%s)", stopping)
+                if self.start_failure is not None:
+                    # The last line, as a single broker's failed start ends: one line saying
+                    # why, in the words of the worker that could not start.
+                    with self._out_lock:
+                        sys.stderr.write(f"pybroker-server: {self.start_failure}\n")
+                        sys.stderr.flush()
                 return code
             if deadline is not None and time.monotonic() > deadline:
                 log.error("brokers still running %.0f s after the stop; killing them",
@@ -222,6 +231,10 @@ class Supervisor:
         how = (f"killed by {signal.Signals(-returncode).name}" if returncode < 0
                else f"exit code {returncode}")
         if not ready:
+            own = last.removeprefix("pybroker-server: ") if last.startswith(
+                "pybroker-server: ") else None
+            self.start_failure = own or (f"worker {plan.index} (broker {plan.node_id}) "
+                                         f"failed to start ({how}): {last}")
             return f"worker {plan.index} (broker {plan.node_id}) failed to start ({how}): {last}"
         now = time.monotonic()
         while worker.deaths and now - worker.deaths[0] > 60:

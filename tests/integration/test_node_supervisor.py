@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pybroker.testing.broker import BrokerProcess
+from pybroker.testing.broker import BrokerProcess, process_running as running
 
 STARTED = re.compile(r"worker (\d+) \(broker (\d+)\) started, pid (\d+)")
 
@@ -32,16 +32,6 @@ def worker_pids(broker: BrokerProcess) -> dict[int, int]:
         if m:
             pids[int(m.group(1))] = int(m.group(3))
     return pids
-
-
-def running(pid: int) -> bool:
-    """Whether `pid` is a live process (a zombie, which the kill left to be reaped by init,
-    serves nothing and counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
 
 def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -235,3 +225,22 @@ def test_a_node_over_a_single_brokers_log_dir_refuses_to_start(tmp_path: Path) -
         admin.close()
     finally:
         single.stop()
+
+
+def test_a_worker_that_cannot_start_stops_the_node_with_its_one_line_reason(
+        tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    with socket.socket() as taken:  # worker 1's port (worker 0's + 1) is someone else's
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "pybroker", "--defaults", "--override", "num.cores=2",
+             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port - 1}",
+             "--override", f"log.dirs={tmp_path / 'logs'}"],
+            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("pybroker-server: [Errno 98] listener PLAINTEXT://127.0.0.1:"), last
+    assert last.endswith("cannot be bound: Address already in use"), last
