@@ -153,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     # Held until the config says which format (log.format): its own warnings included.
     early = buffer_startup_logs()
     try:
-        config = load_broker_config(args.config, _overrides(args.override))
+        # A node's worker says nothing of the config: its supervisor warned once for all.
+        config = load_broker_config(args.config, _overrides(args.override),
+                                    quiet=WORKER_ENV in os.environ)
     except (ConfigError, OSError) as exc:
         configure_logging("text", early=early)
         print(f"pybroker-server: {exc}", file=sys.stderr)

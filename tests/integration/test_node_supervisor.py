@@ -131,7 +131,10 @@ def test_a_client_on_the_first_port_sees_every_broker_and_uses_them_all(
 
 
 def test_sigterm_stops_every_worker_cleanly_and_exits_0(tmp_path: Path) -> None:
-    broker = node(tmp_path / "logs")
+    broker = node(tmp_path / "logs", some_unknown_key="1")
+    # The node's config is reported once (by the supervisor), not once more per worker.
+    assert len([ln for ln in broker.stderr_lines
+                if "Unknown configuration 'some.unknown.key'" in ln]) == 1
     pids = worker_pids(broker)
     assert len(pids) == 2 and all(running(p) for p in pids.values())
     create_topic(broker.bootstrap, "t", 2)
