@@ -30,6 +30,7 @@ TIER_OF_PATH: dict[str, str] = {
     "integration/": "integration",
     "integration/test_status_page.py": "ecosystem",  # chromium renders the page
     "cluster/": "cluster",
+    "cluster/test_memory_zk.py": "fast",  # in-memory trees, in-process: no ZooKeeper
     "compat/": "ecosystem",
     "reference/": "ecosystem",
     "bench/": "bench",
@@ -38,6 +39,7 @@ TIER_OF_PATH: dict[str, str] = {
     "test_packaging.py": "integration",  # pip builds a wheel and a venv
     "test_quickstart.py": "integration",  # a broker subprocess and the tools' processes
     "test_readme.py": "integration",
+    "node/test_metadata_durability.py": "integration",  # kill -9 of a service process
 }
 
 

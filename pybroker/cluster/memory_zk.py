@@ -28,6 +28,7 @@ Not modelled: ACLs, chroots, connection loss without expiry (SUSPENDED), network
 from __future__ import annotations
 
 import itertools
+import logging
 import queue
 import threading
 import time
@@ -41,6 +42,7 @@ from kazoo.exceptions import BadArgumentsError, BadVersionError, NoChildrenForEp
 from kazoo.protocol.states import EventType, KeeperState, KazooState, WatchedEvent, ZnodeStat
 
 Watch = Callable[[WatchedEvent], Any]
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -212,55 +214,28 @@ class MemoryZooKeeper:
             return {p: n.owner for p, n in self._nodes.items() if n.owner}
 
 
-class MemoryZkClient:
-    """The part of kazoo's KazooClient the broker uses, on a `MemoryZooKeeper`."""
+class ClientEvents:
+    """kazoo's event thread, for a kazoo-like client (this module's, and the node metadata
+    service's `NodeZooKeeperClient`): state listeners and watches run on one thread of the
+    client, in order, never on the caller's thread nor under a lock, and a callback that
+    raises does not stop the others."""
 
-    def __init__(self, server: MemoryZooKeeper) -> None:
-        self._server = server
-        self._session = 0
-        self.state = KazooState.LOST
+    state: str
+
+    def __init__(self) -> None:
         self._listeners: list[Callable[[str], Any]] = []
         self._events: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
 
-    # -- session -----------------------------------------------------------------------------------
-    @property
-    def client_id(self) -> tuple[int, bytes] | None:
-        return (self._session, b"") if self._session else None
-
-    def start(self, timeout: float = 15) -> None:
-        if self._session:
-            return
-        self._session = self._server._next_session()
-        self.state = KazooState.CONNECTED
+    def _start_events(self, name: str) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._dispatch, daemon=True,
-                                            name=f"memory-zk-{self._session:x}")
+            self._thread = threading.Thread(target=self._dispatch, daemon=True, name=name)
             self._thread.start()
 
-    def stop(self) -> None:
-        """Close the session: its ephemeral znodes go at once (as kazoo's close does)."""
-        if not self._session:
-            return
-        session, self._session = self._session, 0
-        self._server._end_session(self, session)
-        self._state_change(KazooState.LOST)
-
-    def close(self) -> None:
+    def _stop_events(self) -> None:
         if self._thread is not None:
             self._events.put(None)
             self._thread = None
-
-    def expire(self) -> None:
-        """Expire the session as ZooKeeper would after a broker went silent: ephemerals and
-        watches go, listeners hear LOST, then the client has a new session (CONNECTED)."""
-        if not self._session:
-            return
-        session, self._session = self._session, 0
-        self._server._end_session(self, session)
-        self._state_change(KazooState.LOST)
-        self._session = self._server._next_session()
-        self._state_change(KazooState.CONNECTED)
 
     def add_listener(self, listener: Callable[[str], Any]) -> None:
         self._listeners.append(listener)
@@ -285,8 +260,51 @@ class MemoryZkClient:
             try:
                 fn(arg)
             except Exception:  # as kazoo: a failing callback does not stop the others
-                import logging
-                logging.getLogger(__name__).exception("watch callback failed")
+                log.exception("watch callback failed")
+
+
+class MemoryZkClient(ClientEvents):
+    """The part of kazoo's KazooClient the broker uses, on a `MemoryZooKeeper`."""
+
+    def __init__(self, server: MemoryZooKeeper) -> None:
+        super().__init__()
+        self._server = server
+        self._session = 0
+        self.state = KazooState.LOST
+
+    # -- session -----------------------------------------------------------------------------------
+    @property
+    def client_id(self) -> tuple[int, bytes] | None:
+        return (self._session, b"") if self._session else None
+
+    def start(self, timeout: float = 15) -> None:
+        if self._session:
+            return
+        self._session = self._server._next_session()
+        self.state = KazooState.CONNECTED
+        self._start_events(f"memory-zk-{self._session:x}")
+
+    def stop(self) -> None:
+        """Close the session: its ephemeral znodes go at once (as kazoo's close does)."""
+        if not self._session:
+            return
+        session, self._session = self._session, 0
+        self._server._end_session(self, session)
+        self._state_change(KazooState.LOST)
+
+    def close(self) -> None:
+        self._stop_events()
+
+    def expire(self) -> None:
+        """Expire the session as ZooKeeper would after a broker went silent: ephemerals and
+        watches go, listeners hear LOST, then the client has a new session (CONNECTED)."""
+        if not self._session:
+            return
+        session, self._session = self._session, 0
+        self._server._end_session(self, session)
+        self._state_change(KazooState.LOST)
+        self._session = self._server._next_session()
+        self._state_change(KazooState.CONNECTED)
 
     def _live(self) -> None:
         if not self._session:

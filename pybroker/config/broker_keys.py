@@ -81,7 +81,9 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("zookeeper.connect", _S, None, None, _HIGH,
        "ZooKeeper connection string, host:port[,host:port...][/chroot]. Set: this broker is a "
        "member of the cluster coordinated there (replication, leader failover). Unset: a "
-       "single broker keeps its metadata in local files."),
+       "single broker keeps its metadata in local files. unix:<socket path>: the metadata "
+       "service of this broker's node (the brokers of one machine, num.cores > 1), with "
+       "ZooKeeper's semantics and no ZooKeeper."),
     _k("zookeeper.connection.timeout.ms", _I, None, None, _HIGH,
        "How long to wait for ZooKeeper at start. Unset: zookeeper.session.timeout.ms."),
     _k("zookeeper.session.timeout.ms", _I, 18000, None, _HIGH,

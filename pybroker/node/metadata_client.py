@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import queue
 import socket
 import struct
 import threading
@@ -56,8 +55,11 @@ from kazoo.exceptions import ConnectionLoss, KazooException, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, KeeperState, WatchedEvent, ZnodeStat
 
+from pybroker.cluster.memory_zk import ClientEvents
+
 __all__ = ["NodeZooKeeperClient", "NodeTransaction", "is_node_connect", "socket_path_of",
-           "encode", "decode", "send_frame", "recv_frame", "ProtocolError", "MAX_FRAME"]
+           "encode", "decode", "send_frame", "recv_frame", "close_socket", "ProtocolError",
+           "MAX_FRAME"]
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +79,7 @@ class ProtocolError(Exception):
 
 def is_node_connect(connect: str | None) -> bool:
     """Whether a zookeeper.connect names a node's metadata service (``unix:<path>``)."""
-    return bool(connect) and connect.startswith(SCHEME)  # type: ignore[union-attr]
+    return connect is not None and connect.startswith(SCHEME)
 
 
 def socket_path_of(hosts: str) -> str:
@@ -195,6 +197,15 @@ def _exception(name: Any, message: Any) -> KazooException:
     return SystemZookeeperError(f"{name}: {message}")
 
 
+def close_socket(sock: socket.socket) -> None:
+    """Shut down, then close: a thread blocked in recv or send on it returns at once."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
+
+
 def send_frame(sock: socket.socket, value: Any) -> None:
     payload = encode(value)
     sock.sendall(_LEN.pack(len(payload)) + payload)
@@ -296,21 +307,18 @@ class _Connection:
         for slot in pending.values():
             slot.value = ConnectionLoss("the connection to the metadata service was lost")
             slot.done.set()
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
+        close_socket(self.sock)
         self.client._connection_lost(self)
 
 
-class NodeZooKeeperClient:
+class NodeZooKeeperClient(ClientEvents):
     """The part of kazoo's KazooClient the broker uses (as `memory_zk.MemoryZkClient`), served
     by the node's `MetadataService` at ``hosts`` = ``unix:<socket path>``. `timeout` is the
     session timeout asked for (seconds, kazoo's); kazoo's other arguments are accepted and
     ignored (the client reconnects on its own, forever, until `stop`)."""
 
     def __init__(self, hosts: str, timeout: float = 10.0, **_: Any) -> None:
+        super().__init__()
         self.socket_path = socket_path_of(hosts)
         self.hosts = hosts
         self._timeout_ms = max(1, int(timeout * 1000))
@@ -319,9 +327,6 @@ class NodeZooKeeperClient:
         self._conn: _Connection | None = None
         self._wanted = False  # between start and stop: keep a session
         self._xids = itertools.count(1)
-        self._listeners: list[Callable[[str], Any]] = []
-        self._events: queue.Queue = queue.Queue()
-        self._dispatcher: threading.Thread | None = None
         self._keeper: threading.Thread | None = None
         self._wake = threading.Event()
         self._watch_ids: dict[Watch, int] = {}
@@ -350,10 +355,7 @@ class NodeZooKeeperClient:
             if self._conn is not None:
                 return
             self._wanted = True
-            if self._dispatcher is None:
-                self._dispatcher = threading.Thread(target=self._dispatch, daemon=True,
-                                                    name="node-zk-events")
-                self._dispatcher.start()
+            self._start_events("node-zk-events")
         deadline = time.monotonic() + timeout
         last: Exception | None = None
         while True:
@@ -465,25 +467,27 @@ class NodeZooKeeperClient:
         keeper, self._keeper = self._keeper, None
         if keeper is not None and keeper is not threading.current_thread():
             keeper.join(5)
-        if self._dispatcher is not None:
-            self._events.put(None)
-            self._dispatcher = None
+        self._stop_events()
 
-    def add_listener(self, listener: Callable[[str], Any]) -> None:
-        self._listeners.append(listener)
-
-    def remove_listener(self, listener: Callable[[str], Any]) -> None:
-        self._listeners.remove(listener)
-
-    def _state_change(self, state: str) -> None:
-        self.state = state
-        for listener in list(self._listeners):
-            self._events.put((listener, state))
+    def expire(self) -> None:
+        """Lose the session now, as after missed pings (memory_zk's hook for tests): the
+        connection closes, so the service drops the session's ephemerals and watches;
+        listeners hear LOST, then CONNECTED once the client has a new session, which it has
+        when this returns (or after the session timeout, ConnectionLoss)."""
+        conn = self._conn
+        if conn is None:
+            return
+        conn.close()
+        deadline = time.monotonic() + max(conn.timeout_ms / 1000, 1.0)
+        while self._conn is None or self._conn is conn:
+            if time.monotonic() > deadline or not self._wanted:
+                raise ConnectionLoss("no new session with the metadata service")
+            time.sleep(0.01)
 
     def _watch_fired(self, watch_id: int, kind: str, path: str) -> None:
         watch = self._watches.get(watch_id)
         if watch is not None:
-            self._events.put((watch, WatchedEvent(kind, KeeperState.CONNECTED, path)))
+            self._deliver(watch, WatchedEvent(kind, KeeperState.CONNECTED, path))
 
     def _watch_id(self, watch: Watch | None) -> int | None:
         """One id per watch callable (equal bound methods share it), so a watch set twice on
@@ -496,17 +500,6 @@ class NodeZooKeeperClient:
                 watch_id = self._watch_ids[watch] = len(self._watch_ids) + 1
                 self._watches[watch_id] = watch
             return watch_id
-
-    def _dispatch(self) -> None:
-        while True:
-            item = self._events.get()
-            if item is None:
-                return
-            fn, arg = item
-            try:
-                fn(arg)
-            except Exception:  # as kazoo: a failing callback does not stop the others
-                log.exception("watch callback failed")
 
     def _call(self, op: str, *args: Any) -> Any:
         conn = self._conn

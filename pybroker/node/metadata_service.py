@@ -62,13 +62,12 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from kazoo.exceptions import BadArgumentsError, KazooException, SystemZookeeperError, \
-    UnimplementedError
+from kazoo.exceptions import BadArgumentsError, KazooException, UnimplementedError
 from kazoo.protocol.states import WatchedEvent
 
 from pybroker.cluster.memory_zk import MemoryZkClient, MemoryZooKeeper, _Node
-from pybroker.node.metadata_client import ProtocolError, WATCH_XID, decode, encode, recv_frame, \
-    send_frame
+from pybroker.node.metadata_client import ProtocolError, WATCH_XID, close_socket, decode, \
+    encode, recv_frame, send_frame
 
 __all__ = ["MetadataService", "MetadataLogCorrupt", "MIN_SESSION_TIMEOUT_MS"]
 
@@ -405,13 +404,12 @@ class _Session:
             self.ended = True
         if self.client is not None:
             log.info("session 0x%x ended: %s", self.id, why)
-            self.client.stop()
+            try:
+                self.client.stop()
+            except OSError:  # the log failed, so the service is stopping (`failure` says why)
+                pass
             self.client.close()
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
+        close_socket(self.sock)
         self.service._closed(self)
 
 
@@ -432,6 +430,7 @@ class MetadataService:
         self._listener: socket.socket | None = None
         self._sessions: dict[int, _Session] = {}
         self._lock = threading.Lock()
+        self._closing = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._lock_fd = -1
 
@@ -502,7 +501,7 @@ class MetadataService:
 
     def _reap(self) -> None:
         """End every session silent for its timeout."""
-        while not self.stopped.wait(0.02):
+        while not self.stopped.wait(0.05):
             now = time.monotonic()
             with self._lock:
                 silent = [s for s in self._sessions.values()
@@ -534,7 +533,12 @@ class MetadataService:
             return sorted(self._sessions)
 
     def close(self) -> None:
-        """Stop listening, end every session, close the log and unlock the dir."""
+        """Stop listening, end every session, close the log and unlock the dir. Safe to call
+        twice and from two threads at once (a failed log closes it from its own thread)."""
+        with self._closing:
+            self._close()
+
+    def _close(self) -> None:
         self.stopped.set()
         if self._listener is not None:
             self._listener.close()

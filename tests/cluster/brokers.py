@@ -162,8 +162,12 @@ class Cluster:
     # -- what ZooKeeper says ------------------------------------------------------------------------
     @property
     def zk(self) -> KazooClient:
+        """A client of the brokers' store: kazoo's, or a node metadata service's
+        (`zk_connect` of ``unix:<socket>``, with chroot "")."""
         if self._zk is None:
-            self._zk = KazooClient(hosts=self.connect)
+            from pybroker.node.metadata_client import NodeZooKeeperClient, is_node_connect
+            self._zk = (NodeZooKeeperClient if is_node_connect(self.connect)
+                        else KazooClient)(hosts=self.connect)
             self._zk.start(timeout=10)
         return self._zk
 
