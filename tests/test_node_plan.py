@@ -3,8 +3,10 @@ the refusals that need no process. The processes themselves: tests/integration/
 test_node_supervisor.py (standalone) and tests/cluster/test_node_cluster.py (ZooKeeper)."""
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -15,6 +17,19 @@ from pybroker.node.supervisor import (
 )
 from pybroker.node.worker import cores_to_use, plan_workers, worker_command
 from pybroker.testing.broker import num_cores_default
+
+
+@pytest.fixture
+def own_logging() -> Iterator[None]:
+    """main() installs its stderr handler on the root logger (configure_logging), here on
+    capsys's stream, which is closed after the test: later tests' logging would write to it.
+    The root logger's handlers and level are put back."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+    root.setLevel(level)
 
 
 def test_num_cores_is_one_process_by_default_and_minus_one_is_every_cpu_it_may_use() -> None:
@@ -30,7 +45,8 @@ def test_num_cores_is_one_process_by_default_and_minus_one_is_every_cpu_it_may_u
     ("two", "Invalid value two for configuration num.cores: Not a number of type INT"),
 ])
 def test_bad_num_cores_is_refused_at_start_in_one_line(
-        value: str, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        value: str, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        own_logging: None) -> None:
     with pytest.raises(ConfigError, match="num.cores"):
         load_broker_config(None, {"num.cores": value})
     assert main(["--defaults", "--override", f"num.cores={value}", "--override",
@@ -116,7 +132,7 @@ def test_fewer_cores_than_the_node_ran_is_refused_more_is_recorded(tmp_path: Pat
 
 
 def test_a_node_dir_is_refused_by_a_single_broker_start(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], own_logging: None) -> None:
     (tmp_path / NODE_FILE).write_text("num.cores=2\n")
     assert main(["--defaults", "--override", "num.cores=1", "--override",
                  f"log.dirs={tmp_path}"]) == 1
