@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
+from pathlib import Path
 from typing import NoReturn, cast
 
 import trio
@@ -20,6 +22,7 @@ from pybroker import VERSION_LINE
 from pybroker.config import BROKER_CONFIG_DEFS, BrokerConfig, ConfigError, load_broker_config
 from pybroker.runtime.logging_setup import buffer_startup_logs, configure_logging
 from pybroker.runtime.malloc_tuning import tune_malloc
+from pybroker.node.worker import NODE_FILE, WORKER_ENV, cores_to_use
 from pybroker.server import ServerInfo, serve
 
 log = logging.getLogger("pybroker")
@@ -131,18 +134,41 @@ def _start_failure(exc: BaseException) -> OSError | ConfigError | None:
     return None
 
 
+def _cores(config: BrokerConfig) -> int:
+    """How many brokers this node runs (num.cores, -1 = every CPU the process may use). With
+    1, the node is this process, as before num.cores; a first log dir that a node of more
+    brokers wrote is refused (pybroker.node.supervisor.check_core_count), since its brokers
+    above the first would leave the cluster with their partitions."""
+    cores = cores_to_use(config)
+    if (cores == 1 and WORKER_ENV not in os.environ
+            and (Path(config.log_dirs[0]) / NODE_FILE).exists()):
+        from pybroker.node.supervisor import check_core_count
+        check_core_count(config, 1)
+    return cores
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     tune_malloc()
     # Held until the config says which format (log.format): its own warnings included.
     early = buffer_startup_logs()
     try:
-        config = load_broker_config(args.config, _overrides(args.override))
+        # A node's worker says nothing of the config: its supervisor warned once for all.
+        config = load_broker_config(args.config, _overrides(args.override),
+                                    quiet=WORKER_ENV in os.environ)
     except (ConfigError, OSError) as exc:
         configure_logging("text", early=early)
         print(f"pybroker-server: {exc}", file=sys.stderr)
         return 1
     configure_logging(config.log_format, early=early)
+    try:
+        cores = _cores(config)
+        if cores > 1:
+            from pybroker.node.supervisor import run_node
+            return run_node(config, cores, args.config, args.override)
+    except (ConfigError, OSError) as exc:
+        print(f"pybroker-server: {exc}", file=sys.stderr)
+        return 1
     try:
         trio.run(_run, config)
     except KeyboardInterrupt:

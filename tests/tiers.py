@@ -13,6 +13,10 @@
 The tier comes from the test file's path (`TIER_OF_PATH`, the longest matching prefix wins),
 so a new test lands in its directory's tier without a marker; a file whose needs differ from
 its directory's is named there. `-m fast` (what `bin/test --fast` passes) selects a tier.
+
+`PYBROKER_NUM_CORES=2 bin/test --tier integration` runs a tier with every process broker of
+the test kit (pybroker.testing.BrokerProcess) a node of two brokers (num.cores); unset, they
+are one process each (issue #29 item 3).
 """
 from __future__ import annotations
 

@@ -219,6 +219,7 @@ class BrokerConfig(Mapping[str, object]):
     cluster_id = _Key["str | None"]("cluster.id")
     broker_rack = _Key["str | None"]("broker.rack")
     zookeeper_connect = _Key["str | None"]("zookeeper.connect")
+    num_cores = _Key[int]("num.cores")
     zookeeper_session_timeout_ms = _Key[int]("zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms = _Key["int | None"]("zookeeper.connection.timeout.ms")
     controlled_shutdown_enable = _Key[bool]("controlled.shutdown.enable")
@@ -628,8 +629,10 @@ def _unknown_key_warning(name: str) -> str:
 
 
 def load_broker_config(path: str | os.PathLike[str] | None = None,
-                       overrides: Mapping[str, object] | None = None) -> BrokerConfig:
-    """Read `path` (if any), apply `overrides` on top, parse and validate.
+                       overrides: Mapping[str, object] | None = None, *,
+                       quiet: bool = False) -> BrokerConfig:
+    """Read `path` (if any), apply `overrides` on top, parse and validate; `quiet` logs no
+    warnings (a node's worker: its supervisor logged the node's file's once).
 
     Overrides are what `--override key=value` and embedding code pass; they count as static
     configuration, like the file. Raises OSError if the file cannot be read and ConfigError for
@@ -638,7 +641,7 @@ def load_broker_config(path: str | os.PathLike[str] | None = None,
     props: dict[str, str] = dict(load_properties(path)) if path is not None else {}
     for name, value in (overrides or {}).items():
         props[name] = (("true" if value else "false") if isinstance(value, bool) else str(value))
-    return BrokerConfig(props)
+    return BrokerConfig(props, quiet=quiet)
 
 
 def describe_broker_config(broker: BrokerConfig, *, per_broker: bool = True

@@ -27,8 +27,8 @@ from types import MappingProxyType
 from typing import Mapping
 
 from pybroker.config.definitions import (
-    INT32_MAX, INT64_MAX, ConfigKey, ConfigType, Importance, KeyState, KnownClass, ListOf,
-    NonEmptyUniqueList, OneOf, OneOfIgnoringCase, Validator, at_least, between,
+    INT32_MAX, INT64_MAX, ConfigKey, ConfigType, CountOrAll, Importance, KeyState, KnownClass,
+    ListOf, NonEmptyUniqueList, OneOf, OneOfIgnoringCase, Validator, at_least, between,
 )
 
 _B, _S, _I, _SH, _L, _D, _LS, _P = (
@@ -179,6 +179,16 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Kafka's network thread count. Accepted; pybroker serves each connection as a task.", na=True),
     _k("num.io.threads", _I, 8, at_least(1), _HIGH,
        "Kafka's request handler thread count. Accepted; unused.", na=True),
+    _k("num.cores", _I, 1, CountOrAll(), _HIGH,
+       "How many cores this node serves with: with N > 1, pybroker-server runs N brokers, one "
+       "process each, as one cluster (a Python process uses one core). -1: every CPU the "
+       "process may use (its affinity mask, as taskset or a container's cpuset sets it). "
+       "1, the default for now: one broker process (docs/DESIGN.md says why not -1 yet). "
+       "pybroker's own key (Kafka spreads one JVM over num.network.threads and "
+       "num.io.threads). Broker K of the node has id node.id + 1000 K, every listener port "
+       "+ K (0 stays 0) and log dirs suffixed -K (broker 0 keeps node.id, the ports and "
+       "log.dirs); broker.rack defaults to the host name. Read at start only "
+       "(docs/OPERATIONS.md, \"One node, every core\")."),
     _k("background.threads", _I, 10, at_least(1), _HIGH,
        "Kafka's background thread count. Accepted; unused.", na=True),
     # Kafka's default for both is 102400. pybroker's is -1: fixed 100 KB buffers cost 20-30 %

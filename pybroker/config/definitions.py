@@ -233,8 +233,22 @@ class ShareOffsetReset:
         return "[latest, earliest, by_duration:PnDTnHnMn.nS]"
 
 
+@dataclass(frozen=True)
+class CountOrAll:
+    """A count of at least 1, or -1 for "all there are" (num.cores: every CPU the process
+    may use). 0 and other negatives are refused: neither is a count anyone means."""
+
+    def check(self, key: str, value: object) -> None:
+        assert isinstance(value, int)
+        if value != -1 and value < 1:
+            raise ConfigError(key, value, "Value must be -1 (all) or at least 1")
+
+    def describe(self) -> str:
+        return "-1 (all) or [1,...]"
+
+
 Validator = (Range | OneOf | OneOfIgnoringCase | ListOf | NonEmptyUniqueList | ThrottledReplicas | KnownClass
-             | ShareOffsetReset)
+             | ShareOffsetReset | CountOrAll)
 
 
 def at_least(minimum: int | float) -> Range:

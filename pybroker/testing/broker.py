@@ -72,6 +72,43 @@ def broker_in_thread(log_dir: Path, hooks: RequestHooks | bool = False,
         loop.close(30)
 
 
+# The test kit's brokers run as ONE process unless PYBROKER_NUM_CORES says otherwise,
+# whatever the server's own default (issue #29 asks for every CPU). A test broker is one
+# broker: a test that asks for `broker.port` or kills "the broker" means one process, the
+# thread mode cannot be several processes anyway, and a test whose broker count followed the
+# machine's cores would behave differently on a laptop and a 64-core CI runner. The suite
+# runs with PYBROKER_NUM_CORES=2 as well (docs/TESTING.md), so the node path is exercised.
+DEFAULT_NUM_CORES = 1
+
+
+def num_cores_default() -> int:
+    """PYBROKER_NUM_CORES (the tier runner's override, so the suite runs with 1 and with 2
+    brokers a node), else DEFAULT_NUM_CORES; ValueError naming it when it is not a count."""
+    raw = os.environ.get("PYBROKER_NUM_CORES", "").strip()
+    if not raw:
+        return DEFAULT_NUM_CORES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"PYBROKER_NUM_CORES={raw!r}: expected -1 or a count of at least 1"
+                         ) from None
+    if value != -1 and value < 1:
+        raise ValueError(f"PYBROKER_NUM_CORES={raw!r}: expected -1 or a count of at least 1")
+    return value
+
+
+_WORKER_STARTED = re.compile(r"worker (\d+) \(broker \d+\) started, pid (\d+)")
+
+
+def process_running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie waiting for init to reap it serves nothing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
 class BrokerProcess:
     """`python -m pybroker` as a child process, so a test can kill -9 it."""
 
@@ -117,8 +154,14 @@ class BrokerProcess:
             args += ["--defaults", "--override", "group.initial.rebalance.delay.ms=0",
                      "--override", "offsets.topic.num.partitions=5",
                      "--override", "transaction.state.log.num.partitions=5"]
+        cores = self.num_cores
+        if not {"num_cores", "num.cores"} & set(self.overrides):
+            args += ["--override", f"num.cores={cores}"]
         for k, v in self.overrides.items():
             args += ["--override", f"{k.replace('_', '.')}={v}"]
+        # A node of several brokers logs each worker's "listening" line, then its own.
+        ready = (re.compile(r"brokers ready, listening on [\d.]+:(\d+)") if cores > 1
+                 else re.compile(r"listening on [\d.]+:(\d+)"))
         env = dict(os.environ, PYTHONPATH=str(self.source))
         limited = self.open_files is not None or self.file_size_limit is not None
         self.proc = subprocess.Popen(self.wrap(args) if self.wrap else args,
@@ -135,12 +178,20 @@ class BrokerProcess:
             http = re.search(r"HTTP \(.*\) on http://\S*:(\d+)", line)
             if http and self.http_port is None:
                 self.http_port = int(http.group(1))
-            m = re.search(r"listening on [\d.]+:(\d+)", line)
+            m = ready.search(line)
             if m:
                 self.port = int(m.group(1))
                 threading.Thread(target=self._drain, daemon=True).start()
                 return self
         raise RuntimeError("broker did not start:\n" + "".join(self.stderr_lines))
+
+    @property
+    def num_cores(self) -> int:
+        """The brokers this process runs (num.cores): the num_cores override, else
+        PYBROKER_NUM_CORES, else 1 (`DEFAULT_NUM_CORES`), -1 read as the CPUs it may use."""
+        given = self.overrides.get("num_cores", self.overrides.get("num.cores"))
+        cores = int(given if given is not None else num_cores_default())
+        return len(os.sched_getaffinity(0)) if cores == -1 else cores
 
     def _limit(self) -> None:
         if self.open_files is not None:
@@ -159,9 +210,28 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     def kill(self) -> None:
+        """SIGKILL. A node's workers die with it (the kernel's PR_SET_PDEATHSIG), a moment
+        after it: this returns once they are gone too, so a restart finds its ports and log
+        dirs free."""
         assert self.proc is not None
+        workers = self.worker_pids()
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
+        deadline = time.monotonic() + 10
+        while any(process_running(pid) for pid in workers):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the node's workers {workers} outlived its kill -9")
+            time.sleep(0.01)
+
+    def worker_pids(self) -> list[int]:
+        """The pids of a node's workers (num.cores > 1), their latest processes, from the
+        supervisor's log; none for a single broker."""
+        pids: dict[str, int] = {}
+        for line in list(self.stderr_lines):
+            m = _WORKER_STARTED.search(line)
+            if m:
+                pids[m.group(1)] = int(m.group(2))
+        return list(pids.values())
 
     def stop(self) -> int:
         assert self.proc is not None

@@ -1,0 +1,358 @@
+"""The node supervisor: `pybroker-server` with `num.cores` > 1 runs N brokers and answers for all.
+
+Theory of operation. The supervisor is a plain process (threads, no trio): it starts the N
+workers (pybroker.node.worker), forwards their stderr to its own line by line, and watches
+them. What it promises:
+
+- Start: one log line per worker (id, listeners, log dirs), then "N brokers ready" once every
+  worker logged its "listening" line. A worker that exits before then stops the node (exit 1,
+  and the last line is the worker's one-line reason, as a single broker's failed start ends):
+  a port taken or a bad log dir does not get better by retrying.
+- Ctrl-C / SIGTERM: forwarded to every worker, one after the other from the last (see
+  `_stop_next`), and each hands its leaderships over (controlled shutdown) and closes its logs
+  cleanly; the supervisor exits 0 once all of them did. A second signal is forwarded to all at
+  once: each worker then stops at once, as a single broker does.
+  Workers run in a process group of their own, so the terminal's Ctrl-C reaches them once,
+  through the supervisor, not twice (which a worker would read as "stop at once").
+- kill -9 of the supervisor: every worker gets SIGKILL from the kernel (PR_SET_PDEATHSIG),
+  so no worker serves on alone. What a worker acknowledged is in its segment files (the page
+  cache) and survives, as for a single broker killed -9; the next start recovers each dir.
+- A worker that dies: restarted, at most 3 times in any minute (`RESTARTS_PER_MINUTE`); the
+  next death in that minute stops the whole node (exit 1, the reason logged). The node is
+  whole or stopped, never half-alive. While a worker is down the cluster code handles it as a
+  broker failure: its ZooKeeper session ends and its leaderships move to live replicas.
+- The metadata store: with zookeeper.connect set, the workers use that ZooKeeper. Without it
+  (the standalone default) the supervisor serves the node's store itself
+  (pybroker.node.metadata_service) on a Unix socket, and each worker gets
+  `zookeeper.connect=unix:<socket>`.
+
+Spawning happens on the main thread only: PR_SET_PDEATHSIG fires when the forking thread
+exits, so a worker forked by a short-lived thread would be killed with it.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any, Callable
+
+from pybroker.cluster.metadata import METADATA_FILE
+from pybroker.config import BrokerConfig, ConfigError
+from pybroker.node.worker import NODE_FILE, WORKER_ENV, WorkerPlan, die_with_parent, plan_workers, worker_command
+
+log = logging.getLogger("pybroker.node")
+
+RESTARTS_PER_MINUTE = 3
+# How long a node stopping on its own (a worker died too often) waits for the other workers'
+# controlled shutdown before it kills them.
+LOUD_STOP_TIMEOUT_S = 60.0
+_LISTENING = re.compile(r"listening on \[?([0-9a-fA-F.:]*)\]?:(\d+)")
+
+
+@dataclass
+class _Worker:
+    plan: WorkerPlan
+    command: list[str]
+    proc: subprocess.Popen[str] | None = None
+    generation: int = 0
+    port: int | None = None  # its first listener's bound port, once it is listening
+    last_lines: deque[str] = field(default_factory=lambda: deque(maxlen=20))
+    deaths: deque[float] = field(default_factory=deque)
+    stop_sent: bool = False  # SIGTERM sent to its current process
+
+
+class Supervisor:
+    """Runs the node's workers until a signal or a fatal death; `run()` is the exit code."""
+
+    def __init__(self, plans: list[WorkerPlan], commands: list[list[str]],
+                 env: dict[str, str] | None = None,
+                 on_stopped: Callable[[], None] | None = None) -> None:
+        self.workers = [_Worker(plan, command) for plan, command in zip(plans, commands)]
+        self.env = env
+        self.on_stopped = on_stopped
+        self._events: queue.Queue[tuple[str, int, int, Any]] = queue.Queue()
+        self._signals: deque[int] = deque()
+        self._out_lock = threading.Lock()
+        self._preexec = die_with_parent()
+        # Why the node could not start, when a worker failed before it served.
+        self.start_failure: str | None = None
+
+    # -- process handling (main thread) ------------------------------------------------------
+    def _spawn(self, worker: _Worker) -> None:
+        worker.generation += 1
+        worker.port = None
+        worker.stop_sent = False
+        env = dict(self.env if self.env is not None else os.environ,
+                   **{WORKER_ENV: str(worker.plan.index)})
+        proc = subprocess.Popen(worker.command, stdin=subprocess.DEVNULL, stdout=None,
+                                stderr=subprocess.PIPE, text=True, errors="replace",
+                                env=env, process_group=0, preexec_fn=self._preexec)
+        worker.proc = proc
+        log.info("worker %d (broker %d) started, pid %d", worker.plan.index,
+                 worker.plan.node_id, proc.pid)
+        assert proc.stderr is not None
+        threading.Thread(target=self._read, args=(worker, worker.generation, proc, proc.stderr),
+                         name=f"worker-{worker.plan.index}-stderr", daemon=True).start()
+
+    def _read(self, worker: _Worker, generation: int, proc: subprocess.Popen[str],
+              stream: IO[str]) -> None:
+        """One worker's stderr, forwarded line by line; its "listening" line and its exit
+        become events for the main thread."""
+        for line in stream:
+            with self._out_lock:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+            worker.last_lines.append(line.rstrip("\n"))
+            if "pybroker node" in line and (m := _LISTENING.search(line)):
+                self._events.put(("up", worker.plan.index, generation, int(m.group(2))))
+        self._events.put(("exit", worker.plan.index, generation, proc.wait()))
+
+    def _signal(self, workers: list[_Worker], signum: int) -> None:
+        for worker in workers:
+            if worker.proc is not None and worker.proc.poll() is None:
+                try:
+                    worker.proc.send_signal(signum)
+                except ProcessLookupError:
+                    pass
+
+    def _live(self) -> list[_Worker]:
+        return [w for w in self.workers if w.proc is not None and w.proc.returncode is None]
+
+    # -- the main loop ------------------------------------------------------------------------
+    def run(self) -> int:
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            for worker in self.workers:
+                log.info("%s", worker.plan.describe())
+            for worker in self.workers:
+                self._spawn(worker)
+            return self._watch()
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            if self.on_stopped is not None:
+                self.on_stopped()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals.append(signum)  # deque.append is safe here; the loop does the work
+
+    def _watch(self) -> int:
+        ready = False
+        stopping: str | None = None  # why the node stops: None while it serves
+        code = 0
+        deadline: float | None = None
+        while True:
+            while self._signals:
+                signum = self._signals.popleft()
+                name = signal.Signals(signum).name
+                if stopping is None:
+                    stopping = f"received {name}"
+                    log.info("received %s, stopping the node's %d brokers, the last first",
+                             name, len(self.workers))
+                    self._stop_next()
+                else:
+                    log.info("received %s again, stopping the brokers at once", name)
+                    self._signal(self._live(), signal.SIGTERM)
+            if stopping is not None and not self._live():
+                log.info("node stopped (%s)", stopping)
+                if self.start_failure is not None:
+                    # The last line, as a single broker's failed start ends: one line saying
+                    # why, in the words of the worker that could not start.
+                    with self._out_lock:
+                        sys.stderr.write(f"pybroker-server: {self.start_failure}\n")
+                        sys.stderr.flush()
+                return code
+            if deadline is not None and time.monotonic() > deadline:
+                log.error("brokers still running %.0f s after the stop; killing them",
+                          LOUD_STOP_TIMEOUT_S)
+                self._signal(self._live(), signal.SIGKILL)
+                deadline = None
+            try:
+                kind, index, generation, value = self._events.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            worker = self.workers[index]
+            if generation != worker.generation:
+                continue
+            if kind == "up":
+                worker.port = value
+                if not ready and all(w.port is not None for w in self.workers):
+                    ready = True
+                    self._log_ready()
+                elif ready:
+                    log.info("worker %d (broker %d) is serving again on port %d", index,
+                             worker.plan.node_id, value)
+                continue
+            # kind == "exit"
+            if stopping is not None:
+                if value != 0:
+                    log.error("worker %d (broker %d) exited with code %s while stopping",
+                              index, worker.plan.node_id, value)
+                    code = 1
+                self._stop_next()
+                continue
+            reason = self._death(worker, value, ready)
+            if reason is None:
+                self._spawn(worker)
+                continue
+            log.error("stopping the node: %s", reason)
+            stopping, code = reason, 1
+            deadline = time.monotonic() + LOUD_STOP_TIMEOUT_S
+            self._stop_next()
+
+    def _stop_next(self) -> None:
+        """SIGTERM to the live worker of the highest index, unless one is stopping already.
+
+        One at a time: a worker's controlled shutdown moves its leaderships to the other
+        replicas in the ISR, and on a node alone those are the node's other workers; stopped
+        all at once, each would wait for the others (20 s, then give up uncleanly)."""
+        live = self._live()
+        if not live or any(w.stop_sent for w in live):
+            return
+        live[-1].stop_sent = True
+        self._signal(live[-1:], signal.SIGTERM)
+
+    def _death(self, worker: _Worker, returncode: int, ready: bool) -> str | None:
+        """Why the node must stop after this worker's death, or None to restart it."""
+        plan = worker.plan
+        last = worker.last_lines[-1] if worker.last_lines else "(nothing logged)"
+        how = (f"killed by {signal.Signals(-returncode).name}" if returncode < 0
+               else f"exit code {returncode}")
+        if not ready:
+            own = last.removeprefix("pybroker-server: ") if last.startswith(
+                "pybroker-server: ") else None
+            self.start_failure = own or (f"worker {plan.index} (broker {plan.node_id}) "
+                                         f"failed to start ({how}): {last}")
+            return f"worker {plan.index} (broker {plan.node_id}) failed to start ({how}): {last}"
+        now = time.monotonic()
+        while worker.deaths and now - worker.deaths[0] > 60:
+            worker.deaths.popleft()
+        if len(worker.deaths) >= RESTARTS_PER_MINUTE:
+            return (f"worker {plan.index} (broker {plan.node_id}) died ({how}) after "
+                    f"{RESTARTS_PER_MINUTE} restarts in a minute; last line: {last}")
+        worker.deaths.append(now)
+        log.error("worker %d (broker %d) died (%s); restarting it (restart %d of at most %d "
+                  "a minute); last line: %s", plan.index, plan.node_id, how,
+                  len(worker.deaths), RESTARTS_PER_MINUTE, last)
+        return None
+
+    def _log_ready(self) -> None:
+        first = self.workers[0]
+        host = first.plan.listeners[0].host or "127.0.0.1"
+        brokers = ", ".join(f"{w.plan.node_id} on {w.plan.listeners[0].host or '0.0.0.0'}:"
+                            f"{w.port}" for w in self.workers)
+        log.info("pybroker node of %d brokers ready, listening on %s:%d (brokers %s)",
+                 len(self.workers), host, first.port, brokers)
+
+
+def run_node(config: BrokerConfig, cores: int, config_file: str | None,
+             overrides: list[str]) -> int:
+    """`pybroker-server` for `num.cores` = cores > 1: the node's exit code. A problem found
+    before any worker starts is a ConfigError (one line), as a single broker's."""
+    plans = plan_workers(config, cores)
+    if not config.zookeeper_connect:
+        check_single_broker_metadata(config, cores)
+    check_core_count(config, cores)
+    extra: dict[str, str] = {}
+    on_stopped: Callable[[], None] | None = None
+    if not config.zookeeper_connect:
+        service, connect = _start_metadata_service(config)
+        extra["zookeeper.connect"] = connect
+        on_stopped = service.close
+    commands = [worker_command(config_file, overrides + [f"{k}={v}" for k, v in extra.items()],
+                               plan) for plan in plans]
+    return Supervisor(plans, commands, on_stopped=on_stopped).run()
+
+
+# -- the node's record of its core count -------------------------------------------------------
+
+def recorded_cores(log_dir: Path) -> int | None:
+    """The core count the node in `log_dir` (its first log dir) last ran with, if recorded."""
+    path = log_dir / NODE_FILE
+    if not path.exists():
+        return None
+    for line in path.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "num.cores":
+            return int(value.strip())
+    return None
+
+
+def check_core_count(config: BrokerConfig, cores: int) -> None:
+    """Refuse a start that would strand partitions, then record `cores` for the next start.
+
+    Fewer workers than last time takes the brokers of the workers left out away from the
+    cluster with the partitions they lead: refused, naming the fix. More is fine (the new
+    brokers join empty). `cores` = 1 is the single broker's path (pybroker.__main__)."""
+    log_dir = Path(config.log_dirs[0])
+    before = recorded_cores(log_dir)
+    if before is not None and cores < before:
+        gone = ", ".join(str(config.node_id + 1000 * k) for k in range(cores, before))
+        raise ConfigError("num.cores", cores, "", message=(
+            f"{log_dir / NODE_FILE} says this node ran {before} brokers; num.cores={cores} would "
+            f"leave brokers {gone} out with their partitions: set num.cores={before}, or move "
+            f"their partitions to other brokers (kafka-reassign-partitions) and delete "
+            f"{log_dir / NODE_FILE}"))
+    if cores > 1 and before != cores:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        tmp = log_dir / (NODE_FILE + ".tmp")
+        tmp.write_text(f"# written by pybroker-server: the brokers this node runs\n"
+                       f"num.cores={cores}\n")
+        os.replace(tmp, log_dir / NODE_FILE)
+
+
+# The node's metadata store, in its first log dir (a name no partition dir can have: the log
+# manager skips it).
+METADATA_DIR = "__node-metadata"
+_SOCKET_PATH_MAX = 107  # sun_path holds 108 bytes with the NUL
+
+
+def check_single_broker_metadata(config: BrokerConfig, cores: int) -> None:
+    """Refuse a standalone node whose first log dir holds a single broker's metadata.
+
+    num.cores=1 without ZooKeeper keeps the topics in `pybroker-metadata.json` (one process's
+    LocalMetadataStore); a node's brokers read the node's shared store instead, which does not
+    import that file: started over it, they would see no topics while the partitions' data
+    sits in worker 0's dir. (With zookeeper.connect the metadata is ZooKeeper's either way:
+    worker 0 is the same broker as before, nothing to move.)"""
+    log_dir = Path(config.log_dirs[0])
+    if (log_dir / METADATA_FILE).exists() and not (log_dir / METADATA_DIR).exists():
+        raise ConfigError("num.cores", cores, "", message=(
+            f"{log_dir / METADATA_FILE} holds the metadata of a single-process broker, which "
+            f"a node of num.cores={cores} brokers does not import: set num.cores=1 to serve "
+            f"this log dir, or start the node on an empty log.dirs"))
+
+
+def _socket_path(data_dir: Path) -> Path:
+    """`data_dir`/metadata.sock, or, when that path is too long for a Unix socket, one in the
+    temp dir named after a hash of `data_dir` (the same node finds the same name again)."""
+    preferred = data_dir.resolve() / "metadata.sock"
+    if len(os.fsencode(preferred)) <= _SOCKET_PATH_MAX:
+        return preferred
+    digest = hashlib.sha256(os.fsencode(data_dir.resolve())).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"pybroker-node-{digest}.sock"
+
+
+def _start_metadata_service(config: BrokerConfig) -> tuple[Any, str]:
+    """The standalone node's metadata service, started, and the workers' zookeeper.connect."""
+    from pybroker.node.metadata_service import MetadataService
+    data_dir = Path(config.log_dirs[0]) / METADATA_DIR
+    service = MetadataService(_socket_path(data_dir), data_dir,
+                              config.zookeeper_session_timeout_ms)
+    try:
+        service.start()
+    except RuntimeError as exc:  # the dir is another running node's
+        raise ConfigError("log.dirs", ",".join(config.log_dirs), "", message=str(exc)) from None
+    return service, service.connect

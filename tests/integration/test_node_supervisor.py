@@ -1,0 +1,249 @@
+"""A node of num.cores=2 brokers (pybroker/node/supervisor.py) as an operator runs it: one
+`python -m pybroker` with no ZooKeeper (the standalone default: the supervisor serves the node's
+metadata store), and stock clients (kafka-python) on its first port. Signals, kill -9 of the
+node and of one worker, repeated deaths. The node with ZooKeeper: tests/cluster/
+test_node_cluster.py."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from pybroker.testing.broker import BrokerProcess, process_running as running
+
+STARTED = re.compile(r"worker (\d+) \(broker (\d+)\) started, pid (\d+)")
+
+
+def node(log_dir: Path, **overrides: str) -> BrokerProcess:
+    return BrokerProcess(log_dir, num_cores="2", **overrides).start(timeout=120)
+
+
+def worker_pids(broker: BrokerProcess) -> dict[int, int]:
+    """The pid of each worker's latest process, from the supervisor's log."""
+    pids: dict[int, int] = {}
+    for line in list(broker.stderr_lines):
+        m = STARTED.search(line)
+        if m:
+            pids[int(m.group(1))] = int(m.group(3))
+    return pids
+
+
+def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def logged(broker: BrokerProcess, text: str) -> bool:
+    return any(text in line for line in list(broker.stderr_lines))
+
+
+def brokers_seen(bootstrap: str) -> tuple[list[int], set[str]]:
+    """The broker ids and racks a client bootstrapping on `bootstrap` sees (DescribeCluster)."""
+    from kafka import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        brokers = admin.describe_cluster()["brokers"]
+    finally:
+        admin.close()
+    return sorted(b["broker_id"] for b in brokers), {b["rack"] for b in brokers}
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> dict[int, int]:
+    """Create `name` and wait until every partition has a leader; partition -> leader."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1)])
+
+        def leaders() -> dict[int, int] | None:
+            found = {p["partition_index"]: p["leader_id"]
+                     for p in admin.describe_topics([name])[0]["partitions"]}
+            ok = len(found) == partitions and all(v >= 0 for v in found.values())
+            return found if ok else None
+        return wait_until(leaders, 30, f"leaders of {name}")
+    finally:
+        admin.close()
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], acks: int | str,
+            partitions: int) -> list[bytes]:
+    """Send each value, round-robin over the partitions; the values the node acknowledged."""
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, retries=5)
+    try:
+        futures = [(v, producer.send(topic, value=v, partition=i % partitions))
+                   for i, v in enumerate(values)]
+        producer.flush(30)
+        acked = []
+        for value, future in futures:
+            try:
+                future.get(0)
+            except Exception:  # noqa: BLE001 - not acknowledged: not promised either
+                continue
+            acked.append(value)
+        return acked
+    finally:
+        producer.close(5)
+
+
+def read_all(bootstrap: str, topic: str, expected: int, timeout: float = 60) -> list[bytes]:
+    from kafka import KafkaConsumer
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, group_id=None,
+                             consumer_timeout_ms=2000)
+    values: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(values) < expected and time.monotonic() < deadline:
+            values += [m.value for m in consumer]
+        return values
+    finally:
+        consumer.close()
+
+
+def test_a_client_on_the_first_port_sees_every_broker_and_uses_them_all(
+        tmp_path: Path) -> None:
+    broker = node(tmp_path / "logs")
+    try:
+        assert brokers_seen(broker.bootstrap) == ([0, 1000], {socket.gethostname()})
+        leaders = create_topic(broker.bootstrap, "spread", 4)
+        assert set(leaders.values()) == {0, 1000}  # leaders spread over the node's brokers
+        values = [b"v%d" % i for i in range(200)]
+        assert produce(broker.bootstrap, "spread", values, "all", 4) == values
+        assert sorted(read_all(broker.bootstrap, "spread", 200)) == sorted(values)
+        # One line per worker at start: its id, listeners and dirs.
+        assert logged(broker, f"worker 1: broker 1000, listeners PLAINTEXT://127.0.0.1:0, "
+                              f"log.dirs {tmp_path / 'logs'}-1")
+    finally:
+        broker.kill()
+
+
+def test_sigterm_stops_every_worker_cleanly_and_exits_0(tmp_path: Path) -> None:
+    broker = node(tmp_path / "logs", some_unknown_key="1")
+    # The node's config is reported once (by the supervisor), not once more per worker.
+    assert len([ln for ln in broker.stderr_lines
+                if "Unknown configuration 'some.unknown.key'" in ln]) == 1
+    pids = worker_pids(broker)
+    assert len(pids) == 2 and all(running(p) for p in pids.values())
+    create_topic(broker.bootstrap, "t", 2)
+    assert broker.stop() == 0
+    assert not [p for p in pids.values() if running(p)]
+    assert logged(broker, "pybroker node 0 shut down cleanly")
+    assert logged(broker, "pybroker node 1000 shut down cleanly")
+    assert not logged(broker, "controlled shutdown did not complete")
+    # Each worker's log dir was closed cleanly (Kafka's marker).
+    assert (tmp_path / "logs" / ".kafka_cleanshutdown").exists()
+    assert (tmp_path / "logs-1" / ".kafka_cleanshutdown").exists()
+
+
+@pytest.mark.parametrize("acks", ["all", 1])
+def test_kill_9_of_the_node_takes_every_worker_and_loses_no_acked_record(
+        tmp_path: Path, acks: int | str) -> None:
+    broker = node(tmp_path / "logs")
+    pids = worker_pids(broker)
+    create_topic(broker.bootstrap, "durable", 4)
+    acked = produce(broker.bootstrap, "durable", [b"r%d" % i for i in range(300)], acks, 4)
+    assert len(acked) == 300
+    broker.kill()  # SIGKILL to the supervisor alone
+    wait_until(lambda: not [p for p in pids.values() if running(p)], 10,
+               "the workers to die with their supervisor")
+    broker = node(tmp_path / "logs")
+    try:
+        got = read_all(broker.bootstrap, "durable", len(acked))
+        assert sorted(got) == sorted(acked)
+    finally:
+        broker.kill()
+
+
+def test_a_killed_worker_is_restarted_and_clients_carry_on(tmp_path: Path) -> None:
+    from kafka import KafkaProducer
+    broker = node(tmp_path / "logs")
+    try:
+        create_topic(broker.bootstrap, "carry", 4)
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", retries=20,
+                                 retry_backoff_ms=200, request_timeout_ms=10000)
+        before = [producer.send("carry", b"before-%d" % i) for i in range(50)]
+        producer.flush(30)
+        assert all(f.get(0) for f in before)
+        old = worker_pids(broker)[1]
+        os.kill(old, signal.SIGKILL)
+        wait_until(lambda: logged(broker, "worker 1 (broker 1000) is serving again"), 90,
+                   "worker 1 to be restarted and serve")
+        assert worker_pids(broker)[1] != old
+        assert logged(broker, "worker 1 (broker 1000) died (killed by SIGKILL); restarting it")
+        # The same producer carries on: the partitions of broker 1000 are back with it.
+        after = [producer.send("carry", b"after-%d" % i) for i in range(50)]
+        producer.flush(60)
+        assert all(f.get(0) for f in after)
+        producer.close(5)
+        assert len(read_all(broker.bootstrap, "carry", 100)) == 100
+        assert broker.proc is not None and broker.proc.poll() is None
+    finally:
+        broker.kill()
+
+
+def test_a_worker_dying_again_and_again_stops_the_whole_node_with_exit_1(
+        tmp_path: Path) -> None:
+    broker = node(tmp_path / "logs")
+    first = worker_pids(broker)
+    for death in range(4):  # three restarts are allowed in a minute; the fourth death is not
+        pid = worker_pids(broker)[1]
+        os.kill(pid, signal.SIGKILL)
+        if death < 3:
+            wait_until(lambda: worker_pids(broker)[1] != pid, 30, f"restart {death + 1}")
+    assert broker.proc is not None
+    assert broker.proc.wait(90) == 1
+    assert logged(broker, "stopping the node: worker 1 (broker 1000) died (killed by SIGKILL) "
+                          "after 3 restarts in a minute")
+    pids = [first[0]] + [worker_pids(broker)[1]]
+    assert not [p for p in pids if running(p)]  # never half-alive
+
+
+def test_a_node_over_a_single_brokers_log_dir_refuses_to_start(tmp_path: Path) -> None:
+    single = BrokerProcess(tmp_path / "logs", num_cores="1").start(timeout=60)
+    create_topic(single.bootstrap, "kept", 1)
+    assert single.stop() == 0
+    with pytest.raises(RuntimeError) as caught:
+        node(tmp_path / "logs")
+    assert ("pybroker-metadata.json holds the metadata of a single-process broker, which a "
+            "node of num.cores=2 brokers does not import: set num.cores=1") in str(caught.value)
+    # The single broker still starts on it, with its topic.
+    single = BrokerProcess(tmp_path / "logs", num_cores="1").start(timeout=60)
+    try:
+        from kafka import KafkaAdminClient
+        admin = KafkaAdminClient(bootstrap_servers=single.bootstrap)
+        assert "kept" in admin.list_topics()
+        admin.close()
+    finally:
+        single.stop()
+
+
+def test_a_worker_that_cannot_start_stops_the_node_with_its_one_line_reason(
+        tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    with socket.socket() as taken:  # worker 1's port (worker 0's + 1) is someone else's
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "pybroker", "--defaults", "--override", "num.cores=2",
+             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port - 1}",
+             "--override", f"log.dirs={tmp_path / 'logs'}"],
+            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("pybroker-server: [Errno 98] listener PLAINTEXT://127.0.0.1:"), last
+    assert last.endswith("cannot be bound: Address already in use"), last

@@ -1,0 +1,162 @@
+"""num.cores and what worker K of a node is (pybroker.node.worker): ids, ports, log dirs, rack;
+the refusals that need no process. The processes themselves: tests/integration/
+test_node_supervisor.py (standalone) and tests/cluster/test_node_cluster.py (ZooKeeper)."""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from pybroker.__main__ import main
+from pybroker.config import ConfigError, load_broker_config
+from pybroker.node.supervisor import (
+    NODE_FILE, check_core_count, check_single_broker_metadata, recorded_cores,
+)
+from pybroker.node.worker import cores_to_use, plan_workers, worker_command
+from pybroker.testing.broker import num_cores_default
+
+
+@pytest.fixture
+def own_logging() -> Iterator[None]:
+    """main() installs its stderr handler on the root logger (configure_logging), here on
+    capsys's stream, which is closed after the test: later tests' logging would write to it.
+    The root logger's handlers and level are put back."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+    root.setLevel(level)
+
+
+def test_num_cores_is_one_process_by_default_and_minus_one_is_every_cpu_it_may_use() -> None:
+    assert cores_to_use(load_broker_config(None, {})) == 1
+    every = load_broker_config(None, {"num.cores": "-1"})
+    assert cores_to_use(every) == len(os.sched_getaffinity(0))
+    assert cores_to_use(load_broker_config(None, {"num.cores": "3"})) == 3
+
+
+@pytest.mark.parametrize("value, reason", [
+    ("0", "Invalid value 0 for configuration num.cores: Value must be -1 (all) or at least 1"),
+    ("-2", "Invalid value -2 for configuration num.cores: Value must be -1 (all) or at least 1"),
+    ("two", "Invalid value two for configuration num.cores: Not a number of type INT"),
+])
+def test_bad_num_cores_is_refused_at_start_in_one_line(
+        value: str, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        own_logging: None) -> None:
+    with pytest.raises(ConfigError, match="num.cores"):
+        load_broker_config(None, {"num.cores": value})
+    assert main(["--defaults", "--override", f"num.cores={value}", "--override",
+                 f"log.dirs={tmp_path}"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"pybroker-server: {reason}\n"
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_worker_k_gets_id_plus_1000k_ports_plus_k_dirs_suffixed() -> None:
+    config = load_broker_config(None, {
+        "node.id": "7", "listeners": "PLAINTEXT://127.0.0.1:9092,SSL://:9192",
+        "log.dirs": "/data/a,/data/b/", "http.listeners": "http://127.0.0.1:8080",
+        "ssl.keystore.location": "/dev/null", "ssl.key.password": "x",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:PLAINTEXT"})
+    plans = plan_workers(config, 3, host_name="host-a")
+    assert [p.node_id for p in plans] == [7, 1007, 2007]
+    assert [p.overrides()["listeners"] for p in plans] == [
+        "PLAINTEXT://127.0.0.1:9092,SSL://:9192", "PLAINTEXT://127.0.0.1:9093,SSL://:9193",
+        "PLAINTEXT://127.0.0.1:9094,SSL://:9194"]
+    assert [p.overrides()["log.dirs"] for p in plans] == [
+        "/data/a,/data/b/", "/data/a-1,/data/b-1", "/data/a-2,/data/b-2"]
+    assert [p.overrides()["http.listeners"] for p in plans] == [
+        "http://127.0.0.1:8080", "http://127.0.0.1:8081", "http://127.0.0.1:8082"]
+    assert {p.overrides()["broker.rack"] for p in plans} == {"host-a"}
+    assert all(p.overrides()["num.cores"] == "1" for p in plans)
+    assert all(p.overrides()["broker.id"] == str(p.node_id) for p in plans)
+    assert "advertised.listeners" not in plans[1].overrides()  # each advertises its own
+
+
+def test_port_zero_stays_zero_and_a_set_rack_and_advertised_listeners_are_kept() -> None:
+    config = load_broker_config(None, {
+        "listeners": "PLAINTEXT://0.0.0.0:0", "broker.rack": "r1",
+        "advertised.listeners": "PLAINTEXT://node-a.example:19092"})
+    plans = plan_workers(config, 2)
+    assert [p.overrides()["listeners"] for p in plans] == ["PLAINTEXT://0.0.0.0:0"] * 2
+    assert [p.overrides()["advertised.listeners"] for p in plans] == [
+        "PLAINTEXT://node-a.example:19092", "PLAINTEXT://node-a.example:19093"]
+    assert {p.rack for p in plans} == {"r1"}
+
+
+def test_worker_ports_that_collide_are_refused_naming_both() -> None:
+    config = load_broker_config(None, {
+        "listeners": "PLAINTEXT://127.0.0.1:9092,OTHER://127.0.0.1:9093",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"})
+    with pytest.raises(ConfigError) as caught:
+        plan_workers(config, 2)
+    assert str(caught.value) == (
+        "num.cores=2: worker 1's PLAINTEXT://127.0.0.1:9093 takes the port of worker 0's "
+        "OTHER://127.0.0.1:9093 (worker K listens on every port + K): space the listeners' "
+        "ports at least num.cores apart")
+    plan_workers(config, 1)  # one worker: nothing to collide
+
+
+def test_worker_port_past_65535_is_refused() -> None:
+    config = load_broker_config(None, {"listeners": "PLAINTEXT://127.0.0.1:65535"})
+    with pytest.raises(ConfigError, match="past 65535"):
+        plan_workers(config, 2)
+
+
+def test_worker_command_keeps_the_node_file_and_overrides_and_puts_its_own_last() -> None:
+    config = load_broker_config(None, {"num.cores": "2"})
+    plan = plan_workers(config, 2)[1]
+    args = worker_command("server.properties", ["num.cores=2", "num.partitions=3"], plan)
+    assert args[1:4] == ["-m", "pybroker", "server.properties"]
+    overrides = [args[i + 1] for i, a in enumerate(args) if a == "--override"]
+    assert overrides[:2] == ["num.cores=2", "num.partitions=3"]
+    assert overrides.index("num.cores=1") > overrides.index("num.cores=2")  # the worker's wins
+    assert worker_command(None, [], plan)[3] == "--defaults"
+
+
+def test_fewer_cores_than_the_node_ran_is_refused_more_is_recorded(tmp_path: Path) -> None:
+    config = load_broker_config(None, {"log.dirs": str(tmp_path), "node.id": "3"})
+    check_core_count(config, 4)
+    assert recorded_cores(tmp_path) == 4
+    with pytest.raises(ConfigError) as caught:
+        check_core_count(config, 2)
+    message = str(caught.value)
+    assert "ran 4 brokers; num.cores=2 would leave brokers 2003, 3003 out" in message
+    assert "set num.cores=4" in message and "\n" not in message
+    check_core_count(config, 6)
+    assert recorded_cores(tmp_path) == 6
+
+
+def test_a_node_dir_is_refused_by_a_single_broker_start(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], own_logging: None) -> None:
+    (tmp_path / NODE_FILE).write_text("num.cores=2\n")
+    assert main(["--defaults", "--override", "num.cores=1", "--override",
+                 f"log.dirs={tmp_path}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("pybroker-server: ") and err.count("\n") == 1
+    assert "set num.cores=2" in err
+
+
+def test_a_single_brokers_metadata_is_refused_by_a_standalone_node(tmp_path: Path) -> None:
+    (tmp_path / "pybroker-metadata.json").write_text('{"version": 1, "topics": []}')
+    config = load_broker_config(None, {"log.dirs": str(tmp_path)})
+    with pytest.raises(ConfigError, match="set num.cores=1 to serve this log dir"):
+        check_single_broker_metadata(config, 2)
+
+
+@pytest.mark.parametrize("raw, expected", [("", 1), ("2", 2), ("-1", -1)])
+def test_the_kits_core_count_follows_pybroker_num_cores(
+        raw: str, expected: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYBROKER_NUM_CORES", raw)
+    assert num_cores_default() == expected
+
+
+@pytest.mark.parametrize("raw", ["0", "x", "-3"])
+def test_a_bad_pybroker_num_cores_is_named(raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYBROKER_NUM_CORES", raw)
+    with pytest.raises(ValueError, match="PYBROKER_NUM_CORES"):
+        num_cores_default()
