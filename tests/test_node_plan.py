@@ -160,3 +160,41 @@ def test_a_bad_pybroker_num_cores_is_named(raw: str, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("PYBROKER_NUM_CORES", raw)
     with pytest.raises(ValueError, match="PYBROKER_NUM_CORES"):
         num_cores_default()
+
+
+def test_a_node_whose_metadata_service_stops_stops_loudly(tmp_path: Path) -> None:
+    """The workers of a node whose store stopped serving could only reconnect to nothing: the
+    node stops (exit 1, the reason logged) instead of limping on. Stand-in workers (a process
+    that logs a broker's "listening" line and waits) and a real MetadataService, closed once
+    both workers serve."""
+    import sys
+    import threading
+    import time
+
+    from pybroker.node.metadata_service import MetadataService
+    from pybroker.node.supervisor import Supervisor, why_stopped
+
+    service = MetadataService(tmp_path / "md.sock", tmp_path / "md", 6000)
+    service.start()
+    config = load_broker_config(None, {"node.id": "0", "log.dirs": str(tmp_path / "logs"),
+                                       "listeners": "PLAINTEXT://127.0.0.1:0"})
+    plans = plan_workers(config, 2, host_name="h")
+    stand_in = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
+                " sys.stderr.write('pybroker node {} listening on 127.0.0.1:{}\\n');"
+                " sys.stderr.flush(); time.sleep(120)")
+    commands = [[sys.executable, "-c", stand_in.format(p.node_id, 40000 + p.index)]
+                for p in plans]
+    sup = Supervisor(plans, commands, on_stopped=service.close,
+                     store_failed=lambda: why_stopped(service))
+
+    def close_once_serving() -> None:
+        deadline = time.monotonic() + 60
+        while any(w.port is None for w in sup.workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        service.close()
+
+    threading.Thread(target=close_once_serving, daemon=True).start()
+    t0 = time.monotonic()
+    assert sup.run() == 1
+    assert time.monotonic() - t0 < 60
+    assert all(w.proc is not None and w.proc.poll() is not None for w in sup.workers)

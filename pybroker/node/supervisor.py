@@ -44,13 +44,17 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any, Callable
+from typing import IO, TYPE_CHECKING, Any, Callable
 
 from pybroker.cluster.metadata import METADATA_FILE
 from pybroker.config import BrokerConfig, ConfigError
 from pybroker.node.worker import NODE_FILE, WORKER_ENV, WorkerPlan, die_with_parent, plan_workers, worker_command
+
+if TYPE_CHECKING:
+    from pybroker.node.metadata_service import MetadataService
 
 log = logging.getLogger("pybroker.node")
 
@@ -78,10 +82,15 @@ class Supervisor:
 
     def __init__(self, plans: list[WorkerPlan], commands: list[list[str]],
                  env: dict[str, str] | None = None,
-                 on_stopped: Callable[[], None] | None = None) -> None:
+                 on_stopped: Callable[[], None] | None = None,
+                 store_failed: Callable[[], str | None] | None = None) -> None:
+        """`store_failed`: why the node's metadata service stopped serving, or None while it
+        serves; a node whose store failed stops loudly (its workers could only keep
+        reconnecting to nothing, half-alive)."""
         self.workers = [_Worker(plan, command) for plan, command in zip(plans, commands)]
         self.env = env
         self.on_stopped = on_stopped
+        self.store_failed = store_failed
         self._events: queue.Queue[tuple[str, int, int, Any]] = queue.Queue()
         self._signals: deque[int] = deque()
         self._out_lock = threading.Lock()
@@ -174,6 +183,13 @@ class Supervisor:
                         sys.stderr.write(f"pybroker-server: {self.start_failure}\n")
                         sys.stderr.flush()
                 return code
+            if stopping is None and self.store_failed is not None \
+                    and (why := self.store_failed()) is not None:
+                reason = f"the node's metadata service stopped: {why}"
+                log.error("stopping the node: %s", reason)
+                stopping, code = reason, 1
+                deadline = time.monotonic() + LOUD_STOP_TIMEOUT_S
+                self._stop_next()
             if deadline is not None and time.monotonic() > deadline:
                 log.error("brokers still running %.0f s after the stop; killing them",
                           LOUD_STOP_TIMEOUT_S)
@@ -267,13 +283,23 @@ def run_node(config: BrokerConfig, cores: int, config_file: str | None,
     check_core_count(config, cores)
     extra: dict[str, str] = {}
     on_stopped: Callable[[], None] | None = None
+    store_failed: Callable[[], str | None] | None = None
     if not config.zookeeper_connect:
         service, connect = _start_metadata_service(config)
         extra["zookeeper.connect"] = connect
         on_stopped = service.close
+        store_failed = partial(why_stopped, service)
     commands = [worker_command(config_file, overrides + [f"{k}={v}" for k, v in extra.items()],
                                plan) for plan in plans]
-    return Supervisor(plans, commands, on_stopped=on_stopped).run()
+    return Supervisor(plans, commands, on_stopped=on_stopped, store_failed=store_failed).run()
+
+
+def why_stopped(service: "MetadataService") -> str | None:
+    """Why the node's metadata service no longer serves (its log failed, or it was closed),
+    or None while it serves."""
+    if not service.stopped.is_set():
+        return None
+    return str(service.failure) if service.failure is not None else "it was closed"
 
 
 # -- the node's record of its core count -------------------------------------------------------
