@@ -114,8 +114,11 @@ class Produced:
 
 def _produce_kafka_python(bootstrap: str, topic: str, client_id: str, out: Produced) -> None:
     from kafka import KafkaProducer
+    # 64 KiB batches, as the confluent case's: kafka-python's default of 16 KiB made a
+    # request of each 10 KB record, and a loaded machine's Python sender could then not keep
+    # up with the quota (0.72 and 0.80 of it, measured in a loop under load average 11-19).
     producer = KafkaProducer(bootstrap_servers=bootstrap, client_id=client_id, linger_ms=5,
-                             max_block_ms=30000)
+                             batch_size=65536, max_block_ms=30000)
     try:
         end = time.monotonic() + WARMUP_S + MEASURE_S + 0.5
         sent = 0
@@ -161,10 +164,11 @@ def _produce_confluent(bootstrap: str, topic: str, client_id: str, out: Produced
 
 # kafka-python 3 also pauses the connection for throttle_time_ms from each throttled response
 # (KIP-219's client side); that pause starts as the broker's mute does, so they overlap rather
-# than add up. Its lower bound stays at 0.8 (measured 0.80-1.14 before): not re-measured here.
-@pytest.mark.parametrize("produce, low", [(_produce_kafka_python, 0.8), (_produce_confluent, 0.9)],
+# than add up. With 64 KiB batches it is held as closely as librdkafka (0.97-1.03 under load
+# average 10-16, with and without a broker stall), so both have the same bounds.
+@pytest.mark.parametrize("produce", [_produce_kafka_python, _produce_confluent],
                          ids=["kafka-python", "confluent-kafka"])
-def test_producer_held_to_its_byte_rate(quota_broker, tool, produce, low) -> None:  # type: ignore[no-untyped-def]
+def test_producer_held_to_its_byte_rate(quota_broker, tool, produce) -> None:  # type: ignore[no-untyped-def]
     bootstrap = quota_broker.bootstrap
     topic = f"q-produce-{produce.__name__}"
     # A client id per case: what one case's producer still has queued at its close drains
@@ -189,7 +193,7 @@ def test_producer_held_to_its_byte_rate(quota_broker, tool, produce, low) -> Non
     worker.join(60)
     assert not worker.is_alive() and not failed, failed
     rate = _steady_rate(out.acked, start)
-    assert RATE * low <= rate <= RATE * 1.1, f"{rate / RATE:.3f} of the quota"
+    assert RATE * 0.9 <= rate <= RATE * 1.1, f"{rate / RATE:.3f} of the quota"
     assert out.throttled, "the client saw no throttle_time_ms"
     assert other < 0.5
 
