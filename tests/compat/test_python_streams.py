@@ -122,7 +122,6 @@ def faust_counts(broker: Broker, source: str, want: int, worker: FaustWorker
     logs = "".join(f"--- {log.name}:\n" + log.read_text(errors="replace")
                    for log in sorted(worker.log.parent.glob("worker-*.log")))
     assert len(records) >= want, f"{len(records)} of {want} counts: {records}\n{logs}"
-
     return [(key.decode(), json.loads(value)) for key, value in records]
 
 
