@@ -96,7 +96,11 @@ class FaustWorker:
         self.log = log
         with open(log, "wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, str(HERE / "faust_counter_app.py"), "worker", "-l", "info"],
+                # --without-web: the `worker` command turns faust's web server on whatever
+                # the app's web_enabled says, on port 6066, which another faust worker on the
+                # machine may hold (a run failed so: "address already in use").
+                [sys.executable, str(HERE / "faust_counter_app.py"), "worker", "-l", "info",
+                 "--without-web"],
                 env=env, stdout=out, stderr=subprocess.STDOUT)
 
     def stop(self) -> None:
