@@ -139,6 +139,9 @@ class BrokerProcess:
         self.overrides = overrides
         self.proc: subprocess.Popen | None = None
         self.stderr_lines: list[str] = []
+        # Reads the rest of stderr into stderr_lines once started; `wait` joins it, so the
+        # lines a broker wrote just before it exited are there once it is reaped.
+        self._drainer: threading.Thread | None = None
         # The bound port of the first of http.listeners, once started (None without one).
         self.http_port: int | None = None
 
@@ -181,7 +184,8 @@ class BrokerProcess:
             m = ready.search(line)
             if m:
                 self.port = int(m.group(1))
-                threading.Thread(target=self._drain, daemon=True).start()
+                self._drainer = threading.Thread(target=self._drain, daemon=True)
+                self._drainer.start()
                 return self
         raise RuntimeError("broker did not start:\n" + "".join(self.stderr_lines))
 
@@ -209,6 +213,16 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    def wait(self, timeout: float) -> int:
+        """The broker's exit status, once it has exited and everything it wrote to stderr is
+        in `stderr_lines` (`proc.wait` alone returns while the reading thread may still be
+        behind: a broker's last line, such as its CRITICAL one, could then be missing)."""
+        assert self.proc is not None
+        rc = self.proc.wait(timeout)
+        if self._drainer is not None:
+            self._drainer.join(timeout)
+        return rc
+
     def kill(self) -> None:
         """SIGKILL. A node's workers die with it (the kernel's PR_SET_PDEATHSIG), a moment
         after it: this returns once they are gone too, so a restart finds its ports and log
@@ -216,7 +230,7 @@ class BrokerProcess:
         assert self.proc is not None
         workers = self.worker_pids()
         self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
+        self.wait(10)
         deadline = time.monotonic() + 10
         while any(process_running(pid) for pid in workers):
             if time.monotonic() > deadline:
@@ -236,7 +250,7 @@ class BrokerProcess:
     def stop(self) -> int:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(20)
+        return self.wait(20)
 
 
 class _RecentLog(logging.Handler):

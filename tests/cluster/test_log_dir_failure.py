@@ -53,12 +53,29 @@ def _cluster_with_a_disk(work_dir: Path, zk_connect: str
             yield cluster, faults, healthy, disk
         except BaseException:
             # Shown with the failure: a failure under load once left nothing to read
-            # (leadership never moved off broker 1), its brokers' logs gone with the run.
+            # (leadership never moved off broker 1, and after three KAFKA_STORAGE_ERRORs
+            # broker 1 answered none of the producer's requests for 120 s, as if its event
+            # loop were stuck), its brokers' logs gone with the run. Each live broker's
+            # threads' stacks say where it stands.
             for node, broker in sorted(cluster.brokers.items()):
                 print(f"--- broker {node}:\n" + "".join(broker.stderr_lines[-80:]))
+                print(_stacks(broker))
             raise
         finally:
             cluster.close()
+
+
+def _stacks(broker: Any) -> str:
+    """py-spy's dump of a live broker process's threads (py-spy is in the test extras)."""
+    if broker.proc is None or broker.proc.poll() is not None:
+        return "(not running)"
+    spy = Path(sys.executable).with_name("py-spy")
+    try:
+        done = subprocess.run([str(spy), "dump", "--pid", str(broker.proc.pid)],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"(py-spy: {exc})"
+    return done.stdout + done.stderr
 
 
 def _start_with_a_disk(cluster: Cluster, faults: DiskFaults) -> tuple[Path, Path]:

@@ -96,7 +96,11 @@ class FaustWorker:
         self.log = log
         with open(log, "wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, str(HERE / "faust_counter_app.py"), "worker", "-l", "info"],
+                # --without-web: the `worker` command turns faust's web server on whatever
+                # the app's web_enabled says, on port 6066, which another faust worker on the
+                # machine may hold (a run failed so: "address already in use").
+                [sys.executable, str(HERE / "faust_counter_app.py"), "worker", "-l", "info",
+                 "--without-web"],
                 env=env, stdout=out, stderr=subprocess.STDOUT)
 
     def stop(self) -> None:
@@ -117,7 +121,11 @@ def faust_counts(broker: Broker, source: str, want: int, worker: FaustWorker
                  ) -> list[tuple[str, int]]:
     records = consume_until(broker.bootstrap, f"{source}-counts",
                             lambda got: len(got) >= want, timeout=90, partitions=2)
-    assert len(records) >= want, (records, worker.tail())
+    # In full, not pytest's shortened repr, with every worker's log of this test (the
+    # first worker's too): a run that got 9 of 10 left no more than a tail to read.
+    logs = "".join(f"--- {log.name}:\n" + log.read_text(errors="replace")
+                   for log in sorted(worker.log.parent.glob("worker-*.log")))
+    assert len(records) >= want, f"{len(records)} of {want} counts: {records}\n{logs}"
     return [(key.decode(), json.loads(value)) for key, value in records]
 
 

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from protocol.errors import ErrorCode, KafkaError
-from pybroker.testing import Broker
+from pybroker.testing import Broker, BrokerProcess
 
 
 def produce(bootstrap: str, topic: str, *values: bytes) -> None:
@@ -140,3 +140,24 @@ def test_compact_and_apply_retention_run_now() -> None:
         assert broker.apply_retention() > 0
         start = broker.server_info.broker.logs.get("expiring", 0).log_start_offset
         assert start > 0
+
+
+class _SlowReader(BrokerProcess):
+    """A BrokerProcess whose stderr reader falls behind, as a loaded machine's may: it
+    starts reading half a second late."""
+
+    def _drain(self) -> None:
+        time.sleep(0.5)
+        super()._drain()
+
+
+def test_a_process_brokers_last_lines_are_read_once_it_is_reaped(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """BrokerProcess.wait returns the exit status once stderr is read to its end, so a test
+    reading `stderr_lines` then sees what the broker wrote just before it exited (a CRITICAL
+    line once went missing: the reader thread had not got to it when `proc.wait` returned)."""
+    broker = _SlowReader(tmp_path / "logs").start(60)
+    assert broker.proc is not None
+    broker.proc.terminate()
+    assert broker.wait(30) == 0
+    assert any("shut down cleanly" in line for line in broker.stderr_lines), \
+        broker.stderr_lines[-5:]
