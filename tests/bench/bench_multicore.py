@@ -57,7 +57,7 @@ from tests.bench.bench_broker import (
 from tests.bench.multicore.node import PEER_SETUPS, SETUPS, Node, start_node
 from tests.helpers import ROOT
 
-PRODUCERS = (1, 2, 4)
+PRODUCERS = (1, 2, 4, 8, 16)
 PARTITIONS = 8
 SIZE = 1024
 COUNT = 200_000  # records per producer
@@ -136,8 +136,9 @@ class MulticoreResults:
     @staticmethod
     def _least_share(p: Point) -> float:
         """The smallest share among the worker processes (brokers and routers; not
-        ZooKeeper): 1.0 for a single process."""
-        workers = [v for r, v in p.shares.items() if r != "zookeeper"]
+        ZooKeeper, nor a node's supervisor, whose workers are its children): 1.0 for a
+        single process."""
+        workers = [v for r, v in p.shares.items() if r not in ("zookeeper", "node")]
         return min(workers) if workers else 0.0
 
     @staticmethod
@@ -299,7 +300,10 @@ def bench_multicore(rounds: int, cores: int, producers: tuple[int, ...], setups:
         f"linger.ms 5, each producer a process of its own on a topic of {PARTITIONS} "
         f"partitions, and as many consumer processes, each reading one producer's topic "
         f"from its start while it is written (consume MB/s: from their start to their last "
-        f"record); CPU: every process of the node over the whole point; `single` is today's one process, `brokers` {cores} brokers on one "
+        f"record); CPU: every process of the node over the whole point. `single` is "
+        f"today's one process (num.cores=1), `node` pybroker-server with num.cores={cores} "
+        f"({cores} brokers under a supervisor, on the node's own metadata service), "
+        f"`brokers` (a prototype) {cores} brokers on one "
         f"ZooKeeper (clients see {cores} broker ids), `shards` the same behind {cores} "
         "SO_REUSEPORT routers showing one broker id (every request forwarded once), "
         f"`frontends` {cores} such routers in front of one broker; `tansu` and `kafka` the "

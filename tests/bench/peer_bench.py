@@ -1280,10 +1280,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1,
                         help="the multicore workload's workers per prototype (default: the "
                              "machine's CPUs)")
-    parser.add_argument("--multicore-producers", default="1,2,4",
-                        help="the multicore workload's producer process counts (default 1,2,4)")
-    parser.add_argument("--multicore-setups", default="single,brokers,shards,frontends",
-                        help="the multicore workload's setups (default single,brokers,shards,frontends)")
+    parser.add_argument("--multicore-producers", default="1,2,4,8,16",
+                        help="the multicore workload's producer (and consumer) process counts "
+                             "(default 1,2,4,8,16)")
+    parser.add_argument("--multicore-setups", default="single,node,tansu,kafka",
+                        help="the multicore workload's setups, from single, node (num.cores), "
+                             "brokers, shards, frontends (the design's prototypes), tansu, kafka "
+                             "(default single,node,tansu,kafka)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write results as JSON")
     parser.add_argument("--markdown", type=Path, metavar="FILE",
                         help="also write the tables as Markdown, headed by the command line")

@@ -72,3 +72,21 @@ def test_shards_split_produce_over_the_brokers(tmp_path: Path) -> None:
         assert leaders == {1, 2}  # behind the one id, both brokers lead partitions
         _produce(node.bootstrap, topic)
         assert stored(node, topic) == COUNT
+
+
+def test_node_setup_is_num_cores_and_every_record_comes_back(tmp_path: Path) -> None:
+    """The `node` setup is pybroker-server with num.cores=2: two brokers under one supervisor,
+    both leading partitions; every record its producer had acknowledged is read back by its
+    consumer and held by the topic (run_point raises otherwise)."""
+    from tests.bench.bench_multicore import run_point
+
+    with start_node("node", 2, tmp_path) as node:
+        point = run_point(node, 1, COUNT, "node-test")
+        meta = AdminClient({"bootstrap.servers": node.bootstrap, **QUIET}).list_topics(
+            "mc-node-test-1p-0", timeout=30)
+        assert len(meta.brokers) == 2
+        assert {p.leader for p in meta.topics["mc-node-test-1p-0"].partitions.values()} == \
+            set(meta.brokers)
+        workers = [r for r in point.shares if r.startswith("node child")]
+        assert len(workers) == 2, point.shares
+        assert point.consume_mb_s > 0

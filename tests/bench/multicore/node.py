@@ -1,6 +1,8 @@
 """The node setups the `multicore` workload compares (docs/DESIGN.md "One node, every core").
 
 - `single`: today's node, one `python -m pybroker` process (one trio loop, one GIL).
+- `node`: what was built of (b): `pybroker-server` with `num.cores` = N, a supervisor running
+  N brokers (one process each) on the node's own metadata service; no ZooKeeper.
 - `brokers` (prototype b): N brokers on one node, one per core, each its own broker id and
   port, on one metadata store. A single-node default has no ZooKeeper, and the in-memory
   one (pybroker.cluster.memory_zk) is shared only by brokers of ONE process, so the
@@ -32,7 +34,7 @@ from pybroker.testing.broker import BrokerProcess
 from pybroker.testing.zookeeper import run_zookeeper
 from tests.helpers import ROOT
 
-SETUPS = ("single", "brokers", "shards", "frontends", "tansu", "kafka")
+SETUPS = ("single", "node", "brokers", "shards", "frontends", "tansu", "kafka")
 # The peers (tests/bench/peer_bench.py's), one process each, side by side in the same run.
 PEER_SETUPS = ("tansu", "kafka")
 CHROOT = "/multicore"
@@ -107,6 +109,17 @@ def start_node(setup: str, cores: int, work_dir: Path) -> Iterator[Node]:
             yield Node(setup, peer.bootstrap, peer.bootstrap, {setup: peer.pid})
         finally:
             peer.stop()
+        return
+    if setup == "node":
+        # The built design (b): `pybroker-server` with num.cores = cores, its supervisor and
+        # workers one process tree (Node.tree), its metadata service in the supervisor.
+        node = BrokerProcess(work_dir / "node", num_cores=cores).start(timeout=120)
+        try:
+            assert node.proc is not None
+            wait_brokers(node.bootstrap, cores)
+            yield Node(setup, node.bootstrap, node.bootstrap, {"node": node.proc.pid})
+        finally:
+            _stop(node)
         return
     if setup in ("single", "frontends"):
         broker = BrokerProcess(work_dir / "single").start(timeout=120)
