@@ -185,9 +185,9 @@ class Supervisor:
                 return code
             if stopping is None and self.store_failed is not None \
                     and (why := self.store_failed()) is not None:
-                reason = f"the node's metadata service stopped: {why}"
-                log.error("stopping the node: %s", reason)
-                stopping, code = reason, 1
+                lost = f"the node's metadata service stopped: {why}"
+                log.error("stopping the node: %s", lost)
+                stopping, code = lost, 1
                 deadline = time.monotonic() + LOUD_STOP_TIMEOUT_S
                 self._stop_next()
             if deadline is not None and time.monotonic() > deadline:

@@ -113,7 +113,7 @@ def start_node(setup: str, cores: int, work_dir: Path) -> Iterator[Node]:
     if setup == "node":
         # The built design (b): `pybroker-server` with num.cores = cores, its supervisor and
         # workers one process tree (Node.tree), its metadata service in the supervisor.
-        node = BrokerProcess(work_dir / "node", num_cores=cores).start(timeout=120)
+        node = BrokerProcess(work_dir / "node", num_cores=str(cores)).start(timeout=120)
         try:
             assert node.proc is not None
             wait_brokers(node.bootstrap, cores)
