@@ -12,6 +12,7 @@ from pybroker.coordinator.share_coordinator import ShareCoordinator
 from pybroker.coordinator.share_partition import AckBatch
 from pybroker.handlers._authz import TOPIC, Op, denied_names
 from pybroker.handlers._base import RequestContext
+from pybroker.handlers._group_kind import group_kind
 
 NO_LEADER = {"leader_id": -1, "leader_epoch": -1}  # as Kafka: -1/-1, never 0/0
 NO_TOPIC_ID = UUID(int=0)  # the id the offsets admin APIs answer for a topic unknown here
@@ -119,9 +120,8 @@ async def admin_group_error(ctx: RequestContext, shares: ShareCoordinator, group
     code = await ctx.groups.coordinates(group_id)
     if code:
         return code
-    if ctx.groups.has_group(group_id) or ctx.groups.consumer.group(group_id) is not None:
-        return ErrorCode.GROUP_ID_NOT_FOUND
-    if must_exist and not shares.is_share_group(group_id):
+    kind = group_kind(ctx, group_id)
+    if kind in ("classic", "consumer") or (must_exist and kind is None):
         return ErrorCode.GROUP_ID_NOT_FOUND
     return ErrorCode.NON_EMPTY_GROUP if shares.has_members(group_id) else ErrorCode.NONE
 

@@ -17,6 +17,7 @@ from pybroker.coordinator.consumer_group_coordinator import topics_of
 from pybroker.coordinator.consumer_group_state import HeartbeatRequest, HeartbeatResponse
 from pybroker.handlers._authz import GROUP, Op, allowed
 from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._group_kind import group_kind
 
 
 def _request(ctx: RequestContext, request: Container) -> HeartbeatRequest:
@@ -42,8 +43,7 @@ def _body(response: HeartbeatResponse) -> dict:
 async def handle(ctx: RequestContext, request: Container) -> dict:
     if not allowed(ctx, Op.READ, GROUP, request.group_id):
         return error_response(ctx, request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    shares = ctx.services.shares
-    if shares is not None and shares.is_share_group(request.group_id):
+    if group_kind(ctx, request.group_id) == "share":
         return _body(HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, error_message=(
             f"Group {request.group_id} is not a consumer group.")))
     topics = topics_of(ctx.image)

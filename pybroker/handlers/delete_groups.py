@@ -9,13 +9,14 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.handlers._authz import GROUP, Op, denied_names
 from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._group_kind import group_kind
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     denied = denied_names(ctx, Op.DELETE, GROUP, request.groups_names)
     shares = ctx.services.shares
     share_groups = {g for g in request.groups_names
-                    if g not in denied and shares is not None and shares.is_share_group(g)}
+                    if g not in denied and group_kind(ctx, g) == "share"}
     results = await ctx.groups.delete_groups([g for g in request.groups_names
                                               if g not in denied and g not in share_groups])
     results.update((g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in denied)

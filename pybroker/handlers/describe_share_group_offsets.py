@@ -18,6 +18,7 @@ from pybroker.cluster.features import SHARE_VERSION
 from pybroker.coordinator.share_coordinator import ShareCoordinator
 from pybroker.handlers._authz import GROUP, TOPIC, Op, allowed, denied_names
 from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._group_kind import group_kind
 from pybroker.handlers._share import NO_TOPIC_ID, error_text, share_coordinator
 
 NO_OFFSET = -1
@@ -33,8 +34,7 @@ async def _describe(ctx: RequestContext, shares: ShareCoordinator, group: Contai
     if not allowed(ctx, Op.DESCRIBE, GROUP, group_id):
         return _failed(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     code = await ctx.groups.coordinates(group_id)
-    if not code and (ctx.groups.has_group(group_id)
-                     or ctx.groups.consumer.group(group_id) is not None):
+    if not code and group_kind(ctx, group_id) in ("classic", "consumer"):
         code = ErrorCode.GROUP_ID_NOT_FOUND
     if code:
         return _failed(group_id, code)

@@ -15,13 +15,13 @@ from pybroker.coordinator.group_state import JoinRequest
 from pybroker.coordinator.group_types import JoinResult
 from pybroker.handlers._authz import GROUP, Op, require
 from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._group_kind import group_kind
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     require(ctx, Op.READ, GROUP, request.group_id)
     version = ctx.version
-    shares = ctx.services.shares
-    if shares is not None and shares.is_share_group(request.group_id):
+    if group_kind(ctx, request.group_id) == "share":
         # not a classic group (Kafka's answer to a JoinGroup for a share group's id)
         result = JoinResult(ErrorCode.GROUP_ID_NOT_FOUND, request.member_id)
     else:

@@ -11,6 +11,7 @@ from pybroker.cluster.features import SHARE_VERSION
 from pybroker.coordinator.share_group import ASSIGNOR, ShareGroup
 from pybroker.handlers._authz import GROUP, Op, allowed
 from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._group_kind import group_kind
 from pybroker.handlers._share import share_coordinator
 
 _NO_OPERATIONS = -2147483648
@@ -25,7 +26,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             continue
         code = await ctx.groups.coordinates(group_id)
         group = shares.groups.groups.get(group_id)
-        if group is None and shares.is_share_group(group_id):
+        if group is None and group_kind(ctx, group_id) == "share":
             group = ShareGroup(group_id)
         if code:
             groups.append(_failed(group_id, code))

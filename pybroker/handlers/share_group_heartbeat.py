@@ -9,6 +9,7 @@ from protocol.errors import ErrorCode
 from pybroker.cluster.features import SHARE_VERSION
 from pybroker.handlers._authz import GROUP, Op, require
 from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._group_kind import group_kind
 from pybroker.handlers._share import share_coordinator
 
 
@@ -18,8 +19,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     code = await ctx.groups.coordinates(request.group_id) if request.group_id else ErrorCode.NONE
     if code:
         return _error(code)
-    if (ctx.groups.has_group(request.group_id)  # the id is a classic or consumer group's
-            or ctx.groups.consumer.group(request.group_id) is not None):
+    if group_kind(ctx, request.group_id) in ("classic", "consumer"):
         return _error(ErrorCode.GROUP_ID_NOT_FOUND)
     result = await shares.heartbeat(request.group_id, request.member_id, request.member_epoch,
                                     request.rack_id, request.subscribed_topic_names,
