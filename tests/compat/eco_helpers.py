@@ -63,6 +63,21 @@ def counts_of(records: list[tuple[bytes | None, bytes | None]]) -> dict[str, int
     return counts
 
 
+def committed_and_end_offsets(bootstrap: str, group: str, topic: str, partitions: int
+                              ) -> dict[int, tuple[int, int]]:
+    """Per partition, `group`'s committed offset (-1001 where it committed none, librdkafka's
+    OFFSET_INVALID) and the partition's high watermark, read through OffsetFetch and
+    ListOffsets without joining the group."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        return {tp.partition: (tp.offset, consumer.get_watermark_offsets(tp, timeout=10)[1])
+                for tp in consumer.committed(tps, timeout=10)}
+    finally:
+        consumer.close()
+
+
 def topic_names(bootstrap: str) -> set[str]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     return set(admin.list_topics(timeout=10).topics)

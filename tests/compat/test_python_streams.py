@@ -11,13 +11,15 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from pybroker.testing import Broker
-from tests.compat.eco_helpers import consume_until, produce, topic_config, topic_names
+from tests.compat.eco_helpers import (committed_and_end_offsets, consume_until, produce,
+                                      topic_config, topic_names)
 from tests.python_envs import pip_target, quixstreams_dir
 
 HERE = Path(__file__).resolve().parent
@@ -103,6 +105,15 @@ class FaustWorker:
                  "--without-web"],
                 env=env, stdout=out, stderr=subprocess.STDOUT)
 
+    def wait_ready(self, timeout: float = 90) -> None:
+        """Until faust logs its worker Ready: recovery is over and the source partitions are
+        seeked to their committed offsets (Recovery.on_recovery_completed)."""
+        deadline = time.monotonic() + timeout
+        while "[^Worker]: Ready" not in self.log.read_text(errors="replace"):
+            assert self.process.poll() is None, f"faust exited:\n{self.tail()}"
+            assert time.monotonic() < deadline, f"faust not Ready in {timeout} s:\n{self.tail()}"
+            time.sleep(0.1)
+
     def stop(self) -> None:
         """SIGTERM, as a supervisor stops it: faust commits its offsets and leaves."""
         self.process.terminate()
@@ -141,6 +152,11 @@ def test_faust_table_recovers_from_its_changelog(broker: Broker, tmp_path: Path)
     finally:
         worker.stop()
     assert by_key(first) == by_key(running_counts(FIRST))
+    # On SIGTERM faust committed all it counted; partition 0 has no record (every key of FIRST
+    # hashes to 1) and so no commit.
+    offsets = committed_and_end_offsets(broker.bootstrap, "faust-counter", source, 2)
+    assert all(committed == end if end else committed < 0
+               for committed, end in offsets.values()), offsets
     changelog = "faust-counter-counts-changelog"
     assert changelog in topic_names(broker.bootstrap)
     assert topic_config(broker.bootstrap, changelog)["cleanup.policy"] == "compact"
@@ -148,9 +164,16 @@ def test_faust_table_recovers_from_its_changelog(broker: Broker, tmp_path: Path)
         "faust kept no RocksDB table under its data dir"
 
     shutil.rmtree(datadir)
-    produce(broker.bootstrap, source, SECOND, keys=SECOND)
     worker = FaustWorker(broker, source, datadir, tmp_path / "worker-2.log")
     try:
+        # The second batch goes in once the worker has restored its table: faust 0.15.3 resumes
+        # its source partitions while its fetcher runs and only then seeks them to their
+        # committed offsets, and records it reads in between are lost (where the partition
+        # has no committed offset, as partition 0 here: "d" went missing in 3 of 80 runs) or
+        # counted twice, whatever the broker. A user's records that arrive during recovery meet
+        # the same; what this test checks is that pybroker gave the table back.
+        worker.wait_ready()
+        produce(broker.bootstrap, source, SECOND, keys=SECOND)
         both = faust_counts(broker, source, len(FIRST) + len(SECOND), worker)
     finally:
         worker.stop()
