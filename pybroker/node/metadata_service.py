@@ -410,6 +410,9 @@ class _Session:
             except OSError:  # the log failed, so the service is stopping (`failure` says why)
                 pass
             self.client.close()
+        # Out of the table before the connection closes: a client that sees its connection
+        # closed, or asks for the sessions after, must not still find this one.
+        self.service._closed(self)
         if answer is not None:
             try:
                 with self.send_lock:
@@ -417,7 +420,6 @@ class _Session:
             except OSError:
                 pass
         close_socket(self.sock)
-        self.service._closed(self)
 
 
 class MetadataService:
