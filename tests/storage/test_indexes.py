@@ -148,3 +148,38 @@ def test_an_index_fsync_in_a_worker_does_not_hold_up_other_indexes(
     assert not worker.is_alive()
     assert (tmp_path / "b.index.deleted").read_bytes() == struct.pack(">IIII", 10, 100, 20, 200)
     assert (tmp_path / "a.index").read_bytes() == struct.pack(">II", 10, 100)
+
+
+def test_a_truncation_during_a_flushs_fsync_leaves_the_index_to_sync_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fsync runs outside the lock, so the event loop may truncate the file while it runs;
+    what the fsync covered is then unknown, and the next flush must fsync again."""
+    index = OffsetIndex(tmp_path / "a.index", 0)
+    for i in range(1, 5):
+        index.append(i * 10, i * 100)
+    in_fsync, disk_done = threading.Event(), threading.Event()
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        synced.append(fd)
+        if len(synced) == 1:
+            in_fsync.set()
+            disk_done.wait()
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    worker = threading.Thread(target=index.flush)
+    worker.start()
+    try:
+        assert in_fsync.wait(10)
+        index.truncate_to(30)
+    finally:
+        disk_done.set()
+        worker.join(10)
+    assert len(synced) == 1
+    index.flush()
+    assert len(synced) == 2  # the truncation after the first fsync's write was not covered
+    index.flush()
+    assert len(synced) == 2  # nothing changed since
+    assert (tmp_path / "a.index").read_bytes() == struct.pack(">IIII", 10, 100, 20, 200)
