@@ -59,6 +59,9 @@ class AbstractIndex:
         self._loaded = False
         self._written = 0  # entries that are in the file
         self._dirty = False  # the file changed since it was last fsynced
+        # Counts the writers' turns under _FILE_LOCK: a fsync done outside the lock clears
+        # `_dirty` only if no write or truncation came in between (`write_pending`).
+        self._changes = 0
         self._deleted = False
 
     @property
@@ -123,6 +126,7 @@ class AbstractIndex:
                 pass
             self._written = 0
             self._dirty = True
+            self._changes += 1
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -161,6 +165,7 @@ class AbstractIndex:
                     pass
                 self._written = count
                 self._dirty = True
+                self._changes += 1
 
     def reset(self) -> None:
         self._truncate_entries(0)
@@ -174,7 +179,9 @@ class AbstractIndex:
         """Append the entries the file lacks (and fsync it, with `sync`, if it changed).
 
         Safe from a worker thread while the event loop appends entries: it writes those
-        present when it starts. A file renamed or deleted meanwhile is not recreated.
+        present when it starts. A file renamed or deleted meanwhile is not recreated. The
+        fsync runs outside `_FILE_LOCK`: it may take seconds (a busy or failing disk), and
+        the event loop takes that lock to roll, truncate or rename any index of the broker.
         """
         if not self._loaded:
             return
@@ -197,11 +204,18 @@ class AbstractIndex:
                                           for i in range(written, n)))
                     self._written = n
                     self._dirty = True
-                if sync:
-                    os.fsync(fd)
-                    self._dirty = False
-            finally:
+            except BaseException:
                 os.close(fd)
+                raise
+            changes = self._changes = self._changes + 1
+        try:
+            if sync:
+                os.fsync(fd)  # whatever the file holds now, renamed or truncated meanwhile
+                with _FILE_LOCK:
+                    if self._changes == changes:  # nothing written or truncated since
+                        self._dirty = False
+        finally:
+            os.close(fd)
 
     def flush(self) -> None:
         """Write what the file lacks and fsync it (a worker thread's job)."""

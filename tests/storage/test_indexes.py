@@ -1,7 +1,9 @@
 """Offset and time indexes: entry formats, lookups, truncation, reload, corruption."""
 from __future__ import annotations
 
+import os
 import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -107,3 +109,77 @@ def test_time_index_lookup_and_truncate(tmp_path: Path) -> None:
     index.close()
     again = TimeIndex(tmp_path / "a.timeindex", 0)
     assert again.entries == 5 and again.lookup(5000) == (1400, 40)
+
+
+def test_an_index_fsync_in_a_worker_does_not_hold_up_other_indexes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flush's fsync in a worker thread may take as long as the disk likes (seconds on a
+    busy or failing disk); the event loop meanwhile writes, truncates and renames other
+    indexes when it rolls or truncates a segment. Those serialise with file writes under one
+    lock, which the fsync must not hold, or the loop stalls for as long as the fsync."""
+    flushed = OffsetIndex(tmp_path / "a.index", 0)
+    flushed.append(10, 100)
+    rolled = OffsetIndex(tmp_path / "b.index", 0)
+    for i in range(1, 5):
+        rolled.append(i * 10, i * 100)
+    rolled.write_pending()
+    in_fsync, disk_done = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        in_fsync.set()
+        disk_done.wait()
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    worker = threading.Thread(target=flushed.flush)
+    worker.start()
+    try:
+        assert in_fsync.wait(10)
+        loop = threading.Thread(target=lambda: (rolled.append(50, 500), rolled.truncate_to(30),
+                                                rolled.write_pending(),
+                                                rolled.rename(tmp_path / "b.index.deleted")))
+        loop.start()
+        loop.join(5)
+        assert not loop.is_alive(), "the index writes waited for another index's fsync"
+    finally:
+        disk_done.set()
+        worker.join(10)
+    assert not worker.is_alive()
+    assert (tmp_path / "b.index.deleted").read_bytes() == struct.pack(">IIII", 10, 100, 20, 200)
+    assert (tmp_path / "a.index").read_bytes() == struct.pack(">II", 10, 100)
+
+
+def test_a_truncation_during_a_flushs_fsync_leaves_the_index_to_sync_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fsync runs outside the lock, so the event loop may truncate the file while it runs;
+    what the fsync covered is then unknown, and the next flush must fsync again."""
+    index = OffsetIndex(tmp_path / "a.index", 0)
+    for i in range(1, 5):
+        index.append(i * 10, i * 100)
+    in_fsync, disk_done = threading.Event(), threading.Event()
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        synced.append(fd)
+        if len(synced) == 1:
+            in_fsync.set()
+            disk_done.wait()
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    worker = threading.Thread(target=index.flush)
+    worker.start()
+    try:
+        assert in_fsync.wait(10)
+        index.truncate_to(30)
+    finally:
+        disk_done.set()
+        worker.join(10)
+    assert len(synced) == 1
+    index.flush()
+    assert len(synced) == 2  # the truncation after the first fsync's write was not covered
+    index.flush()
+    assert len(synced) == 2  # nothing changed since
+    assert (tmp_path / "a.index").read_bytes() == struct.pack(">IIII", 10, 100, 20, 200)
