@@ -126,6 +126,13 @@ class ShareStateStore:
             self._epochs[key] = leader_epoch
         return ErrorCode.NONE, self.states.get(key, UNINITIALIZED)
 
+    def summary(self, key: StateKey) -> tuple[ErrorCode, ShareSnapshot]:
+        """ReadShareGroupStateSummary: the key's latest snapshot (UNINITIALIZED: none) for the
+        group coordinator, which is no data partition's leader: no leader epoch is checked or
+        taken."""
+        code = self._availability(key)
+        return code, UNINITIALIZED if code else self.states.get(key, UNINITIALIZED)
+
     async def write(self, snapshots: Mapping[StateKey, ShareSnapshot], *,
                     initialize: bool = False) -> dict[StateKey, ErrorCode]:
         """WriteShareGroupState, or with `initialize` InitializeShareGroupState (a new start,
