@@ -5,7 +5,8 @@ coordinating its state in `__share_group_state`, as Kafka's group coordinator do
 the share coordinator APIs (ReadShareGroupStateSummary, InitializeShareGroupState,
 DeleteShareGroupState). A new consumer of the group then reads from the offset the alter set:
 the data partition's leader drops its own view of the share-partition when a new share
-session finds the state changed at its coordinator.
+session finds the state changed at its coordinator, and after the group is deleted a new
+consumer of it starts afresh rather than from the leader's view of the deleted state.
 
 Three subprocess brokers on a real ZooKeeper, a confluent-kafka ShareConsumer (librdkafka's)
 for the group's records, raw requests for the admin APIs, each sent to the group's
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 from confluent_kafka import AcknowledgeType
 
-from compat.differential.share_scenarios import _consumer, _fetching_consumer
+from compat.differential.share_scenarios import _consumer, _fetching_consumer, _produce
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.coordinator.internal_topic import partition_for
@@ -103,3 +104,24 @@ def test_the_group_coordinator_answers_for_state_kept_on_other_brokers(
             listed = conn.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [],
                                                            "types_filter": []})
             assert group not in [g.group_id for g in listed.groups]
+        # the data partition's leader held the group's share-partition throughout (the
+        # consumer above released what it got): a new consumer of the group starts afresh
+        # (latest), not from that deleted view
+        with RawConnection(cluster.brokers[data_leader].bootstrap) as at_leader:
+            end = at_leader.request(ApiKey.LIST_OFFSETS, 7, {
+                "replica_id": -1, "isolation_level": 0, "topics": [{"name": "q", "partitions": [
+                    {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]}
+                ).topics[0].partitions[0].offset
+        fresh = _consumer(cluster.bootstrap(), group, "q")
+        delivered: list[tuple[int, bytes | None]] = []
+        deadline = time.monotonic() + 60
+        try:
+            while b"after" not in [v for _, v in delivered] and time.monotonic() < deadline:
+                _produce(cluster.bootstrap(), "q", [b"after"])
+                for m in fresh.poll(0.5):
+                    if m.error() is None:
+                        delivered.append((m.offset(), m.value()))
+                        fresh.acknowledge(m, AcknowledgeType.ACCEPT)
+        finally:
+            fresh.close()
+        assert delivered and min(o for o, _ in delivered) >= end, (end, delivered)
