@@ -32,6 +32,14 @@ fenced. The coordinator is called directly when it is this broker, and through K
 ReadShareGroupState / WriteShareGroupState / DeleteShareGroupState (84-86) otherwise (the
 persister, `_at_coordinators`), retried while it moves or loads.
 
+Administration (the offsets admin APIs, DeleteGroups) is the group coordinator's, and acts
+at the share coordinators, as Kafka's: summaries read (87), state started afresh at the next
+state epoch (83) or deleted (86) at each key's coordinator, wherever the data partition is
+led. Having no record 15, it asks for every partition the metadata knows when it needs all of
+a group's share-partitions. A data partition's leader checks its share-partitions against
+their coordinator when a new share session of the group names them (`revalidate`), and drops
+one whose state was started afresh or deleted there.
+
 Membership is written too, to `__consumer_offsets` beside the group's other records (Kafka's
 records 10-14, share_group_records): each heartbeat's changes are appended to the group's
 partition and committed before it is answered, a session expiry's and a DeleteGroups' with
@@ -59,7 +67,7 @@ from pybroker.cluster.metadata import MetadataStore
 from pybroker.config.broker import BrokerConfig
 from pybroker.coordinator.group_offsets import GroupListing
 from pybroker.coordinator.share_group import (
-    SHARE_GROUP_TYPE, DurableView, HeartbeatResult, ShareGroupConfig, ShareGroups,
+    SHARE_GROUP_TYPE, DurableView, HeartbeatResult, ShareGroup, ShareGroupConfig, ShareGroups,
     durable_view, records_between,
 )
 from pybroker.coordinator import share_group_records
@@ -90,6 +98,8 @@ SharePartitionKey = tuple[str, UUID, int]  # group id, topic id, partition
 _RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 _ATTEMPTS = 6
+# Topics no share group reads, left out when the group coordinator looks for a group's state.
+_INTERNAL_TOPICS = frozenset({SHARE_STATE_TOPIC, "__consumer_offsets", "__transaction_state"})
 _FIRST_BACKOFF_S = 0.1
 # How a ShareFetch or ShareAcknowledge partition is answered when its state cannot be read
 # or written (Kafka's SharePartition.fetchPersisterError); anything else: UNKNOWN_SERVER_ERROR.
@@ -321,6 +331,30 @@ class ShareCoordinator:
         finally:
             del self._reading[key]
             done.set()
+
+    async def revalidate(self, group_id: str, partitions: Iterable[tuple[UUID, int]]) -> None:
+        """A new share session of the group names these partitions: a share-partition this
+        broker holds is checked against its share coordinator, and dropped (read again when
+        served) when its state was started afresh there (a newer state epoch: an alter) or is
+        gone (a delete), as the group coordinator, maybe on another broker, changes the state
+        of an empty group only at the coordinators. Without this, the leader would serve its
+        old view until its next write is fenced. Under the flush lock and for written
+        share-partitions only, so that a write of this broker's own is never taken for a
+        delete; a coordinator that does not answer leaves the share-partition as it is."""
+        async with self._flush_lock:
+            keys = [k for t, p in partitions
+                    if (k := (group_id, t, p)) in self.partitions and k not in self._dirty]
+            if not keys:
+                return
+            summaries = await self._summaries(keys)
+            for key in keys:
+                code, found = summaries[key]
+                if code or key not in self.partitions or key in self._dirty:
+                    continue
+                state_epoch, start = found
+                if start < 0 or state_epoch > self._state_epochs.get(key, 0):
+                    log.info("share-partition %s changed at its coordinator: read again", key)
+                    self._forget([key])
 
     def _forget(self, keys: Iterable[SharePartitionKey]) -> None:
         """Drop share-partitions from memory (not from their coordinator): this broker no
@@ -572,6 +606,17 @@ class ShareCoordinator:
                            ) -> dict[SharePartitionKey, tuple[ErrorCode, Any]]:
         return {k: (code, None) for k, code in (await self.store.write(snapshots)).items()}
 
+    async def _local_summary(self, keys: list[SharePartitionKey]
+                             ) -> dict[SharePartitionKey, tuple[ErrorCode, Any]]:
+        answers = {k: self.store.summary(k) for k in keys}
+        return {k: (code, (snapshot.state_epoch, snapshot.start_offset))
+                for k, (code, snapshot) in answers.items()}
+
+    async def _local_initialize(self, snapshots: dict[SharePartitionKey, ShareSnapshot]
+                                ) -> dict[SharePartitionKey, tuple[ErrorCode, Any]]:
+        return {k: (code, None) for k, code in
+                (await self.store.write(snapshots, initialize=True)).items()}
+
     async def _local_delete(self, keys: list[SharePartitionKey]
                             ) -> dict[SharePartitionKey, tuple[ErrorCode, Any]]:
         return {k: (code, None) for k, code in (await self.store.delete(keys)).items()}
@@ -605,23 +650,25 @@ class ShareCoordinator:
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups for a share group: refused while it has members (NON_EMPTY_GROUP);
-        else its share-partitions go, each with a tombstone in __share_group_state, so a
-        restart does not bring them back; so do its membership records (the group epoch's and
-        assignment epoch's tombstones)."""
-        before = durable_view(self.groups.groups.get(group_id))
-        code = self.groups.delete(group_id)
-        if code == ErrorCode.NON_EMPTY_GROUP:
+        else the state of its share-partitions goes first, a tombstone at each key's share
+        coordinator whichever broker that is (Kafka's deleteShareGroups: a group whose state
+        could not be deleted stays, with the error), then its membership records (the group
+        epoch's and assignment epoch's tombstones)."""
+        if self.has_members(group_id):
+            return ErrorCode.NON_EMPTY_GROUP
+        code, keys = await self._keys_with_state(group_id)
+        if code:
             return code
-        if code == ErrorCode.NONE:
-            written = await self._write_group(group_id, before)
-            if written:
-                return written
-        keys = list(self.start_offsets(group_id))
-        if code == ErrorCode.GROUP_ID_NOT_FOUND and not keys:
-            return code
+        if group_id not in self.groups.groups and not keys:
+            return ErrorCode.GROUP_ID_NOT_FOUND
         code = await self._tombstone(keys)
         if code:
             return code
+        before = durable_view(self.groups.groups.get(group_id))
+        if self.groups.delete(group_id) == ErrorCode.NONE:
+            written = await self._write_group(group_id, before)
+            if written:
+                return written
         for session_key in [k for k in self.sessions.sessions if k[0] == group_id]:
             self.sessions.close(*session_key)
         return ErrorCode.NONE
@@ -650,37 +697,106 @@ class ShareCoordinator:
         return group is not None and bool(group.members)
 
     async def alter_start_offsets(self, group_id: str, offsets: dict[tuple[UUID, int], int]
-                                  ) -> tuple[ErrorCode, dict[tuple[UUID, int], ErrorCode]]:
+                                  ) -> dict[tuple[UUID, int], ErrorCode]:
         """Start each share-partition afresh at its offset, for a group without members (the
-        caller checks): nothing in flight, no delivery counts, as Kafka re-initializes the
-        share-partition state. A partition this broker does not lead is refused
-        (NOT_LEADER_OR_FOLLOWER: the state lives with the leader). The snapshots are written
-        before the answer: (the write's error, each partition's code)."""
+        caller checks), as Kafka's group coordinator does: the key's state epoch read from
+        its share coordinator, then InitializeShareGroupState there at the next state epoch
+        (nothing in flight, no delivery counts), whichever broker coordinates the key or
+        leads the partition, written before the answer. The partition's leader, here or
+        elsewhere, is fenced by the new state epoch at its next write and reads the state
+        again; here it drops the share-partition at once. A group id no group holds becomes
+        an empty share group (its epoch record written), as Kafka creates it. Each
+        partition's code."""
         codes: dict[tuple[UUID, int], ErrorCode] = {}
-        for (topic_id, partition), offset in offsets.items():
-            name = self.topic_name(topic_id)
-            code, part = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None) if name is None else \
-                self.replicas.leader_partition(name, partition)
-            codes[(topic_id, partition)] = code
-            if part is None:
-                continue
-            key = (group_id, topic_id, partition)
-            state = self.store.states.get(key)
-            epoch = self._state_epochs.get(key, 0 if state is None else state.state_epoch)
-            self._forget([key])
-            self.partitions[key] = SharePartition(self.partition_config, offset)
-            self._leader_epochs[key] = part.leader_epoch
-            self._state_epochs[key] = epoch + 1  # a new state epoch, as Kafka's alter
-            self._dirty.add(key)
-        return await self.flush(), codes
+        if not offsets:
+            return codes
+        if group_id not in self.groups.groups:
+            self.groups.groups[group_id] = ShareGroup(group_id)
+            code = await self._write_group(group_id, None)
+            if code:
+                return {tp: code for tp in offsets}
+        keys = [(group_id, t, p) for t, p in offsets]
+        summaries = await self._summaries(keys)
+        initialize: dict[SharePartitionKey, ShareSnapshot] = {}
+        for key in keys:
+            code, found = summaries[key]
+            if code:
+                codes[key[1:]] = code
+            else:
+                state_epoch = max(found[0], self._state_epochs.get(key, 0))
+                initialize[key] = ShareSnapshot(state_epoch + 1, offsets[key[1:]], ())
+        answers = await self._at_coordinators(
+            ApiKey.INITIALIZE_SHARE_GROUP_STATE, list(initialize),
+            lambda ks: self._local_initialize({k: initialize[k] for k in ks}),
+            lambda k: {"partition": k[2], "state_epoch": initialize[k].state_epoch,
+                       "start_offset": initialize[k].start_offset},
+            lambda p: None)
+        for key in initialize:
+            codes[key[1:]] = answers[key][0]
+            if not answers[key][0]:
+                self._forget([key])  # read again, at the new state epoch, next time
+        return codes
 
     async def delete_offsets(self, group_id: str, topic_id: UUID) -> ErrorCode:
         """Drop the group's state for every partition of the topic (the caller checks that the
-        group has no members): UNKNOWN_TOPIC_OR_PARTITION when there is none, as Kafka."""
-        keys = [k for k in self.start_offsets(group_id) if k[1] == topic_id]
+        group has no members), at each key's share coordinator: UNKNOWN_TOPIC_OR_PARTITION
+        when there is none, as Kafka."""
+        code, keys = await self._keys_with_state(group_id, topic_id)
+        if code:
+            return code
         if not keys:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return await self._tombstone(keys)
+
+    # -- the group coordinator's view of a group's state, at every share coordinator -----------
+
+    def _candidate_keys(self, group_id: str, topic_id: UUID | None = None
+                        ) -> list[SharePartitionKey]:
+        """Every key the group may have state for (of one topic, or of every topic a share
+        group can read): with no record 15 (Kafka's list of the group's initialized
+        share-partitions) the group coordinator asks every partition's share coordinator."""
+        return [(group_id, info.topic_id, p.partition)
+                for info in self.metadata.image.topics.values()
+                if (info.topic_id == topic_id if topic_id is not None
+                    else not (info.internal or info.name in _INTERNAL_TOPICS))
+                for p in info.partitions]
+
+    async def group_start_offsets(self, group_id: str,
+                                  asked: Iterable[tuple[UUID, int]] | None = None
+                                  ) -> dict[SharePartitionKey, tuple[ErrorCode, int]]:
+        """The start offset (SPSO; -1: no state) of the group's share-partitions `asked`
+        (None: every one the metadata knows), from each key's share coordinator by
+        ReadShareGroupStateSummary, whichever broker that is; a share-partition this broker
+        serves answers from memory, which is newer than its last write."""
+        keys = (self._candidate_keys(group_id) if asked is None
+                else [(group_id, t, p) for t, p in asked])
+        summaries = await self._summaries(keys)
+        out = {k: (code, -1 if code else found[1]) for k, (code, found) in summaries.items()}
+        out.update((k, (ErrorCode.NONE, self.partitions[k].start_offset))
+                   for k in keys if k in self.partitions)
+        return out
+
+    async def _keys_with_state(self, group_id: str, topic_id: UUID | None = None
+                               ) -> tuple[ErrorCode, list[SharePartitionKey]]:
+        """The group's keys (of one topic, or all) that have state at their coordinator or
+        here; the first error of a coordinator that could not say."""
+        starts = await self.group_start_offsets(group_id, None if topic_id is None else [
+            k[1:] for k in self._candidate_keys(group_id, topic_id)])
+        for code, _ in starts.values():
+            if code:
+                return code, []
+        return ErrorCode.NONE, sorted(k for k, (_, start) in starts.items() if start >= 0)
+
+    async def _summaries(self, keys: list[SharePartitionKey]
+                         ) -> dict[SharePartitionKey, tuple[ErrorCode, tuple[int, int]]]:
+        """(state epoch, start offset) of each key at its share coordinator; (0, -1) for
+        every key while the state topic does not exist (no state anywhere)."""
+        if SHARE_STATE_TOPIC not in self.metadata.image.topics:
+            return {k: (ErrorCode.NONE, (0, -1)) for k in keys}
+        return await self._at_coordinators(
+            ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, keys, self._local_summary,
+            lambda k: {"partition": k[2], "leader_epoch": -1},
+            lambda p: (p.state_epoch, p.start_offset))
 
     def load(self) -> int:
         """At start, before the broker listens: the share groups of the partitions of

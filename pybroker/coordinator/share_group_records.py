@@ -15,7 +15,9 @@ is a tombstone:
 
 Record 15 (ShareGroupStatePartitionMetadata, which share-partitions Kafka's share coordinator
 has initialized) is neither written nor read: here a share-partition's state is created by
-its leader at first use (share_coordinator.py), with no initialize RPC to track. MetadataHash
+its leader at first use (share_coordinator.py), and the group coordinator, which sends
+InitializeShareGroupState only for an AlterShareGroupOffsets, finds a group's share-partitions
+by asking the share coordinators for every partition. MetadataHash
 is written 0: this coordinator recomputes the assignment from the topics at every heartbeat,
 so it has no use for a hash of them.
 """

@@ -66,6 +66,11 @@ class ShareStateStore:
         self.logs = logs
         self.topic = topic
         self.states: dict[StateKey, ShareSnapshot] = {}
+        # the state epoch of each key deleted since this broker coordinates it: a key's state
+        # made again starts at a newer one, and a write at that epoch or older (a leader that
+        # still holds the deleted state) is fenced; kept in memory only (a tombstone carries
+        # no epoch), so a coordinator that moves forgets it
+        self._deleted: dict[StateKey, int] = {}
         # the newest leader epoch seen per key on a read, not yet in a written snapshot
         self._epochs: dict[StateKey, int] = {}
         self.owned: set[int] = set()
@@ -106,6 +111,16 @@ class ShareStateStore:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NOT_COORDINATOR
 
+    def _latest(self, key: StateKey) -> ShareSnapshot:
+        """The key's latest snapshot; none (UNINITIALIZED) after a delete is at the state
+        epoch past the deleted one."""
+        snapshot = self.states.get(key)
+        if snapshot is not None:
+            return snapshot
+        deleted = self._deleted.get(key)
+        return UNINITIALIZED if deleted is None else replace(UNINITIALIZED,
+                                                             state_epoch=deleted + 1)
+
     def _epoch(self, key: StateKey) -> int:
         snapshot = self.states.get(key)
         return max(self._epochs.get(key, -1), -1 if snapshot is None else snapshot.leader_epoch)
@@ -119,12 +134,19 @@ class ShareStateStore:
         if code:
             return code, UNINITIALIZED
         if leader_epoch < 0:
-            return ErrorCode.NONE, self.states.get(key, UNINITIALIZED)
+            return ErrorCode.NONE, self._latest(key)
         if leader_epoch < self._epoch(key):
             return ErrorCode.FENCED_LEADER_EPOCH, UNINITIALIZED
         if leader_epoch > self._epoch(key):
             self._epochs[key] = leader_epoch
-        return ErrorCode.NONE, self.states.get(key, UNINITIALIZED)
+        return ErrorCode.NONE, self._latest(key)
+
+    def summary(self, key: StateKey) -> tuple[ErrorCode, ShareSnapshot]:
+        """ReadShareGroupStateSummary: the key's latest snapshot (UNINITIALIZED: none) for the
+        group coordinator, which is no data partition's leader: no leader epoch is checked or
+        taken."""
+        code = self._availability(key)
+        return code, UNINITIALIZED if code else self._latest(key)
 
     async def write(self, snapshots: Mapping[StateKey, ShareSnapshot], *,
                     initialize: bool = False) -> dict[StateKey, ErrorCode]:
@@ -141,6 +163,9 @@ class ShareStateStore:
             stored = self.states.get(key)
             if not code and stored is not None and snapshot.state_epoch < stored.state_epoch:
                 code = ErrorCode.FENCED_STATE_EPOCH
+            if not code and stored is None and snapshot.state_epoch <= self._deleted.get(
+                    key, -1):
+                code = ErrorCode.FENCED_STATE_EPOCH  # a leader's view of deleted state
             if not code and initialize:
                 snapshots[key] = replace(snapshot, leader_epoch=self._epoch(key))
             elif not code and snapshot.leader_epoch < self._epoch(key):
@@ -158,6 +183,7 @@ class ShareStateStore:
                 if not error and partition in self.owned:
                     self.states[key] = snapshots[key]
                     self._epochs.pop(key, None)
+                    self._deleted.pop(key, None)
         return codes
 
     async def delete(self, keys: Iterable[StateKey]) -> dict[StateKey, ErrorCode]:
@@ -177,7 +203,9 @@ class ShareStateStore:
             for key in part_keys:
                 codes[key] = APPEND_ERRORS.get(error, error)
                 if not error:
-                    self.states.pop(key, None)
+                    stored = self.states.pop(key, None)
+                    if stored is not None:
+                        self._deleted[key] = stored.state_epoch
                     self._epochs.pop(key, None)
         return codes
 
@@ -236,6 +264,8 @@ class ShareStateStore:
             del self.states[key]
         for key in [k for k in self._epochs if self.partition_of(k) == index]:
             del self._epochs[key]
+        for key in [k for k in self._deleted if self.partition_of(k) == index]:
+            del self._deleted[key]
         log.info("resigned as share coordinator of %s-%d", SHARE_STATE_TOPIC, index)
 
     async def apply_delta(self, image: MetadataImage, delta: MetadataDelta) -> None:
@@ -246,6 +276,7 @@ class ShareStateStore:
             self.owned.clear()
             self.states.clear()
             self._epochs.clear()
+            self._deleted.clear()
             return
         info = image.topics.get(SHARE_STATE_TOPIC)
         if info is None:

@@ -7,9 +7,10 @@ another kind, or route by kind, ask this one function rather than each machine.
 
 When an id is found in two machines, the share group wins: the APIs that create classic,
 consumer and share groups (JoinGroup, ConsumerGroupHeartbeat, ShareGroupHeartbeat,
-AlterShareGroupOffsets) refuse an id of another kind, so a share group can be joined by a
-classic group only through an OffsetCommit that creates one (group_offsets.py), after the
-share group took the id. A consumer group wins over the member-less classic group that keeps
+AlterShareGroupOffsets) refuse an id of another kind, and so do the classic offset APIs
+(`refused_as_share_group`), so no classic holder of offsets joins a share group's id after
+it; one written before (by a broker that still let an OffsetCommit create it) stays hidden
+behind the share group. A consumer group wins over the member-less classic group that keeps
 its committed offsets under the same id, as the group coordinator routes it.
 
 The answer is meaningful once the group coordinator coordinates the id (its state is loaded).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from protocol.errors import ErrorCode
 from pybroker.handlers._base import RequestContext
 
 GroupKind = Literal["classic", "consumer", "share"]
@@ -33,3 +35,15 @@ def group_kind(ctx: RequestContext, group_id: str) -> GroupKind | None:
     if ctx.groups.has_group(group_id):
         return "classic"
     return None
+
+
+async def refused_as_share_group(ctx: RequestContext, group_id: str) -> ErrorCode:
+    """GROUP_ID_NOT_FOUND when this broker coordinates the id and a share group holds it, else
+    NONE: OffsetCommit, TxnOffsetCommit and OffsetDelete answer so for a share group's id, as
+    Kafka 4.1.1 does (a share group keeps no committed offsets: its start offsets are
+    AlterShareGroupOffsets'; tests/reference/test_kafka_share_group_commits.py). Where
+    another broker coordinates the id, NONE: the API's own path answers NOT_COORDINATOR."""
+    if ctx.services.shares is None or await ctx.groups.coordinates(group_id):
+        return ErrorCode.NONE
+    return ErrorCode.GROUP_ID_NOT_FOUND if group_kind(ctx, group_id) == "share" \
+        else ErrorCode.NONE

@@ -6,8 +6,9 @@ written to __share_group_state before the answer, so a restart keeps it. A group
 members is refused (NON_EMPTY_GROUP); an id no group holds gets state, so the share group
 exists from then on (Kafka creates it too); an id held by a classic or consumer group is
 GROUP_ID_NOT_FOUND. Per partition: an unknown topic or partition is
-UNKNOWN_TOPIC_OR_PARTITION (the topic with the zero id), a negative offset INVALID_REQUEST,
-a partition another broker leads NOT_LEADER_OR_FOLLOWER. Needs READ on the group (else
+UNKNOWN_TOPIC_OR_PARTITION (the topic with the zero id), a negative offset INVALID_REQUEST;
+the state is set at the key's share coordinator, whichever broker coordinates it or leads
+the partition (COORDINATOR_NOT_AVAILABLE when it cannot be reached). Needs READ on the group (else
 GROUP_AUTHORIZATION_FAILED for the request) and on each topic (else
 TOPIC_AUTHORIZATION_FAILED on its partitions).
 """
@@ -49,7 +50,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                 codes[key] = ErrorCode.INVALID_REQUEST
             else:
                 offsets[(found[0], p.partition_index)] = p.start_offset
-    written, altered = await shares.alter_start_offsets(request.group_id, offsets)
+    altered = await shares.alter_start_offsets(request.group_id, offsets)
     responses = []
     for topic in request.topics:
         found = shares.lookup(topic.topic_name)
@@ -57,7 +58,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         partitions = []
         for p in topic.partitions:
             code = codes.get((topic.topic_name, p.partition_index)) or \
-                altered.get((topic_id, p.partition_index)) or written
+                altered.get((topic_id, p.partition_index), ErrorCode.NONE)
             partitions.append({"partition_index": p.partition_index, "error_code": int(code),
                                "error_message": _message(code)})
         responses.append({"topic_name": topic.topic_name, "topic_id": topic_id,

@@ -6,7 +6,10 @@ state, of a group or a topic that does not exist included, is answered with Star
 and no error (a topic unknown here with the zero topic id), as Kafka does; an id held by a
 classic or consumer group is GROUP_ID_NOT_FOUND. Needs DESCRIBE on the group (else
 GROUP_AUTHORIZATION_FAILED for it) and on each topic (else TOPIC_AUTHORIZATION_FAILED on its
-partitions). The lag is not in version 0 (Kafka 4.1), so it is not here.
+partitions). The start offsets are read from each share-partition's share coordinator
+(ReadShareGroupStateSummary), whichever broker that is, as Kafka's group coordinator reads
+them; a partition whose coordinator cannot be reached has its error (the whole group's, when
+no topics are named). The lag is not in version 0 (Kafka 4.1), so it is not here.
 """
 from __future__ import annotations
 
@@ -38,14 +41,20 @@ async def _describe(ctx: RequestContext, shares: ShareCoordinator, group: Contai
         code = ErrorCode.GROUP_ID_NOT_FOUND
     if code:
         return _failed(group_id, code)
-    starts = {(k[1], k[2]): start for k, start in shares.start_offsets(group_id).items()}
+    asked = None if group.topics is None else [
+        (found[0], p) for t in group.topics if (found := shares.lookup(t.topic_name))
+        for p in t.partitions if 0 <= p < found[1]]
+    answers = await shares.group_start_offsets(group_id, asked)
     if group.topics is None:
-        asked: dict[str, list[int]] = {}
-        for topic_id, partition in sorted(starts):
+        failed = next((code for code, _ in answers.values() if code), ErrorCode.NONE)
+        if failed:  # which partitions have state is not known: the group is refused
+            return _failed(group_id, failed)
+        listed: dict[str, list[int]] = {}
+        for (_, topic_id, partition), (_, start) in sorted(answers.items()):
             name = shares.topic_name(topic_id)
-            if name is not None:  # state of a deleted topic is not shown
-                asked.setdefault(name, []).append(partition)
-        wanted = sorted(asked.items())
+            if name is not None and start >= 0:
+                listed.setdefault(name, []).append(partition)
+        wanted = sorted(listed.items())
     else:
         wanted = [(t.topic_name, list(t.partitions)) for t in group.topics]
     denied = denied_names(ctx, Op.DESCRIBE, TOPIC, {name for name, _ in wanted})
@@ -54,20 +63,21 @@ async def _describe(ctx: RequestContext, shares: ShareCoordinator, group: Contai
         found = shares.lookup(name)
         topic_id = found[0] if found is not None else NO_TOPIC_ID
         topics.append({"topic_name": name, "topic_id": topic_id, "partitions": [
-            _partition(ctx, name, p, starts.get((topic_id, p)), name in denied)
+            _partition(ctx, name, p, answers.get((group_id, topic_id, p)), name in denied)
             for p in partitions]})
     return {"group_id": group_id, "topics": topics, "error_code": 0}
 
 
-def _partition(ctx: RequestContext, topic: str, partition: int, start: int | None,
-               denied: bool) -> dict:
+def _partition(ctx: RequestContext, topic: str, partition: int,
+               answer: tuple[ErrorCode, int] | None, denied: bool) -> dict:
+    code, start = answer if answer is not None else (ErrorCode.NONE, NO_OFFSET)
     if denied:
+        code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if code:
         return {"partition_index": partition, "start_offset": NO_OFFSET, "leader_epoch": 0,
-                "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                "error_message": ErrorCode.TOPIC_AUTHORIZATION_FAILED.message}
-    state = ctx.image.partition(topic, partition) if start is not None else None
-    return {"partition_index": partition,
-            "start_offset": NO_OFFSET if start is None else start,
+                "error_code": int(code), "error_message": code.message}
+    state = ctx.image.partition(topic, partition) if start >= 0 else None
+    return {"partition_index": partition, "start_offset": start,
             "leader_epoch": state.leader_epoch if state is not None else 0, "error_code": 0}
 
 

@@ -8,6 +8,7 @@ retention time, stored as an explicit expiry (OffsetCommitValue v1); null metada
 
 A KIP-848 consumer group's member commits with its member epoch (v9): an unknown member is
 UNKNOWN_MEMBER_ID, another epoch STALE_MEMBER_EPOCH, a member below v9 UNSUPPORTED_VERSION.
+A share group's id is GROUP_ID_NOT_FOUND for every partition, as Kafka 4.1.1 answers it.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from protocol.api_keys import ApiKey
 from pybroker.handlers._authz import GROUP, Op, require
 from pybroker.handlers._base import Handler, RequestContext, partition_error_response
 from pybroker.handlers._commit_request import commit_response, offsets_asked
+from pybroker.handlers._group_kind import refused_as_share_group
 
 DEFAULT_RETENTION = -1
 
@@ -30,8 +32,9 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         expire = now + request.retention_time_ms
     offsets, unknown = offsets_asked(ctx, request, now, expire)
     epoch = request.generation_id_or_member_epoch
-    check = groups.consumer.validate_commit(request.group_id, request.member_id, epoch,
-                                            ctx.version)
+    check = await refused_as_share_group(ctx, request.group_id) or \
+        groups.consumer.validate_commit(request.group_id, request.member_id, epoch,
+                                        ctx.version)
     if check is None:  # a classic group
         results = await groups.commit_offsets(request.group_id, request.member_id,
                                               request.group_instance_id, epoch, offsets)

@@ -4,7 +4,8 @@ Allowed for an Empty group, and for a consumer group's topics none of its member
 to; a subscribed topic's partitions get GROUP_SUBSCRIBED_TO_TOPIC. Unknown partitions get
 UNKNOWN_TOPIC_OR_PARTITION, as in Kafka. Needs DELETE on the group (else
 GROUP_AUTHORIZATION_FAILED for the whole request) and READ on each topic (else
-TOPIC_AUTHORIZATION_FAILED on its partitions, which are left alone).
+TOPIC_AUTHORIZATION_FAILED on its partitions, which are left alone). A share group's id is
+GROUP_ID_NOT_FOUND for the request, as Kafka 4.1.1 answers it.
 """
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.handlers._authz import GROUP, TOPIC, Op, denied_names, require
 from pybroker.handlers._base import Handler, RequestContext
+from pybroker.handlers._group_kind import refused_as_share_group
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     require(ctx, Op.DELETE, GROUP, request.group_id)
+    if refused := await refused_as_share_group(ctx, request.group_id):
+        return {"error_code": int(refused), "topics": []}
     denied = denied_names(ctx, Op.READ, TOPIC, {t.name for t in request.topics})
     image = ctx.image
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions

@@ -47,6 +47,8 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         return _error(shares, session.error)
     session.session.connection = ctx.session  # closing the connection closes the session
     wanted = sorted(session.session.partitions)
+    if request.share_session_epoch == 0:  # a new session: the state may have been reset
+        await shares.revalidate(group_id, wanted)
     refusal = PartitionRefusal(ctx, [tid for tid, _ in listed] + [tid for tid, _ in wanted])
     acks = await apply_acks(ctx, group_id, member_id, request.topics, refusal)
     acks = await persisted(shares, acks)

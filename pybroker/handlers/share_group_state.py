@@ -73,7 +73,7 @@ async def read_summary(ctx: RequestContext, request: Container) -> dict:
     store = _store(ctx)
     if not request.group_id:
         return _summary_error(request, ErrorCode.INVALID_REQUEST)
-    answers = {key: store.read(key, p.leader_epoch) for key, p in _keys(request)}
+    answers = {key: store.summary(key) for key, _ in _keys(request)}
     return _results(request, lambda key, p: {
         **_code(answers[key][0]), "state_epoch": answers[key][1].state_epoch,
         "leader_epoch": answers[key][1].leader_epoch,

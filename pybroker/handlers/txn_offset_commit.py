@@ -7,7 +7,8 @@ OffsetCommit checks them. As in Kafka, partitions of topics that do not exist ge
 UNKNOWN_TOPIC_OR_PARTITION; TRANSACTION_ABORTABLE is answered only to v4 clients (older ones get
 INVALID_TXN_STATE), and COORDINATOR_LOAD_IN_PROGRESS only to v2+ (older ones could crash on it:
 KAFKA-7296). Null metadata is stored as "". For a KIP-848 consumer group the generation is the
-member epoch: a stale one is ILLEGAL_GENERATION, an unknown member UNKNOWN_MEMBER_ID.
+member epoch: a stale one is ILLEGAL_GENERATION, an unknown member UNKNOWN_MEMBER_ID. A share
+group's id is GROUP_ID_NOT_FOUND for every partition, as Kafka 4.1.1 answers it.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from protocol.topic_partition import TopicPartition
 from pybroker.handlers._authz import GROUP, TXN, Op, require
 from pybroker.handlers._base import Handler, RequestContext, partition_error_response
 from pybroker.handlers._commit_request import commit_response, offsets_asked
+from pybroker.handlers._group_kind import refused_as_share_group
 
 
 def _for_version(code: ErrorCode, version: int) -> ErrorCode:
@@ -37,7 +39,8 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     results: dict[TopicPartition, ErrorCode] = {}
     member, instance, generation = request.member_id, request.group_instance_id, \
         request.generation_id
-    check = groups.consumer.validate_txn_commit(request.group_id, member, generation)
+    check = await refused_as_share_group(ctx, request.group_id) or \
+        groups.consumer.validate_txn_commit(request.group_id, member, generation)
     if check:
         results = {tp: check for tp in offsets}
     elif offsets:

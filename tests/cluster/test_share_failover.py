@@ -151,21 +151,25 @@ def _hold(cluster: Cluster, group: str) -> tuple[subprocess.Popen[str], dict[str
     return holder, done
 
 
+def share_topic(cluster: Cluster) -> tuple[int, uuid.UUID]:
+    """Share groups enabled, topic q created, both internal topics there with a full ISR:
+    the leader of q-0 and q's topic id."""
+    for node in cluster.ids:
+        enable_share_groups(cluster.brokers[node].bootstrap)
+    create_topic(cluster, "q")
+    # both internal topics come with a first group's use of the topic
+    _fetching_consumer(cluster.bootstrap(), "warm", "q").close()
+    for p in range(STATE_PARTITIONS):
+        cluster.wait_until(lambda p=p: len(cluster.state("__share_group_state", p)["isr"])
+                           == 3, 30, f"__share_group_state-{p} to have a full ISR")
+    return cluster.leader("q", 0), _topic_id(cluster, "q")
+
+
 @pytest.mark.parametrize("case", ["data leader", "coordinators"])
 def test_a_failover_redelivers_nothing_acknowledged_and_loses_nothing_else(
         tmp_path: Path, zookeeper: Any, case: str) -> None:
     with running_cluster(tmp_path, zookeeper.connect, **SETTINGS) as cluster:
-        for node in cluster.ids:
-            enable_share_groups(cluster.brokers[node].bootstrap)
-        create_topic(cluster, "q")
-        data_leader = cluster.leader("q", 0)
-        topic_id = _topic_id(cluster, "q")
-        # both internal topics come with a first group's use of the topic
-        _fetching_consumer(cluster.bootstrap(), "warm", "q").close()
-        for p in range(STATE_PARTITIONS):
-            create_wait = f"__share_group_state-{p} to have a full ISR"
-            cluster.wait_until(lambda p=p: len(cluster.state("__share_group_state", p)["isr"])
-                               == 3, 30, create_wait)
+        data_leader, topic_id = share_topic(cluster)
         group = _choose_group(cluster, topic_id, data_leader, case)
         state_partition = _state_partition(group, topic_id)
         offsets_partition = partition_for(group, OFFSETS_PARTITIONS)

@@ -116,19 +116,24 @@ def test_an_empty_consumer_group_gives_its_id_to_a_classic_join(tmp_path: Path) 
 
 def test_a_share_groups_id_stays_a_share_group_after_an_offset_commit_names_it(
         tmp_path: Path) -> None:
-    """A standalone OffsetCommit (generation -1) is the one request that can give a share
-    group's id a classic group too (the offsets' holder); the id still answers as the share
-    group it first was, at every API that asks its kind (handlers/_group_kind.py)."""
+    """A standalone OffsetCommit (generation -1) with a share group's id is refused with
+    GROUP_ID_NOT_FOUND, as Kafka 4.1.1 answers it (tests/reference/
+    test_kafka_share_group_commits.py), so no classic group takes the id beside the share
+    group: ListGroups lists the share group alone, and the id still answers as the share
+    group at every API that asks its kind (handlers/_group_kind.py)."""
     with broker_in_thread(tmp_path / "logs") as info:
         enable_share_groups(info.bootstrap)
         create_topic(info.bootstrap, "t")
         with RawConnection(info.bootstrap) as conn:
             assert _share_heartbeat(conn, "s") == ErrorCode.NONE
-            conn.request(ApiKey.OFFSET_COMMIT, 8, {
+            committed = conn.request(ApiKey.OFFSET_COMMIT, 8, {
                 "group_id": "s", "generation_id_or_member_epoch": -1, "member_id": "",
                 "topics": [{"name": "t", "partitions": [
                     {"partition_index": 0, "committed_offset": 0,
                      "committed_metadata": None}]}]})
+            assert committed.topics[0].partitions[0].error_code == \
+                ErrorCode.GROUP_ID_NOT_FOUND
+            assert _listed(conn) == [("s", "share")]
             assert _share_heartbeat(conn, "s") == ErrorCode.NONE
             assert _join(conn, "s") == ErrorCode.GROUP_ID_NOT_FOUND
             assert _consumer_heartbeat(conn, "s") == ErrorCode.GROUP_ID_NOT_FOUND

@@ -111,7 +111,16 @@ def test_write_read_summary_initialize_delete_and_fencing(bootstrap: str) -> Non
     # the leader's next write, at the state epoch it read, is fenced: it must read again
     assert _write(conn, "g", 4, 21, []).error_code == ErrorCode.FENCED_STATE_EPOCH
     assert _one(conn.request(ApiKey.DELETE_SHARE_GROUP_STATE, 0, _body("g"))).error_code == 0
-    assert _read(conn, "g", -1).start_offset == -1
+    r = _read(conn, "g", -1)
+    assert (r.start_offset, r.state_epoch) == (-1, 2)  # none, at the epoch past the deleted
+    # a leader that still holds the deleted state cannot write it back; one that read it
+    # afresh can
+    assert _write(conn, "g", 4, 21, []).error_code == ErrorCode.FENCED_STATE_EPOCH
+    r = _one(conn.request(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0,
+                          _body("g", state_epoch=2, start_offset=5)))
+    assert r.error_code == 0
+    assert (_read(conn, "g", -1).start_offset, _read(conn, "g", -1).state_epoch) == (5, 2)
+    assert _one(conn.request(ApiKey.DELETE_SHARE_GROUP_STATE, 0, _body("g"))).error_code == 0
     # no group id: INVALID_REQUEST for each partition
     assert _read(conn, "", 1).error_code == ErrorCode.INVALID_REQUEST
     assert _write(conn, "", 1, 0, []).error_code == ErrorCode.INVALID_REQUEST
