@@ -137,13 +137,18 @@ def _start_failure(exc: BaseException) -> OSError | ConfigError | None:
 def _cores(config: BrokerConfig) -> int:
     """How many brokers this node runs (num.cores, -1 = every CPU the process may use). With
     1, the node is this process, as before num.cores; a first log dir that a node of more
-    brokers wrote is refused (pybroker.node.supervisor.check_core_count), since its brokers
-    above the first would leave the cluster with their partitions."""
+    brokers wrote is refused: its metadata is the node's store, which one broker does not read
+    (pybroker.node.metadata_import.check_single_broker), and its brokers above the first would
+    leave the cluster with their partitions (pybroker.node.supervisor.check_core_count)."""
     cores = cores_to_use(config)
-    if (cores == 1 and WORKER_ENV not in os.environ
-            and (Path(config.log_dirs[0]) / NODE_FILE).exists()):
-        from pybroker.node.supervisor import check_core_count
-        check_core_count(config, 1)
+    if cores == 1 and WORKER_ENV not in os.environ:
+        from pybroker.node.metadata_import import check_single_broker
+        if (Path(config.log_dirs[0]) / NODE_FILE).exists():
+            from pybroker.node.supervisor import check_core_count, recorded_cores
+            check_single_broker(config, recorded_cores(Path(config.log_dirs[0])))
+            check_core_count(config, 1)
+        else:
+            check_single_broker(config, None)
     return cores
 
 

@@ -12,9 +12,7 @@ import pytest
 
 from pybroker.__main__ import main
 from pybroker.config import ConfigError, load_broker_config
-from pybroker.node.supervisor import (
-    NODE_FILE, check_core_count, check_single_broker_metadata, recorded_cores,
-)
+from pybroker.node.supervisor import NODE_FILE, check_core_count, recorded_cores
 from pybroker.node.worker import cores_to_use, plan_workers, worker_command
 from pybroker.testing.broker import num_cores_default
 
@@ -139,13 +137,6 @@ def test_a_node_dir_is_refused_by_a_single_broker_start(
     err = capsys.readouterr().err
     assert err.startswith("pybroker-server: ") and err.count("\n") == 1
     assert "set num.cores=2" in err
-
-
-def test_a_single_brokers_metadata_is_refused_by_a_standalone_node(tmp_path: Path) -> None:
-    (tmp_path / "pybroker-metadata.json").write_text('{"version": 1, "topics": []}')
-    config = load_broker_config(None, {"log.dirs": str(tmp_path)})
-    with pytest.raises(ConfigError, match="set num.cores=1 to serve this log dir"):
-        check_single_broker_metadata(config, 2)
 
 
 @pytest.mark.parametrize("raw, expected", [("", 1), ("2", 2), ("-1", -1)])

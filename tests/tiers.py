@@ -40,6 +40,7 @@ TIER_OF_PATH: dict[str, str] = {
     "test_quickstart.py": "integration",  # a broker subprocess and the tools' processes
     "test_readme.py": "integration",
     "node/test_metadata_durability.py": "integration",  # kill -9 of a service process
+    "node/test_metadata_import_crash.py": "integration",  # kill -9 of an import process
 }
 
 

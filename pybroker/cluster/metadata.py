@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -43,7 +43,8 @@ __all__ = [
     "BrokerInfo", "DeltaListener", "InconsistentClusterIdError", "LocalMetadataStore",
     "MetadataStore", "diff_images",
     "MetadataDelta", "MetadataImage", "PartitionState", "TopicInfo", "TopicsChange",
-    "new_cluster_id", "read_meta_properties", "resolve_cluster_id",
+    "StoredMetadata", "new_cluster_id", "read_meta_properties", "read_metadata_file",
+    "resolve_cluster_id",
 ]
 
 
@@ -122,6 +123,37 @@ def resolve_cluster_id(stored: str | None, configured: str | None) -> str:
     return stored or configured or new_cluster_id()
 
 
+@dataclass(frozen=True)
+class StoredMetadata:
+    """What a single broker's `pybroker-metadata.json` holds."""
+
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+    client_quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def read_metadata_file(path: Path) -> StoredMetadata:
+    """The file `LocalMetadataStore` keeps (nothing when it does not exist). Shared with the
+    node's import of it (pybroker/node/metadata_import.py), so both read it alike. A file
+    that is not what `_save` writes raises ValueError, KeyError or TypeError."""
+    if not path.exists():
+        return StoredMetadata()
+    data = json.loads(path.read_text())
+    topics = {t["name"]: TopicInfo(
+        t["name"], uuid.UUID(t["topic_id"]),
+        tuple(PartitionState(p["partition"], p["leader"], p["leader_epoch"],
+                             tuple(p["replicas"]), tuple(p["isr"]))
+              for p in t["partitions"]),
+        dict(t["configs"]), t.get("internal", False)) for t in data["topics"]}
+    quotas = {QuotaEntity.from_zk_path(q["entity"]): dict(q["values"])
+              for q in data.get("client_quotas", [])}
+    broker_configs, group_configs = (
+        {entity: dict(configs) for entity, configs in data.get(kind, {}).items()}
+        for kind in ("broker_configs", "group_configs"))
+    return StoredMetadata(topics, quotas, broker_configs, group_configs)
+
+
 class LocalMetadataStore:
     """One broker's metadata, persisted in its first log dir."""
 
@@ -142,44 +174,18 @@ class LocalMetadataStore:
             write_atomically(log_dir / META_PROPERTIES,
                              f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
         # One broker is its own controller.
+        stored = read_metadata_file(log_dir / METADATA_FILE)
         self.image = MetadataImage(cluster_id, node_id,
                                    {node_id: BrokerInfo(node_id, host, port, rack)},
-                                   self._load(), self._load_quotas(),
-                                   broker_configs=self._load_entities("broker_configs"),
-                                   group_configs=self._load_entities("group_configs"))
+                                   stored.topics, stored.client_quotas,
+                                   broker_configs=stored.broker_configs,
+                                   group_configs=stored.group_configs)
         # Bumped by every change, so what is derived from the image (the Metadata handler's
         # encoded topic entries) knows when to be rebuilt.
         self.changes = 0
         self.listeners: list[DeltaListener] = []
         self.session_valid = True  # one broker never loses the right to lead
         self._writing = trio.Lock()
-
-    def _load(self) -> dict[str, TopicInfo]:
-        path = self.log_dir / METADATA_FILE
-        if not path.exists():
-            return {}
-        data = json.loads(path.read_text())
-        return {t["name"]: TopicInfo(
-            t["name"], uuid.UUID(t["topic_id"]),
-            tuple(PartitionState(p["partition"], p["leader"], p["leader_epoch"],
-                                 tuple(p["replicas"]), tuple(p["isr"]))
-                  for p in t["partitions"]),
-            dict(t["configs"]), t.get("internal", False)) for t in data["topics"]}
-
-    def _load_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
-        path = self.log_dir / METADATA_FILE
-        if not path.exists():
-            return {}
-        return {QuotaEntity.from_zk_path(q["entity"]): dict(q["values"])
-                for q in json.loads(path.read_text()).get("client_quotas", [])}
-
-    def _load_entities(self, kind: str) -> dict[str, dict[str, str]]:
-        """The configs of each entity of `kind` (broker_configs, group_configs)."""
-        path = self.log_dir / METADATA_FILE
-        if not path.exists():
-            return {}
-        return {entity: dict(configs) for entity, configs in
-                json.loads(path.read_text()).get(kind, {}).items()}
 
     def _save(self, image: MetadataImage) -> None:
         data = {"version": 1, "broker_configs": {

@@ -27,10 +27,17 @@ class ProducerIds(Protocol):
     async def next_id(self) -> int: ...
 
 
+def read_block_end(path: Path) -> int | None:
+    """The end (exclusive) of the last block a single broker reserved, as `ProducerIdManager`
+    keeps it in `path`; None when it has reserved none. Shared with the node's import of the
+    file (pybroker/node/metadata_import.py). ValueError for a file it did not write."""
+    return int(path.read_text().strip()) if path.exists() else None
+
+
 class ProducerIdManager:
     def __init__(self, log_dir: Path) -> None:
         self.path = log_dir / FILE_NAME
-        self._next = int(self.path.read_text().strip()) if self.path.exists() else 0
+        self._next = read_block_end(self.path) or 0
         self._block_end = self._next
 
     async def next_id(self) -> int:

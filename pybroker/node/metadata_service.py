@@ -60,7 +60,7 @@ import threading
 import time
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from kazoo.exceptions import BadArgumentsError, KazooException, UnimplementedError
 from kazoo.protocol.states import WatchedEvent
@@ -69,7 +69,7 @@ from pybroker.cluster.memory_zk import MemoryZkClient, MemoryZooKeeper, _Node
 from pybroker.node.metadata_client import ProtocolError, WATCH_XID, close_socket, decode, \
     encode, recv_frame, send_frame
 
-__all__ = ["MetadataService", "MetadataLogCorrupt", "MIN_SESSION_TIMEOUT_MS"]
+__all__ = ["MetadataService", "MetadataLogCorrupt", "MIN_SESSION_TIMEOUT_MS", "write_tree"]
 
 log = logging.getLogger(__name__)
 
@@ -254,6 +254,27 @@ class _DurableTree(MemoryZooKeeper):
         """Every persistent znode's data and version (for assertions)."""
         with self._lock:
             return {p: (n.data, n.version) for p, n in self._nodes.items() if not n.owner}
+
+
+def write_tree(data_dir: Path, znodes: Mapping[str, bytes]) -> None:
+    """Make `data_dir` (new or empty) a store holding the persistent `znodes` (path -> data;
+    parents made empty, as makepath makes them), through the service's own tree and journal,
+    compacted into one fsynced snapshot that `MetadataService.start` reads back. The node's
+    import of a single broker's metadata (metadata_import.py) writes its tree with it."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tree = _DurableTree(_Journal(data_dir))
+    try:
+        client = tree.client()
+        client.start()
+        for path, data in sorted(znodes.items()):  # a parent sorts before its children
+            client.create(path, data, makepath=True)
+        client.stop()
+        client.close()
+        with tree._lock:
+            tree.journal.compact(tree._zxid, [[p, _record(n)] for p, n in
+                                              sorted(tree._nodes.items()) if not n.owner])
+    finally:
+        tree.journal.close()
 
 
 def _arg(value: Any, kind: type | tuple[type, ...]) -> Any:

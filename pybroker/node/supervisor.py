@@ -24,7 +24,8 @@ them. What it promises:
 - The metadata store: with zookeeper.connect set, the workers use that ZooKeeper. Without it
   (the standalone default) the supervisor serves the node's store itself
   (pybroker.node.metadata_service) on a Unix socket, and each worker gets
-  `zookeeper.connect=unix:<socket>`.
+  `zookeeper.connect=unix:<socket>`. Over a single broker's log dir, its first start imports
+  that broker's metadata files into the store (pybroker.node.metadata_import).
 
 Spawning happens on the main thread only: PR_SET_PDEATHSIG fires when the forking thread
 exits, so a worker forked by a short-lived thread would be killed with it.
@@ -49,8 +50,8 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Callable
 
-from pybroker.cluster.metadata import METADATA_FILE
 from pybroker.config import BrokerConfig, ConfigError
+from pybroker.node.metadata_import import METADATA_DIR, import_single_broker
 from pybroker.node.worker import NODE_FILE, WORKER_ENV, WorkerPlan, die_with_parent, plan_workers, worker_command
 
 if TYPE_CHECKING:
@@ -279,7 +280,8 @@ def run_node(config: BrokerConfig, cores: int, config_file: str | None,
     before any worker starts is a ConfigError (one line), as a single broker's."""
     plans = plan_workers(config, cores)
     if not config.zookeeper_connect:
-        check_single_broker_metadata(config, cores)
+        # First, so that a file it refuses leaves the dir as it was (no core count recorded).
+        import_single_broker(config)
     check_core_count(config, cores)
     extra: dict[str, str] = {}
     on_stopped: Callable[[], None] | None = None
@@ -339,26 +341,7 @@ def check_core_count(config: BrokerConfig, cores: int) -> None:
         os.replace(tmp, log_dir / NODE_FILE)
 
 
-# The node's metadata store, in its first log dir (a name no partition dir can have: the log
-# manager skips it).
-METADATA_DIR = "__node-metadata"
 _SOCKET_PATH_MAX = 107  # sun_path holds 108 bytes with the NUL
-
-
-def check_single_broker_metadata(config: BrokerConfig, cores: int) -> None:
-    """Refuse a standalone node whose first log dir holds a single broker's metadata.
-
-    num.cores=1 without ZooKeeper keeps the topics in `pybroker-metadata.json` (one process's
-    LocalMetadataStore); a node's brokers read the node's shared store instead, which does not
-    import that file: started over it, they would see no topics while the partitions' data
-    sits in worker 0's dir. (With zookeeper.connect the metadata is ZooKeeper's either way:
-    worker 0 is the same broker as before, nothing to move.)"""
-    log_dir = Path(config.log_dirs[0])
-    if (log_dir / METADATA_FILE).exists() and not (log_dir / METADATA_DIR).exists():
-        raise ConfigError("num.cores", cores, "", message=(
-            f"{log_dir / METADATA_FILE} holds the metadata of a single-process broker, which "
-            f"a node of num.cores={cores} brokers does not import: set num.cores=1 to serve "
-            f"this log dir, or start the node on an empty log.dirs"))
 
 
 def _socket_path(data_dir: Path) -> Path:

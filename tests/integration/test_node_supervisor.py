@@ -211,23 +211,104 @@ def test_a_worker_dying_again_and_again_stops_the_whole_node_with_exit_1(
     assert not [p for p in pids if running(p)]  # never half-alive
 
 
-def test_a_node_over_a_single_brokers_log_dir_refuses_to_start(tmp_path: Path) -> None:
-    single = BrokerProcess(tmp_path / "logs", num_cores="1").start(timeout=60)
+SECURED = {"authorizer_class_name": "kafka.security.authorizer.AclAuthorizer",
+           "super_users": "User:ANONYMOUS"}
+
+
+def test_a_node_over_a_single_brokers_log_dir_serves_what_the_broker_kept(
+        tmp_path: Path) -> None:
+    """num.cores 1 -> 2 over one log dir: the node imports the broker's metadata (pybroker/
+    node/metadata_import.py), and stock clients find their records, offsets, configs and
+    ACLs; new topics and partitions spread over both workers; one broker is refused after."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AclBinding, AclBindingFilter, AclOperation, \
+        AclPermissionType, AdminClient, ConfigResource, NewPartitions, NewTopic, \
+        ResourcePatternType, ResourceType
+    logs = tmp_path / "logs"
+    grant = AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice",
+                       "*", AclOperation.READ, AclPermissionType.ALLOW)
+    single = BrokerProcess(logs, num_cores="1", **SECURED).start(timeout=60)
+    try:
+        admin = AdminClient({"bootstrap.servers": single.bootstrap})
+        for f in admin.create_topics([NewTopic("orders", 3, 1, config={
+                "retention.ms": "123456789"})]).values():
+            f.result(30)
+        for f in admin.create_acls([grant]).values():
+            f.result(30)
+        values = [f"r{i}".encode() for i in range(30)]
+        assert produce(single.bootstrap, "orders", values, "all", 3) == values
+        committer = Consumer({"bootstrap.servers": single.bootstrap, "group.id": "resume",
+                              "enable.auto.commit": False})
+        committer.commit(offsets=[TopicPartition("orders", p, 4) for p in range(3)],
+                         asynchronous=False)
+        committer.close()
+    finally:
+        assert single.stop() == 0
+
+    broker = node(logs, **SECURED)
+    try:
+        assert sorted(read_all(broker.bootstrap, "orders", 30)) == sorted(values)
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "resume",
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        resumed: list[tuple[int, int]] = []
+        try:
+            consumer.subscribe(["orders"])
+            deadline = time.monotonic() + 60
+            while len(resumed) < 18 and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and not msg.error():
+                    resumed.append((msg.partition(), msg.offset()))
+        finally:
+            consumer.close()
+        # 10 records a partition; the group had committed offset 4 in each.
+        assert sorted(resumed) == [(p, o) for p in range(3) for o in range(4, 10)]
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "orders")
+        configs = admin.describe_configs([resource])[resource].result(30)
+        assert configs["retention.ms"].value == "123456789"
+        acls = admin.describe_acls(AclBindingFilter(
+            ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+            AclPermissionType.ANY)).result(30)
+        assert grant in acls
+        ids, _ = brokers_seen(broker.bootstrap)
+        assert len(ids) == 2
+        assert set(create_topic(broker.bootstrap, "spread", 4).values()) == set(ids)
+        admin.create_partitions([NewPartitions("orders", 6)])["orders"].result(30)
+
+        def new_leaders() -> set[int] | None:
+            from kafka import KafkaAdminClient
+            client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+            try:
+                found = {p["partition_index"]: p["leader_id"]
+                         for p in client.describe_topics(["orders"])[0]["partitions"]}
+            finally:
+                client.close()
+            added = {found.get(p, -1) for p in range(3, 6)}
+            return added if -1 not in added else None
+        assert wait_until(new_leaders, 30, "leaders of the new partitions") == set(ids)
+    finally:
+        assert broker.stop() == 0
+    assert (logs / "pybroker-metadata.json.imported").exists()
+    with pytest.raises(RuntimeError) as caught:
+        BrokerProcess(logs, num_cores="1", **SECURED).start(timeout=60)
+    assert ("__node-metadata holds the metadata of the node that ran on this log dir "
+            "(num.cores=2), which a single broker does not read") in str(caught.value)
+
+
+def test_a_node_over_a_corrupt_single_broker_file_names_it_and_changes_nothing(
+        tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    single = BrokerProcess(logs, num_cores="1").start(timeout=60)
     create_topic(single.bootstrap, "kept", 1)
     assert single.stop() == 0
+    metadata = logs / "pybroker-metadata.json"
+    metadata.write_bytes(metadata.read_bytes()[:40])  # cut short
+    before = sorted(p.name for p in logs.iterdir())
     with pytest.raises(RuntimeError) as caught:
-        node(tmp_path / "logs")
-    assert ("pybroker-metadata.json holds the metadata of a single-process broker, which a "
-            "node of num.cores=2 brokers does not import: set num.cores=1") in str(caught.value)
-    # The single broker still starts on it, with its topic.
-    single = BrokerProcess(tmp_path / "logs", num_cores="1").start(timeout=60)
-    try:
-        from kafka import KafkaAdminClient
-        admin = KafkaAdminClient(bootstrap_servers=single.bootstrap)
-        assert "kept" in admin.list_topics()
-        admin.close()
-    finally:
-        single.stop()
+        node(logs)
+    assert (f"pybroker-server: {metadata} cannot be imported into the node's metadata store: "
+            "it is not JSON") in str(caught.value)
+    assert sorted(p.name for p in logs.iterdir()) == before  # no store, no core count
 
 
 def test_a_worker_that_cannot_start_stops_the_node_with_its_one_line_reason(

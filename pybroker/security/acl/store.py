@@ -40,17 +40,7 @@ class LocalAclStore:
         self.path = Path(log_dir) / ACL_FILE
         self.authorizer = authorizer
         self._lock = trio.Lock()
-        authorizer.replace(self._load())
-
-    def _load(self) -> list[AclBinding]:
-        if not self.path.exists():
-            return []
-        out: list[AclBinding] = []
-        for path, value in json.loads(self.path.read_text()).items():
-            pattern = _pattern_of(path)
-            if pattern is not None:
-                out.extend(acl_json.decode(pattern, json.dumps(value).encode()))
-        return out
+        authorizer.replace(read_acl_file(self.path))
 
     async def change(self, add: Iterable[AclBinding] = (),
                      remove: Iterable[AclBinding] = ()) -> None:
@@ -65,6 +55,20 @@ class LocalAclStore:
 
     async def run(self) -> None:
         """Nothing to follow on one broker."""
+
+
+def read_acl_file(path: Path) -> list[AclBinding]:
+    """The bindings `LocalAclStore` keeps in `path` (none when it does not exist); shared with
+    the node's import of the file (pybroker/node/metadata_import.py). A file that is not what
+    `change` writes raises ValueError, KeyError or TypeError."""
+    if not path.exists():
+        return []
+    out: list[AclBinding] = []
+    for znode, value in json.loads(path.read_text()).items():
+        pattern = _pattern_of(znode)
+        if pattern is not None:
+            out.extend(acl_json.decode(pattern, json.dumps(value).encode()))
+    return out
 
 
 def _pattern_of(path: str) -> acl_json.Pattern | None:

@@ -28,6 +28,18 @@ from pybroker.storage.files import write_atomically
 CREDENTIALS_FILE = "pybroker-scram-credentials.json"
 
 
+def read_credentials_file(path: Path) -> dict[str, dict[str, ScramCredential]]:
+    """User -> mechanism -> credential as `LocalScramCredentialStore` keeps them in `path`
+    (none when it does not exist); shared with the node's import of the file
+    (pybroker/node/metadata_import.py). A file that is not what `_persist` writes raises
+    ValueError, KeyError or TypeError."""
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text())
+    return {user: {m: ScramCredential.from_kafka(text) for m, text in mechanisms.items()}
+            for user, mechanisms in data["users"].items()}
+
+
 class ScramCredentialStore:
     """User → mechanism → credential, in memory; subclasses decide where it is kept."""
 
@@ -68,11 +80,7 @@ class LocalScramCredentialStore(ScramCredentialStore):
     def __init__(self, log_dir: Path) -> None:
         super().__init__()
         self.path = log_dir / CREDENTIALS_FILE
-        if self.path.exists():
-            data = json.loads(self.path.read_text())
-            self._users = {user: {m: ScramCredential.from_kafka(text)
-                                  for m, text in mechanisms.items()}
-                           for user, mechanisms in data["users"].items()}
+        self._users = read_credentials_file(self.path)
 
     def _persist(self, users: Mapping[str, Mapping[str, ScramCredential]],
                  touched: set[str]) -> None:

@@ -1,0 +1,222 @@
+"""A single broker's metadata files imported into a node's store (pybroker/node/
+metadata_import.py): written by the single broker's own stores, read back by the cluster's
+own stores (ZkMetadataStore, ZkAclStore, ZkProducerIdManager) from the imported tree; bad
+files refused with nothing changed; an interrupted import finished; the single broker refused
+over the node's dir. Real processes and stock clients: tests/integration/test_node_supervisor.py
+and tests/node/test_metadata_import_crash.py."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from protocol.acl_operations import AclOperation
+from pybroker.__main__ import main
+from pybroker.cluster.client_quotas import QuotaEntity
+from pybroker.cluster.metadata import LocalMetadataStore, MetadataImage
+from pybroker.cluster.zk_store import ZkMetadataStore
+from pybroker.config import ConfigError, load_broker_config
+from pybroker.coordinator.producer_ids import ProducerIdManager, ZkProducerIdManager
+from pybroker.node.metadata_import import IMPORT_RECORD, KEPT_SUFFIX, METADATA_DIR, \
+    ImportRefused, check_single_broker, import_single_broker
+from pybroker.node.metadata_service import _DurableTree, _Journal
+from pybroker.node.worker import NODE_FILE
+from pybroker.security.acl.authorizer import Authorizer
+from pybroker.security.acl.model import AclBinding, AclPermission, PatternType, ResourceType
+from pybroker.security.acl.store import LocalAclStore, ZkAclStore
+from pybroker.security.sasl.credential_store import LocalScramCredentialStore
+from pybroker.security.sasl.scram_credentials import ScramCredential
+
+NODE = 7
+BINDINGS = [
+    AclBinding(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:alice", "*",
+               AclOperation.READ, AclPermission.ALLOW),
+    AclBinding(ResourceType.GROUP, "app-", PatternType.PREFIXED, "User:alice", "*",
+               AclOperation.READ, AclPermission.ALLOW),
+]
+CREDENTIAL = ScramCredential(b"salt", b"stored-key", b"server-key", 4096)
+
+
+def single_broker(log_dir: Path) -> MetadataImage:
+    """What a single broker leaves in its log dir, written by its own stores; its image."""
+    async def write() -> MetadataImage:
+        store = LocalMetadataStore(log_dir, NODE, "127.0.0.1", 9092)
+        await store.create_topic("orders", 3, {"cleanup.policy": "compact"})
+        await store.create_topic("__consumer_offsets", 2, {}, internal=True)
+        await store.alter_partition("orders", 1, leader_epoch=4)
+        await store.set_client_quotas({QuotaEntity("alice", None): {"producer_byte_rate": 1024},
+                                       QuotaEntity(None, ""): {"request_percentage": 50.0}})
+        await store.set_broker_configs("<default>", {"log.retention.ms": "3600000"})
+        await store.set_group_configs("app-1", {"consumer.session.timeout.ms": "30000"})
+        await LocalAclStore(log_dir, Authorizer()).change(add=BINDINGS)
+        await ProducerIdManager(log_dir).next_id()
+        return store.image
+    image = trio.run(write)
+    LocalScramCredentialStore(log_dir).alter([("alice", "SCRAM-SHA-256", CREDENTIAL)], [])
+    return image
+
+
+def node_config(log_dir: Path, **extra: str):
+    return load_broker_config(None, {"log.dirs": str(log_dir), "node.id": str(NODE),
+                                     "num.cores": "2", **extra})
+
+
+def snapshot(log_dir: Path) -> dict[str, bytes]:
+    """Every file of the dir but `.lock`, which the import locks as a broker's start does."""
+    return {str(p.relative_to(log_dir)): p.read_bytes() for p in sorted(log_dir.rglob("*"))
+            if p.is_file() and p.name != ".lock"}
+
+
+def topics(image: MetadataImage) -> dict[str, tuple]:
+    """Each topic's fields (TopicInfo compares by identity; a partition's state without the
+    znode version only the ZooKeeper store has)."""
+    return {name: (info.topic_id, info.partitions, dict(info.configs), info.internal)
+            for name, info in image.topics.items()}
+
+
+@pytest.fixture
+def imported_tree(tmp_path: Path) -> Iterator[tuple[MetadataImage, _DurableTree]]:
+    image = single_broker(tmp_path)
+    assert import_single_broker(node_config(tmp_path))
+    tree = _DurableTree(_Journal(tmp_path / METADATA_DIR))
+    yield image, tree
+    tree.journal.close()
+
+
+def test_the_cluster_stores_read_back_everything_the_single_broker_kept(
+        tmp_path: Path, imported_tree: tuple[MetadataImage, _DurableTree]) -> None:
+    before, tree = imported_tree
+    store = ZkMetadataStore("memory", NODE, rack=None, session_timeout_ms=6000,
+                            connection_timeout_ms=6000, client_class=tree.client)
+    try:
+        store.attach(tmp_path, None)
+        after = store.image
+        assert after.cluster_id == before.cluster_id
+        assert topics(after) == topics(before)  # ids, replicas, leaders, epochs, ISR, configs
+        assert after.topics["orders"].partitions[1].leader_epoch == 4
+        assert after.topics["__consumer_offsets"].internal
+        assert after.client_quotas == before.client_quotas
+        assert after.broker_configs == before.broker_configs
+        assert after.group_configs == before.group_configs
+        assert after.scram_credentials == {"alice": {"SCRAM-SHA-256": CREDENTIAL.to_kafka()}}
+        authorizer = Authorizer()
+        ZkAclStore(store.zk, authorizer)
+        assert authorizer.bindings == frozenset(BINDINGS)
+        # The broker had reserved ids 0-999: the node's first block starts after them.
+        assert ZkProducerIdManager(store.zk, NODE + 1000)._claim() == (1000, 2000)
+    finally:
+        store.close()
+
+
+def test_the_files_are_kept_renamed_and_a_second_start_imports_nothing(
+        tmp_path: Path, imported_tree: tuple[MetadataImage, _DurableTree]) -> None:
+    names = ["pybroker-metadata.json", "pybroker-acls.json",
+             "pybroker-scram-credentials.json", "producer-ids"]
+    assert not [n for n in names if (tmp_path / n).exists()]
+    assert all((tmp_path / (n + KEPT_SUFFIX)).exists() for n in names)
+    assert (tmp_path / "meta.properties").exists()  # worker 0 still reads it
+    assert (tmp_path / METADATA_DIR / IMPORT_RECORD).exists()
+    before = snapshot(tmp_path)
+    assert not import_single_broker(node_config(tmp_path))
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("name, content, said", [
+    ("pybroker-metadata.json", '{"version": 1, "topics": [{"name": "orders", "topic',
+     "it is not JSON"),
+    ("pybroker-metadata.json", '{"version": 1}', "it has no 'topics'"),
+    ("pybroker-metadata.json", '{"version": 1, "topics": [{"name": "t", "topic_id": '
+     '"0b1f5b7e-9c6e-4c0e-9a8e-1b2c3d4e5f60", "configs": {}, "partitions": [{"partition": 0, '
+     '"leader": 7, "leader_epoch": 0, "replicas": [7, 8], "isr": [7]}]}]}',
+     "partition t-0 has replicas [7, 8]"),
+    ("pybroker-acls.json", "[1, 2", "it is not JSON"),
+    ("pybroker-scram-credentials.json", '{"users": {"alice": {"SCRAM-SHA-256": "salt=c2FsdA=="}}}',
+     "it has no 'stored_key'"),
+    ("producer-ids", "12ab\n", "it is not what its store writes"),
+])
+def test_a_corrupt_file_is_named_and_nothing_changes(
+        tmp_path: Path, name: str, content: str, said: str) -> None:
+    single_broker(tmp_path)
+    (tmp_path / name).write_text(content)
+    before = snapshot(tmp_path)
+    with pytest.raises(ImportRefused) as caught:
+        import_single_broker(node_config(tmp_path))
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / name} cannot be imported into the node's metadata "
+                              "store: ") and "\n" not in message
+    assert said in message and "Nothing was changed" in message
+    assert snapshot(tmp_path) == before
+    assert not (tmp_path / METADATA_DIR).exists()
+
+
+def test_another_node_id_or_cluster_id_is_refused_before_anything_is_written(
+        tmp_path: Path) -> None:
+    single_broker(tmp_path)
+    before = snapshot(tmp_path)
+    with pytest.raises(ImportRefused, match="belongs to node 7, but node.id is 8"):
+        import_single_broker(load_broker_config(None, {"log.dirs": str(tmp_path),
+                                                       "node.id": "8"}))
+    with pytest.raises(ConfigError, match="doesn't match stored clusterId"):
+        import_single_broker(node_config(tmp_path, **{"cluster.id": "AAAAAAAAAAAAAAAAAAAAAA"}))
+    assert snapshot(tmp_path) == before
+
+
+def test_a_file_left_by_an_interrupted_import_is_kept_if_it_is_the_one_imported(
+        tmp_path: Path, imported_tree: tuple[MetadataImage, _DurableTree]) -> None:
+    """A crash between the commit (the dir's rename) and the renames of the files."""
+    kept = tmp_path / ("pybroker-metadata.json" + KEPT_SUFFIX)
+    kept.rename(tmp_path / "pybroker-metadata.json")
+    assert not import_single_broker(node_config(tmp_path))
+    assert kept.exists() and not (tmp_path / "pybroker-metadata.json").exists()
+    # One written since is not the file imported: refused, left alone.
+    (tmp_path / "pybroker-acls.json").write_text("{}")
+    with pytest.raises(ImportRefused, match="pybroker-acls.json is not the file this node "
+                                            "imported on .*: it was written since"):
+        import_single_broker(node_config(tmp_path))
+    assert (tmp_path / "pybroker-acls.json").read_text() == "{}"
+
+
+def test_a_node_over_a_dir_without_single_broker_files_imports_nothing(tmp_path: Path) -> None:
+    assert not import_single_broker(node_config(tmp_path))
+    assert not (tmp_path / METADATA_DIR).exists()
+
+
+def test_a_single_broker_over_an_imported_dir_is_refused_in_one_line(
+        tmp_path: Path, imported_tree: tuple[MetadataImage, _DurableTree],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / NODE_FILE).write_text("num.cores=2\n")
+    with pytest.raises(ConfigError) as caught:
+        check_single_broker(load_broker_config(None, {"log.dirs": str(tmp_path)}), 2)
+    message = str(caught.value)
+    assert (f"{tmp_path / METADATA_DIR} holds the metadata of the node that ran on this log "
+            "dir (num.cores=2), which a single broker does not read; its single-broker files "
+            "of before were kept as *.imported") in message
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        assert main(["--defaults", "--override", "num.cores=1", "--override",
+                     f"log.dirs={tmp_path}"]) == 1
+    finally:
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        root.setLevel(level)
+    err = capsys.readouterr().err
+    assert err.startswith("pybroker-server: ") and err.count("\n") == 1
+    assert "go back to one broker by hand as docs/OPERATIONS.md" in err
+
+
+def test_going_back_by_hand_gives_the_single_broker_its_metadata_of_the_import(
+        tmp_path: Path, imported_tree: tuple[MetadataImage, _DurableTree]) -> None:
+    """The way back docs/OPERATIONS.md describes."""
+    before, tree = imported_tree
+    tree.journal.close()
+    for kept in tmp_path.glob("*" + KEPT_SUFFIX):
+        kept.rename(kept.with_name(kept.name.removesuffix(KEPT_SUFFIX)))
+    import shutil
+    shutil.rmtree(tmp_path / METADATA_DIR)
+    check_single_broker(load_broker_config(None, {"log.dirs": str(tmp_path)}), None)
+    again = LocalMetadataStore(tmp_path, NODE, "127.0.0.1", 9092)
+    assert topics(again.image) == topics(before)
