@@ -198,3 +198,39 @@ def test_a_node_whose_metadata_service_stops_stops_loudly(tmp_path: Path) -> Non
     assert sup.run() == 1
     assert time.monotonic() - t0 < 60
     assert all(w.proc is not None and w.proc.poll() is not None for w in sup.workers)
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "[::1]"])
+def test_a_node_whose_listener_names_a_host_is_ready(
+        host: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A worker's listening line names its listener's host as configured (the README's secure
+    broker listens on `localhost:9093`): the supervisor reads its port from it and logs the
+    node ready. Stand-in workers log the line and wait; a SIGTERM stops them once both serve."""
+    import signal
+    import sys
+    import threading
+    import time
+
+    from pybroker.node.supervisor import Supervisor
+
+    config = load_broker_config(None, {"node.id": "0", "log.dirs": str(tmp_path / "logs"),
+                                       "listeners": "PLAINTEXT://127.0.0.1:0"})
+    plans = plan_workers(config, 2, host_name="h")
+    stand_in = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
+                " sys.stderr.write('pybroker node {} listening on {}:{} (cluster id c)\\n');"
+                " sys.stderr.flush(); time.sleep(120)")
+    commands = [[sys.executable, "-c", stand_in.format(p.node_id, host, 40000 + p.index)]
+                for p in plans]
+    sup = Supervisor(plans, commands)
+
+    def stop_once_serving() -> None:
+        deadline = time.monotonic() + 30
+        while any(w.port is None for w in sup.workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sup._on_signal(signal.SIGTERM, None)
+
+    threading.Thread(target=stop_once_serving, daemon=True).start()
+    with caplog.at_level(logging.INFO, logger="pybroker.node"):
+        assert sup.run() == 0
+    assert [w.port for w in sup.workers] == [40000, 40001]
+    assert any("pybroker node of 2 brokers ready" in r.getMessage() for r in caplog.records)

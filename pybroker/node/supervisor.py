@@ -62,7 +62,9 @@ RESTARTS_PER_MINUTE = 3
 # How long a node stopping on its own (a worker died too often) waits for the other workers'
 # controlled shutdown before it kills them.
 LOUD_STOP_TIMEOUT_S = 60.0
-_LISTENING = re.compile(r"listening on \[?([0-9a-fA-F.:]*)\]?:(\d+)")
+# A broker's "listening on HOST:PORT" line; HOST is what its listener names: an address, a
+# host name (`SASL_SSL://localhost:9093`, the README's secure broker) or a bracketed IPv6 one.
+_LISTENING = re.compile(r"listening on (\[[^\]]*\]|[^\s:\[]*):(\d+)")
 
 
 @dataclass
