@@ -234,3 +234,27 @@ def test_a_node_whose_listener_names_a_host_is_ready(
         assert sup.run() == 0
     assert [w.port for w in sup.workers] == [40000, 40001]
     assert any("pybroker node of 2 brokers ready" in r.getMessage() for r in caplog.records)
+
+
+def test_a_worker_that_cannot_start_is_named_in_one_line_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A node whose worker fails before it served ends as a single broker's failed start: its
+    output's one line that is not a log line is the reason, the last (test_cli's contract).
+    Stand-in workers: worker 0 says why it cannot start and exits 1, worker 1 waits."""
+    import sys
+
+    from pybroker.node.supervisor import Supervisor
+
+    config = load_broker_config(None, {"node.id": "0", "log.dirs": str(tmp_path / "logs"),
+                                       "listeners": "PLAINTEXT://127.0.0.1:0"})
+    plans = plan_workers(config, 2, host_name="h")
+    failing = ("import sys; sys.stderr.write('[2026-01-01 00:00:00,000] INFO a log line\\n');"
+               " sys.stderr.write('pybroker-server: listener taken\\n'); sys.exit(1)")
+    waiting = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
+               " time.sleep(120)")
+    sup = Supervisor(plans, [[sys.executable, "-c", failing], [sys.executable, "-c", waiting]])
+    assert sup.run() == 1
+    err = capsys.readouterr().err
+    reasons = [line for line in err.splitlines() if not line.startswith("[")]
+    assert reasons == ["pybroker-server: listener taken"], err
+    assert err.rstrip().splitlines()[-1] == "pybroker-server: listener taken"

@@ -99,6 +99,8 @@ class Supervisor:
         self._preexec = die_with_parent()
         # Why the node could not start, when a worker failed before it served.
         self.start_failure: str | None = None
+        # Whether every worker has served once (the node logged "ready").
+        self.serving = False
 
     # -- process handling (main thread) ------------------------------------------------------
     def _spawn(self, worker: _Worker) -> None:
@@ -122,9 +124,13 @@ class Supervisor:
         """One worker's stderr, forwarded line by line; its "listening" line and its exit
         become events for the main thread."""
         for line in stream:
-            with self._out_lock:
-                sys.stderr.write(line)
-                sys.stderr.flush()
+            # A worker's failed start ends with its one-line reason ("pybroker-server: ..."),
+            # which the node repeats as its own last line while it has not served yet: shown
+            # once, not twice (a single broker's failed start says its reason once).
+            if self.serving or not line.startswith("pybroker-server: "):
+                with self._out_lock:
+                    sys.stderr.write(line)
+                    sys.stderr.flush()
             worker.last_lines.append(line.rstrip("\n"))
             if "pybroker node" in line and (m := _LISTENING.search(line)):
                 self._events.put(("up", worker.plan.index, generation, int(m.group(2))))
@@ -207,7 +213,7 @@ class Supervisor:
             if kind == "up":
                 worker.port = value
                 if not ready and all(w.port is not None for w in self.workers):
-                    ready = True
+                    ready = self.serving = True
                     self._log_ready()
                 elif ready:
                     log.info("worker %d (broker %d) is serving again on port %d", index,
