@@ -141,6 +141,22 @@ def test_a_node_dir_is_refused_by_a_single_broker_start(
     assert "set num.cores=2" in err
 
 
+def test_a_node_whose_first_log_dir_is_a_file_fails_with_the_brokers_reason(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], own_logging: None) -> None:
+    """The node's metadata store goes in its first log dir: a regular file there stops the
+    start as it stops a single broker's, one line naming the file, and no worker is started
+    (before, the supervisor's mkdir of its store failed with a bare `[Errno 17] File
+    exists`)."""
+    plain = tmp_path / "plain-file"
+    plain.write_text("not a directory")
+    assert main(["--defaults", "--override", "num.cores=2", "--override",
+                 "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={plain}"]) == 1
+    err = capsys.readouterr().err
+    reason = err.strip().splitlines()[-1]
+    assert str(plain) in reason and "not a directory" in reason, err
+    assert "worker 0" not in err and plain.read_text() == "not a directory"
+
+
 def test_a_single_brokers_metadata_is_refused_by_a_standalone_node(tmp_path: Path) -> None:
     (tmp_path / "pybroker-metadata.json").write_text('{"version": 1, "topics": []}')
     config = load_broker_config(None, {"log.dirs": str(tmp_path)})
