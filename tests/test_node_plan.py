@@ -15,7 +15,7 @@ from pybroker.config import ConfigError, load_broker_config
 from pybroker.node.supervisor import (
     NODE_FILE, check_core_count, check_single_broker_metadata, recorded_cores,
 )
-from pybroker.node.worker import cores_to_use, plan_workers, worker_command
+from pybroker.node.worker import WorkerPlan, cores_to_use, plan_workers, worker_command
 from pybroker.testing.broker import num_cores_default
 
 
@@ -178,6 +178,13 @@ def test_a_bad_pybroker_num_cores_is_named(raw: str, monkeypatch: pytest.MonkeyP
         num_cores_default()
 
 
+def _two_workers(tmp_path: Path) -> list[WorkerPlan]:
+    """The plans of a node of 2 workers on ephemeral ports, for stand-in worker processes."""
+    config = load_broker_config(None, {"node.id": "0", "log.dirs": str(tmp_path / "logs"),
+                                       "listeners": "PLAINTEXT://127.0.0.1:0"})
+    return plan_workers(config, 2, host_name="h")
+
+
 def test_a_node_whose_metadata_service_stops_stops_loudly(tmp_path: Path) -> None:
     """The workers of a node whose store stopped serving could only reconnect to nothing: the
     node stops (exit 1, the reason logged) instead of limping on. Stand-in workers (a process
@@ -192,9 +199,7 @@ def test_a_node_whose_metadata_service_stops_stops_loudly(tmp_path: Path) -> Non
 
     service = MetadataService(tmp_path / "md.sock", tmp_path / "md", 6000)
     service.start()
-    config = load_broker_config(None, {"node.id": "0", "log.dirs": str(tmp_path / "logs"),
-                                       "listeners": "PLAINTEXT://127.0.0.1:0"})
-    plans = plan_workers(config, 2, host_name="h")
+    plans = _two_workers(tmp_path)
     stand_in = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
                 " sys.stderr.write('pybroker node {} listening on 127.0.0.1:{}\\n');"
                 " sys.stderr.flush(); time.sleep(120)")
@@ -229,9 +234,7 @@ def test_a_node_whose_listener_names_a_host_is_ready(
 
     from pybroker.node.supervisor import Supervisor
 
-    config = load_broker_config(None, {"node.id": "0", "log.dirs": str(tmp_path / "logs"),
-                                       "listeners": "PLAINTEXT://127.0.0.1:0"})
-    plans = plan_workers(config, 2, host_name="h")
+    plans = _two_workers(tmp_path)
     stand_in = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
                 " sys.stderr.write('pybroker node {} listening on {}:{} (cluster id c)\\n');"
                 " sys.stderr.flush(); time.sleep(120)")
@@ -261,9 +264,7 @@ def test_a_worker_that_cannot_start_is_named_in_one_line_once(
 
     from pybroker.node.supervisor import Supervisor
 
-    config = load_broker_config(None, {"node.id": "0", "log.dirs": str(tmp_path / "logs"),
-                                       "listeners": "PLAINTEXT://127.0.0.1:0"})
-    plans = plan_workers(config, 2, host_name="h")
+    plans = _two_workers(tmp_path)
     failing = ("import sys; sys.stderr.write('[2026-01-01 00:00:00,000] INFO a log line\\n');"
                " sys.stderr.write('pybroker-server: listener taken\\n'); sys.exit(1)")
     waiting = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
