@@ -134,6 +134,10 @@ def _start_failure(exc: BaseException) -> OSError | ConfigError | None:
     return None
 
 
+def _not_a_directory(path: Path) -> bool:
+    return path.exists() and not path.is_dir()
+
+
 def _cores(config: BrokerConfig) -> int:
     """How many brokers this node runs (num.cores, -1 = every CPU the process may use). With
     1, the node is this process, as before num.cores; a first log dir that a node of more
@@ -141,6 +145,11 @@ def _cores(config: BrokerConfig) -> int:
     (pybroker.node.metadata_import.check_single_broker), and its brokers above the first would
     leave the cluster with their partitions (pybroker.node.supervisor.check_core_count)."""
     cores = cores_to_use(config)
+    if cores > 1 and _not_a_directory(Path(config.log_dirs[0])):
+        # The node's metadata store lives in its first log dir, so a node cannot start
+        # without it, nor can a single broker (Kafka 4.1 stops without its metadata log
+        # dir): the single-process start fails at once, with the broker's own reason.
+        return 1
     if cores == 1 and WORKER_ENV not in os.environ:
         from pybroker.node.metadata_import import check_single_broker
         if (Path(config.log_dirs[0]) / NODE_FILE).exists():

@@ -13,7 +13,7 @@ import pytest
 from pybroker.__main__ import main
 from pybroker.config import ConfigError, load_broker_config
 from pybroker.node.supervisor import NODE_FILE, check_core_count, recorded_cores
-from pybroker.node.worker import cores_to_use, plan_workers, worker_command
+from pybroker.node.worker import WorkerPlan, cores_to_use, plan_workers, worker_command
 from pybroker.testing.broker import num_cores_default
 
 
@@ -139,6 +139,22 @@ def test_a_node_dir_is_refused_by_a_single_broker_start(
     assert "set num.cores=2" in err
 
 
+def test_a_node_whose_first_log_dir_is_a_file_fails_with_the_brokers_reason(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], own_logging: None) -> None:
+    """The node's metadata store goes in its first log dir: a regular file there stops the
+    start as it stops a single broker's, one line naming the file, and no worker is started
+    (before, the supervisor's mkdir of its store failed with a bare `[Errno 17] File
+    exists`)."""
+    plain = tmp_path / "plain-file"
+    plain.write_text("not a directory")
+    assert main(["--defaults", "--override", "num.cores=2", "--override",
+                 "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={plain}"]) == 1
+    err = capsys.readouterr().err
+    reason = err.strip().splitlines()[-1]
+    assert str(plain) in reason and "not a directory" in reason, err
+    assert "worker 0" not in err and plain.read_text() == "not a directory"
+
+
 @pytest.mark.parametrize("raw, expected", [("", 1), ("2", 2), ("-1", -1)])
 def test_the_kits_core_count_follows_pybroker_num_cores(
         raw: str, expected: int, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,6 +167,13 @@ def test_a_bad_pybroker_num_cores_is_named(raw: str, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("PYBROKER_NUM_CORES", raw)
     with pytest.raises(ValueError, match="PYBROKER_NUM_CORES"):
         num_cores_default()
+
+
+def _two_workers(tmp_path: Path) -> list[WorkerPlan]:
+    """The plans of a node of 2 workers on ephemeral ports, for stand-in worker processes."""
+    config = load_broker_config(None, {"node.id": "0", "log.dirs": str(tmp_path / "logs"),
+                                       "listeners": "PLAINTEXT://127.0.0.1:0"})
+    return plan_workers(config, 2, host_name="h")
 
 
 def test_a_node_whose_metadata_service_stops_stops_loudly(tmp_path: Path) -> None:
@@ -167,9 +190,7 @@ def test_a_node_whose_metadata_service_stops_stops_loudly(tmp_path: Path) -> Non
 
     service = MetadataService(tmp_path / "md.sock", tmp_path / "md", 6000)
     service.start()
-    config = load_broker_config(None, {"node.id": "0", "log.dirs": str(tmp_path / "logs"),
-                                       "listeners": "PLAINTEXT://127.0.0.1:0"})
-    plans = plan_workers(config, 2, host_name="h")
+    plans = _two_workers(tmp_path)
     stand_in = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
                 " sys.stderr.write('pybroker node {} listening on 127.0.0.1:{}\\n');"
                 " sys.stderr.flush(); time.sleep(120)")
@@ -189,3 +210,59 @@ def test_a_node_whose_metadata_service_stops_stops_loudly(tmp_path: Path) -> Non
     assert sup.run() == 1
     assert time.monotonic() - t0 < 60
     assert all(w.proc is not None and w.proc.poll() is not None for w in sup.workers)
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "[::1]"])
+def test_a_node_whose_listener_names_a_host_is_ready(
+        host: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A worker's listening line names its listener's host as configured (the README's secure
+    broker listens on `localhost:9093`): the supervisor reads its port from it and logs the
+    node ready. Stand-in workers log the line and wait; a SIGTERM stops them once both serve."""
+    import signal
+    import sys
+    import threading
+    import time
+
+    from pybroker.node.supervisor import Supervisor
+
+    plans = _two_workers(tmp_path)
+    stand_in = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
+                " sys.stderr.write('pybroker node {} listening on {}:{} (cluster id c)\\n');"
+                " sys.stderr.flush(); time.sleep(120)")
+    commands = [[sys.executable, "-c", stand_in.format(p.node_id, host, 40000 + p.index)]
+                for p in plans]
+    sup = Supervisor(plans, commands)
+
+    def stop_once_serving() -> None:
+        deadline = time.monotonic() + 30
+        while any(w.port is None for w in sup.workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sup._on_signal(signal.SIGTERM, None)
+
+    threading.Thread(target=stop_once_serving, daemon=True).start()
+    with caplog.at_level(logging.INFO, logger="pybroker.node"):
+        assert sup.run() == 0
+    assert [w.port for w in sup.workers] == [40000, 40001]
+    assert any("pybroker node of 2 brokers ready" in r.getMessage() for r in caplog.records)
+
+
+def test_a_worker_that_cannot_start_is_named_in_one_line_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A node whose worker fails before it served ends as a single broker's failed start: its
+    output's one line that is not a log line is the reason, the last (test_cli's contract).
+    Stand-in workers: worker 0 says why it cannot start and exits 1, worker 1 waits."""
+    import sys
+
+    from pybroker.node.supervisor import Supervisor
+
+    plans = _two_workers(tmp_path)
+    failing = ("import sys; sys.stderr.write('[2026-01-01 00:00:00,000] INFO a log line\\n');"
+               " sys.stderr.write('pybroker-server: listener taken\\n'); sys.exit(1)")
+    waiting = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
+               " time.sleep(120)")
+    sup = Supervisor(plans, [[sys.executable, "-c", failing], [sys.executable, "-c", waiting]])
+    assert sup.run() == 1
+    err = capsys.readouterr().err
+    reasons = [line for line in err.splitlines() if not line.startswith("[")]
+    assert reasons == ["pybroker-server: listener taken"], err
+    assert err.rstrip().splitlines()[-1] == "pybroker-server: listener taken"

@@ -63,7 +63,9 @@ RESTARTS_PER_MINUTE = 3
 # How long a node stopping on its own (a worker died too often) waits for the other workers'
 # controlled shutdown before it kills them.
 LOUD_STOP_TIMEOUT_S = 60.0
-_LISTENING = re.compile(r"listening on \[?([0-9a-fA-F.:]*)\]?:(\d+)")
+# A broker's "listening on HOST:PORT" line; HOST is what its listener names: an address, a
+# host name (`SASL_SSL://localhost:9093`, the README's secure broker) or a bracketed IPv6 one.
+_LISTENING = re.compile(r"listening on (\[[^\]]*\]|[^\s:\[]*):(\d+)")
 
 
 @dataclass
@@ -98,6 +100,8 @@ class Supervisor:
         self._preexec = die_with_parent()
         # Why the node could not start, when a worker failed before it served.
         self.start_failure: str | None = None
+        # Whether every worker has served once (the node logged "ready").
+        self.serving = False
 
     # -- process handling (main thread) ------------------------------------------------------
     def _spawn(self, worker: _Worker) -> None:
@@ -121,9 +125,13 @@ class Supervisor:
         """One worker's stderr, forwarded line by line; its "listening" line and its exit
         become events for the main thread."""
         for line in stream:
-            with self._out_lock:
-                sys.stderr.write(line)
-                sys.stderr.flush()
+            # A worker's failed start ends with its one-line reason ("pybroker-server: ..."),
+            # which the node repeats as its own last line while it has not served yet: shown
+            # once, not twice (a single broker's failed start says its reason once).
+            if self.serving or not line.startswith("pybroker-server: "):
+                with self._out_lock:
+                    sys.stderr.write(line)
+                    sys.stderr.flush()
             worker.last_lines.append(line.rstrip("\n"))
             if "pybroker node" in line and (m := _LISTENING.search(line)):
                 self._events.put(("up", worker.plan.index, generation, int(m.group(2))))
@@ -206,7 +214,7 @@ class Supervisor:
             if kind == "up":
                 worker.port = value
                 if not ready and all(w.port is not None for w in self.workers):
-                    ready = True
+                    ready = self.serving = True
                     self._log_ready()
                 elif ready:
                     log.info("worker %d (broker %d) is serving again on port %d", index,

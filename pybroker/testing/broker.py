@@ -197,6 +197,23 @@ class BrokerProcess:
         cores = int(given if given is not None else num_cores_default())
         return len(os.sched_getaffinity(0)) if cores == -1 else cores
 
+    def log_dirs(self) -> list[Path]:
+        """The log dirs of the brokers this process runs: `log_dir`, and for a node of N
+        brokers also worker K's `log_dir`-K (pybroker.node.worker)."""
+        return [self.log_dir] + [Path(f"{self.log_dir}-{k}") for k in range(1, self.num_cores)]
+
+    def partition_dir(self, partition: str) -> Path:
+        """The directory of `partition` (`topic-N`) in whichever of `log_dirs()` holds it: on a
+        node, the partition lives with the worker that was assigned it. FileNotFoundError
+        naming the dirs looked in when none holds it; ValueError when several do (a
+        replicated partition: say which broker's copy)."""
+        found = [d / partition for d in self.log_dirs() if (d / partition).is_dir()]
+        if not found:
+            raise FileNotFoundError(f"no {partition} in {[str(d) for d in self.log_dirs()]}")
+        if len(found) > 1:
+            raise ValueError(f"{partition} is in several log dirs: {[str(d) for d in found]}")
+        return found[0]
+
     def _limit(self) -> None:
         if self.open_files is not None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))

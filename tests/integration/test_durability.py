@@ -298,7 +298,7 @@ def test_kill_9_loses_no_acknowledged_record(brokers, log_dir: Path,  # type: ig
                          f"e.g. {sorted(missing.items())[:5]}")
     assert sorted(stored) == list(range(len(stored)))  # offsets are contiguous
     if overrides:
-        assert len(segment_files(log_dir / f"{topic}-0")) > 2
+        assert len(segment_files(bp.partition_dir(f"{topic}-0"))) > 2
     _stop_cleanly(bp)
 
 
@@ -326,7 +326,7 @@ def test_garbage_after_the_last_batch_is_truncated(brokers, log_dir: Path,  # ty
     topic = "garbage"
     bp, values = _damage_setup(brokers, log_dir, topic)
     _stop(bp, how)
-    newest = segment_files(log_dir / f"{topic}-0")[-1]
+    newest = segment_files(bp.partition_dir(f"{topic}-0"))[-1]
     good_size = newest.stat().st_size
     with open(newest, "ab") as f:
         f.write(os.urandom(3000))
@@ -348,7 +348,7 @@ def test_torn_final_batch_is_truncated(brokers, log_dir: Path,  # type: ignore[n
     topic = "torn"
     bp, values = _damage_setup(brokers, log_dir, topic)
     _stop(bp, how)
-    newest = segment_files(log_dir / f"{topic}-0")[-1]
+    newest = segment_files(bp.partition_dir(f"{topic}-0"))[-1]
     size = newest.stat().st_size
     os.truncate(newest, size - 7)  # cut the final batch (record 99) in the middle
 
@@ -372,7 +372,7 @@ def test_deleted_index_files_are_rebuilt(brokers, log_dir: Path) -> None:  # typ
         offsets += produce(bp.bootstrap, topic, values[i:i + 10])
     assert offsets == list(range(300))
     _stop_cleanly(bp)
-    pdir = log_dir / f"{topic}-0"
+    pdir = bp.partition_dir(f"{topic}-0")
     assert len(segment_files(pdir)) >= 3
     originals = {p.name: p.read_bytes() for p in segment_files(pdir, ".index")[:-1]}
     for suffix in (".index", ".timeindex"):
@@ -464,11 +464,11 @@ def test_retention_deletes_old_segments(brokers, log_dir: Path) -> None:  # type
     assert low_size >= 1
 
     def first_segment_files(topic: str) -> list[str]:
-        return sorted(p.name for p in (log_dir / f"{topic}-0").iterdir()
+        return sorted(p.name for p in bp.partition_dir(f"{topic}-0").iterdir()
                       if p.name.startswith(f"{0:020d}."))
 
     for topic, low in (("by-time", low_time), ("by-size", low_size)):
-        logs = segment_files(log_dir / f"{topic}-0")
+        logs = segment_files(bp.partition_dir(f"{topic}-0"))
         assert int(logs[0].name.split(".")[0]) == low, logs  # oldest segments are gone
     # Renamed, not yet removed (an index file exists only once it has an entry).
     renamed = first_segment_files("by-time")
@@ -478,7 +478,7 @@ def test_retention_deletes_old_segments(brokers, log_dir: Path) -> None:  # type
     while first_segment_files("by-size") and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not first_segment_files("by-size")
-    by_size_bytes = sum(p.stat().st_size for p in segment_files(log_dir / "by-size-0"))
+    by_size_bytes = sum(p.stat().st_size for p in segment_files(bp.partition_dir("by-size-0")))
     assert by_size_bytes <= 6000 + 2048
 
     # retention.bytes set later on a topic created without it (IncrementalAlterConfigs).

@@ -37,7 +37,13 @@ def test_port_and_host_name_make_the_listener(tmp_path: Path) -> None:
     try:
         assert broker.stderr is not None
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not any("listening on" in ln for ln in lines):
+        # A node (num.cores > 1) is serving once its supervisor says all its brokers are.
+        def serving() -> bool:
+            node = any(" started, pid " in ln for ln in lines)
+            return any("brokers ready, listening on" in ln if node else "listening on" in ln
+                       for ln in lines)
+
+        while time.monotonic() < deadline and not serving():
             line = broker.stderr.readline()
             assert line, "broker exited:\n" + "".join(lines)
             lines.append(line)
