@@ -93,6 +93,12 @@ def _shifted(listeners: tuple[Listener, ...], by: int, key: str) -> tuple[Listen
     return tuple(out)
 
 
+def worker_log_dir(log_dir: str, k: int) -> str:
+    """Worker K's copy of one of the node's log dirs (K > 0; worker 0 keeps the node's own):
+    the dir's path suffixed -K."""
+    return f"{log_dir.rstrip('/') or '/'}-{k}"
+
+
 def plan_workers(config: BrokerConfig, cores: int, host_name: str | None = None
                  ) -> list[WorkerPlan]:
     """The node's `cores` workers. ConfigError (one line) when two of them would take the same
@@ -110,7 +116,7 @@ def plan_workers(config: BrokerConfig, cores: int, host_name: str | None = None
             None if advertised is None else _shifted(advertised, k, "advertised.listeners"),
             _shifted(config.http_listeners, k, "http.listeners"),
             tuple(config.log_dirs) if k == 0 else tuple(
-                f"{d.rstrip('/') or '/'}-{k}" for d in config.log_dirs), rack))
+                worker_log_dir(d, k) for d in config.log_dirs), rack))
     taken: dict[int, str] = {}
     for plan in plans:
         for item in plan.listeners + plan.http_listeners:

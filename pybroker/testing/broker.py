@@ -32,6 +32,7 @@ import trio
 from pybroker.runtime.clock import Clock
 from pybroker.config import BrokerConfig, load_broker_config
 from pybroker.network.request_hooks import RequestHooks
+from pybroker.node.worker import worker_log_dir
 from pybroker.server import ServerInfo, serve
 from pybroker.testing.cluster import Cluster
 from pybroker.testing.loop import LoopThread, off_trio, on_a_thread
@@ -200,7 +201,8 @@ class BrokerProcess:
     def log_dirs(self) -> list[Path]:
         """The log dirs of the brokers this process runs: `log_dir`, and for a node of N
         brokers also worker K's `log_dir`-K (pybroker.node.worker)."""
-        return [self.log_dir] + [Path(f"{self.log_dir}-{k}") for k in range(1, self.num_cores)]
+        return [self.log_dir] + [Path(worker_log_dir(str(self.log_dir), k))
+                                 for k in range(1, self.num_cores)]
 
     def partition_dir(self, partition: str) -> Path:
         """The directory of `partition` (`topic-N`) in whichever of `log_dirs()` holds it: on a
