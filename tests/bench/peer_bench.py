@@ -130,6 +130,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -1230,7 +1231,15 @@ def _counts(parser: argparse.ArgumentParser, flag: str, text: str) -> tuple[int,
     return counts
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    """A SIGTERM (`kill`, a harness's timeout) ends the run through each workload's `finally`,
+    which stops the brokers it started; by default it ended the process at once and left
+    them running, orphaned."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="fewer records (1M/300k/40k for 100 B/1 KB/10 KB instead of "
