@@ -500,7 +500,9 @@ FIXED: dict[str, str] = {
         "Kafka 4.1.1 ends a share session when its connection closes (ConnectionDisconnect"
         "Listener) and gives its records back at once with the delivery taken back "
         "(releaseAcquiredRecords, DeliveryCountOps.DECREASE): they came again with count 1; "
-        "pybroker kept them until the lock ran out and counted 2. It now does as Kafka."),
+        "pybroker kept them until the lock ran out and counted 2. It now does as Kafka. "
+        "The Java KafkaShareConsumer, its JVM killed -9 holding them, sees the same on "
+        "both: they come again at once, with count 1."),
 }
 
 
