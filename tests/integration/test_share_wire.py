@@ -146,7 +146,9 @@ def test_heartbeat_errors_and_describe(bootstrap: str) -> None:
     assert m.heartbeat(m.heartbeat(0, ["q"]).member_epoch).heartbeat_interval_ms == 1234
     assert m.heartbeat(99).error_code == ErrorCode.FENCED_MEMBER_EPOCH
     assert Member(bootstrap).heartbeat(3).error_code == ErrorCode.UNKNOWN_MEMBER_ID
-    assert Member(bootstrap).heartbeat(0, None).error_code == ErrorCode.INVALID_REQUEST
+    r = Member(bootstrap).heartbeat(0, None)
+    assert (r.error_code, r.error_message) == (
+        ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
     d = m.conn.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {
         "group_ids": ["sg", "nope"], "include_authorized_operations": False})
     sg, nope = d.groups
