@@ -149,9 +149,13 @@ def observe(case: Case, target: Target, t0: int) -> tuple[dict[str, Any], str | 
 
 def run_corpus(kafka_bootstrap: str, pybroker_bootstrap: str,
                progress: bool = False) -> list[dict[str, Any]]:
-    ours, theirs = advertised(pybroker_bootstrap), advertised(kafka_bootstrap)
+    from compat.differential.share_scenarios import enable_share_groups
     for bootstrap in (kafka_bootstrap, pybroker_bootstrap):
         warm_up(bootstrap)
+        # share.version 1 on both (kafka-features.sh upgrade): the share-group APIs are
+        # advertised and served then, so the corpus compares them too
+        enable_share_groups(bootstrap)
+    ours, theirs = advertised(pybroker_bootstrap), advertised(kafka_bootstrap)
     cases, results = corpus(ours, theirs)
     t0 = int(time.time() * 1000) - 60_000
 
@@ -233,8 +237,11 @@ def markdown(data: dict[str, Any]) -> str:
         f"fixed in pybroker), {c['deliberate']} deliberately different, {c['differs']} "
         f"different and not yet explained, {c['error']} that could not run.**",
         "",
-        "APIs Apache Kafka serves and pybroker does not (out of pybroker's scope, not "
-        "compared): " + (", ".join(data["apis_only_kafka_serves"]) or "none") + ".",
+        "Both brokers run the corpus with share.version finalized at 1 (as "
+        "`kafka-features.sh upgrade --feature share.version=1` does), so the share-group "
+        "APIs (KIP-932) are compared with the rest. APIs Apache Kafka serves and pybroker "
+        "does not (out of pybroker's scope, not compared): "
+        + (", ".join(data["apis_only_kafka_serves"]) or "none") + ".",
         "",
     ]
     lines += clients.markdown(data.get("client_scenarios", []), data["kafka_version"])
