@@ -42,6 +42,19 @@ def test_share_groups_are_served_only_once_share_version_is_finalized(bootstrap:
     assert Member(bootstrap).heartbeat(0, ["q"]).error_code == ErrorCode.NONE
 
 
+def test_group_share_enable_serves_share_groups_without_share_version(tmp_path: Path) -> None:
+    """Kafka 4.1.1 takes its internal key group.share.enable=true (checked: it starts, and a
+    ShareGroupHeartbeat is served with share.version 0) and leaves share.version unfinalized:
+    so does pybroker, where the key was unknown and ignored with a warning."""
+    with broker_in_thread(tmp_path / "logs", **{**SHORT, "group.share.enable": "true"}) as info:
+        create_topic(info.bootstrap, "q")
+        r = RawConnection(info.bootstrap).request(ApiKey.API_VERSIONS, 3, {
+            "client_software_name": "t", "client_software_version": "1"})
+        assert ApiKey.SHARE_FETCH in {a.api_key for a in r.api_keys}
+        assert "share.version" not in {f.name for f in r.finalized_features}
+        assert Member(info.bootstrap).heartbeat(0, ["q"]).error_code == ErrorCode.NONE
+
+
 def test_acquire_accept_and_nothing_left(bootstrap: str) -> None:
     m = started(bootstrap)
     r = m.fetch(max_wait_ms=5000)
