@@ -27,7 +27,7 @@ from pybroker.quota.request_quota import RequestQuota
 from pybroker.runtime.clock import Clock
 from pybroker.replica.fetch_session import FetchSessionCache
 from pybroker.runtime.periodic import run_every
-from pybroker.cluster.features import FeatureStore
+from pybroker.cluster.features import SHARE_VERSION, FeatureStore
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataStore
 from pybroker.security.sasl.credential_store import LocalScramCredentialStore, \
     ScramCredentialStore, ZkScramCredentialStore
@@ -251,7 +251,10 @@ class Broker:
                                  fetch_sessions=FetchSessionCache(
                                      config.max_incremental_fetch_session_cache_slots,
                                      clock=self.clock.now_ms),
-                                 features=FeatureStore(self.log_dirs[0]),
+                                 features=FeatureStore(
+                                     self.log_dirs[0], enabled=frozenset(
+                                         {SHARE_VERSION} if config.group_share_enable
+                                         else ())),
                                  shares=self.shares)
 
     def _follow_dynamic_configs(self) -> None:

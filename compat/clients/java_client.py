@@ -209,6 +209,70 @@ class JavaMember(Member):
             f"error={self.last.get('error')}"
 
 
+class JavaShareMessage:
+    """One record a JavaShareConsumer polled, read as a confluent-kafka Message is."""
+
+    def __init__(self, got: dict, index: int) -> None:
+        self.got, self.index = _got(got), index
+        self._delivery_count: int = got["delivery_count"]
+
+    def value(self) -> bytes | None:
+        return self.got.value
+
+    def offset(self) -> int:
+        return self.got.offset
+
+    def delivery_count(self) -> int:
+        return self._delivery_count
+
+    def error(self) -> None:
+        """The Java client raises errors from poll instead of handing them out as records."""
+        return None
+
+
+class JavaShareConsumer:
+    """A KafkaShareConsumer in the JVM, called as confluent-kafka's ShareConsumer is (poll,
+    acknowledge, commit_sync, close), so share_scenarios.py plays both clients. An
+    acknowledgement names the record by its index in the last poll, which is the only poll
+    whose records the Java client lets one acknowledge in explicit mode."""
+
+    def __init__(self, conn: Connection, id: int, proc: subprocess.Popen | None) -> None:
+        self.conn, self.id, self.proc = conn, id, proc
+
+    def poll(self, timeout: float) -> list[JavaShareMessage]:
+        return [JavaShareMessage(g, i) for i, g in
+                enumerate(self.conn.call("share_poll", id=self.id,
+                                         timeout_ms=int(timeout * 1000)))]
+
+    def acknowledge(self, message: JavaShareMessage, type: Any) -> None:
+        """`type`: confluent-kafka's AcknowledgeType or anything else with the Java enum
+        constant's name (ACCEPT, RELEASE, REJECT) as `.name`."""
+        self.conn.call("share_acknowledge", id=self.id, index=message.index, type=type.name)
+
+    def commit_sync(self) -> dict[str, str | None]:
+        """Each partition's error, None where the acknowledgements were committed."""
+        result: dict[str, str | None] = self.conn.call("share_commit", id=self.id)
+        return result
+
+    def close(self) -> None:
+        try:
+            self.conn.call("share_close", id=self.id)
+        finally:
+            self.conn.sock.close()
+            if self.proc is not None:
+                self.proc.terminate()
+                self.proc.wait(30)
+
+    def kill(self) -> None:
+        """SIGKILL to the JVM of its own (`killable`): the consumer neither acknowledges nor
+        leaves, and its connections to the broker close as the process goes."""
+        if self.proc is None:
+            raise RuntimeError("only a killable JavaShareConsumer (a JVM of its own) is killed")
+        self.proc.kill()
+        self.proc.wait(10)
+        self.conn.sock.close()
+
+
 class JavaClient(Adapter):
     name = "java kafka-clients"
     order = 60
@@ -293,16 +357,15 @@ class JavaClient(Adapter):
                                                  topic=topic, group=group, count=count,
                                                  group_protocol=protocol)]
 
-    def share_consume(self, bootstrap: str, topic: str, group: str, values: list[bytes],
-                      count: int, acks: dict[bytes, str]) -> list[tuple[Got, int]]:
-        """KafkaShareConsumer (KIP-932), explicit acknowledgements: produce `values` once the
-        group is reading, consume until `count` of them came, acknowledging a value's first
-        delivery as `acks` says (RELEASE, REJECT; ACCEPT otherwise). (record, delivery
-        count) of each delivery, in order."""
-        found = self.conn.call("share_consume", bootstrap=bootstrap, topic=topic, group=group,
-                               recs=[_rec(Rec(None, v)) for v in values], count=count,
-                               acks={_b64(v): kind for v, kind in acks.items()})
-        return [(_got(g), g["delivery_count"]) for g in found]
+    def share_consumer(self, bootstrap: str, group: str, topic: str, *,
+                       killable: bool = False) -> "JavaShareConsumer":
+        """A KafkaShareConsumer (KIP-932) of `group` subscribed to `topic`, in explicit
+        acknowledgement mode, on a session of its own with the shared JVM (so that consumers
+        polling in threads of their own do not wait on each other), or with `killable` in a
+        JVM of its own, which JavaShareConsumer.kill ends with SIGKILL."""
+        conn, proc = solo() if killable else (connect(), None)
+        return JavaShareConsumer(conn, conn.call("share_start", bootstrap=bootstrap,
+                                                 group=group, topic=topic), proc)
 
     def committed(self, bootstrap: str, group: str, topic: str,
                   partitions: list[int]) -> dict[int, int]:

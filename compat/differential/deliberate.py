@@ -70,6 +70,20 @@ RULES: list[tuple[str, str, str]] = [
      "auto-creation: Kafka's KRaft broker asks its controller and answers before the topic "
      "exists (UNKNOWN_TOPIC_OR_PARTITION, no partitions: the client asks again); pybroker "
      "creates the topic first and answers with it"),
+    ("Share[FA]* v1 [du]*", "answer.error_code",
+     "an empty MemberId (the defaults): Kafka 4.1.1 parses it with Uuid.fromString in "
+     "KafkaApis (new ShareRequestMetadata(Uuid.fromString(memberId), ...)), which throws "
+     "IllegalArgumentException, answered UNKNOWN_SERVER_ERROR (-1) as any exception; "
+     "pybroker takes member ids as strings (librdkafka 2.16 draws them in standard base64, "
+     "which that parse refuses too) and refuses an empty one as INVALID_REQUEST: a refusal "
+     "either way, which no client sends"),
+    ("AlterShareGroupOffsets v0 [du]*", "answer.error_*",
+     "an empty GroupId (the defaults): Kafka 4.1.1's group coordinator answers "
+     "INVALID_GROUP_ID (GroupCoordinatorService.alterShareGroupOffsets), and KafkaApis then "
+     "drops it: it answers AlterShareGroupOffsetsResponse.Builder.merge(the coordinator's "
+     "answer), which copies the topics alone, so a top-level error (NOT_COORDINATOR "
+     "included) never reaches the client; pybroker answers the group's error at the top, "
+     "where the admin client reads it"),
 ]
 
 def _each(case: str, versions: range, what: str) -> dict[str, str]:

@@ -149,9 +149,13 @@ def observe(case: Case, target: Target, t0: int) -> tuple[dict[str, Any], str | 
 
 def run_corpus(kafka_bootstrap: str, pybroker_bootstrap: str,
                progress: bool = False) -> list[dict[str, Any]]:
-    ours, theirs = advertised(pybroker_bootstrap), advertised(kafka_bootstrap)
+    from compat.differential.share_scenarios import enable_share_groups
     for bootstrap in (kafka_bootstrap, pybroker_bootstrap):
         warm_up(bootstrap)
+        # share.version 1 on both (kafka-features.sh upgrade): the share-group APIs are
+        # advertised and served then, so the corpus compares them too
+        enable_share_groups(bootstrap)
+    ours, theirs = advertised(pybroker_bootstrap), advertised(kafka_bootstrap)
     cases, results = corpus(ours, theirs)
     t0 = int(time.time() * 1000) - 60_000
 
@@ -233,8 +237,11 @@ def markdown(data: dict[str, Any]) -> str:
         f"fixed in pybroker), {c['deliberate']} deliberately different, {c['differs']} "
         f"different and not yet explained, {c['error']} that could not run.**",
         "",
-        "APIs Apache Kafka serves and pybroker does not (out of pybroker's scope, not "
-        "compared): " + (", ".join(data["apis_only_kafka_serves"]) or "none") + ".",
+        "Both brokers run the corpus with share.version finalized at 1 (as "
+        "`kafka-features.sh upgrade --feature share.version=1` does), so the share-group "
+        "APIs (KIP-932) are compared with the rest. APIs Apache Kafka serves and pybroker "
+        "does not (out of pybroker's scope, not compared): "
+        + (", ".join(data["apis_only_kafka_serves"]) or "none") + ".",
         "",
     ]
     lines += clients.markdown(data.get("client_scenarios", []), data["kafka_version"])
@@ -266,35 +273,46 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def _share_section(share: dict[str, Any]) -> list[str]:
-    """The share-group client scenarios (share_scenarios.py), when they were run."""
+    """The share-group client scenarios (share_scenarios.py), when they were run: a table per
+    client ({client name: {scenario: result}})."""
     if not share:
         return []
     lines = [
         "## Share groups (KIP-932): client scenarios", "",
-        "Issue #34's scenarios played by confluent-kafka's ShareConsumer, unmodified, on a "
-        "fresh Apache Kafka and a fresh pybroker (`compat/differential/share_scenarios.py`; "
-        "`python -m compat.differential --share` reruns only these). An observation holds "
-        "who got which record and with which delivery count, never a timing or an offset. "
+        "Issue #34's scenarios played unmodified by confluent-kafka's ShareConsumer and by the "
+        "Java client's KafkaShareConsumer (driven call by call through compat/java's JVM), on "
+        "a fresh Apache Kafka and a fresh pybroker (`compat/differential/share_scenarios.py`; "
+        "`python -m compat.differential --share [confluent|java]` reruns only these, for one "
+        "client or both). An observation holds who got which record and with which delivery "
+        "count, never a timing or an offset. "
         "librdkafka 2.16 draws member ids in standard base64; Kafka 4.1.1 fails every "
         "ShareFetch of an id with '+' or '/' (UNKNOWN_SERVER_ERROR, \"Illegal base64 "
         "character\"), so such a consumer never gets a record there: the scenarios replace "
-        "a consumer that gets no warm-up record (pybroker takes any member id).", "",
-        "| scenario | result |", "|---|---|"]
-    lines += [f"| {name} | {r['status']} |" for name, r in share.items()]
-    lines.append("")
+        "a consumer that gets no warm-up record (pybroker takes any member id; the Java "
+        "client draws URL-safe ids).", ""]
     from compat.differential.share_scenarios import FIXED as SHARE_FIXED
+    for client, results in share.items():
+        lines += [f"### {client}", "", "| scenario | Kafka | pybroker | result |",
+                  "|---|---|---|---|"]
+        lines += [f"| {name} | `{json.dumps(r['kafka'])}` | `{json.dumps(r['pybroker'])}` "
+                  f"| {r['status']} |" for name, r in results.items()]
+        lines.append("")
+        reasons = [f"- **{name}**: {r['reason']}" for name, r in results.items()
+                   if r.get("reason")]
+        lines += reasons + [""] * bool(reasons)
     if SHARE_FIXED:
         lines += ["Fixed in pybroker after these scenarios found them:", ""]
         lines += [f"- {name}: {what}" for name, what in SHARE_FIXED.items()]
         lines.append("")
-    for name, r in share.items():
-        lines.append(f"- **{name}** ({r['status']})")
-        lines.append(f"  - Kafka: `{json.dumps(r['kafka'])}`")
-        lines.append(f"  - pybroker: `{json.dumps(r['pybroker'])}`")
-        if r.get("reason"):
-            lines.append(f"  - why: {r['reason']}")
-    lines.append("")
     return lines
+
+
+def _recorded_share(recorded: dict[str, Any]) -> dict[str, Any]:
+    """The recorded share scenarios by client; a report of before the client axis held the
+    confluent-kafka ShareConsumer's alone, keyed by scenario."""
+    from compat.differential.share_scenarios import CONFLUENT, SCENARIOS
+    share = recorded.get("share_scenarios", {})
+    return {CONFLUENT.name: share} if set(share) & set(SCENARIOS) else share
 
 
 # -- the one command ----------------------------------------------------------------------------
@@ -303,9 +321,9 @@ def _share_section(share: dict[str, Any]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """`-v`: each case's time; `--clients-only`: rerun only the client scenarios, keeping the
     corpus's recorded results; `--no-clients`: the corpus only, keeping the recorded client
-    scenarios (they take minutes: a killed member waits out a 45 s session); `--share`: only
-    the share-group scenarios (share_scenarios.py), keeping the rest. A full run plays the
-    share scenarios too."""
+    scenarios (they take minutes: a killed member waits out a 45 s session);
+    `--share [confluent|java]`: only the share-group scenarios (share_scenarios.py), with one
+    client or both, keeping the rest. A full run plays the share scenarios too."""
     from compat.apache_kafka import ApacheKafka, kafka_version
     from compat.differential.config import SHARED
     from pybroker.testing import Broker
@@ -316,12 +334,16 @@ def main(argv: list[str] | None = None) -> int:
     recorded = json.loads(JSON_PATH.read_text()) if JSON_PATH.exists() else {}
     results, only = recorded.get("cases", []), recorded.get("apis_only_kafka_serves", [])
     scenarios = recorded.get("client_scenarios", [])
-    share = recorded.get("share_scenarios", {})
-    from compat.differential.share_scenarios import run_both
+    share = _recorded_share(recorded)
+    from compat.differential.share_scenarios import CLIENTS, run_both
     if "--share" in args:  # only the share-group scenarios, into the recorded report
-        share = run_both()
+        after = args[args.index("--share") + 1:]
+        players = [CLIENTS[after[0]]] if after and after[0] in CLIENTS \
+            else list(CLIENTS.values())
+        share = {**share, **run_both(players)}
         write(results, recorded["kafka_version"], only, scenarios, share)
-        print(json.dumps({name: r["status"] for name, r in share.items()}))
+        print(json.dumps({c: {name: r["status"] for name, r in rs.items()}
+                          for c, rs in share.items()}))
         return 0
     with tempfile.TemporaryDirectory(prefix="differential-") as tmp:
         kafka = ApacheKafka(Path(tmp) / "kafka", overrides=SHARED)

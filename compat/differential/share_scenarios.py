@@ -1,5 +1,7 @@
 """Share groups (KIP-932) client by client, on Apache Kafka and on pybroker: issue #34's six
-scenarios, played by confluent-kafka's ShareConsumer (librdkafka's share consumer) unmodified.
+scenarios, played unmodified by confluent-kafka's ShareConsumer (librdkafka's share consumer)
+and by the Java client's KafkaShareConsumer 4.1.1 (through compat/java's JVM, driven call by
+call as confluent's is: `CLIENTS`).
 
 The wire corpus compares answers request by request; these scenarios compare what a
 consumer application sees, which is what a share group promises: who got which record, how
@@ -19,9 +21,9 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
 SETTINGS = {
     "group.share.record.lock.duration.ms": "2000",
@@ -30,8 +32,48 @@ SETTINGS = {
 }
 LOCK_S = 2.0
 Observation = dict[str, Any]
-# (bootstrap, restart: a function that kills -9 and restarts the broker on its port)
-Scenario = Callable[[str, Callable[[], None]], Observation]
+
+
+class Message(Protocol):
+    """What the scenarios read of a delivery: confluent-kafka's Message, or the Java client's
+    record (JavaShareMessage)."""
+
+    def value(self) -> bytes | None: ...
+    def delivery_count(self) -> int | None: ...
+    def error(self) -> Any: ...
+
+
+class Consumer(Protocol):
+    """An explicit-acknowledgement share consumer, subscribed: confluent-kafka's
+    ShareConsumer, or the Java client's KafkaShareConsumer (JavaShareConsumer)."""
+
+    def poll(self, timeout: float) -> Sequence[Message]: ...
+    def acknowledge(self, message: Any, type: AcknowledgeType) -> Any: ...
+    def commit_sync(self) -> Any: ...
+    def close(self) -> None: ...
+
+
+class Holder(Protocol):
+    """A consumer in a process of its own that got a warm-up record and holds the first other
+    records it gets, unacknowledged, until it is killed -9."""
+
+    def hold(self, values: list[bytes]) -> list[str]: ...
+    def kill(self) -> None: ...
+
+
+class Client(Protocol):
+    """A share-consumer client the scenarios are played with: `key` names it in topics and
+    groups and on the command line, `name` in the report."""
+
+    key: str
+    name: str
+
+    def consumer(self, bootstrap: str, group: str, topic: str) -> Consumer: ...
+    def holder(self, bootstrap: str, group: str, topic: str) -> Holder: ...
+
+
+# (client, bootstrap, restart: a function that kills -9 and restarts the broker on its port)
+Scenario = Callable[[Client, str, Callable[[], None]], Observation]
 
 
 def enable_share_groups(bootstrap: str) -> None:
@@ -62,16 +104,17 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
 
 def _fetching_consumer(bootstrap: str, group: str, topic: str, tries: int = 8,
-                       early: list[tuple[bytes, int]] | None = None) -> ShareConsumer:
+                       early: list[tuple[bytes, int]] | None = None,
+                       client: Client | None = None) -> Consumer:
     """A consumer that got a warm-up record (accepted): from then on what is produced is
     delivered. One that gets none in 8 s is closed and another made: Kafka 4.1.1 fails every
     ShareFetch of a member whose id librdkafka 2.16 drew with a '+' or '/' in it (standard
     base64, where Kafka's Uuid.fromString wants the URL-safe alphabet: "Illegal base64
     character", UNKNOWN_SERVER_ERROR), about every other consumer; such a consumer never gets
     a record there. Records other than warm-ups delivered meanwhile are accepted and added
-    to `early` (value, delivery count)."""
+    to `early` (value, delivery count). `client`: confluent-kafka's by default."""
     for _ in range(tries):
-        c = _consumer(bootstrap, group, topic)
+        c = (client or CONFLUENT).consumer(bootstrap, group, topic)
         deadline = time.monotonic() + 8
         while time.monotonic() < deadline:
             _produce(bootstrap, topic, [b"warm-up"])
@@ -86,7 +129,7 @@ def _fetching_consumer(bootstrap: str, group: str, topic: str, tries: int = 8,
     raise RuntimeError(f"no consumer of {topic} got a warm-up record in {tries} tries")
 
 
-def _drain(c: ShareConsumer, until: Callable[[list[tuple[bytes, int]]], bool],
+def _drain(c: Consumer, until: Callable[[list[tuple[bytes, int]]], bool],
            limit: float, ack: Callable[[bytes, int], AcknowledgeType] | None = None
            ) -> list[tuple[bytes, int]]:
     """(value, delivery count) of each delivery but warm-ups, acknowledged as `ack` says
@@ -105,7 +148,7 @@ def _drain(c: ShareConsumer, until: Callable[[list[tuple[bytes, int]]], bool],
 
 
 @contextmanager
-def polling(consumers: list[ShareConsumer], take: Callable[[int, Message], None]
+def polling(consumers: Sequence[Consumer], take: Callable[[int, Message], None]
             ) -> Iterator[None]:
     """Each consumer polls in a thread of its own while the block runs, handing every
     delivery that is not an error to `take(its index, the message)`; at the block's end
@@ -134,10 +177,16 @@ def polling(consumers: list[ShareConsumer], take: Callable[[int, Message], None]
             c.close()
 
 
-def three_consumers_read_each_record_once(bootstrap: str, restart: Callable[[], None]
-                                          ) -> Observation:
-    topic, group = "share-three", "sg-three"
-    consumers = [_fetching_consumer(bootstrap, group, topic) for _ in range(3)]
+def _names(client: Client, scenario: str) -> tuple[str, str]:
+    """A scenario's topic and group for `client`: each client has its own, so that the
+    clients can be played one after the other on one broker."""
+    return f"share-{scenario}-{client.key}", f"sg-{scenario}-{client.key}"
+
+
+def three_consumers_read_each_record_once(client: Client, bootstrap: str,
+                                          restart: Callable[[], None]) -> Observation:
+    topic, group = _names(client, "three")
+    consumers = [_fetching_consumer(bootstrap, group, topic, client=client) for _ in range(3)]
     got: list[list[bytes]] = [[] for _ in consumers]
 
     def take(i: int, m: Message) -> None:
@@ -158,10 +207,11 @@ def three_consumers_read_each_record_once(bootstrap: str, restart: Callable[[], 
             "every record once": sorted(seen) == sorted(payload)}
 
 
-def release_redelivers(bootstrap: str, restart: Callable[[], None]) -> Observation:
+def release_redelivers(client: Client, bootstrap: str, restart: Callable[[], None]
+                       ) -> Observation:
     """A released record comes again at once, its delivery count one higher."""
-    topic, group = "share-release", "sg-release"
-    c = _fetching_consumer(bootstrap, group, topic)
+    topic, group = _names(client, "release")
+    c = _fetching_consumer(bootstrap, group, topic, client=client)
     try:
         _produce(bootstrap, topic, [b"release-me", b"accept-me"])
         got = _drain(c, lambda g: [v for v, _ in g].count(b"release-me") >= 2, 30,
@@ -174,13 +224,15 @@ def release_redelivers(bootstrap: str, restart: Callable[[], None]) -> Observati
     return {"deliveries (value, delivery count)": sorted(got)}
 
 
-def _acknowledging(bootstrap: str, name: str, values: list[bytes], seconds: float,
-                   ack: Callable[[bytes, int], AcknowledgeType]) -> Observation:
+def _acknowledging(client: Client, bootstrap: str, name: str, values: list[bytes],
+                   seconds: float, ack: Callable[[bytes, int], AcknowledgeType]
+                   ) -> Observation:
     """One consumer of a fresh topic acknowledging each delivery of `values` as `ack` says,
     for `seconds`: every delivery it saw."""
-    c = _fetching_consumer(bootstrap, f"sg-{name}", f"share-{name}")
+    topic, group = _names(client, name)
+    c = _fetching_consumer(bootstrap, group, topic, client=client)
     try:
-        _produce(bootstrap, f"share-{name}", values)
+        _produce(bootstrap, topic, values)
         got = _drain(c, lambda g: False, seconds, ack)
         c.commit_sync()
     finally:
@@ -188,18 +240,19 @@ def _acknowledging(bootstrap: str, name: str, values: list[bytes], seconds: floa
     return {"deliveries (value, delivery count)": sorted(got)}
 
 
-def reject_archives(bootstrap: str, restart: Callable[[], None]) -> Observation:
+def reject_archives(client: Client, bootstrap: str, restart: Callable[[], None]
+                    ) -> Observation:
     """A rejected record never comes back, not even after a lock's time."""
-    return _acknowledging(bootstrap, "reject", [b"reject-me", b"accept-me"], 3 * LOCK_S,
+    return _acknowledging(client, bootstrap, "reject", [b"reject-me", b"accept-me"], 3 * LOCK_S,
                           lambda v, n: AcknowledgeType.REJECT if v == b"reject-me"
                           else AcknowledgeType.ACCEPT)
 
 
-def delivery_limit_archives_a_poison_record(bootstrap: str, restart: Callable[[], None]
-                                            ) -> Observation:
+def delivery_limit_archives_a_poison_record(client: Client, bootstrap: str,
+                                            restart: Callable[[], None]) -> Observation:
     """Released at every delivery, a record is archived at group.share.delivery.count.limit
     (3 here) deliveries."""
-    return _acknowledging(bootstrap, "poison", [b"poison", b"fine"], 4 * LOCK_S,
+    return _acknowledging(client, bootstrap, "poison", [b"poison", b"fine"], 4 * LOCK_S,
                           lambda v, n: AcknowledgeType.RELEASE if v == b"poison"
                           else AcknowledgeType.ACCEPT)
 
@@ -272,37 +325,116 @@ def hold(bootstrap: str, topic: str, lines: queue.Queue[str], values: list[bytes
     return sorted(line[len("held:"):].split(","))
 
 
-def killed_consumers_records_come_back(bootstrap: str, restart: Callable[[], None]
-                                       ) -> Observation:
+class _ProcessHolder:
+    """confluent-kafka's holder: the HOLDER script in a Python process of its own."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.bootstrap, self.topic = bootstrap, topic
+        self.proc, self.lines = start_holder(bootstrap, group, topic)
+
+    def hold(self, values: list[bytes]) -> list[str]:
+        return hold(self.bootstrap, self.topic, self.lines, values)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+class _JavaHolder:
+    """The Java client's holder: a KafkaShareConsumer in a JVM of its own (started again, up
+    to `tries` times, until one gets a warm-up record in `seconds`), which holds the first
+    poll that brings other records, unacknowledged, until the JVM is killed -9."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, tries: int = 3,
+                 seconds: float = 20.0) -> None:
+        from compat.clients.java_client import ADAPTER
+        self.bootstrap, self.topic = bootstrap, topic
+        for _ in range(tries):
+            self.consumer = ADAPTER.share_consumer(bootstrap, group, topic, killable=True)
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                _produce(bootstrap, topic, [b"warm-up"])
+                msgs = self.consumer.poll(0.5)
+                for m in msgs:
+                    self.consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+                if msgs:
+                    return
+            self.consumer.kill()
+        raise RuntimeError(f"no Java holder got a warm-up record in {tries} tries")
+
+    def hold(self, values: list[bytes]) -> list[str]:
+        _produce(self.bootstrap, self.topic, values)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msgs = self.consumer.poll(0.5)
+            payload = [(m.value() or b"").decode() for m in msgs if m.value() != b"warm-up"]
+            if payload:
+                return sorted(payload)  # held: nothing of this poll is acknowledged
+            for m in msgs:
+                self.consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+        raise RuntimeError(f"the Java holder got none of {values!r} in 30 s")
+
+    def kill(self) -> None:
+        if self.consumer.proc is not None and self.consumer.proc.poll() is None:
+            self.consumer.kill()
+
+
+class Confluent:
+    key, name = "confluent", "confluent-kafka ShareConsumer"
+
+    def consumer(self, bootstrap: str, group: str, topic: str) -> Consumer:
+        return _consumer(bootstrap, group, topic)
+
+    def holder(self, bootstrap: str, group: str, topic: str) -> Holder:
+        return _ProcessHolder(bootstrap, group, topic)
+
+
+class Java:
+    key, name = "java", "Java KafkaShareConsumer"
+
+    def consumer(self, bootstrap: str, group: str, topic: str) -> Consumer:
+        from compat.clients.java_client import ADAPTER
+        return ADAPTER.share_consumer(bootstrap, group, topic)
+
+    def holder(self, bootstrap: str, group: str, topic: str) -> Holder:
+        return _JavaHolder(bootstrap, group, topic)
+
+
+CONFLUENT, JAVA = Confluent(), Java()
+# The clients the differential plays the scenarios with, by the key `--share KEY` takes.
+CLIENTS: dict[str, Client] = {c.key: c for c in (CONFLUENT, JAVA)}
+
+
+def killed_consumers_records_come_back(client: Client, bootstrap: str,
+                                       restart: Callable[[], None]) -> Observation:
     """A consumer process holding records is killed -9: another consumer gets them (when:
     at the connection's close, or when the acquisition lock runs out, is not observed; the
     delivery count tells which)."""
-    topic, group = "share-killed", "sg-killed"
-    c: ShareConsumer | None = None
-    holder: subprocess.Popen[str] | None = None
+    topic, group = _names(client, "killed")
+    c: Consumer | None = None
+    holder = client.holder(bootstrap, group, topic)
     try:
-        holder, lines = start_holder(bootstrap, group, topic)
-        held = hold(bootstrap, topic, lines, [b"a", b"b", b"c"])
+        held = holder.hold([b"a", b"b", b"c"])
         holder.kill()
-        holder.wait(10)
         got: list[tuple[bytes, int]] = []
-        c = _fetching_consumer(bootstrap, group, topic, early=got)
+        c = _fetching_consumer(bootstrap, group, topic, early=got, client=client)
         got += _drain(c, lambda g: len(got) + len(g) >= len(held), 30)
         c.commit_sync()
     finally:
-        if holder is not None and holder.poll() is None:
-            holder.kill()
+        holder.kill()
         if c is not None:
             c.close()
     return {"held by the killed consumer": held,
             "then delivered (value, delivery count)": sorted(got)}
 
 
-def restart_keeps_the_state(bootstrap: str, restart: Callable[[], None]) -> Observation:
+def restart_keeps_the_state(client: Client, bootstrap: str, restart: Callable[[], None]
+                            ) -> Observation:
     """Acknowledged records stay done across a kill -9 and restart of the broker; a record
     delivered and not acknowledged comes again."""
-    topic, group = "share-restart", "sg-restart"
-    c = _fetching_consumer(bootstrap, group, topic)
+    topic, group = _names(client, "restart")
+    c = _fetching_consumer(bootstrap, group, topic, client=client)
     try:
         _produce(bootstrap, topic, [b"done-1", b"done-2"])
         first = _drain(c, lambda g: len(g) >= 2, 30)
@@ -316,7 +448,7 @@ def restart_keeps_the_state(bootstrap: str, restart: Callable[[], None]) -> Obse
         c.close()
     restart()
     after: list[tuple[bytes, int]] = []
-    again = _fetching_consumer(bootstrap, group, topic, early=after)
+    again = _fetching_consumer(bootstrap, group, topic, early=after, client=client)
     try:
         after += _drain(again, lambda g: len(after) + len(g) >= 1, 60)
         after += _drain(again, lambda g: False, 2 * LOCK_S)
@@ -338,13 +470,13 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-def observe(bootstrap: str, restart: Callable[[], None]) -> dict[str, Any]:
-    """Each scenario's observation on one broker (share groups must be enabled there), or
-    the error that stopped it ("error": text)."""
+def observe(bootstrap: str, restart: Callable[[], None], client: Client) -> dict[str, Any]:
+    """Each scenario's observation on one broker (share groups must be enabled there) with
+    `client`, or the error that stopped it ("error": text)."""
     out: dict[str, Any] = {}
     for name, scenario in SCENARIOS.items():
         try:
-            out[name] = _jsonable(scenario(bootstrap, restart))
+            out[name] = _jsonable(scenario(client, bootstrap, restart))
         except Exception as exc:  # reported, not raised: the other scenarios still run
             out[name] = {"error": f"{type(exc).__name__}: {exc}"}
     return out
@@ -368,7 +500,9 @@ FIXED: dict[str, str] = {
         "Kafka 4.1.1 ends a share session when its connection closes (ConnectionDisconnect"
         "Listener) and gives its records back at once with the delivery taken back "
         "(releaseAcquiredRecords, DeliveryCountOps.DECREASE): they came again with count 1; "
-        "pybroker kept them until the lock ran out and counted 2. It now does as Kafka."),
+        "pybroker kept them until the lock ran out and counted 2. It now does as Kafka. "
+        "The Java KafkaShareConsumer, its JVM killed -9 holding them, sees the same on "
+        "both: they come again at once, with count 1."),
 }
 
 
@@ -399,10 +533,11 @@ class _Restartable(Protocol):
     def restart(self) -> object: ...
 
 
-def _observe_fresh(broker: _Restartable, end: Callable[[], None]) -> dict[str, Any]:
-    """`observe` on `broker`, started here with share.version finalized; its restart kills
-    it -9 and starts it again on its data. `end` takes it down afterwards, as the caller
-    says, even when a scenario raised."""
+def _observe_fresh(broker: _Restartable, end: Callable[[], None],
+                   clients: Sequence[Client]) -> dict[str, dict[str, Any]]:
+    """`observe` on `broker` with each of `clients` (by name), started here with
+    share.version finalized; its restart kills it -9 and starts it again on its data. `end`
+    takes it down afterwards, as the caller says, even when a scenario raised."""
     broker.start()
     try:
         enable_share_groups(broker.bootstrap)
@@ -410,15 +545,18 @@ def _observe_fresh(broker: _Restartable, end: Callable[[], None]) -> dict[str, A
         def restart() -> None:
             broker.kill()
             broker.restart()
-        return observe(broker.bootstrap, restart)
+        return {client.name: observe(broker.bootstrap, restart, client) for client in clients}
     finally:
         end()
 
 
-def run_both() -> dict[str, Any]:
+def run_both(clients: Sequence[Client] = (CONFLUENT, JAVA)) -> dict[str, Any]:
     """Fresh Apache Kafka and pybroker (a process, so that it can be killed -9), each with
     the differential's settings and `SETTINGS`, share.version finalized at 1 on both; the
-    scenarios on each (Kafka first), compared."""
+    scenarios with each of `clients` on each broker (Kafka first), compared client by
+    client ({client name: compare's answer}). Each scenario has its own topic and group, so
+    a broker serves the clients one after the other; the restart scenario's kill -9 and
+    restart leave the next client a broker with the same settings."""
     import tempfile
     from pathlib import Path
 
@@ -431,7 +569,7 @@ def run_both() -> dict[str, Any]:
         kafka = ApacheKafka(Path(tmp) / "kafka", overrides=settings)
         # Kafka is killed, not stopped: its data goes with `tmp`, so a controlled
         # shutdown would only cost time; the Broker's stop also removes its log dir.
-        on_kafka = _observe_fresh(kafka, kafka.kill)
+        on_kafka = _observe_fresh(kafka, kafka.kill, clients)
         broker = Broker(process=True, **{k.replace(".", "_"): v for k, v in settings.items()})
-        on_pybroker = _observe_fresh(broker, broker.stop)
-    return compare(on_kafka, on_pybroker)
+        on_pybroker = _observe_fresh(broker, broker.stop, clients)
+    return {c.name: compare(on_kafka[c.name], on_pybroker[c.name]) for c in clients}

@@ -137,9 +137,18 @@ class FeatureStore:
     """The finalized levels of this broker, kept in `log_dir` (None: in memory only, for
     a `Services` built by a test)."""
 
-    def __init__(self, log_dir: Path | None = None) -> None:
+    def __init__(self, log_dir: Path | None = None, *,
+                 enabled: frozenset[str] = frozenset()) -> None:
+        """`enabled`: features whose APIs are served whatever their level (share.version
+        with group.share.enable, as Kafka's KafkaApis.isShareGroupProtocolEnabled); their
+        finalized level is not changed by it."""
         self.path = None if log_dir is None else log_dir / FEATURES_FILE
         self.current = self._load()
+        self.enabled = enabled
+
+    def enables(self, name: str, level: int) -> bool:
+        """Whether the APIs gated on feature `name` at `level` are served."""
+        return name in self.enabled or self.level(name) >= level
 
     def _load(self) -> Finalized:
         base = defaults()

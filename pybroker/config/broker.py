@@ -308,6 +308,7 @@ class BrokerConfig(Mapping[str, object]):
         "group.consumer.max.heartbeat.interval.ms")
     group_consumer_max_size = _Key[int]("group.consumer.max.size")
     group_consumer_migration_policy = _Key[str]("group.consumer.migration.policy")
+    group_share_enable = _Key[bool]("group.share.enable")
     group_share_record_lock_duration_ms = _Key[int]("group.share.record.lock.duration.ms")
     group_share_delivery_count_limit = _Key[int]("group.share.delivery.count.limit")
     group_share_partition_max_record_locks = _Key[int]("group.share.partition.max.record.locks")

@@ -544,6 +544,11 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "a classic JoinGroup into a consumer group with members is taken in as a classic "
        "member, as Kafka does."),
     # --- share groups (KIP-932) ------------------------------------------------------------------
+    _k("group.share.enable", _B, False, None, _MEDIUM,
+       "Serves share groups whatever the share.version feature's level, as Kafka 4.1's "
+       "internal key of this name does (its integration and system tests set it; Kafka "
+       "takes it silently and leaves share.version as it is). Unset, share groups wait "
+       "for share.version 1, the way a cluster turns them on."),
     _k("group.share.record.lock.duration.ms", _I, 30000, between(1000, 3600000), _MEDIUM,
        "How long a share-group member holds the records a ShareFetch acquired for it before "
        "they become available to others again; a group's share.record.lock.duration.ms "

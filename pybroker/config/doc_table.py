@@ -22,12 +22,13 @@ _GROUP_INTRO = (
     "timeout must lie within the broker's `group.consumer.*` / `group.share.*` min./max. "
     "bounds; unset, the group runs with the broker key of the same name after `group.`. "
     "Kafka 4.1's `streams.*` group keys are refused: pybroker serves no streams groups. "
-    "Share groups themselves are switched on by no key: as in Kafka 4.1, where they are a "
-    "preview, they are served once the `share.version` feature is finalized at 1 "
-    "(`kafka-features --bootstrap-server B upgrade --feature share.version=1`, "
-    "UpdateFeatures; 0 by default; on a ZooKeeper cluster each broker keeps its own level, "
-    "so the upgrade goes to every broker); before that their APIs are not advertised and "
-    "answer UNSUPPORTED_VERSION.")
+    "Share groups themselves are switched on by the cluster, not by a group key: as in "
+    "Kafka 4.1, where they are a preview, they are served once the `share.version` feature "
+    "is finalized at 1 (`kafka-features --bootstrap-server B upgrade --feature "
+    "share.version=1`, UpdateFeatures; 0 by default; on a ZooKeeper cluster each broker "
+    "keeps its own level, so the upgrade goes to every broker), or on a broker started "
+    "with `group.share.enable=true` (Kafka's internal broker key, which it takes too); "
+    "before that their APIs are not advertised and answer UNSUPPORTED_VERSION.")
 
 _HEADER = """\
 # Configuration keys

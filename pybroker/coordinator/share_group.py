@@ -97,6 +97,25 @@ class HeartbeatResult:
     member_epoch: int = 0
     assignment: Assignment | None = None  # None: unchanged since the member's last heartbeat
     left: str | None = None  # a member that left: the owner releases its records
+    error_message: str | None = None
+
+
+def invalid_heartbeat(group_id: str, member_id: str, member_epoch: int,
+                      rack_id: str | None, subscribed_topic_names: list[str] | None
+                      ) -> str | None:
+    """Why a ShareGroupHeartbeat is INVALID_REQUEST, in Kafka 4.1.1's words and order
+    (GroupCoordinatorService.throwIfShareGroupHeartbeatRequestIsInvalid), or None."""
+    if not member_id:
+        return "MemberId can't be empty."
+    if not group_id:
+        return "GroupId can't be empty."
+    if rack_id == "":
+        return "RackId can't be empty."
+    if member_epoch == 0 and not subscribed_topic_names:
+        return "SubscribedTopicNames must be set in first request."
+    if member_epoch < LEAVE_EPOCH:
+        return "MemberEpoch is invalid."
+    return None
 
 
 def simple_assignment(members: Mapping[str, tuple[str, ...]],
@@ -139,10 +158,10 @@ class ShareGroups:
                   rack_id: str | None, subscribed_topic_names: list[str] | None,
                   lookup: TopicLookup, now_ms: int, *, client_id: str = "",
                   client_host: str = "") -> HeartbeatResult:
-        if not group_id or not member_id or member_epoch < LEAVE_EPOCH:
-            return HeartbeatResult(ErrorCode.INVALID_REQUEST)
-        if member_epoch == 0 and not subscribed_topic_names:
-            return HeartbeatResult(ErrorCode.INVALID_REQUEST)
+        invalid = invalid_heartbeat(group_id, member_id, member_epoch, rack_id,
+                                    subscribed_topic_names)
+        if invalid is not None:
+            return HeartbeatResult(ErrorCode.INVALID_REQUEST, error_message=invalid)
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if member_epoch == LEAVE_EPOCH:

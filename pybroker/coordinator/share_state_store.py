@@ -25,13 +25,16 @@ NOT_COORDINATOR, and the persister looks again.
 Fencing. Each snapshot carries the leader epoch of the data partition's leader that wrote
 it; a read or write with an older epoch is refused (FENCED_LEADER_EPOCH), so a deposed
 leader that has not heard yet cannot overwrite its successor's state. A newer epoch on a
-read is taken (a new leader took over); the epoch is persisted with the next write.
+read is taken (a new leader took over); the epoch is persisted with the next write. A
+deleted key's state epoch fences a write at it or older (FENCED_STATE_EPOCH: a leader still
+holding the deleted state); its tombstone carries that epoch in a header, so the fence
+outlives a restart of the coordinator or its move to another broker.
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from uuid import UUID
 
 import trio
@@ -56,6 +59,17 @@ log = logging.getLogger(__name__)
 
 StateKey = tuple[str, UUID, int]  # group id, topic id, partition
 UNINITIALIZED = ShareSnapshot(0, -1, ())  # Kafka's answer for a key with no state
+# The header of a tombstone that carries the deleted state's epoch (Kafka's own tombstones,
+# a null value, carry none; Kafka's share coordinator reads no headers, so the log stays its)
+DELETED_EPOCH_HEADER = "pybroker.deleted.state.epoch"
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """A key's last record in the log is a tombstone; `state_epoch`: the deleted state's
+    epoch it carries (None: a tombstone without the header, as Kafka writes them)."""
+
+    state_epoch: int | None
 
 
 class ShareStateStore:
@@ -66,10 +80,11 @@ class ShareStateStore:
         self.logs = logs
         self.topic = topic
         self.states: dict[StateKey, ShareSnapshot] = {}
-        # the state epoch of each key deleted since this broker coordinates it: a key's state
-        # made again starts at a newer one, and a write at that epoch or older (a leader that
-        # still holds the deleted state) is fenced; kept in memory only (a tombstone carries
-        # no epoch), so a coordinator that moves forgets it
+        # the state epoch of each deleted key: a key's state made again starts at a newer
+        # one, and a write at that epoch or older (a leader that still holds the deleted
+        # state) is fenced. Its tombstone carries it (DELETED_EPOCH_HEADER), so a restart or
+        # a new coordinator reads it back for as long as the log keeps the tombstone
+        # (delete.retention.ms once compacted, as Kafka keeps its own)
         self._deleted: dict[StateKey, int] = {}
         # the newest leader epoch seen per key on a read, not yet in a written snapshot
         self._epochs: dict[StateKey, int] = {}
@@ -197,17 +212,25 @@ class ShareStateStore:
             else:
                 by_partition.setdefault(self.partition_of(key), []).append(key)
         for partition, part_keys in sorted(by_partition.items()):
-            batch = build_batch([Record(encode_key(ShareStateKey(*k)), None)
+            batch = build_batch([Record(encode_key(ShareStateKey(*k)), None,
+                                        _deleted_epoch_header(self._deleted_epoch(k)))
                                  for k in part_keys])
             error, _ = await self.topic.append(partition, batch)
             for key in part_keys:
                 codes[key] = APPEND_ERRORS.get(error, error)
                 if not error:
-                    stored = self.states.pop(key, None)
-                    if stored is not None:
-                        self._deleted[key] = stored.state_epoch
+                    deleted = self._deleted_epoch(key)
+                    self.states.pop(key, None)
+                    if deleted is not None:
+                        self._deleted[key] = deleted
                     self._epochs.pop(key, None)
         return codes
+
+    def _deleted_epoch(self, key: StateKey) -> int | None:
+        """The epoch a delete of `key` now records: its state's, or, with none, that of the
+        delete before (a second delete keeps the fence), None if neither."""
+        stored = self.states.get(key)
+        return stored.state_epoch if stored is not None else self._deleted.get(key)
 
     def keys_of(self, group_id: str) -> list[StateKey]:
         """The keys of the group's share-partitions this coordinator holds state for."""
@@ -228,10 +251,10 @@ class ShareStateStore:
         state."""
         return self._adopt(index, self._read_partition(index))
 
-    def _read_partition(self, index: int) -> dict[StateKey, ShareSnapshot | None]:
-        """The latest snapshot (None: a tombstone) of each key in the partition. An
-        undecodable record is logged and skipped."""
-        latest: dict[StateKey, ShareSnapshot | None] = {}
+    def _read_partition(self, index: int) -> dict[StateKey, ShareSnapshot | Tombstone]:
+        """The latest snapshot or tombstone of each key in the partition. An undecodable
+        record is logged and skipped."""
+        latest: dict[StateKey, ShareSnapshot | Tombstone] = {}
         plog = self.logs.get(SHARE_STATE_TOPIC, index)
         for _, rec in () if plog is None else InternalTopic.read(plog):
             try:
@@ -239,20 +262,25 @@ class ShareStateStore:
                 if key is None:
                     continue
                 latest[(key.group_id, key.topic_id, key.partition)] = (
-                    None if rec.value is None else decode_value(rec.value))
+                    _tombstone(rec.headers) if rec.value is None else decode_value(rec.value))
             except Exception as exc:  # struct, UTF-8 or value errors
                 log.warning("skipping undecodable %s record at %d-%d: %s",
                             SHARE_STATE_TOPIC, index, rec.offset, exc)
         return latest
 
-    def _adopt(self, index: int, latest: Mapping[StateKey, ShareSnapshot | None]) -> int:
+    def _adopt(self, index: int, latest: Mapping[StateKey, ShareSnapshot | Tombstone]) -> int:
         for key, snapshot in latest.items():
-            if snapshot is None:
+            if isinstance(snapshot, Tombstone):
                 self.states.pop(key, None)
+                if snapshot.state_epoch is None:
+                    self._deleted.pop(key, None)
+                else:
+                    self._deleted[key] = snapshot.state_epoch
             else:
                 self.states[key] = snapshot
+                self._deleted.pop(key, None)
         self.owned.add(index)
-        loaded = sum(1 for s in latest.values() if s is not None)
+        loaded = sum(1 for s in latest.values() if isinstance(s, ShareSnapshot))
         log.info("share coordinator of %s-%d: %d share-partition(s) loaded", SHARE_STATE_TOPIC,
                  index, loaded)
         return loaded
@@ -288,3 +316,20 @@ class ShareStateStore:
                 self._adopt(index, latest)
             elif state.leader != self.node_id and index in self.owned:
                 self.unload_partition(index)
+
+
+def _deleted_epoch_header(epoch: int | None) -> tuple[tuple[str, bytes], ...]:
+    return () if epoch is None else ((DELETED_EPOCH_HEADER, str(epoch).encode()),)
+
+
+def _tombstone(headers: Sequence[tuple[str, bytes | None]]) -> Tombstone:
+    """A tombstone read back, with the deleted state's epoch its header carries; a header
+    that does not parse is taken as none (a Kafka tombstone)."""
+    for name, value in headers:
+        if name == DELETED_EPOCH_HEADER and value is not None:
+            try:
+                return Tombstone(int(value.decode()))
+            except (UnicodeDecodeError, ValueError):
+                break
+    return Tombstone(None)
+

@@ -188,7 +188,7 @@ class Handler:
         return self.min_version <= version <= self.max_version
 
     def enabled(self, features: FeatureStore) -> bool:
-        return self.feature is None or features.level(self.feature[0]) >= self.feature[1]
+        return self.feature is None or features.enables(*self.feature)
 
 
 def partition_error_response(**extra: Any) -> ErrorFn:

@@ -3,13 +3,17 @@
 `share.auto.offset.reset`, when it next fetches them.
 
 Only for a share group without members (NON_EMPTY_GROUP); an id no share group holds is
-GROUP_ID_NOT_FOUND, an empty one INVALID_GROUP_ID, at the top, as Kafka answers. Per topic:
+GROUP_ID_NOT_FOUND, an empty one INVALID_GROUP_ID, at the top, as Kafka answers, but for a
+request with no topic it may read (none at all included): that is answered with no error
+and the topics' refusals, whatever the group, as Kafka 4.1.1's KafkaApis does. Per topic:
 one unknown here, or one the group has no state for, is UNKNOWN_TOPIC_OR_PARTITION with the
 zero topic id, as Kafka. The tombstones are written to __share_group_state before the
 answer. Needs DELETE on the group (else GROUP_AUTHORIZATION_FAILED for the request) and READ
 on each topic (else TOPIC_AUTHORIZATION_FAILED on it).
 """
 from __future__ import annotations
+
+from uuid import UUID
 
 from construct import Container
 
@@ -26,10 +30,16 @@ from pybroker.handlers._share import (
 async def handle(ctx: RequestContext, request: Container) -> dict:
     require(ctx, Op.DELETE, GROUP, request.group_id)
     shares = share_coordinator(ctx)
+    denied = denied_names(ctx, Op.READ, TOPIC, {t.topic_name for t in request.topics})
+    if all(t.topic_name in denied for t in request.topics):
+        # No topic left to delete: Kafka 4.1.1's KafkaApis answers the refusals alone, before
+        # the group coordinator would check the group (an empty or unknown group included)
+        return {"error_code": 0, "responses": [
+            _response(t.topic_name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+            for t in request.topics]}
     code = await admin_group_error(ctx, shares, request.group_id, must_exist=True)
     if code:
         return admin_failed(request.group_id, code)
-    denied = denied_names(ctx, Op.READ, TOPIC, {t.topic_name for t in request.topics})
     responses = []
     for topic in request.topics:
         found = shares.lookup(topic.topic_name)
@@ -42,12 +52,14 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             code = await shares.delete_offsets(request.group_id, found[0])
             message = ("There is no offset information to delete."
                        if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None)
-        responses.append({
-            "topic_name": topic.topic_name,
-            "topic_id": found[0] if found is not None and not code else NO_TOPIC_ID,
-            "error_code": int(code),
-            "error_message": message or (code.message if code else None)})
+        responses.append(_response(topic.topic_name, found[0] if found is not None else None,
+                                   code, message))
     return {"error_code": 0, "responses": responses}
+
+
+def _response(topic: str, topic_id: UUID | None, code: ErrorCode, message: str | None) -> dict:
+    return {"topic_name": topic, "topic_id": topic_id if topic_id and not code else NO_TOPIC_ID,
+            "error_code": int(code), "error_message": message or (code.message if code else None)}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:

@@ -34,7 +34,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     require(ctx, Op.READ, GROUP, request.group_id or "")
     shares = share_coordinator(ctx)
     if not request.group_id or not request.member_id:
-        return _error(shares, ErrorCode.INVALID_REQUEST)
+        return _error(ErrorCode.INVALID_REQUEST)
     group_id, member_id = request.group_id, request.member_id
     listed = [(t.topic_id, p) for t in request.topics for p in t.partitions]
     forgotten = [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
@@ -44,7 +44,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
         has_acks=any(ack_batches(p) for _, p in listed),
         fetches_data=any(not ack_batches(p) for _, p in listed))
     if session.error or session.session is None:
-        return _error(shares, session.error)
+        return _error(session.error)
     session.session.connection = ctx.session  # closing the connection closes the session
     wanted = sorted(session.session.partitions)
     if request.share_session_epoch == 0:  # a new session: the state may have been reset
@@ -167,15 +167,15 @@ def _response(shares: ShareCoordinator, group_id: str,
             "node_endpoints": refusal.node_endpoints()}
 
 
-def _error(shares: ShareCoordinator | None, code: ErrorCode) -> dict:
-    return {"error_code": int(code),
-            "acquisition_lock_timeout_ms": 0 if shares is None
-            else shares.partition_config.record_lock_duration_ms,
-            "responses": [], "node_endpoints": []}
+def _error(code: ErrorCode) -> dict:
+    """A refusal of the whole request: no lock duration, as Kafka 4.1.1's
+    ShareFetchRequest.getErrorResponse (AcquisitionLockTimeoutMs 0)."""
+    return {"error_code": int(code), "acquisition_lock_timeout_ms": 0, "responses": [],
+            "node_endpoints": []}
 
 
 def error_response(ctx: RequestContext, request: Container, code: ErrorCode) -> dict:
-    return _error(None, code)
+    return _error(code)
 
 
 HANDLER = Handler(ApiKey.SHARE_FETCH, 1, 1, handle, error_response,

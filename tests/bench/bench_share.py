@@ -27,9 +27,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Producer
 
-from compat.differential.share_scenarios import _fetching_consumer, enable_share_groups
+from compat.differential.share_scenarios import (
+    Consumer, _fetching_consumer, enable_share_groups,
+)
 from compat.wire import create_topic
 from protocol.api_keys import ApiKey
 
@@ -52,7 +54,7 @@ def throughput(bootstrap: str, consumers: int, records: int, tag: str) -> float:
     """Records/s through a share group of `consumers` on one partition (see the module)."""
     topic, group = f"share-bench-{tag}-{consumers}", f"sg-bench-{tag}-{consumers}"
     create_topic(bootstrap, topic)
-    members: list[ShareConsumer] = [_fetching_consumer(bootstrap, group, topic)
+    members: list[Consumer] = [_fetching_consumer(bootstrap, group, topic)
                                     for _ in range(consumers)]
     counts = [0] * consumers
     last = [0.0]

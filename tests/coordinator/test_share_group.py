@@ -62,17 +62,21 @@ def test_a_second_member_bumps_the_epoch_and_the_first_catches_up() -> None:
     assert r1.member_epoch == 2 and r1.assignment == {T2: (0, 2)}
 
 
-@pytest.mark.parametrize("group,member,epoch,topics", [
-    ("", "m", 0, ["t1"]),  # no group id
-    ("g", "", 0, ["t1"]),  # no member id
-    ("g", "m", -2, ["t1"]),  # epoch below -1
-    ("g", "m", 0, None),  # a join without topics
-    ("g", "m", 0, []),
+@pytest.mark.parametrize("group,member,epoch,rack,topics,message", [
+    ("", "m", 0, None, ["t1"], "GroupId can't be empty."),
+    ("", "", 0, None, ["t1"], "MemberId can't be empty."),  # Kafka checks the member first
+    ("g", "", 0, None, ["t1"], "MemberId can't be empty."),
+    ("g", "m", 0, "", ["t1"], "RackId can't be empty."),
+    ("g", "m", -2, None, ["t1"], "MemberEpoch is invalid."),
+    ("g", "m", 0, None, None, "SubscribedTopicNames must be set in first request."),
+    ("g", "m", 0, None, [], "SubscribedTopicNames must be set in first request."),
 ])
-def test_invalid_heartbeats(group: str, member: str, epoch: int,
-                            topics: list[str] | None) -> None:
-    assert groups().heartbeat(group, member, epoch, None, topics, lookup, 0).error \
-        == ErrorCode.INVALID_REQUEST
+def test_invalid_heartbeats(group: str, member: str, epoch: int, rack: str | None,
+                            topics: list[str] | None, message: str) -> None:
+    """Kafka 4.1.1's checks and messages (GroupCoordinatorService.throwIfShareGroup-
+    HeartbeatRequestIsInvalid), in its order."""
+    r = groups().heartbeat(group, member, epoch, rack, topics, lookup, 0)
+    assert (r.error, r.error_message) == (ErrorCode.INVALID_REQUEST, message)
 
 
 def test_unknown_member_and_fenced_epoch() -> None:

@@ -126,6 +126,31 @@ def test_write_read_summary_initialize_delete_and_fencing(bootstrap: str) -> Non
     assert _write(conn, "", 1, 0, []).error_code == ErrorCode.INVALID_REQUEST
 
 
+def test_a_deleted_keys_fence_outlives_a_restart(tmp_path: Path) -> None:
+    """The fence of a deleted key (a write at its state epoch or older is FENCED_STATE_EPOCH)
+    is read back from the tombstone's header when the coordinator loads the partition again."""
+    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+        enable_share_groups(info.bootstrap)
+        conn = RawConnection(info.bootstrap)
+        assert _find(conn, "g:AAAAAAAAAAAAAAAAAAAAKg:0").error_code == 0
+        r = _one(conn.request(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0,
+                              _body("g", state_epoch=3, start_offset=20)))
+        assert r.error_code == 0
+        assert _one(conn.request(ApiKey.DELETE_SHARE_GROUP_STATE, 0, _body("g"))).error_code \
+            == 0
+        conn.close()
+    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+        conn = RawConnection(info.bootstrap)
+        r = _read(conn, "g", -1)
+        assert (r.error_code, r.start_offset, r.state_epoch) == (0, -1, 4)
+        stale = _one(conn.request(ApiKey.WRITE_SHARE_GROUP_STATE, 0, _body(
+            "g", state_epoch=3, leader_epoch=0, start_offset=21, state_batches=[])))
+        assert stale.error_code == ErrorCode.FENCED_STATE_EPOCH
+        fresh = _one(conn.request(ApiKey.WRITE_SHARE_GROUP_STATE, 0, _body(
+            "g", state_epoch=4, leader_epoch=0, start_offset=21, state_batches=[])))
+        assert fresh.error_code == 0
+
+
 def test_what_the_leader_wrote_is_what_the_coordinator_reads_back(bootstrap: str) -> None:
     """The share-partition's own writes go through the coordinator: an acknowledgement is
     in the state the APIs read."""

@@ -151,6 +151,7 @@ public final class JavaClient {
     static final class Session {
         final Map<Integer, KafkaProducer<byte[], byte[]>> producers = new HashMap<>();
         final Map<Integer, Member> members = new HashMap<>();
+        final Map<Integer, Share> shares = new HashMap<>();
         int nextId = 1;
 
         void run(InputStream in, OutputStream out) throws Exception {
@@ -188,6 +189,10 @@ public final class JavaClient {
             for (Member m : members.values()) {
                 m.stop();
             }
+            for (Share s : shares.values()) {
+                s.consumer.close(Duration.ofSeconds(5));
+            }
+            shares.clear();
             for (KafkaProducer<byte[], byte[]> p : producers.values()) {
                 p.close(Duration.ofSeconds(5));
             }
@@ -269,8 +274,33 @@ public final class JavaClient {
                 case "consume_group":
                     return consumeGroup(bootstrap, topic, req.get("group").asText(), req.get("count").asInt(),
                             req.path("group_protocol").asText("classic"));
-                case "share_consume":
-                    return shareConsume(req, bootstrap, topic);
+                case "share_start": {
+                    int id = nextId++;
+                    shares.put(id, new Share(bootstrap, req.get("group").asText(), topic));
+                    return JSON.getNodeFactory().numberNode(id);
+                }
+                case "share_poll":
+                    return shares.get(req.get("id").asInt()).poll(req.get("timeout_ms").asLong());
+                case "share_acknowledge": {
+                    Share s = shares.get(req.get("id").asInt());
+                    s.consumer.acknowledge(s.polled.get(req.get("index").asInt()),
+                            org.apache.kafka.clients.consumer.AcknowledgeType.valueOf(req.get("type").asText()));
+                    return null;
+                }
+                case "share_commit": {
+                    ObjectNode result = JSON.createObjectNode();
+                    shares.get(req.get("id").asInt()).consumer.commitSync(TIMEOUT).forEach((tip, error) ->
+                            result.put(tip.toString(), error.map(e -> e.getClass().getSimpleName() + ": "
+                                    + e.getMessage()).orElse(null)));
+                    return result;
+                }
+                case "share_close": {
+                    Share s = shares.remove(req.get("id").asInt());
+                    if (s != null) {
+                        s.consumer.close(TIMEOUT);
+                    }
+                    return null;
+                }
                 case "committed": {
                     Properties props = consumerProps(bootstrap);
                     props.put("group.id", req.get("group").asText());
@@ -473,74 +503,43 @@ public final class JavaClient {
         return result;
     }
 
-    /** Joins the group, takes exactly `count` records, commits exactly those, leaves. */
     /**
-     * A KafkaShareConsumer (KIP-932) in explicit acknowledgement mode. Its group starts at the
-     * end of the partition (share.auto.offset.reset latest), so "warm-up" records are produced
-     * until it gets one; then `recs` are produced and consumed until `count` of them came,
-     * each acknowledged as `acks` names its value (RELEASE, REJECT; ACCEPT otherwise, and on a
-     * second delivery). Returns what came, with each delivery count, in order.
+     * A KafkaShareConsumer (KIP-932) in explicit acknowledgement mode, driven call by call as
+     * a confluent-kafka ShareConsumer is (poll, acknowledge, commit, close), so that the same
+     * share-group scenarios play both clients. The records of the last poll are kept so an
+     * acknowledgement can name one by its index in that poll: the client wants the record
+     * itself, and in explicit mode every record of a poll must be acknowledged before the next.
      */
-    static JsonNode shareConsume(JsonNode req, String bootstrap, String topic) throws Exception {
-        Properties props = consumerProps(bootstrap);
-        props.remove("enable.auto.commit");
-        props.remove("auto.offset.reset");
-        props.remove("fetch.max.wait.ms");
-        props.put("group.id", req.get("group").asText());
-        props.put("share.acknowledgement.mode", "explicit");
-        Map<String, String> acks = new HashMap<>();
-        req.path("acks").fields().forEachRemaining(e -> acks.put(e.getKey(), e.getValue().asText()));
-        int count = req.get("count").asInt();
-        ArrayNode records = JSON.createArrayNode();
-        Set<String> delivered = new HashSet<>();
-        byte[] warmUp = "warm-up".getBytes(StandardCharsets.UTF_8);
-        try (org.apache.kafka.clients.consumer.KafkaShareConsumer<byte[], byte[]> c =
-                     new org.apache.kafka.clients.consumer.KafkaShareConsumer<>(props);
-             KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(producerProps(bootstrap))) {
-            c.subscribe(List.of(topic));
-            boolean warm = false;
-            long deadline = System.currentTimeMillis() + 2 * TIMEOUT.toMillis();
-            while (records.size() < count && System.currentTimeMillis() < deadline) {
-                if (!warm) {
-                    p.send(new ProducerRecord<>(topic, null, warmUp)).get();
-                }
-                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500))) {
-                    String value = b64(r.value());
-                    org.apache.kafka.clients.consumer.AcknowledgeType type =
-                            org.apache.kafka.clients.consumer.AcknowledgeType.ACCEPT;
-                    if (java.util.Arrays.equals(r.value(), warmUp)) {
-                        if (!warm) {
-                            warm = true;
-                            send(p, topic, req.get("recs"));
-                        }
-                    } else {
-                        ObjectNode g = got(r);
-                        g.put("delivery_count", r.deliveryCount().map(Short::intValue).orElse(-1));
-                        records.add(g);
-                        if (acks.containsKey(value) && delivered.add(value)) {
-                            type = org.apache.kafka.clients.consumer.AcknowledgeType.valueOf(acks.get(value));
-                        }
-                    }
-                    c.acknowledge(r, type);
-                }
-                c.commitSync(TIMEOUT);
-            }
-            // a few more polls: what was accepted or rejected must not come back
-            for (int i = 0; i < 4; i++) {
-                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(300))) {
-                    if (!java.util.Arrays.equals(r.value(), warmUp)) {
-                        ObjectNode g = got(r);
-                        g.put("delivery_count", r.deliveryCount().map(Short::intValue).orElse(-1));
-                        records.add(g);
-                    }
-                    c.acknowledge(r, org.apache.kafka.clients.consumer.AcknowledgeType.ACCEPT);
-                }
-                c.commitSync(TIMEOUT);
-            }
+    static final class Share {
+        final org.apache.kafka.clients.consumer.KafkaShareConsumer<byte[], byte[]> consumer;
+        final List<ConsumerRecord<byte[], byte[]>> polled = new ArrayList<>();
+
+        Share(String bootstrap, String group, String topic) {
+            Properties props = new Properties();
+            props.put("bootstrap.servers", bootstrap);
+            props.put("key.deserializer", ByteArrayDeserializer.class.getName());
+            props.put("value.deserializer", ByteArrayDeserializer.class.getName());
+            props.put("group.id", group);
+            props.put("share.acknowledgement.mode", "explicit");
+            consumer = new org.apache.kafka.clients.consumer.KafkaShareConsumer<>(props);
+            consumer.subscribe(List.of(topic));
         }
-        return records;
+
+        /** Each record as {@link #got} has it, with its delivery count. */
+        ArrayNode poll(long timeoutMs) {
+            polled.clear();
+            ArrayNode out = JSON.createArrayNode();
+            for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(timeoutMs))) {
+                polled.add(r);
+                ObjectNode g = got(r);
+                g.put("delivery_count", r.deliveryCount().map(Short::intValue).orElse(-1));
+                out.add(g);
+            }
+            return out;
+        }
     }
 
+    /** Joins the group, takes exactly `count` records, commits exactly those, leaves. */
     static JsonNode consumeGroup(String bootstrap, String topic, String group, int count,
                                  String groupProtocol) {
         Properties props = consumerProps(bootstrap);
