@@ -54,8 +54,9 @@ def test_raw_only_runs_and_reports_the_raw_phases_alone(monkeypatch: pytest.Monk
 def test_the_produce_phases_take_turns_at_going_first(monkeypatch: pytest.MonkeyPatch,
                                                       tmp_path: Path) -> None:
     """A turn's second produce phase met dearer page-cache writes on this VM (docs/
-    PERFORMANCE.md, "acks=all's system time"): acks=1 goes first in even rounds, acks=all in
-    odd ones, the same for both builds of a round, and the figures keep their phases."""
+    PERFORMANCE.md, "acks=all's system time"): acks=1 goes first in turns 0 and 2 (rounds 1
+    and 3), acks=all in turn 1, the same for both builds of a round, and the figures keep
+    their phases."""
     from tests.bench import ab
     from tests.bench.bench_broker import Throughput
 

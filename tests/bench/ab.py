@@ -147,12 +147,12 @@ def byte_compile(tree: Path) -> None:
 def run_turn(build: Build, work: Path, count: int, turn: int) -> dict[str, Throughput]:
     """One build's turn: a fresh broker, the three phases, the broker stopped.
 
-    The two produce phases take turns at going first (acks=1 in even rounds, acks=all in odd
-    ones; both builds of a round alike). On this VM the broker's write() into the page cache
-    costs 4-10x the system time per MB once the free memory the host still backs runs out,
-    whatever the acks, and that happened more often to a turn's second produce phase: with
-    acks=all always second, it was charged to acks=all (docs/PERFORMANCE.md, "acks=all's
-    system time")."""
+    The two produce phases take turns at going first: acks=1 in rounds 1, 3, 5 (`turn` 0, 2,
+    4), acks=all in rounds 2, 4 and the warm-up; both builds of a round alike. On this VM
+    the broker's write() into the page cache costs 4-10x the system time per MB once the
+    free memory the host still backs runs out, whatever the acks, and that happened more
+    often to a turn's second produce phase: with acks=all always second, it was charged to
+    acks=all (docs/PERFORMANCE.md, "acks=all's system time")."""
     log_dir = work / f"{build.label}-{turn}"
     broker = BrokerProcess(log_dir, config=str(work / "server.properties"), python=build.python,
                            source=build.tree).start(timeout=120)
