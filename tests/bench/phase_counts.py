@@ -10,9 +10,11 @@ and system, from /proc) and, counted by `perf stat` on the broker's threads (tra
 which count the same at any load): its system calls by name, context switches, page faults
 and the loopback packets sent in its context (`net:net_dev_xmit`: its answers and window
 updates, and the client's queued segments that an opened window lets go from the broker's
-side), per million records and, where the broker has /metrics, per Produce request with the
-requests' mean size. With `--kernel`, `perf record` samples the broker's CPU (4 kHz) and the
-kernel's samples are split by the system call they ran under, in ms per phase.
+side), per million records; where the broker has /metrics, its Produce requests and their
+mean size; and how much free memory the machine's kernel handed back to the VM's host
+meanwhile (free page reporting, where the kernel has it). With `--kernel`, `perf record`
+samples the broker's CPU (4 kHz) and the kernel's samples are split by the system call they
+ran under, in ms per phase.
 
 Why (issue #28, docs/PERFORMANCE.md "acks=all's system time"): the A/B's librdkafka acks=all
 phase cost 1.5x the CPU of acks=1, all of it system time, which the counts here showed was
@@ -51,6 +53,9 @@ KERNEL_HZ = 4000
 # machine it took up to a second: counts from a phase already running were short).
 ATTACH_S = 1.5
 PRODUCE_REQUESTS = 'pybroker_requests_total{api="Produce"}'
+# Free memory the guest kernel has handed back to the VM's host (virtio-balloon free page
+# reporting), machine-wide and cumulative; absent where the kernel does not report.
+REPORTED_KIB = Path("/sys/module/page_reporting/parameters/reported_kib")
 BYTES_IN = "pybroker_bytes_in_total"
 
 
@@ -67,6 +72,13 @@ def _metrics(port: int | None) -> dict[str, int]:
         if name == PRODUCE_REQUESTS or name.startswith(BYTES_IN + "{"):
             out[name if name == PRODUCE_REQUESTS else BYTES_IN] += int(float(value))
     return dict(out)
+
+
+def _reported_kib() -> int | None:
+    try:
+        return int(REPORTED_KIB.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _perf_counts(text: str) -> dict[str, float]:
@@ -103,6 +115,7 @@ def phase(broker: BrokerProcess, topic: str, acks: int, count: int,
     assert broker.proc is not None
     pid = str(broker.proc.pid)
     before = _metrics(broker.http_port)
+    reported = _reported_kib()
     stat = subprocess.Popen(["perf", "stat", "-x", ",", "-e", ",".join(EVENTS), "-p", pid],
                             stderr=subprocess.PIPE, text=True)
     record = None if record_to is None else subprocess.Popen(
@@ -120,6 +133,7 @@ def phase(broker: BrokerProcess, topic: str, acks: int, count: int,
             record.wait()
         _, perf_out = stat.communicate()
     after = _metrics(broker.http_port)
+    reported_after = _reported_kib()
     millions = count / 1e6
     out: dict[str, object] = {
         "acks": acks, "MB/s": round(done.mb_s), "CPU-s/M": round(done.cpu_per_million, 2),
@@ -130,6 +144,9 @@ def phase(broker: BrokerProcess, topic: str, acks: int, count: int,
         out["Produce requests"] = int(requests)
         out["mean request KB"] = round(
             (after.get(BYTES_IN, 0) - before.get(BYTES_IN, 0)) / requests / 1024)
+    if reported is not None and reported_after is not None:
+        # Machine-wide: what any process freed may be in it, not the broker's alone.
+        out["MB handed to the host"] = round((reported_after - reported) / 1024)
     if record_to is not None:
         out["kernel ms"] = {k: v for k, v in kernel_by_syscall(record_to).items()
                             if v >= 5}
