@@ -146,7 +146,7 @@ def phase(broker: BrokerProcess, topic: str, acks: int, count: int,
             (after.get(BYTES_IN, 0) - before.get(BYTES_IN, 0)) / requests / 1024)
     if reported is not None and reported_after is not None:
         # Machine-wide: what any process freed may be in it, not the broker's alone.
-        out["MB handed to the host"] = round((reported_after - reported) / 1024)
+        out["MiB handed to the host"] = round((reported_after - reported) / 1024)
     if record_to is not None:
         out["kernel ms"] = {k: v for k, v in kernel_by_syscall(record_to).items()
                             if v >= 5}
