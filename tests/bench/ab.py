@@ -15,7 +15,8 @@ file, written here, with the keys every pybroker has read since the seed (so an 
 and a new one run the same configuration), on a fresh log dir each turn.
 
 The workload is issue #28's: confluent-kafka in this process, 1 KB records, one partition,
-produce with acks=1 and acks=all, then consume the acks=1 topic from the beginning
+produce with acks=1 and acks=all (which goes first alternates by round, see `run_turn`),
+then consume the acks=1 topic from the beginning
 (tests/bench/bench_broker.py). Per figure: MB/s, and broker CPU-seconds per million records
 (utime+stime from /proc/<pid>/stat, the broker process alone).
 """
@@ -144,17 +145,26 @@ def byte_compile(tree: Path) -> None:
 
 
 def run_turn(build: Build, work: Path, count: int, turn: int) -> dict[str, Throughput]:
-    """One build's turn: a fresh broker, the three phases, the broker stopped."""
+    """One build's turn: a fresh broker, the three phases, the broker stopped.
+
+    The two produce phases take turns at going first: acks=1 in rounds 1, 3, 5 (`turn` 0, 2,
+    4), acks=all in rounds 2, 4 and the warm-up; both builds of a round alike. On this VM
+    the broker's write() into the page cache costs 4-10x the system time per MB once the
+    free memory the host still backs runs out, whatever the acks, and that happened more
+    often to a turn's second produce phase: with acks=all always second, it was charged to
+    acks=all (docs/PERFORMANCE.md, "acks=all's system time")."""
     log_dir = work / f"{build.label}-{turn}"
     broker = BrokerProcess(log_dir, config=str(work / "server.properties"), python=build.python,
                            source=build.tree).start(timeout=120)
     try:
         assert broker.proc is not None
         pid = broker.proc.pid
-        out = {"produce-1": bench_produce(broker.bootstrap, pid, "ab-acks1", 1, SIZE, count,
-                                          acks=1),
-               "produce-all": bench_produce(broker.bootstrap, pid, "ab-acksall", 1, SIZE,
-                                            count, acks="all")}
+        phases: list[tuple[str, str, str | int]] = [("produce-1", "ab-acks1", 1),
+                                                    ("produce-all", "ab-acksall", "all")]
+        if turn % 2:
+            phases.reverse()
+        out = {phase: bench_produce(broker.bootstrap, pid, topic, 1, SIZE, count, acks=acks)
+               for phase, topic, acks in phases}
         out["consume"] = bench_consume(broker.bootstrap, pid, "ab-acks1", 1, SIZE, count)
     finally:
         broker.stop()
