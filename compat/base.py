@@ -18,7 +18,10 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
+
+if TYPE_CHECKING:
+    from compat.differential.share_scenarios import Client as ShareClient
 
 Headers = tuple[tuple[str, "bytes | None"], ...]
 
@@ -346,6 +349,13 @@ class Adapter:
         """`consume_group` with the consumer group protocol (KIP-848): commits at its member
         epoch (OffsetCommit v9+)."""
         raise NotApplicable(f"{self.name}'s adapter cannot consume in a consumer-protocol group")
+
+    def share_client(self) -> "ShareClient":
+        """The client's share consumer (KIP-932), as compat/differential/share_scenarios.py
+        plays it (explicit acknowledgement, and a consumer in a process of its own that can
+        be killed -9 holding records): the same player the differential ran on Apache Kafka
+        4.1.1, whose observations the share rows expect."""
+        raise NotApplicable(f"{self.name}'s adapter cannot run a share consumer")
 
     def offsets_for_times(self, bootstrap: str, topic: str,
                           times: dict[int, int]) -> dict[int, tuple[int, int] | None]:

@@ -4,10 +4,11 @@
                          [--ecosystem all|python|none] [--only-ecosystem]
 
 One broker is started in this process (in a thread, on an ephemeral port, in a temporary log
-directory). Each (client, scenario) cell runs in its own worker process (`compat.worker`) and
-is killed at the scenario's timeout; cells run `--jobs` at a time (each uses its own topics and
-groups). A cell ends PASS, FAIL (with a one-line reason) or N/A (the client cannot express the
-scenario, with the reason). The matrix is printed; with `--write` it is also stored in
+directory; the share-restart cells, which kill a broker -9, start one of their own). Each
+(client, scenario) cell runs in its own worker process (`compat.worker`) and is killed at the
+scenario's timeout; cells run `--jobs` at a time (each uses its own topics and groups). A
+cell ends PASS, FAIL (with a one-line reason) or N/A (the client cannot express the scenario,
+with the reason). The matrix is printed; with `--write` it is also stored in
 `compat/MATRIX.md` and `compat/matrix.json` (a partial run updates only the cells it ran).
 The ecosystem rows (Kafka's tools, Streams, Connect, MirrorMaker 2, Quix Streams, faust:
 `compat/ecosystem.py`) run after the cells, by running the tests that check them; they take
@@ -84,6 +85,7 @@ def run_matrix(clients: list[str] | None = None, scenarios: list[str] | None = N
                jobs: int = 4, log_dir: Path | None = None,
                progress: Callable[[str], None] | None = None) -> dict:
     """Start a broker, run the cells, return the matrix as a dict (the matrix.json shape)."""
+    from compat.differential.config import SHARE_GROUPS
     from pybroker.testing import broker_in_thread
 
     adapters = all_adapters()
@@ -105,8 +107,10 @@ def run_matrix(clients: list[str] | None = None, scenarios: list[str] | None = N
                    key=lambda cs: -SCENARIOS[cs[1]].timeout)
     started = time.monotonic()
     results: dict[str, dict[str, dict]] = {c: {} for c in clients}
+    # The share rows' settings (short record locks, a delivery limit of 3) touch share groups
+    # alone: compat/share_group_scenarios.py.
     with tempfile.TemporaryDirectory(prefix="compat-broker-") as tmp, \
-            broker_in_thread(Path(tmp) / "logs") as info:
+            broker_in_thread(Path(tmp) / "logs", **SHARE_GROUPS) as info:
         def one(cell: tuple[str, str]) -> None:
             client, scenario = cell
             result = run_cell(client, scenario, info.bootstrap, SCENARIOS[scenario].timeout,
@@ -305,7 +309,11 @@ def render_markdown(matrix: dict) -> str:
         "",
         "Each scenario sets up its topics and records with raw requests (`compat/wire.py`), "
         "drives the client through its adapter (`compat/clients/`), then checks both what the "
-        "broker holds (raw Fetch, OffsetFetch, DescribeGroups, ...) and what the client read.",
+        "broker holds (raw Fetch, OffsetFetch, DescribeGroups, ...) and what the client read. "
+        "The share rows (`compat/share_group_scenarios.py`) play the differential's share-group "
+        "scenarios (`compat/differential/share_scenarios.py`) and expect what the same client "
+        "saw on Apache Kafka 4.1.1 (`compat/differential.json`); `share-restart` kills -9 and "
+        "restarts a pybroker process of its own.",
         "",
     ]
     return "\n".join(out)

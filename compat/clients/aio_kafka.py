@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, NoReturn
 
 from compat.base import (
     TIMEOUT_S, Adapter, GroupView, Got, Member, NotApplicable, ProduceFailed, Rec, Settings,
@@ -35,6 +35,11 @@ async def _read(consumer: Any, count: int) -> list[Got]:
             got += [Got(m.partition, m.offset, m.key, m.value, tuple(m.headers or ()),
                         m.timestamp) for m in msgs]
     return got
+
+
+NO_SHARE_CONSUMER = ("aiokafka {version} has no share consumer: its consumer is "
+                     "AIOKafkaConsumer alone, and aiokafka.protocol defines none of "
+                     "ShareGroupHeartbeat, ShareFetch or ShareAcknowledge")
 
 
 class AIOKafka(Adapter):
@@ -416,6 +421,10 @@ class AIOKafka(Adapter):
     def log_dir_sizes(self, bootstrap: str, topic: str) -> dict[int, int]:
         import aiokafka
         raise NotApplicable(NO_LOG_DIRS.format(version=aiokafka.__version__))
+
+    def share_client(self) -> NoReturn:
+        import aiokafka
+        raise NotApplicable(NO_SHARE_CONSUMER.format(version=aiokafka.__version__))
 
 
 ADAPTER = AIOKafka()

@@ -4,12 +4,15 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from compat.base import (
     TIMEOUT_S, Adapter, Got, GroupView, Member, NotApplicable, ProcessMember, ProduceFailed, Rec,
     Settings, ThreadMember, Txn, next_offsets,
 )
+
+if TYPE_CHECKING:
+    from compat.differential.share_scenarios import Client as ShareClient
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -358,6 +361,10 @@ class Confluent(Adapter):
     def delete_group(self, bootstrap: str, group: str) -> None:
         admin = self._admin(bootstrap)
         admin.delete_consumer_groups([group])[group].result(TIMEOUT_S)
+
+    def share_client(self) -> "ShareClient":
+        from compat.differential.share_scenarios import CONFLUENT
+        return CONFLUENT
 
     def log_dir_sizes(self, bootstrap: str, topic: str) -> dict[int, int]:
         raise NotApplicable("confluent-kafka's AdminClient has no DescribeLogDirs (nor has "

@@ -6,7 +6,7 @@ reported is where franz-go's own cursor went, past transaction markers.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from compat.base import Got, Member, NotApplicable
 from compat.helper_process import Helper, HelperAdapter, HelperMember, go_binary, got_from
@@ -28,6 +28,12 @@ STATIC_LEAVE_848 = ("kgo v1.22.3 (the newest the Go module proxy serves) leaves 
 
 END_OFFSET_AS_NONE = ("kadm's ListOffsetsAfterMilli answers a time past every record with the "
                       "end offset (its documented fallback): reported as none")
+
+
+NO_SHARE_PLAYER = ("franz-go's adapter cannot run a share consumer: kgo v1.22.3 has one "
+                   "(kgo.ShareGroup, Record.Ack), but compat/go does not drive it, and "
+                   "compat/differential.json records no Apache Kafka 4.1.1 observation "
+                   "of it for a cell to expect")
 
 
 class FranzGo(HelperAdapter):
@@ -67,6 +73,9 @@ class FranzGo(HelperAdapter):
         if any(at is None for at in found.values()):
             self.note(END_OFFSET_AS_NONE)
         return found
+
+    def share_client(self) -> NoReturn:
+        raise NotApplicable(NO_SHARE_PLAYER)
 
 
 ADAPTER = FranzGo()

@@ -24,11 +24,14 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from compat.base import (
     Adapter, Got, GroupView, Member, NotApplicable, ProduceFailed, Rec, Settings, Txn,
 )
+
+if TYPE_CHECKING:
+    from compat.differential.share_scenarios import Client as ShareClient
 
 SOURCE = Path(__file__).resolve().parent.parent / "java"
 MARKER = "COMPLETE"
@@ -366,6 +369,10 @@ class JavaClient(Adapter):
         conn, proc = solo() if killable else (connect(), None)
         return JavaShareConsumer(conn, conn.call("share_start", bootstrap=bootstrap,
                                                  group=group, topic=topic), proc)
+
+    def share_client(self) -> "ShareClient":
+        from compat.differential.share_scenarios import JAVA
+        return JAVA
 
     def committed(self, bootstrap: str, group: str, topic: str,
                   partitions: list[int]) -> dict[int, int]:

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from compat.base import (
-    TIMEOUT_S, Adapter, GroupView, Got, Member, ProduceFailed, Rec, Settings, ThreadMember, Txn,
-    next_offsets,
+    TIMEOUT_S, Adapter, GroupView, Got, Member, NotApplicable, ProduceFailed, Rec, Settings,
+    ThreadMember, Txn, next_offsets,
 )
 
 # kafka-python 3.0.12 loads its schemas with deprecated importlib calls.
@@ -29,6 +29,12 @@ def _read(consumer: Any, count: int) -> list[Got]:
             got += [Got(m.partition, m.offset, m.key, m.value, tuple(m.headers), m.timestamp)
                     for m in msgs]
     return got
+
+
+NO_SHARE_CONSUMER = ("kafka-python {version} has no share consumer: its consumer is "
+                     "KafkaConsumer alone, and it names the share-group APIs' keys "
+                     "(kafka.protocol.api_key: ShareGroupHeartbeat, ShareFetch, "
+                     "ShareAcknowledge) but defines none of their requests")
 
 
 class KafkaPython(Adapter):
@@ -335,6 +341,10 @@ class KafkaPython(Adapter):
                         for part in t["partitions"]:
                             sizes[part["partition_index"]] = part["partition_size"]
         return sizes
+
+    def share_client(self) -> NoReturn:
+        import kafka
+        raise NotApplicable(NO_SHARE_CONSUMER.format(version=kafka.__version__))
 
 
 ADAPTER = KafkaPython()

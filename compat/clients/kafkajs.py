@@ -20,6 +20,8 @@ membership, cooperative rebalancing and DescribeLogDirs; those cells are N/A wit
 """
 from __future__ import annotations
 
+from typing import NoReturn
+
 from compat.base import Got, Member, NotApplicable
 from compat.helper_process import Helper, HelperAdapter, got_from, node_program
 
@@ -37,6 +39,11 @@ NO_LOG_DIRS = ("kafkajs 2.2.4 has no DescribeLogDirs: its admin has no such call
 TIMESTAMPS_READ_BACK = ("kafkajs's fetchTopicOffsetsByTimestamp gives offsets only (the high "
                         "watermark when no record is at or after the time, reported as none): "
                         "timestamps read back")
+
+
+NO_SHARE_CONSUMER = ("kafkajs 2.2.4 has no share consumer: its consumer joins classic "
+                     "groups only, and its protocol table stops at API key 46 "
+                     "(ListPartitionReassignments)")
 
 
 class KafkaJS(HelperAdapter):
@@ -82,6 +89,9 @@ class KafkaJS(HelperAdapter):
 
     def log_dir_sizes(self, bootstrap: str, topic: str) -> dict[int, int]:
         raise NotApplicable(NO_LOG_DIRS)
+
+    def share_client(self) -> NoReturn:
+        raise NotApplicable(NO_SHARE_CONSUMER)
 
 
 ADAPTER = KafkaJS()

@@ -16,10 +16,11 @@ import os
 import re
 import shutil
 import subprocess
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 from compat.base import (
-    TIMEOUT_S, Adapter, Got, Headers, Member, ProcessMember, ProduceFailed, Rec, Settings,
+    TIMEOUT_S, Adapter, Got, Headers, Member, NotApplicable, ProcessMember, ProduceFailed, Rec,
+    Settings,
 )
 
 KCAT = shutil.which("kcat") or "/usr/bin/kcat"
@@ -98,6 +99,11 @@ def _last_line(stderr: bytes) -> str:
 
 
 _QUERIED = re.compile(r"^(\S+) \[(\d+)\] offset (-?\d+)$", re.M)
+
+
+NO_SHARE_CONSUMER = ("kcat 1.7.1 has no share consumer: its modes are -C, -P, -L, -Q and "
+                     "-G (a classic group member), and the librdkafka it bundles (2.0.2) "
+                     "predates librdkafka's share consumer")
 
 
 class KcatMember(ProcessMember):
@@ -229,6 +235,9 @@ class Kcat(Adapter):
         if any(v is not None for v in out.values()):
             self.note("kcat -Q gives offsets only: timestamps read back")
         return out
+
+    def share_client(self) -> NoReturn:
+        raise NotApplicable(NO_SHARE_CONSUMER)
 
 
 ADAPTER = Kcat()

@@ -15,6 +15,8 @@ what it commits on closing shows where it ended.
 """
 from __future__ import annotations
 
+from typing import NoReturn
+
 import json
 import os
 import re
@@ -23,8 +25,8 @@ import sys
 from pathlib import Path
 
 from compat.base import (
-    TIMEOUT_S, Adapter, GroupView, Got, Headers, Member, ProcessMember, ProduceFailed, Rec,
-    Settings,
+    TIMEOUT_S, Adapter, GroupView, Got, Headers, Member, NotApplicable, ProcessMember,
+    ProduceFailed, Rec, Settings,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,6 +82,11 @@ def _parse(stdout: bytes) -> list[Got]:
         headers, key, value = (g.encode() for g in m.group(4, 5, 6))
         got.append(Got(part, offset, _field(key), _field(value), _headers(headers), ts))
     return got
+
+
+NO_SHARE_CONSUMER = ("pybroker's tools have no share consumer: kafka-share-groups "
+                     "administers share groups, but no tool (nor pybroker.client) "
+                     "sends ShareFetch")
 
 
 class ConsoleMember(ProcessMember):
@@ -352,6 +359,9 @@ class PybrokerTools(Adapter):
                     if name == topic and not p["isFuture"]:
                         sizes[int(partition)] = p["size"]
         return sizes
+
+    def share_client(self) -> NoReturn:
+        raise NotApplicable(NO_SHARE_CONSUMER)
 
 
 ADAPTER = PybrokerTools()

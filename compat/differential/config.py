@@ -23,3 +23,13 @@ SHARED: dict[str, str] = {
     "log.retention.hours": "168",
     "log.segment.bytes": "1073741824",
 }
+
+# The share-group settings both brokers run the share scenarios with (share_scenarios.py,
+# which calls them SETTINGS): short locks, since the scenarios wait for their expiry. Here,
+# apart from the scenarios, so that a broker can be started with them without importing
+# confluent-kafka (the compatibility matrix's, compat/run.py).
+SHARE_GROUPS: dict[str, str] = {
+    "group.share.record.lock.duration.ms": "2000",
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.delivery.count.limit": "3",
+}

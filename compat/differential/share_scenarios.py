@@ -25,11 +25,8 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
-SETTINGS = {
-    "group.share.record.lock.duration.ms": "2000",
-    "group.share.min.record.lock.duration.ms": "1000",
-    "group.share.delivery.count.limit": "3",
-}
+from compat.differential.config import SHARE_GROUPS as SETTINGS
+
 LOCK_S = 2.0
 Observation = dict[str, Any]
 
