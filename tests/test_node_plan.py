@@ -274,9 +274,9 @@ def test_an_idle_nodes_supervisor_sleeps_until_something_happens(tmp_path: Path)
 
     def measure_then_stop() -> None:
         deadline = time.monotonic() + 30
-        while not sup.serving and time.monotonic() < deadline:
+        while any(w.port is None for w in sup.workers) and time.monotonic() < deadline:
             time.sleep(0.05)
-        time.sleep(0.3)  # the "ready" line written, the loop back in its wait
+        time.sleep(0.3)  # both "listening" lines taken, the loop back in its wait
         before = switches()
         time.sleep(1.0)
         woke.append(switches() - before)
