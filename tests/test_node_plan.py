@@ -186,7 +186,7 @@ def test_a_node_whose_metadata_service_stops_stops_loudly(tmp_path: Path) -> Non
     import time
 
     from pybroker.node.metadata_service import MetadataService
-    from pybroker.node.supervisor import Supervisor, why_stopped
+    from pybroker.node.supervisor import Supervisor
 
     service = MetadataService(tmp_path / "md.sock", tmp_path / "md", 6000)
     service.start()
@@ -196,8 +196,7 @@ def test_a_node_whose_metadata_service_stops_stops_loudly(tmp_path: Path) -> Non
                 " sys.stderr.flush(); time.sleep(120)")
     commands = [[sys.executable, "-c", stand_in.format(p.node_id, 40000 + p.index)]
                 for p in plans]
-    sup = Supervisor(plans, commands, on_stopped=service.close,
-                     store_failed=lambda: why_stopped(service))
+    sup = Supervisor(plans, commands, on_stopped=service.close, store=service)
 
     def close_once_serving() -> None:
         deadline = time.monotonic() + 60
@@ -244,6 +243,55 @@ def test_a_node_whose_listener_names_a_host_is_ready(
         assert sup.run() == 0
     assert [w.port for w in sup.workers] == [40000, 40001]
     assert any("pybroker node of 2 brokers ready" in r.getMessage() for r in caplog.records)
+
+
+def test_an_idle_nodes_supervisor_sleeps_until_something_happens(tmp_path: Path) -> None:
+    """The supervisor's loop waits for its workers' lines and exits, a signal or its store,
+    with no tick: once the node is ready and quiet, its main thread does not wake (it polled
+    every 0.2 s: 5 wakeups a second), and a signal still stops it at once. Stand-in workers
+    log the "listening" line and wait; the loop runs on this (the main) thread."""
+    import signal
+    import sys
+    import threading
+    import time
+
+    from pybroker.node.supervisor import Supervisor
+
+    plans = _two_workers(tmp_path)
+    stand_in = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
+                " sys.stderr.write('pybroker node {} listening on 127.0.0.1:{}\\n');"
+                " sys.stderr.flush(); time.sleep(120)")
+    commands = [[sys.executable, "-c", stand_in.format(p.node_id, 40000 + p.index)]
+                for p in plans]
+    sup = Supervisor(plans, commands)
+    main_tid = threading.get_native_id()
+    woke: list[int] = []
+    stopped_after: list[float] = []
+
+    def switches() -> int:
+        status = Path(f"/proc/self/task/{main_tid}/status").read_text()
+        return int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+
+    def measure_then_stop() -> None:
+        deadline = time.monotonic() + 30
+        while any(w.port is None for w in sup.workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # both "listening" lines taken, the loop back in its wait
+        before = switches()
+        time.sleep(1.0)
+        woke.append(switches() - before)
+        stopped_after.append(time.monotonic())
+        if not returned.is_set():  # run()'s handler is in place: the signal is the node's
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    returned = threading.Event()
+    threading.Thread(target=measure_then_stop, daemon=True).start()
+    try:
+        assert sup.run() == 0
+    finally:
+        returned.set()
+    assert time.monotonic() - stopped_after[0] < 10  # the signal woke it
+    assert woke == [0]
 
 
 def test_a_worker_that_cannot_start_is_named_in_one_line_once(

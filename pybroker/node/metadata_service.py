@@ -465,6 +465,9 @@ class MetadataService:
         self._closing = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._lock_fd = -1
+        # Set when the reaper must look again before the deadline it sleeps to: a session
+        # opened (its deadline may come first) or the service closes.
+        self._reap_wake = threading.Event()
 
     @property
     def connect(self) -> str:
@@ -515,19 +518,18 @@ class MetadataService:
             sock.bind(path)
             os.chmod(path, 0o600)  # the node's processes run as one user
             sock.listen(128)
-            sock.settimeout(0.2)
         except BaseException:
             sock.close()
             raise
         return sock
 
     def _accept(self) -> None:
+        """Blocks in accept(2) until a worker connects: `close` shuts the listener down,
+        which ends the wait (no timeout to poll the stop with: an idle node wakes for nothing)."""
         listener = self._listener
         while listener is not None and not self.stopped.is_set():
             try:
                 sock, _ = listener.accept()
-            except TimeoutError:
-                continue
             except OSError:
                 break
             # Until its hello, a connection has no session for the reaper to watch: one that
@@ -537,18 +539,27 @@ class MetadataService:
             threading.Thread(target=session.serve, daemon=True, name="metadata-session").start()
 
     def _reap(self) -> None:
-        """End every session silent for its timeout."""
-        while not self.stopped.wait(0.05):
+        """End every session silent for its timeout. Sleeps until the first session's
+        deadline (its last word + its timeout; a ping moves it on, so with pings every third
+        of the timeout it wakes about once per two thirds of it), woken early only by a
+        session opening or the service closing: no fixed tick for an idle node to pay."""
+        while not self.stopped.is_set():
+            self._reap_wake.clear()  # before the look, so a wake during it is not lost
             now = time.monotonic()
             with self._lock:
-                silent = [s for s in self._sessions.values()
-                          if (now - s.last_heard) * 1000 > s.timeout_ms]
-            for session in silent:
-                session.end(f"no ping for {session.timeout_ms} ms (the session expired)")
+                deadlines = [(s.last_heard + s.timeout_ms / 1000, s)
+                             for s in self._sessions.values()]
+            for deadline, session in deadlines:
+                if now > deadline:
+                    session.end(f"no ping for {session.timeout_ms} ms (the session expired)")
+            ahead = [deadline - now for deadline, _ in deadlines if deadline >= now]
+            # A hair past the deadline, so the session is silent *for* its timeout on waking.
+            self._reap_wake.wait(min(ahead) + 0.001 if ahead else None)
 
     def _opened(self, session: _Session) -> None:
         with self._lock:
             self._sessions[session.id] = session
+        self._reap_wake.set()
         if self.stopped.is_set():
             session.end("the service is closing")
 
@@ -577,8 +588,9 @@ class MetadataService:
 
     def _close(self) -> None:
         self.stopped.set()
+        self._reap_wake.set()
         if self._listener is not None:
-            self._listener.close()
+            close_socket(self._listener)  # shutdown(2) ends the accept thread's wait
             self._listener = None
             self.socket_path.unlink(missing_ok=True)
         for thread in self._threads:

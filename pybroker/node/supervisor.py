@@ -45,7 +45,6 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Callable
@@ -86,15 +85,19 @@ class Supervisor:
     def __init__(self, plans: list[WorkerPlan], commands: list[list[str]],
                  env: dict[str, str] | None = None,
                  on_stopped: Callable[[], None] | None = None,
-                 store_failed: Callable[[], str | None] | None = None) -> None:
-        """`store_failed`: why the node's metadata service stopped serving, or None while it
-        serves; a node whose store failed stops loudly (its workers could only keep
-        reconnecting to nothing, half-alive)."""
+                 store: "MetadataService | None" = None) -> None:
+        """`store`: the node's metadata service, when the supervisor runs it; a node whose
+        store stopped serving stops loudly (its workers could only keep reconnecting to
+        nothing, half-alive)."""
         self.workers = [_Worker(plan, command) for plan, command in zip(plans, commands)]
         self.env = env
         self.on_stopped = on_stopped
-        self.store_failed = store_failed
-        self._events: queue.Queue[tuple[str, int, int, Any]] = queue.Queue()
+        self.store = store
+        # What the main loop waits for: workers' lines and exits, signals, the store stopping.
+        # It sleeps until one comes (or a stop's deadline), with no tick: an idle node's
+        # supervisor does not wake. SimpleQueue because a signal handler puts into it, and
+        # its put is reentrant (the handler may run while the main thread is inside get).
+        self._events: queue.SimpleQueue[tuple[str, int, int, Any]] = queue.SimpleQueue()
         self._signals: deque[int] = deque()
         self._out_lock = threading.Lock()
         self._preexec = die_with_parent()
@@ -156,6 +159,9 @@ class Supervisor:
                 log.info("%s", worker.plan.describe())
             for worker in self.workers:
                 self._spawn(worker)
+            if self.store is not None:
+                threading.Thread(target=self._watch_store, args=(self.store,), daemon=True,
+                                 name="node-store-watch").start()
             return self._watch()
         finally:
             for s, handler in previous.items():
@@ -165,6 +171,11 @@ class Supervisor:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals.append(signum)  # deque.append is safe here; the loop does the work
+        self._events.put(("wake", -1, 0, None))
+
+    def _watch_store(self, store: "MetadataService") -> None:
+        store.stopped.wait()
+        self._events.put(("wake", -1, 0, None))
 
     def _watch(self) -> int:
         ready = False
@@ -192,8 +203,8 @@ class Supervisor:
                         sys.stderr.write(f"pybroker-server: {self.start_failure}\n")
                         sys.stderr.flush()
                 return code
-            if stopping is None and self.store_failed is not None \
-                    and (why := self.store_failed()) is not None:
+            if stopping is None and self.store is not None \
+                    and (why := why_stopped(self.store)) is not None:
                 lost = f"the node's metadata service stopped: {why}"
                 log.error("stopping the node: %s", lost)
                 stopping, code = lost, 1
@@ -205,9 +216,12 @@ class Supervisor:
                 self._signal(self._live(), signal.SIGKILL)
                 deadline = None
             try:
-                kind, index, generation, value = self._events.get(timeout=0.2)
+                kind, index, generation, value = self._events.get(
+                    timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
             except queue.Empty:
-                continue
+                continue  # the stop's deadline came
+            if kind == "wake":
+                continue  # a signal or the store: the loop's top looks at both
             worker = self.workers[index]
             if generation != worker.generation:
                 continue
@@ -293,15 +307,14 @@ def run_node(config: BrokerConfig, cores: int, config_file: str | None,
     check_core_count(config, cores)
     extra: dict[str, str] = {}
     on_stopped: Callable[[], None] | None = None
-    store_failed: Callable[[], str | None] | None = None
+    service: "MetadataService | None" = None
     if not config.zookeeper_connect:
         service, connect = _start_metadata_service(config)
         extra["zookeeper.connect"] = connect
         on_stopped = service.close
-        store_failed = partial(why_stopped, service)
     commands = [worker_command(config_file, overrides + [f"{k}={v}" for k, v in extra.items()],
                                plan) for plan in plans]
-    return Supervisor(plans, commands, on_stopped=on_stopped, store_failed=store_failed).run()
+    return Supervisor(plans, commands, on_stopped=on_stopped, store=service).run()
 
 
 def why_stopped(service: "MetadataService") -> str | None:
@@ -362,7 +375,7 @@ def _socket_path(data_dir: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"pybroker-node-{digest}.sock"
 
 
-def _start_metadata_service(config: BrokerConfig) -> tuple[Any, str]:
+def _start_metadata_service(config: BrokerConfig) -> tuple["MetadataService", str]:
     """The standalone node's metadata service, started, and the workers' zookeeper.connect."""
     from pybroker.node.metadata_service import MetadataService
     data_dir = Path(config.log_dirs[0]) / METADATA_DIR

@@ -96,6 +96,32 @@ def test_a_client_that_stops_pinging_loses_its_session(service: MetadataService,
     assert watcher.exists("/alive") is not None and alive.state == "CONNECTED"
 
 
+def _voluntary_switches(tid: int) -> int:
+    """How many times thread `tid` of this process blocked (went to sleep) so far."""
+    for line in Path(f"/proc/self/task/{tid}/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no voluntary_ctxt_switches for thread {tid}")
+
+
+def test_an_idle_service_sleeps_until_there_is_work(service: MetadataService,
+                                                    clients: list) -> None:
+    """A node that serves nothing pays nothing for its store: the accept and reaper threads
+    sleep until a worker connects or a session's deadline comes (here 6 s after its last
+    ping), not on a tick. They polled every 0.2 s and every 0.05 s: 25 wakeups a second, a
+    third of an idle node's (the supervisor's own loop another 5)."""
+    alive = _client(service, clients)
+    time.sleep(0.3)  # the reaper has seen the session and sleeps to its deadline
+    tids = {t.name: t.native_id for t in service._threads}
+    assert set(tids) == {"metadata-accept", "metadata-reap"}
+    before = {name: _voluntary_switches(tid) for name, tid in tids.items() if tid}
+    time.sleep(1.0)
+    woke = {name: _voluntary_switches(tid) - n for name, n in before.items()
+            for tid in [tids[name]] if tid}
+    assert woke == {"metadata-accept": 0, "metadata-reap": 0}
+    assert alive.exists("/") is not None and service.sessions() == [alive.client_id[0]]
+
+
 def test_expire_gives_a_new_session_as_memory_zk_does(service: MetadataService,
                                                      clients: list) -> None:
     zk, other = _client(service, clients), _client(service, clients)
