@@ -101,7 +101,7 @@ def test_a_controller_write_right_after_an_expansion_is_not_overridden(leader: L
         zd.LeaderAndIsr(0, 1, (0, 2), 2))
 
     async def main() -> None:
-        await leader.manager._maybe_change_isr((TOPIC, 0), LAG_MS)
+        await leader.manager._maybe_change_isr((TOPIC, 0), LAG_MS, expand=True)
     trio.run(main)
 
     state, _ = leader.state()
