@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import ErrorCode as E
+from pybroker.replica.isr import IsrUpkeep
 from pybroker.replica.partition import Partition
 from pybroker.storage.partition_log import PartitionLog
 from tests.storage.util import SMALL, batch
@@ -164,16 +165,9 @@ def test_only_the_partition_layer_moves_a_leaders_high_watermark() -> None:
     assert sorted(set(callers)) == ["pybroker/replica/partition.py"]
 
 
-def test_a_written_isr_change_is_adopted_at_once_and_counted_once(plog: PartitionLog) -> None:
-    """The store's image comes back through another task; a second wakeup before it arrives
-    must not write the same expansion again (it did: pybroker_isr_expands_total read 2)."""
-    import trio
-
-    from pybroker.replica.isr import IsrUpkeep
-
-    part = Partition("t", 0, plog, local_id=0)
-    part.make_leader(0, [0, 1], [0])
-    part.update_follower_fetch(1, plog.log_end_offset, now_ms=10)
+def _upkeep(part: Partition) -> tuple[IsrUpkeep, list[tuple[int, ...]]]:
+    """The leader's ISR upkeep over `part` alone, with a store that takes every ISR write
+    (the list it returns)."""
     writes: list[tuple[int, ...]] = []
 
     class Store:
@@ -186,6 +180,18 @@ def test_a_written_isr_change_is_adopted_at_once_and_counted_once(plog: Partitio
     upkeep.metadata = Store()  # type: ignore[assignment]
     upkeep._partitions = {("t", 0): part}
     upkeep.isr_shrinks = upkeep.isr_expands = 0
+    return upkeep, writes
+
+
+def test_a_written_isr_change_is_adopted_at_once_and_counted_once(plog: PartitionLog) -> None:
+    """The store's image comes back through another task; a second wakeup before it arrives
+    must not write the same expansion again (it did: pybroker_isr_expands_total read 2)."""
+    import trio
+
+    part = Partition("t", 0, plog, local_id=0)
+    part.make_leader(0, [0, 1], [0])
+    part.update_follower_fetch(1, plog.log_end_offset, now_ms=10)
+    upkeep, writes = _upkeep(part)
 
     async def twice() -> None:
         await upkeep._maybe_change_isr(("t", 0), 30_000, expand=True)
@@ -209,27 +215,14 @@ def test_only_a_followers_fetch_readmits_it_to_the_isr(plog: PartitionLog,
     import trio
     import trio.testing
 
-    from pybroker.replica.isr import IsrUpkeep
-
     part = Partition("t", 0, plog, local_id=0)
     part.make_leader(0, [0, 1], [0])
     _append(part, 3)
     part.update_follower_fetch(1, plog.log_end_offset, now_ms=10)
     assert part.can_join_isr(1)
-    writes: list[tuple[int, ...]] = []
-
-    class Store:
-        async def alter_isr(self, topic: str, partition: int, epoch: int,
-                            isr: tuple[int, ...], version: int) -> int:
-            writes.append(isr)
-            return version + 1
-
-    upkeep = IsrUpkeep()
-    upkeep.metadata = Store()  # type: ignore[assignment]
-    upkeep._partitions = {("t", 0): part}
+    upkeep, writes = _upkeep(part)
     upkeep._isr_candidates = {("t", 0)} if fetched else set()
     upkeep._isr_wakeup = trio.Event()
-    upkeep.isr_shrinks = upkeep.isr_expands = 0
 
     async def three_periodic_rounds() -> None:
         async with trio.open_nursery() as nursery:
