@@ -493,10 +493,12 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
         return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"{plog.dir}: {exc}")
 
     def _closed_by_failed_dir(self, plog: PartitionLog, exc: ValueError) -> AppendResult:
-        """A write met its log closed: another thread (a flush, a checkpoint) failed its dir
-        after the append's offline check and closed the dir's logs, before the event loop let
-        the partition go. KAFKA_STORAGE_ERROR, as Kafka answers for a log in an offline dir,
-        so the client goes to the new leader; any other ValueError is a bug and goes on up."""
+        """A write met its log closed: another thread failed its dir after the append's
+        offline check and closed the dir's logs, before the event loop let the partition go
+        (only where the close could not be handed to the event loop: no listener set, or the
+        broker closing, `_dir_offline_from_any_thread`). KAFKA_STORAGE_ERROR, as Kafka
+        answers for a log in an offline dir, so the client goes to the new leader; any other
+        ValueError is a bug and goes on up."""
         if not plog.closed or not self.logs.is_offline(plog.topic, plog.partition):
             raise exc
         return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR,
@@ -518,8 +520,10 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
 
     def _take_dir_offline(self, log_dir: Path) -> None:
         """Let go of the partitions in a failed dir: no leading, no following, and anyone
-        waiting on them wakes to KAFKA_STORAGE_ERROR. A broker whose every dir has failed
-        stops, as Kafka halts it; otherwise the cluster hears of it
+        waiting on them wakes to KAFKA_STORAGE_ERROR; then close their logs, here on the
+        event loop, which may have been holding one of their descriptors when a worker
+        thread found the failure (`LogManager.close_failed`). A broker whose every dir has
+        failed stops, as Kafka halts it; otherwise the cluster hears of it
         (`announce_offline_replicas`)."""
         for tp in self.logs.offline_partitions(log_dir):
             self._partitions.pop(tp, None)
@@ -527,6 +531,7 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
             if self.fetchers is not None:
                 self.fetchers.unfollow(tp)
             self.purgatory.notify_all(tp)
+        self.logs.close_failed(log_dir)
         offline = self.logs.offline_dirs
         if not self.logs.online_dirs:
             log.critical("Shutdown broker because all log dirs in %s have failed",
