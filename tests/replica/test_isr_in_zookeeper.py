@@ -126,11 +126,13 @@ def test_a_controller_write_right_after_an_expansion_is_not_overridden(leader: L
 def test_a_dir_failed_by_another_thread_during_an_append_answers_storage_error(
         leader: Leader, write: str) -> None:
     """A flush or checkpoint worker thread finds the dir failed while the event loop is inside
-    an append that has already passed the offline check: `fail_dir` closes the dir's logs,
-    and the append writes to a closed log. Its ValueError left the handler as
-    UNKNOWN_SERVER_ERROR, which kafka-python's producer takes for fatal (seen once in 11 runs
-    of tests/cluster/test_log_dir_failure.py under load). Kafka answers KAFKA_STORAGE_ERROR
-    for a log in an offline dir, and the client goes to the new leader."""
+    an append that has already passed the offline check, and the dir's logs are closed before
+    the write: `fail_dir` closed them at once then (seen once in 11 runs of
+    tests/cluster/test_log_dir_failure.py under load); now only where no event loop takes the
+    close (no listener, as here, or a broker closing). The append's ValueError left the
+    handler as UNKNOWN_SERVER_ERROR, which kafka-python's producer takes for fatal. Kafka
+    answers KAFKA_STORAGE_ERROR for a log in an offline dir, and the client goes to the new
+    leader."""
     from protocol.errors import ErrorCode
     from protocol.records.record import Record, build_batch
 
