@@ -520,25 +520,25 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
 
     def _take_dir_offline(self, log_dir: Path) -> None:
         """Let go of the partitions in a failed dir: no leading, no following, and anyone
-        waiting on them wakes to KAFKA_STORAGE_ERROR; then close their logs, here on the
-        event loop, which may have been holding one of their descriptors when a worker
-        thread found the failure (`LogManager.close_failed`). A broker whose every dir has
-        failed stops, as Kafka halts it; otherwise the cluster hears of it
-        (`announce_offline_replicas`)."""
+        waiting on them wakes to KAFKA_STORAGE_ERROR. A broker whose every dir has failed
+        stops, as Kafka halts it; otherwise the cluster hears of it
+        (`announce_offline_replicas`), and then their logs are closed, here on the event
+        loop, which may have been holding one of their descriptors when a worker thread
+        found the failure (`LogManager.close_failed`)."""
         for tp in self.logs.offline_partitions(log_dir):
             self._partitions.pop(tp, None)
             self._isr_candidates.discard(tp)
             if self.fetchers is not None:
                 self.fetchers.unfollow(tp)
             self.purgatory.notify_all(tp)
-        self.logs.close_failed(log_dir)
         offline = self.logs.offline_dirs
         if not self.logs.online_dirs:
             log.critical("Shutdown broker because all log dirs in %s have failed",
                          ", ".join(str(d) for d in offline))
             logging.shutdown()
             os._exit(1)
-        self._dirs_failed.set()
+        self._dirs_failed.set()  # first: whatever the close meets, the controller hears
+        self.logs.close_failed(log_dir)
 
     async def announce_offline_replicas(
             self, announce: Callable[[frozenset[TopicPartition]], Awaitable[None]], *,
