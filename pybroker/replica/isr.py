@@ -1,5 +1,5 @@
 """ISR upkeep as leader: shrink the ISR of led partitions whose followers fell behind, grow it
-when one caught up, written to the store before it is used (Kafka's maybeShrinkIsr and
+when one caught up (on its fetch, never from the periodic round), written to the store before it is used (Kafka's maybeShrinkIsr and
 maybeExpandIsr, scheduled as its isr-expiration task).
 
 A mixin of `ReplicaManager` (`manager.py`), which owns the state; the request path only marks
@@ -48,29 +48,38 @@ class IsrUpkeep:
                 await self._isr_wakeup.wait()
             self._isr_wakeup = trio.Event()
             now = trio.current_time()
-            if now >= next_shrink:
-                candidates = [tp for tp, p in self._partitions.items() if p.is_leader
-                              and len(p.replicas) > 1]
-                next_shrink = now + interval
-            else:
-                candidates = list(self._isr_candidates)
+            fetched = set(self._isr_candidates)
             self._isr_candidates.clear()
+            candidates = list(fetched)
+            if now >= next_shrink:
+                candidates += [tp for tp, p in self._partitions.items() if p.is_leader
+                               and len(p.replicas) > 1 and tp not in fetched]
+                next_shrink = now + interval
             for tp in candidates:
                 try:
-                    await self._maybe_change_isr(tp, lag_time_max_ms)
+                    await self._maybe_change_isr(tp, lag_time_max_ms, expand=tp in fetched)
                 except Exception:  # never take the broker down; the next round retries
                     log.exception("ISR change of %s-%d failed", tp[0], tp[1])
 
-    async def _maybe_change_isr(self, tp: TopicPartition, lag_time_max_ms: int) -> None:
+    async def _maybe_change_isr(self, tp: TopicPartition, lag_time_max_ms: int, *,
+                                expand: bool) -> None:
+        """Shrink the ISR of a led partition; grow it too if `expand`, which only a
+        follower's fetch since the last round gives (Kafka's maybeExpandIsr runs from
+        updateFollowerFetchState). The periodic round must not readmit: a follower's last
+        fetch can reach a high watermark that stopped moving (its dir failed, or the ISR
+        shrank below min.insync.replicas) while the follower itself has not fetched for
+        longer than replica.lag.time.max.ms, and readmitting it would make an unreachable
+        replica electable."""
         part = self._partitions.get(tp)
         if part is None or not part.is_leader:
             return
         now_ms = int(time.time() * 1000)
         isr = set(part.isr) & set(part.replicas)  # a replica moved away leaves the ISR too
         isr -= part.out_of_sync_replicas(now_ms, lag_time_max_ms)
-        # Only replicas outside the current ISR may join: one just found out of sync still
-        # "has" the high watermark (it is what holds it back).
-        isr |= {r for r in part.replicas if r not in part.isr and part.can_join_isr(r)}
+        if expand:
+            # Only replicas outside the current ISR may join: one just found out of sync
+            # still "has" the high watermark (it is what holds it back).
+            isr |= {r for r in part.replicas if r not in part.isr and part.can_join_isr(r)}
         if isr == set(part.isr) or not isr:
             return
         new_isr = tuple(r for r in part.replicas if r in isr)

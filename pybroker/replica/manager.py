@@ -493,10 +493,12 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
         return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"{plog.dir}: {exc}")
 
     def _closed_by_failed_dir(self, plog: PartitionLog, exc: ValueError) -> AppendResult:
-        """A write met its log closed: another thread (a flush, a checkpoint) failed its dir
-        after the append's offline check and closed the dir's logs, before the event loop let
-        the partition go. KAFKA_STORAGE_ERROR, as Kafka answers for a log in an offline dir,
-        so the client goes to the new leader; any other ValueError is a bug and goes on up."""
+        """A write met its log closed: another thread failed its dir after the append's
+        offline check and closed the dir's logs, before the event loop let the partition go
+        (only where the close could not be handed to the event loop: no listener set, or the
+        broker closing, `_dir_offline_from_any_thread`). KAFKA_STORAGE_ERROR, as Kafka
+        answers for a log in an offline dir, so the client goes to the new leader; any other
+        ValueError is a bug and goes on up."""
         if not plog.closed or not self.logs.is_offline(plog.topic, plog.partition):
             raise exc
         return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR,
@@ -520,7 +522,9 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
         """Let go of the partitions in a failed dir: no leading, no following, and anyone
         waiting on them wakes to KAFKA_STORAGE_ERROR. A broker whose every dir has failed
         stops, as Kafka halts it; otherwise the cluster hears of it
-        (`announce_offline_replicas`)."""
+        (`announce_offline_replicas`), and then their logs are closed, here on the event
+        loop, which may have been holding one of their descriptors when a worker thread
+        found the failure (`LogManager.close_failed`)."""
         for tp in self.logs.offline_partitions(log_dir):
             self._partitions.pop(tp, None)
             self._isr_candidates.discard(tp)
@@ -533,7 +537,8 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
                          ", ".join(str(d) for d in offline))
             logging.shutdown()
             os._exit(1)
-        self._dirs_failed.set()
+        self._dirs_failed.set()  # first: whatever the close meets, the controller hears
+        self.logs.close_failed(log_dir)
 
     async def announce_offline_replicas(
             self, announce: Callable[[frozenset[TopicPartition]], Awaitable[None]], *,

@@ -39,13 +39,21 @@ exist (`get_or_create(new=False)`, at start) is not created empty elsewhere: it 
 
 A failed log dir (KIP-112). A write that fails with an OSError (EIO, ENOSPC, EROFS) in one of
 the dirs, whoever makes it (an append on the event loop, a flush or checkpoint in a worker
-thread), takes that dir offline through `fail_dir`, and only it: its logs close without
-writing another byte, leave `get` and are remembered as offline, so their partitions answer
-KAFKA_STORAGE_ERROR and are never recreated in another dir while this broker runs (Kafka's
-getOrCreateLog refuses a non-new log while any dir is offline). The dir gets no checkpoint
-and no clean-shutdown marker from then on, so the next start, the disk repaired, recovers
-its logs from their recovery points. `on_dir_offline` (set by the replica manager) hears of
-each dir once, from whatever thread found it.
+thread), takes that dir offline through `fail_dir`, and only it: its logs leave `get` and
+are remembered as offline, so their partitions answer KAFKA_STORAGE_ERROR and are never
+recreated in another dir while this broker runs (Kafka's getOrCreateLog refuses a non-new log
+while any dir is offline). The dir gets no checkpoint and no clean-shutdown marker from then
+on, so the next start, the disk repaired, recovers its logs from their recovery points.
+`on_dir_offline` (set by the replica manager) hears of each dir once, from whatever thread
+found it.
+
+Who closes a failed dir's logs. Their descriptors belong to the thread that uses them (the
+event loop, `files.py`), which may be between taking one (`LogSegment.fd`, a FileRegion's
+`fileno()`) and using it when a worker thread finds the dir failed. Closed by the worker, the
+number could be reused by the next file any thread opens, and the loop's write or sendfile
+would go to that file. So the listener, having let the partitions go on the loop, closes them
+there (`close_failed`), as Kafka closes a failed dir's logs only after its partitions are
+offline; without a listener `fail_dir` closes them itself.
 """
 from __future__ import annotations
 
@@ -122,6 +130,8 @@ class LogManager:
         self.offline_dirs: dict[Path, str] = {}
         self._offline: dict[TopicPartition, Path] = {}
         self.on_dir_offline: Callable[[Path], None] | None = None
+        # A failed dir's logs, still open until `close_failed` (see the module docstring).
+        self._failed_open: dict[Path, list[PartitionLog]] = {}
         self._lock = threading.Lock()
         self._closed = False
         self.had_clean_shutdown = True
@@ -250,14 +260,24 @@ class LogManager:
                 del self._dir_of[tp]
                 self._offline[tp] = log_dir
             self._dir_counts[log_dir] = 0
-        for plog in logs:
-            plog.close_handles()
+            self._failed_open[log_dir] = logs
         log.error("log dir %s failed (%s): it is offline, with the %d partition(s) it held",
                   log_dir, self.offline_dirs[log_dir], len(logs))
         listener = self.on_dir_offline
-        if listener is not None:
+        if listener is None:
+            self.close_failed(log_dir)
+        else:
             listener(log_dir)
         return True
+
+    def close_failed(self, log_dir: Path) -> None:
+        """Close the logs of a dir `fail_dir` took offline, writing nothing; called by the
+        `on_dir_offline` listener on the thread that uses their descriptors, once nothing
+        there can reach them (see the module docstring). Idempotent."""
+        with self._lock:
+            logs = self._failed_open.pop(log_dir, [])
+        for plog in logs:
+            plog.close_handles()
 
     def fail_log(self, plog: PartitionLog, exc: BaseException) -> bool:
         """A write to `plog` failed: take its log dir offline (`fail_dir`). False, and nothing
@@ -456,6 +476,8 @@ class LogManager:
             if self._closed:
                 return
             self._closed = True
+        for log_dir in list(self._failed_open):  # a listener that never closed them
+            self.close_failed(log_dir)
         one_sync = can_sync_filesystem()
         for lg in self.logs():
             try:

@@ -324,7 +324,10 @@ def test_a_follower_whose_disk_fills_goes_offline_alone(tmp_path: Path, zookeepe
         finally:
             admin.close()
         cluster.wait_isr("full", 0, {1, 2, 3})
-        producer = AckedProducer(cluster.bootstrap(), "full", rate=400).start()
+        # 1 KB values: the 256 KiB are sent within a second or so at any load. With 8-byte
+        # values they took 20 s at 400 a second, and under load (a producer thread slowed to
+        # about 80 a second) the log held 157,000 bytes when the 60 s below ran out.
+        producer = AckedProducer(cluster.bootstrap(), "full", rate=400, value_bytes=1000).start()
         try:
             producer.wait_acked(50)
             cluster.wait_until(lambda: cluster.brokers[3].proc.poll() is not None, 60,

@@ -13,11 +13,15 @@ from tests.cluster.checker import History
 
 class AckedProducer:
     """Sends numbered values with acks=all and idempotence from a thread, at most `rate` a
-    second, recording each acknowledgement (partition, offset) and each failure."""
+    second, recording each acknowledgement (partition, offset) and each failure. Values are
+    padded to `value_bytes`, for a test that needs an amount of data written sooner than a
+    client slowed by the machine's load would send it in small records."""
 
-    def __init__(self, bootstrap: str, topic: str, rate: float = 200.0) -> None:
+    def __init__(self, bootstrap: str, topic: str, rate: float = 200.0, *,
+                 value_bytes: int = 0) -> None:
         self.topic = topic
         self.rate = rate
+        self.value_bytes = value_bytes
         self.history = History()
         self.failures = 0
         self.errors: dict[str, int] = defaultdict(int)
@@ -38,7 +42,7 @@ class AckedProducer:
     def _run(self) -> None:
         interval = 1.0 / self.rate
         while not self._stop.is_set():
-            value = f"v{self.sent:07d}".encode()
+            value = f"v{self.sent:07d}".encode().ljust(self.value_bytes, b".")
             self.history.sent_order[value] = self.sent
             self.sent += 1
             future = self._producer.send(self.topic, value)

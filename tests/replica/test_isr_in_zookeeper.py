@@ -1,9 +1,12 @@
 """The leader's ISR writes against ZooKeeper's partition state, with the production store
 (`ZkMetadataStore` on the in-memory ZooKeeper) and replica manager, and a controller's write
 placed exactly between the leader's write and its reading back (issue #31: the CI failure of
-`test_paused_follower_leaves_the_isr_and_rejoins`)."""
+`test_paused_follower_leaves_the_isr_and_rejoins`); and a log dir failed by a worker thread
+while the leader's event loop is inside an append or holds a log's descriptor."""
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +32,8 @@ LAG_MS = 30_000
 class Leader:
     """Broker 0 leading t-0 (replicas 0, 1, 2) in ZooKeeper: its store, its replica manager
     following the store's images, and a client of the same ZooKeeper for the test's own
-    writes (the controller's)."""
+    writes (the controller's). Two log dirs, t-0 in the first: with the first failed, the
+    broker goes on (with none left it would exit)."""
 
     def __init__(self, tmp_path: Path, isr: tuple[int, ...]) -> None:
         self.server = MemoryZooKeeper()
@@ -43,7 +47,8 @@ class Leader:
         config = load_broker_config(overrides={"broker.id": 0, "log.dirs": str(tmp_path / "log"),
                                                "zookeeper.connect": "memory"})
         topic_configs = TopicConfigs(config, self.store)
-        self.logs = LogManager([str(tmp_path / "log")], config_for=topic_configs.log_config)
+        self.logs = LogManager([str(tmp_path / "log"), str(tmp_path / "log2")],
+                               config_for=topic_configs.log_config)
         self.manager = ReplicaManager(0, self.store, self.logs, topic_configs, Purgatory())
         self.store.listeners.append(self.manager.apply_delta)
         self.manager.load_image(self.store.image)
@@ -101,7 +106,7 @@ def test_a_controller_write_right_after_an_expansion_is_not_overridden(leader: L
         zd.LeaderAndIsr(0, 1, (0, 2), 2))
 
     async def main() -> None:
-        await leader.manager._maybe_change_isr((TOPIC, 0), LAG_MS)
+        await leader.manager._maybe_change_isr((TOPIC, 0), LAG_MS, expand=True)
     trio.run(main)
 
     state, _ = leader.state()
@@ -121,11 +126,13 @@ def test_a_controller_write_right_after_an_expansion_is_not_overridden(leader: L
 def test_a_dir_failed_by_another_thread_during_an_append_answers_storage_error(
         leader: Leader, write: str) -> None:
     """A flush or checkpoint worker thread finds the dir failed while the event loop is inside
-    an append that has already passed the offline check: `fail_dir` closes the dir's logs,
-    and the append writes to a closed log. Its ValueError left the handler as
-    UNKNOWN_SERVER_ERROR, which kafka-python's producer takes for fatal (seen once in 11 runs
-    of tests/cluster/test_log_dir_failure.py under load). Kafka answers KAFKA_STORAGE_ERROR
-    for a log in an offline dir, and the client goes to the new leader."""
+    an append that has already passed the offline check, and the dir's logs are closed before
+    the write: `fail_dir` closed them at once then (seen once in 11 runs of
+    tests/cluster/test_log_dir_failure.py under load); now only where no event loop takes the
+    close (no listener, as here, or a broker closing). The append's ValueError left the
+    handler as UNKNOWN_SERVER_ERROR, which kafka-python's producer takes for fatal. Kafka
+    answers KAFKA_STORAGE_ERROR for a log in an offline dir, and the client goes to the new
+    leader."""
     from protocol.errors import ErrorCode
     from protocol.records.record import Record, build_batch
 
@@ -144,3 +151,66 @@ def test_a_dir_failed_by_another_thread_during_an_append_answers_storage_error(
         result = leader.manager.write_txn_marker(TOPIC, 0, 1, 0, 0, True)
     assert result.error == ErrorCode.KAFKA_STORAGE_ERROR
     assert log_dir in leader.logs.offline_dirs
+
+
+def test_a_dir_failed_by_a_worker_leaves_the_loops_descriptor_open_until_the_loop_lets_go(
+        leader: Leader, tmp_path: Path) -> None:
+    """The event loop has taken a segment's descriptor (an append holds `segment.fd` until its
+    `os.write`, a FileRegion its `fileno()` until `sendfile`) when a worker thread (a flush, a
+    checkpoint) finds the dir failed. `fail_dir` closed the dir's logs there and then, so the
+    loop's number was closed under it: EBADF, or, once any thread opened a file, a write or
+    sendfile through that other file. The logs are closed on the loop, once it has let their
+    partitions go, as Kafka closes a failed dir's logs after taking its partitions offline."""
+    from protocol.records.record import Record, build_batch
+
+    assert leader.manager.append(TOPIC, 0, build_batch([Record(None, b"x")])).error == 0
+    plog = leader.part.log
+    segment = plog.segments[-1]
+    log_dir = leader.logs.log_dir_of(TOPIC, 0)
+    assert log_dir == tmp_path / "log"
+    loop_holds_fd = threading.Event()
+    reported = threading.Event()  # the worker's fail_dir has reached the listener
+    listener = leader.logs.on_dir_offline
+    assert listener is not None
+
+    def report(failed: Path) -> None:
+        reported.set()
+        listener(failed)
+    leader.logs.on_dir_offline = report
+
+    running = trio.Event()
+
+    def worker() -> None:
+        trio.from_thread.run_sync(running.set)
+        assert loop_holds_fd.wait(30)
+        leader.logs.fail_dir(log_dir, OSError(5, "Input/output error"))
+
+    seen: list[int] = []
+
+    async def holder() -> None:
+        await running.wait()
+        fd = segment.fileno()
+        loop_holds_fd.set()
+        # The worker runs while the loop is still between taking the number and using it (a
+        # thread switch under the GIL), here until it has reported the failure: with the
+        # logs closed in the worker, they are closed by then.
+        assert reported.wait(30)
+        other = os.open(tmp_path / "another-file", os.O_RDWR | os.O_CREAT)  # any thread's
+        try:
+            seen.append(os.fstat(fd).st_ino)
+        except OSError as exc:
+            seen.append(-exc.errno)
+        finally:
+            os.close(other)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.to_thread.run_sync, worker)
+            nursery.start_soon(holder)
+
+    trio.run(main)
+    assert seen == [os.stat(segment.log_path).st_ino], \
+        "the loop's descriptor was closed (or reused) under it"
+    assert plog.closed and segment.closed  # closed all the same, on the loop
+    assert leader.part is None and leader.logs.is_offline(TOPIC, 0)
+    assert leader.logs.online_dirs == [tmp_path / "log2"]

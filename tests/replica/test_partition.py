@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import ErrorCode as E
+from pybroker.replica.isr import IsrUpkeep
 from pybroker.replica.partition import Partition
 from pybroker.storage.partition_log import PartitionLog
 from tests.storage.util import SMALL, batch
@@ -164,16 +165,9 @@ def test_only_the_partition_layer_moves_a_leaders_high_watermark() -> None:
     assert sorted(set(callers)) == ["pybroker/replica/partition.py"]
 
 
-def test_a_written_isr_change_is_adopted_at_once_and_counted_once(plog: PartitionLog) -> None:
-    """The store's image comes back through another task; a second wakeup before it arrives
-    must not write the same expansion again (it did: pybroker_isr_expands_total read 2)."""
-    import trio
-
-    from pybroker.replica.isr import IsrUpkeep
-
-    part = Partition("t", 0, plog, local_id=0)
-    part.make_leader(0, [0, 1], [0])
-    part.update_follower_fetch(1, plog.log_end_offset, now_ms=10)
+def _upkeep(part: Partition) -> tuple[IsrUpkeep, list[tuple[int, ...]]]:
+    """The leader's ISR upkeep over `part` alone, with a store that takes every ISR write
+    (the list it returns)."""
     writes: list[tuple[int, ...]] = []
 
     class Store:
@@ -186,12 +180,58 @@ def test_a_written_isr_change_is_adopted_at_once_and_counted_once(plog: Partitio
     upkeep.metadata = Store()  # type: ignore[assignment]
     upkeep._partitions = {("t", 0): part}
     upkeep.isr_shrinks = upkeep.isr_expands = 0
+    return upkeep, writes
+
+
+def test_a_written_isr_change_is_adopted_at_once_and_counted_once(plog: PartitionLog) -> None:
+    """The store's image comes back through another task; a second wakeup before it arrives
+    must not write the same expansion again (it did: pybroker_isr_expands_total read 2)."""
+    import trio
+
+    part = Partition("t", 0, plog, local_id=0)
+    part.make_leader(0, [0, 1], [0])
+    part.update_follower_fetch(1, plog.log_end_offset, now_ms=10)
+    upkeep, writes = _upkeep(part)
 
     async def twice() -> None:
-        await upkeep._maybe_change_isr(("t", 0), 30_000)
-        await upkeep._maybe_change_isr(("t", 0), 30_000)
+        await upkeep._maybe_change_isr(("t", 0), 30_000, expand=True)
+        await upkeep._maybe_change_isr(("t", 0), 30_000, expand=True)
 
     trio.run(twice)
     assert writes == [(0, 1)]
     assert part.isr == frozenset({0, 1})
     assert (upkeep.isr_expands, upkeep.isr_shrinks) == (1, 0)
+
+
+@pytest.mark.parametrize("fetched", [False, True])
+def test_only_a_followers_fetch_readmits_it_to_the_isr(plog: PartitionLog,
+                                                       fetched: bool) -> None:
+    """Follower 1's last fetch reached the high watermark, which then stopped moving (the
+    leader's dir failed, or the ISR fell below min.insync.replicas), and it has not fetched
+    since. The periodic round must leave it out, as Kafka expands the ISR only from a
+    follower's fetch (Partition.maybeExpandIsr); it readmitted it, which made a replica that
+    was not fetching electable. A fetch since the last round (the request path marks the
+    partition a candidate) readmits it."""
+    import trio
+    import trio.testing
+
+    part = Partition("t", 0, plog, local_id=0)
+    part.make_leader(0, [0, 1], [0])
+    _append(part, 3)
+    part.update_follower_fetch(1, plog.log_end_offset, now_ms=10)
+    assert part.can_join_isr(1)
+    upkeep, writes = _upkeep(part)
+    upkeep._isr_candidates = {("t", 0)} if fetched else set()
+    upkeep._isr_wakeup = trio.Event()
+
+    async def three_periodic_rounds() -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(upkeep.run_isr_maintenance, 4000)
+            await trio.sleep(3 * 2.0 + 0.5)  # rounds every 2 s (half of 4000 ms)
+            nursery.cancel_scope.cancel()
+
+    trio.run(three_periodic_rounds, clock=trio.testing.MockClock(autojump_threshold=0))
+    if fetched:
+        assert writes == [(0, 1)] and part.isr == frozenset({0, 1})
+    else:
+        assert writes == [] and part.isr == frozenset({0})

@@ -16,9 +16,14 @@ from tests.storage.util import SMALL, batch, fill, read_all
 def test_a_failed_dir_goes_offline_alone_and_comes_back_repaired(tmp_path: Path,
                                                                  ext4_disk: MountedDisk) -> None:
     healthy = tmp_path / "healthy"
-    told: list[Path] = []
+    told: list[tuple[Path, bool]] = []
     logs = LogManager([str(healthy), str(ext4_disk.path)], default_config=SMALL)
-    logs.on_dir_offline = told.append
+
+    def offline(log_dir: Path) -> None:
+        """As the replica manager: lets the partitions go, then closes their logs."""
+        told.append((log_dir, b.closed))
+        logs.close_failed(log_dir)
+    logs.on_dir_offline = offline
     a = logs.get_or_create("t", 0)  # the least-loaded dir, in order: healthy, then the disk
     b = logs.get_or_create("t", 1)
     assert logs.log_dir_of("t", 0) == healthy and logs.log_dir_of("t", 1) == ext4_disk.path
@@ -31,7 +36,7 @@ def test_a_failed_dir_goes_offline_alone_and_comes_back_repaired(tmp_path: Path,
         b.append(batch(3), leader_epoch=0)
     assert failed.value.errno == errno.EROFS
     assert logs.fail_log(b, failed.value) and not logs.fail_log(b, failed.value)
-    assert told == [ext4_disk.path] and b.closed
+    assert told == [(ext4_disk.path, False)] and b.closed  # closed by the listener
     assert logs.offline_dirs.keys() == {ext4_disk.path} and logs.online_dirs == [healthy]
     assert logs.get("t", 1) is None and logs.is_offline("t", 1) and not logs.is_offline("t", 0)
     assert logs.offline_partitions() == [("t", 1)] == logs.offline_partitions(ext4_disk.path)
