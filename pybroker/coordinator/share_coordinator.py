@@ -651,17 +651,18 @@ class ShareCoordinator:
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups for a share group: refused while it has members (NON_EMPTY_GROUP);
         else the state of its share-partitions goes first, a tombstone at each key's share
-        coordinator whichever broker that is (Kafka's deleteShareGroups: a group whose state
-        could not be deleted stays, with the error), then its membership records (the group
-        epoch's and assignment epoch's tombstones)."""
+        coordinator whichever broker that is, then its membership records (the group epoch's and
+        assignment epoch's tombstones). As Kafka's deleteShareGroups, the state that could be
+        deleted goes and a group some of whose state could not be stays, with that error: here
+        that includes a key whose coordinator could not say whether it holds any (no record
+        15 names the group's share-partitions), lest a new group of that id find it."""
         if self.has_members(group_id):
             return ErrorCode.NON_EMPTY_GROUP
-        code, keys = await self._keys_with_state(group_id)
-        if code:
-            return code
-        if group_id not in self.groups.groups and not keys:
+        keys, unknown = await self._keys_with_state(group_id)
+        if group_id not in self.groups.groups and not keys and not unknown:
             return ErrorCode.GROUP_ID_NOT_FOUND
-        code = await self._tombstone(keys)
+        code = await self._tombstone(keys) if keys else ErrorCode.NONE
+        code = code or next(iter(unknown.values()), ErrorCode.NONE)
         if code:
             return code
         before = durable_view(self.groups.groups.get(group_id))
@@ -740,13 +741,14 @@ class ShareCoordinator:
     async def delete_offsets(self, group_id: str, topic_id: UUID) -> ErrorCode:
         """Drop the group's state for every partition of the topic (the caller checks that the
         group has no members), at each key's share coordinator: UNKNOWN_TOPIC_OR_PARTITION
-        when there is none, as Kafka."""
-        code, keys = await self._keys_with_state(group_id, topic_id)
-        if code:
-            return code
-        if not keys:
+        when there is none, as Kafka. A partition whose coordinator cannot answer does not
+        stop the others: as Kafka's persister, each is deleted apart, and the topic gets the
+        error of one that failed (its state may be there: the request can be sent again)."""
+        keys, unknown = await self._keys_with_state(group_id, topic_id)
+        if not keys and not unknown:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return await self._tombstone(keys)
+        code = await self._tombstone(keys) if keys else ErrorCode.NONE
+        return code or next(iter(unknown.values()), ErrorCode.NONE)
 
     # -- the group coordinator's view of a group's state, at every share coordinator -----------
 
@@ -777,15 +779,15 @@ class ShareCoordinator:
         return out
 
     async def _keys_with_state(self, group_id: str, topic_id: UUID | None = None
-                               ) -> tuple[ErrorCode, list[SharePartitionKey]]:
+                               ) -> tuple[list[SharePartitionKey],
+                                          dict[SharePartitionKey, ErrorCode]]:
         """The group's keys (of one topic, or all) that have state at their coordinator or
-        here; the first error of a coordinator that could not say."""
+        here, and those whose coordinator could not say, with its error."""
         starts = await self.group_start_offsets(group_id, None if topic_id is None else [
             k[1:] for k in self._candidate_keys(group_id, topic_id)])
-        for code, _ in starts.values():
-            if code:
-                return code, []
-        return ErrorCode.NONE, sorted(k for k, (_, start) in starts.items() if start >= 0)
+        unknown = {k: code for k, (code, _) in sorted(starts.items()) if code}
+        return sorted(k for k, (code, start) in starts.items()
+                      if not code and start >= 0), unknown
 
     async def _summaries(self, keys: list[SharePartitionKey]
                          ) -> dict[SharePartitionKey, tuple[ErrorCode, tuple[int, int]]]:

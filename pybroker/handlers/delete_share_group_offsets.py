@@ -8,8 +8,10 @@ request with no topic it may read (none at all included): that is answered with 
 and the topics' refusals, whatever the group, as Kafka 4.1.1's KafkaApis does. Per topic:
 one unknown here, or one the group has no state for, is UNKNOWN_TOPIC_OR_PARTITION with the
 zero topic id, as Kafka. The tombstones are written to __share_group_state before the
-answer. Needs DELETE on the group (else GROUP_AUTHORIZATION_FAILED for the request) and READ
-on each topic (else TOPIC_AUTHORIZATION_FAILED on it).
+answer; a topic some of whose share coordinators cannot answer has the state deleted where
+they can and that error, with its topic id, as Kafka answers a topic its persister failed
+on, and the other topics as usual. Needs DELETE on the group (else GROUP_AUTHORIZATION_FAILED
+for the request) and READ on each topic (else TOPIC_AUTHORIZATION_FAILED on it).
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     responses = []
     for topic in request.topics:
         found = shares.lookup(topic.topic_name)
+        topic_id = None
         if topic.topic_name in denied:
             code, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
         elif found is None:
@@ -50,15 +53,17 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                              "This server does not host this topic-partition.")
         else:
             code = await shares.delete_offsets(request.group_id, found[0])
-            message = ("There is no offset information to delete."
-                       if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None)
-        responses.append(_response(topic.topic_name, found[0] if found is not None else None,
-                                   code, message))
+            message = None
+            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                message = "There is no offset information to delete."
+            else:  # deleted, or a share coordinator's error: Kafka names the topic's id
+                topic_id = found[0]
+        responses.append(_response(topic.topic_name, topic_id, code, message))
     return {"error_code": 0, "responses": responses}
 
 
 def _response(topic: str, topic_id: UUID | None, code: ErrorCode, message: str | None) -> dict:
-    return {"topic_name": topic, "topic_id": topic_id if topic_id and not code else NO_TOPIC_ID,
+    return {"topic_name": topic, "topic_id": topic_id or NO_TOPIC_ID,
             "error_code": int(code), "error_message": message or (code.message if code else None)}
 
 

@@ -8,6 +8,12 @@ the data partition's leader drops its own view of the share-partition when a new
 session finds the state changed at its coordinator, and after the group is deleted a new
 consumer of it starts afresh rather than from the leader's view of the deleted state.
 
+When the share coordinator of some of the group's share-partitions is down, only those
+partitions fail, as Kafka 4.1.1's group coordinator answers through its persister: a describe
+gives them StartOffset -1 with no error and the others their offsets, a
+DeleteShareGroupOffsets deletes the state it can and gives the topic the error, and a
+DeleteGroups deletes what it can and keeps the group with the error until it is sent again.
+
 Three subprocess brokers on a real ZooKeeper, a confluent-kafka ShareConsumer (librdkafka's)
 for the group's records, raw requests for the admin APIs, each sent to the group's
 coordinator (the leader of its `__consumer_offsets` partition).
@@ -17,6 +23,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
 from confluent_kafka import AcknowledgeType
@@ -25,21 +32,25 @@ from compat.differential.share_scenarios import _consumer, _fetching_consumer, _
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.coordinator.internal_topic import partition_for
+from pybroker.coordinator.share_records import ShareStateKey, state_key_text
 from tests.cluster.brokers import running_cluster
+from tests.cluster.test_failover import create_topic
 from tests.cluster.test_share_failover import (
-    OFFSETS_PARTITIONS, SETTINGS, _state_partition, share_topic,
+    OFFSETS_PARTITIONS, SETTINGS, STATE_PARTITIONS, _state_partition, _topic_id, share_topic,
 )
-from tests.integration.raw import RawConnection
+from tests.integration.raw import RawConnection, enable_share_groups
 from tests.integration.test_share_admin import alter, alter_codes, delete, describe, starts
 
 pytestmark = pytest.mark.cluster
 
 
-def _summary(conn: RawConnection, group: str, topic_id: Any) -> tuple[int, int]:
-    """(error, start offset) of the group's share-partition q-0 at its share coordinator."""
+def _summary(conn: RawConnection, group: str, topic_id: Any, partition: int = 0
+             ) -> tuple[int, int]:
+    """(error, start offset) of the group's share-partition q-`partition` at its share
+    coordinator."""
     r = conn.request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, {
         "group_id": group, "topics": [{"topic_id": topic_id, "partitions": [
-            {"partition": 0, "leader_epoch": -1}]}]})
+            {"partition": partition, "leader_epoch": -1}]}]})
     p = r.results[0].partitions[0]
     return p.error_code, p.start_offset
 
@@ -125,3 +136,104 @@ def test_the_group_coordinator_answers_for_state_kept_on_other_brokers(
         finally:
             fresh.close()
         assert delivered and min(o for o, _ in delivered) >= end, (end, delivered)
+
+
+PARTITIONS = 6
+
+
+def test_a_share_coordinator_down_fails_only_its_partitions(
+        tmp_path: Path, zookeeper: Any) -> None:
+    # __share_group_state with one replica: a stopped broker's state partitions have no
+    # leader (their share coordinator is down, none elected) until it is back
+    with running_cluster(tmp_path, zookeeper.connect, **{
+            **SETTINGS, "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1"}) as cluster:
+        for node in cluster.ids:
+            enable_share_groups(cluster.brokers[node].bootstrap)
+        create_topic(cluster, "q", PARTITIONS)
+        topic_id = _topic_id(cluster, "q")
+        _fetching_consumer(cluster.bootstrap(), "warm", "q").close()  # both internal topics
+        state_leaders = [cluster.wait_until(
+            lambda p=p: cluster.leader("__share_group_state", p) >= 0 and [
+                cluster.leader("__share_group_state", p)], 30,
+            f"__share_group_state-{p} to have a leader")[0] for p in range(STATE_PARTITIONS)]
+
+        def at(group: str, p: int) -> int:  # the broker of q-p's share coordinator
+            return state_leaders[partition_for(
+                state_key_text(ShareStateKey(group, topic_id, p)), STATE_PARTITIONS)]
+        chosen = None
+        for i in range(10_000):  # the group coordinator lives; some partitions' state does not
+            group = f"sg-{i}"
+            coordinator = cluster.leader("__consumer_offsets",
+                                         partition_for(group, OFFSETS_PARTITIONS))
+            for victim in set(cluster.ids) - {coordinator}:
+                down = {p for p in range(PARTITIONS) if at(group, p) == victim}
+                if down and len(down) < PARTITIONS:
+                    chosen = group, coordinator, victim, down
+                    break
+            if chosen:
+                break
+        assert chosen is not None, state_leaders
+        group, coordinator, victim, down = chosen
+        up = set(range(PARTITIONS)) - down
+        everything = [{"topic_name": "q", "partitions": list(range(PARTITIONS))}]
+        with RawConnection(cluster.brokers[coordinator].bootstrap) as conn:
+            altered = alter(conn, {("q", p): 0 for p in range(PARTITIONS)}, group)
+            assert alter_codes(altered) == {("q", p): 0 for p in range(PARTITIONS)}
+            cluster.stop(victim)
+
+            def offsets(r: Any) -> dict[int, tuple[int, int, int]]:
+                return {p.partition_index: (p.start_offset, p.leader_epoch, p.error_code)
+                        for t in r.topics for p in t.partitions}
+            # a describe: -1, epoch 0 and no error for the partitions it could not read
+            for asked in (everything, None):
+                described = describe(conn, group, asked)
+                assert described.error_code == 0, (asked, described)
+                assert [t.topic_name for t in described.topics] == ["q"]
+                got = offsets(described)
+                assert {p: got[p] for p in down} == {p: (-1, 0, 0) for p in down}, asked
+                assert {p: got[p][::2] for p in up} == {p: (0, 0) for p in up}, asked
+            # the other partitions' state goes; the topic has the error, with its id
+            deleted = delete(conn, ["q", "nosuch"], group)
+            assert deleted.error_code == 0
+            assert [(t.topic_name, t.topic_id, t.error_code) for t in deleted.responses] == [
+                ("q", topic_id, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                ("nosuch", UUID(int=0), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+            for p in up:
+                with RawConnection(cluster.brokers[at(group, p)].bootstrap) as at_state:
+                    assert _summary(at_state, group, topic_id, p) == (0, -1), p
+            assert starts(describe(conn, group)) == {}  # no state it can see in q now
+            assert {p: s[0] for p, s in offsets(describe(conn, group, everything)).items()} \
+                == {p: -1 for p in range(PARTITIONS)}
+            # an alter starts afresh the partitions it can reach, each with its own code
+            assert alter_codes(alter(conn, {("q", p): 1 for p in range(PARTITIONS)}, group)) \
+                == {("q", p): ErrorCode.COORDINATOR_NOT_AVAILABLE if p in down else 0
+                    for p in range(PARTITIONS)}
+            # DeleteGroups: the group's error (Kafka's), what could be deleted is, the group
+            # stays; an unknown group beside it is answered as ever
+            unknown = next(g for i in range(10_000) if partition_for(
+                g := f"no-such-group-{i}", OFFSETS_PARTITIONS) == partition_for(
+                    group, OFFSETS_PARTITIONS))  # coordinated here too
+            removed = conn.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": [group, unknown]})
+            assert [(r.group_id, r.error_code) for r in removed.results] == [
+                (group, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                (unknown, ErrorCode.GROUP_ID_NOT_FOUND)]
+            for p in up:
+                with RawConnection(cluster.brokers[at(group, p)].bootstrap) as at_state:
+                    assert _summary(at_state, group, topic_id, p) == (0, -1), p
+            listed = conn.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [],
+                                                           "types_filter": []})
+            assert group in [g.group_id for g in listed.groups]
+            # the coordinator back, the group is deleted with the state it kept
+            cluster.start(victim)
+            p_down = min(down)
+            with RawConnection(cluster.brokers[victim].bootstrap) as at_state:
+                cluster.wait_until(lambda: _summary(at_state, group, topic_id, p_down)
+                                   == (0, 0), 60, "the state to be back")
+                removed = cluster.wait_until(
+                    lambda: (r := conn.request(ApiKey.DELETE_GROUPS, 2, {
+                        "groups_names": [group]})).results[0].error_code
+                    != ErrorCode.COORDINATOR_NOT_AVAILABLE and r, 60, "the group deleted")
+                assert [r.error_code for r in removed.results] == [0]
+                assert {p: _summary(at_state, group, topic_id, p) for p in down} \
+                    == {p: (0, -1) for p in down}
