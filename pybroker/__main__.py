@@ -94,6 +94,13 @@ def _overrides(items: list[str]) -> dict[str, str]:
 async def _serve_remembering(config: BrokerConfig, started: list[ServerInfo]) -> None:
     async with trio.open_nursery() as nursery:
         started.append(await nursery.start(serve, config))
+        if WORKER_ENV in os.environ:
+            # A node's worker also says when it sees its node with leaders elected: the
+            # supervisor's "ready" waits for that (pybroker.node.readiness).
+            from pybroker.node.readiness import announce_in_sync, node_brokers
+            brokers = node_brokers()
+            if brokers is not None and started[0].broker.zk_store is not None:
+                nursery.start_soon(announce_in_sync, started[0].broker, brokers)
 
 
 async def _run(config: BrokerConfig) -> None:

@@ -227,7 +227,8 @@ def test_a_node_whose_listener_names_a_host_is_ready(
 
     plans = _two_workers(tmp_path)
     stand_in = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
-                " sys.stderr.write('pybroker node {} listening on {}:{} (cluster id c)\\n');"
+                " sys.stderr.write('pybroker node {0} listening on {1}:{2} (cluster id c)\\n');"
+                " sys.stderr.write('broker {0} is in sync with its node: ...\\n');"
                 " sys.stderr.flush(); time.sleep(120)")
     commands = [[sys.executable, "-c", stand_in.format(p.node_id, host, 40000 + p.index)]
                 for p in plans]
@@ -235,7 +236,7 @@ def test_a_node_whose_listener_names_a_host_is_ready(
 
     def stop_once_serving() -> None:
         deadline = time.monotonic() + 30
-        while any(w.port is None for w in sup.workers) and time.monotonic() < deadline:
+        while not sup.serving and time.monotonic() < deadline:
             time.sleep(0.05)
         sup._on_signal(signal.SIGTERM, None)
 
@@ -266,3 +267,81 @@ def test_a_worker_that_cannot_start_is_named_in_one_line_once(
     reasons = [line for line in err.splitlines() if not line.startswith("[")]
     assert reasons == ["pybroker-server: listener taken"], err
     assert err.rstrip().splitlines()[-1] == "pybroker-server: listener taken"
+
+
+def test_a_node_is_not_ready_before_every_worker_is_in_sync_with_it(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Serving is not enough: worker 1 listens but never says it sees its node with leaders
+    elected (pybroker.node.readiness), so the node never logs "ready", and a SIGTERM sent
+    once both listen stops it cleanly. Each stand-in is told the node's broker ids."""
+    import signal
+    import sys
+    import threading
+    import time
+
+    from pybroker.node.supervisor import Supervisor
+
+    plans = _two_workers(tmp_path)
+    listening = ("import os, signal, sys, time;"
+                 " signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
+                 " sys.stderr.write('pybroker node {0} listening on 127.0.0.1:{1}\\n');"
+                 " sys.stderr.write('brokers ' + os.environ['PYBROKER_NODE_BROKERS'] + '\\n');")
+    in_sync = " sys.stderr.write('broker {0} is in sync with its node: ...\\n');"
+    waits = " sys.stderr.flush(); time.sleep(120)"
+    commands = [[sys.executable, "-c", (listening + in_sync + waits).format(
+                     plans[0].node_id, 40000)],
+                [sys.executable, "-c", (listening + waits).format(plans[1].node_id, 40001)]]
+    sup = Supervisor(plans, commands)
+
+    def stop_once_listening() -> None:
+        deadline = time.monotonic() + 30
+        while (any(w.port is None for w in sup.workers) or not sup.workers[0].in_sync) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sup._on_signal(signal.SIGTERM, None)
+
+    threading.Thread(target=stop_once_listening, daemon=True).start()
+    with caplog.at_level(logging.INFO, logger="pybroker.node"):
+        assert sup.run() == 0
+    assert [w.port for w in sup.workers] == [40000, 40001]
+    assert [w.in_sync for w in sup.workers] == [True, False]
+    assert not sup.serving
+    assert not any("brokers ready" in r.getMessage() for r in caplog.records)
+    assert all("brokers 0,1000" in "\n".join(w.last_lines) for w in sup.workers)
+
+
+def test_a_worker_is_in_sync_once_it_sees_the_node_a_controller_and_every_electable_leader(
+        ) -> None:
+    """The worker's side (pybroker.node.readiness.in_sync), on images: the node's brokers and
+    a live controller, and no partition the controller would still elect. A partition whose
+    in-sync replicas are all down stays offline (Kafka's rule) and is not waited for, unless
+    unclean election would elect a live replica."""
+    from dataclasses import replace
+
+    from pybroker.cluster.image import BrokerInfo
+    from pybroker.node.readiness import in_sync
+    from tests.controller.helpers import image, ps
+
+    def with_brokers(img, *ids: int, controller: int = 0):  # type: ignore[no-untyped-def]
+        return replace(img, controller_id=controller,
+                       brokers={i: BrokerInfo(i, "127.0.0.1", 9092 + i) for i in ids})
+
+    led = image({"t": [ps(0, [0], [0]), ps(1000, [1000], [1000])]})
+    node = {0, 1000}
+    assert in_sync(with_brokers(led, 0, 1000), node, False, frozenset())
+    assert not in_sync(with_brokers(led, 0), node, False, frozenset())  # 1000 unseen
+    assert not in_sync(with_brokers(led, 0, 1000, controller=7), node, False, frozenset())
+    # After a restart: 1000 registered again, its partition not yet led again.
+    leaderless = image({"t": [ps(0, [0], [0]), ps(-1, [1000], [1000])]})
+    assert not in_sync(with_brokers(leaderless, 0, 1000), node, False, frozenset())
+    assert in_sync(with_brokers(leaderless, 0, 1000), node, False, frozenset({"t"}))  # deleting
+    # Led by broker 5 of another node, which is down: in sync only once re-elected.
+    elsewhere = image({"u": [ps(5, [5, 0], [5, 0])]})
+    assert not in_sync(with_brokers(elsewhere, 0, 1000), node, False, frozenset())
+    # In-sync replicas all down: offline, not waited for; unless unclean election applies.
+    offline = image({"v": [ps(-1, [5, 0], [5])]})
+    assert in_sync(with_brokers(offline, 0, 1000), node, False, frozenset())
+    assert not in_sync(with_brokers(offline, 0, 1000), node, True, frozenset())
+    per_topic = image({"v": [ps(-1, [5, 0], [5])]},
+                      {"v": {"unclean.leader.election.enable": "true"}})
+    assert not in_sync(with_brokers(per_topic, 0, 1000), node, False, frozenset())

@@ -1,0 +1,70 @@
+"""When a node's worker may count as ready: it sees its node and the node's partitions are led.
+
+A broker that logs "listening" serves, but a worker of a node is one broker of a cluster that
+is still forming: its siblings may not be registered in its image yet (a client bootstrapping
+on it would see one broker), and after a restart of the node the controller has yet to elect
+leaders again for the partitions whose leaders were the workers that registered after it (a
+client gets LEADER_NOT_AVAILABLE, or UNKNOWN_TOPIC_OR_PARTITION from a broker whose image
+is behind). A Kafka broker is ready when it has registered and caught up with the metadata
+(KRaft: unfenced after replaying the log; ZooKeeper mode: after the controller's
+UpdateMetadata); the node's supervisor says "ready" once each worker logged `IN_SYNC_LINE`:
+its own image holds every broker of the node and a controller, and the controller would elect
+nothing more, so every partition that can have a leader has one (the controller's own rule,
+`decisions.on_brokers_started`, over the live brokers: a partition whose in-sync replicas are
+all on brokers that are down stays offline in Kafka too, and is not waited for).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Set
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+    from pybroker.cluster.metadata import MetadataImage
+
+log = logging.getLogger("pybroker.node")
+
+# Set by the supervisor in each worker's environment: the broker ids of the node, comma-separated.
+NODE_BROKERS_ENV = "PYBROKER_NODE_BROKERS"
+# What a worker logs once `in_sync` holds for its image; the supervisor reads the broker id.
+IN_SYNC_LINE = "is in sync with its node"
+
+
+def node_brokers() -> frozenset[int] | None:
+    """The node's broker ids from this worker's environment; None outside a node."""
+    raw = os.environ.get(NODE_BROKERS_ENV)
+    if not raw:
+        return None
+    return frozenset(int(item) for item in raw.split(","))
+
+
+def in_sync(image: MetadataImage, brokers: Set[int], unclean_default: bool,
+            deleting: Set[str]) -> bool:
+    """Whether `image` holds every broker of `brokers` and a live controller, and leaves the
+    controller no leader to elect (`unclean_default`: unclean.leader.election.enable, which a
+    topic's config overrides; `deleting`: topics marked for deletion, which are not elected)."""
+    from pybroker.controller import decisions
+    live = frozenset(image.brokers)
+    if not brokers <= live or image.controller_id not in live:
+        return False
+    offline = {b: info.offline_replicas for b, info in image.brokers.items()
+               if info.offline_replicas}
+    unclean = decisions.unclean_from_configs(image, unclean_default)
+    return not decisions.on_brokers_started(image, live, unclean, deleting, offline)
+
+
+async def announce_in_sync(broker: Broker, brokers: Set[int]) -> None:
+    """Wait until this worker's image is `in_sync` with its node, then log `IN_SYNC_LINE`."""
+    store = broker.zk_store
+    assert store is not None and broker.controller is not None  # a node's worker is a member
+    unclean = broker.controller.unclean
+
+    def done(image: MetadataImage) -> bool:
+        return in_sync(image, brokers, unclean, store.deleting)
+    await store.wait_for(done, math.inf)
+    log.info("broker %d %s: brokers %s registered, controller %d, a leader for every "
+             "partition that can have one", broker.node_id, IN_SYNC_LINE,
+             ", ".join(map(str, sorted(brokers))), store.image.controller_id)
