@@ -345,3 +345,37 @@ def test_a_worker_is_in_sync_once_it_sees_the_node_a_controller_and_every_electa
     per_topic = image({"v": [ps(-1, [5, 0], [5])]},
                       {"v": {"unclean.leader.election.enable": "true"}})
     assert not in_sync(with_brokers(per_topic, 0, 1000), node, False, frozenset())
+
+
+def test_a_sigterm_while_a_worker_is_still_starting_stops_the_node_with_exit_0(
+        tmp_path: Path) -> None:
+    """The node's SIGTERM reaches a worker that has not yet installed its signal handler
+    (still importing, before any log dir is opened): it dies of the SIGTERM, which is the stop
+    asked for, not a failure. Stand-ins: worker 0 serves and stops cleanly; worker 1 has
+    Python's default SIGTERM action, as a worker still starting has."""
+    import signal
+    import sys
+    import threading
+    import time
+
+    from pybroker.node.supervisor import Supervisor
+
+    plans = _two_workers(tmp_path)
+    serving = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
+               " sys.stderr.write('pybroker node 0 listening on 127.0.0.1:40000\\n');"
+               " sys.stderr.flush(); time.sleep(120)")
+    starting = ("import sys, time; sys.stderr.write('starting\\n'); sys.stderr.flush();"
+                " time.sleep(120)")
+    sup = Supervisor(plans, [[sys.executable, "-c", serving], [sys.executable, "-c", starting]])
+
+    def stop_once_both_run() -> None:
+        deadline = time.monotonic() + 30
+        while (sup.workers[0].port is None or not sup.workers[1].last_lines) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sup._on_signal(signal.SIGTERM, None)
+
+    threading.Thread(target=stop_once_both_run, daemon=True).start()
+    assert sup.run() == 0
+    assert [w.proc.returncode for w in sup.workers if w.proc is not None] == [
+        0, -signal.SIGTERM]

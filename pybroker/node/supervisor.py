@@ -235,7 +235,10 @@ class Supervisor:
                 continue
             # kind == "exit"
             if stopping is not None:
-                if value != 0:
+                # Killed by the SIGTERM the stop sent: it had not installed its handler yet,
+                # which `pybroker.__main__` does before it opens any log dir, so nothing was
+                # left half-written; a broker still starting stops as cleanly as one serving.
+                if value != 0 and value != -signal.SIGTERM:
                     log.error("worker %d (broker %d) exited with code %s while stopping",
                               index, worker.plan.node_id, value)
                     code = 1
