@@ -379,3 +379,18 @@ def test_a_sigterm_while_a_worker_is_still_starting_stops_the_node_with_exit_0(
     assert sup.run() == 0
     assert [w.proc.returncode for w in sup.workers if w.proc is not None] == [
         0, -signal.SIGTERM]
+
+
+def test_the_kit_gives_a_node_a_block_of_free_ports_below_the_ephemeral_range() -> None:
+    """BrokerProcess puts a node of N brokers on ports P .. P + N - 1 (worker K: P + K) that
+    the kernel never hands out on its own, so a restart on P finds worker 1's port free."""
+    import socket
+
+    from pybroker.testing.broker import free_port_block
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    base = free_port_block("127.0.0.1", 3)
+    assert 10000 <= base and base + 2 < low
+    for port in range(base, base + 3):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))
