@@ -16,7 +16,7 @@ from protocol.api_keys import ApiKey
 from protocol.codec import decode_response, encode_request
 
 # create_topic: the same raw CreateTopics v7 the compatibility suite sets its topics up with.
-__all__ = ["RawConnection", "create_topic", "send_request"]
+__all__ = ["RawConnection", "create_topic", "leader_address", "send_request"]
 
 
 def _split(bootstrap: str) -> tuple[str, int]:
@@ -75,3 +75,16 @@ def enable_share_groups(bootstrap: str) -> None:
         "feature_updates": [{"feature": "share.version", "max_version_level": 1,
                              "upgrade_type": 1}]})
     assert r.error_code == 0, r
+
+
+def leader_address(bootstrap: str, topic: str, partition: int) -> str:
+    """host:port of the partition's leader, from the Metadata `bootstrap` answers, as a client
+    finds where to send a Produce or Fetch (on a node of several brokers, or a cluster, the
+    bootstrap broker leads only some partitions)."""
+    answer = send_request(bootstrap, ApiKey.METADATA, 12, {
+        "topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    (found,) = [t for t in answer.topics if t.name == topic]
+    (state,) = [p for p in found.partitions if p.partition_index == partition]
+    (broker,) = [b for b in answer.brokers if b.node_id == state.leader_id]
+    return f"{broker.host}:{broker.port}"
