@@ -394,3 +394,25 @@ def test_the_kit_gives_a_node_a_block_of_free_ports_below_the_ephemeral_range() 
     for port in range(base, base + 3):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))
+
+
+def test_a_node_on_a_taken_port_fails_naming_it_before_it_touches_its_log_dir(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], own_logging: None) -> None:
+    """As a single broker binds its ports before it opens a log dir: worker 1's port taken,
+    the node's start is one line naming that listener, and the log dir was not created (no
+    metadata service, no core count recorded)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        log_dir = tmp_path / "logs"
+        assert main(["--defaults", "--override", "num.cores=2",
+                     "--override", f"listeners=PLAINTEXT://127.0.0.1:{port - 1}",
+                     "--override", f"log.dirs={log_dir}"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    # A single broker's words: "pybroker-server: [Errno 98] listener ... cannot be bound: ..."
+    assert err[-1].startswith("pybroker-server: ") and err[-1].endswith(
+        f"listener PLAINTEXT://127.0.0.1:{port} cannot be bound: Address already in use"), err
+    assert not log_dir.exists()

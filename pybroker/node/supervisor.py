@@ -41,6 +41,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -303,6 +304,7 @@ def run_node(config: BrokerConfig, cores: int, config_file: str | None,
     """`pybroker-server` for `num.cores` = cores > 1: the node's exit code. A problem found
     before any worker starts is a ConfigError (one line), as a single broker's."""
     plans = plan_workers(config, cores)
+    check_ports_free(plans)
     if not config.zookeeper_connect:
         # First, so that a file it refuses leaves the dir as it was (no core count recorded).
         import_single_broker(config)
@@ -318,6 +320,32 @@ def run_node(config: BrokerConfig, cores: int, config_file: str | None,
     commands = [worker_command(config_file, overrides + [f"{k}={v}" for k, v in extra.items()],
                                plan) for plan in plans]
     return Supervisor(plans, commands, on_stopped=on_stopped, store_failed=store_failed).run()
+
+
+def check_ports_free(plans: list[WorkerPlan]) -> None:
+    """OSError naming the first of the workers' listeners whose port is taken, in the words of
+    a broker that cannot bind it (pybroker.server), before the node touches its log dir: a
+    single broker binds its ports before it opens a log dir, so that a start on a taken port
+    (the same configuration started twice) fails without touching the live broker's dir; the
+    node's metadata service would lock and read that dir first. Port 0 is always free."""
+    for plan in plans:
+        for item in plan.listeners:
+            if not item.port:
+                continue
+            try:
+                addresses = socket.getaddrinfo(item.host or None, item.port,
+                                               type=socket.SOCK_STREAM,
+                                               flags=socket.AI_PASSIVE)
+            except OSError:
+                continue  # a name that does not resolve: the worker says so itself
+            for family, kind, proto, _, address in addresses:
+                with socket.socket(family, kind, proto) as probe:
+                    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    try:
+                        probe.bind(address)
+                    except OSError as exc:
+                        raise OSError(exc.errno, f"listener {item.url} cannot be bound: "
+                                                 f"{exc.strerror or exc}") from None
 
 
 def why_stopped(service: "MetadataService") -> str | None:
