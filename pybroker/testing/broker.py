@@ -306,6 +306,15 @@ class BrokerProcess:
                 pids[m.group(1)] = int(m.group(2))
         return list(pids.values())
 
+    @property
+    def serving_pid(self) -> int:
+        """The pid of the process that serves `bootstrap` (its memory, its descriptors): the
+        broker's own, or on a node worker 0's, the supervisor's child on the first port."""
+        assert self.proc is not None
+        first = [int(m.group(2)) for line in list(self.stderr_lines)
+                 if (m := _WORKER_STARTED.search(line)) and m.group(1) == "0"]
+        return first[-1] if first else self.proc.pid
+
     def stop(self) -> int:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
