@@ -11,7 +11,10 @@ UpdateMetadata); the node's supervisor says "ready" once each worker logged `IN_
 its own image holds every broker of the node and a controller, and the controller would elect
 nothing more, so every partition that can have a leader has one (the controller's own rule,
 `decisions.on_brokers_started`, over the live brokers: a partition whose in-sync replicas are
-all on brokers that are down stays offline in Kafka too, and is not waited for).
+all on brokers that are down stays offline in Kafka too, and is not waited for); and it has
+loaded the groups and transactions of the internal partitions it leads, as a single broker
+has before it listens (a restarted node's worker may be given them again only after its
+start: COORDINATOR_LOAD_IN_PROGRESS meanwhile).
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ log = logging.getLogger("pybroker.node")
 NODE_BROKERS_ENV = "PYBROKER_NODE_BROKERS"
 # What a worker logs once `in_sync` holds for its image; the supervisor reads the broker id.
 IN_SYNC_LINE = "is in sync with its node"
+LOAD_POLL_S = 0.05
 
 
 def node_brokers() -> frozenset[int] | None:
@@ -56,15 +60,41 @@ def in_sync(image: MetadataImage, brokers: Set[int], unclean_default: bool,
     return not decisions.on_brokers_started(image, live, unclean, deleting, offline)
 
 
+def coordinators_loaded(broker: Broker) -> bool:
+    """Whether `broker` has loaded every partition of __consumer_offsets (groups, share
+    groups' membership), __transaction_state and __share_group_state its image says it
+    leads."""
+    from pybroker.coordinator.group_coordinator import OFFSETS_TOPIC
+    from pybroker.coordinator.share_state_store import SHARE_STATE_TOPIC
+    from pybroker.coordinator.txn_coordinator import TXN_TOPIC
+    image = broker.metadata.image
+
+    def led(topic: str) -> set[int]:
+        info = image.topics.get(topic)
+        return set() if info is None else {p.partition for p in info.partitions
+                                           if p.leader == broker.node_id}
+    offsets = led(OFFSETS_TOPIC)
+    return (offsets <= broker.groups.owned and offsets <= broker.shares.membership_owned
+            and led(TXN_TOPIC) <= set(broker.transactions.owned)
+            and led(SHARE_STATE_TOPIC) <= broker.shares.store.owned)
+
+
 async def announce_in_sync(broker: Broker, brokers: Set[int]) -> None:
-    """Wait until this worker's image is `in_sync` with its node, then log `IN_SYNC_LINE`."""
+    """Wait until this worker's image is `in_sync` with its node and its coordinators have
+    loaded what it leads, then log `IN_SYNC_LINE`. The loads run in the store's listeners
+    after an image is published, with no event of their own: checked every LOAD_POLL_S."""
+    import trio
     store = broker.zk_store
     assert store is not None and broker.controller is not None  # a node's worker is a member
     unclean = broker.controller.unclean
 
     def done(image: MetadataImage) -> bool:
         return in_sync(image, brokers, unclean, store.deleting)
-    await store.wait_for(done, math.inf)
+    while True:
+        await store.wait_for(done, math.inf)
+        if coordinators_loaded(broker):
+            break
+        await trio.sleep(LOAD_POLL_S)
     log.info("broker %d %s: brokers %s registered, controller %d, a leader for every "
              "partition that can have one", broker.node_id, IN_SYNC_LINE,
              ", ".join(map(str, sorted(brokers))), store.image.controller_id)

@@ -16,7 +16,8 @@ from protocol.api_keys import ApiKey
 from protocol.codec import decode_response, encode_request
 
 # create_topic: the same raw CreateTopics v7 the compatibility suite sets its topics up with.
-__all__ = ["RawConnection", "create_topic", "leader_address", "send_request"]
+__all__ = ["RawConnection", "coordinator_address", "create_topic", "leader_address",
+           "send_request"]
 
 
 def _split(bootstrap: str) -> tuple[str, int]:
@@ -69,12 +70,19 @@ def send_request(bootstrap: str, api_key: int, version: int, body: Any,
 
 def enable_share_groups(bootstrap: str) -> None:
     """Finalize share.version 1 (off by default, as in Kafka 4.1, where share groups are a
-    preview): what `kafka-features.sh upgrade --feature share.version=1` sends."""
-    r = send_request(bootstrap, ApiKey.UPDATE_FEATURES, 1, {
-        "timeout_ms": 60000, "validate_only": False,
-        "feature_updates": [{"feature": "share.version", "max_version_level": 1,
-                             "upgrade_type": 1}]})
-    assert r.error_code == 0, r
+    preview): what `kafka-features.sh upgrade --feature share.version=1` sends, to every
+    broker Metadata names: in a cluster (a node of several brokers included) each pybroker
+    broker keeps its own feature levels (pybroker.cluster.features), so an upgrade is sent to
+    each."""
+    answer = send_request(bootstrap, ApiKey.METADATA, 12, {
+        "topics": [], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    for broker in answer.brokers:
+        r = send_request(f"{broker.host}:{broker.port}", ApiKey.UPDATE_FEATURES, 1, {
+            "timeout_ms": 60000, "validate_only": False,
+            "feature_updates": [{"feature": "share.version", "max_version_level": 1,
+                                 "upgrade_type": 1}]})
+        assert r.error_code == 0, r
 
 
 def leader_address(bootstrap: str, topic: str, partition: int) -> str:
@@ -88,3 +96,13 @@ def leader_address(bootstrap: str, topic: str, partition: int) -> str:
     (state,) = [p for p in found.partitions if p.partition_index == partition]
     (broker,) = [b for b in answer.brokers if b.node_id == state.leader_id]
     return f"{broker.host}:{broker.port}"
+
+
+def coordinator_address(bootstrap: str, key: str, key_type: int = 0) -> str:
+    """host:port of the coordinator of group (`key_type` 0) or transactional id (1) `key`,
+    as a client finds it: FindCoordinator to `bootstrap` (on a node of several brokers, or a
+    cluster, another broker may coordinate it)."""
+    found = send_request(bootstrap, ApiKey.FIND_COORDINATOR, 3, {"key": key,
+                                                                 "key_type": key_type})
+    assert found.error_code == 0, found
+    return f"{found.host}:{found.port}"
