@@ -209,9 +209,6 @@ class Broker:
             self.groups.topic, clock=self.clock.now_ms,
             channels=BrokerChannels(self.node_id, "share-persister", self._endpoint_of,
                                     self.inter_broker))
-        # A request that waits for a partition's load waits for both coordinators' loads.
-        self.groups.also_loaded = self.shares.membership_owned.__contains__
-        self.shares.on_membership_loaded = self.groups.note_loaded
         self.markers = markers = MarkerWriter(
             self.node_id, self.metadata, self.replicas, self.groups,
             commit_timeout_ms=config.offsets_commit_timeout_ms, endpoint_of=self._endpoint_of,

@@ -62,8 +62,6 @@ from pybroker.controller.topic_admin import TopicAdmin
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = GROUP_METADATA_TOPIC
-# The longest a request that created __consumer_offsets waits for this broker's load of it.
-LOAD_WAIT_S = 10.0
 T = TypeVar("T")
 
 # How a failed transactional offset commit is reported (Kafka's maybeConvertOffsetCommitError):
@@ -128,11 +126,6 @@ class GroupCoordinator:
         # The partitions of __consumer_offsets this broker leads, and whose groups it has
         # loaded: it coordinates exactly their groups (Kafka's ownedPartitions).
         self.owned: set[int] = set()
-        # Set, and replaced, each time a partition's groups finish loading here (`note_loaded`).
-        self._loaded = trio.Event()
-        # Whether the coordinators beside this one (the share coordinator's membership) have
-        # loaded a partition this one owns: the broker that builds both links them.
-        self.also_loaded: Callable[[int], bool] = lambda index: True
         # Rebalances completed here (a group's generation moved on: Kafka's classic groups'
         # completed-rebalance count), for /metrics. Counted around the machine's operations
         # (`_counting`), so the machine itself keeps no metrics.
@@ -541,33 +534,7 @@ class GroupCoordinator:
                 self.state.replay(entry.record, entry.log_offset, entry.producer_id)
             count += 1
         self.owned.add(index)
-        self.note_loaded()
         return count
-
-    def note_loaded(self) -> None:
-        """Wake whoever waits for a partition's load (`_until_loaded`)."""
-        self._loaded.set()
-        self._loaded = trio.Event()
-
-    def _loading_here(self, partition: int) -> bool:
-        """Whether this broker leads `partition` (or is creating it) and has not loaded it
-        (or the share coordinator has not loaded its membership yet)."""
-        if partition in self.owned:
-            return not self.also_loaded(partition)
-        state = self.metadata.image.partition(OFFSETS_TOPIC, partition)
-        return state is None or state.leader == self.config.node_id
-
-    async def _until_loaded(self, group_id: str) -> None:
-        """In a cluster, a broker is named leader of a partition of __consumer_offsets (and
-        FindCoordinator names it) a moment before the store's listeners have loaded its
-        groups; so is the broker that has just created the topic for this request. Wait for
-        that load (at most LOAD_WAIT_S) rather than answer COORDINATOR_LOAD_IN_PROGRESS at
-        once: a single broker, whose store runs its listeners before a creation returns and
-        which loads before it listens, is never seen loading."""
-        partition = self.partition_for(group_id)
-        with trio.move_on_after(LOAD_WAIT_S):
-            while self._loading_here(partition):
-                await self._loaded.wait()
 
     def _owns(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self.owned
@@ -606,7 +573,6 @@ class GroupCoordinator:
             code = await self.ensure_topic()
             if code:
                 return code
-        await self._until_loaded(group_id)
         return self._availability(group_id)
 
     async def coordinates(self, group_id: str) -> ErrorCode:

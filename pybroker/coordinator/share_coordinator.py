@@ -148,9 +148,6 @@ class ShareCoordinator:
         self.channels = channels
         # the partitions of __consumer_offsets whose share groups are loaded here
         self.membership_owned: set[int] = set()
-        # Called once a partition's membership is loaded (the group coordinator's
-        # `note_loaded`, linked by the broker): a request waiting for the load goes on.
-        self.on_membership_loaded: Callable[[], None] = lambda: None
         # __consumer_offsets (the group coordinator's), where membership is written, and the
         # membership records (of expired members) not written yet.
         self.offsets = offsets
@@ -842,7 +839,6 @@ class ShareCoordinator:
             log.info("loaded %d share group(s) from %s-%d", len(loaded), self.offsets.name,
                      index)
             self._kick()
-        self.on_membership_loaded()
         return count
 
     def unload_membership(self, index: int) -> None:

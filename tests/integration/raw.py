@@ -7,6 +7,7 @@ requests (e.g. to check that the broker kept a connection open after an error).
 from __future__ import annotations
 
 import socket
+import time
 from typing import Any
 
 from construct import Container
@@ -14,6 +15,7 @@ from construct import Container
 from compat.wire import create_topic, read_frame
 from protocol.api_keys import ApiKey
 from protocol.codec import decode_response, encode_request
+from protocol.errors import ErrorCode
 
 # create_topic: the same raw CreateTopics v7 the compatibility suite sets its topics up with.
 __all__ = ["RawConnection", "coordinator_address", "create_topic", "leader_address",
@@ -98,11 +100,25 @@ def leader_address(bootstrap: str, topic: str, partition: int) -> str:
     return f"{broker.host}:{broker.port}"
 
 
-def coordinator_address(bootstrap: str, key: str, key_type: int = 0) -> str:
+def coordinator_address(bootstrap: str, key: str, key_type: int = 0,
+                        timeout: float = 30.0) -> str:
     """host:port of the coordinator of group (`key_type` 0) or transactional id (1) `key`,
     as a client finds it: FindCoordinator to `bootstrap` (on a node of several brokers, or a
-    cluster, another broker may coordinate it)."""
+    cluster, another broker may coordinate it). For a group, once that broker serves it: a
+    leader named a moment ago may still be loading the partition's groups and answer
+    COORDINATOR_LOAD_IN_PROGRESS, which a client retries and a raw test does not (the cluster
+    tier's helpers wait the same way)."""
     found = send_request(bootstrap, ApiKey.FIND_COORDINATOR, 3, {"key": key,
                                                                  "key_type": key_type})
     assert found.error_code == 0, found
-    return f"{found.host}:{found.port}"
+    address = f"{found.host}:{found.port}"
+    if key_type != 0:
+        return address
+    deadline = time.monotonic() + timeout
+    while True:
+        described = send_request(address, ApiKey.DESCRIBE_GROUPS, 5, {
+            "groups": [key], "include_authorized_operations": False}).groups[0]
+        if described.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            return address
+        assert time.monotonic() < deadline, f"{address} still loading group {key}"
+        time.sleep(0.05)
