@@ -137,7 +137,9 @@ def test_an_unusable_second_dir_starts_offline_and_the_first_serves(  # type: ig
 
     healthy, plain = tmp_path / "healthy", tmp_path / "plain-file"
     plain.write_text("not a directory")
-    broker = brokers(healthy, **{"log.dirs": f"{healthy},{plain}"})
+    # One broker process (num.cores=1): a node's worker K uses `<dir>-K`, so the unusable
+    # file would be worker 0's second dir alone, and the partition may be worker 1's.
+    broker = brokers(healthy, **{"log.dirs": f"{healthy},{plain}", "num.cores": "1"})
     assert any("Failed to create or validate data directory" in ln and str(plain) in ln
                for ln in broker.stderr_lines), "".join(broker.stderr_lines)
     assert produce(broker.bootstrap, "served", numbered("d", 3)) == [0, 1, 2]
