@@ -21,12 +21,12 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Set
+from collections.abc import Callable, Collection, Set
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
     from pybroker.cluster.metadata import MetadataImage
+    from pybroker.cluster.zk_store import ZkMetadataStore
 
 log = logging.getLogger("pybroker.node")
 
@@ -60,41 +60,42 @@ def in_sync(image: MetadataImage, brokers: Set[int], unclean_default: bool,
     return not decisions.on_brokers_started(image, live, unclean, deleting, offline)
 
 
-def coordinators_loaded(broker: Broker) -> bool:
-    """Whether `broker` has loaded every partition of __consumer_offsets (groups, share
-    groups' membership), __transaction_state and __share_group_state its image says it
-    leads."""
+def coordinators_loaded(image: MetadataImage, node_id: int, *, groups: Collection[int],
+                        membership: Collection[int], transactions: Collection[int],
+                        share_state: Collection[int]) -> bool:
+    """Whether broker `node_id` has loaded every partition its image says it leads of
+    __consumer_offsets (`groups`, and the share groups' `membership`), __transaction_state
+    (`transactions`) and __share_group_state (`share_state`): the partitions each coordinator
+    has loaded."""
     from pybroker.coordinator.group_coordinator import OFFSETS_TOPIC
     from pybroker.coordinator.share_state_store import SHARE_STATE_TOPIC
     from pybroker.coordinator.txn_coordinator import TXN_TOPIC
-    image = broker.metadata.image
 
     def led(topic: str) -> set[int]:
         info = image.topics.get(topic)
         return set() if info is None else {p.partition for p in info.partitions
-                                           if p.leader == broker.node_id}
+                                           if p.leader == node_id}
     offsets = led(OFFSETS_TOPIC)
-    return (offsets <= broker.groups.owned and offsets <= broker.shares.membership_owned
-            and led(TXN_TOPIC) <= set(broker.transactions.owned)
-            and led(SHARE_STATE_TOPIC) <= broker.shares.store.owned)
+    return (offsets <= set(groups) and offsets <= set(membership)
+            and led(TXN_TOPIC) <= set(transactions) and led(SHARE_STATE_TOPIC) <= set(share_state))
 
 
-async def announce_in_sync(broker: Broker, brokers: Set[int]) -> None:
-    """Wait until this worker's image is `in_sync` with its node and its coordinators have
-    loaded what it leads, then log `IN_SYNC_LINE`. The loads run in the store's listeners
-    after an image is published, with no event of their own: checked every LOAD_POLL_S."""
+async def announce_in_sync(store: ZkMetadataStore, node_id: int, brokers: Set[int],
+                           unclean: bool, loaded: Callable[[MetadataImage], bool]) -> None:
+    """Wait until this worker's image is `in_sync` with its node (`unclean`: its
+    unclean.leader.election.enable) and `loaded(image)` says its coordinators have loaded what
+    it leads (`coordinators_loaded`), then log `IN_SYNC_LINE`. The loads run in the store's
+    listeners after an image is published, with no event of their own: checked every
+    LOAD_POLL_S."""
     import trio
-    store = broker.zk_store
-    assert store is not None and broker.controller is not None  # a node's worker is a member
-    unclean = broker.controller.unclean
 
     def done(image: MetadataImage) -> bool:
         return in_sync(image, brokers, unclean, store.deleting)
     while True:
         await store.wait_for(done, math.inf)
-        if coordinators_loaded(broker):
+        if loaded(store.image):
             break
         await trio.sleep(LOAD_POLL_S)
     log.info("broker %d %s: brokers %s registered, controller %d, a leader for every "
-             "partition that can have one", broker.node_id, IN_SYNC_LINE,
+             "partition that can have one", node_id, IN_SYNC_LINE,
              ", ".join(map(str, sorted(brokers))), store.image.controller_id)
