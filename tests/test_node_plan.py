@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
 from pybroker.__main__ import main
 from pybroker.config import ConfigError, load_broker_config
-from pybroker.node.supervisor import NODE_FILE, check_core_count, recorded_cores
+from pybroker.node.supervisor import NODE_FILE, Supervisor, check_core_count, recorded_cores
 from pybroker.node.worker import WorkerPlan, cores_to_use, plan_workers, worker_command
 from pybroker.testing.broker import num_cores_default
 
@@ -176,6 +176,21 @@ def _two_workers(tmp_path: Path) -> list[WorkerPlan]:
     return plan_workers(config, 2, host_name="h")
 
 
+def _sigterm_once(sup: Supervisor, ready: Callable[[], bool]) -> None:
+    """From a thread: SIGTERM to the supervisor (as its handler records it) once `ready()`
+    holds, or after 30 s."""
+    import signal
+    import threading
+    import time
+
+    def stop() -> None:
+        deadline = time.monotonic() + 30
+        while not ready() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sup._on_signal(signal.SIGTERM, None)
+    threading.Thread(target=stop, daemon=True).start()
+
+
 def test_a_node_whose_metadata_service_stops_stops_loudly(tmp_path: Path) -> None:
     """The workers of a node whose store stopped serving could only reconnect to nothing: the
     node stops (exit 1, the reason logged) instead of limping on. Stand-in workers (a process
@@ -220,7 +235,6 @@ def test_a_node_whose_listener_names_a_host_is_ready(
     node ready. Stand-in workers log the line and wait; a SIGTERM stops them once both serve."""
     import signal
     import sys
-    import threading
     import time
 
     from pybroker.node.supervisor import Supervisor
@@ -234,13 +248,7 @@ def test_a_node_whose_listener_names_a_host_is_ready(
                 for p in plans]
     sup = Supervisor(plans, commands)
 
-    def stop_once_serving() -> None:
-        deadline = time.monotonic() + 30
-        while not sup.serving and time.monotonic() < deadline:
-            time.sleep(0.05)
-        sup._on_signal(signal.SIGTERM, None)
-
-    threading.Thread(target=stop_once_serving, daemon=True).start()
+    _sigterm_once(sup, lambda: sup.serving)
     with caplog.at_level(logging.INFO, logger="pybroker.node"):
         assert sup.run() == 0
     assert [w.port for w in sup.workers] == [40000, 40001]
@@ -276,7 +284,6 @@ def test_a_node_is_not_ready_before_every_worker_is_in_sync_with_it(
     once both listen stops it cleanly. Each stand-in is told the node's broker ids."""
     import signal
     import sys
-    import threading
     import time
 
     from pybroker.node.supervisor import Supervisor
@@ -293,14 +300,8 @@ def test_a_node_is_not_ready_before_every_worker_is_in_sync_with_it(
                 [sys.executable, "-c", (listening + waits).format(plans[1].node_id, 40001)]]
     sup = Supervisor(plans, commands)
 
-    def stop_once_listening() -> None:
-        deadline = time.monotonic() + 30
-        while (any(w.port is None for w in sup.workers) or not sup.workers[0].in_sync) \
-                and time.monotonic() < deadline:
-            time.sleep(0.05)
-        sup._on_signal(signal.SIGTERM, None)
-
-    threading.Thread(target=stop_once_listening, daemon=True).start()
+    _sigterm_once(sup, lambda: all(w.port is not None for w in sup.workers)
+                  and sup.workers[0].in_sync)
     with caplog.at_level(logging.INFO, logger="pybroker.node"):
         assert sup.run() == 0
     assert [w.port for w in sup.workers] == [40000, 40001]
@@ -355,7 +356,6 @@ def test_a_sigterm_while_a_worker_is_still_starting_stops_the_node_with_exit_0(
     Python's default SIGTERM action, as a worker still starting has."""
     import signal
     import sys
-    import threading
     import time
 
     from pybroker.node.supervisor import Supervisor
@@ -368,14 +368,8 @@ def test_a_sigterm_while_a_worker_is_still_starting_stops_the_node_with_exit_0(
                 " time.sleep(120)")
     sup = Supervisor(plans, [[sys.executable, "-c", serving], [sys.executable, "-c", starting]])
 
-    def stop_once_both_run() -> None:
-        deadline = time.monotonic() + 30
-        while (sup.workers[0].port is None or not sup.workers[1].last_lines) \
-                and time.monotonic() < deadline:
-            time.sleep(0.05)
-        sup._on_signal(signal.SIGTERM, None)
-
-    threading.Thread(target=stop_once_both_run, daemon=True).start()
+    _sigterm_once(sup, lambda: sup.workers[0].port is not None
+                  and bool(sup.workers[1].last_lines))
     assert sup.run() == 0
     assert [w.proc.returncode for w in sup.workers if w.proc is not None] == [
         0, -signal.SIGTERM]
