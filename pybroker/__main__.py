@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import NoReturn, cast
+from typing import TYPE_CHECKING, NoReturn, cast
 
 import trio
 
@@ -24,6 +24,9 @@ from pybroker.runtime.logging_setup import buffer_startup_logs, configure_loggin
 from pybroker.runtime.malloc_tuning import tune_malloc
 from pybroker.node.worker import NODE_FILE, WORKER_ENV, cores_to_use
 from pybroker.server import ServerInfo, serve
+
+if TYPE_CHECKING:
+    from pybroker.cluster.metadata import MetadataImage
 
 log = logging.getLogger("pybroker")
 
@@ -94,6 +97,23 @@ def _overrides(items: list[str]) -> dict[str, str]:
 async def _serve_remembering(config: BrokerConfig, started: list[ServerInfo]) -> None:
     async with trio.open_nursery() as nursery:
         started.append(await nursery.start(serve, config))
+        if WORKER_ENV in os.environ:
+            # A node's worker also says when it sees its node with leaders elected: the
+            # supervisor's "ready" waits for that (pybroker.node.readiness).
+            from pybroker.node.readiness import announce_in_sync, coordinators_loaded, \
+                node_brokers
+            brokers = node_brokers()
+            broker = started[0].broker
+            if brokers is not None and broker.zk_store is not None \
+                    and broker.controller is not None:
+                def loaded(image: MetadataImage) -> bool:
+                    return coordinators_loaded(
+                        image, broker.node_id, groups=broker.groups.owned,
+                        membership=broker.shares.membership_owned,
+                        transactions=broker.transactions.owned,
+                        share_state=broker.shares.store.owned)
+                nursery.start_soon(announce_in_sync, broker.zk_store, broker.node_id, brokers,
+                                   broker.controller.unclean, loaded)
 
 
 async def _run(config: BrokerConfig) -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
 from pybroker.__main__ import main
 from pybroker.config import ConfigError, load_broker_config
-from pybroker.node.supervisor import NODE_FILE, check_core_count, recorded_cores
+from pybroker.node.supervisor import NODE_FILE, Supervisor, check_core_count, recorded_cores
 from pybroker.node.worker import WorkerPlan, cores_to_use, plan_workers, worker_command
 from pybroker.testing.broker import num_cores_default
 
@@ -176,6 +176,21 @@ def _two_workers(tmp_path: Path) -> list[WorkerPlan]:
     return plan_workers(config, 2, host_name="h")
 
 
+def _sigterm_once(sup: Supervisor, ready: Callable[[], bool]) -> None:
+    """From a thread: SIGTERM to the supervisor (as its handler records it) once `ready()`
+    holds, or after 30 s."""
+    import signal
+    import threading
+    import time
+
+    def stop() -> None:
+        deadline = time.monotonic() + 30
+        while not ready() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sup._on_signal(signal.SIGTERM, None)
+    threading.Thread(target=stop, daemon=True).start()
+
+
 def test_a_node_whose_metadata_service_stops_stops_loudly(tmp_path: Path) -> None:
     """The workers of a node whose store stopped serving could only reconnect to nothing: the
     node stops (exit 1, the reason logged) instead of limping on. Stand-in workers (a process
@@ -219,26 +234,20 @@ def test_a_node_whose_listener_names_a_host_is_ready(
     node ready. Stand-in workers log the line and wait; a SIGTERM stops them once both serve."""
     import signal
     import sys
-    import threading
     import time
 
     from pybroker.node.supervisor import Supervisor
 
     plans = _two_workers(tmp_path)
     stand_in = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
-                " sys.stderr.write('pybroker node {} listening on {}:{} (cluster id c)\\n');"
+                " sys.stderr.write('pybroker node {0} listening on {1}:{2} (cluster id c)\\n');"
+                " sys.stderr.write('broker {0} is in sync with its node: ...\\n');"
                 " sys.stderr.flush(); time.sleep(120)")
     commands = [[sys.executable, "-c", stand_in.format(p.node_id, host, 40000 + p.index)]
                 for p in plans]
     sup = Supervisor(plans, commands)
 
-    def stop_once_serving() -> None:
-        deadline = time.monotonic() + 30
-        while any(w.port is None for w in sup.workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        sup._on_signal(signal.SIGTERM, None)
-
-    threading.Thread(target=stop_once_serving, daemon=True).start()
+    _sigterm_once(sup, lambda: sup.serving)
     with caplog.at_level(logging.INFO, logger="pybroker.node"):
         assert sup.run() == 0
     assert [w.port for w in sup.workers] == [40000, 40001]
@@ -314,3 +323,138 @@ def test_a_worker_that_cannot_start_is_named_in_one_line_once(
     reasons = [line for line in err.splitlines() if not line.startswith("[")]
     assert reasons == ["pybroker-server: listener taken"], err
     assert err.rstrip().splitlines()[-1] == "pybroker-server: listener taken"
+
+
+def test_a_node_is_not_ready_before_every_worker_is_in_sync_with_it(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Serving is not enough: worker 1 listens but never says it sees its node with leaders
+    elected (pybroker.node.readiness), so the node never logs "ready", and a SIGTERM sent
+    once both listen stops it cleanly. Each stand-in is told the node's broker ids."""
+    import signal
+    import sys
+    import time
+
+    from pybroker.node.supervisor import Supervisor
+
+    plans = _two_workers(tmp_path)
+    listening = ("import os, signal, sys, time;"
+                 " signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
+                 " sys.stderr.write('pybroker node {0} listening on 127.0.0.1:{1}\\n');"
+                 " sys.stderr.write('brokers ' + os.environ['PYBROKER_NODE_BROKERS'] + '\\n');")
+    in_sync = " sys.stderr.write('broker {0} is in sync with its node: ...\\n');"
+    waits = " sys.stderr.flush(); time.sleep(120)"
+    commands = [[sys.executable, "-c", (listening + in_sync + waits).format(
+                     plans[0].node_id, 40000)],
+                [sys.executable, "-c", (listening + waits).format(plans[1].node_id, 40001)]]
+    sup = Supervisor(plans, commands)
+
+    _sigterm_once(sup, lambda: all(w.port is not None for w in sup.workers)
+                  and sup.workers[0].in_sync)
+    with caplog.at_level(logging.INFO, logger="pybroker.node"):
+        assert sup.run() == 0
+    assert [w.port for w in sup.workers] == [40000, 40001]
+    assert [w.in_sync for w in sup.workers] == [True, False]
+    assert not sup.serving
+    assert not any("brokers ready" in r.getMessage() for r in caplog.records)
+    assert all("brokers 0,1000" in "\n".join(w.last_lines) for w in sup.workers)
+
+
+def test_a_worker_is_in_sync_once_it_sees_the_node_a_controller_and_every_electable_leader(
+        ) -> None:
+    """The worker's side (pybroker.node.readiness.in_sync), on images: the node's brokers and
+    a live controller, and no partition the controller would still elect. A partition whose
+    in-sync replicas are all down stays offline (Kafka's rule) and is not waited for, unless
+    unclean election would elect a live replica."""
+    from dataclasses import replace
+
+    from pybroker.cluster.image import BrokerInfo
+    from pybroker.node.readiness import in_sync
+    from tests.controller.helpers import image, ps
+
+    def with_brokers(img, *ids: int, controller: int = 0):  # type: ignore[no-untyped-def]
+        return replace(img, controller_id=controller,
+                       brokers={i: BrokerInfo(i, "127.0.0.1", 9092 + i) for i in ids})
+
+    led = image({"t": [ps(0, [0], [0]), ps(1000, [1000], [1000])]})
+    node = {0, 1000}
+    assert in_sync(with_brokers(led, 0, 1000), node, False, frozenset())
+    assert not in_sync(with_brokers(led, 0), node, False, frozenset())  # 1000 unseen
+    assert not in_sync(with_brokers(led, 0, 1000, controller=7), node, False, frozenset())
+    # After a restart: 1000 registered again, its partition not yet led again.
+    leaderless = image({"t": [ps(0, [0], [0]), ps(-1, [1000], [1000])]})
+    assert not in_sync(with_brokers(leaderless, 0, 1000), node, False, frozenset())
+    assert in_sync(with_brokers(leaderless, 0, 1000), node, False, frozenset({"t"}))  # deleting
+    # Led by broker 5 of another node, which is down: in sync only once re-elected.
+    elsewhere = image({"u": [ps(5, [5, 0], [5, 0])]})
+    assert not in_sync(with_brokers(elsewhere, 0, 1000), node, False, frozenset())
+    # In-sync replicas all down: offline, not waited for; unless unclean election applies.
+    offline = image({"v": [ps(-1, [5, 0], [5])]})
+    assert in_sync(with_brokers(offline, 0, 1000), node, False, frozenset())
+    assert not in_sync(with_brokers(offline, 0, 1000), node, True, frozenset())
+    per_topic = image({"v": [ps(-1, [5, 0], [5])]},
+                      {"v": {"unclean.leader.election.enable": "true"}})
+    assert not in_sync(with_brokers(per_topic, 0, 1000), node, False, frozenset())
+
+
+def test_a_sigterm_while_a_worker_is_still_starting_stops_the_node_with_exit_0(
+        tmp_path: Path) -> None:
+    """The node's SIGTERM reaches a worker that has not yet installed its signal handler
+    (still importing, before any log dir is opened): it dies of the SIGTERM, which is the stop
+    asked for, not a failure. Stand-ins: worker 0 serves and stops cleanly; worker 1 has
+    Python's default SIGTERM action, as a worker still starting has."""
+    import signal
+    import sys
+    import time
+
+    from pybroker.node.supervisor import Supervisor
+
+    plans = _two_workers(tmp_path)
+    serving = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
+               " sys.stderr.write('pybroker node 0 listening on 127.0.0.1:40000\\n');"
+               " sys.stderr.flush(); time.sleep(120)")
+    starting = ("import sys, time; sys.stderr.write('starting\\n'); sys.stderr.flush();"
+                " time.sleep(120)")
+    sup = Supervisor(plans, [[sys.executable, "-c", serving], [sys.executable, "-c", starting]])
+
+    _sigterm_once(sup, lambda: sup.workers[0].port is not None
+                  and bool(sup.workers[1].last_lines))
+    assert sup.run() == 0
+    assert [w.proc.returncode for w in sup.workers if w.proc is not None] == [
+        0, -signal.SIGTERM]
+
+
+def test_the_kit_gives_a_node_a_block_of_free_ports_below_the_ephemeral_range() -> None:
+    """BrokerProcess puts a node of N brokers on ports P .. P + N - 1 (worker K: P + K) that
+    the kernel never hands out on its own, so a restart on P finds worker 1's port free."""
+    import socket
+
+    from pybroker.testing.broker import free_port_block
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    base = free_port_block("127.0.0.1", 3)
+    assert 10000 <= base and base + 2 < low
+    for port in range(base, base + 3):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))
+
+
+def test_a_node_on_a_taken_port_fails_naming_it_before_it_touches_its_log_dir(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], own_logging: None) -> None:
+    """As a single broker binds its ports before it opens a log dir: worker 1's port taken,
+    the node's start is one line naming that listener, and the log dir was not created (no
+    metadata service, no core count recorded)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        log_dir = tmp_path / "logs"
+        assert main(["--defaults", "--override", "num.cores=2",
+                     "--override", f"listeners=PLAINTEXT://127.0.0.1:{port - 1}",
+                     "--override", f"log.dirs={log_dir}"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    # A single broker's words: "pybroker-server: [Errno 98] listener ... cannot be bound: ..."
+    assert err[-1].startswith("pybroker-server: ") and err[-1].endswith(
+        f"listener PLAINTEXT://127.0.0.1:{port} cannot be bound: Address already in use"), err
+    assert not log_dir.exists()

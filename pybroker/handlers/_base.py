@@ -157,8 +157,9 @@ class RequestContext:
     @property
     def is_controller(self) -> bool:
         """Whether this broker is the cluster's controller, as the request's image says
-        (a single broker always is). Topic changes are served by the controller only; the
-        others answer NOT_CONTROLLER and clients retry there (Kafka's rule)."""
+        (a single broker always is). Partition reassignments and leader elections are served
+        by the controller only; the others answer NOT_CONTROLLER and clients retry there.
+        Topic changes (CreateTopics, DeleteTopics, CreatePartitions) are served anywhere."""
         return self.image.controller_id == self.services.node_id
 
 

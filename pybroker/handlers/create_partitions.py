@@ -1,4 +1,5 @@
-"""CreatePartitions: grow a topic to `count` partitions (never shrink)."""
+"""CreatePartitions: grow a topic to `count` partitions (never shrink). Any broker of a cluster
+serves it (it writes the new assignment; the controller elects), as CreateTopics."""
 from __future__ import annotations
 
 from construct import Container
@@ -35,8 +36,6 @@ def _check(ctx: RequestContext, name: str, count: int, assignments: list) -> tup
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    if not ctx.is_controller:
-        return error_response(ctx, request, ErrorCode.NOT_CONTROLLER)
     results = []
     quota = mutation_quota(ctx, strict_since=3)
     async with ctx.topics.changes:

@@ -4,7 +4,13 @@ A manual assignment (`assignments`) is validated as Kafka validates it and becom
 partitions' replicas, the first of each leading; on one broker that is this broker alone.
 
 The logs are created in a worker thread before the answer (1,000 partitions take ~0.65 s of
-file system calls); `topic_changes` keeps a DeleteTopics from running meanwhile."""
+file system calls); `topic_changes` keeps a DeleteTopics from running meanwhile.
+
+In a cluster any broker serves it, as a Kafka 4.1 broker does by forwarding to the controller
+(KIP-590): stock clients send it to whichever broker Metadata names controller or to the one
+they know, and a node's bootstrap worker is often not the controller. Here the broker writes
+the topic to the store itself (Kafka's AdminZkClient did the same), the controller elects its
+leaders, and the answer waits until this broker's image has them (`ZkMetadataStore`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -19,8 +25,6 @@ from pybroker.handlers._mutation_quota import admit, mutation_quota, throttle
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    if not ctx.is_controller:
-        return error_response(ctx, request, ErrorCode.NOT_CONTROLLER)
     quota = mutation_quota(ctx, strict_since=6)
     async with ctx.topics.changes:
         topics = await _create(ctx, request, lambda partitions: admit(quota, partitions))

@@ -1,5 +1,6 @@
 """DeleteTopics, by name or (v6+) by topic id. The store's change is followed by the replica
-manager, which removes the partitions' files in a worker thread before the answer."""
+manager, which removes the partitions' files in a worker thread before the answer. Any broker
+of a cluster serves it (the deletion marker, which the controller acts on), as CreateTopics."""
 from __future__ import annotations
 
 import uuid
@@ -17,8 +18,6 @@ _ZERO = uuid.UUID(int=0)
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
-    if not ctx.is_controller:
-        return error_response(ctx, request, ErrorCode.NOT_CONTROLLER)
     if not ctx.config.delete_topic_enable:
         # As Kafka: TOPIC_DELETION_DISABLED per topic from v3; older versions have no such
         # code, and the whole request fails with INVALID_REQUEST.

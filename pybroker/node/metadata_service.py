@@ -66,6 +66,7 @@ from kazoo.exceptions import BadArgumentsError, KazooException, UnimplementedErr
 from kazoo.protocol.states import WatchedEvent
 
 from pybroker.cluster.memory_zk import MemoryZkClient, MemoryZooKeeper, _Node
+from pybroker.storage.log_dir_lock import lock_owner
 from pybroker.node.metadata_client import ProtocolError, WATCH_XID, close_socket, decode, \
     encode, recv_frame, send_frame
 
@@ -481,9 +482,16 @@ class MetadataService:
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            # Named as a broker's log dir lock names its holder: the pid to look for.
+            owner = lock_owner(self._lock_fd)
             os.close(self._lock_fd)
             self._lock_fd = -1
-            raise RuntimeError(f"{self.data_dir} is in use by another metadata service") from None
+            who = f"another node's metadata service (pid {owner})" if owner \
+                else "another node's metadata service"
+            raise RuntimeError(f"{self.data_dir} is in use by {who}; two nodes must never "
+                               "share a log dir (see log.dirs)") from None
+        os.ftruncate(self._lock_fd, 0)
+        os.pwrite(self._lock_fd, f"{os.getpid()}\n".encode(), 0)
         try:
             self.tree = _DurableTree(_Journal(self.data_dir))
             self._listener = self._listen()

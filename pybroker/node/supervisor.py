@@ -5,7 +5,10 @@ workers (pybroker.node.worker), forwards their stderr to its own line by line, a
 them. What it promises:
 
 - Start: one log line per worker (id, listeners, log dirs), then "N brokers ready" once every
-  worker logged its "listening" line. A worker that exits before then stops the node (exit 1,
+  worker logged its "listening" line and then that it is in sync with its node: it sees every
+  broker of the node and a controller, and every partition that can have a leader has one
+  (pybroker.node.readiness; after a restart of the node, the controller's elections for the
+  workers that registered last). A worker that exits before then stops the node (exit 1,
   and the last line is the worker's one-line reason, as a single broker's failed start ends):
   a port taken or a bad log dir does not get better by retrying.
 - Ctrl-C / SIGTERM: forwarded to every worker, one after the other from the last (see
@@ -38,6 +41,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -51,6 +55,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable
 
 from pybroker.config import BrokerConfig, ConfigError
 from pybroker.node.metadata_import import METADATA_DIR, import_single_broker
+from pybroker.node.readiness import IN_SYNC_LINE, NODE_BROKERS_ENV
 from pybroker.node.worker import NODE_FILE, WORKER_ENV, WorkerPlan, die_with_parent, plan_workers, worker_command
 
 if TYPE_CHECKING:
@@ -65,6 +70,7 @@ LOUD_STOP_TIMEOUT_S = 60.0
 # A broker's "listening on HOST:PORT" line; HOST is what its listener names: an address, a
 # host name (`SASL_SSL://localhost:9093`, the README's secure broker) or a bracketed IPv6 one.
 _LISTENING = re.compile(r"listening on (\[[^\]]*\]|[^\s:\[]*):(\d+)")
+_IN_SYNC = re.compile(r"broker (\d+) " + re.escape(IN_SYNC_LINE))
 
 
 @dataclass
@@ -74,6 +80,7 @@ class _Worker:
     proc: subprocess.Popen[str] | None = None
     generation: int = 0
     port: int | None = None  # its first listener's bound port, once it is listening
+    in_sync: bool = False  # it logged that it sees its node, leaders elected (readiness)
     last_lines: deque[str] = field(default_factory=lambda: deque(maxlen=20))
     deaths: deque[float] = field(default_factory=deque)
     stop_sent: bool = False  # SIGTERM sent to its current process
@@ -110,9 +117,11 @@ class Supervisor:
     def _spawn(self, worker: _Worker) -> None:
         worker.generation += 1
         worker.port = None
+        worker.in_sync = False
         worker.stop_sent = False
         env = dict(self.env if self.env is not None else os.environ,
-                   **{WORKER_ENV: str(worker.plan.index)})
+                   **{WORKER_ENV: str(worker.plan.index),
+                      NODE_BROKERS_ENV: ",".join(str(w.plan.node_id) for w in self.workers)})
         proc = subprocess.Popen(worker.command, stdin=subprocess.DEVNULL, stdout=None,
                                 stderr=subprocess.PIPE, text=True, errors="replace",
                                 env=env, process_group=0, preexec_fn=self._preexec)
@@ -138,6 +147,8 @@ class Supervisor:
             worker.last_lines.append(line.rstrip("\n"))
             if "pybroker node" in line and (m := _LISTENING.search(line)):
                 self._events.put(("up", worker.plan.index, generation, int(m.group(2))))
+            elif (m := _IN_SYNC.search(line)) and int(m.group(1)) == worker.plan.node_id:
+                self._events.put(("in sync", worker.plan.index, generation, 0))
         self._events.put(("exit", worker.plan.index, generation, proc.wait()))
 
     def _signal(self, workers: list[_Worker], signum: int) -> None:
@@ -225,18 +236,24 @@ class Supervisor:
             worker = self.workers[index]
             if generation != worker.generation:
                 continue
-            if kind == "up":
-                worker.port = value
-                if not ready and all(w.port is not None for w in self.workers):
+            if kind in ("up", "in sync"):
+                if kind == "up":
+                    worker.port = value
+                else:
+                    worker.in_sync = True
+                if not ready and all(w.port is not None and w.in_sync for w in self.workers):
                     ready = self.serving = True
                     self._log_ready()
-                elif ready:
+                elif ready and kind == "up":
                     log.info("worker %d (broker %d) is serving again on port %d", index,
                              worker.plan.node_id, value)
                 continue
             # kind == "exit"
             if stopping is not None:
-                if value != 0:
+                # Killed by the SIGTERM the stop sent: it had not installed its handler yet,
+                # which `pybroker.__main__` does before it opens any log dir, so nothing was
+                # left half-written; a broker still starting stops as cleanly as one serving.
+                if value != 0 and value != -signal.SIGTERM:
                     log.error("worker %d (broker %d) exited with code %s while stopping",
                               index, worker.plan.node_id, value)
                     code = 1
@@ -301,6 +318,7 @@ def run_node(config: BrokerConfig, cores: int, config_file: str | None,
     """`pybroker-server` for `num.cores` = cores > 1: the node's exit code. A problem found
     before any worker starts is a ConfigError (one line), as a single broker's."""
     plans = plan_workers(config, cores)
+    check_ports_free(plans)
     if not config.zookeeper_connect:
         # First, so that a file it refuses leaves the dir as it was (no core count recorded).
         import_single_broker(config)
@@ -315,6 +333,32 @@ def run_node(config: BrokerConfig, cores: int, config_file: str | None,
     commands = [worker_command(config_file, overrides + [f"{k}={v}" for k, v in extra.items()],
                                plan) for plan in plans]
     return Supervisor(plans, commands, on_stopped=on_stopped, store=service).run()
+
+
+def check_ports_free(plans: list[WorkerPlan]) -> None:
+    """OSError naming the first of the workers' listeners whose port is taken, in the words of
+    a broker that cannot bind it (pybroker.server), before the node touches its log dir: a
+    single broker binds its ports before it opens a log dir, so that a start on a taken port
+    (the same configuration started twice) fails without touching the live broker's dir; the
+    node's metadata service would lock and read that dir first. Port 0 is always free."""
+    for plan in plans:
+        for item in plan.listeners:
+            if not item.port:
+                continue
+            try:
+                addresses = socket.getaddrinfo(item.host or None, item.port,
+                                               type=socket.SOCK_STREAM,
+                                               flags=socket.AI_PASSIVE)
+            except OSError:
+                continue  # a name that does not resolve: the worker says so itself
+            for family, kind, proto, _, address in addresses:
+                with socket.socket(family, kind, proto) as probe:
+                    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    try:
+                        probe.bind(address)
+                    except OSError as exc:
+                        raise OSError(exc.errno, f"listener {item.url} cannot be bound: "
+                                                 f"{exc.strerror or exc}") from None
 
 
 def why_stopped(service: "MetadataService") -> str | None:

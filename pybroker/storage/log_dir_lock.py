@@ -34,7 +34,8 @@ class LogDirInUse(OSError):
     """Another broker (or another instance in this process) holds the dir's lock."""
 
 
-def _owner(fd: int) -> str:
+def lock_owner(fd: int) -> str:
+    """The pid its holder wrote into a lock file, or "" when it holds none."""
     try:
         text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
     except OSError:
@@ -60,7 +61,7 @@ def _lock_one(log_dir: Path) -> int:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        owner = _owner(fd)
+        owner = lock_owner(fd)
         os.close(fd)
         who = f"another broker (pid {owner})" if owner else "another broker"
         raise LogDirInUse(errno.EAGAIN, f"log dir {log_dir} is in use by {who}; two brokers "

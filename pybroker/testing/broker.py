@@ -14,9 +14,11 @@ import collections
 import logging
 import os
 import re
+import random
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -99,6 +101,39 @@ def num_cores_default() -> int:
 
 
 _WORKER_STARTED = re.compile(r"worker (\d+) \(broker \d+\) started, pid (\d+)")
+# The lowest port a node's block of ports is taken from (below: the well-known and the
+# commonly configured ports).
+_BLOCK_PORTS_FROM = 10000
+
+
+def free_port_block(host: str, count: int) -> int:
+    """A port P such that P .. P + count - 1 are free on `host` now, below the kernel's
+    ephemeral range (ip_local_port_range): a node's worker K listens on P + K, and a port
+    the kernel hands out (to a client's connection or a port-0 listener) never lands in
+    the block, so a restart of the node finds its ports again. Where every port has been
+    tried, OSError."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    bases = list(range(_BLOCK_PORTS_FROM, max(_BLOCK_PORTS_FROM + 1, low - count + 1), count))
+    random.shuffle(bases)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for base in bases:
+        taken = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket(family, socket.SOCK_STREAM)
+                taken.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((host, port))
+        except OSError:
+            continue
+        finally:
+            for sock in taken:
+                sock.close()
+        return base
+    raise OSError(f"no {count} consecutive free ports on {host} below {low}")
 
 
 def process_running(pid: int) -> bool:
@@ -147,6 +182,12 @@ class BrokerProcess:
         self.http_port: int | None = None
 
     def start(self, timeout: float = 30) -> "BrokerProcess":
+        cores = self.num_cores
+        if cores > 1 and self.port == 0 and self.wrap is None:
+            # Worker K listens on port + K: with port 0 each would take an ephemeral port of
+            # its own, and a restart on `port` would put worker 1 on port + 1, which nothing
+            # kept free. A block of the node's own keeps every worker's port across restarts.
+            self.port = free_port_block(self.host, cores)
         args = [self.python, "-m", "pybroker",
                 "--override", f"listeners=PLAINTEXT://{self.host}:{self.port}",
                 "--override", f"log.dirs={self.log_dir}"]
@@ -158,7 +199,6 @@ class BrokerProcess:
             args += ["--defaults", "--override", "group.initial.rebalance.delay.ms=0",
                      "--override", "offsets.topic.num.partitions=5",
                      "--override", "transaction.state.log.num.partitions=5"]
-        cores = self.num_cores
         if not {"num_cores", "num.cores"} & set(self.overrides):
             args += ["--override", f"num.cores={cores}"]
         for k, v in self.overrides.items():
@@ -265,6 +305,15 @@ class BrokerProcess:
             if m:
                 pids[m.group(1)] = int(m.group(2))
         return list(pids.values())
+
+    @property
+    def serving_pid(self) -> int:
+        """The pid of the process that serves `bootstrap` (its memory, its descriptors): the
+        broker's own, or on a node worker 0's, the supervisor's child on the first port."""
+        assert self.proc is not None
+        first = [int(m.group(2)) for line in list(self.stderr_lines)
+                 if (m := _WORKER_STARTED.search(line)) and m.group(1) == "0"]
+        return first[-1] if first else self.proc.pid
 
     def stop(self) -> int:
         assert self.proc is not None

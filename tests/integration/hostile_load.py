@@ -454,14 +454,14 @@ def measure(broker: Any, specs: list[tuple[int, int]], *, duration: float,
     if group:
         watch = GroupWatch(bootstrap, "watched-group", "hostile-load-group", client=group_client,
                            broker_log=broker.stderr_lines)
-    sampler = RssSampler(broker.proc.pid, kill_above=kill_above)
+    sampler = RssSampler(broker.serving_pid, kill_above=kill_above)
     flood = HostileFlood(bootstrap, specs)
     records = AckedRecords(bootstrap, "acked", count=acked, spread=min(3.0, duration / 2))
     try:
         if watch is not None:
             watch.start()
-        idle = rss(broker.proc.pid)
-        fds_before = open_fds(broker.proc.pid)
+        idle = rss(broker.serving_pid)
+        fds_before = open_fds(broker.serving_pid)
         sampler.start()
         began = time.monotonic()
         flood.start()
@@ -470,7 +470,7 @@ def measure(broker: Any, specs: list[tuple[int, int]], *, duration: float,
         time.sleep(duration)
         trips.stop()
         records.join(60)
-        fds_during = open_fds(broker.proc.pid)
+        fds_during = open_fds(broker.serving_pid)
         pushed = flood.pushed
         closed = flood.closed_by_broker()
         flood.close()
@@ -489,7 +489,7 @@ def measure(broker: Any, specs: list[tuple[int, int]], *, duration: float,
             latencies=trips.latencies, round_trip_failures=trips.failures,
             acked=len(records.acked), unreadable=[], acked_errors=records.errors,
             killed_at=sampler.killed_at,
-            open_fds=(fds_before, fds_during, open_fds(broker.proc.pid)),
+            open_fds=(fds_before, fds_during, open_fds(broker.serving_pid)),
             timeline=[(t - closed_at, v) for t, v in sampler.samples])
         if sampler.killed_at is None:
             result.unreadable = records.unreadable()

@@ -7,6 +7,7 @@ requests (e.g. to check that the broker kept a connection open after an error).
 from __future__ import annotations
 
 import socket
+import time
 from typing import Any
 
 from construct import Container
@@ -14,9 +15,11 @@ from construct import Container
 from compat.wire import create_topic, read_frame
 from protocol.api_keys import ApiKey
 from protocol.codec import decode_response, encode_request
+from protocol.errors import ErrorCode
 
 # create_topic: the same raw CreateTopics v7 the compatibility suite sets its topics up with.
-__all__ = ["RawConnection", "create_topic", "send_request"]
+__all__ = ["RawConnection", "coordinator_address", "create_topic", "leader_address",
+           "send_request"]
 
 
 def _split(bootstrap: str) -> tuple[str, int]:
@@ -69,9 +72,53 @@ def send_request(bootstrap: str, api_key: int, version: int, body: Any,
 
 def enable_share_groups(bootstrap: str) -> None:
     """Finalize share.version 1 (off by default, as in Kafka 4.1, where share groups are a
-    preview): what `kafka-features.sh upgrade --feature share.version=1` sends."""
-    r = send_request(bootstrap, ApiKey.UPDATE_FEATURES, 1, {
-        "timeout_ms": 60000, "validate_only": False,
-        "feature_updates": [{"feature": "share.version", "max_version_level": 1,
-                             "upgrade_type": 1}]})
-    assert r.error_code == 0, r
+    preview): what `kafka-features.sh upgrade --feature share.version=1` sends, to every
+    broker Metadata names: in a cluster (a node of several brokers included) each pybroker
+    broker keeps its own feature levels (pybroker.cluster.features), so an upgrade is sent to
+    each."""
+    answer = send_request(bootstrap, ApiKey.METADATA, 12, {
+        "topics": [], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    for broker in answer.brokers:
+        r = send_request(f"{broker.host}:{broker.port}", ApiKey.UPDATE_FEATURES, 1, {
+            "timeout_ms": 60000, "validate_only": False,
+            "feature_updates": [{"feature": "share.version", "max_version_level": 1,
+                                 "upgrade_type": 1}]})
+        assert r.error_code == 0, r
+
+
+def leader_address(bootstrap: str, topic: str, partition: int) -> str:
+    """host:port of the partition's leader, from the Metadata `bootstrap` answers, as a client
+    finds where to send a Produce or Fetch (on a node of several brokers, or a cluster, the
+    bootstrap broker leads only some partitions)."""
+    answer = send_request(bootstrap, ApiKey.METADATA, 12, {
+        "topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    (found,) = [t for t in answer.topics if t.name == topic]
+    (state,) = [p for p in found.partitions if p.partition_index == partition]
+    (broker,) = [b for b in answer.brokers if b.node_id == state.leader_id]
+    return f"{broker.host}:{broker.port}"
+
+
+def coordinator_address(bootstrap: str, key: str, key_type: int = 0,
+                        timeout: float = 30.0) -> str:
+    """host:port of the coordinator of group (`key_type` 0) or transactional id (1) `key`,
+    as a client finds it: FindCoordinator to `bootstrap` (on a node of several brokers, or a
+    cluster, another broker may coordinate it). For a group, once that broker serves it: a
+    leader named a moment ago may still be loading the partition's groups and answer
+    COORDINATOR_LOAD_IN_PROGRESS, which a client retries and a raw test does not (the cluster
+    tier's helpers wait the same way)."""
+    found = send_request(bootstrap, ApiKey.FIND_COORDINATOR, 3, {"key": key,
+                                                                 "key_type": key_type})
+    assert found.error_code == 0, found
+    address = f"{found.host}:{found.port}"
+    if key_type != 0:
+        return address
+    deadline = time.monotonic() + timeout
+    while True:
+        described = send_request(address, ApiKey.DESCRIBE_GROUPS, 5, {
+            "groups": [key], "include_authorized_operations": False}).groups[0]
+        if described.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            return address
+        assert time.monotonic() < deadline, f"{address} still loading group {key}"
+        time.sleep(0.05)

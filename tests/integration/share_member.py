@@ -10,7 +10,8 @@ from confluent_kafka import Producer
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from tests.integration.raw import RawConnection, create_topic, enable_share_groups
+from tests.integration.raw import RawConnection, coordinator_address, create_topic, \
+    enable_share_groups, leader_address
 
 LOCK_MS = 1000
 SHORT = {"group.share.record.lock.duration.ms": str(LOCK_MS),
@@ -25,14 +26,34 @@ ACCEPT, RELEASE, REJECT = 1, 2, 3
 
 
 class Member:
-    """One share-group member speaking the raw protocol on its own connection."""
+    """One share-group member speaking the raw protocol, as a client does: heartbeats and
+    describes on a connection to the group's coordinator (`conn`), fetches and
+    acknowledgements on one to the leader of the topic's partition 0 (`data`); on one broker
+    both are the same broker, on a node of several or a cluster not always."""
 
     def __init__(self, bootstrap: str, group: str = "sg", topic: str = "q") -> None:
-        self.conn = RawConnection(bootstrap)
         self.group, self.topic = group, topic
         self.member_id = str(uuid.uuid4())
         self.epoch = 0
         self.topic_id: uuid.UUID | None = None
+        self.reconnect(bootstrap)
+
+    def reconnect(self, bootstrap: str) -> None:
+        """New connections, found afresh from `bootstrap` (after a restart of the broker)."""
+        self.bootstrap = bootstrap
+        self.conn = RawConnection(coordinator_address(bootstrap, self.group))
+        self._data: RawConnection | None = None
+
+    @property
+    def data(self) -> RawConnection:
+        if self._data is None:
+            self._data = RawConnection(leader_address(self.bootstrap, self.topic, 0))
+        return self._data
+
+    def close(self) -> None:
+        self.conn.close()
+        if self._data is not None:
+            self._data.close()
 
     def heartbeat(self, epoch: int, topics: list[str] | None = None) -> Any:
         return self.conn.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
@@ -47,7 +68,7 @@ class Member:
 
     def fetch(self, acks: list[tuple[int, int, int]] = (), *, epoch: int | None = None,
               max_wait_ms: int = 0, max_records: int = 500) -> Any:
-        r = self.conn.request(ApiKey.SHARE_FETCH, 1, {
+        r = self.data.request(ApiKey.SHARE_FETCH, 1, {
             "group_id": self.group, "member_id": self.member_id,
             "share_session_epoch": self.epoch if epoch is None else epoch,
             "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
@@ -62,7 +83,7 @@ class Member:
         return r
 
     def acknowledge(self, acks: list[tuple[int, int, int]], *, epoch: int | None = None) -> Any:
-        r = self.conn.request(ApiKey.SHARE_ACKNOWLEDGE, 1, {
+        r = self.data.request(ApiKey.SHARE_ACKNOWLEDGE, 1, {
             "group_id": self.group, "member_id": self.member_id,
             "share_session_epoch": self.epoch if epoch is None else epoch,
             "topics": [{"topic_id": self.topic_id, "partitions": [{

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.testing.broker import BrokerProcess, broker_in_thread
-from tests.integration.raw import create_topic, send_request
+from tests.integration.raw import coordinator_address, create_topic, send_request
 
 PARTITIONS = 6
 
@@ -54,7 +54,9 @@ def _poll_until(consumers: list, done: Callable[[], bool], timeout: float = 60,
 
 
 def _describe(bootstrap: str, group: str):  # type: ignore[no-untyped-def]
-    resp = send_request(bootstrap, ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
+    """ConsumerGroupDescribe to the group's coordinator (on a node of several brokers, or a
+    cluster, maybe not `bootstrap`)."""
+    resp = send_request(coordinator_address(bootstrap, group), ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
                         {"group_ids": [group], "include_authorized_operations": False})
     return resp.groups[0]
 

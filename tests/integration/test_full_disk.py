@@ -18,6 +18,9 @@ from pybroker.testing import BrokerProcess
 from pybroker.testing.disk_faults import MountedDisk, available
 
 VALUE = 2000
+# One broker process: these tests put a log dir on a small disk of its own (a mount), and a
+# node's worker K keeps its dirs at `<dir>-K`, beside the mount point, not on the disk.
+ONE_BROKER = {"num.cores": "1"}
 
 
 def value(i: int) -> bytes:
@@ -31,7 +34,8 @@ def test_producing_until_the_disk_is_full(tmp_path: Path) -> None:
     healthy = tmp_path / "healthy"
     with MountedDisk.tmpfs(3) as disk:
         dirs = f"{healthy},{disk.path}"
-        broker = BrokerProcess(healthy, **{"log.dirs": dirs, "log.segment.bytes": "524288"})
+        broker = BrokerProcess(healthy, **ONE_BROKER,
+                               **{"log.dirs": dirs, "log.segment.bytes": "524288"})
         broker.start(60)
         try:
             admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
@@ -81,7 +85,7 @@ def test_producing_until_the_disk_is_full(tmp_path: Path) -> None:
         assert not (disk.path / ".kafka_cleanshutdown").exists()
 
         subprocess.run(["mount", "-o", "remount,size=16m", str(disk.path)], check=True)
-        broker = BrokerProcess(healthy, port=broker.port,
+        broker = BrokerProcess(healthy, port=broker.port, **ONE_BROKER,
                                **{"log.dirs": dirs, "log.segment.bytes": "524288"})
         broker.start(60)
         try:
@@ -114,7 +118,8 @@ def test_a_broker_whose_every_log_dir_failed_stops_naming_them(tmp_path: Path) -
     if why:
         pytest.skip(why)
     with MountedDisk.ext4(16) as first, MountedDisk.ext4(16) as second:
-        broker = BrokerProcess(first.path, **{"log.dirs": f"{first.path},{second.path}"})
+        broker = BrokerProcess(first.path, **ONE_BROKER,
+                               **{"log.dirs": f"{first.path},{second.path}"})
         broker.start(60)
         try:
             admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
@@ -159,7 +164,7 @@ def test_fill_disk_verb_on_ext4(tmp_path: Path) -> None:
     with DiskFaults() as faults:
         disk = faults.mount(0, "data", size_mb=16)
         dirs = f"{healthy},{disk}"
-        broker = BrokerProcess(healthy, **{"log.dirs": dirs})
+        broker = BrokerProcess(healthy, **ONE_BROKER, **{"log.dirs": dirs})
         broker.start(60)
         try:
             admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
@@ -183,7 +188,7 @@ def test_fill_disk_verb_on_ext4(tmp_path: Path) -> None:
             assert broker.stop() == 0
         finally:
             broker.kill()
-        broker = BrokerProcess(healthy, port=broker.port, **{"log.dirs": dirs})
+        broker = BrokerProcess(healthy, port=broker.port, **ONE_BROKER, **{"log.dirs": dirs})
         broker.start(60)
         try:
             producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")

@@ -18,7 +18,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.client.consumer_protocol import encode_assignment, encode_subscription
 from pybroker.testing.broker import BrokerProcess, broker_in_thread
-from tests.integration.raw import RawConnection, create_topic, send_request
+from tests.integration.raw import RawConnection, coordinator_address, create_topic, send_request
 from tests.integration.test_consumer_protocol import PARTITIONS, _produce
 
 
@@ -259,7 +259,9 @@ def test_a_restart_resumes_a_converted_group(tmp_path: Path) -> None:
     try:
         topic = "r"
         create_topic(broker.bootstrap, topic, 2)
-        with RawConnection(broker.bootstrap) as conn:
+        # The group's coordinator (on a node of several brokers, maybe not `bootstrap`).
+        coord = coordinator_address(broker.bootstrap, "g")
+        with RawConnection(coord) as conn:
             member_id, generation = _raw_classic_member(conn, "g", topic)
             committed = conn.request(ApiKey.OFFSET_COMMIT, 8, {
                 "group_id": "g", "generation_id_or_member_epoch": generation,
@@ -269,23 +271,24 @@ def test_a_restart_resumes_a_converted_group(tmp_path: Path) -> None:
                         "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
             assert committed.topics[0].partitions[0].error_code == ErrorCode.NONE
             assert _consumer_join(conn, "g", topic, str(uuid.uuid4())).error_code == 0
-        before = send_request(broker.bootstrap, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+        before = send_request(coord, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
             "group_ids": ["g"], "include_authorized_operations": False}).groups[0]
         broker.kill()
         broker = BrokerProcess(tmp_path / "logs", port=broker.port).start()
-        after = send_request(broker.bootstrap, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+        coord = coordinator_address(broker.bootstrap, "g")
+        after = send_request(coord, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
             "group_ids": ["g"], "include_authorized_operations": False}).groups[0]
         assert after.error_code == ErrorCode.NONE
         assert sorted((m.member_id, m.member_epoch, m.member_type) for m in after.members) == \
             sorted((m.member_id, m.member_epoch, m.member_type) for m in before.members)
         assert {m.member_type for m in after.members} == {0, 1}
-        assert _group_type(broker.bootstrap, "g") == "consumer"
-        fetched = send_request(broker.bootstrap, ApiKey.OFFSET_FETCH, 8, {
+        assert _group_type(coord, "g") == "consumer"
+        fetched = send_request(coord, ApiKey.OFFSET_FETCH, 8, {
             "groups": [{"group_id": "g", "topics": [{"name": topic,
                                                      "partition_indexes": [0]}]}],
             "require_stable": False}).groups[0]
         assert fetched.topics[0].partitions[0].committed_offset == 7
-        with RawConnection(broker.bootstrap) as conn:
+        with RawConnection(coord) as conn:
             heartbeat = conn.request(ApiKey.HEARTBEAT, 4, {
                 "group_id": "g", "generation_id": generation, "member_id": member_id,
                 "group_instance_id": None}).error_code
@@ -294,14 +297,15 @@ def test_a_restart_resumes_a_converted_group(tmp_path: Path) -> None:
             consumer = next(m for m in after.members if m.member_type == 1)
             assert _consumer_leave(conn, "g", consumer.member_id,
                                    consumer.member_epoch) == ErrorCode.NONE
-        assert _group_type(broker.bootstrap, "g") == "classic"
+        assert _group_type(coord, "g") == "classic"
         broker.kill()
         broker = BrokerProcess(tmp_path / "logs", port=broker.port).start()
-        assert _group_type(broker.bootstrap, "g") == "classic"
-        described = send_request(broker.bootstrap, ApiKey.DESCRIBE_GROUPS, 5, {
+        coord = coordinator_address(broker.bootstrap, "g")
+        assert _group_type(coord, "g") == "classic"
+        described = send_request(coord, ApiKey.DESCRIBE_GROUPS, 5, {
             "groups": ["g"], "include_authorized_operations": False}).groups[0]
         assert [m.member_id for m in described.members] == [member_id]
-        fetched = send_request(broker.bootstrap, ApiKey.OFFSET_FETCH, 8, {
+        fetched = send_request(coord, ApiKey.OFFSET_FETCH, 8, {
             "groups": [{"group_id": "g", "topics": [{"name": topic,
                                                      "partition_indexes": [0]}]}],
             "require_stable": False}).groups[0]

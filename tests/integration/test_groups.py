@@ -219,8 +219,17 @@ def _first_consumed(bootstrap: str, group: str) -> dict[int, int]:
 
 
 def _list_groups(bootstrap: str) -> dict[str, str]:
-    resp = send_request(bootstrap, ApiKey.LIST_GROUPS, 4, {"states_filter": []})
-    return {g.group_id: g.group_state for g in resp.groups}
+    """ListGroups to every broker Metadata names, merged, as Kafka's admin client lists
+    groups: each broker lists those it coordinates (a node of several brokers has several)."""
+    brokers = send_request(bootstrap, ApiKey.METADATA, 12, {
+        "topics": [], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False}).brokers
+    found: dict[str, str] = {}
+    for broker in brokers:
+        resp = send_request(f"{broker.host}:{broker.port}", ApiKey.LIST_GROUPS, 4,
+                            {"states_filter": []})
+        found.update({g.group_id: g.group_state for g in resp.groups})
+    return found
 
 
 def test_commits_and_empty_groups_survive_restart_and_kill(tmp_path: Path) -> None:

@@ -323,7 +323,9 @@ def test_a_taken_http_port_is_a_warning_and_the_broker_serves_kafka(tmp_path) ->
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        proc = BrokerProcess(tmp_path / "logs",
+        # One broker process (num.cores=1): the test is about one broker's side door. A node
+        # of N brokers gives worker K every HTTP port + K, and port + 1 is nobody's to count on.
+        proc = BrokerProcess(tmp_path / "logs", num_cores="1",
                              http_listeners=f"http://127.0.0.1:{port},http://127.0.0.1:0"
                              ).start()
         try:

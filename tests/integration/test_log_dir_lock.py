@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from pybroker.storage.log_dir_lock import LOCK_FILE, LogDirInUse, LogDirLocks
+from pybroker.testing.broker import num_cores_default
 from tests.helpers import ROOT, BrokerProcess, broker_in_thread
 from tests.integration.test_cli import _env, _run_failing
 from tests.integration.test_durability import CLEAN_SHUTDOWN_MARKER, brokers, consume, \
@@ -40,9 +41,12 @@ def snapshot(directory: Path) -> dict[str, bytes]:
 
 
 def _second_start(log_dir: Path, port: int) -> subprocess.CompletedProcess:
+    """The first broker's start again (as many brokers as the kit's: a node of N when
+    PYBROKER_NUM_CORES says so), on `port`."""
     return _run_failing([sys.executable, "-m", "pybroker", "--defaults",
                          "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                         "--override", f"log.dirs={log_dir}"])
+                         "--override", f"log.dirs={log_dir}",
+                         "--override", f"num.cores={num_cores_default()}"])
 
 
 def _restart_recovers(brokers, log_dir: Path, first: BrokerProcess,  # type: ignore[no-untyped-def]
@@ -133,7 +137,9 @@ def test_an_unusable_second_dir_starts_offline_and_the_first_serves(  # type: ig
 
     healthy, plain = tmp_path / "healthy", tmp_path / "plain-file"
     plain.write_text("not a directory")
-    broker = brokers(healthy, **{"log.dirs": f"{healthy},{plain}"})
+    # One broker process (num.cores=1): a node's worker K uses `<dir>-K`, so the unusable
+    # file would be worker 0's second dir alone, and the partition may be worker 1's.
+    broker = brokers(healthy, **{"log.dirs": f"{healthy},{plain}", "num.cores": "1"})
     assert any("Failed to create or validate data directory" in ln and str(plain) in ln
                for ln in broker.stderr_lines), "".join(broker.stderr_lines)
     assert produce(broker.bootstrap, "served", numbered("d", 3)) == [0, 1, 2]
@@ -203,7 +209,11 @@ def test_all_locks_or_none(tmp_path: Path) -> None:
 
 def test_a_log_dir_of_another_node_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "meta.properties").write_text("version=1\ncluster.id=abc\nnode.id=7\n")
-    result = _second_start(tmp_path, 0)
+    # A single broker's start (the default num.cores=1), as the test below: a node's workers
+    # are cluster members, which name the dir in the cluster's words ("belongs to broker 7").
+    result = _run_failing([sys.executable, "-m", "pybroker", "--defaults",
+                           "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                           "--override", f"log.dirs={tmp_path}"])
     assert "belongs to node 7" in result.stderr.strip().splitlines()[-1], result.stderr
 
 

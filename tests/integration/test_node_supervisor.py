@@ -124,8 +124,8 @@ def test_a_client_on_the_first_port_sees_every_broker_and_uses_them_all(
         assert produce(broker.bootstrap, "spread", values, "all", 4) == values
         assert sorted(read_all(broker.bootstrap, "spread", 200)) == sorted(values)
         # One line per worker at start: its id, listeners and dirs.
-        assert logged(broker, f"worker 1: broker 1000, listeners PLAINTEXT://127.0.0.1:0, "
-                              f"log.dirs {tmp_path / 'logs'}-1")
+        assert logged(broker, f"worker 1: broker 1000, listeners PLAINTEXT://127.0.0.1:"
+                              f"{broker.port + 1}, log.dirs {tmp_path / 'logs'}-1")
     finally:
         broker.kill()
 

@@ -41,7 +41,7 @@ from pybroker.testing import Broker
 from pybroker.tools.configs import main as configs
 from protocol.records.record import Record, build_batch
 from tests.integration.admin_helpers import raw_produce
-from tests.integration.raw import RawConnection, create_topic, send_request
+from tests.integration.raw import RawConnection, create_topic, leader_address, send_request
 
 RATE = 1024 * 1024
 VALUE = b"x" * 10_000
@@ -379,8 +379,10 @@ def test_quotas_count_the_request_and_response_sizes(quota_broker, tool) -> None
     create_topic(bootstrap, topic, 100)
     batch = build_batch([Record(b"k", b"v")])
     assert len(batch) < 100
-    with RawConnection(bootstrap, client_id=producer_id) as conn:
-        produced = raw_produce(bootstrap, topic, 0, batch, acks=1, conn=conn)
+    # To the leader of partition 0 (on a node of several brokers it may not be `bootstrap`).
+    leader = leader_address(bootstrap, topic, 0)
+    with RawConnection(leader, client_id=producer_id) as conn:
+        produced = raw_produce(leader, topic, 0, batch, acks=1, conn=conn)
         assert produced.error_code == 0
         throttled = conn.request(ApiKey.PRODUCE, 9, {
             "transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [

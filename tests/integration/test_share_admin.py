@@ -234,7 +234,7 @@ def test_acls_as_kafka(tmp_path: Path) -> None:
                 m.join()
                 assert m.fetch().error_code == 0
                 assert m.heartbeat(-1).error_code == 0
-                m.conn.close()
+                m.close()
         grants = [allow(ResourceType.TOPIC, "a", AclOperation.READ),
                   allow(ResourceType.GROUP, "g", AclOperation.READ)]
         for f in admin.create_acls(grants).values():

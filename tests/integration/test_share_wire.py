@@ -111,7 +111,7 @@ def test_a_closed_connection_gives_its_sessions_records_back_at_once(bootstrap: 
     other = Member(bootstrap)
     other.join()
     assert acquired(other.fetch()) == []  # locked by m
-    m.conn.close()
+    m.data.close()  # the connection its share session is on (its fetches')
     deadline = time.monotonic() + 10
     got: list = []
     while not got and time.monotonic() < deadline:
@@ -194,7 +194,7 @@ def test_a_restart_keeps_acknowledged_done_and_acquired_available(tmp_path: Path
             "min.insync.replicas": "1", "cleanup.policy": "compact"}
         # m's connection stays open to the end: closed, it would give 1 and 3 back with
         # their delivery taken back (test_a_closed_connection_gives_...)
-    m.conn.close()
+    m.close()
     with broker_in_thread(tmp_path / "logs", **SHORT) as info:
         again = Member(info.bootstrap)
         again.join()
@@ -277,7 +277,7 @@ def test_delete_groups_drops_a_share_groups_state_for_good(tmp_path: Path) -> No
         assert m.heartbeat(-1).error_code == 0
         assert delete() == 0
         assert delete() == ErrorCode.GROUP_ID_NOT_FOUND
-        m.conn.close()
+        m.close()
     with broker_in_thread(tmp_path / "logs", **SHORT) as info:
         produce(info.bootstrap, 1)  # offset 2; a new group starts at the end (latest)
         again = Member(info.bootstrap)
@@ -300,7 +300,7 @@ def test_kill_9_after_an_acknowledgement_is_answered_redelivers_only_the_rest(
         assert ack_codes(m.acknowledge([(0, 4, ACCEPT), (5, 5, REJECT)])) == [0]
         topic_id = m.topic_id
         bp.kill()
-        m.conn.close()
+        m.close()
         bp = BrokerProcess(log_dir, **SHORT).start()
         again = Member(bp.bootstrap)
         again.join()
@@ -328,7 +328,6 @@ def test_a_restart_resumes_membership_and_a_member_that_never_returns_expires(
     (epochs, members, assignments), a member goes on heartbeating at its epoch, and one that
     never comes back is removed a session timeout after the restart."""
     from pybroker.testing import BrokerProcess
-    from tests.integration.raw import RawConnection
     config = {**SHORT, "group.share.session.timeout.ms": "6000",
               "group.share.min.session.timeout.ms": "6000"}
     log_dir = tmp_path / "logs"
@@ -346,7 +345,7 @@ def test_a_restart_resumes_membership_and_a_member_that_never_returns_expires(
         assert before == ("Stable", 4, {a.member_id: (4, [0]), b.member_id: (4, [0])})
         bp.kill()
         bp = BrokerProcess(log_dir, **config).start()
-        a.conn = RawConnection(bp.bootstrap)
+        a.reconnect(bp.bootstrap)
         assert describe_members(a) == before
         r = a.heartbeat(4)
         assert (r.error_code, r.member_epoch) == (0, 4)
