@@ -13,10 +13,15 @@ The defaults are Kafka 4.1's for a new cluster: group.version 1, share.version 0
 are a preview there). `metadata.version` is fixed at 4.1-IV1: this broker has one metadata
 format, so it is advertised (clients and tools read it) and never changes.
 
-Where the levels are kept: `FeatureStore` writes the finalized levels that differ from the
-defaults, with the epoch, to `pybroker-features.json` in the first log dir. On a ZooKeeper
-cluster each broker keeps its own (Kafka's /feature znode is not written): an upgrade is sent
-to every broker, or it holds only on the one that took it.
+Where the levels are kept: a single broker's `FeatureStore` writes the finalized levels,
+with the epoch, to `pybroker-features.json` in the first log dir. A cluster (ZooKeeper, or a
+node's metadata service) keeps them once, as Kafka does, in the /feature znode
+(`encode_znode`, Kafka's FeatureZNode JSON; the znode's version is the epoch): the broker that
+takes an UpdateFeatures writes it with a compare-and-set on the version it planned from, and
+plans again on the other broker's levels when it lost the race (`FeatureStore.update`), so no
+update is lost; every broker watches /feature (zk_cache), so one upgrade is every broker's.
+A broker's own file from before it joined is handed to the cluster at its start
+(`ZkMetadataStore.adopt_features`).
 """
 from __future__ import annotations
 

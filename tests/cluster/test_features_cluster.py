@@ -18,7 +18,7 @@ from tests.integration.cluster_features import one_upgrade_is_every_brokers
 
 pytestmark = pytest.mark.cluster
 
-SETTINGS = {"offsets.topic.num.partitions": "3", "offsets.topic.replication.factor": "3",
+SETTINGS: dict[str, Any] = {"offsets.topic.num.partitions": "3", "offsets.topic.replication.factor": "3",
             "share.coordinator.state.topic.num.partitions": "3",
             "share.coordinator.state.topic.replication.factor": "3"}
 

@@ -5,6 +5,7 @@ brokers' too. The node's metadata service keeps /feature as ZooKeeper does."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,10 +16,9 @@ pytestmark = pytest.mark.integration
 
 
 def test_one_update_is_both_workers(tmp_path: Path) -> None:
-    node = BrokerProcess(tmp_path / "logs", num_cores="2",
-                         **{"offsets.topic.num.partitions": "4",
-                            "share.coordinator.state.topic.num.partitions": "2"}
-                         ).start(timeout=120)
+    settings: dict[str, Any] = {"offsets.topic.num.partitions": "4",
+                                "share.coordinator.state.topic.num.partitions": "2"}
+    node = BrokerProcess(tmp_path / "logs", num_cores="2", **settings).start(timeout=120)
     try:
         bootstrap = node.bootstrap
         second = f"{node.host}:{node.port + 1}"
