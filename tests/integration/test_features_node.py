@@ -10,7 +10,11 @@ from typing import Any
 import pytest
 
 from pybroker.testing.broker import BrokerProcess
-from tests.integration.cluster_features import broker_addresses, one_upgrade_is_every_brokers
+from tests.integration.raw import create_topic
+from tests.integration.cluster_features import (
+    UPGRADE, advertised, broker_addresses, one_upgrade_is_every_brokers, update_share_version,
+    wait_all_advertise,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -24,5 +28,25 @@ def test_one_update_is_both_workers(tmp_path: Path) -> None:
         second = f"{node.host}:{node.port + 1}"
         assert second in broker_addresses(bootstrap)
         one_upgrade_is_every_brokers(bootstrap, second, epoch=0)
+    finally:
+        node.stop()
+
+
+def test_a_single_brokers_upgrade_is_the_nodes_after_its_first_start(tmp_path: Path) -> None:
+    """A single broker's share.version 1 (its pybroker-features.json) is not lost when a node
+    of two starts over its log dir: worker 0 hands it to the node's /feature at its start,
+    whichever worker made /feature first, and both workers advertise it."""
+    logs = tmp_path / "logs"
+    single = BrokerProcess(logs, num_cores="1").start(timeout=60)
+    create_topic(single.bootstrap, "kept")  # a single broker's metadata file, to import
+    update_share_version(single.bootstrap, 1, UPGRADE)
+    assert advertised(single.bootstrap) == (1, 1)
+    assert single.stop() == 0
+    node = BrokerProcess(logs, num_cores="2").start(timeout=120)
+    try:
+        addresses = broker_addresses(node.bootstrap)
+        assert len(addresses) == 2
+        wait_all_advertise(addresses, (1, advertised(node.bootstrap)[1]))
+        assert advertised(node.bootstrap)[0] == 1
     finally:
         node.stop()
