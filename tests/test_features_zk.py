@@ -70,7 +70,7 @@ def test_the_znode_is_kafkas_and_its_version_is_the_epoch(server: MemoryZooKeepe
     doc, version = _znode(server)
     assert version == 0 and features.current.epoch == 0
     assert doc == {"version": 2, "status": 1, "features": {
-        GROUP_VERSION: {"min_version_level": 1, "max_version_level": 1}}}
+        GROUP_VERSION: {"max_version_level": 1}}}
     assert features.current.levels == defaults().levels
     store.close()
 
@@ -119,7 +119,7 @@ def test_a_write_that_lost_the_race_is_planned_again(server: MemoryZooKeeper,
         if len(seen) == 1:  # the other broker's upgrade lands meanwhile
             data, stat = other.get(zd.FEATURE)
             doc = json.loads(data)
-            doc["features"][SHARE_VERSION] = {"min_version_level": 1, "max_version_level": 1}
+            doc["features"][SHARE_VERSION] = {"max_version_level": 1}
             other.set(zd.FEATURE, json.dumps(doc).encode(), stat.version)
         return plan_updates(current, [(GROUP_VERSION, 0, DOWN)])
 

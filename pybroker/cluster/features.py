@@ -145,11 +145,12 @@ ZNODE_ENABLED = 1
 
 
 def encode_znode(finalized: Finalized) -> bytes:
-    """Kafka's /feature JSON: each feature above 0, as ZooKeeper-mode Kafka lists them
+    """Kafka's /feature JSON: each feature above 0 with its max_version_level (version 2
+    dropped version 1's min_version_level), as ZooKeeper-mode Kafka writes them
     (metadata.version is KRaft's, never written there)."""
     return json.dumps({
         "version": ZNODE_VERSION, "status": ZNODE_ENABLED,
-        "features": {n: {"min_version_level": 1, "max_version_level": v}
+        "features": {n: {"max_version_level": v}
                      for n, v in finalized.listed() if SUPPORTED[n].updatable},
     }, separators=(",", ":")).encode()
 

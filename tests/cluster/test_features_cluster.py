@@ -34,4 +34,4 @@ def test_one_update_to_a_non_controller_is_every_brokers(tmp_path: Path,
         raw, stat = cluster.zk.get("/feature")
         assert stat.version == 2
         assert json.loads(raw) == {"version": 2, "status": 1, "features": {
-            "group.version": {"min_version_level": 1, "max_version_level": 1}}}
+            "group.version": {"max_version_level": 1}}}
