@@ -93,6 +93,7 @@ class ZkMetadataStore(ZkSession, ZkCache):
         self._suspended = False
         self._shutting_down = False
         self._offline_replicas: frozenset[tuple[str, int]] = frozenset()
+        self._features_decoded: tuple[tuple[bytes, int], features.Finalized] | None = None
 
     def attach(self, log_dir: Path, cluster_id: str | None) -> None:
         """With this broker's first log dir locked: agree on the cluster id with ZooKeeper
@@ -225,8 +226,15 @@ class ZkMetadataStore(ZkSession, ZkCache):
 
     # -- the cluster's finalized features (Kafka's /feature, KIP-584) ----------------------------
     def finalized_features(self) -> features.Finalized | None:
+        """/feature as last read; decoded once per read, since every request to a
+        feature-gated API asks."""
         got = self._cache.feature
-        return None if got is None else features.decode_znode(*got)
+        if got is None:
+            return None
+        decoded = self._features_decoded
+        if decoded is None or decoded[0] is not got:
+            decoded = self._features_decoded = (got, features.decode_znode(*got))
+        return decoded[1]
 
     def adopt_features(self, local: features.Finalized) -> None:
         """At start (blocking): make /feature if there is none, with this broker's own levels
