@@ -254,7 +254,7 @@ class Broker:
                                  features=FeatureStore(
                                      self.log_dirs[0], enabled=frozenset(
                                          {SHARE_VERSION} if config.group_share_enable
-                                         else ())),
+                                         else ()), cluster=self.zk_store),
                                  shares=self.shares)
 
     def _follow_dynamic_configs(self) -> None:

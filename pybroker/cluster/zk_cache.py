@@ -47,6 +47,8 @@ class _Cache:
     scram: dict[str, dict[str, str]] = field(default_factory=dict)
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # /feature's data and version (None: no znode yet).
+    feature: tuple[bytes, int] | None = None
 
 
 def build_image(cluster_id: str, cache: _Cache) -> MetadataImage:
@@ -152,7 +154,7 @@ class ZkCache:
         from a half-read cache, lacked topics, which listeners took for deleted)."""
         cache = _Cache()
         for key in (("brokers",), ("topics",), ("controller",), ("deletes",), ("quotas",),
-                    ("broker_configs",), ("group_configs",)):
+                    ("broker_configs",), ("group_configs",), ("feature",)):
             self._read(key, cache)
         self._cache = cache
 
@@ -230,6 +232,9 @@ class ZkCache:
                 got = self._get(f"{zd.CONFIG_GROUPS}/{name}")
                 if got is not None:
                     cache.group_configs[desanitize(name)] = zd.decode_config(got[0])
+        elif kind == "feature":
+            got = self._get(zd.FEATURE)
+            cache.feature = None if got is None else (got[0], got[1].version)
 
     def _read_entity_configs(self) -> tuple[dict[QuotaEntity, dict[str, float]],
                                             dict[str, dict[str, str]]]:
@@ -386,6 +391,8 @@ def _key_of(path: str | None) -> tuple[Any, ...] | None:
         return ("broker_configs",)
     if parts[:2] == ["config", "groups"]:
         return ("group_configs",)
+    if parts == ["feature"]:
+        return ("feature",)
     if parts == ["controller"]:
         return ("controller",)
     if parts == ["admin", "delete_topics"]:
@@ -395,7 +402,7 @@ def _key_of(path: str | None) -> tuple[Any, ...] | None:
 
 _ORDER = {"brokers": 0, "broker": 1, "topics": 2, "topic": 3, "config": 4, "state": 5,
           "controller": 6, "deletes": 7, "quotas": 8, "broker_configs": 8,
-          "group_configs": 8,
+          "group_configs": 8, "feature": 8,
           "session": -1}
 
 

@@ -31,6 +31,8 @@ CONFIG_BROKERS = "/config/brokers"
 # pybroker's own: groups' configs (the GROUP config resource), one znode per group named by
 # its id sanitized as Kafka names user and client entities; Kafka keeps them in KRaft only.
 CONFIG_GROUPS = "/config/groups"
+# Kafka's FeatureZNode: the cluster's finalized feature levels (KIP-584).
+FEATURE = "/feature"
 DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 ISR_CHANGES = "/isr_change_notification"

@@ -41,6 +41,7 @@ from typing import Any
 
 import trio
 
+from pybroker.cluster import features
 from pybroker.cluster import zk_data as zd
 from pybroker.cluster.client_quotas import QUOTA_KEYS, QuotaEntity, config_strings, sanitize
 from pybroker.cluster.metadata import DeltaListener, MetadataImage, TopicInfo
@@ -92,6 +93,7 @@ class ZkMetadataStore(ZkSession, ZkCache):
         self._suspended = False
         self._shutting_down = False
         self._offline_replicas: frozenset[tuple[str, int]] = frozenset()
+        self._features_decoded: tuple[tuple[bytes, int], features.Finalized] | None = None
 
     def attach(self, log_dir: Path, cluster_id: str | None) -> None:
         """With this broker's first log dir locked: agree on the cluster id with ZooKeeper
@@ -221,6 +223,58 @@ class ZkMetadataStore(ZkSession, ZkCache):
                 self.zk.set(path, zd.encode_config(configs))
         await trio.to_thread.run_sync(write)
         await self.refresh_now(("group_configs",))
+
+    # -- the cluster's finalized features (Kafka's /feature, KIP-584) ----------------------------
+    def finalized_features(self) -> features.Finalized | None:
+        """/feature as last read; decoded once per read, since every request to a
+        feature-gated API asks."""
+        got = self._cache.feature
+        if got is None:
+            return None
+        decoded = self._features_decoded
+        if decoded is None or decoded[0] is not got:
+            decoded = self._features_decoded = (got, features.decode_znode(*got))
+        return decoded[1]
+
+    def adopt_features(self, local: features.Finalized) -> None:
+        """At start (blocking): make /feature if there is none, with this broker's own levels
+        (its pybroker-features.json of before, else the defaults), as Kafka's controller
+        makes it at its start. A /feature never changed since it was made with the defaults
+        takes this broker's levels if they differ: an upgrade a broker took while each kept
+        its own is not lost to a broker that started first. Later, /feature wins."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError
+
+        try:
+            self.zk.create(zd.FEATURE, features.encode_znode(local), makepath=True)
+        except NodeExistsError:
+            data, stat = self.zk.get(zd.FEATURE)
+            cluster = features.decode_znode(data, stat.version)
+            if (stat.version == 0 and cluster.levels == features.defaults().levels
+                    and local.levels != cluster.levels):
+                try:
+                    self.zk.set(zd.FEATURE, features.encode_znode(local), 0)
+                except BadVersionError:
+                    pass  # another broker wrote first: its levels are the cluster's
+        with self._refresh_lock:
+            self._read(("feature",))
+
+    async def write_features(self, finalized: features.Finalized, expected_epoch: int
+                             ) -> bool:
+        """Write `finalized` to /feature if it is still at `expected_epoch` (its version);
+        False, with this broker's cache read again, when another broker wrote first."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+        data = features.encode_znode(finalized)
+        try:
+            if self._cache.feature is None:
+                await self._zk(self.zk.create, zd.FEATURE, data, makepath=True)
+            else:
+                await self._zk(self.zk.set, zd.FEATURE, data, expected_epoch)
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            await self.refresh_now(("feature",))
+            return False
+        await self.refresh_now(("feature",))
+        return True
 
     # -- the leader's write ----------------------------------------------------------------------
     async def alter_isr(self, topic: str, partition: int, leader_epoch: int,

@@ -25,8 +25,8 @@ _GROUP_INTRO = (
     "Share groups themselves are switched on by the cluster, not by a group key: as in "
     "Kafka 4.1, where they are a preview, they are served once the `share.version` feature "
     "is finalized at 1 (`kafka-features --bootstrap-server B upgrade --feature "
-    "share.version=1`, UpdateFeatures; 0 by default; on a ZooKeeper cluster each broker "
-    "keeps its own level, so the upgrade goes to every broker), or on a broker started "
+    "share.version=1`, UpdateFeatures; 0 by default; the level is the cluster's: sent to "
+    "any broker, every broker follows it), or on a broker started "
     "with `group.share.enable=true` (Kafka's internal broker key, which it takes too); "
     "before that their APIs are not advertised and answer UNSUPPORTED_VERSION.")
 

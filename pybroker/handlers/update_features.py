@@ -46,11 +46,12 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                              f"{update.feature}.")
         updates.append((update.feature, update.max_version_level, kind))
     store = ctx.services.features
-    plan = plan_updates(store.current, updates)
-    if isinstance(plan, UpdateError):
-        return _response(ctx, request, plan.code, plan.message)
-    if not (ctx.version >= 1 and request.validate_only):
-        store.save(plan)
+    if ctx.version >= 1 and request.validate_only:
+        result = plan_updates(store.current, updates)
+    else:
+        result = await store.update(lambda current: plan_updates(current, updates))
+    if isinstance(result, UpdateError):
+        return _response(ctx, request, result.code, result.message)
     return _response(ctx, request, ErrorCode.NONE, None)
 
 

@@ -148,8 +148,7 @@ def test_a_share_coordinator_down_fails_only_its_partitions(
     with running_cluster(tmp_path, zookeeper.connect, **{
             **SETTINGS, "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1"}) as cluster:
-        for node in cluster.ids:
-            enable_share_groups(cluster.brokers[node].bootstrap)
+        enable_share_groups(cluster.brokers[cluster.ids[0]].bootstrap)
         create_topic(cluster, "q", PARTITIONS)
         topic_id = _topic_id(cluster, "q")
         _fetching_consumer(cluster.bootstrap(), "warm", "q").close()  # both internal topics

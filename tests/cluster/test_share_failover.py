@@ -154,8 +154,7 @@ def _hold(cluster: Cluster, group: str) -> tuple[subprocess.Popen[str], dict[str
 def share_topic(cluster: Cluster) -> tuple[int, uuid.UUID]:
     """Share groups enabled, topic q created, both internal topics there with a full ISR:
     the leader of q-0 and q's topic id."""
-    for node in cluster.ids:
-        enable_share_groups(cluster.brokers[node].bootstrap)
+    enable_share_groups(cluster.brokers[cluster.ids[0]].bootstrap)
     create_topic(cluster, "q")
     # both internal topics come with a first group's use of the topic
     _fetching_consumer(cluster.bootstrap(), "warm", "q").close()

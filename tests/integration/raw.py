@@ -72,19 +72,31 @@ def send_request(bootstrap: str, api_key: int, version: int, body: Any,
 
 def enable_share_groups(bootstrap: str) -> None:
     """Finalize share.version 1 (off by default, as in Kafka 4.1, where share groups are a
-    preview): what `kafka-features.sh upgrade --feature share.version=1` sends, to every
-    broker Metadata names: in a cluster (a node of several brokers included) each pybroker
-    broker keeps its own feature levels (pybroker.cluster.features), so an upgrade is sent to
-    each."""
+    preview): what `kafka-features.sh upgrade --feature share.version=1` sends, once, to the
+    bootstrap broker. On a cluster (a node of several brokers included) the levels are the
+    cluster's (/feature, pybroker.cluster.features): every broker serves share groups once
+    it is finalized, which this waits for, as the tool's user would before starting
+    consumers."""
+    r = send_request(bootstrap, ApiKey.UPDATE_FEATURES, 1, {
+        "timeout_ms": 60000, "validate_only": False,
+        "feature_updates": [{"feature": "share.version", "max_version_level": 1,
+                             "upgrade_type": 1}]})
+    assert r.error_code == 0, r
     answer = send_request(bootstrap, ApiKey.METADATA, 12, {
         "topics": [], "allow_auto_topic_creation": False,
         "include_topic_authorized_operations": False})
+    deadline = time.monotonic() + 15
     for broker in answer.brokers:
-        r = send_request(f"{broker.host}:{broker.port}", ApiKey.UPDATE_FEATURES, 1, {
-            "timeout_ms": 60000, "validate_only": False,
-            "feature_updates": [{"feature": "share.version", "max_version_level": 1,
-                                 "upgrade_type": 1}]})
-        assert r.error_code == 0, r
+        while not _finalizes_share_groups(f"{broker.host}:{broker.port}"):
+            assert time.monotonic() < deadline, f"share.version 1 not on broker {broker}"
+            time.sleep(0.05)
+
+
+def _finalizes_share_groups(address: str) -> bool:
+    r = send_request(address, ApiKey.API_VERSIONS, 3, {
+        "client_software_name": "t", "client_software_version": "1"})
+    return any(f.name == "share.version" and f.max_version_level >= 1
+               for f in r.finalized_features)
 
 
 def leader_address(bootstrap: str, topic: str, partition: int) -> str:
