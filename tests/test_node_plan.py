@@ -445,8 +445,13 @@ def test_a_node_on_a_taken_port_fails_naming_it_before_it_touches_its_log_dir(
     metadata service, no core count recorded)."""
     import socket
 
+    from pybroker.testing.broker import free_port_block
+
+    # Both ports below the kernel's ephemeral range: worker 0's must stay free, and a port
+    # next to an ephemeral one could be handed to any other process meanwhile (it was, once).
+    first = free_port_block("127.0.0.1", 2)
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
+        taken.bind(("127.0.0.1", first + 1))
         taken.listen()
         port = taken.getsockname()[1]
         log_dir = tmp_path / "logs"
