@@ -176,6 +176,23 @@ def _two_workers(tmp_path: Path) -> list[WorkerPlan]:
     return plan_workers(config, 2, host_name="h")
 
 
+def _listening(plan: WorkerPlan, host: str = "127.0.0.1") -> str:
+    """A broker's "listening" line, as a worker of `plan` on port 40000 + its index logs it."""
+    return f"pybroker node {plan.node_id} listening on {host}:{40000 + plan.index}"
+
+
+def _stand_in_commands(plans: list[WorkerPlan], lines: Callable[[WorkerPlan], list[str]]
+                       ) -> list[list[str]]:
+    """Commands of stand-in workers: each writes `lines(plan)` to stderr, as a worker logs
+    them, then waits until SIGTERM, which it takes as a clean stop."""
+    import sys
+
+    program = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
+               " sys.stderr.write({!r}); sys.stderr.flush(); time.sleep(120)")
+    return [[sys.executable, "-c", program.format("".join(f"{line}\n" for line in lines(p)))]
+            for p in plans]
+
+
 def _sigterm_once(sup: Supervisor, ready: Callable[[], bool]) -> None:
     """From a thread: SIGTERM to the supervisor (as its handler records it) once `ready()`
     holds, or after 30 s."""
@@ -196,7 +213,6 @@ def test_a_node_whose_metadata_service_stops_stops_loudly(tmp_path: Path) -> Non
     node stops (exit 1, the reason logged) instead of limping on. Stand-in workers (a process
     that logs a broker's "listening" line and waits) and a real MetadataService, closed once
     both workers serve."""
-    import sys
     import threading
     import time
 
@@ -206,11 +222,7 @@ def test_a_node_whose_metadata_service_stops_stops_loudly(tmp_path: Path) -> Non
     service = MetadataService(tmp_path / "md.sock", tmp_path / "md", 6000)
     service.start()
     plans = _two_workers(tmp_path)
-    stand_in = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
-                " sys.stderr.write('pybroker node {} listening on 127.0.0.1:{}\\n');"
-                " sys.stderr.flush(); time.sleep(120)")
-    commands = [[sys.executable, "-c", stand_in.format(p.node_id, 40000 + p.index)]
-                for p in plans]
+    commands = _stand_in_commands(plans, lambda p: [_listening(p)])
     sup = Supervisor(plans, commands, on_stopped=service.close, store=service)
 
     def close_once_serving() -> None:
@@ -232,19 +244,12 @@ def test_a_node_whose_listener_names_a_host_is_ready(
     """A worker's listening line names its listener's host as configured (the README's secure
     broker listens on `localhost:9093`): the supervisor reads its port from it and logs the
     node ready. Stand-in workers log the line and wait; a SIGTERM stops them once both serve."""
-    import signal
-    import sys
-    import time
-
     from pybroker.node.supervisor import Supervisor
 
     plans = _two_workers(tmp_path)
-    stand_in = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
-                " sys.stderr.write('pybroker node {0} listening on {1}:{2} (cluster id c)\\n');"
-                " sys.stderr.write('broker {0} is in sync with its node: ...\\n');"
-                " sys.stderr.flush(); time.sleep(120)")
-    commands = [[sys.executable, "-c", stand_in.format(p.node_id, host, 40000 + p.index)]
-                for p in plans]
+    commands = _stand_in_commands(plans, lambda p: [
+        f"{_listening(p, host)} (cluster id c)",
+        f"broker {p.node_id} is in sync with its node: ..."])
     sup = Supervisor(plans, commands)
 
     _sigterm_once(sup, lambda: sup.serving)
@@ -260,18 +265,13 @@ def test_an_idle_nodes_supervisor_sleeps_until_something_happens(tmp_path: Path)
     every 0.2 s: 5 wakeups a second), and a signal still stops it at once. Stand-in workers
     log the "listening" line and wait; the loop runs on this (the main) thread."""
     import signal
-    import sys
     import threading
     import time
 
     from pybroker.node.supervisor import Supervisor
 
     plans = _two_workers(tmp_path)
-    stand_in = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
-                " sys.stderr.write('pybroker node {} listening on 127.0.0.1:{}\\n');"
-                " sys.stderr.flush(); time.sleep(120)")
-    commands = [[sys.executable, "-c", stand_in.format(p.node_id, 40000 + p.index)]
-                for p in plans]
+    commands = _stand_in_commands(plans, lambda p: [_listening(p)])
     sup = Supervisor(plans, commands)
     main_tid = threading.get_native_id()
     woke: list[int] = []
