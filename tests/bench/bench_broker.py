@@ -403,7 +403,8 @@ def bench_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: i
 
 def bench_consume(bootstrap: str, pid: int, topic: str, partitions: int, size: int,
                   count: int, client: ClientConfig | None = None,
-                  cpu_pids: tuple[int, ...] = (), stall_seconds: float = 30) -> Throughput:
+                  cpu_pids: tuple[int, ...] = (), stall_seconds: float = 30,
+                  before_close: Callable[[], object] | None = None) -> Throughput:
     """Read `count` records from the beginning. The clock starts at the first records received,
     which are not counted: librdkafka takes ~0.5 s after assign() before its first fetch
     (group coordinator lookup, ListOffsets), a client start-up cost, not the broker's. Each
@@ -412,7 +413,9 @@ def bench_consume(bootstrap: str, pid: int, topic: str, partitions: int, size: i
     0.5 s to every run and flatten the comparison. `cpu_pids`: the brokers whose CPU time and
     peak RSS are summed (default: `pid` alone; a cluster's followers fetch meanwhile).
     RuntimeError after `stall_seconds` without a record (Kafka with 10,000 partitions kept a
-    consumer waiting 38 s for its last 13 partitions)."""
+    consumer waiting 38 s for its last 13 partitions). `before_close`: called once the records
+    are in, while the consumer's threads still run (tests/bench/consume_counts.py reads their
+    CPU time)."""
     pids = cpu_pids or (pid,)
     # librdkafka stops fetching a partition for fetch.queue.backoff.ms (default 1 s) whenever
     # its local queue passes queued.min.messages (100,000): a client-side pause, not the broker's.
@@ -441,6 +444,8 @@ def bench_consume(bootstrap: str, pid: int, topic: str, partitions: int, size: i
     cpu, ccpu = sum(map(cpu_seconds, pids)) - cpu0, client_cpu() - ccpu0
     user = sum(map(user_seconds, pids)) - user0
     hwm = sum(status_kb(each, "VmHWM") for each in pids)
+    if before_close is not None:
+        before_close()
     c.close()
     return Throughput(got - first, size, elapsed, cpu, ccpu, hwm, user)
 
