@@ -127,6 +127,31 @@ def client_cpu() -> float:
     return t.user + t.system
 
 
+# glibc's mallopt(3) parameters.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+STEADY_MMAP_THRESHOLD = 32 << 20  # glibc's largest (DEFAULT_MMAP_THRESHOLD_MAX, 64-bit)
+STEADY_TRIM_THRESHOLD = 512 << 20
+
+
+def steady_client_allocator() -> bool:
+    """Keep this process's (the client's) freed memory for reuse: allocations below 32 MB
+    come from the heap, and the heap is not handed back to the kernel until 512 MB of it
+    are free. Why: librdkafka holds each Fetch response (~1 MB) in a buffer of its own, and
+    with glibc's defaults (a 128 KB mmap threshold, raised only by frees of larger mmapped
+    chunks, and a trim of the heap's top whenever twice that is free) a freed buffer may go
+    back to the kernel and the next be faulted in again. How often depends on what this
+    process allocated and freed before, not on the broker: a consume turn cost the client
+    160-225 page faults per response in some turns and 14-55 in others, and its Python
+    thread 0.3-0.5 s of system time per million records more (docs/PERFORMANCE.md, "Consume
+    against 706cf02"). Consume MB/s is the client's speed, so that moved the A/B's consume
+    figure turn by turn. Only this process: the brokers run in others, with glibc's
+    defaults. False where there is no glibc mallopt."""
+    if _LIBC is None or not hasattr(_LIBC, "mallopt"):
+        return False
+    return bool(_LIBC.mallopt(_M_MMAP_THRESHOLD, STEADY_MMAP_THRESHOLD)
+                and _LIBC.mallopt(_M_TRIM_THRESHOLD, STEADY_TRIM_THRESHOLD))
+
+
 STARTED: list[BrokerProcess] = []
 
 
