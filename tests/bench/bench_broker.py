@@ -141,10 +141,10 @@ def steady_client_allocator() -> bool:
     chunks, and a trim of the heap's top whenever twice that is free) a freed buffer may go
     back to the kernel and the next be faulted in again. How often depends on what this
     process allocated and freed before, not on the broker: a consume turn cost the client
-    160-225 page faults per response in some turns and 14-55 in others, and its Python
-    thread 0.3-0.5 s of system time per million records more (docs/PERFORMANCE.md, "Consume
-    against 706cf02"). Consume MB/s is the client's speed, so that moved the A/B's consume
-    figure turn by turn. Only this process: the brokers run in others, with glibc's
+    159-176 page faults per response in some turns and 14-55 in others, and its Python
+    thread 0.3-0.5 s of system time per million records more, 15-21 % of the client's CPU
+    (docs/PERFORMANCE.md, "Consume against 706cf02"). Consume MB/s is the client's speed,
+    so that moved the A/B's consume figure turn by turn. Only this process: the brokers run in others, with glibc's
     defaults. False where there is no glibc mallopt."""
     if _LIBC is None or not hasattr(_LIBC, "mallopt"):
         return False
