@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from pybroker.runtime.malloc_tuning import tune_malloc  # noqa: E402
 from tests.helpers import BrokerProcess  # noqa: E402
 
 MB = 1_000_000
@@ -127,8 +128,6 @@ def client_cpu() -> float:
     return t.user + t.system
 
 
-# glibc's mallopt(3) parameters.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 STEADY_MMAP_THRESHOLD = 32 << 20  # glibc's largest (DEFAULT_MMAP_THRESHOLD_MAX, 64-bit)
 STEADY_TRIM_THRESHOLD = 512 << 20
 
@@ -144,12 +143,12 @@ def steady_client_allocator() -> bool:
     159-176 page faults per response in some turns and 14-55 in others, and its Python
     thread 0.3-0.5 s of system time per million records more, 15-21 % of the client's CPU
     (docs/PERFORMANCE.md, "Consume against 706cf02"). Consume MB/s is the client's speed,
-    so that moved the A/B's consume figure turn by turn. Only this process: the brokers run in others, with glibc's
-    defaults. False where there is no glibc mallopt."""
-    if _LIBC is None or not hasattr(_LIBC, "mallopt"):
-        return False
-    return bool(_LIBC.mallopt(_M_MMAP_THRESHOLD, STEADY_MMAP_THRESHOLD)
-                and _LIBC.mallopt(_M_TRIM_THRESHOLD, STEADY_TRIM_THRESHOLD))
+    so that moved the A/B's consume figure turn by turn. The brokers are other processes,
+    which tune their own allocator (both builds: `tune_malloc`'s defaults, a 32 MB mmap
+    threshold and 4 MB kept at the heap's top, enough for a broker's buffers, not for a
+    client draining a 64 MB queue of them). False where there is no glibc mallopt, or where
+    the MALLOC_*_ environment variables decide."""
+    return tune_malloc(STEADY_MMAP_THRESHOLD, STEADY_TRIM_THRESHOLD)
 
 
 STARTED: list[BrokerProcess] = []
