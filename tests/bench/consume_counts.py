@@ -1,7 +1,7 @@
 """What the A/B's librdkafka consume phase does, counted, for this tree and for a commit REF.
 
 `python tests/bench/consume_counts.py [--ref REF] [--count N] [--rounds R] [--shared-log]
-[--warmup N] [--ref-first] [--steady-allocator] [--json FILE]`
+[--warmup N] [--ref-first] [--steady-allocator] [--property KEY=VALUE] [--json FILE]`
 
 Each turn (this tree, then REF; the order swaps every round) is `ab.run_turn`'s librdkafka
 part: a fresh broker with the A/B's properties and a log dir on disk, `bench_produce` acks=1
@@ -30,6 +30,7 @@ layout of a produced log changes from turn to turn with the producer's timing.
 `--warmup N`: first a turn of each build with N records, as the A/B's warm-up.
 `--steady-allocator`: this process's malloc keeps its memory, as the A/B's client now does
 (`bench_broker.steady_client_allocator`).
+`--property`: a line added to both brokers' properties (`socket.send.buffer.bytes=...`).
 
 Why (issue #28 item 3, docs/PERFORMANCE.md "Consume against 706cf02"): the A/B's consume
 MB/s read 0.87-0.96x 706cf02's while the broker's CPU per record was the same, on a machine
@@ -329,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steady-allocator", action="store_true",
                         help="this process's malloc keeps its memory, as the A/B's does "
                              "(bench_broker.steady_client_allocator)")
+    parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
+                        help="a line added to both brokers' properties (the A/B's)")
     parser.add_argument("--json", type=Path, help="also write every turn's counts here")
     args = parser.parse_args(argv)
     if shutil.which("perf") is None:
@@ -343,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="pybroker-consume-counts-") as tmp:
         work = Path(tmp)
-        (work / "server.properties").write_text(ab.PROPERTIES)
+        (work / "server.properties").write_text(
+            ab.PROPERTIES + "".join(f"{line}\n" for line in args.property))
         shared = produce_shared(builds[0], work, args.count) if args.shared_log else None
         for build in builds if args.warmup else ():
             print(json.dumps({"warm-up": turn(build, work, args.warmup, -1, shared)}),
