@@ -114,8 +114,9 @@ def _metrics(port: int | None) -> dict[str, float]:
 
 
 def counted_consume(broker: BrokerProcess, count: int) -> dict[str, Any]:
-    """`bench_consume` under perf: system calls of both sides, the client's socket reads and
-    the TCP segments its socket received from the broker."""
+    """`bench_consume` under perf: system calls, context switches and page faults of both
+    sides, the client's socket reads, the TCP segments its socket received from the broker,
+    the broker's time to answer each Fetch, and the client's threads' CPU."""
     assert broker.proc is not None
     pid = broker.proc.pid
     port = int(broker.bootstrap.rsplit(":", 1)[1])
