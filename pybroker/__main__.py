@@ -22,7 +22,7 @@ from pybroker import VERSION_LINE
 from pybroker.config import BROKER_CONFIG_DEFS, BrokerConfig, ConfigError, load_broker_config
 from pybroker.runtime.logging_setup import buffer_startup_logs, configure_logging
 from pybroker.runtime.malloc_tuning import tune_malloc
-from pybroker.node.worker import NODE_FILE, WORKER_ENV, cores_to_use
+from pybroker.node.worker import HANDED_OVER_LINE, NODE_FILE, WORKER_ENV, cores_to_use
 from pybroker.server import ServerInfo, serve
 
 if TYPE_CHECKING:
@@ -136,6 +136,10 @@ async def _run(config: BrokerConfig) -> None:
                         inner.start_soon(second_signal)
                         await started[0].broker.controlled_shutdown()
                         inner.cancel_scope.cancel()
+                    if WORKER_ENV in os.environ:
+                        # The node's supervisor stops its next worker on this line, while
+                        # this one closes its logs (pybroker.node.supervisor._stop_next).
+                        log.info("broker %d %s", started[0].broker.node_id, HANDED_OVER_LINE)
                 nursery.cancel_scope.cancel()
                 break
 
