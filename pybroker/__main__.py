@@ -9,6 +9,7 @@ than write to a log dir nobody chose; `--defaults` runs on the built-in defaults
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import signal
@@ -185,6 +186,18 @@ def _cores(config: BrokerConfig) -> int:
     return cores
 
 
+def _exit_without_final_collection() -> None:
+    """Once a broker or a node has stopped and closed what it keeps, only the process's exit
+    is left, and CPython's ends with a full collection of the heap that frees memory the
+    kernel takes back anyway: measured here at 0.2-0.6 s of a single broker's stop, as much
+    for a node's supervisor, and paid by each worker of a node in turn. Objects frozen now
+    are left out of it. Nothing durable waits on a finalizer: logs, checkpoints, the clean
+    shutdown marker and the node's store were closed explicitly before this is called.
+    (Only for a process about to exit: a caller that goes on would keep every object that
+    exists now out of every later collection.)"""
+    gc.freeze()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     tune_malloc()
@@ -203,12 +216,17 @@ def main(argv: list[str] | None = None) -> int:
         cores = _cores(config)
         if cores > 1:
             from pybroker.node.supervisor import run_node
-            return run_node(config, cores, args.config, args.override)
+            code = run_node(config, cores, args.config, args.override)
+            _exit_without_final_collection()  # the workers have exited, the store is closed
+            return code
     except (ConfigError, OSError) as exc:
         print(f"pybroker-server: {exc}", file=sys.stderr)
         return 1
     try:
         trio.run(_run, config)
+        # Stopped cleanly: the logs flushed and closed, the checkpoints and the clean
+        # shutdown marker written, the dir lock released.
+        _exit_without_final_collection()
     except KeyboardInterrupt:
         pass
     except BaseException as exc:  # noqa: BLE001 - an OSError at start is a one-line reason
