@@ -449,6 +449,15 @@ class Broker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def log_dirs(self) -> list[Path]:
+        """The log dir of each broker it runs, worker K's K-th (`BrokerProcess.log_dirs`):
+        a node of several brokers (process mode with num.cores > 1) has one per worker, whose
+        broker id is node.id + 1000 K; a single broker has `log_dir` alone."""
+        if self._proc is not None:
+            return self._proc.log_dirs()
+        assert self.log_dir is not None, "the broker is not running"
+        return [self.log_dir]
+
     @property
     def http_port(self) -> int | None:
         """The bound port of the broker's first HTTP listener (/healthz, /readyz, /metrics),
