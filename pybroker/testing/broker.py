@@ -228,7 +228,12 @@ class BrokerProcess:
                 self._drainer = threading.Thread(target=self._drain, daemon=True)
                 self._drainer.start()
                 return self
-        raise RuntimeError("broker did not start:\n" + "".join(self.stderr_lines))
+        # Given up on: killed, so that it neither runs on beside the next test (its ports,
+        # its dir, its CPU) nor outlives the run; a node's workers die with it (PDEATHSIG).
+        self.proc.kill()
+        self.proc.wait()
+        raise RuntimeError(f"broker did not start in {timeout:g} s (killed):\n"
+                           + "".join(self.stderr_lines))
 
     @property
     def num_cores(self) -> int:
