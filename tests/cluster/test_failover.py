@@ -50,12 +50,14 @@ def test_quickstart_kill_the_leader(tmp_path: Path, zookeeper) -> None:  # type:
     with running_cluster(tmp_path, zookeeper.connect) as cluster:
         create_topic(cluster, "quick")
         state = cluster.state("quick", 0)
-        assert sorted(state["isr"]) == [1, 2, 3] and state["leader"] in (1, 2, 3)
+        # brokers, or on nodes (PYBROKER_NUM_CORES) a broker of each node
+        assert sorted(map(cluster.node_of, state["isr"])) == [1, 2, 3]
+        assert cluster.node_of(state["leader"]) in (1, 2, 3)
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap().split(","), acks="all")
         for value in (b"first", b"second"):
             producer.send("quick", value).get(timeout=30)
         producer.close()
-        old = state["leader"]
+        old = cluster.node_of(state["leader"])
         killed_at = time.monotonic()
         cluster.kill(old)
         cluster.wait_until(lambda: cluster.leader("quick", 0) not in (old, -1),
@@ -63,7 +65,7 @@ def test_quickstart_kill_the_leader(tmp_path: Path, zookeeper) -> None:  # type:
         elected = time.monotonic() - killed_at
         assert elected < SESSION_TIMEOUT_MS / 1000 + 5
         new_state = cluster.state("quick", 0)
-        assert old not in new_state["isr"] and len(new_state["isr"]) == 2
+        assert old not in map(cluster.node_of, new_state["isr"]) and len(new_state["isr"]) == 2
         assert new_state["leader_epoch"] > state["leader_epoch"]
         consumer = KafkaConsumer("quick", bootstrap_servers=cluster.bootstrap().split(","),
                                  auto_offset_reset="earliest", consumer_timeout_ms=10000)
@@ -133,8 +135,9 @@ def test_sigterm_moves_leadership_before_exit(tmp_path: Path, zookeeper
         assert cluster.stop(leader) == 0, "".join(cluster.brokers[leader].stderr_lines[-30:])
         stopped = time.monotonic() - started
         state = cluster.state("calm", 0)
-        assert state["leader"] not in (leader, -1) and state["leader_epoch"] > epoch
-        assert leader not in state["isr"]
+        assert cluster.node_of(state["leader"]) not in (leader, -1)
+        assert state["leader_epoch"] > epoch
+        assert leader not in map(cluster.node_of, state["isr"])
         assert stopped < SESSION_TIMEOUT_MS / 1000
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap().split(","), acks="all")
         producer.send("calm", b"after").get(timeout=30)
@@ -163,7 +166,7 @@ def test_last_isr_member_down_leaves_the_partition_offline(tmp_path: Path, zooke
         cluster.start(others[0])
         cluster.wait_until(lambda: cluster.state("last", 0)["leader"] == -1,
                            SESSION_TIMEOUT_MS / 1000 + 20, "the partition to go offline")
-        assert cluster.state("last", 0)["isr"] == [last]
+        assert [cluster.node_of(b) for b in cluster.state("last", 0)["isr"]] == [last]
         from kafka import KafkaAdminClient
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap().split(","))
         try:
@@ -172,7 +175,7 @@ def test_last_isr_member_down_leaves_the_partition_offline(tmp_path: Path, zooke
             admin.close()
         part = meta["partitions"][0]
         assert part["leader_id"] == -1 and part["error_code"] == 5  # LEADER_NOT_AVAILABLE
-        assert sorted(part["offline_replicas"]) == sorted([last, others[1]])
+        assert sorted(map(cluster.node_of, part["offline_replicas"])) == sorted([last, others[1]])
         cluster.start(last)
         cluster.wait_until(lambda: cluster.leader("last", 0) == last, 30, "the last ISR member")
         consumer = KafkaConsumer("last", bootstrap_servers=cluster.bootstrap().split(","),
