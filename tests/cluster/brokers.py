@@ -67,6 +67,7 @@ class Cluster:
         given = self.overrides.get("num.cores", self.overrides.get("num_cores"))
         self.cores = int(given) if given is not None else num_cores_default()
         self._zk: KazooClient | None = None
+        self._paused: set[int] = set()  # nodes stopped by `pause`: they answer nothing
 
     @staticmethod
     def node_of(broker: int) -> int:
@@ -149,8 +150,10 @@ class Cluster:
         """SIGSTOP to every process of the node (a machine that stalls)."""
         for pid in self._processes(node):
             os.kill(pid, signal.SIGSTOP)
+        self._paused.add(self.node_of(node))
 
     def resume(self, node: int) -> None:
+        self._paused.discard(self.node_of(node))
         for pid in reversed(self._processes(node)):
             try:
                 os.kill(pid, signal.SIGCONT)
@@ -224,7 +227,7 @@ class Cluster:
 
     def address(self, broker: int) -> str:
         """host:port of broker `broker` as the cluster advertises it (a node's worker K is
-        not at the node's first port), from a live node's Metadata."""
+        not at the node's first port), from the Metadata of a live node not paused."""
         import trio
 
         from protocol.api_keys import ApiKey
@@ -240,6 +243,8 @@ class Cluster:
             return next((f"{b.host}:{b.port}" for b in response.brokers
                          if b.node_id == broker), None)
         for n in self.alive():
+            if n in self._paused:
+                continue
             found = trio.run(advertised, self.brokers[n].host, self.brokers[n].port)
             if found is not None:
                 return found

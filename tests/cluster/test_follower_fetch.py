@@ -5,6 +5,7 @@ killed, and loses nothing; raw Fetch requests pin down each answer (preferred_re
 what a follower serves, its out-of-range and beyond-the-high-watermark answers)."""
 from __future__ import annotations
 
+import json
 import re
 import time
 import urllib.request
@@ -56,9 +57,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: Any) -> Iterato
 def _roles(cluster: Cluster) -> tuple[int, int, int]:
     """(leader, a follower, the other follower) of the test partition: broker ids (on a
     node, a worker's), one on each node."""
-    state = cluster.state(TOPIC, 0)
-    first, second = [b for b in state["replicas"] if b != state["leader"]]
-    return state["leader"], first, second
+    leader = int(cluster.state(TOPIC, 0)["leader"])
+    replicas = json.loads(cluster.zk.get(f"/brokers/topics/{TOPIC}")[0])["partitions"]["0"]
+    first, second = [b for b in replicas if b != leader]
+    return leader, first, second
 
 
 def _rack(cluster: Cluster, broker: int) -> str:
@@ -119,10 +121,11 @@ def _fetch(cluster: Cluster, broker: int, offset: int, **kwargs: Any) -> Any:
 
 def _list_latest(cluster: Cluster, broker: int) -> int:
     """The error of a raw ListOffsets (latest) for the test partition at broker `broker`."""
+    port = _port(cluster, broker)
+
     async def run() -> int:
         async with trio.open_nursery() as nursery:
-            conn = await BrokerConnection.open("127.0.0.1", _port(cluster, broker),
-                                               nursery=nursery)
+            conn = await BrokerConnection.open("127.0.0.1", port, nursery=nursery)
             response = await conn.request(ApiKey.LIST_OFFSETS, {
                 "replica_id": -1, "isolation_level": 0, "topics": [{"name": TOPIC, "partitions": [
                     {"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1,
@@ -215,10 +218,12 @@ def test_a_long_poll_on_a_follower_is_answered_when_its_high_watermark_moves(
                            "the consumer's fetch to wait on the follower")
         _produce(cluster, [b"woken"])
 
+    port = _port(cluster, near)
+
     async def run() -> Any:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.to_thread.run_sync, produce_once_it_waits)
-            return await _fetch_async(_port(cluster, near), committed,
+            return await _fetch_async(port, committed,
                                       max_wait_ms=60_000, timeout=30)
     answer = trio.run(run)
     assert answer.error_code == ErrorCode.NONE and answer.records
