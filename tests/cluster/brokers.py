@@ -107,26 +107,28 @@ class Cluster:
             self.broker(n).start(timeout)
         self.wait_until(self._all_see_all, timeout, "every broker to see every live broker")
 
-    def _all_see_all(self) -> bool:
-        """Every live node's Metadata lists every live node's brokers: a registration reaches
-        the others' images a moment after it is written."""
+    def _listed(self, node: int) -> list[Any]:
+        """The brokers that node `node`'s Metadata lists (node_id, host, port)."""
         import trio
 
         from protocol.api_keys import ApiKey
         from pybroker.client.connection import BrokerConnection
 
-        alive = sorted(b for n in self.alive() for b in self.broker_ids(n))
-
-        async def seen(host: str, port: int) -> list[int]:
+        async def metadata(host: str, port: int) -> list[Any]:
             async with trio.open_nursery() as nursery:
                 conn = await BrokerConnection.open(host, port, nursery=nursery)
                 response = await conn.request(ApiKey.METADATA, {
                     "topics": [], "allow_auto_topic_creation": False})
                 await conn.aclose()
                 nursery.cancel_scope.cancel()
-            return sorted(b.node_id for b in response.brokers)
-        return all(trio.run(seen, self.brokers[n].host, self.brokers[n].port) == alive
-                   for n in self.alive())
+            return list(response.brokers)
+        return trio.run(metadata, self.brokers[node].host, self.brokers[node].port)
+
+    def _all_see_all(self) -> bool:
+        """Every live node's Metadata lists every live node's brokers: a registration reaches
+        the others' images a moment after it is written."""
+        alive = sorted(b for n in self.alive() for b in self.broker_ids(n))
+        return all(sorted(b.node_id for b in self._listed(n)) == alive for n in self.alive())
 
     def kill(self, node: int) -> None:
         self.brokers[self.node_of(node)].kill()
@@ -228,24 +230,11 @@ class Cluster:
     def address(self, broker: int) -> str:
         """host:port of broker `broker` as the cluster advertises it (a node's worker K is
         not at the node's first port), from the Metadata of a live node not paused."""
-        import trio
-
-        from protocol.api_keys import ApiKey
-        from pybroker.client.connection import BrokerConnection
-
-        async def advertised(host: str, port: int) -> str | None:
-            async with trio.open_nursery() as nursery:
-                conn = await BrokerConnection.open(host, port, nursery=nursery)
-                response = await conn.request(ApiKey.METADATA, {
-                    "topics": [], "allow_auto_topic_creation": False})
-                await conn.aclose()
-                nursery.cancel_scope.cancel()
-            return next((f"{b.host}:{b.port}" for b in response.brokers
-                         if b.node_id == broker), None)
         for n in self.alive():
             if n in self._paused:
                 continue
-            found = trio.run(advertised, self.brokers[n].host, self.brokers[n].port)
+            found = next((f"{b.host}:{b.port}" for b in self._listed(n) if b.node_id == broker),
+                         None)
             if found is not None:
                 return found
         raise LookupError(f"no live node lists broker {broker}")
