@@ -356,15 +356,18 @@ def test_follower_cut_off_from_the_leader_leaves_and_rejoins_the_isr(
     connections. The ISR shrinks within replica.lag.time.max.ms, acks=all writes go on with
     the other two; healed, the follower catches up and rejoins, nothing acknowledged is lost,
     the copies are identical."""
+    from pybroker.testing.broker import free_port_block
     from tests.cluster.link_proxy import LinkProxy
-    from pybroker.testing.zookeeper import free_port
 
-    real = free_port()
-    proxy = LinkProxy(real)
     cluster = Cluster(tmp_path, zookeeper.connect)
+    # Broker 1's listener on `real` and its advertised one on the proxy; on a node
+    # (PYBROKER_NUM_CORES) worker K listens on real + K and advertises proxy + K, each
+    # port with a proxy of its own.
+    real = free_port_block("127.0.0.1", 2 * cluster.cores)
+    proxies = [LinkProxy(real + k, port=real + cluster.cores + k) for k in range(cluster.cores)]
     try:
         cluster.broker(1, port=real, **{
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"}).start(60)
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxies[0].port}"}).start(60)
         cluster.start(2)
         cluster.start(3)
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap().split(","))
@@ -377,18 +380,21 @@ def test_follower_cut_off_from_the_leader_leaves_and_rejoins_the_isr(
         producer = AckedProducer(cluster.bootstrap(), "cut", rate=100).start()
         try:
             producer.wait_acked(50)
-            proxy.cut("broker-3-fetcher")
+            for proxy in proxies:
+                proxy.cut("broker-3-fetcher")
             cut_at = time.monotonic()
             cluster.wait_isr("cut", 0, {1, 2}, timeout=LAG_TIME_MS / 1000 + 15)
             assert time.monotonic() - cut_at < LAG_TIME_MS / 1000 + 10
             before = producer.acked_count()
             producer.wait_acked(before + 100, timeout=30)
             assert cluster.leader("cut", 0) == 1
-            proxy.heal()
+            for proxy in proxies:
+                proxy.heal()
             cluster.wait_isr("cut", 0, {1, 2, 3}, timeout=40)
         finally:
             history = producer.stop()
         assert_nothing_acked_lost(cluster, "cut", history)
     finally:
         cluster.close()
-        proxy.close()
+        for proxy in proxies:
+            proxy.close()
