@@ -63,9 +63,11 @@ class Cluster:
             **overrides}
         self.brokers: dict[int, BrokerProcess] = {}
         self.ids = list(range(1, size + 1))
-        # Brokers per node: the num.cores a test gives, else the kit's (PYBROKER_NUM_CORES).
+        # Brokers per node: the num.cores a test gives, else the kit's (PYBROKER_NUM_CORES),
+        # -1 read as the CPUs, as BrokerProcess.num_cores reads it.
         given = self.overrides.get("num.cores", self.overrides.get("num_cores"))
-        self.cores = int(given) if given is not None else num_cores_default()
+        cores = int(given) if given is not None else num_cores_default()
+        self.cores = len(os.sched_getaffinity(0)) if cores == -1 else cores
         self._zk: KazooClient | None = None
         self._paused: set[int] = set()  # nodes stopped by `pause`: they answer nothing
 
