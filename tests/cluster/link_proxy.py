@@ -40,9 +40,9 @@ class _Link:
 
 
 class LinkProxy:
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, port: int = 0) -> None:
         self.target = ("127.0.0.1", target_port)
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener = socket.create_server(("127.0.0.1", port))
         self.port = self.listener.getsockname()[1]
         self._cut: set[str] = set()
         self._links: list[_Link] = []

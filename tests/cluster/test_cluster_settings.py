@@ -21,7 +21,7 @@ def test_leadership_returns_to_the_preferred_replica(tmp_path: Path, zookeeper
             "leader.imbalance.check.interval.seconds": "1",
             "leader.imbalance.per.broker.percentage": "0"}) as cluster:
         create_topic(cluster, "pref")
-        preferred = json_replicas(cluster, "pref")[0]
+        preferred = cluster.node_of(json_replicas(cluster, "pref")[0])  # its node
         assert cluster.leader("pref", 0) == preferred
         cluster.kill(preferred)
         cluster.wait_until(lambda: cluster.leader("pref", 0) not in (preferred, -1),
@@ -37,7 +37,7 @@ def test_without_rebalance_leadership_stays_where_it_moved(tmp_path: Path, zooke
             "auto.leader.rebalance.enable": "false",
             "leader.imbalance.check.interval.seconds": "1"}) as cluster:
         create_topic(cluster, "stay")
-        preferred = json_replicas(cluster, "stay")[0]
+        preferred = cluster.node_of(json_replicas(cluster, "stay")[0])  # its node
         cluster.kill(preferred)
         cluster.wait_until(lambda: cluster.leader("stay", 0) not in (preferred, -1),
                            SESSION_TIMEOUT_MS / 1000 + 10, "a new leader")

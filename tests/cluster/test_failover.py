@@ -50,12 +50,14 @@ def test_quickstart_kill_the_leader(tmp_path: Path, zookeeper) -> None:  # type:
     with running_cluster(tmp_path, zookeeper.connect) as cluster:
         create_topic(cluster, "quick")
         state = cluster.state("quick", 0)
-        assert sorted(state["isr"]) == [1, 2, 3] and state["leader"] in (1, 2, 3)
+        # brokers, or on nodes (PYBROKER_NUM_CORES) a broker of each node
+        assert sorted(map(cluster.node_of, state["isr"])) == [1, 2, 3]
+        assert cluster.node_of(state["leader"]) in (1, 2, 3)
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap().split(","), acks="all")
         for value in (b"first", b"second"):
             producer.send("quick", value).get(timeout=30)
         producer.close()
-        old = state["leader"]
+        old = cluster.node_of(state["leader"])
         killed_at = time.monotonic()
         cluster.kill(old)
         cluster.wait_until(lambda: cluster.leader("quick", 0) not in (old, -1),
@@ -63,7 +65,7 @@ def test_quickstart_kill_the_leader(tmp_path: Path, zookeeper) -> None:  # type:
         elected = time.monotonic() - killed_at
         assert elected < SESSION_TIMEOUT_MS / 1000 + 5
         new_state = cluster.state("quick", 0)
-        assert old not in new_state["isr"] and len(new_state["isr"]) == 2
+        assert old not in map(cluster.node_of, new_state["isr"]) and len(new_state["isr"]) == 2
         assert new_state["leader_epoch"] > state["leader_epoch"]
         consumer = KafkaConsumer("quick", bootstrap_servers=cluster.bootstrap().split(","),
                                  auto_offset_reset="earliest", consumer_timeout_ms=10000)
@@ -133,8 +135,9 @@ def test_sigterm_moves_leadership_before_exit(tmp_path: Path, zookeeper
         assert cluster.stop(leader) == 0, "".join(cluster.brokers[leader].stderr_lines[-30:])
         stopped = time.monotonic() - started
         state = cluster.state("calm", 0)
-        assert state["leader"] not in (leader, -1) and state["leader_epoch"] > epoch
-        assert leader not in state["isr"]
+        assert cluster.node_of(state["leader"]) not in (leader, -1)
+        assert state["leader_epoch"] > epoch
+        assert leader not in map(cluster.node_of, state["isr"])
         assert stopped < SESSION_TIMEOUT_MS / 1000
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap().split(","), acks="all")
         producer.send("calm", b"after").get(timeout=30)
@@ -163,7 +166,7 @@ def test_last_isr_member_down_leaves_the_partition_offline(tmp_path: Path, zooke
         cluster.start(others[0])
         cluster.wait_until(lambda: cluster.state("last", 0)["leader"] == -1,
                            SESSION_TIMEOUT_MS / 1000 + 20, "the partition to go offline")
-        assert cluster.state("last", 0)["isr"] == [last]
+        assert [cluster.node_of(b) for b in cluster.state("last", 0)["isr"]] == [last]
         from kafka import KafkaAdminClient
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap().split(","))
         try:
@@ -172,7 +175,7 @@ def test_last_isr_member_down_leaves_the_partition_offline(tmp_path: Path, zooke
             admin.close()
         part = meta["partitions"][0]
         assert part["leader_id"] == -1 and part["error_code"] == 5  # LEADER_NOT_AVAILABLE
-        assert sorted(part["offline_replicas"]) == sorted([last, others[1]])
+        assert sorted(map(cluster.node_of, part["offline_replicas"])) == sorted([last, others[1]])
         cluster.start(last)
         cluster.wait_until(lambda: cluster.leader("last", 0) == last, 30, "the last ISR member")
         consumer = KafkaConsumer("last", bootstrap_servers=cluster.bootstrap().split(","),
@@ -353,15 +356,18 @@ def test_follower_cut_off_from_the_leader_leaves_and_rejoins_the_isr(
     connections. The ISR shrinks within replica.lag.time.max.ms, acks=all writes go on with
     the other two; healed, the follower catches up and rejoins, nothing acknowledged is lost,
     the copies are identical."""
+    from pybroker.testing.broker import free_port_block
     from tests.cluster.link_proxy import LinkProxy
-    from pybroker.testing.zookeeper import free_port
 
-    real = free_port()
-    proxy = LinkProxy(real)
     cluster = Cluster(tmp_path, zookeeper.connect)
+    # Broker 1's listener on `real` and its advertised one on the proxy; on a node
+    # (PYBROKER_NUM_CORES) worker K listens on real + K and advertises proxy + K, each
+    # port with a proxy of its own.
+    real = free_port_block("127.0.0.1", 2 * cluster.cores)
+    proxies = [LinkProxy(real + k, port=real + cluster.cores + k) for k in range(cluster.cores)]
     try:
         cluster.broker(1, port=real, **{
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"}).start(60)
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxies[0].port}"}).start(60)
         cluster.start(2)
         cluster.start(3)
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap().split(","))
@@ -374,18 +380,21 @@ def test_follower_cut_off_from_the_leader_leaves_and_rejoins_the_isr(
         producer = AckedProducer(cluster.bootstrap(), "cut", rate=100).start()
         try:
             producer.wait_acked(50)
-            proxy.cut("broker-3-fetcher")
+            for proxy in proxies:
+                proxy.cut("broker-3-fetcher")
             cut_at = time.monotonic()
             cluster.wait_isr("cut", 0, {1, 2}, timeout=LAG_TIME_MS / 1000 + 15)
             assert time.monotonic() - cut_at < LAG_TIME_MS / 1000 + 10
             before = producer.acked_count()
             producer.wait_acked(before + 100, timeout=30)
             assert cluster.leader("cut", 0) == 1
-            proxy.heal()
+            for proxy in proxies:
+                proxy.heal()
             cluster.wait_isr("cut", 0, {1, 2, 3}, timeout=40)
         finally:
             history = producer.stop()
         assert_nothing_acked_lost(cluster, "cut", history)
     finally:
         cluster.close()
-        proxy.close()
+        for proxy in proxies:
+            proxy.close()

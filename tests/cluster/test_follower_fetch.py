@@ -5,6 +5,7 @@ killed, and loses nothing; raw Fetch requests pin down each answer (preferred_re
 what a follower serves, its out-of-range and beyond-the-high-watermark answers)."""
 from __future__ import annotations
 
+import json
 import re
 import time
 import urllib.request
@@ -20,6 +21,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.client.connection import BrokerConnection
+from pybroker.node.worker import WORKER_ID_STRIDE
+from pybroker.testing.broker import free_port_block
 from tests.cluster.brokers import Cluster
 from tests.cluster.test_failover import create_topic
 
@@ -33,14 +36,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: Any) -> Iterato
     """Brokers 1, 2, 3 in racks rack-1, rack-2, rack-3 with the rack-aware selector, and one
     RF 3 partition. A paused follower stays in the ISR, holding the high watermark back, until
     its ZooKeeper session expires (the lag time is longer): 10 s, so that a busy machine
-    still fits a test's steps in, where a dead follower leaves the ISR as soon."""
+    still fits a test's steps in, where a dead follower leaves the ISR as soon. Each node
+    serves /metrics on a block of ports of its own: worker K of a node on its port + K."""
     c = Cluster(tmp_path_factory.mktemp("follower-fetch"), zk_server.connect,
-                **{"replica.selector.class": SELECTOR, "http.listeners": "http://127.0.0.1:0",
+                **{"replica.selector.class": SELECTOR,
                    "replica.lag.time.max.ms": "60000",
                    "zookeeper.session.timeout.ms": str(SESSION_MS)})
     try:
         for node in c.ids:
-            c.broker(node, **{"broker.rack": f"rack-{node}"}).start()
+            http = free_port_block("127.0.0.1", c.cores)
+            c.broker(node, **{"broker.rack": f"rack-{node}",
+                              "http.listeners": f"http://127.0.0.1:{http}"}).start()
         c.wait_until(c._all_see_all, 60, "every broker to see every live broker")
         create_topic(c, TOPIC)
         yield c
@@ -49,15 +55,28 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: Any) -> Iterato
 
 
 def _roles(cluster: Cluster) -> tuple[int, int, int]:
-    """(leader, a follower, the other follower) of the test partition."""
-    leader = cluster.leader(TOPIC, 0)
-    first, second = [n for n in cluster.ids if n != leader]
+    """(leader, a follower, the other follower) of the test partition: broker ids (on a
+    node, a worker's), one on each node."""
+    leader = int(cluster.state(TOPIC, 0)["leader"])
+    replicas = json.loads(cluster.zk.get(f"/brokers/topics/{TOPIC}")[0])["partitions"]["0"]
+    first, second = [b for b in replicas if b != leader]
     return leader, first, second
 
 
-def _metric(cluster: Cluster, node: int, series: str) -> int:
-    """One series of broker `node`'s /metrics (0 when absent)."""
-    port = cluster.brokers[node].http_port
+def _rack(cluster: Cluster, broker: int) -> str:
+    return f"rack-{cluster.node_of(broker)}"
+
+
+def _port(cluster: Cluster, broker: int) -> int:
+    """The Kafka port of `broker` (a node's worker K is not at the node's first port)."""
+    return int(cluster.address(broker).rpartition(":")[2])
+
+
+def _metric(cluster: Cluster, broker: int, series: str) -> int:
+    """One series of broker `broker`'s /metrics (0 when absent)."""
+    node = cluster.node_of(broker)
+    port = (int(cluster.brokers[node].overrides["http_listeners"].rpartition(":")[2])
+            + broker // WORKER_ID_STRIDE)
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     found = re.search(r"^%s (\S+)$" % re.escape(series), body, re.M)
     return int(float(found.group(1))) if found else 0
@@ -96,16 +115,17 @@ async def _fetch_async(port: int, offset: int, *, version: int = 11, rack: str =
     return response.responses[0].partitions[0]
 
 
-def _fetch(cluster: Cluster, node: int, offset: int, **kwargs: Any) -> Any:
-    return trio.run(partial(_fetch_async, cluster.brokers[node].port, offset, **kwargs))
+def _fetch(cluster: Cluster, broker: int, offset: int, **kwargs: Any) -> Any:
+    return trio.run(partial(_fetch_async, _port(cluster, broker), offset, **kwargs))
 
 
-def _list_latest(cluster: Cluster, node: int) -> int:
-    """The error of a raw ListOffsets (latest) for the test partition at broker `node`."""
+def _list_latest(cluster: Cluster, broker: int) -> int:
+    """The error of a raw ListOffsets (latest) for the test partition at broker `broker`."""
+    port = _port(cluster, broker)
+
     async def run() -> int:
         async with trio.open_nursery() as nursery:
-            conn = await BrokerConnection.open("127.0.0.1", cluster.brokers[node].port,
-                                               nursery=nursery)
+            conn = await BrokerConnection.open("127.0.0.1", port, nursery=nursery)
             response = await conn.request(ApiKey.LIST_OFFSETS, {
                 "replica_id": -1, "isolation_level": 0, "topics": [{"name": TOPIC, "partitions": [
                     {"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1,
@@ -133,11 +153,11 @@ def test_the_leader_points_a_rack_aware_consumer_at_its_racks_follower(cluster: 
                                                                        ) -> None:
     leader, near, _ = _roles(cluster)
     _produce(cluster, [b"raw-%d" % i for i in range(5)])
-    answer = _fetch(cluster, leader, 0, rack=f"rack-{near}")
+    answer = _fetch(cluster, leader, 0, rack=_rack(cluster, near))
     assert (answer.error_code, answer.preferred_read_replica) == (ErrorCode.NONE, near)
     assert not answer.records and answer.high_watermark >= 5
     # The leader's own rack, no rack, or a rack no replica is in: the leader serves.
-    for rack in (f"rack-{leader}", "", "rack-9"):
+    for rack in (_rack(cluster, leader), "", "rack-9"):
         answer = _fetch(cluster, leader, 0, rack=rack)
         assert answer.preferred_read_replica == -1 and answer.records, rack
     # Fetch v10 has no client metadata: the leader serves, whatever the rack.
@@ -151,7 +171,7 @@ def test_a_follower_serves_v11_consumers_up_to_its_high_watermark(cluster: Clust
     committed = _fetch(cluster, leader, 0, version=10).high_watermark
     cluster.wait_until(lambda: _fetch(cluster, near, 0).high_watermark == committed, 30,
                        "the follower to learn the leader's high watermark")
-    answer = _fetch(cluster, near, 0, rack=f"rack-{near}")
+    answer = _fetch(cluster, near, 0, rack=_rack(cluster, near))
     assert answer.error_code == ErrorCode.NONE and answer.preferred_read_replica == -1
     assert answer.records and answer.high_watermark == committed
     hw = committed
@@ -198,10 +218,12 @@ def test_a_long_poll_on_a_follower_is_answered_when_its_high_watermark_moves(
                            "the consumer's fetch to wait on the follower")
         _produce(cluster, [b"woken"])
 
+    port = _port(cluster, near)
+
     async def run() -> Any:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.to_thread.run_sync, produce_once_it_waits)
-            return await _fetch_async(cluster.brokers[near].port, committed,
+            return await _fetch_async(port, committed,
                                       max_wait_ms=60_000, timeout=30)
     answer = trio.run(run)
     assert answer.error_code == ErrorCode.NONE and answer.records
@@ -215,18 +237,19 @@ def test_a_consumer_reads_from_its_racks_follower_then_the_leader_when_it_dies(
     first = [b"first-%d" % i for i in range(200)]
     _produce(cluster, first)
     total = _fetch(cluster, leader, 0, version=10).high_watermark  # with earlier tests' records
-    before = {n: _bytes_out(cluster, n) for n in cluster.ids}
+    replicas = (leader, near, other)
+    before = {n: _bytes_out(cluster, n) for n in replicas}
     # Assigned, not subscribed: no group, so a coordinator lost with the killed broker cannot
     # move the position.
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "near-group",
-                         "client.rack": f"rack-{near}", "enable.auto.commit": False})
+                         "client.rack": _rack(cluster, near), "enable.auto.commit": False})
     try:
         consumer.assign([TopicPartition(TOPIC, 0, 0)])
         got = _consume(consumer, total, 30)
         values = [v for _, v in got]
         assert values[-200:] == first and [o for o, _ in got] == list(range(total))
-        after = {n: _bytes_out(cluster, n) for n in cluster.ids}
-        served = {n: after[n] - before[n] for n in cluster.ids}
+        after = {n: _bytes_out(cluster, n) for n in replicas}
+        served = {n: after[n] - before[n] for n in replicas}
         assert served[near] > 0 and served[leader] == 0 and served[other] == 0, served
         # The follower dies: the consumer goes back to the leader, and nothing is lost.
         cluster.kill(near)

@@ -72,8 +72,8 @@ def coordinator(cluster: Cluster, group: str) -> tuple[str, int]:
     answer = cluster.wait_until(found, 30, f"a coordinator for {group}")
     partition = partition_for(group, OFFSETS_PARTITIONS)
     cluster.wait_isr(OFFSETS, partition, set(cluster.ids))
-    leader = cluster.leader(OFFSETS, partition)
-    assert leader == answer.node_id
+    assert cluster.state(OFFSETS, partition)["leader"] == answer.node_id
+    leader = cluster.leader(OFFSETS, partition)  # its node
     follower = next(n for n in cluster.ids if n != leader)
     bootstrap = f"{answer.host}:{answer.port}"
     # Named before it has loaded the partition, a coordinator answers NOT_COORDINATOR for a

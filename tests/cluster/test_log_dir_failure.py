@@ -98,6 +98,12 @@ def _start_with_a_disk(cluster: Cluster, faults: DiskFaults) -> tuple[Path, Path
             admin.create_topics([NewTopic(name, replica_assignments={0: [1, 2, 3]},
                                           topic_configs={"min.insync.replicas": "2"})])
             cluster.wait_isr(name, 0, {1, 2, 3})
+            # The ISR is written with the assignment, before broker 1 has made the log (a
+            # node under load had not made ondisk-0's when the ISR read [1, 2, 3]), and the
+            # next one is placed by where this one went.
+            cluster.wait_until(lambda name=name: any(
+                (d / f"{name}-0").is_dir() for d in (healthy, disk)), 30,
+                f"broker 1 to create the log of {name}-0")
     finally:
         admin.close()
     assert (healthy / "steady-0").is_dir() and (disk / "ondisk-0").is_dir()

@@ -116,8 +116,10 @@ def test_controller_cut_from_zookeeper(tmp_path: Path, network: Network,
 
 
 def _epochs(cluster: Cluster, node: int) -> list[str]:
-    path = cluster.work_dir / f"broker-{node}" / f"{TOPIC}-0" / "leader-epoch-checkpoint"
-    return path.read_text().split("\n")
+    """The node's replica's leader epochs (on a node, in the dir of the worker holding it)."""
+    log_dir = cluster.dir_holding(node, TOPIC, 0)
+    assert log_dir is not None, f"no {TOPIC}-0 on node {node}"
+    return (log_dir / f"{TOPIC}-0" / "leader-epoch-checkpoint").read_text().split("\n")
 
 
 def test_follower_cut_off_truncates_to_the_leaders_epochs_and_catches_up(

@@ -59,21 +59,25 @@ def test_the_group_coordinator_answers_for_state_kept_on_other_brokers(
         tmp_path: Path, zookeeper: Any) -> None:
     with running_cluster(tmp_path, zookeeper.connect, **SETTINGS) as cluster:
         data_leader, topic_id = share_topic(cluster)
-        group = coordinator = state_coordinator = None
+        group = None
         for i in range(10_000):  # three roles, three brokers
             candidate = f"sg-{i}"
             state = cluster.leader("__share_group_state", _state_partition(candidate, topic_id))
             offsets = cluster.leader("__consumer_offsets",
                                      partition_for(candidate, OFFSETS_PARTITIONS))
             if len({state, offsets, data_leader}) == 3:
-                group, coordinator, state_coordinator = candidate, offsets, state
+                group = candidate
                 break
-        assert group is not None and coordinator is not None and state_coordinator is not None
+        assert group is not None
+        # a node's worker K is not at the node's first port: the leaders' own addresses
+        coordinator = cluster.leader_address("__consumer_offsets",
+                                             partition_for(group, OFFSETS_PARTITIONS))
+        state_coordinator = cluster.leader_address("__share_group_state",
+                                                   _state_partition(group, topic_id))
         c = _fetching_consumer(cluster.bootstrap(), group, "q")  # accepts what it gets
         c.commit_sync(30)
         c.close()
-        with RawConnection(cluster.brokers[coordinator].bootstrap) as conn, \
-                RawConnection(cluster.brokers[state_coordinator].bootstrap) as at_state:
+        with RawConnection(coordinator) as conn, RawConnection(state_coordinator) as at_state:
             code, start = _summary(at_state, group, topic_id)
             assert code == 0 and start > 0, (code, start)
             # describe, the partitions named and all of them
@@ -118,7 +122,7 @@ def test_the_group_coordinator_answers_for_state_kept_on_other_brokers(
         # the data partition's leader held the group's share-partition throughout (the
         # consumer above released what it got): a new consumer of the group starts afresh
         # (latest), not from that deleted view
-        with RawConnection(cluster.brokers[data_leader].bootstrap) as at_leader:
+        with RawConnection(cluster.leader_address("q", 0)) as at_leader:
             end = at_leader.request(ApiKey.LIST_OFFSETS, 7, {
                 "replica_id": -1, "isolation_level": 0, "topics": [{"name": "q", "partitions": [
                     {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]}
@@ -154,12 +158,18 @@ def test_a_share_coordinator_down_fails_only_its_partitions(
         _fetching_consumer(cluster.bootstrap(), "warm", "q").close()  # both internal topics
         state_leaders = [cluster.wait_until(
             lambda p=p: cluster.leader("__share_group_state", p) >= 0 and [
-                cluster.leader("__share_group_state", p)], 30,
+                int(cluster.state("__share_group_state", p)["leader"])], 30,
             f"__share_group_state-{p} to have a leader")[0] for p in range(STATE_PARTITIONS)]
 
-        def at(group: str, p: int) -> int:  # the broker of q-p's share coordinator
+        def at_broker(group: str, p: int) -> int:  # the broker of q-p's share coordinator
             return state_leaders[partition_for(
                 state_key_text(ShareStateKey(group, topic_id, p)), STATE_PARTITIONS)]
+
+        def at(group: str, p: int) -> int:  # the node of q-p's share coordinator
+            return cluster.node_of(at_broker(group, p))
+
+        def at_address(group: str, p: int) -> str:  # a node's worker K: not its first port
+            return cluster.address(at_broker(group, p))
         chosen = None
         for i in range(10_000):  # the group coordinator lives; some partitions' state does not
             group = f"sg-{i}"
@@ -176,7 +186,8 @@ def test_a_share_coordinator_down_fails_only_its_partitions(
         group, coordinator, victim, down = chosen
         up = set(range(PARTITIONS)) - down
         everything = [{"topic_name": "q", "partitions": list(range(PARTITIONS))}]
-        with RawConnection(cluster.brokers[coordinator].bootstrap) as conn:
+        with RawConnection(cluster.leader_address(
+                "__consumer_offsets", partition_for(group, OFFSETS_PARTITIONS))) as conn:
             altered = alter(conn, {("q", p): 0 for p in range(PARTITIONS)}, group)
             assert alter_codes(altered) == {("q", p): 0 for p in range(PARTITIONS)}
             cluster.stop(victim)
@@ -199,7 +210,7 @@ def test_a_share_coordinator_down_fails_only_its_partitions(
                 ("q", topic_id, ErrorCode.COORDINATOR_NOT_AVAILABLE),
                 ("nosuch", UUID(int=0), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
             for p in up:
-                with RawConnection(cluster.brokers[at(group, p)].bootstrap) as at_state:
+                with RawConnection(at_address(group, p)) as at_state:
                     assert _summary(at_state, group, topic_id, p) == (0, -1), p
             assert starts(describe(conn, group)) == {}  # no state it can see in q now
             assert {p: s[0] for p, s in offsets(describe(conn, group, everything)).items()} \
@@ -218,7 +229,7 @@ def test_a_share_coordinator_down_fails_only_its_partitions(
                 (group, ErrorCode.COORDINATOR_NOT_AVAILABLE),
                 (unknown, ErrorCode.GROUP_ID_NOT_FOUND)]
             for p in up:
-                with RawConnection(cluster.brokers[at(group, p)].bootstrap) as at_state:
+                with RawConnection(at_address(group, p)) as at_state:
                     assert _summary(at_state, group, topic_id, p) == (0, -1), p
             listed = conn.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [],
                                                            "types_filter": []})
@@ -226,7 +237,7 @@ def test_a_share_coordinator_down_fails_only_its_partitions(
             # the coordinator back, the group is deleted with the state it kept
             cluster.start(victim)
             p_down = min(down)
-            with RawConnection(cluster.brokers[victim].bootstrap) as at_state:
+            with RawConnection(at_address(group, p_down)) as at_state:
                 cluster.wait_until(lambda: _summary(at_state, group, topic_id, p_down)
                                    == (0, 0), 60, "the state to be back")
                 removed = cluster.wait_until(

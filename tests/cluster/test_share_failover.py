@@ -118,8 +118,8 @@ def _membership(cluster: Cluster, group: str) -> tuple[int, list[str]]:
     """(group epoch, member ids) as the group's coordinator describes it (ShareGroupDescribe
     to the leader of its __consumer_offsets partition), once it answers without error."""
     def describe() -> tuple[int, list[str]] | None:
-        leader = cluster.leader("__consumer_offsets", partition_for(group, OFFSETS_PARTITIONS))
-        with RawConnection(cluster.brokers[leader].bootstrap) as conn:
+        with RawConnection(cluster.leader_address(
+                "__consumer_offsets", partition_for(group, OFFSETS_PARTITIONS))) as conn:
             r = conn.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {
                 "group_ids": [group], "include_authorized_operations": False})
         d = r.groups[0]

@@ -85,7 +85,8 @@ def test_describe_prints_kafkas_lines_and_filters_follow_a_broker_failure(
         state = cluster.state(t, p)
         assert fields["leader"] == str(state["leader"])
         assert fields["isr"] == ",".join(map(str, state["isr"]))
-        assert sorted(map(int, fields["replicas"].split(","))) == [1, 2, 3]
+        # one replica on each broker, or on nodes (PYBROKER_NUM_CORES) on each node
+        assert sorted(cluster.node_of(int(r)) for r in fields["replicas"].split(",")) == [1, 2, 3]
 
     def flt(flag: str) -> Result:
         return tool(topics.main, "--bootstrap-server", cluster.bootstrap(), "--describe",
@@ -112,8 +113,10 @@ def test_describe_prints_kafkas_lines_and_filters_follow_a_broker_failure(
         assert not any(line.startswith("Topic:") for line in under.lines)
         got = partition_lines(under.out)
         assert sorted(got) == expected
-        assert all(f["isr"] in ("1,2", "2,1") for f in got.values())
-        assert all(f["leader"] in ("1", "2") for f in got.values())
+        assert all(sorted(cluster.node_of(int(b)) for b in f["isr"].split(",")) == [1, 2]
+                   for f in got.values()), got
+        assert all(f["leader"] != "none" and cluster.node_of(int(f["leader"])) in (1, 2)
+                   for f in got.values()), got
         # min.insync.replicas=2 on "health", the broker default (1) on the other.
         assert sorted(partition_lines(flt("--at-min-isr-partitions").out)) == [
             ("health", 0), ("health", 1), ("health", 2)]
@@ -164,7 +167,7 @@ def test_zookeeper_create_list_describe(cluster: Cluster,
     raw, _ = cluster.zk.get("/brokers/topics/old-style")
     data = json.loads(raw)
     assert data["version"] == 3 and data["topic_id"]
-    assert {k: sorted(v) for k, v in data["partitions"].items()} == {
+    assert {k: sorted(map(cluster.node_of, v)) for k, v in data["partitions"].items()} == {
         "0": [1, 2, 3], "1": [1, 2, 3]}
     assert data["partitions"]["0"][0] != data["partitions"]["1"][0]  # leaders spread
     raw, _ = cluster.zk.get("/config/topics/old-style")
@@ -182,10 +185,12 @@ def test_zookeeper_create_list_describe(cluster: Cluster,
     assert again.rc == 1 and "Topic 'pinned' already exists." in again.err
     assert tool(topics.main, "--zookeeper", zk, "--create", "--topic", "pinned",
                 "--replica-assignment", "3:1", "--if-not-exists").rc == 0
+    brokers = len(cluster.ids) * cluster.cores  # a node runs `cores` brokers
     too_many = tool(topics.main, "--zookeeper", zk, "--create", "--topic", "big",
-                    "--partitions", "1", "--replication-factor", "4")
+                    "--partitions", "1", "--replication-factor", str(brokers + 1))
     assert too_many.rc == 1
-    assert "Replication factor: 4 larger than available brokers: 3." in too_many.err
+    assert (f"Replication factor: {brokers + 1} larger than available brokers: {brokers}."
+            in too_many.err)
 
     listed = tool(topics.main, "--zookeeper", zk, "--list")
     assert {"old-style", "pinned"} <= set(listed.lines)
@@ -230,7 +235,8 @@ def test_zookeeper_alter_adds_partitions_and_changes_configs(
                            "Adding partitions succeeded!"]
     data = json.loads(cluster.zk.get("/brokers/topics/grow")[0])
     assert sorted(data["partitions"]) == ["0", "1", "2"]
-    assert all(sorted(r) == [1, 2, 3] for r in data["partitions"].values())
+    assert all(sorted(map(cluster.node_of, r)) == [1, 2, 3]
+               for r in data["partitions"].values())
     for p in range(3):
         cluster.wait_isr("grow", p, {1, 2, 3})
 
@@ -328,8 +334,8 @@ def test_zookeeper_delete_marks_and_the_controller_removes_the_topic(
                        30, "the deletion marker to go")
 
     def logs_left() -> list[str]:
-        return [str(d) for n in cluster.ids
-                for d in (cluster.work_dir / f"broker-{n}").glob("old-school-*")]
+        return [str(d) for n in cluster.ids for log_dir in cluster.dirs_of(n)
+                for d in log_dir.glob("old-school-*")]
 
     cluster.wait_until(lambda: not logs_left(), 30, "every broker to drop old-school's logs")
     assert "old-school" not in tool(topics.main, "--zookeeper", zk, "--list").lines

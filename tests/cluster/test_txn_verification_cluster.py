@@ -23,10 +23,10 @@ TOPIC = "verified"
 PARTITIONS = 6
 def _produce(cluster: Cluster, partition: int, txn_id: str, batch: bytes,
              version: int) -> int:
-    leader = cluster.brokers[cluster.leader(TOPIC, partition)]
     body = {"transactional_id": txn_id, "acks": -1, "timeout_ms": 5000, "topic_data": [
         {"name": TOPIC, "partition_data": [{"index": partition, "records": batch}]}]}
-    response = send_request(leader.bootstrap, ApiKey.PRODUCE, version, body)
+    response = send_request(cluster.leader_address(TOPIC, partition), ApiKey.PRODUCE, version,
+                            body)
     return int(response.responses[0].partition_responses[0].error_code)
 
 
@@ -45,7 +45,8 @@ def test_a_partition_not_added_is_refused_where_the_coordinator_is_another_broke
             "producer_epoch": -1}))
         assert init.error_code == 0
         pid, epoch = init.producer_id, init.producer_epoch
-        elsewhere = [p for p in range(PARTITIONS) if cluster.leader(TOPIC, p) != found.node_id]
+        elsewhere = [p for p in range(PARTITIONS)
+                     if cluster.state(TOPIC, p)["leader"] != found.node_id]
         assert len(elsewhere) >= 3, "rf 1 spreads the leaders over the three brokers"
         added, not_added, not_added_either = elsewhere[:3]
         add = send_request(coordinator, ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
