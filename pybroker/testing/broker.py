@@ -76,7 +76,7 @@ def broker_in_thread(log_dir: Path, hooks: RequestHooks | bool = False,
 
 
 # The test kit's brokers run as ONE process unless PYBROKER_NUM_CORES says otherwise,
-# whatever the server's own default (issue #29 asks for every CPU). A test broker is one
+# whatever the server's own default (-1, every CPU: issue #29). A test broker is one
 # broker: a test that asks for `broker.port` or kills "the broker" means one process, the
 # thread mode cannot be several processes anyway, and a test whose broker count followed the
 # machine's cores would behave differently on a laptop and a 64-core CI runner. The suite
