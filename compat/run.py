@@ -84,9 +84,12 @@ def run_cell(client: str, scenario: str, bootstrap: str, timeout: float,
 def run_matrix(clients: list[str] | None = None, scenarios: list[str] | None = None, *,
                jobs: int = 4, log_dir: Path | None = None,
                progress: Callable[[str], None] | None = None) -> dict:
-    """Start a broker, run the cells, return the matrix as a dict (the matrix.json shape)."""
+    """Start a broker, run the cells, return the matrix as a dict (the matrix.json shape).
+    The broker is a process of the test kit (pybroker.testing.Broker(process=True)): one
+    broker, or with PYBROKER_NUM_CORES=2 a node of two, which the clients must see as the
+    cluster of two brokers it is (issue #29 item 3)."""
     from compat.differential.config import SHARE_GROUPS
-    from pybroker.testing import broker_in_thread
+    from pybroker.testing import Broker
 
     adapters = all_adapters()
     clients = list(adapters) if clients is None else [_client_name(c) for c in clients]
@@ -110,10 +113,10 @@ def run_matrix(clients: list[str] | None = None, scenarios: list[str] | None = N
     # The share rows' settings (short record locks, a delivery limit of 3) touch share groups
     # alone: compat/share_group_scenarios.py.
     with tempfile.TemporaryDirectory(prefix="compat-broker-") as tmp, \
-            broker_in_thread(Path(tmp) / "logs", **SHARE_GROUPS) as info:
+            Broker(process=True, log_dir=Path(tmp) / "logs", **SHARE_GROUPS) as broker:
         def one(cell: tuple[str, str]) -> None:
             client, scenario = cell
-            result = run_cell(client, scenario, info.bootstrap, SCENARIOS[scenario].timeout,
+            result = run_cell(client, scenario, broker.bootstrap, SCENARIOS[scenario].timeout,
                               log_dir)
             results[client][scenario] = result
             if progress:

@@ -47,6 +47,42 @@ def request(bootstrap: str, api_key: int, version: int, body: Any, timeout: floa
         return decoded
 
 
+def partition_leader(bootstrap: str, topic: str, partition: int) -> tuple[int, str] | None:
+    """(broker id, host:port) of the partition's leader per the Metadata `bootstrap` answers,
+    as a client routes a Produce, Fetch or ListOffsets (on a node of several brokers, or a
+    cluster, the bootstrap broker leads only some partitions); None while it names none."""
+    answer = request(bootstrap, ApiKey.METADATA, 12, {
+        "topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    states = [p for t in answer.topics if t.name == topic for p in t.partitions
+              if p.partition_index == partition]
+    brokers = [b for b in answer.brokers for p in states if b.node_id == p.leader_id]
+    return (brokers[0].node_id, f"{brokers[0].host}:{brokers[0].port}") if brokers else None
+
+
+def find_coordinator(bootstrap: str, key: str, key_type: int = 0) -> tuple[int, str] | None:
+    """(broker id, host:port) of the coordinator of group (`key_type` 0) or transactional id
+    (1) `key` per FindCoordinator to `bootstrap`, as a client finds where to send the group's
+    requests; None while it names none (COORDINATOR_NOT_AVAILABLE)."""
+    found = request(bootstrap, ApiKey.FIND_COORDINATOR, 3, {"key": key, "key_type": key_type})
+    return (found.node_id, f"{found.host}:{found.port}") if found.error_code == 0 else None
+
+
+def _to_leader(bootstrap: str, topic: str, partition: int) -> str:
+    """Where a client sends the partition's requests: its leader, or `bootstrap` while it has
+    none, whose answer is then the error (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER) a client
+    retries on."""
+    leader = partition_leader(bootstrap, topic, partition)
+    return bootstrap if leader is None else leader[1]
+
+
+def _to_coordinator(bootstrap: str, group: str) -> str:
+    """Where a client sends the group's requests: its coordinator, or `bootstrap` while none
+    is named, whose answer then says why (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR)."""
+    coordinator = find_coordinator(bootstrap, group)
+    return bootstrap if coordinator is None else coordinator[1]
+
+
 def create_topic(bootstrap: str, name: str, partitions: int = 1,
                  configs: dict[str, str] | None = None) -> None:
     body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
@@ -88,7 +124,8 @@ def produce(bootstrap: str, topic: str, partition: int, records: list[Record],
     # NOT_LEADER_OR_FOLLOWER (6) for a moment.
     deadline = time.monotonic() + 15
     while True:
-        part = request(bootstrap, ApiKey.PRODUCE, 9, body).responses[0].partition_responses[0]
+        part = request(_to_leader(bootstrap, topic, partition), ApiKey.PRODUCE, 9,
+                       body).responses[0].partition_responses[0]
         if part.error_code not in (3, 6) or time.monotonic() > deadline:
             break
         time.sleep(0.05)
@@ -100,7 +137,8 @@ def list_offset(bootstrap: str, topic: str, partition: int, timestamp: int = -1)
     """ListOffsets: -1 latest (the log end), -2 earliest, or the first offset at/after a time."""
     body = {"replica_id": -1, "isolation_level": 0, "topics": [
         {"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}]}
-    part = request(bootstrap, ApiKey.LIST_OFFSETS, 7, body).topics[0].partitions[0]
+    part = request(_to_leader(bootstrap, topic, partition), ApiKey.LIST_OFFSETS, 7,
+                   body).topics[0].partitions[0]
     assert part.error_code == 0, f"ListOffsets {topic}-{partition}: error {part.error_code}"
     return part.offset
 
@@ -110,12 +148,13 @@ def batches(bootstrap: str, topic: str, partition: int
     """Every batch of a partition from offset 0 to the high watermark, decoded."""
     out: list[tuple[BatchHeader, list[DecodedRecord]]] = []
     offset = 0
+    leader = _to_leader(bootstrap, topic, partition)
     while True:
         body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 8 << 20,
                 "isolation_level": 0, "topics": [{"topic": topic, "partitions": [
                     {"partition": partition, "fetch_offset": offset,
                      "partition_max_bytes": 4 << 20}]}]}
-        part = request(bootstrap, ApiKey.FETCH, 12, body).responses[0].partitions[0]
+        part = request(leader, ApiKey.FETCH, 12, body).responses[0].partitions[0]
         assert part.error_code == 0, f"Fetch {topic}-{partition}: error {part.error_code}"
         data = memoryview(part.records or b"")
         progressed = False
@@ -133,15 +172,15 @@ def committed(bootstrap: str, group: str, topic: str, partitions: list[int]) -> 
     """The group's committed offsets (-1 when none) per partition."""
     body = {"group_id": group, "topics": [{"name": topic, "partition_indexes": partitions}],
             "require_stable": False}
-    resp = request(bootstrap, ApiKey.OFFSET_FETCH, 7, body)
+    resp = request(_to_coordinator(bootstrap, group), ApiKey.OFFSET_FETCH, 7, body)
     assert resp.error_code == 0, f"OffsetFetch {group}: error {resp.error_code}"
     return {p.partition_index: p.committed_offset for t in resp.topics for p in t.partitions}
 
 
 def describe_group(bootstrap: str, group: str) -> tuple[str, list[dict[str, list[int]]]]:
     """(state, [each member's assignment as topic -> partitions])."""
-    resp = request(bootstrap, ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group],
-                                                          "include_authorized_operations": False})
+    resp = request(_to_coordinator(bootstrap, group), ApiKey.DESCRIBE_GROUPS, 5, {
+        "groups": [group], "include_authorized_operations": False})
     g = resp.groups[0]
     assert g.error_code == 0, f"DescribeGroups {group}: error {g.error_code}"
     return g.group_state, [_consumer_assignment(m.member_assignment) for m in g.members]
@@ -150,8 +189,8 @@ def describe_group(bootstrap: str, group: str) -> tuple[str, list[dict[str, list
 def group_members(bootstrap: str, group: str
                   ) -> tuple[str, str, dict[str, tuple[str | None, dict[str, list[int]]]]]:
     """(state, the assignor chosen, member id -> (group.instance.id, assignment))."""
-    resp = request(bootstrap, ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group],
-                                                          "include_authorized_operations": False})
+    resp = request(_to_coordinator(bootstrap, group), ApiKey.DESCRIBE_GROUPS, 5, {
+        "groups": [group], "include_authorized_operations": False})
     g = resp.groups[0]
     assert g.error_code == 0, f"DescribeGroups {group}: error {g.error_code}"
     return g.group_state, g.protocol_data, {
@@ -181,9 +220,8 @@ class ConsumerGroup:
 
 
 def consumer_group(bootstrap: str, group: str) -> ConsumerGroup:
-    """ConsumerGroupDescribe of `group` (the broker at `bootstrap` must be its coordinator:
-    the matrix's single broker, or a single Kafka node)."""
-    resp = request(bootstrap, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+    """ConsumerGroupDescribe of `group`, asked of its coordinator."""
+    resp = request(_to_coordinator(bootstrap, group), ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
         "group_ids": [group], "include_authorized_operations": False})
     g = resp.groups[0]
     return ConsumerGroup(g.error_code, g.group_state, g.group_epoch, g.assignment_epoch,

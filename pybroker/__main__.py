@@ -9,6 +9,7 @@ than write to a log dir nobody chose; `--defaults` runs on the built-in defaults
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import signal
@@ -20,7 +21,7 @@ from pybroker import VERSION_LINE
 from pybroker.config import BROKER_CONFIG_DEFS, BrokerConfig, ConfigError, load_broker_config
 from pybroker.runtime.logging_setup import buffer_startup_logs, configure_logging
 from pybroker.runtime.malloc_tuning import tune_malloc
-from pybroker.node.worker import NODE_FILE, WORKER_ENV, cores_to_use
+from pybroker.node.worker import HANDED_OVER_LINE, NODE_FILE, WORKER_ENV, cores_to_use
 
 if TYPE_CHECKING:
     from pybroker.cluster.metadata import MetadataImage
@@ -141,6 +142,10 @@ async def _run(config: BrokerConfig) -> None:
                         inner.start_soon(second_signal)
                         await started[0].broker.controlled_shutdown()
                         inner.cancel_scope.cancel()
+                    if WORKER_ENV in os.environ:
+                        # The node's supervisor stops its next worker on this line, while
+                        # this one closes its logs (pybroker.node.supervisor._stop_next).
+                        log.info("broker %d %s", started[0].broker.node_id, HANDED_OVER_LINE)
                 nursery.cancel_scope.cancel()
                 break
 
@@ -186,6 +191,18 @@ def _cores(config: BrokerConfig) -> int:
     return cores
 
 
+def _exit_without_final_collection() -> None:
+    """Once a broker or a node has stopped and closed what it keeps, only the process's exit
+    is left, and CPython's ends with a full collection of the heap that frees memory the
+    kernel takes back anyway: measured here at 0.2-0.6 s of a single broker's stop, as much
+    for a node's supervisor, and paid by each worker of a node in turn. Objects frozen now
+    are left out of it. Nothing durable waits on a finalizer: logs, checkpoints, the clean
+    shutdown marker and the node's store were closed explicitly before this is called.
+    (Only for a process about to exit: a caller that goes on would keep every object that
+    exists now out of every later collection.)"""
+    gc.freeze()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     tune_malloc()
@@ -204,13 +221,18 @@ def main(argv: list[str] | None = None) -> int:
         cores = _cores(config)
         if cores > 1:
             from pybroker.node.supervisor import run_node
-            return run_node(config, cores, args.config, args.override)
+            code = run_node(config, cores, args.config, args.override)
+            _exit_without_final_collection()  # the workers have exited, the store is closed
+            return code
     except (ConfigError, OSError) as exc:
         print(f"pybroker-server: {exc}", file=sys.stderr)
         return 1
     import trio
     try:
         trio.run(_run, config)
+        # Stopped cleanly: the logs flushed and closed, the checkpoints and the clean
+        # shutdown marker written, the dir lock released.
+        _exit_without_final_collection()
     except KeyboardInterrupt:
         pass
     except BaseException as exc:  # noqa: BLE001 - an OSError at start is a one-line reason

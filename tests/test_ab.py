@@ -93,3 +93,40 @@ def test_the_produce_phases_take_turns_at_going_first(monkeypatch: pytest.Monkey
         first = ["ab-acks1", "ab-acksall"] if turn % 2 == 0 else ["ab-acksall", "ab-acks1"]
         assert [topic for topic, _ in produced] == first
         assert out["produce-1"].broker_cpu == 0.5 and out["produce-all"].broker_cpu == 0.7
+
+
+_CHURN = """
+import resource, sys
+if {steady}:
+    sys.path.insert(0, {root!r})
+    from tests.bench.bench_broker import steady_client_allocator
+    assert steady_client_allocator()
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+held = [bytearray(1 << 20) for _ in range(64)]  # the first round grows the heap
+del held
+before = faults()
+for _ in range(5):  # as librdkafka's queue of ~1 MB Fetch buffers fills and drains
+    held = [bytearray(1 << 20) for _ in range(64)]
+    del held
+print(faults() - before)
+"""
+
+
+@pytest.mark.parametrize("steady", [False, True])
+def test_the_clients_allocator_keeps_what_it_freed(steady: bool) -> None:
+    """steady_client_allocator (the A/B's client): buffers of ~1 MB, freed and allocated
+    again, come back from the heap without page faults; with glibc's defaults they are
+    handed back and faulted in again (256 faults a MB), which moved the A/B's consume figure
+    turn by turn (docs/PERFORMANCE.md, "Consume against 706cf02")."""
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", _CHURN.format(root=root, steady=steady)],
+                         capture_output=True, text=True, check=True).stdout
+    faults_per_mb = int(out) / (5 * 64)
+    if steady:
+        assert faults_per_mb < 8
+    else:
+        assert faults_per_mb > 128  # glibc's defaults: what the helper is there to change

@@ -465,3 +465,68 @@ def test_a_node_on_a_taken_port_fails_naming_it_before_it_touches_its_log_dir(
     assert err[-1].startswith("pybroker-server: ") and err[-1].endswith(
         f"listener PLAINTEXT://127.0.0.1:{port} cannot be bound: Address already in use"), err
     assert not log_dir.exists()
+
+
+# A stand-in worker that stops as a real one does: on SIGTERM its controlled shutdown (here
+# 0.2 s), then HANDED_OVER_LINE, then the closing of its logs, which here lasts until the
+# next worker down was signalled (at most 20 s, then exit 3: a stop that was not pipelined).
+_PIPELINED_WORKER = """
+import os, signal, sys, time
+index, node_id, events = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+def note(what):
+    with open(events, "a") as f:
+        f.write(what + "\\n")
+def noted():
+    with open(events) as f:
+        return f.read().split("\\n")
+def stop(*_):
+    note(f"term {index}")
+    time.sleep(0.2)
+    note(f"handed {index}")
+    sys.stderr.write(f"broker {node_id} {HANDED_OVER_LINE}\\n")
+    sys.stderr.flush()
+    deadline = time.monotonic() + 20
+    while index > 0 and f"term {index - 1}" not in noted():
+        if time.monotonic() > deadline:
+            sys.exit(3)
+        time.sleep(0.02)
+    note(f"exit {index}")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+sys.stderr.write(f"pybroker node {node_id} listening on 127.0.0.1:{40000 + index}\\n")
+sys.stderr.flush()
+time.sleep(120)
+"""
+
+
+def test_the_next_worker_stops_once_the_last_has_handed_over_not_once_it_has_exited(
+        tmp_path: Path) -> None:
+    """A node's clean stop hands leaderships over one worker at a time, the last first, but
+    a worker closing its logs holds nothing the next one's handover needs: the next worker's
+    SIGTERM comes on the last one's HANDED_OVER_LINE, not on its exit. Stand-ins of a node of
+    3 that exit only once the next worker down was signalled (exit 3 after 20 s if it never
+    is, which waiting for their exit would give)."""
+    import sys
+
+    from pybroker.node.supervisor import Supervisor
+    from pybroker.node.worker import HANDED_OVER_LINE
+
+    config = load_broker_config(None, {"node.id": "0", "log.dirs": str(tmp_path / "logs"),
+                                       "listeners": "PLAINTEXT://127.0.0.1:0"})
+    plans = plan_workers(config, 3, host_name="h")
+    events = tmp_path / "events"
+    events.write_text("")
+    program = f"HANDED_OVER_LINE = {HANDED_OVER_LINE!r}\n" + _PIPELINED_WORKER
+    sup = Supervisor(plans, [[sys.executable, "-c", program, str(p.index), str(p.node_id),
+                              str(events)] for p in plans])
+    _sigterm_once(sup, lambda: all(w.port is not None for w in sup.workers))
+    assert sup.run() == 0
+    assert [w.proc.returncode for w in sup.workers if w.proc is not None] == [0, 0, 0]
+    order = events.read_text().split()
+    seen = [" ".join(order[i:i + 2]) for i in range(0, len(order), 2)]
+    # One handover at a time, from the last: worker K-1 is signalled after K handed over.
+    assert [e for e in seen if not e.startswith("exit")] == [
+        "term 2", "handed 2", "term 1", "handed 1", "term 0", "handed 0"]
+    # ... and before K exited: K-1's handover overlaps K's closing.
+    assert seen.index("term 1") < seen.index("exit 2")
+    assert seen.index("term 0") < seen.index("exit 1")

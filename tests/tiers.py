@@ -41,6 +41,7 @@ TIER_OF_PATH: dict[str, str] = {
     "test_readme.py": "integration",
     "node/test_metadata_durability.py": "integration",  # kill -9 of a service process
     "node/test_metadata_import_crash.py": "integration",  # kill -9 of an import process
+    "node/test_node_over_a_bare_dir.py": "integration",  # bin/pybroker-server processes
 }
 
 

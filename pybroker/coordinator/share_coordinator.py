@@ -322,7 +322,20 @@ class ShareCoordinator:
                                                       max_offset=plog.high_watermark)
                     sp = SharePartition(config,
                                         plog.high_watermark if found is None else found[0])
-                self._dirty.add(key)
+                # The start chosen is written before any record is handed out from it: a
+                # restart that found no state would choose again (latest: the high
+                # watermark then), and what was delivered and not yet acknowledged
+                # in between would never come back.
+                written = await self._write_snapshots({key: ShareSnapshot(
+                    snapshot.state_epoch, sp.start_offset, tuple(sp.state_batches()), epoch)})
+                code = written[key]
+                if code:
+                    log.warning("share-partition %s: its start not written to its "
+                                "coordinator: %s", key, code.name)
+                    return _PERSISTER_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR), None
+                code, part = self.replicas.leader_partition(topic, partition)
+                if part is None or part.leader_epoch != epoch:  # deposed while writing
+                    return code or ErrorCode.NOT_LEADER_OR_FOLLOWER, None
             self.partitions[key] = sp
             self._leader_epochs[key] = epoch
             self._state_epochs[key] = snapshot.state_epoch
@@ -505,9 +518,24 @@ class ShareCoordinator:
         self._dirty.clear()
         if not keys:
             return ErrorCode.NONE
-        snapshots = {k: self._snapshot(k) for k in keys}
+        written = await self._write_snapshots({k: self._snapshot(k) for k in keys})
+        first = ErrorCode.NONE
+        for key in keys:
+            code = written[key]
+            if not code:
+                continue
+            first = first or _PERSISTER_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH):
+                self._forget([key])  # taken over, or started afresh: read again next time
+            elif key in self.partitions:
+                self._dirty.add(key)  # written by the next flush
+        return first
+
+    async def _write_snapshots(self, snapshots: dict[SharePartitionKey, ShareSnapshot]
+                               ) -> dict[SharePartitionKey, ErrorCode]:
+        """WriteShareGroupState of each snapshot at its share coordinator; each key's code."""
         answers = await self._at_coordinators(
-            ApiKey.WRITE_SHARE_GROUP_STATE, keys,
+            ApiKey.WRITE_SHARE_GROUP_STATE, list(snapshots),
             lambda ks: self._local_write({k: snapshots[k] for k in ks}),
             lambda k: {"partition": k[2], "state_epoch": snapshots[k].state_epoch,
                        "leader_epoch": snapshots[k].leader_epoch,
@@ -518,17 +546,7 @@ class ShareCoordinator:
                             "delivery_count": b.delivery_count}
                            for b in snapshots[k].batches]},
             lambda p: None)
-        first = ErrorCode.NONE
-        for key in keys:
-            code = answers[key][0]
-            if not code:
-                continue
-            first = first or _PERSISTER_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR)
-            if code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH):
-                self._forget([key])  # taken over, or started afresh: read again next time
-            elif key in self.partitions:
-                self._dirty.add(key)  # written by the next flush
-        return first
+        return {key: answer[0] for key, answer in answers.items()}
 
     def _snapshot(self, key: SharePartitionKey) -> ShareSnapshot:
         sp = self.partitions[key]

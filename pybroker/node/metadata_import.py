@@ -13,7 +13,10 @@ partition of that dir) are then served by worker 0 as before.
 What goes where (first log dir -> znodes, Kafka's paths and JSON, zk_data.py)
 ---------------------------------------------------------------------------
 - meta.properties: its cluster.id -> /cluster/id. Its node.id must be the node's node.id, and
-  a configured cluster.id must be its: the broker of before would have refused either.
+  a configured cluster.id must be its: the broker of before would have refused either. A dir
+  with meta.properties and none of the files below (a broker stopped before it wrote any
+  metadata) is imported too: its cluster id alone, which worker 0 would refuse to see
+  replaced by a new one.
 - pybroker-metadata.json: each topic -> /brokers/topics/T (topic id, each partition's
   replicas: the old broker alone, which is worker 0), /brokers/topics/T/partitions/P/state
   (leader, leader epoch and ISR as the broker left them, so the epochs in its logs'
@@ -254,8 +257,11 @@ def import_single_broker(config: BrokerConfig) -> bool:
         _finish(log_dir, data_dir)
         return False
     present = [name for name in SOURCES if (log_dir / name).exists()]
-    if not present:
-        return False
+    if not present and not (log_dir / META_PROPERTIES).exists():
+        return False  # a new dir: the node's store starts empty and names the cluster
+    # With meta.properties alone (a broker that stopped before it wrote any metadata), its
+    # cluster id is still all there is to import, and must be: worker 0 keeps the file and
+    # refuses a store that names another cluster (resolve_cluster_id).
     locks = LogDirLocks([log_dir])  # LogDirInUse (one line) while a broker runs on it
     try:
         if log_dir in locks.failed:
@@ -278,7 +284,7 @@ def import_single_broker(config: BrokerConfig) -> bool:
                  and path.startswith(zd.TOPICS + "/"))
     log.info("imported the single broker's metadata of %s into the node's store (%d topics, "
              "%d znodes); kept %s", log_dir, topics, len(znodes),
-             ", ".join(name + KEPT_SUFFIX for name in present))
+             ", ".join(name + KEPT_SUFFIX for name in present) or "no file (it had none)")
     return True
 
 

@@ -12,9 +12,10 @@ them. What it promises:
   and the last line is the worker's one-line reason, as a single broker's failed start ends):
   a port taken or a bad log dir does not get better by retrying.
 - Ctrl-C / SIGTERM: forwarded to every worker, one after the other from the last (see
-  `_stop_next`), and each hands its leaderships over (controlled shutdown) and closes its logs
-  cleanly; the supervisor exits 0 once all of them did. A second signal is forwarded to all at
-  once: each worker then stops at once, as a single broker does.
+  `_stop_next`): each hands its leaderships over (controlled shutdown), and the next one is
+  signalled as soon as it has, while it closes its logs cleanly; the supervisor exits 0 once
+  all of them did. A second signal is forwarded to all at once: each worker then stops at
+  once, as a single broker does.
   Workers run in a process group of their own, so the terminal's Ctrl-C reaches them once,
   through the supervisor, not twice (which a worker would read as "stop at once").
 - kill -9 of the supervisor: every worker gets SIGKILL from the kernel (PR_SET_PDEATHSIG),
@@ -56,7 +57,8 @@ from typing import IO, TYPE_CHECKING, Any, Callable
 from pybroker.config import BrokerConfig, ConfigError
 from pybroker.node.metadata_import import METADATA_DIR, import_single_broker
 from pybroker.node.readiness import IN_SYNC_LINE, NODE_BROKERS_ENV
-from pybroker.node.worker import NODE_FILE, WORKER_ENV, WorkerPlan, die_with_parent, plan_workers, worker_command
+from pybroker.node.worker import HANDED_OVER_LINE, NODE_FILE, WORKER_ENV, WorkerPlan, \
+    die_with_parent, plan_workers, worker_command
 
 if TYPE_CHECKING:
     from pybroker.node.metadata_service import MetadataService
@@ -71,6 +73,7 @@ LOUD_STOP_TIMEOUT_S = 60.0
 # host name (`SASL_SSL://localhost:9093`, the README's secure broker) or a bracketed IPv6 one.
 _LISTENING = re.compile(r"listening on (\[[^\]]*\]|[^\s:\[]*):(\d+)")
 _IN_SYNC = re.compile(r"broker (\d+) " + re.escape(IN_SYNC_LINE))
+_HANDED_OVER = re.compile(r"broker (\d+) " + re.escape(HANDED_OVER_LINE))
 
 
 @dataclass
@@ -84,6 +87,7 @@ class _Worker:
     last_lines: deque[str] = field(default_factory=lambda: deque(maxlen=20))
     deaths: deque[float] = field(default_factory=deque)
     stop_sent: bool = False  # SIGTERM sent to its current process
+    handed_over: bool = False  # its controlled shutdown is over; it is closing its logs
 
 
 class Supervisor:
@@ -119,6 +123,7 @@ class Supervisor:
         worker.port = None
         worker.in_sync = False
         worker.stop_sent = False
+        worker.handed_over = False
         env = dict(self.env if self.env is not None else os.environ,
                    **{WORKER_ENV: str(worker.plan.index),
                       NODE_BROKERS_ENV: ",".join(str(w.plan.node_id) for w in self.workers)})
@@ -149,6 +154,8 @@ class Supervisor:
                 self._events.put(("up", worker.plan.index, generation, int(m.group(2))))
             elif (m := _IN_SYNC.search(line)) and int(m.group(1)) == worker.plan.node_id:
                 self._events.put(("in sync", worker.plan.index, generation, 0))
+            elif (m := _HANDED_OVER.search(line)) and int(m.group(1)) == worker.plan.node_id:
+                self._events.put(("handed over", worker.plan.index, generation, 0))
         self._events.put(("exit", worker.plan.index, generation, proc.wait()))
 
     def _signal(self, workers: list[_Worker], signum: int) -> None:
@@ -236,6 +243,11 @@ class Supervisor:
             worker = self.workers[index]
             if generation != worker.generation:
                 continue
+            if kind == "handed over":
+                worker.handed_over = True
+                if stopping is not None:
+                    self._stop_next()
+                continue
             if kind in ("up", "in sync"):
                 if kind == "up":
                     worker.port = value
@@ -269,16 +281,25 @@ class Supervisor:
             self._stop_next()
 
     def _stop_next(self) -> None:
-        """SIGTERM to the live worker of the highest index, unless one is stopping already.
+        """SIGTERM to the live worker of the highest index not yet signalled, unless one is
+        still in its controlled shutdown.
 
-        One at a time: a worker's controlled shutdown moves its leaderships to the other
+        One controlled shutdown at a time: it moves the worker's leaderships to the other
         replicas in the ISR, and on a node alone those are the node's other workers; stopped
-        all at once, each would wait for the others (20 s, then give up uncleanly)."""
+        all at once, each would wait for the others (20 s, then give up uncleanly). But only
+        the handover is one at a time: once a worker logged HANDED_OVER_LINE it leads no
+        partition that a live replica could take, the controller has taken it out of every
+        ISR it was in (Kafka's controlled shutdown, `decisions.controlled_shutdown_moves`) and
+        it is never again chosen to lead (its registration says it is shutting down), so the
+        next worker's handover needs nothing more of it; it closes its logs meanwhile."""
         live = self._live()
-        if not live or any(w.stop_sent for w in live):
+        if any(w.stop_sent and not w.handed_over for w in live):
             return
-        live[-1].stop_sent = True
-        self._signal(live[-1:], signal.SIGTERM)
+        waiting = [w for w in live if not w.stop_sent]
+        if not waiting:
+            return
+        waiting[-1].stop_sent = True
+        self._signal(waiting[-1:], signal.SIGTERM)
 
     def _death(self, worker: _Worker, returncode: int, ready: bool) -> str | None:
         """Why the node must stop after this worker's death, or None to restart it."""

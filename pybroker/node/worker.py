@@ -40,6 +40,9 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 NODE_FILE = "pybroker-node.properties"
 # Set in a worker's environment to its index: it is one broker of a node, not a node.
 WORKER_ENV = "PYBROKER_NODE_WORKER"
+# What a stopping worker logs ("broker <id> ...") once its controlled shutdown is over, before
+# it closes its logs: the supervisor's cue to stop the next worker (pybroker.node.supervisor).
+HANDED_OVER_LINE = "is done with its controlled shutdown; closing its logs"
 _ADVERTISED_KEYS = frozenset({"advertised.listeners", "advertised.host.name", "advertised.port"})
 
 

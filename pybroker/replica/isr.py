@@ -78,8 +78,13 @@ class IsrUpkeep:
         isr -= part.out_of_sync_replicas(now_ms, lag_time_max_ms)
         if expand:
             # Only replicas outside the current ISR may join: one just found out of sync
-            # still "has" the high watermark (it is what holds it back).
-            isr |= {r for r in part.replicas if r not in part.isr and part.can_join_isr(r)}
+            # still "has" the high watermark (it is what holds it back). Nor may a broker in
+            # its controlled shutdown (Kafka's isReplicaIsrEligible, KIP-841): the controller
+            # took it out of the ISR, and its fetches until it closes would put it back, so a
+            # leader stopping after it would wait for it to go (a node's next worker).
+            brokers = self.metadata.image.brokers
+            isr |= {r for r in part.replicas if r not in part.isr and part.can_join_isr(r)
+                    and not (r in brokers and brokers[r].shutting_down)}
         if isr == set(part.isr) or not isr:
             return
         new_isr = tuple(r for r in part.replicas if r in isr)

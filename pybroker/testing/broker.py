@@ -252,7 +252,12 @@ class BrokerProcess:
                 self._drainer = threading.Thread(target=self._drain, daemon=True)
                 self._drainer.start()
                 return self
-        raise RuntimeError("broker did not start:\n" + "".join(self.stderr_lines))
+        # Given up on: killed, so that it neither runs on beside the next test (its ports,
+        # its dir, its CPU) nor outlives the run; a node's workers die with it (PDEATHSIG).
+        self.proc.kill()
+        self.proc.wait()
+        raise RuntimeError(f"broker did not start in {timeout:g} s (killed):\n"
+                           + "".join(self.stderr_lines))
 
     @property
     def num_cores(self) -> int:
@@ -475,6 +480,15 @@ class Broker:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def log_dirs(self) -> list[Path]:
+        """The log dir of each broker it runs, worker K's K-th (`BrokerProcess.log_dirs`):
+        a node of several brokers (process mode with num.cores > 1) has one per worker, whose
+        broker id is node.id + 1000 K; a single broker has `log_dir` alone."""
+        if self._proc is not None:
+            return self._proc.log_dirs()
+        assert self.log_dir is not None, "the broker is not running"
+        return [self.log_dir]
 
     @property
     def http_port(self) -> int | None:

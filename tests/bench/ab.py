@@ -39,7 +39,8 @@ if str(ROOT) not in sys.path:
 
 from tests.bench import raw_load  # noqa: E402
 from tests.bench.bench_broker import (  # noqa: E402
-    Throughput, bench_consume, bench_produce, cpu_seconds, user_seconds,
+    Throughput, bench_consume, bench_produce, cpu_seconds, steady_client_allocator,
+    user_seconds,
 )
 from tests.helpers import BrokerProcess  # noqa: E402
 
@@ -73,6 +74,9 @@ transaction.state.log.min.isr=1
 # (figure name, phase, higher is better)
 # "user-s/M" is the user-mode part of "CPU-s/M": the broker's own work, without the kernel's
 # copies, whose cost here swings with other processes' writeback from turn to turn.
+# "client CPU-s/M" is this process's (confluent-kafka's) CPU per million records: consume
+# MB/s is set by the client's Python loop, not by the broker (docs/PERFORMANCE.md, "Consume
+# against 706cf02"), so a consume MB/s ratio reads alongside the client's work per record.
 FIGURES = (("produce acks=1 MB/s", "produce-1", True),
            ("produce acks=1 CPU-s/M", "produce-1", False),
            ("produce acks=1 user-s/M", "produce-1", False),
@@ -82,6 +86,7 @@ FIGURES = (("produce acks=1 MB/s", "produce-1", True),
            ("consume MB/s", "consume", True),
            ("consume CPU-s/M", "consume", False),
            ("consume user-s/M", "consume", False),
+           ("consume client CPU-s/M", "consume", False),
            ("raw produce acks=1 CPU-s/M", "raw-produce-1", False),
            ("raw produce acks=1 user-s/M", "raw-produce-1", False),
            ("raw produce acks=all CPU-s/M", "raw-produce-all", False),
@@ -208,6 +213,8 @@ def _measured(pid: int, phase: Callable[[], raw_load.RawPhase]) -> Throughput:
 def figure(t: Throughput, name: str) -> float:
     if name.endswith("MB/s"):
         return t.mb_s
+    if name.endswith("client CPU-s/M"):
+        return t.client_cpu / t.records * 1e6
     return t.user_per_million if name.endswith("user-s/M") else t.cpu_per_million
 
 
@@ -235,6 +242,9 @@ def compare(this: Build, ref: Build, rounds: int, count: int,
     `raw_only`, each turn is the raw phases alone (`run_raw_turn`), and so are the figures."""
     runs: dict[str, list[dict[str, Throughput]]] = {this.label: [], ref.label: []}
     byte_compile(this.tree)
+    # The client's allocator keeps its memory: otherwise whether librdkafka's Fetch buffers
+    # are faulted in afresh changes from turn to turn (steady_client_allocator).
+    steady_client_allocator()
     # The brokers run as in production: not with the strict encoding the test run turns on
     # (tests/conftest.py), which REF may not have and which costs this build's encoder more.
     strict = os.environ.pop("PYBROKER_STRICT_ENCODE", None)

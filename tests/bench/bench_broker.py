@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from pybroker.runtime.malloc_tuning import tune_malloc  # noqa: E402
 from tests.helpers import BrokerProcess  # noqa: E402
 
 MB = 1_000_000
@@ -125,6 +126,29 @@ def reset_peak_rss(pid: int) -> None:
 def client_cpu() -> float:
     t = os.times()
     return t.user + t.system
+
+
+STEADY_MMAP_THRESHOLD = 32 << 20  # glibc's largest (DEFAULT_MMAP_THRESHOLD_MAX, 64-bit)
+STEADY_TRIM_THRESHOLD = 512 << 20
+
+
+def steady_client_allocator() -> bool:
+    """Keep this process's (the client's) freed memory for reuse: allocations below 32 MB
+    come from the heap, and the heap is not handed back to the kernel until 512 MB of it
+    are free. Why: librdkafka holds each Fetch response (~1 MB) in a buffer of its own, and
+    with glibc's defaults (a 128 KB mmap threshold, raised only by frees of larger mmapped
+    chunks, and a trim of the heap's top whenever twice that is free) a freed buffer may go
+    back to the kernel and the next be faulted in again. How often depends on what this
+    process allocated and freed before, not on the broker: a consume turn cost the client
+    159-176 page faults per response in some turns and 14-55 in others, and its Python
+    thread 0.3-0.5 s of system time per million records more, 15-21 % of the client's CPU
+    (docs/PERFORMANCE.md, "Consume against 706cf02"). Consume MB/s is the client's speed,
+    so that moved the A/B's consume figure turn by turn. The brokers are other processes,
+    which tune their own allocator (both builds: `tune_malloc`'s defaults, a 32 MB mmap
+    threshold and 4 MB kept at the heap's top, enough for a broker's buffers, not for a
+    client draining a 64 MB queue of them). False where there is no glibc mallopt, or where
+    the MALLOC_*_ environment variables decide."""
+    return tune_malloc(STEADY_MMAP_THRESHOLD, STEADY_TRIM_THRESHOLD)
 
 
 STARTED: list[BrokerProcess] = []
@@ -403,7 +427,8 @@ def bench_produce(bootstrap: str, pid: int, topic: str, partitions: int, size: i
 
 def bench_consume(bootstrap: str, pid: int, topic: str, partitions: int, size: int,
                   count: int, client: ClientConfig | None = None,
-                  cpu_pids: tuple[int, ...] = (), stall_seconds: float = 30) -> Throughput:
+                  cpu_pids: tuple[int, ...] = (), stall_seconds: float = 30,
+                  before_close: Callable[[], object] | None = None) -> Throughput:
     """Read `count` records from the beginning. The clock starts at the first records received,
     which are not counted: librdkafka takes ~0.5 s after assign() before its first fetch
     (group coordinator lookup, ListOffsets), a client start-up cost, not the broker's. Each
@@ -412,7 +437,9 @@ def bench_consume(bootstrap: str, pid: int, topic: str, partitions: int, size: i
     0.5 s to every run and flatten the comparison. `cpu_pids`: the brokers whose CPU time and
     peak RSS are summed (default: `pid` alone; a cluster's followers fetch meanwhile).
     RuntimeError after `stall_seconds` without a record (Kafka with 10,000 partitions kept a
-    consumer waiting 38 s for its last 13 partitions)."""
+    consumer waiting 38 s for its last 13 partitions). `before_close`: called once the records
+    are in, while the consumer's threads still run (tests/bench/consume_counts.py reads their
+    CPU time)."""
     pids = cpu_pids or (pid,)
     # librdkafka stops fetching a partition for fetch.queue.backoff.ms (default 1 s) whenever
     # its local queue passes queued.min.messages (100,000): a client-side pause, not the broker's.
@@ -441,6 +468,8 @@ def bench_consume(bootstrap: str, pid: int, topic: str, partitions: int, size: i
     cpu, ccpu = sum(map(cpu_seconds, pids)) - cpu0, client_cpu() - ccpu0
     user = sum(map(user_seconds, pids)) - user0
     hwm = sum(status_kb(each, "VmHWM") for each in pids)
+    if before_close is not None:
+        before_close()
     c.close()
     return Throughput(got - first, size, elapsed, cpu, ccpu, hwm, user)
 

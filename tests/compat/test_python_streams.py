@@ -30,7 +30,9 @@ SECOND = ["a", "c", "c", "d"]
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Broker]:
-    with Broker(num_partitions=1, group_initial_rebalance_delay_ms=0,
+    # A process, so that the suite's PYBROKER_NUM_CORES=2 runs this against a node of two
+    # brokers, as the default of all cores will (issue #29 item 3); one broker otherwise.
+    with Broker(process=True, num_partitions=1, group_initial_rebalance_delay_ms=0,
                 offsets_topic_num_partitions=3, transaction_state_log_num_partitions=3) as b:
         yield b
 

@@ -12,14 +12,14 @@ from typing import Any
 
 from construct import Container
 
-from compat.wire import create_topic, read_frame
+from compat.wire import create_topic, find_coordinator, partition_leader, read_frame
 from protocol.api_keys import ApiKey
 from protocol.codec import decode_response, encode_request
 from protocol.errors import ErrorCode
 
 # create_topic: the same raw CreateTopics v7 the compatibility suite sets its topics up with.
-__all__ = ["RawConnection", "coordinator_address", "create_topic", "leader_address",
-           "send_request"]
+__all__ = ["RawConnection", "coordinator_address", "coordinator_id", "create_topic",
+           "leader_address", "leader_id", "send_request"]
 
 
 def _split(bootstrap: str) -> tuple[str, int]:
@@ -99,17 +99,31 @@ def _finalizes_share_groups(address: str) -> bool:
                for f in r.finalized_features)
 
 
+def _leader(bootstrap: str, topic: str, partition: int) -> tuple[int, str]:
+    leader = partition_leader(bootstrap, topic, partition)
+    assert leader is not None, f"{bootstrap} names no leader of {topic}-{partition}"
+    return leader
+
+
 def leader_address(bootstrap: str, topic: str, partition: int) -> str:
     """host:port of the partition's leader, from the Metadata `bootstrap` answers, as a client
     finds where to send a Produce or Fetch (on a node of several brokers, or a cluster, the
     bootstrap broker leads only some partitions)."""
-    answer = send_request(bootstrap, ApiKey.METADATA, 12, {
-        "topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
-        "include_topic_authorized_operations": False})
-    (found,) = [t for t in answer.topics if t.name == topic]
-    (state,) = [p for p in found.partitions if p.partition_index == partition]
-    (broker,) = [b for b in answer.brokers if b.node_id == state.leader_id]
-    return f"{broker.host}:{broker.port}"
+    return _leader(bootstrap, topic, partition)[1]
+
+
+def leader_id(bootstrap: str, topic: str, partition: int) -> int:
+    """The broker id of the partition's leader, from the Metadata `bootstrap` answers: what a
+    tool prints as `Leader:` (on a node of several brokers not always the first one's)."""
+    return _leader(bootstrap, topic, partition)[0]
+
+
+def coordinator_id(bootstrap: str, key: str, key_type: int = 0) -> int:
+    """The broker id of the coordinator of group (`key_type` 0) or transactional id (1)
+    `key`, from FindCoordinator to `bootstrap`: what a tool prints as its coordinator."""
+    found = find_coordinator(bootstrap, key, key_type)
+    assert found is not None, f"{bootstrap} names no coordinator of {key}"
+    return found[0]
 
 
 def coordinator_address(bootstrap: str, key: str, key_type: int = 0,
@@ -120,10 +134,9 @@ def coordinator_address(bootstrap: str, key: str, key_type: int = 0,
     leader named a moment ago may still be loading the partition's groups and answer
     COORDINATOR_LOAD_IN_PROGRESS, which a client retries and a raw test does not (the cluster
     tier's helpers wait the same way)."""
-    found = send_request(bootstrap, ApiKey.FIND_COORDINATOR, 3, {"key": key,
-                                                                 "key_type": key_type})
-    assert found.error_code == 0, found
-    address = f"{found.host}:{found.port}"
+    found = find_coordinator(bootstrap, key, key_type)
+    assert found is not None, f"{bootstrap} names no coordinator of {key}"
+    address = found[1]
     if key_type != 0:
         return address
     deadline = time.monotonic() + timeout

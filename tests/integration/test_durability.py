@@ -119,7 +119,7 @@ def _stop_cleanly(bp: BrokerProcess) -> None:
     rc = bp.stop()
     took = time.monotonic() - t0
     assert rc == 0, "".join(bp.stderr_lines)
-    assert took < 5, f"clean shutdown took {took:.1f}s"
+    assert took < 5, f"clean shutdown took {took:.1f}s:\n" + "".join(bp.stderr_lines[-60:])
 
 
 # -- restart -------------------------------------------------------------------------------------

@@ -311,6 +311,49 @@ def test_kill_9_after_an_acknowledgement_is_answered_redelivers_only_the_rest(
             bp.kill()
 
 
+def test_kill_9_right_after_the_first_delivery_keeps_the_start_it_was_delivered_from(
+        tmp_path: Path) -> None:
+    """The share-partition's start (latest: the high watermark when first fetched) is
+    written before the first record is handed out from it. A ShareFetch that starts the
+    share-partition and long-polls gets records produced meanwhile; killed -9 right after,
+    with nothing acknowledged and no lock expired (a long lock), the broker must find that
+    start again: else it starts at the new high watermark and the delivered records never
+    come back (CI, 2026-12-06: confluent's ShareConsumer got nothing after a restart)."""
+    import threading
+
+    from pybroker.testing import BrokerProcess
+    log_dir = tmp_path / "logs"
+    settings = {**SHORT, "group.share.record.lock.duration.ms": "60000"}
+    bp = BrokerProcess(log_dir, **settings).start()
+    try:
+        enable_share_groups(bp.bootstrap)
+        create_topic(bp.bootstrap, "q")
+        m = Member(bp.bootstrap)
+        m.join()
+        answers: list[object] = []
+        waiting = threading.Thread(
+            target=lambda: answers.append(m.fetch(max_wait_ms=30_000)), daemon=True)
+        waiting.start()  # epoch 0: this fetch starts the share-partition, then waits
+        produced, deadline = 0, time.monotonic() + 30
+        while waiting.is_alive() and time.monotonic() < deadline:
+            produce(bp.bootstrap, 1)  # one record at a time, until the fetch has some
+            produced += 1
+        waiting.join(1)
+        assert answers and acquired(answers[0]), "the waiting ShareFetch got nothing"
+        first, _, count = acquired(answers[0])[0]  # first: the high watermark it started at
+        assert count == 1
+        bp.kill()
+        m.close()
+        bp = BrokerProcess(log_dir, **settings).start()
+        again = Member(bp.bootstrap)
+        again.join()
+        # nothing was acknowledged: every record from the start first chosen comes back
+        assert acquired(again.fetch(max_wait_ms=5000)) == [(first, produced - 1, 1)]
+    finally:
+        if bp.proc is not None and bp.proc.poll() is None:
+            bp.kill()
+
+
 def describe_members(member: Member) -> tuple[str, int, dict[str, tuple[int, list[int]]]]:
     """(state, group epoch, member id -> (member epoch, partitions)) as ShareGroupDescribe
     tells it."""

@@ -161,3 +161,12 @@ def test_a_process_brokers_last_lines_are_read_once_it_is_reaped(tmp_path) -> No
     assert broker.wait(30) == 0
     assert any("shut down cleanly" in line for line in broker.stderr_lines), \
         broker.stderr_lines[-5:]
+
+
+def test_a_process_broker_given_up_on_is_killed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`start` that gives up leaves no broker behind: it would hold its port and dir, and
+    take CPU from the tests after it (a node's workers under load outlived their test)."""
+    bp = BrokerProcess(tmp_path / "logs")
+    with pytest.raises(RuntimeError, match="did not start in 0.001 s"):
+        bp.start(timeout=0.001)
+    assert bp.proc is not None and bp.proc.poll() is not None

@@ -184,6 +184,38 @@ def test_a_node_over_a_dir_without_single_broker_files_imports_nothing(tmp_path:
     assert not (tmp_path / METADATA_DIR).exists()
 
 
+def test_a_dir_with_meta_properties_alone_gives_the_node_its_cluster_id(tmp_path: Path) -> None:
+    """A broker that stopped before it wrote any metadata left meta.properties alone: its
+    cluster id is imported all the same (worker 0 refuses a store naming another), and the
+    file is left for worker 0 to read. The real start: tests/node/test_node_over_a_bare_dir.py."""
+    (tmp_path / "meta.properties").write_text(
+        f"version=1\ncluster.id=I9vAZs3fScSp4A12e9MyJw\nnode.id={NODE}\n")
+    assert import_single_broker(node_config(tmp_path))
+    tree = _DurableTree(_Journal(tmp_path / METADATA_DIR))
+    try:
+        store = ZkMetadataStore("memory", NODE, rack=None, session_timeout_ms=6000,
+                                connection_timeout_ms=6000, client_class=tree.client)
+        try:
+            store.attach(tmp_path, None)
+            assert store.image.cluster_id == "I9vAZs3fScSp4A12e9MyJw"
+            assert store.image.topics == {}
+        finally:
+            store.close()
+    finally:
+        tree.journal.close()
+    assert (tmp_path / "meta.properties").exists()
+    assert not list(tmp_path.glob("*" + KEPT_SUFFIX))
+    assert not import_single_broker(node_config(tmp_path))  # once
+
+
+def test_a_bare_dir_of_another_node_id_is_refused_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "meta.properties").write_text(
+        "version=1\ncluster.id=I9vAZs3fScSp4A12e9MyJw\nnode.id=3\n")
+    with pytest.raises(ImportRefused, match="belongs to node 3, but node.id is 7"):
+        import_single_broker(node_config(tmp_path))
+    assert not (tmp_path / METADATA_DIR).exists()
+
+
 def test_a_single_broker_over_an_imported_dir_is_refused_in_one_line(
         tmp_path: Path, imported_tree: tuple[MetadataImage, _DurableTree],
         capsys: pytest.CaptureFixture[str]) -> None:

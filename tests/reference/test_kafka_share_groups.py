@@ -13,7 +13,7 @@ import pytest
 
 from compat import kafka_tools
 from compat.apache_kafka import ApacheKafkaUnavailable
-from pybroker.testing.broker import broker_in_thread
+from pybroker.testing import Broker
 from tests.helpers import ROOT
 from tests.integration.share_member import ACCEPT, SHORT, acquired, started
 
@@ -27,8 +27,10 @@ def tools() -> None:
 
 
 def test_kafka_share_groups_lists_describes_and_deletes(tools: None, tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
-        b = info.bootstrap
+    # A process, so that the suite's PYBROKER_NUM_CORES=2 runs the tools against a node of
+    # two brokers, as the default of all cores will (issue #29 item 3).
+    with Broker(process=True, log_dir=tmp_path / "logs", **SHORT) as broker:
+        b = broker.bootstrap
         m = started(b, 4)
         assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 3, 1)]
         assert m.acknowledge([(0, 1, ACCEPT)]).error_code == 0
@@ -77,13 +79,16 @@ def test_a_restart_keeps_membership_for_kafkas_tool_and_the_consumer_goes_on(
     group as before (member ids, epochs, assignments), and confluent-kafka's ShareConsumer
     goes on at its member epoch (no rejoin, which would have started it at epoch 1) and
     reads what is produced after the restart."""
-    from compat.apache_kafka import free_port
     from pybroker.testing import BrokerProcess
     from tests.integration.share_member import Member
     from tests.integration.test_share_consumers import consumer, produce, warm_up
     from tests.integration.raw import create_topic, enable_share_groups
-    log_dir, port = tmp_path / "logs", free_port()
-    bp = BrokerProcess(log_dir, port=port, **SHORT).start()
+    # Port 0: the kit picks the port, and for a node of several brokers (PYBROKER_NUM_CORES)
+    # a block of them below the ephemeral range, so worker K's port + K is free at the
+    # restart too (a free port of the ephemeral range says nothing of the one after it).
+    log_dir = tmp_path / "logs"
+    bp = BrokerProcess(log_dir, **SHORT).start()
+    port = bp.port
 
     def members() -> list[list[str]]:
         out = kafka_tools.run("kafka-share-groups", [

@@ -23,6 +23,7 @@ from compat import kafka_tools
 from compat.apache_kafka import ApacheKafkaUnavailable
 from pybroker.testing import Broker
 from tests.helpers import ROOT
+from tests.integration.raw import coordinator_id, leader_id
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +32,25 @@ def broker() -> Iterator[Broker]:
         kafka_tools.classpath()  # fetched once, before the broker starts
     except ApacheKafkaUnavailable as exc:
         pytest.fail(f"Kafka's tools are unavailable: {exc}", pytrace=False)
-    with Broker(authorizer_class_name="kafka.security.authorizer.AclAuthorizer",
+    # A process, so that the suite's PYBROKER_NUM_CORES=2 runs the tools against a node of two
+    # brokers, as the default of all cores will (issue #29 item 3): they must print what they
+    # print for a cluster of two (each broker's log dirs, leaders on either).
+    with Broker(process=True, authorizer_class_name="kafka.security.authorizer.AclAuthorizer",
                 super_users="User:ANONYMOUS") as b:
         yield b
+
+
+def broker_ids(broker: Broker) -> list[int]:
+    """The ids of the brokers `broker` runs: 0, and on a node worker K's 1000 K
+    (docs/OPERATIONS.md, "One node, every core")."""
+    return [1000 * k for k in range(len(broker.log_dirs()))]
+
+
+def leader_of(broker: Broker, topic: str, partition: int) -> int:
+    """The partition's leader as Metadata names it, which must be one of the node's brokers."""
+    lead = leader_id(broker.bootstrap, topic, partition)
+    assert lead in broker_ids(broker), (topic, partition, lead)
+    return lead
 
 
 def kafka(tool: str, *args: str, input: str | None = None, ok: bool = True,
@@ -72,8 +89,9 @@ def test_topics_create_list_describe_alter_delete(broker: Broker) -> None:
     assert re.fullmatch(r"Topic: kt-topics\tTopicId: \S{22}\tPartitionCount: 3\t"
                         r"ReplicationFactor: 1\tConfigs: retention.ms=3600000", lines[0]), lines[0]
     for p in range(3):
-        assert f"\tTopic: kt-topics\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0" \
-            "\tElr: N/A\tLastKnownElr: N/A" == lines[1 + p]
+        lead = leader_of(broker, "kt-topics", p)
+        assert f"\tTopic: kt-topics\tPartition: {p}\tLeader: {lead}\tReplicas: {lead}" \
+            f"\tIsr: {lead}\tElr: N/A\tLastKnownElr: N/A" == lines[1 + p]
     # pybroker's kafka-topics prints the same description.
     mine = ours("kafka-topics", "--bootstrap-server", b, "--describe", "--topic", "kt-topics")
     assert mine.stdout == described, f"ours:\n{mine.stdout}\nKafka's:\n{described}"
@@ -213,9 +231,14 @@ def test_log_dirs(broker: Broker) -> None:
     out = kafka("kafka-log-dirs", "--bootstrap-server", broker.bootstrap, "--describe",
                 "--topic-list", "kt-logdirs").stdout
     found = json.loads(out.strip().splitlines()[-1])
-    ((entry,),) = [b["logDirs"] for b in found["brokers"]]
-    assert entry["error"] is None and entry["logDir"] == str(broker.log_dir), entry
-    assert [p["partition"] for p in entry["partitions"]] == ["kt-logdirs-0"], entry
+    # Every broker of the cluster with its log dir; the partition in its leader's only.
+    lead = leader_of(broker, "kt-logdirs", 0)
+    assert [b["broker"] for b in found["brokers"]] == broker_ids(broker), found
+    for described, log_dir in zip(found["brokers"], broker.log_dirs()):
+        (entry,) = described["logDirs"]
+        assert entry["error"] is None and entry["logDir"] == str(log_dir), entry
+        assert [p["partition"] for p in entry["partitions"]] == \
+            (["kt-logdirs-0"] if described["broker"] == lead else []), entry
 
 
 def test_acls(broker: Broker) -> None:
@@ -291,12 +314,14 @@ def test_transactions(broker: Broker) -> None:
           "--transaction-duration-ms", "100", "--producer-props", f"bootstrap.servers={b}")
     listed = table(kafka("kafka-transactions", "--bootstrap-server", b, "list").stdout)
     assert listed[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
-    assert [r for r in listed if r[0] == "kt-tid"][0][1:2] == ["0"], listed
+    coordinator = coordinator_id(b, "kt-tid", key_type=1)
+    assert coordinator in broker_ids(broker), coordinator
+    assert [r for r in listed if r[0] == "kt-tid"][0][1:2] == [str(coordinator)], listed
     described = table(kafka("kafka-transactions", "--bootstrap-server", b, "describe",
                             "--transactional-id", "kt-tid").stdout)
     assert described[0][:4] == ["CoordinatorId", "TransactionalId", "ProducerId",
                                 "ProducerEpoch"], described
-    assert described[1][:2] == ["0", "kt-tid"], described
+    assert described[1][:2] == [str(coordinator), "kt-tid"], described
 
 
 # -- a cluster: leader election and reassignment -------------------------------------------------
@@ -376,6 +401,8 @@ def test_readme_quickstart_with_kafkas_tools(broker: Broker) -> None:
     assert "Processed a total of 2 messages" in consume.stderr
     assert re.search(r"Topic: test\tTopicId: \S+\tPartitionCount: 1\tReplicationFactor: 1",
                      describe.stdout), describe.stdout
-    assert re.search(r"Partition: 0\s+Leader: 0\s+Replicas: 0\s+Isr: 0", describe.stdout)
+    lead = leader_of(broker, "test", 0)
+    assert re.search(rf"Partition: 0\s+Leader: {lead}\s+Replicas: {lead}\s+Isr: {lead}\s",
+                     describe.stdout), describe.stdout
     row = next(r for r in table(group.stdout) if r[0] == "quickstart")
     assert row[1:6] == ["test", "0", "2", "2", "0"], group.stdout

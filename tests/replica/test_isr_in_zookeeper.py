@@ -121,6 +121,30 @@ def test_a_controller_write_right_after_an_expansion_is_not_overridden(leader: L
     assert leader.part.isr == frozenset({0, 1, 2})
 
 
+def test_a_broker_in_controlled_shutdown_does_not_rejoin_the_isr(leader: Leader) -> None:
+    """Kafka's isReplicaIsrEligible (KIP-841): broker 1 asked for a controlled shutdown (its
+    registration says so) and is out of the ISR; its fetches until it closes must not put it
+    back, or the leader's own controlled shutdown would wait for it to go. Registered again,
+    not shutting down, it may rejoin."""
+    endpoints = {"PLAINTEXT": ("127.0.0.1", 9093)}
+
+    async def expand(shutting_down: bool) -> None:
+        await leader.store.refresh_now(("brokers",))
+        assert leader.store.image.brokers[1].shutting_down is shutting_down
+        leader.catch_up(1)
+        await leader.manager._maybe_change_isr((TOPIC, 0), LAG_MS, expand=True)
+
+    leader.zk.create(zd.broker_path(1), zd.encode_broker(1, endpoints, {}, shutting_down=True),
+                     ephemeral=True, makepath=True)
+    trio.run(expand, True)
+    assert leader.state()[0].isr == (0, 2)
+    assert leader.part.isr == frozenset({0, 2})
+
+    leader.zk.set(zd.broker_path(1), zd.encode_broker(1, endpoints, {}))
+    trio.run(expand, False)
+    assert leader.state()[0].isr == (0, 1, 2)
+    assert leader.part.isr == frozenset({0, 1, 2})
+
 
 @pytest.mark.parametrize("write", ["produce", "marker"])
 def test_a_dir_failed_by_another_thread_during_an_append_answers_storage_error(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import ErrorCode as E
+from pybroker.cluster.image import BrokerInfo, MetadataImage
 from pybroker.replica.isr import IsrUpkeep
 from pybroker.replica.partition import Partition
 from pybroker.storage.partition_log import PartitionLog
@@ -171,6 +172,10 @@ def _upkeep(part: Partition) -> tuple[IsrUpkeep, list[tuple[int, ...]]]:
     writes: list[tuple[int, ...]] = []
 
     class Store:
+        # Brokers 0 and 1 registered, neither shutting down (the ISR's eligibility reads it).
+        image = MetadataImage("c", 0, {b: BrokerInfo(b, "127.0.0.1", 9092 + b) for b in (0, 1)},
+                              {})
+
         async def alter_isr(self, topic: str, partition: int, epoch: int,
                             isr: tuple[int, ...], version: int) -> int:
             writes.append(isr)
