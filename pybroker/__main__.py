@@ -17,17 +17,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, cast
 
-import trio
-
 from pybroker import VERSION_LINE
 from pybroker.config import BROKER_CONFIG_DEFS, BrokerConfig, ConfigError, load_broker_config
 from pybroker.runtime.logging_setup import buffer_startup_logs, configure_logging
 from pybroker.runtime.malloc_tuning import tune_malloc
 from pybroker.node.worker import HANDED_OVER_LINE, NODE_FILE, WORKER_ENV, cores_to_use
-from pybroker.server import ServerInfo, serve
 
 if TYPE_CHECKING:
     from pybroker.cluster.metadata import MetadataImage
+    from pybroker.server import ServerInfo
 
 log = logging.getLogger("pybroker")
 
@@ -95,7 +93,13 @@ def _overrides(items: list[str]) -> dict[str, str]:
     return out
 
 
+# trio and the broker (pybroker.server) are imported by the single broker's path below, not at
+# the top: a node's supervisor serves nothing itself, and every module it imports is time
+# before its workers start (the default start: docs/DESIGN.md, "One node, every core").
 async def _serve_remembering(config: BrokerConfig, started: list[ServerInfo]) -> None:
+    import trio
+
+    from pybroker.server import serve
     async with trio.open_nursery() as nursery:
         started.append(await nursery.start(serve, config))
         if WORKER_ENV in os.environ:
@@ -118,6 +122,7 @@ async def _serve_remembering(config: BrokerConfig, started: list[ServerInfo]) ->
 
 
 async def _run(config: BrokerConfig) -> None:
+    import trio
     # The signal receiver is open before the broker starts, so that a SIGTERM arriving while
     # it loads its logs or just after it logs "listening" still shuts it down gracefully.
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -222,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, OSError) as exc:
         print(f"pybroker-server: {exc}", file=sys.stderr)
         return 1
+    import trio
     try:
         trio.run(_run, config)
         # Stopped cleanly: the logs flushed and closed, the checkpoints and the clean

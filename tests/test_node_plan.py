@@ -30,10 +30,12 @@ def own_logging() -> Iterator[None]:
     root.setLevel(level)
 
 
-def test_num_cores_is_one_process_by_default_and_minus_one_is_every_cpu_it_may_use() -> None:
-    assert cores_to_use(load_broker_config(None, {})) == 1
-    every = load_broker_config(None, {"num.cores": "-1"})
-    assert cores_to_use(every) == len(os.sched_getaffinity(0))
+def test_num_cores_is_every_cpu_it_may_use_by_default_and_1_is_one_process() -> None:
+    every = len(os.sched_getaffinity(0))
+    assert load_broker_config(None, {}).num_cores == -1
+    assert cores_to_use(load_broker_config(None, {})) == every
+    assert cores_to_use(load_broker_config(None, {"num.cores": "-1"})) == every
+    assert cores_to_use(load_broker_config(None, {"num.cores": "1"})) == 1
     assert cores_to_use(load_broker_config(None, {"num.cores": "3"})) == 3
 
 

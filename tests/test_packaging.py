@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from pybroker import __version__
 from pybroker.testing import Broker
+from pybroker.testing.broker import StartWatch, free_port_block
 from tests.helpers import ROOT
 
 # What the wheel is built from: the library and its metadata, nothing else of the tree (so
@@ -139,6 +141,7 @@ def test_wheel_in_a_fresh_venv_runs_a_users_tests(tmp_path: Path) -> None:
         broker.create_topic("made-before-the-tool")
         listed = run(topics_tool, "--bootstrap-server", broker.bootstrap, "--list", cwd=tmp_path)
     assert "made-before-the-tool" in listed.splitlines()
+    _console_script_serves(venv, tmp_path)
 
     # Every module imports from site-packages alone: not the repository (cwd is elsewhere,
     # -I drops PYTHONPATH and the script's directory), and nothing of tests/ or compat/.
@@ -149,6 +152,41 @@ def test_wheel_in_a_fresh_venv_runs_a_users_tests(tmp_path: Path) -> None:
     (project / "test_with_kafka.py").write_text(textwrap.dedent(USER_TEST))
     out = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=project)
     assert "2 passed" in out, out
+
+
+def _console_script_serves(venv: Path, tmp_path: Path) -> None:
+    """The installed `pybroker-server` at the default num.cores (every CPU): on a machine of
+    several, a node whose supervisor runs its workers as the venv's `python -m pybroker`,
+    from site-packages alone (cwd elsewhere, no PYTHONPATH); the installed kafka-topics
+    creates a topic through it, and SIGTERM stops it all with exit code 0."""
+    cores = len(os.sched_getaffinity(0))
+    port = free_port_block("127.0.0.1", cores)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    server = subprocess.Popen(
+        [str(venv / "bin" / "pybroker-server"), "--defaults",
+         "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+         "--override", f"log.dirs={tmp_path / 'server-logs'}"],
+        cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    try:
+        assert server.stderr is not None
+        watch, serving = StartWatch(), None
+        for line in server.stderr:
+            lines.append(line)
+            serving = watch.feed(line)
+            if serving is not None:
+                break
+        assert serving == port, "".join(lines)
+        assert watch.node == (cores > 1), "".join(lines)
+        created = run(venv / "bin" / "kafka-topics", "--bootstrap-server", f"127.0.0.1:{port}",
+                      "--create", "--topic", "spread", "--partitions", str(2 * cores),
+                      cwd=tmp_path)
+        assert "Created topic spread." in created
+        server.send_signal(signal.SIGTERM)
+        rest = server.communicate(timeout=60)[1]
+    finally:
+        server.kill()
+    assert server.returncode == 0, "".join(lines) + rest
 
 
 def test_the_first_run_of_the_readme_command_prints_nothing_alarming(tmp_path: Path) -> None:

@@ -2,14 +2,14 @@
 tool line, with lines starting with `>` typed into the console producer.
 
 Only two things are changed, so the test cannot collide with a real broker or earlier data:
-the server listens on a free port (`localhost:9092` in the commands is rewritten to it) and
-writes to a temporary log dir.
+the server listens on free ports (`localhost:9092` in the commands is rewritten to the first)
+and writes to a temporary log dir. Its core count is the file's, num.cores left at its
+default, every CPU: on a machine of N CPUs the README's server is a node of N brokers.
 """
 from __future__ import annotations
 
 import re
 import shlex
-import socket
 import subprocess
 from pathlib import Path
 
@@ -33,18 +33,14 @@ def quickstart_steps() -> list[tuple[str, list[str]]]:
     return steps
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def server(tmp_path: Path):  # type: ignore[no-untyped-def]
     # The README's server command is `bin/pybroker-server config/standalone/server.properties`; the
-    # harness runs the same module with the same file, overriding only port and log dir.
-    proc = BrokerProcess(tmp_path / "logs", port=_free_port(),
-                         config=str(ROOT / "config" / "standalone" / "server.properties")).start()
+    # harness runs the same module with the same file, overriding only ports and log dir (a
+    # node's workers get a block of free ports: pybroker.testing.broker.free_port_block).
+    proc = BrokerProcess(tmp_path / "logs", pin_cores=False,
+                         config=str(ROOT / "config" / "standalone" / "server.properties")
+                         ).start()
     yield proc
     proc.stop()
 
@@ -66,7 +62,15 @@ def test_readme_quickstart_runs_as_written(server: BrokerProcess) -> None:
     assert "Processed a total of 2 messages" in consume.stderr
     assert re.search(r"Topic: test\tTopicId: \S+\tPartitionCount: 1\tReplicationFactor: 1",
                      describe.stdout), describe.stdout
-    assert re.search(r"Partition: 0\s+Leader: 0\s+Replicas: 0\s+Isr: 0", describe.stdout)
+    # README: a machine of one CPU shows broker 0; one of N, any of the node's brokers 0,
+    # 1000, ..., 1000 (N - 1), each the partition's only replica (the controller picks the
+    # first broker at random, as Kafka's assignReplicasToBrokers does).
+    shown = re.search(r"Partition: 0\s+Leader: (\d+)\s+Replicas: (\d+)\s+Isr: (\d+)\s",
+                      describe.stdout)
+    assert shown is not None, describe.stdout
+    leader, replicas, isr = (int(g) for g in shown.groups())
+    assert leader == replicas == isr, describe.stdout
+    assert leader in {1000 * k for k in range(server.num_cores)}, describe.stdout
     header = group.stdout.split("\n")
     assert any(line.split()[:6] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET",
                                     "LOG-END-OFFSET", "LAG"] for line in header), group.stdout

@@ -3,7 +3,8 @@
 The tour talks to `127.0.0.1:9092`, as the README's broker listens. To run it unchanged without
 touching that port on this machine (a developer's broker, other test runs), the test gives the
 tour a network of its own: a private network namespace (`unshare`), in which a broker started
-from config/standalone/server.properties owns 127.0.0.1:9092 and nothing else is there. Before the Python
+from config/standalone/server.properties owns 127.0.0.1:9092 (and 9093 and up: a broker a CPU)
+and nothing else is there. Before the Python
 snippet the README's kcat lines write "hello" to a topic, so a snippet that prints an older
 record instead of its own is caught. The embedding snippet listens on a free port and needs no
 such care; it is run beside a directory named `pybroker`, where a clone of that name would be.
@@ -66,8 +67,10 @@ def _why_no_private_network() -> str | None:
 def run_tour(workdir: Path) -> dict[str, list]:  # type: ignore[type-arg]
     """Inside the namespace: the README's broker, kcat lines and Python tour (twice), as
     printed; (exit code, stdout, stderr) of each."""
-    broker = BrokerProcess(workdir / "logs", port=TOUR_PORT,
-                           config=str(ROOT / "config" / "standalone" / "server.properties")).start()
+    # num.cores as the file leaves it (every CPU): the README's server, ports 9092 and up.
+    broker = BrokerProcess(workdir / "logs", port=TOUR_PORT, pin_cores=False,
+                           config=str(ROOT / "config" / "standalone" / "server.properties")
+                           ).start()
     results: dict[str, list] = {}  # type: ignore[type-arg]
     try:
         for i, line in enumerate(tour_shell_lines()):

@@ -83,7 +83,7 @@ class ZkSession:
                 f"zookeeper.connection.timeout.ms={timeout_ms}: "
                 f"{str(exc) or type(exc).__name__}. "
                 "Start ZooKeeper first (bin/zookeeper-server-start.sh "
-                "config/zookeeper.properties), or run one broker with no other service: "
+                "config/zookeeper.properties), or run pybroker with no other service: "
                 "bin/pybroker-server config/standalone/server.properties")
             ) from None
 

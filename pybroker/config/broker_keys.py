@@ -179,11 +179,11 @@ BROKER_CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "Kafka's network thread count. Accepted; pybroker serves each connection as a task.", na=True),
     _k("num.io.threads", _I, 8, at_least(1), _HIGH,
        "Kafka's request handler thread count. Accepted; unused.", na=True),
-    _k("num.cores", _I, 1, CountOrAll(), _HIGH,
+    _k("num.cores", _I, -1, CountOrAll(), _HIGH,
        "How many cores this node serves with: with N > 1, pybroker-server runs N brokers, one "
-       "process each, as one cluster (a Python process uses one core). -1: every CPU the "
-       "process may use (its affinity mask, as taskset or a container's cpuset sets it). "
-       "1, the default for now: one broker process (docs/DESIGN.md says why not -1 yet). "
+       "process each, as one cluster (a Python process uses one core). -1, the default: "
+       "every CPU the process may use (its affinity mask, as taskset or a container's cpuset "
+       "sets it), so one broker process on a machine of one CPU. 1: one broker process. "
        "pybroker's own key (Kafka spreads one JVM over num.network.threads and "
        "num.io.threads). Broker K of the node has id node.id + 1000 K, every listener port "
        "+ K (0 stays 0) and log dirs suffixed -K (broker 0 keeps node.id, the ports and "

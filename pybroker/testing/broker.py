@@ -34,7 +34,7 @@ import trio
 from pybroker.runtime.clock import Clock
 from pybroker.config import BrokerConfig, load_broker_config
 from pybroker.network.request_hooks import RequestHooks
-from pybroker.node.worker import worker_log_dir
+from pybroker.node.worker import cores_to_use, worker_log_dir
 from pybroker.server import ServerInfo, serve
 from pybroker.testing.cluster import Cluster
 from pybroker.testing.loop import LoopThread, off_trio, on_a_thread
@@ -42,7 +42,7 @@ from pybroker.testing.loop import LoopThread, off_trio, on_a_thread
 T = TypeVar("T")
 
 __all__ = ["broker_config", "broker_in_thread", "BrokerProcess", "Broker", "Cluster",
-           "ExternalBroker"]
+           "ExternalBroker", "StartWatch"]
 
 # The directory holding the pybroker package: a subprocess broker imports the same code.
 _SOURCE = Path(__file__).resolve().parents[2]
@@ -76,7 +76,7 @@ def broker_in_thread(log_dir: Path, hooks: RequestHooks | bool = False,
 
 
 # The test kit's brokers run as ONE process unless PYBROKER_NUM_CORES says otherwise,
-# whatever the server's own default (issue #29 asks for every CPU). A test broker is one
+# whatever the server's own default (-1, every CPU: issue #29). A test broker is one
 # broker: a test that asks for `broker.port` or kills "the broker" means one process, the
 # thread mode cannot be several processes anyway, and a test whose broker count followed the
 # machine's cores would behave differently on a laptop and a 64-core CI runner. The suite
@@ -101,6 +101,29 @@ def num_cores_default() -> int:
 
 
 _WORKER_STARTED = re.compile(r"worker (\d+) \(broker \d+\) started, pid (\d+)")
+# HOST is what the listener names: an address, a host name (`SASL_SSL://localhost:9093`, the
+# README's secure broker) or a bracketed IPv6 one.
+_HOST_PORT = r"(?:\[[^\]]*\]|[^\s:\[]*):(\d+)"
+_LISTENING = re.compile(r"listening on " + _HOST_PORT)
+_NODE_READY = re.compile(r"brokers ready, listening on " + _HOST_PORT)
+
+
+class StartWatch:
+    """Reads a `pybroker-server` process's stderr lines, however many brokers it runs: `feed`
+    gives the port it serves on once it does. A single broker serves once it logs `listening
+    on`; a node of several (num.cores, whose default follows the machine's CPUs) once its
+    supervisor logs `brokers ready`: its workers' own `listening on` lines come first, while
+    they do not yet see each other. A node says it is one (a `worker K ... started` line)
+    before any worker can listen."""
+
+    def __init__(self) -> None:
+        self.node = False
+
+    def feed(self, line: str) -> int | None:
+        self.node = self.node or _WORKER_STARTED.search(line) is not None
+        m = (_NODE_READY if self.node else _LISTENING).search(line)
+        return int(m.group(1)) if m else None
+
 # The lowest port a node's block of ports is taken from (below: the well-known and the
 # commonly configured ports).
 _BLOCK_PORTS_FROM = 10000
@@ -153,7 +176,7 @@ class BrokerProcess:
                  python: str | None = None, source: Path | None = None,
                  host: str = "127.0.0.1",
                  wrap: Callable[[Sequence[str]], list[str]] | None = None,
-                 **overrides: str) -> None:
+                 pin_cores: bool = True, **overrides: str) -> None:
         """With `config`, the file is used as given but for port and log dir (and an HTTP
         side door the file asks for moves to an ephemeral port, `http_port`). `open_files`
         sets the child's RLIMIT_NOFILE, soft and hard (`ulimit -Hn`: the broker raises its
@@ -162,7 +185,9 @@ class BrokerProcess:
         (an interpreter and the tree it imports pybroker from: the benchmark's A/B mode).
         `host`: the address it listens on; `wrap` turns the command line into the one that
         runs it elsewhere (`pybroker.testing.network.Network.command`: in a network
-        namespace whose address is `host`)."""
+        namespace whose address is `host`). `pin_cores`=False leaves num.cores to the file
+        (or the built-in default, every CPU) when no override names it, as a user's start
+        does: the README's commands; otherwise the kit's count (`num_cores_default`)."""
         self.host = host
         self.wrap = wrap
         self.python = python or sys.executable
@@ -173,6 +198,7 @@ class BrokerProcess:
         self.log_dir = log_dir
         self.port = port
         self.overrides = overrides
+        self.pin_cores = pin_cores
         self.proc: subprocess.Popen | None = None
         self.stderr_lines: list[str] = []
         # Reads the rest of stderr into stderr_lines once started; `wait` joins it, so the
@@ -199,13 +225,11 @@ class BrokerProcess:
             args += ["--defaults", "--override", "group.initial.rebalance.delay.ms=0",
                      "--override", "offsets.topic.num.partitions=5",
                      "--override", "transaction.state.log.num.partitions=5"]
-        if not {"num_cores", "num.cores"} & set(self.overrides):
+        if self.pin_cores and not {"num_cores", "num.cores"} & set(self.overrides):
             args += ["--override", f"num.cores={cores}"]
         for k, v in self.overrides.items():
             args += ["--override", f"{k.replace('_', '.')}={v}"]
-        # A node of several brokers logs each worker's "listening" line, then its own.
-        ready = (re.compile(r"brokers ready, listening on [\d.]+:(\d+)") if cores > 1
-                 else re.compile(r"listening on [\d.]+:(\d+)"))
+        watch = StartWatch()
         env = dict(os.environ, PYTHONPATH=str(self.source))
         limited = self.open_files is not None or self.file_size_limit is not None
         self.proc = subprocess.Popen(self.wrap(args) if self.wrap else args,
@@ -222,9 +246,9 @@ class BrokerProcess:
             http = re.search(r"HTTP \(.*\) on http://\S*:(\d+)", line)
             if http and self.http_port is None:
                 self.http_port = int(http.group(1))
-            m = ready.search(line)
-            if m:
-                self.port = int(m.group(1))
+            port = watch.feed(line)
+            if port is not None:
+                self.port = port
                 self._drainer = threading.Thread(target=self._drain, daemon=True)
                 self._drainer.start()
                 return self
@@ -238,8 +262,11 @@ class BrokerProcess:
     @property
     def num_cores(self) -> int:
         """The brokers this process runs (num.cores): the num_cores override, else
-        PYBROKER_NUM_CORES, else 1 (`DEFAULT_NUM_CORES`), -1 read as the CPUs it may use."""
+        PYBROKER_NUM_CORES, else 1 (`DEFAULT_NUM_CORES`), -1 read as the CPUs it may use;
+        without `pin_cores`, the override, else what the file (or the default) says."""
         given = self.overrides.get("num_cores", self.overrides.get("num.cores"))
+        if given is None and not self.pin_cores:
+            return cores_to_use(load_broker_config(self.config, {}, quiet=True))
         cores = int(given if given is not None else num_cores_default())
         return len(os.sched_getaffinity(0)) if cores == -1 else cores
 

@@ -62,7 +62,10 @@ class _Broker:
                 "--override", "listeners=PLAINTEXT://127.0.0.1:0",
                 "--override", f"log.dirs={log_dir}",
                 "--override", "http.listeners=http://127.0.0.1:0",
-                "--override", "offsets.topic.num.partitions=1"]
+                "--override", "offsets.topic.num.partitions=1",
+                # One broker process, whatever the machine's CPUs (the default, -1, is a node
+                # of one broker a CPU): its CPU and fetches are what is compared.
+                "--override", "num.cores=1"]
         self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, cwd=source,
                                      env=dict(os.environ, PYTHONPATH=str(source)))
         self.port = self.http_port = 0

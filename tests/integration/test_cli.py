@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 import pybroker
-from pybroker.config import BROKER_CONFIG_DEFS, load_properties
+from pybroker.config import BROKER_CONFIG_DEFS, load_broker_config, load_properties
+from pybroker.node.worker import cores_to_use, worker_log_dir
+from pybroker.testing.broker import StartWatch
 from tests.helpers import ROOT
 
 SERVER_PROPERTIES = ROOT / "config" / "standalone" / "server.properties"
@@ -51,11 +53,13 @@ class Server:
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
+        # At the default num.cores (every CPU) the server is a node of several brokers here.
+        watch = StartWatch()
         for line in self.proc.stderr:
             self.lines.append(line)
-            m = re.search(r"listening on [\d.]+:(\d+)", line)
-            if m and self.port is None:
-                self.port = int(m.group(1))
+            port = watch.feed(line)
+            if port is not None and self.port is None:
+                self.port = port
                 self._started.set()
         self._started.set()
 
@@ -156,7 +160,10 @@ def test_starts_serves_and_exits_cleanly(config_file: Path, tmp_path: Path, sign
     for line in log_lines:
         assert LOG_LINE.match(line), f"log line without timestamp and level: {line!r}"
     assert any("shut down cleanly" in ln for ln in log_lines), server.stderr
-    assert (log_dir / ".kafka_cleanshutdown").exists()
+    # The file leaves num.cores at its default, every CPU: broker K of the node has `<dir>-K`.
+    cores = cores_to_use(load_broker_config(config_file))
+    dirs = [log_dir] + [Path(worker_log_dir(str(log_dir), k)) for k in range(1, cores)]
+    assert [d for d in dirs if not (d / ".kafka_cleanshutdown").exists()] == []
 
 
 def test_bin_script(config_file: Path, tmp_path: Path) -> None:

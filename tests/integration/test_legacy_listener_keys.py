@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,19 +13,15 @@ from pathlib import Path
 from compat.wire import request
 from protocol.api_keys import ApiKey
 from pybroker.testing import broker_in_thread
+from pybroker.testing.broker import StartWatch, free_port_block
 from tests.helpers import ROOT
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_port_and_host_name_make_the_listener(tmp_path: Path) -> None:
     """A 0.8-era server.properties: no listeners, port= and host.name=. A stock producer
     reaches the broker on that port; stderr names listeners as the key to use."""
-    port = _free_port()
+    # num.cores is left at its default, every CPU: broker K of the node listens on port + K.
+    port = free_port_block("127.0.0.1", len(os.sched_getaffinity(0)))
     config = tmp_path / "server.properties"
     config.write_text(f"broker.id=0\nport={port}\nhost.name=127.0.0.1\n"
                       f"log.dirs={tmp_path / 'logs'}\noffsets.topic.num.partitions=1\n")
@@ -37,16 +32,12 @@ def test_port_and_host_name_make_the_listener(tmp_path: Path) -> None:
     try:
         assert broker.stderr is not None
         deadline = time.monotonic() + 30
-        # A node (num.cores > 1) is serving once its supervisor says all its brokers are.
-        def serving() -> bool:
-            node = any(" started, pid " in ln for ln in lines)
-            return any("brokers ready, listening on" in ln if node else "listening on" in ln
-                       for ln in lines)
-
-        while time.monotonic() < deadline and not serving():
+        watch, serving = StartWatch(), None
+        while time.monotonic() < deadline and serving is None:
             line = broker.stderr.readline()
             assert line, "broker exited:\n" + "".join(lines)
             lines.append(line)
+            serving = watch.feed(line)
         assert f"listening on 127.0.0.1:{port}" in "".join(lines)
         _produce(f"127.0.0.1:{port}", "legacy-port")
         broker.send_signal(signal.SIGTERM)

@@ -207,19 +207,29 @@ def test_all_locks_or_none(tmp_path: Path) -> None:
     LogDirLocks([a, b]).release()  # `a` was released when `b` failed
 
 
-def test_a_log_dir_of_another_node_is_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cores, reason", [
+    # A node refuses it before any worker starts (pybroker.node.metadata_import), naming the
+    # node's node.id, which its worker 0 keeps.
+    ("1", "meta.properties belongs to node 7"),
+    ("2", "meta.properties belongs to node 7, but node.id is 0"),
+])
+def test_a_log_dir_of_another_node_is_one_line(tmp_path: Path, cores: str, reason: str) -> None:
     (tmp_path / "meta.properties").write_text("version=1\ncluster.id=abc\nnode.id=7\n")
-    # A single broker's start (the default num.cores=1), as the test below: a node's workers
-    # are cluster members, which name the dir in the cluster's words ("belongs to broker 7").
     result = _run_failing([sys.executable, "-m", "pybroker", "--defaults",
                            "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-                           "--override", f"log.dirs={tmp_path}"])
-    assert "belongs to node 7" in result.stderr.strip().splitlines()[-1], result.stderr
+                           "--override", f"log.dirs={tmp_path}",
+                           "--override", f"num.cores={cores}"])
+    assert reason in result.stderr.strip().splitlines()[-1], result.stderr
 
 
-def test_a_log_dir_of_another_cluster_is_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cores", ["1", "2"])
+def test_a_log_dir_of_another_cluster_is_one_line(tmp_path: Path, cores: str) -> None:
     (tmp_path / "meta.properties").write_text("version=1\ncluster.id=abc\nnode.id=0\n")
     result = _run_failing([sys.executable, "-m", "pybroker", "--defaults",
                            "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-                           "--override", f"log.dirs={tmp_path}", "--override", "cluster.id=xyz"])
-    assert "doesn't match stored clusterId abc" in result.stderr.strip().splitlines()[-1]
+                           "--override", f"log.dirs={tmp_path}", "--override", "cluster.id=xyz",
+                           "--override", f"num.cores={cores}"])
+    # A node refuses it before any worker starts, in the single broker's words.
+    reason = result.stderr.strip().splitlines()[-1]
+    assert "The Cluster ID xyz doesn't match stored clusterId abc in meta.properties" \
+        in reason, reason

@@ -3,19 +3,22 @@ three properties files, the server started from the first, and each tool line th
 (lines starting with `>` typed into the console producer).
 
 Only two things change, so the test cannot collide with a real broker or earlier files:
-/tmp/pybroker-secure becomes a temporary directory, and port 9093 a free port.
+/tmp/pybroker-secure becomes a temporary directory, and port 9093 a free port (with the ports
+after it free too: at the default num.cores the server is a node of a broker a CPU, broker K
+on the port + K).
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+from pybroker.testing.broker import StartWatch, free_port_block
 from tests.helpers import ROOT
 
 README = ROOT / "README.md"
@@ -31,12 +34,6 @@ def _blocks() -> tuple[list[str], list[str]]:
             [body for kind, body in found if kind == "properties"])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _steps(block: str) -> list[tuple[str, list[str]]]:
     steps: list[tuple[str, list[str]]] = []
     for line in block.splitlines():
@@ -49,7 +46,8 @@ def _steps(block: str) -> list[tuple[str, list[str]]]:
 
 def test_readme_secure_broker_runs_as_written(tmp_path: Path) -> None:
     (certificates, commands), (server, admin, alice) = _blocks()
-    place, port = str(tmp_path / "secure"), _free_port()
+    place = str(tmp_path / "secure")
+    port = free_port_block("127.0.0.1", len(os.sched_getaffinity(0)))
 
     def local(text: str) -> str:
         return text.replace(PLACE, place).replace("localhost:9093", f"localhost:{port}")
@@ -68,12 +66,11 @@ def test_readme_secure_broker_runs_as_written(tmp_path: Path) -> None:
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        node = False  # num.cores > 1: ready once the supervisor says all its brokers are
+        watch = StartWatch()
         while time.monotonic() < deadline:
             line = broker.stderr.readline()  # type: ignore[union-attr]
             assert line, "the broker exited before listening"
-            node = node or " started, pid " in line
-            if "brokers ready, listening on" in line or (not node and "listening on" in line):
+            if watch.feed(line) is not None:
                 break
         else:
             raise AssertionError("the broker did not start listening")
