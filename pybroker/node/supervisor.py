@@ -57,7 +57,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable
 from pybroker.config import BrokerConfig, ConfigError
 from pybroker.node.metadata_import import METADATA_DIR, import_single_broker
 from pybroker.node.readiness import IN_SYNC_LINE, NODE_BROKERS_ENV
-from pybroker.node.worker import HANDED_OVER_LINE, NODE_FILE, WORKER_ENV, WorkerPlan, \
+from pybroker.node.worker import HANDED_OVER_LINE, LISTENING, NODE_FILE, WORKER_ENV, WorkerPlan, \
     die_with_parent, plan_workers, worker_command
 
 if TYPE_CHECKING:
@@ -69,9 +69,6 @@ RESTARTS_PER_MINUTE = 3
 # How long a node stopping on its own (a worker died too often) waits for the other workers'
 # controlled shutdown before it kills them.
 LOUD_STOP_TIMEOUT_S = 60.0
-# A broker's "listening on HOST:PORT" line; HOST is what its listener names: an address, a
-# host name (`SASL_SSL://localhost:9093`, the README's secure broker) or a bracketed IPv6 one.
-_LISTENING = re.compile(r"listening on (\[[^\]]*\]|[^\s:\[]*):(\d+)")
 _IN_SYNC = re.compile(r"broker (\d+) " + re.escape(IN_SYNC_LINE))
 _HANDED_OVER = re.compile(r"broker (\d+) " + re.escape(HANDED_OVER_LINE))
 
@@ -150,7 +147,7 @@ class Supervisor:
                     sys.stderr.write(line)
                     sys.stderr.flush()
             worker.last_lines.append(line.rstrip("\n"))
-            if "pybroker node" in line and (m := _LISTENING.search(line)):
+            if "pybroker node" in line and (m := LISTENING.search(line)):
                 self._events.put(("up", worker.plan.index, generation, int(m.group(2))))
             elif (m := _IN_SYNC.search(line)) and int(m.group(1)) == worker.plan.node_id:
                 self._events.put(("in sync", worker.plan.index, generation, 0))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import signal
 import socket
 import sys
@@ -43,6 +44,10 @@ WORKER_ENV = "PYBROKER_NODE_WORKER"
 # What a stopping worker logs ("broker <id> ...") once its controlled shutdown is over, before
 # it closes its logs: the supervisor's cue to stop the next worker (pybroker.node.supervisor).
 HANDED_OVER_LINE = "is done with its controlled shutdown; closing its logs"
+# A broker's "listening on HOST:PORT" line, read by the supervisor and the test kit; HOST is
+# what its listener names: an address, a host name (`SASL_SSL://localhost:9093`, the README's
+# secure broker) or a bracketed IPv6 one. Groups: host, port.
+LISTENING = re.compile(r"listening on (\[[^\]]*\]|[^\s:\[]*):(\d+)")
 _ADVERTISED_KEYS = frozenset({"advertised.listeners", "advertised.host.name", "advertised.port"})
 
 

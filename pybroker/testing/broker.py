@@ -34,7 +34,7 @@ import trio
 from pybroker.runtime.clock import Clock
 from pybroker.config import BrokerConfig, load_broker_config
 from pybroker.network.request_hooks import RequestHooks
-from pybroker.node.worker import cores_to_use, worker_log_dir
+from pybroker.node.worker import LISTENING, cores_to_use, worker_log_dir
 from pybroker.server import ServerInfo, serve
 from pybroker.testing.cluster import Cluster
 from pybroker.testing.loop import LoopThread, off_trio, on_a_thread
@@ -101,11 +101,9 @@ def num_cores_default() -> int:
 
 
 _WORKER_STARTED = re.compile(r"worker (\d+) \(broker \d+\) started, pid (\d+)")
-# HOST is what the listener names: an address, a host name (`SASL_SSL://localhost:9093`, the
-# README's secure broker) or a bracketed IPv6 one.
-_HOST_PORT = r"(?:\[[^\]]*\]|[^\s:\[]*):(\d+)"
-_LISTENING = re.compile(r"listening on " + _HOST_PORT)
-_NODE_READY = re.compile(r"brokers ready, listening on " + _HOST_PORT)
+# A node's supervisor's line once every worker is in sync: "... brokers ready, " and then a
+# broker's listening line (host, port).
+_NODE_READY = re.compile(r"brokers ready, " + LISTENING.pattern)
 
 
 class StartWatch:
@@ -121,8 +119,8 @@ class StartWatch:
 
     def feed(self, line: str) -> int | None:
         self.node = self.node or _WORKER_STARTED.search(line) is not None
-        m = (_NODE_READY if self.node else _LISTENING).search(line)
-        return int(m.group(1)) if m else None
+        m = (_NODE_READY if self.node else LISTENING).search(line)
+        return int(m.group(2)) if m else None
 
 # The lowest port a node's block of ports is taken from (below: the well-known and the
 # commonly configured ports).
