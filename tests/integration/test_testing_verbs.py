@@ -11,6 +11,7 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Consumer, KafkaError as CkError, KafkaException, Producer, \
     TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from protocol.errors import ErrorCode, KafkaError
 from pybroker.testing import DROP, Broker, Cluster
@@ -215,9 +216,17 @@ def test_cluster_advance_time_reaches_the_coordinator_on_any_broker() -> None:
 
 def test_produce_and_fetch_never_read_the_timers_clock() -> None:
     """The clock seam stays off the hot paths: producing and fetching 2,000 records reads it
-    only from the periodic passes (the once-a-second removal of `.deleted` files)."""
+    only from the periodic passes (the once-a-second removal of `.deleted` files).
+
+    The consumer needs a group.id, and the group coordinator reads the clock when it loads the
+    `__consumer_offsets` partitions its FindCoordinator creates (3 reads per partition). Whether
+    that load fell inside the counted span depended on whether FindCoordinator beat the
+    consumer's close (CI: 15 reads in 0.03 s), so the coordinator is loaded first: an admin
+    describe of the group waits until it answers."""
     with Broker() as broker:
         broker.create_topic("hot")
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.describe_consumer_groups(["unused"])["unused"].result(timeout=30)
         reads = [0]
         wall = broker.clock._wall
 
