@@ -28,6 +28,19 @@ def value(i: int) -> bytes:
     return (b"%06d" % i) * (VALUE // 6)
 
 
+def read_back(bootstrap: str, topic: str, partition: int) -> dict[int, bytes]:
+    """Every record of the partition, by offset."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             consumer_timeout_ms=10_000)
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        return {m.offset: m.value for m in consumer}
+    finally:
+        consumer.close()
+
+
 def test_producing_until_the_disk_is_full(tmp_path: Path) -> None:
     why = available("tmpfs")
     if why:
@@ -90,16 +103,7 @@ def test_producing_until_the_disk_is_full(tmp_path: Path) -> None:
                                **{"log.dirs": dirs, "log.segment.bytes": "524288"})
         broker.start(60)
         try:
-            consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
-                                     consumer_timeout_ms=10_000)
-            try:
-                tp = TopicPartition("full", 1)
-                consumer.assign([tp])
-                consumer.seek_to_beginning(tp)
-                read = {m.offset: m.value for m in consumer}
-            finally:
-                consumer.close()
-            assert read == acked
+            assert read_back(broker.bootstrap, "full", 1) == acked
             producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
             try:
                 assert producer.send("full", b"again", partition=1).get(timeout=30).offset == \
@@ -263,16 +267,7 @@ def test_a_node_whose_worker_filled_its_only_disk_stops_rather_than_restart_it(
         subprocess.run(["mount", "-o", "remount,size=16m", str(disk.path)], check=True)
         broker = BrokerProcess(logs, **node).start(120)
         try:
-            consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
-                                     consumer_timeout_ms=10_000)
-            try:
-                tp = TopicPartition("full", 0)
-                consumer.assign([tp])
-                consumer.seek_to_beginning(tp)
-                read = {m.offset: m.value for m in consumer}
-            finally:
-                consumer.close()
-            assert read == acked
+            assert read_back(broker.bootstrap, "full", 0) == acked
             assert broker.stop() == 0
         finally:
             broker.kill()
