@@ -21,7 +21,8 @@ from pybroker import VERSION_LINE
 from pybroker.config import BROKER_CONFIG_DEFS, BrokerConfig, ConfigError, load_broker_config
 from pybroker.runtime.logging_setup import buffer_startup_logs, configure_logging
 from pybroker.runtime.malloc_tuning import tune_malloc
-from pybroker.node.worker import HANDED_OVER_LINE, NODE_FILE, WORKER_ENV, cores_to_use
+from pybroker.node.worker import HANDED_OVER_LINE, LOG_DIRS_FAILED_EXIT, NODE_FILE, WORKER_ENV, \
+    cores_to_use
 
 if TYPE_CHECKING:
     from pybroker.cluster.metadata import MetadataImage
@@ -227,6 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, OSError) as exc:
         print(f"pybroker-server: {exc}", file=sys.stderr)
         return 1
+    if WORKER_ENV in os.environ:
+        # Its supervisor stops the node, rather than restart it, on this code (the
+        # supervisor's rule for a worker whose every log dir failed).
+        from pybroker.runtime.halt import set_log_dirs_failed_exit_code
+        set_log_dirs_failed_exit_code(LOG_DIRS_FAILED_EXIT)
     import trio
     try:
         trio.run(_run, config)
@@ -240,8 +246,19 @@ def main(argv: list[str] | None = None) -> int:
         if reason is None:
             raise
         print(f"pybroker-server: {reason}", file=sys.stderr)
-        return 1
+        return _start_failure_code(reason)
     return 0
+
+
+def _start_failure_code(reason: OSError | ConfigError) -> int:
+    """1, as any failed start; but a node's worker none of whose log dirs can be used exits as
+    one whose dirs failed while it served (LOG_DIRS_FAILED_EXIT): restarted after a crash onto
+    a disk that failed meanwhile, it would fail the same way at every retry."""
+    if WORKER_ENV in os.environ:
+        from pybroker.storage.log_dir_lock import LogDirsFailed
+        if isinstance(reason, LogDirsFailed):
+            return LOG_DIRS_FAILED_EXIT
+    return 1
 
 
 if __name__ == "__main__":

@@ -530,3 +530,69 @@ def test_the_next_worker_stops_once_the_last_has_handed_over_not_once_it_has_exi
     # ... and before K exited: K-1's handover overlaps K's closing.
     assert seen.index("term 1") < seen.index("exit 2")
     assert seen.index("term 0") < seen.index("exit 1")
+
+
+# A stand-in worker that serves (its "listening" and in-sync lines, a clean stop on SIGTERM)
+# and, once the file `go` exists, logs a CRITICAL line and exits with `code`: worker 1 of the
+# test below, started again on each restart (`go` then exists from the start).
+_DYING_WORKER = """
+import os, signal, sys, time
+node_id, index, go, code = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+sys.stderr.write(f"pybroker node {node_id} listening on 127.0.0.1:{40000 + index}\\n")
+sys.stderr.write(f"broker {node_id} is in sync with its node: ...\\n")
+sys.stderr.flush()
+while code and not os.path.exists(go):
+    time.sleep(0.02)
+if not code:
+    time.sleep(120)
+sys.stderr.write("CRITICAL Shutdown broker because all log dirs in /d have failed\\n")
+sys.stderr.flush()
+os._exit(code)
+"""
+
+
+@pytest.mark.parametrize("dirs_failed", [True, False], ids=["log-dirs-failed", "crash"])
+def test_a_worker_whose_every_log_dir_failed_stops_the_node_where_a_crash_is_restarted(
+        dirs_failed: bool, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """After the node served: worker 1 exits with LOG_DIRS_FAILED_EXIT (every one of its log
+    dirs failed, pybroker.runtime.halt). Restarting it would meet the same failed disks, so
+    the node stops at once (exit 1), saying so in one line naming the worker and its dirs;
+    worker 0 gets the SIGTERM of a clean stop. The same death with exit code 1 (a crash) is
+    restarted, 3 times in a minute, before the node stops."""
+    import sys
+
+    from pybroker.node.supervisor import Supervisor
+    from pybroker.node.worker import LOG_DIRS_FAILED_EXIT
+
+    exit_code = LOG_DIRS_FAILED_EXIT if dirs_failed else 1
+    plans = _two_workers(tmp_path)
+    go = tmp_path / "go"
+    sup = Supervisor(plans, [[sys.executable, "-c", _DYING_WORKER, str(p.node_id),
+                              str(p.index), str(go), str(exit_code if p.index == 1 else 0)]
+                             for p in plans])
+
+    def go_once_serving() -> None:
+        import time
+        deadline = time.monotonic() + 30
+        while not sup.serving and time.monotonic() < deadline:
+            time.sleep(0.05)
+        go.touch()
+
+    import threading
+    threading.Thread(target=go_once_serving, daemon=True).start()
+    with caplog.at_level(logging.INFO, logger="pybroker.node"):
+        assert sup.run() == 1
+    logged = [r.getMessage() for r in caplog.records]
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert sup.workers[0].proc is not None and sup.workers[0].proc.returncode == 0
+    if dirs_failed:
+        assert sup.workers[1].generation == 1  # never restarted
+        assert errors == [
+            f"stopping the node: worker 1 (broker 1000) stopped because every one of its log "
+            f"dirs failed ({tmp_path / 'logs'}-1); a restart would meet the same failed disks"]
+    else:
+        assert sup.workers[1].generation == 4  # the first start and 3 restarts
+        assert len([m for m in logged if "restarting it" in m]) == 3
+        assert errors[-1].startswith("stopping the node: worker 1 (broker 1000) died (exit "
+                                     "code 1) after 3 restarts in a minute")

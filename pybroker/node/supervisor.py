@@ -25,6 +25,18 @@ them. What it promises:
   next death in that minute stops the whole node (exit 1, the reason logged). The node is
   whole or stopped, never half-alive. While a worker is down the cluster code handles it as a
   broker failure: its ZooKeeper session ends and its leaderships move to live replicas.
+- A worker that stopped because every one of its log dirs failed (it exits with
+  `LOG_DIRS_FAILED_EXIT` after Kafka's CRITICAL "Shutdown broker because all log dirs in ...
+  have failed", pybroker.runtime.halt) is not restarted: its disks are still failed, so a
+  restart would only fail again, each time with that line. Kafka halts such a broker and
+  leaves it down until an operator has replaced the disk; the node does the same with the
+  whole of itself: it stops at once (exit 1, one ERROR line naming the worker, its dirs and
+  the reason), its other workers stopping cleanly, each handing its leaderships over first,
+  as on SIGTERM. The node stops rather than serve on without that broker: on a machine all of
+  a node's dirs (`<dir>`, `<dir>-K`) are normally on one disk, which the other workers would
+  meet next, and a node with a broker down for good is the half-alive node this supervisor
+  never leaves running. A dir that fails while others of the worker serve takes only that
+  dir offline (KIP-112); the worker serves on and the node does not notice.
 - The metadata store: with zookeeper.connect set, the workers use that ZooKeeper. Without it
   (the standalone default) the supervisor serves the node's store itself
   (pybroker.node.metadata_service) on a Unix socket, and each worker gets
@@ -57,8 +69,8 @@ from typing import IO, TYPE_CHECKING, Any, Callable
 from pybroker.config import BrokerConfig, ConfigError
 from pybroker.node.metadata_import import METADATA_DIR, import_single_broker
 from pybroker.node.readiness import IN_SYNC_LINE, NODE_BROKERS_ENV
-from pybroker.node.worker import HANDED_OVER_LINE, LISTENING, NODE_FILE, WORKER_ENV, WorkerPlan, \
-    die_with_parent, plan_workers, worker_command
+from pybroker.node.worker import HANDED_OVER_LINE, LISTENING, LOG_DIRS_FAILED_EXIT, NODE_FILE, \
+    WORKER_ENV, WorkerPlan, die_with_parent, plan_workers, worker_command
 
 if TYPE_CHECKING:
     from pybroker.node.metadata_service import MetadataService
@@ -262,7 +274,10 @@ class Supervisor:
                 # Killed by the SIGTERM the stop sent: it had not installed its handler yet,
                 # which `pybroker.__main__` does before it opens any log dir, so nothing was
                 # left half-written; a broker still starting stops as cleanly as one serving.
-                if value != 0 and value != -signal.SIGTERM:
+                if value == LOG_DIRS_FAILED_EXIT:
+                    log.error("while stopping the node: %s", log_dirs_failed(worker.plan))
+                    code = 1
+                elif value != 0 and value != -signal.SIGTERM:
                     log.error("worker %d (broker %d) exited with code %s while stopping",
                               index, worker.plan.node_id, value)
                     code = 1
@@ -304,6 +319,10 @@ class Supervisor:
         last = worker.last_lines[-1] if worker.last_lines else "(nothing logged)"
         how = (f"killed by {signal.Signals(-returncode).name}" if returncode < 0
                else f"exit code {returncode}")
+        if ready and returncode == LOG_DIRS_FAILED_EXIT:
+            # Not its last line, which is its CRITICAL one, already forwarded: quoted, the
+            # node's log would say it twice.
+            return log_dirs_failed(plan) + "; a restart would meet the same failed disks"
         if not ready:
             own = last.removeprefix("pybroker-server: ") if last.startswith(
                 "pybroker-server: ") else None
@@ -329,6 +348,12 @@ class Supervisor:
                             f"{w.port}" for w in self.workers)
         log.info("pybroker node of %d brokers ready, listening on %s:%d (brokers %s)",
                  len(self.workers), host, first.port, brokers)
+
+
+def log_dirs_failed(plan: WorkerPlan) -> str:
+    """What the node says of a worker that stopped because all its log dirs failed."""
+    return (f"worker {plan.index} (broker {plan.node_id}) stopped because every one of its "
+            f"log dirs failed ({', '.join(plan.log_dirs)})")
 
 
 def run_node(config: BrokerConfig, cores: int, config_file: str | None,

@@ -41,6 +41,11 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 NODE_FILE = "pybroker-node.properties"
 # Set in a worker's environment to its index: it is one broker of a node, not a node.
 WORKER_ENV = "PYBROKER_NODE_WORKER"
+# A worker's exit code when every one of its log dirs has failed (pybroker.runtime.halt):
+# sysexits.h's EX_IOERR. A single broker exits 1 then, as Kafka's `Exit.halt(1)`; a worker
+# says it apart from a crash because its supervisor must not restart it onto the same failed
+# disks (pybroker.node.supervisor stops the node instead).
+LOG_DIRS_FAILED_EXIT = 74
 # What a stopping worker logs ("broker <id> ...") once its controlled shutdown is over, before
 # it closes its logs: the supervisor's cue to stop the next worker (pybroker.node.supervisor).
 HANDED_OVER_LINE = "is done with its controlled shutdown; closing its logs"

@@ -12,7 +12,6 @@ upkeep as leader (`isr.py`).
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from collections.abc import Awaitable, Callable, Mapping
@@ -39,6 +38,7 @@ from pybroker.replica.purgatory import Purgatory, Watch
 from pybroker.replica.partition import Partition
 from pybroker.replica.replica_selector import ClientMetadata, ReplicaSelector, \
     preferred_read_replica
+from pybroker.runtime.halt import halt_all_log_dirs_failed
 from pybroker.storage.log_manager import LogManager
 from pybroker.storage.partition_log import OffsetOutOfRange, PartitionLog
 from pybroker.storage.producer_state import InvalidProducerEpoch, OutOfOrderSequence
@@ -521,7 +521,8 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
     def _take_dir_offline(self, log_dir: Path) -> None:
         """Let go of the partitions in a failed dir: no leading, no following, and anyone
         waiting on them wakes to KAFKA_STORAGE_ERROR. A broker whose every dir has failed
-        stops, as Kafka halts it; otherwise the cluster hears of it
+        stops at once, as Kafka halts it (pybroker.runtime.halt: exit 1, or a node's worker's
+        own code, which its supervisor tells apart from a crash); otherwise the cluster hears of it
         (`announce_offline_replicas`), and then their logs are closed, here on the event
         loop, which may have been holding one of their descriptors when a worker thread
         found the failure (`LogManager.close_failed`)."""
@@ -535,8 +536,7 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
         if not self.logs.online_dirs:
             log.critical("Shutdown broker because all log dirs in %s have failed",
                          ", ".join(str(d) for d in offline))
-            logging.shutdown()
-            os._exit(1)
+            halt_all_log_dirs_failed()
         self._dirs_failed.set()  # first: whatever the close meets, the controller hears
         self.logs.close_failed(log_dir)
 

@@ -23,7 +23,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["LOCK_FILE", "LogDirInUse", "LogDirLocks"]
+__all__ = ["LOCK_FILE", "LogDirInUse", "LogDirLocks", "LogDirsFailed"]
 
 LOCK_FILE = ".lock"
 
@@ -32,6 +32,13 @@ log = logging.getLogger(__name__)
 
 class LogDirInUse(OSError):
     """Another broker (or another instance in this process) holds the dir's lock."""
+
+
+class LogDirsFailed(OSError):
+    """Every one of the broker's log dirs is unusable at start (Kafka's "Shutdown broker
+    because ..."): a start that cannot succeed on these disks, told apart from other failed
+    starts so that a node's worker says so to its supervisor, which then does not retry it
+    (pybroker.runtime.halt, the same rule as for dirs that fail while it serves)."""
 
 
 def lock_owner(fd: int) -> str:
@@ -105,9 +112,9 @@ class LogDirLocks:
                     log.error("Failed to create or validate data directory %s: %s", log_dir,
                               exc)
             if not self._fds:
-                raise OSError(errno.EIO, "Shutdown broker because none of the specified log "
-                                         "dirs can be created or validated: "
-                                         + "; ".join(self.failed.values()))
+                raise LogDirsFailed(errno.EIO, "Shutdown broker because none of the specified "
+                                    "log dirs can be created or validated: "
+                                    + "; ".join(self.failed.values()))
         except BaseException:
             self.release()
             raise

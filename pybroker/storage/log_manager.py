@@ -74,6 +74,7 @@ from pybroker.storage.checkpoint import read_offsets, write_offsets
 from pybroker.storage.files import MIN_CAPACITY, FileCache, can_sync_filesystem, \
     fsync_directory, sync_filesystem
 from pybroker.storage.log_config import LogConfig
+from pybroker.storage.log_dir_lock import LogDirsFailed
 from pybroker.storage.segment import LogSegment
 from pybroker.storage.partition_log import PartitionLog, parse_topic_partition, \
     partition_dir_name
@@ -148,9 +149,10 @@ class LogManager:
                 log.error("Error while loading log dir %s", log_dir, exc_info=True)
                 self.fail_dir(log_dir, exc)
         if not self.online_dirs:
-            raise OSError(errno.EIO, "Shutdown broker because all log dirs in "
-                          f"{', '.join(map(str, self.log_dirs))} have failed: "
-                          + "; ".join(f"{d}: {why}" for d, why in self.offline_dirs.items()))
+            raise LogDirsFailed(errno.EIO, "Shutdown broker because all log dirs in "
+                                f"{', '.join(map(str, self.log_dirs))} have failed: "
+                                + "; ".join(f"{d}: {why}"
+                                            for d, why in self.offline_dirs.items()))
 
     def _config(self, topic: str) -> LogConfig:
         return self._config_for(topic) if self._config_for else self.default_config

@@ -11,9 +11,13 @@ points `log.dirs` at it, then breaks it.
   it (EBUSY) while the broker holds files open for writing.
 
 `DiskFaults` holds such disks for the brokers of a subprocess cluster, by broker and name: a
-test mounts one (`mount(broker, name)`), puts its path in that broker's `log.dirs`, and breaks
-it with the fault verbs `fill_disk(broker, name)` and `fail_disk(broker, name)`, then
-`free_disk` or, with the broker stopped, `repair_disk`.
+test mounts one (`mount(broker, name)`), puts the log dir it returns in that broker's
+`log.dirs`, and breaks it with the fault verbs `fill_disk(broker, name)` and
+`fail_disk(broker, name)`, then `free_disk` or, with the broker stopped, `repair_disk`. That
+log dir is inside the disk (`<mount point>/<name>`), as a machine's log dirs are on its disks:
+a node's worker K keeps its copy of each configured dir at `<dir>-K`, a sibling
+(pybroker.node.worker), so a dir that were the mount point itself would leave workers 1..N-1
+on the parent file system, off the disk the test breaks.
 
 Both need root (mount, losetup); `available()` says whether this machine can, so a suite skips
 rather than fails elsewhere. `close()` unmounts and detaches everything, whatever happened.
@@ -198,13 +202,21 @@ class DiskFaults:
         self.disks: dict[tuple[int, str], MountedDisk] = {}
 
     def mount(self, broker: int, name: str, *, kind: str = "ext4", size_mb: int = 32) -> Path:
-        """A fresh `kind` disk for `broker`, called `name`; returns where it is mounted, for
-        the broker's `log.dirs`."""
+        """A fresh `kind` disk for `broker`, called `name`; returns the log dir on it for the
+        broker's `log.dirs`: `<mount point>/<name>`, so that every worker of a node has its
+        copy of the dir on the disk too (see the module docstring)."""
         if (broker, name) in self.disks:
             raise ValueError(f"broker {broker} already has a disk {name!r}")
         disk = MountedDisk.ext4(size_mb) if kind == "ext4" else MountedDisk.tmpfs(size_mb)
         self.disks[(broker, name)] = disk
-        return disk.path
+        log_dir = disk.path / name
+        log_dir.mkdir()
+        return log_dir
+
+    def holding(self, path: Path) -> tuple[int, str] | None:
+        """The (broker, name) of the disk that `path` is on, or None: on none of them."""
+        return next((key for key, disk in self.disks.items()
+                     if path == disk.path or disk.path in path.parents), None)
 
     def disk(self, broker: int, name: str) -> MountedDisk:
         return self.disks[(broker, name)]

@@ -153,25 +153,35 @@ def _disk(fault: str, cluster: Cluster, disks: DiskFaults, partition: int,
     victim = leader if "leader" in fault else rng.choice([n for n in cluster.ids
                                                           if n != leader])
     log_dir = cluster.dir_holding(victim, TOPIC, partition)
-    name = next((key for (node, key), disk in disks.disks.items()
-                 if node == victim and disk.path == log_dir), None)
-    if name is None:
+    held = None if log_dir is None else disks.holding(log_dir)
+    if held is None or held[0] != victim:
         raise AssertionError(f"broker {victim}'s replica of {TOPIC}-{partition} is on none "
                              f"of its disks ({cluster.dirs_of(victim)})")
+    name = held[1]
     if fault.startswith("fill"):
         disks.fill_disk(victim, name)
     else:
         disks.fail_disk(victim, name)
-    cluster.wait_until(lambda: victim not in cluster.state(TOPIC, partition)["isr"], 60,
+    cluster.wait_until(lambda: victim not in map(cluster.node_of,
+                                                 cluster.state(TOPIC, partition)["isr"]), 60,
                        f"broker {victim} to leave the ISR of {TOPIC}-{partition} after "
                        f"{fault} of {log_dir}")
     time.sleep(rng.uniform(0, 2))  # the load goes on without it for a while
+    # Only the dirs on that disk went offline (KIP-112): every broker of the node has a dir
+    # on each of its two disks, so none lost them all, and the node serves on
+    # (pybroker.node.supervisor stops a node only for a broker whose every dir failed).
+    lines = cluster.brokers[victim].stderr_lines
+    proc = cluster.brokers[victim].proc
+    assert proc is not None and proc.poll() is None, \
+        f"broker {victim} stopped after {fault}:\n" + "".join(lines[-20:])
+    assert not [ln for ln in lines if "CRITICAL" in ln], "".join(lines[-20:])
     if fault.startswith("fill"):
         disks.free_disk(victim, name)
-        cluster.stop(victim)
+        stopped = cluster.stop(victim)
     else:
-        cluster.stop(victim)
+        stopped = cluster.stop(victim)
         disks.repair_disk(victim, name)
+    assert stopped == 0, f"broker {victim} stopped with exit code {stopped} after {fault}"
     cluster.start(victim)
 
 

@@ -312,7 +312,12 @@ def test_a_follower_whose_disk_fills_goes_offline_alone(tmp_path: Path, zookeepe
                                                         ) -> None:  # type: ignore[no-untyped-def]
     """A follower's writes start failing (RLIMIT_FSIZE: a full disk): it stops with one
     critical line instead of serving a log it can no longer trust, leaves the ISR, and the
-    other two go on acknowledging acks=all writes; nothing acknowledged is lost."""
+    other two go on acknowledging acks=all writes; nothing acknowledged is lost.
+
+    On nodes (PYBROKER_NUM_CORES=2) the follower is node 3's worker 0 (broker 3), whose one
+    log dir failed: the node stops with it rather than restart it onto the same disk
+    (pybroker.node.supervisor), saying so once, and its worker 1 (broker 1003) stops cleanly,
+    so both of the node's brokers go offline."""
     cluster = Cluster(tmp_path, zookeeper.connect, **{"log.index.size.max.bytes": "4096"})
     try:
         cluster.start(1)
@@ -343,10 +348,33 @@ def test_a_follower_whose_disk_fills_goes_offline_alone(tmp_path: Path, zookeepe
         lines = [ln for ln in cluster.brokers[3].stderr_lines if "CRITICAL" in ln]
         assert len(lines) == 1 and "failed" in lines[0], cluster.brokers[3].stderr_lines[-5:]
         assert 3 not in cluster.state("full", 0)["isr"]
+        if cluster.cores > 1:
+            _assert_the_node_stopped_for_its_worker_0s_failed_dir(cluster, lines[0])
         read_all(cluster.bootstrap(), "full", history, 1)
         assert not check(history)
     finally:
         cluster.close()
+
+
+def _assert_the_node_stopped_for_its_worker_0s_failed_dir(cluster: Cluster, critical: str
+                                                         ) -> None:
+    """Node 3's worker 0 (broker 3) stopped because its one log dir failed: the CRITICAL line
+    is its, the node said why in one line and did not restart it, its worker 1 (broker 1003)
+    handed over and stopped cleanly, and neither broker is registered any more (broker 3's
+    session ends a session timeout after its death, 1003's at its clean stop)."""
+    out = cluster.brokers[3].stderr_lines
+    log_dir = cluster.dirs_of(3)[0]
+    assert f"Shutdown broker because all log dirs in {log_dir} have failed" in critical
+    errors = [ln for ln in out if " ERROR " in ln and ln.rstrip().endswith("(pybroker.node)")]
+    assert len(errors) == 1 and (
+        f"stopping the node: worker 0 (broker 3) stopped because every one of its log dirs "
+        f"failed ({log_dir}); a restart would meet the same failed disks" in errors[0]), errors
+    assert len([ln for ln in out if "worker 0 (broker 3) started" in ln]) == 1
+    assert any("pybroker node 1003 shut down cleanly" in ln for ln in out), out[-20:]
+    assert not any("controlled shutdown did not complete" in ln for ln in out)
+    live = sorted(b for n in (1, 2) for b in cluster.broker_ids(n))
+    cluster.wait_until(lambda: sorted(map(int, cluster.zk.get_children("/brokers/ids"))) == live,
+                       SESSION_TIMEOUT_MS / 1000 + 10, "only nodes 1 and 2 to be registered")
 
 
 def test_follower_cut_off_from_the_leader_leaves_and_rejoins_the_isr(

@@ -19,12 +19,26 @@ from pybroker.testing.disk_faults import MountedDisk, available
 
 VALUE = 2000
 # One broker process: these tests put a log dir on a small disk of its own (a mount), and a
-# node's worker K keeps its dirs at `<dir>-K`, beside the mount point, not on the disk.
+# node's worker K keeps its dirs at `<dir>-K`, beside the mount point, not on the disk. The
+# node's own test is the last.
 ONE_BROKER = {"num.cores": "1"}
 
 
 def value(i: int) -> bytes:
     return (b"%06d" % i) * (VALUE // 6)
+
+
+def read_back(bootstrap: str, topic: str, partition: int) -> dict[int, bytes]:
+    """Every record of the partition, by offset."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             consumer_timeout_ms=10_000)
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        return {m.offset: m.value for m in consumer}
+    finally:
+        consumer.close()
 
 
 def test_producing_until_the_disk_is_full(tmp_path: Path) -> None:
@@ -89,16 +103,7 @@ def test_producing_until_the_disk_is_full(tmp_path: Path) -> None:
                                **{"log.dirs": dirs, "log.segment.bytes": "524288"})
         broker.start(60)
         try:
-            consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
-                                     consumer_timeout_ms=10_000)
-            try:
-                tp = TopicPartition("full", 1)
-                consumer.assign([tp])
-                consumer.seek_to_beginning(tp)
-                read = {m.offset: m.value for m in consumer}
-            finally:
-                consumer.close()
-            assert read == acked
+            assert read_back(broker.bootstrap, "full", 1) == acked
             producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
             try:
                 assert producer.send("full", b"again", partition=1).get(timeout=30).offset == \
@@ -200,3 +205,110 @@ def test_fill_disk_verb_on_ext4(tmp_path: Path) -> None:
             assert broker.stop() == 0
         finally:
             broker.kill()
+
+
+def test_a_node_whose_worker_filled_its_only_disk_stops_rather_than_restart_it(
+        tmp_path: Path) -> None:
+    """A node of two brokers (num.cores=2) whose worker 1 has its one log dir on a small disk
+    of its own (`<dir>-1` a link to a tmpfs), filled by a producer of a partition there:
+    worker 1 stops with Kafka's one CRITICAL line, as a single broker does, and the node,
+    rather than restart it onto the same full disk, stops (exit 1) with one line naming the
+    worker, its dir and the reason; worker 0 hands over and shuts down cleanly. With space
+    freed, the node's restart reads back every acknowledged record at its offset."""
+    why = available("tmpfs")
+    if why:
+        pytest.skip(why)
+    logs = tmp_path / "logs"
+    node = {"num.cores": "2", "log.dirs": str(logs), "log.segment.bytes": "524288"}
+    with MountedDisk.tmpfs(3) as disk:
+        worker_dir = tmp_path / "logs-1"  # worker 1's copy of log.dirs (pybroker.node.worker)
+        worker_dir.symlink_to(disk.path)
+        broker = BrokerProcess(logs, **node).start(120)
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+            try:  # on worker 1 (broker 1000) alone
+                admin.create_topics([NewTopic("full", replica_assignments={0: [1000]})])
+            finally:
+                admin.close()
+            producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all",
+                                     retries=0, linger_ms=0,
+                                     max_in_flight_requests_per_connection=1)
+            acked: dict[int, bytes] = {}
+            try:
+                for i in range(10_000):
+                    try:
+                        meta = producer.send("full", value(i), partition=0).get(timeout=30)
+                    except KafkaError:  # the disk filled: worker 1 is gone with the request
+                        break
+                    acked[meta.offset] = value(i)
+            finally:
+                producer.close(timeout=5)
+            assert 500 < len(acked) and sorted(acked) == list(range(len(acked)))
+            assert broker.wait(90) == 1
+        finally:
+            broker.kill()
+        lines = broker.stderr_lines
+        critical = [ln for ln in lines if "CRITICAL" in ln]
+        assert len(critical) == 1, lines[-20:]
+        assert f"Shutdown broker because all log dirs in {worker_dir} have failed" \
+            in critical[0]
+        # The supervisor's errors (its logger's): the one line.
+        errors = [ln for ln in lines if " ERROR " in ln and ln.rstrip().endswith(
+            "(pybroker.node)")]
+        assert len(errors) == 1 and (
+            f"stopping the node: worker 1 (broker 1000) stopped because every one of its log "
+            f"dirs failed ({worker_dir}); a restart would meet the same failed disks"
+            in errors[0]), errors
+        assert len([ln for ln in lines if "worker 1 (broker 1000) started" in ln]) == 1
+        assert any("pybroker node 0 shut down cleanly" in ln for ln in lines)
+        assert (logs / ".kafka_cleanshutdown").exists()
+        assert not (disk.path / ".kafka_cleanshutdown").exists()
+
+        subprocess.run(["mount", "-o", "remount,size=16m", str(disk.path)], check=True)
+        broker = BrokerProcess(logs, **node).start(120)
+        try:
+            assert read_back(broker.bootstrap, "full", 0) == acked
+            assert broker.stop() == 0
+        finally:
+            broker.kill()
+
+
+def test_a_node_whose_worker_restarts_onto_a_failed_disk_stops_rather_than_retry(
+        tmp_path: Path) -> None:
+    """Worker 1 of a node (its one log dir on an ext4 disk of its own) is killed, and its disk
+    fails while it is down (the kernel takes it read-only). The supervisor restarts it, as
+    any crashed worker, and the start finds no usable log dir (`Shutdown broker because none
+    of the specified log dirs can be created or validated`): the node stops then (exit 1)
+    instead of restarting it again onto the same disk, worker 0 stopping cleanly."""
+    import os
+    import signal
+
+    why = available("ext4")
+    if why:
+        pytest.skip(why)
+    logs = tmp_path / "logs"
+    with MountedDisk.ext4(16) as disk:
+        worker_dir = tmp_path / "logs-1"  # worker 1's copy of log.dirs (pybroker.node.worker)
+        worker_dir.symlink_to(disk.path)
+        broker = BrokerProcess(logs, **{"num.cores": "2", "log.dirs": str(logs)}).start(120)
+        try:
+            worker = broker.worker_pids()[1]
+            os.kill(worker, signal.SIGSTOP)  # no write of its own meets the failure first
+            disk.fail()
+            os.kill(worker, signal.SIGKILL)
+            assert broker.wait(90) == 1
+        finally:
+            broker.kill()
+    lines = broker.stderr_lines
+    assert len([ln for ln in lines if "worker 1 (broker 1000) started" in ln]) == 2
+    assert any("worker 1 (broker 1000) died (killed by SIGKILL); restarting it" in ln
+               for ln in lines)
+    assert any(ln.startswith("pybroker-server: ") and "Shutdown broker because none of the "
+               "specified log dirs can be created or validated" in ln for ln in lines), \
+        "".join(lines[-20:])
+    stopping = [ln for ln in lines if "stopping the node" in ln]
+    assert len(stopping) == 1 and (
+        f"stopping the node: worker 1 (broker 1000) stopped because every one of its log dirs "
+        f"failed ({worker_dir}); a restart would meet the same failed disks" in stopping[0]), \
+        stopping
+    assert any("pybroker node 0 shut down cleanly" in ln for ln in lines)
