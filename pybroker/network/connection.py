@@ -54,43 +54,57 @@ async def send_parts(fd: int, parts: list, cork: Cork | None = None) -> None:
     writes (no joining into one frame), a FileRegion straight from its file with sendfile.
 
     With `cork`, an answer that carries a region is corked from its header to its last byte,
-    so that it leaves in full segments: the header (written before the first region) and
-    the bytes after the last region (a v12+ Fetch answer's 3-byte tagged fields) each went
-    out as a TCP segment of their own, and the client woke and read for each. Clearing the
-    cork pushes what it held at once; it is cleared however the answer ends (a segment
-    closed under it, the client gone, a cancellation), so no byte stays held by it. An
-    answer without a region is not corked: no system call more."""
+    so that it leaves in full segments: uncorked, the header (written before the first
+    region) and the bytes after the last one (a v12+ Fetch answer's 3-byte tagged fields)
+    each went out as a TCP segment of their own, and the client woke and read for each.
+    Bytes a cork holds go out when it is cleared (at once), or when the kernel's timer
+    fires, ~200 ms later: so the cork is never left on while this task waits for the socket
+    (a full socket is uncorked until it is writable: its client may have room for less than
+    a full segment, and holding the partial one back until the timer stalled every answer
+    by 200 ms), and it is cleared however the answer ends (a segment closed under it, the
+    client gone, a cancellation). An answer without a region is not corked: no system call
+    more."""
     buffers: list = []
-    corked = False
+    corked: Cork | None = None  # `cork` while it is set
     try:
         for part in parts:
             if type(part) is FileRegion:
-                if cork is not None and not corked:
+                if corked is None and cork is not None:
                     cork(1)
-                    corked = True
+                    corked = cork
                 if buffers:
-                    await _send_buffers(fd, buffers)
+                    await _send_buffers(fd, buffers, corked)
                     buffers = []
-                await _send_region(fd, part)
+                await _send_region(fd, part, corked)
             else:
                 buffers.append(part)
         if buffers:
-            await _send_buffers(fd, buffers)
+            await _send_buffers(fd, buffers, corked)
     finally:
-        if corked and cork is not None:
+        if corked is not None:
             try:
-                cork(0)
+                corked(0)
             except OSError:  # the answer's own error, if any, is the one to report
                 pass
 
 
-async def _send_buffers(fd: int, parts: list) -> None:
+async def _writable(fd: int, corked: Cork | None) -> None:
+    """Wait until the socket takes more bytes, uncorked meanwhile (see send_parts)."""
+    if corked is None:
+        await trio.lowlevel.wait_writable(fd)
+        return
+    corked(0)
+    await trio.lowlevel.wait_writable(fd)
+    corked(1)
+
+
+async def _send_buffers(fd: int, parts: list, corked: Cork | None = None) -> None:
     views = [memoryview(p) for p in parts if len(p)]
     while views:
         try:
             sent = os.writev(fd, views[:MAX_IOV]) if len(views) > 1 else os.write(fd, views[0])
         except BlockingIOError:
-            await trio.lowlevel.wait_writable(fd)
+            await _writable(fd, corked)
             continue
         while sent:
             if sent >= len(views[0]):
@@ -100,7 +114,7 @@ async def _send_buffers(fd: int, parts: list) -> None:
                 sent = 0
 
 
-async def _send_region(fd: int, region: FileRegion) -> None:
+async def _send_region(fd: int, region: FileRegion, corked: Cork | None = None) -> None:
     """sendfile the region; the file's descriptor is asked for before every call, so a
     segment closed meanwhile (topic deleted, log truncated) is noticed, not read through a
     descriptor number that may have been reused. Such a response cannot be completed: the
@@ -110,7 +124,7 @@ async def _send_region(fd: int, region: FileRegion) -> None:
         try:
             sent = os.sendfile(fd, region.source.fileno(), offset, left)
         except BlockingIOError:
-            await trio.lowlevel.wait_writable(fd)
+            await _writable(fd, corked)
             continue
         except ValueError:
             raise CloseConnection(
