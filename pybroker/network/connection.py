@@ -45,66 +45,35 @@ SMALL_READ = 64 * 1024
 MAX_IOV = 64
 
 
-# TCP_CORK set (1) or cleared (0) on the plaintext loop's socket (`_serve`).
-Cork = Callable[[int], object]
-
-
-async def send_parts(fd: int, parts: list, cork: Cork | None = None) -> None:
+async def send_parts(fd: int, parts: list) -> None:
     """Write a response given as parts to the socket `fd`: buffers go out with gathered
-    writes (no joining into one frame), a FileRegion straight from its file with sendfile.
-
-    With `cork`, an answer that carries a region is corked from its header to its last byte,
-    so that it leaves in full segments: uncorked, the header (written before the first
-    region) and the bytes after the last one (a v12+ Fetch answer's 3-byte tagged fields)
-    each went out as a TCP segment of their own, and the client woke and read for each.
-    Bytes a cork holds go out when it is cleared (at once), or when the kernel's timer
-    fires, ~200 ms later: so the cork is never left on while this task waits for the socket
-    (a full socket is uncorked until it is writable: its client may have room for less than
-    a full segment, and holding the partial one back until the timer stalled every answer
-    by 200 ms), and it is cleared however the answer ends (a segment closed under it, the
-    client gone, a cancellation). An answer without a region is not corked: no system call
-    more."""
+    writes (no joining into one frame), a FileRegion straight from its file with sendfile."""
     buffers: list = []
-    corked: Cork | None = None  # `cork` while it is set
-    try:
-        for part in parts:
-            if type(part) is FileRegion:
-                if corked is None and cork is not None:
-                    cork(1)
-                    corked = cork
-                if buffers:
-                    await _send_buffers(fd, buffers, corked)
-                    buffers = []
-                await _send_region(fd, part, corked)
-            else:
-                buffers.append(part)
-        if buffers:
-            await _send_buffers(fd, buffers, corked)
-    finally:
-        if corked is not None:
-            try:
-                corked(0)
-            except OSError:  # the answer's own error, if any, is the one to report
-                pass
+    for part in parts:
+        if type(part) is FileRegion:
+            if buffers:
+                await _send_buffers(fd, buffers)
+                buffers = []
+            await _send_region(fd, part)
+        else:
+            buffers.append(part)
+    if buffers:
+        await _send_buffers(fd, buffers)
 
 
-async def _writable(fd: int, corked: Cork | None) -> None:
-    """Wait until the socket takes more bytes, uncorked meanwhile (see send_parts)."""
-    if corked is None:
-        await trio.lowlevel.wait_writable(fd)
-        return
-    corked(0)
-    await trio.lowlevel.wait_writable(fd)
-    corked(1)
-
-
-async def _send_buffers(fd: int, parts: list, corked: Cork | None = None) -> None:
+async def _send_buffers(fd: int, parts: list) -> None:
+    # The header before a region goes out on its own, not with MSG_MORE or under TCP_CORK.
+    # With either, librdkafka's answers stalled ~208 ms each. The first sendfile stopped
+    # after one 64 KB pipe chunk, the next got EAGAIN, and the held partial segment waited
+    # for the kernel's timer. A cork cleared while waiting ends the stall, but costs about
+    # seven system calls more an answer (4 setsockopt, 2 sendfile, 1 epoll_wait), and
+    # consume MB/s did not move (docs/PERFORMANCE.md, "A sendfile answer corked").
     views = [memoryview(p) for p in parts if len(p)]
     while views:
         try:
             sent = os.writev(fd, views[:MAX_IOV]) if len(views) > 1 else os.write(fd, views[0])
         except BlockingIOError:
-            await _writable(fd, corked)
+            await trio.lowlevel.wait_writable(fd)
             continue
         while sent:
             if sent >= len(views[0]):
@@ -114,7 +83,7 @@ async def _send_buffers(fd: int, parts: list, corked: Cork | None = None) -> Non
                 sent = 0
 
 
-async def _send_region(fd: int, region: FileRegion, corked: Cork | None = None) -> None:
+async def _send_region(fd: int, region: FileRegion) -> None:
     """sendfile the region; the file's descriptor is asked for before every call, so a
     segment closed meanwhile (topic deleted, log truncated) is noticed, not read through a
     descriptor number that may have been reused. Such a response cannot be completed: the
@@ -124,7 +93,7 @@ async def _send_region(fd: int, region: FileRegion, corked: Cork | None = None) 
         try:
             sent = os.sendfile(fd, region.source.fileno(), offset, left)
         except BlockingIOError:
-            await _writable(fd, corked)
+            await trio.lowlevel.wait_writable(fd)
             continue
         except ValueError:
             raise CloseConnection(
@@ -232,9 +201,9 @@ class _Requests:
             self.reserved = 0
 
 
-async def _serve(fd: int, watch: IdleWatch, requests: _Requests, cork: Cork) -> None:
+async def _serve(fd: int, watch: IdleWatch, requests: _Requests) -> None:
     """The plaintext loop: reads with os.read, parks in wait_readable only when drained."""
-    send = partial(send_parts, fd, cork=cork)
+    send = partial(send_parts, fd)
     readable = True
     while True:
         if not readable:
@@ -378,9 +347,7 @@ async def serve_connection(services: Services, stream: trio.SocketStream, *,
                     session = Session.on(listener, _protocol_of(services, listener))
                     requests = _Requests(services, host, port, listener, session, hooks)
                     if tls_listener is None:
-                        cork = partial(stream.socket.setsockopt, socket.IPPROTO_TCP,
-                                       socket.TCP_CORK)
-                        await _serve(stream.socket.fileno(), watch, requests, cork)
+                        await _serve(stream.socket.fileno(), watch, requests)
                     else:
                         fd = stream.socket.fileno()
                         transport = await _handshake(fd, tls_listener, watch, session, host,

@@ -29,19 +29,8 @@ def _split(bootstrap: str) -> tuple[str, int]:
 
 class RawConnection:
     def __init__(self, bootstrap: str, timeout: float = 10.0,
-                 client_id: str = "raw-test", receive_buffer: int | None = None) -> None:
-        """`receive_buffer`: SO_RCVBUF, set before connecting (the window scale is agreed
-        in the handshake), so that the client's window never holds the broker back."""
-        if receive_buffer is None:
-            self.sock = socket.create_connection(_split(bootstrap), timeout=timeout)
-        else:
-            host, port = _split(bootstrap)
-            family, kind, proto, _, address = socket.getaddrinfo(
-                host, port, type=socket.SOCK_STREAM)[0]
-            self.sock = socket.socket(family, kind, proto)
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
-            self.sock.settimeout(timeout)
-            self.sock.connect(address)
+                 client_id: str = "raw-test") -> None:
+        self.sock = socket.create_connection(_split(bootstrap), timeout=timeout)
         self.correlation_id = 0
         self.client_id = client_id
 

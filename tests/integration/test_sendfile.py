@@ -1,18 +1,14 @@
 """Fetch responses sent with os.sendfile: the connection's send path, and a real broker."""
 from __future__ import annotations
 
-import math
 import os
 import socket
-import struct
 import tempfile
 
 import pytest
 import trio
-import trio.testing
 
 from protocol.api_keys import ApiKey
-from protocol.codec import decode_response, encode_request
 from protocol.primitives import FileRegion
 from protocol.records import Record, build_batch
 from pybroker.network.connection import send_parts
@@ -80,86 +76,6 @@ async def test_send_parts_closes_on_a_closed_or_short_file() -> None:
         with pytest.raises(BaseExceptionGroup) as exc:  # the file is shorter than the region
             await _send_and_receive([b"h", FileRegion(_File(f.fileno()), 500, 1000)], 1001)
         assert exc.group_contains(CloseConnection, match="truncated")
-
-
-class _CorkedPair:
-    """A loopback TCP connection: `sender` (non-blocking, TCP_NODELAY, as the broker's) and
-    `receiver`, and a cork for `send_parts` that records each call."""
-
-    def __init__(self) -> None:
-        with socket.create_server(("127.0.0.1", 0)) as listener:
-            self.receiver = socket.create_connection(listener.getsockname())
-            self.sender, _ = listener.accept()
-        self.sender.setblocking(False)
-        self.sender.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.calls: list[int] = []
-
-    def cork(self, on: int) -> None:
-        self.calls.append(on)
-        self.sender.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, on)
-
-    def corked(self) -> bool:
-        return bool(self.sender.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK))
-
-    def close(self) -> None:
-        self.sender.close()
-        self.receiver.close()
-
-
-async def test_send_parts_corks_only_an_answer_with_a_region() -> None:
-    pair = _CorkedPair()
-    data = os.urandom(100_000)
-    try:
-        with tempfile.TemporaryFile() as f:
-            f.write(data)
-            f.flush()
-            await send_parts(pair.sender.fileno(), [b"head", b"only"], pair.cork)
-            assert pair.calls == []  # no region: no system call more
-            await send_parts(pair.sender.fileno(),
-                             [b"head", FileRegion(_File(f.fileno()), 0, 100_000), b"end"],
-                             pair.cork)
-            assert pair.calls == [1, 0] and not pair.corked()
-            want = 8 + 4 + 100_000 + 3
-            got = bytearray()
-            while len(got) < want:
-                got += await trio.to_thread.run_sync(pair.receiver.recv, want - len(got))
-        assert bytes(got) == b"headonly" + b"head" + data + b"end"
-    finally:
-        pair.close()
-
-
-async def test_send_parts_never_waits_corked() -> None:
-    """Bytes a cork holds wait for the kernel's ~200 ms timer unless it is cleared: so an
-    answer waiting for a full socket (its client reads slowly, or has room for less than a
-    segment) is uncorked while it waits, and one that fails (a segment closed under it, the
-    task cancelled) is uncorked as it ends."""
-    pair = _CorkedPair()
-    try:
-        with tempfile.TemporaryFile() as f:
-            f.write(b"x" * 1000)
-            f.flush()
-            closed = _File(f.fileno())
-            closed.fd = None
-            with pytest.raises(CloseConnection):
-                await send_parts(pair.sender.fileno(), [b"h", FileRegion(closed, 0, 10)],
-                                 pair.cork)
-            assert pair.calls == [1, 0] and not pair.corked()
-        # Nobody reads: the answer fills both sockets' buffers and waits to be writable.
-        big = os.urandom(16 << 20)
-        pair.calls.clear()
-        with tempfile.TemporaryFile() as f:
-            f.write(big)
-            f.flush()
-            region = FileRegion(_File(f.fileno()), 0, len(big))
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(send_parts, pair.sender.fileno(), [b"h", region, b"t"],
-                                   pair.cork)
-                await trio.testing.wait_all_tasks_blocked()
-                assert pair.calls[0] == 1 and pair.calls[-1] == 0 and not pair.corked()
-                nursery.cancel_scope.cancel()
-        assert not pair.corked()
-    finally:
-        pair.close()
 
 
 def test_large_batches_fetched_byte_for_byte(broker) -> None:  # type: ignore[no-untyped-def]
@@ -257,44 +173,3 @@ def test_small_batches_at_the_tail_fetched_byte_for_byte(broker) -> None:  # typ
     got = [m.value for m in consumer]
     consumer.close()
     assert got == values
-
-
-def _tcp_info(sock: socket.socket) -> tuple[int, int]:
-    """(tcpi_rcv_mss, tcpi_data_segs_in) of Linux's struct tcp_info: the size of the peer's
-    full segments as this side measured them, and how many segments with data it received."""
-    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 160)
-    return struct.unpack_from("I", info, 20)[0], struct.unpack_from("I", info, 152)[0]
-
-
-def test_a_sendfile_answer_arrives_in_full_segments(broker) -> None:  # type: ignore[no-untyped-def]
-    """A Fetch v12 answer of a region (header, records by sendfile, the 3 bytes of tagged
-    fields after them) reaches the client in as few TCP segments as its bytes fill: neither
-    the header nor the trailer travels as a segment of its own. Counted by the client's
-    kernel (on loopback, 4 segments a ~200 KB answer; 8-10 uncorked); the client's receive
-    buffer is large enough that its window never splits an answer."""
-    create_topic(broker.bootstrap, "corked", 1)
-    batch = build_batch([Record(b"k%d" % j, os.urandom(50_000)) for j in range(4)])
-    with RawConnection(broker.bootstrap, receive_buffer=4 << 20) as conn:
-        resp = conn.request(ApiKey.PRODUCE, 9, {
-            "transactional_id": None, "acks": -1, "timeout_ms": 10000,
-            "topic_data": [{"name": "corked", "partition_data": [
-                {"index": 0, "records": batch}]}]})
-        assert resp is not None and resp.responses[0].partition_responses[0].error_code == 0
-        counted = []
-        for cid in range(1, 6):
-            _, before = _tcp_info(conn.sock)
-            conn.send_frame(encode_request(ApiKey.FETCH, 12, cid, "raw-test", {
-                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 10**7,
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": "corked", "partitions": [
-                    {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
-                     "last_fetched_epoch": -1, "log_start_offset": -1,
-                     "partition_max_bytes": 10**7}]}],
-                "forgotten_topics_data": [], "rack_id": ""}))
-            frame = conn.read_frame()
-            mss, after = _tcp_info(conn.sock)
-            got_cid, decoded = decode_response(ApiKey.FETCH, 12, frame)
-            assert got_cid == cid
-            assert len(decoded.responses[0].partitions[0].records) == len(batch)
-            counted.append((after - before, math.ceil((4 + len(frame)) / mss)))
-    assert all(segments == fewest for segments, fewest in counted), counted
