@@ -62,7 +62,12 @@ async def send_parts(fd: int, parts: list) -> None:
 
 
 async def _send_buffers(fd: int, parts: list) -> None:
-    # No MSG_MORE before a region: corking the header stalled each response by ~200 ms.
+    # The header before a region goes out on its own, not with MSG_MORE or under TCP_CORK.
+    # With either, librdkafka's answers stalled ~208 ms each. The first sendfile stopped
+    # after one 64 KB pipe chunk, the next got EAGAIN, and the held partial segment waited
+    # for the kernel's timer. A cork cleared while waiting ends the stall, but costs about
+    # seven system calls more an answer (4 setsockopt, 2 sendfile, 1 epoll_wait), and
+    # consume MB/s did not move (docs/PERFORMANCE.md, "A sendfile answer corked").
     views = [memoryview(p) for p in parts if len(p)]
     while views:
         try:

@@ -71,7 +71,7 @@ from tests.helpers import BrokerProcess  # noqa: E402
 
 TOPIC = "ab-acks1"
 BROKER_SYSCALLS = ("read", "readv", "recvfrom", "write", "writev", "sendto", "sendmsg",
-                   "sendfile64", "pread64", "epoll_wait", "epoll_ctl", "futex")
+                   "sendfile64", "pread64", "setsockopt", "epoll_wait", "epoll_ctl", "futex")
 CLIENT_SYSCALLS = ("recvmsg", "recvfrom", "read", "sendmsg", "sendto", "write", "writev",
                    "poll", "ppoll", "futex")
 BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (the bytes after it)
