@@ -18,8 +18,8 @@ import trio
 
 from pybroker.cluster import zk_data as zd
 from pybroker.cluster.client_quotas import QuotaEntity, desanitize, parse_config_strings
-from pybroker.cluster.metadata import BrokerInfo, DeltaListener, MetadataImage, \
-    PartitionState, TopicInfo, diff_images
+from pybroker.cluster.metadata import CHANGE_TIMEOUT_S, BrokerInfo, DeltaListener, \
+    MetadataImage, PartitionState, TopicInfo, diff_images
 from pybroker.cluster.topic_names import is_internal
 
 __all__ = ["ZkCache", "build_image", "NO_STATE_EPOCH", "CHANGE_TIMEOUT_S"]
@@ -28,8 +28,6 @@ log = logging.getLogger(__name__)
 
 # A partition whose state znode the controller has not written yet.
 NO_STATE_EPOCH = -1
-# How long an admin change waits for its effect to reach this broker's image.
-CHANGE_TIMEOUT_S = 30.0
 
 @dataclass
 class _Cache:
