@@ -258,9 +258,10 @@ class LocalMetadataStore:
                            internal: bool = False,
                            assignments: list[list[int]] | None = None, *,
                            wait_s: float = CHANGE_TIMEOUT_S) -> TopicInfo:
-        """Record a new topic (led when this returns, whatever `wait_s`). `assignments` gives each partition's replicas (the first is
-        the leader and all start in sync); without it every partition is on this broker.
-        KeyError if it exists (the caller checks first)."""
+        """Record a new topic (led when this returns, whatever `wait_s`). `assignments`
+        gives each partition's replicas (the first is the leader and all start in sync);
+        without it every partition is on this broker. KeyError if it exists (the caller
+        checks first)."""
         node = self.node_id
         replicas = assignments or [[node]] * num_partitions
         info = TopicInfo(name, uuid.uuid4(),
