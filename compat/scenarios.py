@@ -467,13 +467,17 @@ def seek_timestamp(a: Adapter, bootstrap: str) -> str | None:
 def admin_topics(a: Adapter, bootstrap: str) -> str | None:
     topic = unique(a, "admin")
     a.create_topic(bootstrap, topic, 3, {"retention.ms": "3600000"})
-    assert wire.partition_count(bootstrap, topic) == 3, "not created with 3 partitions"
+    # librdkafka's default operation_timeout (0) has the broker answer once the topic is
+    # written, and Kafka's brokers learn of it after (`_settles`).
+    _settles(lambda: wire.partition_count(bootstrap, topic), 3,
+             "the topic's partitions at the bootstrap broker (not created with 3 partitions)")
     assert wire.topic_configs(bootstrap, topic)["retention.ms"] == "3600000", \
         "created without its retention.ms"
     wait_for(lambda: topic in a.list_topics(bootstrap), 10, "the topic in the client's list")
     assert (n := a.partition_count(bootstrap, topic)) == 3, f"described with {n} partitions"
     a.add_partitions(bootstrap, topic, 5)
-    assert wire.partition_count(bootstrap, topic) == 5, "partitions not added"
+    _settles(lambda: wire.partition_count(bootstrap, topic), 5,
+             "the topic's partitions at the bootstrap broker (partitions not added)")
     wait_for(lambda: a.partition_count(bootstrap, topic) == 5, 10,
              "the client to describe 5 partitions")
     a.delete_topic(bootstrap, topic)
@@ -512,7 +516,7 @@ def admin_configs(a: Adapter, bootstrap: str) -> str | None:
     return None
 
 
-def _settles(read: Callable[[], str | None], want: str, what: str,
+def _settles(read: Callable[[], object], want: object, what: str,
              timeout: float = 15.0) -> None:
     """Read until the value is exactly `want`; fail with the last one read after `timeout`
     seconds (a change that never reaches the broker asked)."""
