@@ -467,13 +467,17 @@ def seek_timestamp(a: Adapter, bootstrap: str) -> str | None:
 def admin_topics(a: Adapter, bootstrap: str) -> str | None:
     topic = unique(a, "admin")
     a.create_topic(bootstrap, topic, 3, {"retention.ms": "3600000"})
-    assert wire.partition_count(bootstrap, topic) == 3, "not created with 3 partitions"
+    # librdkafka's default operation_timeout (0) has the broker answer once the topic is
+    # written, and Kafka's brokers learn of it after (`_settles`).
+    _settles(lambda: wire.partition_count(bootstrap, topic), 3,
+             "the topic's partitions at the bootstrap broker (not created with 3 partitions)")
     assert wire.topic_configs(bootstrap, topic)["retention.ms"] == "3600000", \
         "created without its retention.ms"
     wait_for(lambda: topic in a.list_topics(bootstrap), 10, "the topic in the client's list")
     assert (n := a.partition_count(bootstrap, topic)) == 3, f"described with {n} partitions"
     a.add_partitions(bootstrap, topic, 5)
-    assert wire.partition_count(bootstrap, topic) == 5, "partitions not added"
+    _settles(lambda: wire.partition_count(bootstrap, topic), 5,
+             "the topic's partitions at the bootstrap broker (partitions not added)")
     wait_for(lambda: a.partition_count(bootstrap, topic) == 5, 10,
              "the client to describe 5 partitions")
     a.delete_topic(bootstrap, topic)
@@ -485,6 +489,13 @@ def admin_topics(a: Adapter, bootstrap: str) -> str | None:
 
 @scenario("admin-configs", "Admin: describe a topic's configs, alter one, delete the override")
 def admin_configs(a: Adapter, bootstrap: str) -> str | None:
+    """The reads after each alter wait for the value (`_settles`): a client sends its alter
+    to the broker it picks (the least loaded one: kafka-python, librdkafka, Kafka's Java
+    admin), which in a cluster need not be the one a describe then asks, and Kafka promises
+    the other brokers the change only as they catch up with the metadata (KRaft: the
+    controller acknowledges the alter once committed, each broker applies it when it
+    replays the record; its Admin javadoc says the same of a created topic). The value read
+    must still be exactly the one set."""
     topic = unique(a, "configs")
     wire.create_topic(bootstrap, topic, 1, {"cleanup.policy": "delete"})
     described = a.describe_configs(bootstrap, topic)
@@ -493,13 +504,26 @@ def admin_configs(a: Adapter, bootstrap: str) -> str | None:
         assert described.get(name) == value, f"described {name}={described.get(name)!r}"
     assert len(described) >= 20, f"only {len(described)} configs described"
     a.set_config(bootstrap, topic, "retention.ms", "3600000")
-    assert wire.topic_configs(bootstrap, topic)["retention.ms"] == "3600000", "not altered"
-    assert a.describe_configs(bootstrap, topic).get("retention.ms") == "3600000"
+    _settles(lambda: wire.topic_configs(bootstrap, topic)["retention.ms"], "3600000",
+             "retention.ms at the bootstrap broker after the alter (not altered)")
+    _settles(lambda: a.describe_configs(bootstrap, topic).get("retention.ms"), "3600000",
+             "retention.ms described by the client after the alter")
     a.delete_config(bootstrap, topic, "retention.ms")
-    assert wire.topic_configs(bootstrap, topic)["retention.ms"] == "604800000", \
-        "override not deleted"
-    assert a.describe_configs(bootstrap, topic).get("retention.ms") == "604800000"
+    _settles(lambda: wire.topic_configs(bootstrap, topic)["retention.ms"], "604800000",
+             "retention.ms at the bootstrap broker after the delete (override not deleted)")
+    _settles(lambda: a.describe_configs(bootstrap, topic).get("retention.ms"), "604800000",
+             "retention.ms described by the client after the delete")
     return None
+
+
+def _settles(read: Callable[[], object], want: object, what: str,
+             timeout: float = 15.0) -> None:
+    """Read until the value is exactly `want`; fail with the last one read after `timeout`
+    seconds (a change that never reaches the broker asked)."""
+    deadline = time.monotonic() + timeout
+    while (got := read()) != want:
+        assert time.monotonic() < deadline, f"{what}: {got!r} after {timeout:.0f} s, not {want!r}"
+        time.sleep(0.2)
 
 
 @scenario("admin-groups", "Admin: list and describe a live group, then (empty) alter its "

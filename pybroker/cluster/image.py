@@ -117,6 +117,16 @@ class MetadataImage:
             return None
         return info.partitions[partition]
 
+    def has_states(self, topic: str, partitions: int) -> bool:
+        """Whether `topic` has at least `partitions` partitions, each with a state the
+        controller wrote (a leader epoch: a ZooKeeper cluster's image shows a partition it
+        has not elected yet at -1). What CreateTopics and CreatePartitions wait for, as
+        Kafka's DelayedCreatePartitions waits for the answering broker's metadata to have
+        their leaders."""
+        info = self.topics.get(topic)
+        return (info is not None and len(info.partitions) >= partitions
+                and all(p.leader_epoch >= 0 for p in info.partitions))
+
 
 @dataclass(frozen=True)
 class MetadataDelta:

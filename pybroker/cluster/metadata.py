@@ -37,10 +37,13 @@ from pybroker.config.definitions import ConfigError
 from pybroker.storage.files import write_atomically
 
 METADATA_FILE = "pybroker-metadata.json"
+# How long an admin change waits, by default, for its effect to reach this broker's image.
+CHANGE_TIMEOUT_S = 30.0
 META_PROPERTIES = "meta.properties"
 
 __all__ = [
-    "BrokerInfo", "DeltaListener", "InconsistentClusterIdError", "LocalMetadataStore",
+    "BrokerInfo", "CHANGE_TIMEOUT_S", "DeltaListener", "InconsistentClusterIdError",
+    "LocalMetadataStore",
     "MetadataStore", "diff_images",
     "MetadataDelta", "MetadataImage", "PartitionState", "TopicInfo", "TopicsChange",
     "StoredMetadata", "new_cluster_id", "read_meta_properties", "read_metadata_file",
@@ -64,14 +67,22 @@ class MetadataStore(Protocol):
 
     def set_endpoints(self, endpoints: Mapping[str, tuple[str, int]]) -> None: ...
 
+    # `wait_s`: how long the change waits for this broker's image to have a leader for every
+    # partition it makes (0: not at all; `wait_for` waits then).
     async def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str],
                            internal: bool = False,
-                           assignments: list[list[int]] | None = None) -> TopicInfo: ...
+                           assignments: list[list[int]] | None = None, *,
+                           wait_s: float = CHANGE_TIMEOUT_S) -> TopicInfo: ...
 
     async def delete_topic(self, name: str) -> TopicInfo: ...
 
     async def add_partitions(self, name: str, total: int,
-                             assignments: list[list[int]] | None = None) -> None: ...
+                             assignments: list[list[int]] | None = None, *,
+                             wait_s: float = CHANGE_TIMEOUT_S) -> None: ...
+
+    async def wait_for(self, done: Callable[[MetadataImage], bool], timeout_s: float) -> bool:
+        """Wait until `done(image)` holds for this broker's image; False on timeout."""
+        ...
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
 
@@ -186,6 +197,7 @@ class LocalMetadataStore:
         self.listeners: list[DeltaListener] = []
         self.session_valid = True  # one broker never loses the right to lead
         self._writing = trio.Lock()
+        self._image_changed = trio.Event()
 
     def _save(self, image: MetadataImage) -> None:
         data = {"version": 1, "broker_configs": {
@@ -226,17 +238,30 @@ class LocalMetadataStore:
             await trio.to_thread.run_sync(self._save, image)
             self.image = image
             self.changes += 1
+            self._image_changed.set()
+            self._image_changed = trio.Event()
         for listener in self.listeners:
             await listener(image, delta)
         return delta
 
     # -- changes (each saved before it is visible to clients) ---------------------------------
+    async def wait_for(self, done: Callable[[MetadataImage], bool], timeout_s: float) -> bool:
+        """Wait until `done(image)` holds; False on timeout. A change here is complete when
+        it returns, so this waits only for another caller's change."""
+        with trio.move_on_after(timeout_s):
+            while not done(self.image):
+                await self._image_changed.wait()
+            return True
+        return False
+
     async def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str],
                            internal: bool = False,
-                           assignments: list[list[int]] | None = None) -> TopicInfo:
-        """Record a new topic. `assignments` gives each partition's replicas (the first is
-        the leader and all start in sync); without it every partition is on this broker.
-        KeyError if it exists (the caller checks first)."""
+                           assignments: list[list[int]] | None = None, *,
+                           wait_s: float = CHANGE_TIMEOUT_S) -> TopicInfo:
+        """Record a new topic (led when this returns, whatever `wait_s`). `assignments`
+        gives each partition's replicas (the first is the leader and all start in sync);
+        without it every partition is on this broker. KeyError if it exists (the caller
+        checks first)."""
         node = self.node_id
         replicas = assignments or [[node]] * num_partitions
         info = TopicInfo(name, uuid.uuid4(),
@@ -263,7 +288,9 @@ class LocalMetadataStore:
         return delta.deleted_topics[name]
 
     async def add_partitions(self, name: str, total: int,
-                             assignments: list[list[int]] | None = None) -> None:
+                             assignments: list[list[int]] | None = None, *,
+                             wait_s: float = CHANGE_TIMEOUT_S) -> None:
+        """Grow a topic (led when this returns, whatever `wait_s`)."""
         node = self.node_id
 
         def change(topics: Mapping[str, TopicInfo]) -> TopicsChange:

@@ -18,8 +18,8 @@ import trio
 
 from pybroker.cluster import zk_data as zd
 from pybroker.cluster.client_quotas import QuotaEntity, desanitize, parse_config_strings
-from pybroker.cluster.metadata import BrokerInfo, DeltaListener, MetadataImage, \
-    PartitionState, TopicInfo, diff_images
+from pybroker.cluster.metadata import CHANGE_TIMEOUT_S, BrokerInfo, DeltaListener, \
+    MetadataImage, PartitionState, TopicInfo, diff_images
 from pybroker.cluster.topic_names import is_internal
 
 __all__ = ["ZkCache", "build_image", "NO_STATE_EPOCH", "CHANGE_TIMEOUT_S"]
@@ -28,8 +28,6 @@ log = logging.getLogger(__name__)
 
 # A partition whose state znode the controller has not written yet.
 NO_STATE_EPOCH = -1
-# How long an admin change waits for its effect to reach this broker's image.
-CHANGE_TIMEOUT_S = 30.0
 
 @dataclass
 class _Cache:
@@ -158,8 +156,10 @@ class ZkCache:
             self._read(key, cache)
         self._cache = cache
 
-    def _read(self, key: tuple[Any, ...], cache: _Cache | None = None) -> None:
-        """Re-read `key` into `cache` (the current one by default)."""
+    def _read(self, key: tuple[Any, ...], cache: _Cache | None = None,
+              states_read: set[tuple[Any, ...]] | None = None) -> None:
+        """Re-read `key` into `cache` (the current one by default). The state keys read
+        go into `states_read`, if given: a refresh reads each znode once."""
         cache = self._cache if cache is None else cache
         kind = key[0]
         if kind == "brokers":
@@ -196,9 +196,11 @@ class ZkCache:
             cache.topic_versions[name] = got[1].version
             for index in assignment.partitions:
                 if (name, index) not in cache.states:
-                    self._read(("state", name, index), cache)
+                    self._read(("state", name, index), cache, states_read)
         elif kind == "state":
             name, index = key[1], key[2]
+            if states_read is not None:
+                states_read.add(key)
             got = self._get(zd.state_path(name, index))
             if got is None:
                 cache.states.pop((name, index), None)
@@ -298,8 +300,13 @@ class ZkCache:
         # reading the assignment with every state keeps the image from pairing a new ISR
         # with old replicas (a leader would then let a removed replica back into the ISR).
         keys = keys | {("topic", key[1]) for key in keys if key[0] == "state"}
+        # A topic read reads the states it has none of yet (a new partition's): those are
+        # not read a second time for their own key (a controller's read-back of a new
+        # topic's states would read each twice).
+        states_read: set[tuple[Any, ...]] = set()
         for key in sorted(keys, key=_read_order):
-            self._read(key)
+            if key not in states_read:
+                self._read(key, None, states_read)
 
     @property
     def deleting(self) -> frozenset[str]:

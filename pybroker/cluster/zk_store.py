@@ -44,8 +44,9 @@ import trio
 from pybroker.cluster import features
 from pybroker.cluster import zk_data as zd
 from pybroker.cluster.client_quotas import QUOTA_KEYS, QuotaEntity, config_strings, sanitize
-from pybroker.cluster.metadata import DeltaListener, MetadataImage, TopicInfo
-from pybroker.cluster.zk_cache import NO_STATE_EPOCH, ZkCache, _Cache, build_image
+from pybroker.cluster.metadata import DeltaListener, PartitionState, TopicInfo
+from pybroker.cluster.zk_cache import CHANGE_TIMEOUT_S, NO_STATE_EPOCH, ZkCache, _Cache, \
+    build_image
 from pybroker.cluster.zk_entity_config import change_entity_config
 from pybroker.cluster.zk_session import ZkSession, split_chroot
 
@@ -112,15 +113,18 @@ class ZkMetadataStore(ZkSession, ZkCache):
     # -- changes any broker may write (Kafka's AdminZkClient) -----------------------------------
     async def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str],
                            internal: bool = False,
-                           assignments: list[list[int]] | None = None) -> TopicInfo:
+                           assignments: list[list[int]] | None = None, *,
+                           wait_s: float = CHANGE_TIMEOUT_S) -> TopicInfo:
         """Write the topic's config and assignment; the controller elects its leaders. Returns
-        once this broker's image has the topic with a leader for every partition (or after
-        CHANGE_TIMEOUT_S, with what it has). KeyError if the topic exists."""
+        once this broker's image has the topic with a leader for every partition, or after
+        `wait_s` with what it has (0: at once, with the topic as written, its partitions not
+        led yet; `wait_for` then waits as the caller wishes). KeyError if the topic exists."""
         from kazoo.exceptions import NodeExistsError
 
         replicas = assignments or [[self.node_id]] * num_partitions
+        topic_id = uuid.uuid4()
         assignment = zd.TopicAssignment({i: tuple(r) for i, r in enumerate(replicas)},
-                                        uuid.uuid4())
+                                        topic_id)
         txn = self.zk.transaction()
         if self.zk.exists(zd.config_path(name)) is None:
             txn.create(zd.config_path(name), zd.encode_config(configs))
@@ -131,7 +135,11 @@ class ZkMetadataStore(ZkSession, ZkCache):
         if any(isinstance(r, NodeExistsError) for r in results):
             raise KeyError(name)
         _raise_first(results)
-        await self.wait_for(lambda image: _all_led(image, name, len(replicas)))
+        if wait_s <= 0:
+            return TopicInfo(name, topic_id, tuple(
+                PartitionState(i, -1, NO_STATE_EPOCH, tuple(r), ())
+                for i, r in enumerate(replicas)), dict(configs), internal)
+        await self.wait_for(lambda image: image.has_states(name, len(replicas)), wait_s)
         info = self.image.topics.get(name)
         if info is None:
             await self.refresh_now(("topics",))
@@ -154,7 +162,10 @@ class ZkMetadataStore(ZkSession, ZkCache):
         return info
 
     async def add_partitions(self, name: str, total: int,
-                             assignments: list[list[int]] | None = None) -> None:
+                             assignments: list[list[int]] | None = None, *,
+                             wait_s: float = CHANGE_TIMEOUT_S) -> None:
+        """Write the topic's grown assignment; returns once this broker's image has a
+        leader for each partition, or after `wait_s` (0: at once)."""
         info = self.image.topics[name]
         current = self._cache.assignments[name]
         version = self._cache.topic_versions[name]
@@ -164,7 +175,8 @@ class ZkMetadataStore(ZkSession, ZkCache):
             partitions[len(current.partitions) + offset] = tuple(replicas)
         await self._zk(self.zk.set, zd.topic_path(name),
                        zd.encode_topic(replace(current, partitions=partitions)), version)
-        await self.wait_for(lambda image: _all_led(image, name, total))
+        if wait_s > 0:
+            await self.wait_for(lambda image: image.has_states(name, total), wait_s)
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """/config/topics/T, and a change notification as Kafka's admin writes one."""
@@ -315,12 +327,6 @@ class ZkMetadataStore(ZkSession, ZkCache):
             return None
         await self.refresh_now(("state", topic, partition))
         return int(stat.version)
-
-
-def _all_led(image: MetadataImage, name: str, partitions: int) -> bool:
-    info = image.topics.get(name)
-    return (info is not None and len(info.partitions) >= partitions
-            and all(p.leader_epoch != NO_STATE_EPOCH for p in info.partitions))
 
 
 def _raise_first(results: list[Any]) -> None:

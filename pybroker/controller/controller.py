@@ -180,27 +180,24 @@ class Controller:
         changed). Never against the version in the live cache: a worker thread refreshes it
         before the image that goes with it is published, so a decision from the older image
         written against it would overwrite a change (a leader's ISR expansion) it never saw
-        (issue #31)."""
+        (issue #31).
+
+        New partitions (`create`) are written a topic at a time (`_create_states`). Changes
+        of existing states (elections, ISR removals) stay one multi-op per partition: each is
+        conditional on its own version, and they are decided when brokers fail, while the
+        leaders write their own ISRs: in one multi-op, a single state that moved meanwhile
+        would roll back all the others, and they are few per reconcile where new partitions
+        come a topic of them at a time."""
+        if create:
+            return await self._create_all(list(changes))
         store = self.store
         written: list[tuple[str, str, int]] = []
         for topic, state in changes:
             data = zd.encode_state(zd.LeaderAndIsr(state.leader, state.leader_epoch,
                                                    tuple(state.isr), self.epoch,
                                                    state.leader_recovery_state))
-            path = zd.state_path(topic, state.partition)
-            ops: list[Callable[..., Any]]
-            if create:
-                if not await trio.to_thread.run_sync(_ensure_parent, store.zk, topic,
-                                                     state.partition):
-                    continue  # the topic was deleted meanwhile
-                # Only while the topic's znode is the one read: never a state for a topic
-                # deleted (and perhaps created again) since.
-                ops = [lambda txn, t=zd.topic_path(topic), v=store.topic_version(topic):
-                       txn.check(t, v),
-                       lambda txn, p=path, d=data: txn.create(p, d)]
-            else:
-                ops = [_set_state(topic, state, data)]
-            results = await trio.to_thread.run_sync(self._commit, ops)
+            results = await trio.to_thread.run_sync(
+                self._commit, [_set_state(topic, state, data)])
             if any(isinstance(r, Exception) for r in results):
                 log.info("controller: state of %s-%d changed meanwhile; will retry", topic,
                          state.partition)
@@ -213,6 +210,115 @@ class Controller:
             # from an image that waits for the watches.
             await store.refresh_now(*written)
         return len(written)
+
+    async def _create_all(self, changes: list[Change]) -> int:
+        """The first states of new partitions, each topic's in one multi-op or as few as
+        MULTI_OP_BYTES allows (`_create_states`), all topics in one worker thread; then the
+        read-back of what landed and of the states found already there."""
+        by_topic: dict[str, list[PartitionState]] = {}
+        for topic, state in changes:
+            by_topic.setdefault(topic, []).append(state)
+        if not by_topic:
+            return 0
+        versions = {topic: self.store.topic_version(topic) for topic in by_topic}
+
+        def write_all() -> dict[str, tuple[list[PartitionState], list[int]]]:
+            return {topic: self._create_states(topic, states, versions[topic])
+                    for topic, states in by_topic.items()}
+        outcome = await trio.to_thread.run_sync(write_all)
+        read: list[tuple[str, str, int]] = []
+        landed = 0
+        for topic, (made, found) in outcome.items():
+            landed += len(made)
+            read += [("state", topic, state.partition) for state in made]
+            read += [("state", topic, index) for index in found]
+            if made:
+                log.info("controller: %s: %d new partition(s) led: %s", topic, len(made),
+                         _leaders(made))
+            lost = len(by_topic[topic]) - len(made) - len(found)
+            if found:
+                log.info("controller: %s: state of partition(s) %s already written; reading it",
+                         topic, found)
+            if lost:
+                log.info("controller: %s changed meanwhile; %d partition state(s) will be "
+                         "retried", topic, lost)
+        if read:
+            # Read back now, all at once, so the next decision starts from them rather than
+            # from an image that waits for the watches.
+            await self.store.refresh_now(*read)
+        return landed
+
+    def _create_states(self, topic: str, states: list[PartitionState], version: int
+                       ) -> tuple[list[PartitionState], list[int]]:
+        """Create the state znodes of `states` (new partitions of `topic`) and their parents
+        (blocking): each multi-op fenced by the controller epoch and conditional on the
+        topic znode's `version`, the one the decisions were made from (never a state for a
+        topic deleted meanwhile, nor for partitions added since by an assignment the
+        decisions did not see). Returns the states that landed and the partitions whose
+        state was there already (written by a controller before, or by this one for an
+        image that had not caught up): those are read, not overwritten.
+
+        A multi-op is all or nothing and says which op failed, so a failure teaches one
+        fact and the rest is tried again: a parent made meanwhile is not made again, a
+        partition whose state exists is dropped from the batch, and a changed or deleted
+        topic ends the attempt (the next image decides again). Each failure removes a cause
+        for good, so the attempts are bounded by the partitions."""
+        from kazoo.exceptions import NodeExistsError, NoNodeError, RolledBackError, \
+            RuntimeInconsistency
+
+        zk = self.store.zk
+        try:
+            made = set(zk.get_children(zd.partitions_path(topic)))
+            root = True
+        except NoNodeError:
+            made, root = set(), False
+        pending = [(state, zd.encode_state(zd.LeaderAndIsr(
+            state.leader, state.leader_epoch, tuple(state.isr), self.epoch,
+            state.leader_recovery_state))) for state in states]
+        landed: list[PartitionState] = []
+        found: list[int] = []
+        attempts = 3 * len(pending) + 3
+        while pending and attempts:
+            attempts -= 1
+            chunk = _fitting(topic, pending)
+            steps: list[tuple[str, int]] = [("topic", -1)]
+            ops: list[Callable[..., Any]] = [
+                lambda txn, t=zd.topic_path(topic), v=version: txn.check(t, v)]
+            if not root:
+                steps.append(("root", -1))
+                ops.append(lambda txn, p=zd.partitions_path(topic): txn.create(p))
+            for state, data in chunk:
+                if str(state.partition) not in made:
+                    steps.append(("dir", state.partition))
+                    ops.append(lambda txn, p=zd.partition_path(topic, state.partition):
+                               txn.create(p))
+                steps.append(("state", state.partition))
+                ops.append(lambda txn, p=zd.state_path(topic, state.partition), d=data:
+                           txn.create(p, d))
+            results = self._commit(ops)
+            failed = next((i for i, r in enumerate(results) if isinstance(r, Exception)
+                           and not isinstance(r, (RolledBackError, RuntimeInconsistency))),
+                          None)
+            if failed is None:
+                landed += [state for state, _ in chunk]
+                root = True
+                made.update(str(state.partition) for state, _ in chunk)
+                pending = pending[len(chunk):]
+                continue
+            (kind, index), error = steps[failed], results[failed]
+            if kind == "root" and isinstance(error, NodeExistsError):
+                root = True
+            elif kind == "dir" and isinstance(error, NodeExistsError):
+                made.add(str(index))
+            elif kind == "state" and isinstance(error, NodeExistsError):
+                found.append(index)
+                pending = [(s, d) for s, d in pending if s.partition != index]
+            else:  # the topic changed or went (or a parent went with it): decide again
+                if kind != "topic":
+                    log.info("controller: creating the states of %s failed at %s %d: %r",
+                             topic, kind, index, error)
+                break
+        return landed, found
 
     # -- reconciling -------------------------------------------------------------------------------
     async def _reconcile(self, image: MetadataImage) -> None:
@@ -516,17 +622,30 @@ def _with_states_only(image: MetadataImage) -> MetadataImage:
     return replace(image, topics=topics)
 
 
-def _ensure_parent(zk: Any, topic: str, partition: int) -> bool:
-    """The state znode's parents, under the topic's znode if it still exists (never
-    `ensure_path`, which would create a deleted topic's znode again); False if it does
-    not."""
-    from kazoo.exceptions import NodeExistsError, NoNodeError
+# A multi-op's request stays under this many bytes (estimated): ZooKeeper refuses a request
+# over jute.maxbuffer (1 MB by default) by closing the connection, so a topic with more
+# partitions than fit is created in several multi-ops, each conditional on the topic.
+MULTI_OP_BYTES = 512 * 1024
+# A create op's bytes besides its path and data: header, lengths, the open ACL, flags.
+_OP_OVERHEAD = 64
 
-    for path in (zd.partitions_path(topic), zd.partition_path(topic, partition)):
-        try:
-            zk.create(path)
-        except NodeExistsError:
-            pass
-        except NoNodeError:
-            return False
-    return True
+
+def _fitting(topic: str, pending: list[tuple[PartitionState, bytes]]
+             ) -> list[tuple[PartitionState, bytes]]:
+    """The first of `pending` whose creates (state and parent) fit MULTI_OP_BYTES; at least
+    one."""
+    size = len(zd.partitions_path(topic)) + 2 * _OP_OVERHEAD
+    for count, (state, data) in enumerate(pending):
+        size += (len(zd.state_path(topic, state.partition)) + len(data)
+                 + len(zd.partition_path(topic, state.partition)) + 2 * _OP_OVERHEAD)
+        if size > MULTI_OP_BYTES and count:
+            return pending[:count]
+    return pending
+
+
+def _leaders(states: list[PartitionState]) -> str:
+    """`broker 0: 50, broker 1: 50` (partitions each leads), for a line about many."""
+    counts: dict[int, int] = {}
+    for state in states:
+        counts[state.leader] = counts.get(state.leader, 0) + 1
+    return ", ".join(f"broker {leader}: {n}" for leader, n in sorted(counts.items()))

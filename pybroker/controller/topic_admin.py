@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 import trio
 
 from protocol.errors import ErrorCode, KafkaError
-from pybroker.cluster.metadata import MetadataStore
+from pybroker.cluster.metadata import CHANGE_TIMEOUT_S, MetadataImage, MetadataStore
 from pybroker.cluster.topic_names import invalid_topic_reason, is_internal
 from pybroker.controller.assignment import assign_added_partitions, assign_replicas
 from pybroker.config import BrokerConfig, ConfigError, inert_topic_config_warnings, \
@@ -75,12 +75,13 @@ class TopicAdmin:
                            configs: dict[str, str], *, validate_only: bool = False,
                            internal: bool = False, assignments: list[list[int]] | None = None,
                            admit: Callable[[int], bool] | None = None,
-                           ) -> tuple[ErrorCode, str | None]:
+                           wait: bool = True) -> tuple[ErrorCode, str | None]:
         """Validate a new topic and ask the store for it; it is done (this broker's logs
-        made by the replica manager) when this returns. `assignments` (validated by the
-        caller) are the partitions' replicas, leader first. `admit(partitions)`, once the
-        topic is valid and assigned, is the client's controller_mutation_rate: False
-        refuses it with THROTTLING_QUOTA_EXCEEDED. Client-driven callers hold `changes`."""
+        made by the replica manager) when this returns, or, with `wait` False, written
+        (`await_leaders` then waits for it). `assignments` (validated by the caller) are the
+        partitions' replicas, leader first. `admit(partitions)`, once the topic is valid and
+        assigned, is the client's controller_mutation_rate: False refuses it with
+        THROTTLING_QUOTA_EXCEEDED. Client-driven callers hold `changes`."""
         code, message = self.check_new_topic(name, partitions, replication_factor, configs)
         if code != ErrorCode.NONE or validate_only:
             return code, message
@@ -92,14 +93,27 @@ class TopicAdmin:
         if admit is not None and not admit(len(assignments)):
             return ErrorCode.THROTTLING_QUOTA_EXCEEDED, None  # as Kafka 4.1: no message
         try:
-            await self.metadata.create_topic(name, partitions, configs,
-                                             internal=internal or is_internal(name),
-                                             assignments=assignments)
+            await self.metadata.create_topic(
+                name, partitions, configs, internal=internal or is_internal(name),
+                assignments=assignments, wait_s=CHANGE_TIMEOUT_S if wait else 0.0)
         except KeyError:  # created meanwhile by a caller not holding `changes`
             return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
         log.info("created topic %s with %d partition(s)", name, partitions)
         self.warn_inert(name, configs)
         return ErrorCode.NONE, None
+
+    async def await_leaders(self, wanted: Mapping[str, int], timeout_s: float) -> set[str]:
+        """Of `wanted` (topic -> partition count), the topics whose partitions all have a
+        leader in this broker's image within `timeout_s` (at once if it is 0 or less): what
+        Kafka's DelayedCreatePartitions waits for before it answers CreateTopics or
+        CreatePartitions (by name, as Kafka's)."""
+        def ready(image: MetadataImage) -> bool:
+            return all(image.has_states(name, count) for name, count in wanted.items())
+
+        if timeout_s > 0:
+            await self.metadata.wait_for(ready, timeout_s)
+        image = self.metadata.image
+        return {name for name, count in wanted.items() if image.has_states(name, count)}
 
     def _brokers(self) -> dict[int, str | None]:
         return {b.node_id: b.rack for b in self.metadata.image.brokers.values()}
@@ -120,14 +134,17 @@ class TopicAdmin:
         return code
 
     async def add_partitions(self, name: str, total: int,
-                             assignments: list[list[int]] | None = None) -> None:
+                             assignments: list[list[int]] | None = None, *,
+                             wait: bool = True) -> None:
         """CreatePartitions; the caller holds `changes`. Without `assignments` the new
-        partitions continue the topic's round-robin over the registered brokers."""
+        partitions continue the topic's round-robin over the registered brokers. With `wait`
+        False it returns once the change is written (`await_leaders` waits for it)."""
         if assignments is None:
             existing = [p.replicas for p in self.metadata.image.topics[name].partitions]
             assignments = [list(r) for r in assign_added_partitions(
                 existing, self._brokers(), total, rng=self._rng)]
-        await self.metadata.add_partitions(name, total, assignments)
+        await self.metadata.add_partitions(name, total, assignments,
+                                           wait_s=CHANGE_TIMEOUT_S if wait else 0.0)
 
     # -- configs -------------------------------------------------------------------------------
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:

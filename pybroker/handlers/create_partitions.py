@@ -1,5 +1,7 @@
 """CreatePartitions: grow a topic to `count` partitions (never shrink). Any broker of a cluster
-serves it (it writes the new assignment; the controller elects), as CreateTopics."""
+serves it (it writes the new assignment; the controller elects), as CreateTopics, and it takes
+`timeout_ms` as CreateTopics does (Kafka's ZkAdminManager.createPartitions: the same
+DelayedCreatePartitions wait after the writes, REQUEST_TIMED_OUT at once at 0 or less)."""
 from __future__ import annotations
 
 from construct import Container
@@ -38,6 +40,7 @@ def _check(ctx: RequestContext, name: str, count: int, assignments: list) -> tup
 async def handle(ctx: RequestContext, request: Container) -> dict:
     results = []
     quota = mutation_quota(ctx, strict_since=3)
+    written: dict[str, int] = {}
     async with ctx.topics.changes:
         for topic in request.topics:
             code, message = _check(ctx, topic.name, topic.count, topic.assignments)
@@ -48,9 +51,16 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
                 await ctx.topics.add_partitions(
                     topic.name, topic.count,
                     [list(a.broker_ids) for a in topic.assignments] if topic.assignments
-                    else None)
+                    else None, wait=False)
+                written[topic.name] = topic.count
             results.append({"name": topic.name, "error_code": int(code),
                             "error_message": message})
+    if written:
+        ready = await ctx.topics.await_leaders(written, request.timeout_ms / 1000) \
+            if request.timeout_ms > 0 else set()
+        for result in results:
+            if result["name"] in written and result["name"] not in ready:
+                result.update(error_code=int(ErrorCode.REQUEST_TIMED_OUT), error_message=None)
     throttle(ctx, quota)
     return {"results": results}
 

@@ -9,8 +9,17 @@ file system calls); `topic_changes` keeps a DeleteTopics from running meanwhile.
 In a cluster any broker serves it, as a Kafka 4.1 broker does by forwarding to the controller
 (KIP-590): stock clients send it to whichever broker Metadata names controller or to the one
 they know, and a node's bootstrap worker is often not the controller. Here the broker writes
-the topic to the store itself (Kafka's AdminZkClient did the same), the controller elects its
-leaders, and the answer waits until this broker's image has them (`ZkMetadataStore`)."""
+the topic to the store itself (Kafka's AdminZkClient did the same) and the controller elects
+its leaders.
+
+`timeout_ms` as Kafka's ZooKeeper-mode broker (ZkAdminManager.createTopics) takes it: every
+topic is written first (under `topic_changes`, released before the wait, so one slow creation
+does not hold up the next client's); then, if it is above 0, the answer waits up to that long
+for this broker's image to have a leader for every partition (DelayedCreatePartitions), and a
+topic not led by then is answered REQUEST_TIMED_OUT while its creation goes on; at 0 or less
+every topic written is answered REQUEST_TIMED_OUT at once, which librdkafka's admin client
+takes for success when its operation_timeout is 0 (its default). One broker leads a topic as
+it writes it."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -26,14 +35,40 @@ from pybroker.handlers._mutation_quota import admit, mutation_quota, throttle
 
 async def handle(ctx: RequestContext, request: Container) -> dict:
     quota = mutation_quota(ctx, strict_since=6)
+    written: dict[str, int] = {}
     async with ctx.topics.changes:
-        topics = await _create(ctx, request, lambda partitions: admit(quota, partitions))
+        topics = await _create(ctx, request, lambda partitions: admit(quota, partitions),
+                               written)
+    if written:
+        await _await_leaders(ctx, topics, written, request.timeout_ms)
     throttle(ctx, quota)
     return {"topics": topics}
 
 
+async def _await_leaders(ctx: RequestContext, entries: list[dict], written: dict[str, int],
+                         timeout_ms: int) -> None:
+    """Answer each topic written NONE once this broker's image leads it, or REQUEST_TIMED_OUT
+    (Kafka's: no message, the partition count, replication factor and configs reset) if it
+    does not by `timeout_ms` (module docstring)."""
+    ready = await ctx.topics.await_leaders(written, timeout_ms / 1000) if timeout_ms > 0 \
+        else set()
+    image = ctx.services.metadata.image  # the request's own predates the topics
+    for entry in entries:
+        name = entry["name"]
+        if name not in written:
+            continue
+        info = image.topics.get(name)
+        if info is not None:
+            entry["topic_id"] = info.topic_id
+        if name not in ready:
+            entry.update(error_code=int(ErrorCode.REQUEST_TIMED_OUT), error_message=None,
+                         num_partitions=-1, replication_factor=-1, configs=[])
+
+
 async def _create(ctx: RequestContext, request: Container,
-                  admit_partitions: Callable[[int], bool]) -> list[dict]:
+                  admit_partitions: Callable[[int], bool], written: dict[str, int]
+                  ) -> list[dict]:
+    """Each topic's entry; the topics written go into `written` (name -> partitions)."""
     results = []
     message: str | None
     # As Kafka's controller: a name given twice is created for neither entry; it is
@@ -71,14 +106,13 @@ async def _create(ctx: RequestContext, request: Container,
             continue
         code, message = await ctx.topics.create_topic(
             topic.name, partitions, rf, configs, validate_only=request.validate_only,
-            assignments=assignments, admit=admit_partitions)
+            assignments=assignments, admit=admit_partitions, wait=False)
         entry = _result(topic.name, code, message)
         if code == ErrorCode.NONE:
-            # The image as it is now (the request's own predates the topic): its id.
-            info = ctx.services.metadata.image.topics.get(topic.name)
             entry.update(num_partitions=partitions, replication_factor=rf,
-                         topic_id=info.topic_id if info else entry.get("topic_id"),
                          configs=_configs(ctx, topic.name, configs))
+            if not request.validate_only:
+                written[topic.name] = partitions
         results.append(entry)
     results += [_result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
                 for name in duplicates]
