@@ -467,8 +467,9 @@ def seek_timestamp(a: Adapter, bootstrap: str) -> str | None:
 def admin_topics(a: Adapter, bootstrap: str) -> str | None:
     topic = unique(a, "admin")
     a.create_topic(bootstrap, topic, 3, {"retention.ms": "3600000"})
-    # librdkafka's default operation_timeout (0) has the broker answer once the topic is
-    # written, and Kafka's brokers learn of it after (`_settles`).
+    # The broker that took the create answers once its own metadata leads every partition
+    # (or at once, for a client that sends timeout_ms 0); the bootstrap broker asked here
+    # may be another one of a cluster or node, which learns of the topic after (`_settles`).
     _settles(lambda: wire.partition_count(bootstrap, topic), 3,
              "the topic's partitions at the bootstrap broker (not created with 3 partitions)")
     assert wire.topic_configs(bootstrap, topic)["retention.ms"] == "3600000", \
