@@ -18,8 +18,9 @@ does not hold up the next client's); then, if it is above 0, the answer waits up
 for this broker's image to have a leader for every partition (DelayedCreatePartitions), and a
 topic not led by then is answered REQUEST_TIMED_OUT while its creation goes on; at 0 or less
 every topic written is answered REQUEST_TIMED_OUT at once, which librdkafka's admin client
-takes for success when its operation_timeout is 0 (its default). One broker leads a topic as
-it writes it."""
+takes for success when its operation_timeout is 0 (confluent-kafka sends 60,000 unless told
+otherwise). Kafka 4.1's KRaft brokers differ at 0 or less: REQUEST_TIMED_OUT, and the topic is
+not created (docs/DESIGN.md, #29). One broker leads a topic as it writes it."""
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -100,8 +100,9 @@ def test_a_topic_led_within_the_deadline_is_answered_none(
 
 
 def test_operation_timeout_0_is_answered_once_written(cluster: Cluster) -> None:
-    """librdkafka's default operation_timeout is 0: the broker answers REQUEST_TIMED_OUT at
-    once, which the client reports as success (the creation is under way)."""
+    """librdkafka with operation_timeout 0 sends timeout_ms 0: the broker answers
+    REQUEST_TIMED_OUT at once, which the client reports as success (the creation is under
+    way, as in ZooKeeper-mode Kafka)."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     with controller_stalled(cluster):
         started = time.monotonic()
