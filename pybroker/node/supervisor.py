@@ -67,7 +67,7 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Callable
 
 from pybroker.config import BrokerConfig, ConfigError
-from pybroker.node.metadata_import import METADATA_DIR, import_single_broker
+from pybroker.node.import_check import METADATA_DIR, import_pending
 from pybroker.node.readiness import IN_SYNC_LINE, NODE_BROKERS_ENV
 from pybroker.node.worker import HANDED_OVER_LINE, LISTENING, LOG_DIRS_FAILED_EXIT, NODE_FILE, \
     WORKER_ENV, WorkerPlan, die_with_parent, plan_workers, worker_command
@@ -362,8 +362,10 @@ def run_node(config: BrokerConfig, cores: int, config_file: str | None,
     before any worker starts is a ConfigError (one line), as a single broker's."""
     plans = plan_workers(config, cores)
     check_ports_free(plans)
-    if not config.zookeeper_connect:
+    if not config.zookeeper_connect and import_pending(Path(config.log_dirs[0])):
         # First, so that a file it refuses leaves the dir as it was (no core count recorded).
+        # Imported here only: the importer brings the storage layer and trio with its readers.
+        from pybroker.node.metadata_import import import_single_broker
         import_single_broker(config)
     check_core_count(config, cores)
     extra: dict[str, str] = {}
