@@ -306,9 +306,12 @@ def test_an_idle_nodes_supervisor_sleeps_until_something_happens(tmp_path: Path)
 
 
 def test_a_worker_that_cannot_start_is_named_in_one_line_once(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
     """A node whose worker fails before it served ends as a single broker's failed start: its
     output's one line that is not a log line is the reason, the last (test_cli's contract).
+    The reason is said once: the supervisor's own log lines name the worker and how it ended
+    (its ERROR, then "node stopped"), not the reason again.
     Stand-in workers: worker 0 says why it cannot start and exits 1, worker 1 waits."""
     import sys
 
@@ -320,11 +323,16 @@ def test_a_worker_that_cannot_start_is_named_in_one_line_once(
     waiting = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
                " time.sleep(120)")
     sup = Supervisor(plans, [[sys.executable, "-c", failing], [sys.executable, "-c", waiting]])
+    caplog.set_level(logging.INFO, logger="pybroker.node")
     assert sup.run() == 1
     err = capsys.readouterr().err
     reasons = [line for line in err.splitlines() if not line.startswith("[")]
     assert reasons == ["pybroker-server: listener taken"], err
     assert err.rstrip().splitlines()[-1] == "pybroker-server: listener taken"
+    said = [m for m in caplog.messages if "failed to start" in m]
+    assert said == ["stopping the node: worker 0 (broker 0) failed to start (exit code 1)",
+                    "node stopped (worker 0 (broker 0) failed to start (exit code 1))"]
+    assert not any("listener taken" in m for m in caplog.messages)
 
 
 def test_a_node_is_not_ready_before_every_worker_is_in_sync_with_it(

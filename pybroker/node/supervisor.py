@@ -324,11 +324,14 @@ class Supervisor:
             # node's log would say it twice.
             return log_dirs_failed(plan) + "; a restart would meet the same failed disks"
         if not ready:
+            # The worker's reason is the node's last line (`start_failure`, written once all
+            # workers are down); the log lines before it name the worker and how it ended,
+            # not the reason again: an operator reads it once, as a single broker says it.
             own = last.removeprefix("pybroker-server: ") if last.startswith(
                 "pybroker-server: ") else None
-            self.start_failure = own or (f"worker {plan.index} (broker {plan.node_id}) "
-                                         f"failed to start ({how}): {last}")
-            return f"worker {plan.index} (broker {plan.node_id}) failed to start ({how}): {last}"
+            failed = f"worker {plan.index} (broker {plan.node_id}) failed to start ({how})"
+            self.start_failure = own or f"{failed}: {last}"
+            return failed
         now = time.monotonic()
         while worker.deaths and now - worker.deaths[0] > 60:
             worker.deaths.popleft()
