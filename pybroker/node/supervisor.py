@@ -155,9 +155,7 @@ class Supervisor:
             # which the node repeats as its own last line while it has not served yet: shown
             # once, not twice (a single broker's failed start says its reason once).
             if self.serving or not line.startswith("pybroker-server: "):
-                with self._out_lock:
-                    sys.stderr.write(line)
-                    sys.stderr.flush()
+                self._write(line)
             worker.last_lines.append(line.rstrip("\n"))
             if "pybroker node" in line and (m := LISTENING.search(line)):
                 self._events.put(("up", worker.plan.index, generation, int(m.group(2))))
@@ -166,6 +164,25 @@ class Supervisor:
             elif (m := _HANDED_OVER.search(line)) and int(m.group(1)) == worker.plan.node_id:
                 self._events.put(("handed over", worker.plan.index, generation, 0))
         self._events.put(("exit", worker.plan.index, generation, proc.wait()))
+
+    def _write(self, text: str) -> None:
+        """`text` to the node's stderr. Once that is a pipe whose reader has gone (the node's
+        parent died or closed it: Python ignores SIGPIPE, so the write raises
+        BrokenPipeError), fd 2 is pointed at /dev/null and the node goes on: an exception
+        here would end a worker's reader thread, whose events (its handover, its exit) the
+        stop waits for, and the node would never stop (a SIGTERM left it running, its
+        workers after the first still serving). The log handler writes to the same fd, so
+        it too is quiet from then on instead of failing on every line."""
+        with self._out_lock:
+            try:
+                sys.stderr.write(text)
+                sys.stderr.flush()
+            except OSError:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                try:
+                    os.dup2(devnull, sys.stderr.fileno())
+                finally:
+                    os.close(devnull)
 
     def _signal(self, workers: list[_Worker], signum: int) -> None:
         for worker in workers:
@@ -226,9 +243,7 @@ class Supervisor:
                 if self.start_failure is not None:
                     # The last line, as a single broker's failed start ends: one line saying
                     # why, in the words of the worker that could not start.
-                    with self._out_lock:
-                        sys.stderr.write(f"pybroker-server: {self.start_failure}\n")
-                        sys.stderr.flush()
+                    self._write(f"pybroker-server: {self.start_failure}\n")
                 return code
             if stopping is None and self.store is not None \
                     and (why := why_stopped(self.store)) is not None:
