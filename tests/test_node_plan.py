@@ -604,3 +604,55 @@ def test_a_worker_whose_every_log_dir_failed_stops_the_node_where_a_crash_is_res
         assert len([m for m in logged if "restarting it" in m]) == 3
         assert errors[-1].startswith("stopping the node: worker 1 (broker 1000) died (exit "
                                      "code 1) after 3 restarts in a minute")
+
+
+def test_a_worker_waiting_for_its_coordinators_wakes_when_listeners_ran_not_on_a_tick(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """pybroker.node.readiness.announce_in_sync, its image in sync, its coordinators not yet
+    loaded: it looks again when a change's listeners (where the loads run) have run, and not
+    in between (it polled every 50 ms: 10 looks in the half second below). The production
+    store on the in-memory ZooKeeper; `in_sync` itself is tested above, on images."""
+    import trio
+
+    from pybroker.cluster import zk_data as zd
+    from pybroker.cluster.image import MetadataDelta, MetadataImage
+    from pybroker.cluster.memory_zk import MemoryZooKeeper
+    from pybroker.cluster.zk_store import ZkMetadataStore
+    from pybroker.node import readiness
+    from tests.controller.helpers import seed_partition
+
+    server = MemoryZooKeeper()
+    zk = server.client()
+    zk.start()
+    seed_partition(zk, "t", (0,), zd.LeaderAndIsr(0, 0, (0,), 0))
+    store = ZkMetadataStore("memory", 0, rack=None, session_timeout_ms=6000,
+                            connection_timeout_ms=6000, client_class=server.client)
+    store.attach(tmp_path, None)
+    monkeypatch.setattr(readiness, "in_sync", lambda *args: True)
+    caplog.set_level(logging.INFO, logger="pybroker.node")
+    looks: list[bool] = []
+    coordinators = {"loaded": False}
+
+    def loaded(image: MetadataImage) -> bool:
+        looks.append(coordinators["loaded"])
+        return coordinators["loaded"]
+
+    async def load(image: MetadataImage, delta: MetadataDelta) -> None:
+        await trio.sleep(0)  # a load reads its partition in a thread: the loop runs meanwhile
+        coordinators["loaded"] = True
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(readiness.announce_in_sync, store, 0, {0}, False, loaded)
+            await trio.sleep(0.5)
+            assert looks == [False]  # asleep until a change's listeners have run
+            store.listeners.append(load)
+            await store.refresh_now(("state", "t", 0))
+    try:
+        trio.run(run)
+    finally:
+        store.close()
+        zk.stop()
+    assert looks == [False, True]
+    assert [m for m in caplog.messages if readiness.IN_SYNC_LINE in m]
