@@ -306,9 +306,12 @@ def test_an_idle_nodes_supervisor_sleeps_until_something_happens(tmp_path: Path)
 
 
 def test_a_worker_that_cannot_start_is_named_in_one_line_once(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
     """A node whose worker fails before it served ends as a single broker's failed start: its
     output's one line that is not a log line is the reason, the last (test_cli's contract).
+    The reason is said once: the supervisor's own log lines name the worker and how it ended
+    (its ERROR, then "node stopped"), not the reason again.
     Stand-in workers: worker 0 says why it cannot start and exits 1, worker 1 waits."""
     import sys
 
@@ -320,11 +323,16 @@ def test_a_worker_that_cannot_start_is_named_in_one_line_once(
     waiting = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
                " time.sleep(120)")
     sup = Supervisor(plans, [[sys.executable, "-c", failing], [sys.executable, "-c", waiting]])
+    caplog.set_level(logging.INFO, logger="pybroker.node")
     assert sup.run() == 1
     err = capsys.readouterr().err
     reasons = [line for line in err.splitlines() if not line.startswith("[")]
     assert reasons == ["pybroker-server: listener taken"], err
     assert err.rstrip().splitlines()[-1] == "pybroker-server: listener taken"
+    said = [m for m in caplog.messages if "failed to start" in m]
+    assert said == ["stopping the node: worker 0 (broker 0) failed to start (exit code 1)",
+                    "node stopped (worker 0 (broker 0) failed to start (exit code 1))"]
+    assert not any("listener taken" in m for m in caplog.messages)
 
 
 def test_a_node_is_not_ready_before_every_worker_is_in_sync_with_it(
@@ -596,3 +604,55 @@ def test_a_worker_whose_every_log_dir_failed_stops_the_node_where_a_crash_is_res
         assert len([m for m in logged if "restarting it" in m]) == 3
         assert errors[-1].startswith("stopping the node: worker 1 (broker 1000) died (exit "
                                      "code 1) after 3 restarts in a minute")
+
+
+def test_a_worker_waiting_for_its_coordinators_wakes_when_listeners_ran_not_on_a_tick(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """pybroker.node.readiness.announce_in_sync, its image in sync, its coordinators not yet
+    loaded: it looks again when a change's listeners (where the loads run) have run, and not
+    in between (it polled every 50 ms: 10 looks in the half second below). The production
+    store on the in-memory ZooKeeper; `in_sync` itself is tested above, on images."""
+    import trio
+
+    from pybroker.cluster import zk_data as zd
+    from pybroker.cluster.image import MetadataDelta, MetadataImage
+    from pybroker.cluster.memory_zk import MemoryZooKeeper
+    from pybroker.cluster.zk_store import ZkMetadataStore
+    from pybroker.node import readiness
+    from tests.controller.helpers import seed_partition
+
+    server = MemoryZooKeeper()
+    zk = server.client()
+    zk.start()
+    seed_partition(zk, "t", (0,), zd.LeaderAndIsr(0, 0, (0,), 0))
+    store = ZkMetadataStore("memory", 0, rack=None, session_timeout_ms=6000,
+                            connection_timeout_ms=6000, client_class=server.client)
+    store.attach(tmp_path, None)
+    monkeypatch.setattr(readiness, "in_sync", lambda *args: True)
+    caplog.set_level(logging.INFO, logger="pybroker.node")
+    looks: list[bool] = []
+    coordinators = {"loaded": False}
+
+    def loaded(image: MetadataImage) -> bool:
+        looks.append(coordinators["loaded"])
+        return coordinators["loaded"]
+
+    async def load(image: MetadataImage, delta: MetadataDelta) -> None:
+        await trio.sleep(0)  # a load reads its partition in a thread: the loop runs meanwhile
+        coordinators["loaded"] = True
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(readiness.announce_in_sync, store, 0, {0}, False, loaded)
+            await trio.sleep(0.5)
+            assert looks == [False]  # asleep until a change's listeners have run
+            store.listeners.append(load)
+            await store.refresh_now(("state", "t", 0))
+    try:
+        trio.run(run)
+    finally:
+        store.close()
+        zk.stop()
+    assert looks == [False, True]
+    assert [m for m in caplog.messages if readiness.IN_SYNC_LINE in m]

@@ -106,6 +106,7 @@ class ZkCache:
     _token: trio.lowlevel.TrioToken | None
     _wakeup: trio.Event
     _image_changed: trio.Event
+    _listeners_ran: trio.Event
     _registered: bool
     _session_lost: bool
     register: Callable[[], None]  # ZkSession's
@@ -358,12 +359,21 @@ class ZkCache:
         self._image_changed = trio.Event()
         for listener in self.listeners:
             await listener(image, delta)
+        self._listeners_ran.set()
+        self._listeners_ran = trio.Event()
 
     async def refresh_now(self, *keys: tuple[Any, ...]) -> None:
         """Re-read `keys` and publish at once (after a write of this broker's, rather than
         waiting for its watch)."""
         await trio.to_thread.run_sync(self._refresh, set(keys))
         await self._publish_cache()
+
+    async def wait_listeners(self) -> None:
+        """Wait until the listeners of a change (the next whose listeners finish) have run.
+        What a listener does with a change has no event of its own (a coordinator's load of a
+        partition this broker now leads, pybroker.node.readiness waits for it): it is done,
+        or will not be done by this change, when this returns."""
+        await self._listeners_ran.wait()
 
     async def wait_for(self, done: Any, timeout_s: float = CHANGE_TIMEOUT_S) -> bool:
         """Wait until `done(image)` holds; False on timeout."""

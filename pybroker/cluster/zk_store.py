@@ -88,6 +88,7 @@ class ZkMetadataStore(ZkSession, ZkCache):
         self._token: trio.lowlevel.TrioToken | None = None
         self._wakeup = trio.Event()
         self._image_changed = trio.Event()
+        self._listeners_ran = trio.Event()
         self._endpoints: dict[str, tuple[str, int]] = {}
         self._registered = False
         self._session_lost = False

@@ -72,6 +72,7 @@ from pybroker.cluster.metadata import META_PROPERTIES, METADATA_FILE, StoredMeta
 from pybroker.config import BrokerConfig, ConfigError
 from pybroker.coordinator.producer_ids import BLOCK_SIZE, FILE_NAME as PRODUCER_IDS_FILE, \
     read_block_end
+from pybroker.node.import_check import METADATA_DIR
 from pybroker.security.acl import acl_json
 from pybroker.security.acl.model import AclBinding
 from pybroker.security.acl.store import ACL_FILE, read_acl_file
@@ -85,9 +86,8 @@ __all__ = ["METADATA_DIR", "IMPORT_RECORD", "KEPT_SUFFIX", "SOURCES", "ImportRef
 
 log = logging.getLogger("pybroker.node")
 
-# The node's metadata store, in its first log dir (a name no partition dir can have: the log
-# manager skips it), and where the import builds it before the rename that commits it.
-METADATA_DIR = "__node-metadata"
+# Where the import builds the node's store (import_check.METADATA_DIR) before the rename that
+# commits it.
 IMPORTING_DIR = METADATA_DIR + ".importing"
 IMPORT_RECORD = "imported.json"
 KEPT_SUFFIX = ".imported"

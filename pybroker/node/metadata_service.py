@@ -66,7 +66,6 @@ from kazoo.exceptions import BadArgumentsError, KazooException, UnimplementedErr
 from kazoo.protocol.states import WatchedEvent
 
 from pybroker.cluster.memory_zk import MemoryZkClient, MemoryZooKeeper, _Node
-from pybroker.storage.log_dir_lock import lock_owner
 from pybroker.node.metadata_client import ProtocolError, WATCH_XID, close_socket, decode, \
     encode, recv_frame, send_frame
 
@@ -482,7 +481,9 @@ class MetadataService:
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            # Named as a broker's log dir lock names its holder: the pid to look for.
+            # Named as a broker's log dir lock names its holder: the pid to look for. Imported
+            # here, on this refusal only: the storage package is no part of a node's supervisor.
+            from pybroker.storage.log_dir_lock import lock_owner
             owner = lock_owner(self._lock_fd)
             os.close(self._lock_fd)
             self._lock_fd = -1

@@ -34,7 +34,6 @@ log = logging.getLogger("pybroker.node")
 NODE_BROKERS_ENV = "PYBROKER_NODE_BROKERS"
 # What a worker logs once `in_sync` holds for its image; the supervisor reads the broker id.
 IN_SYNC_LINE = "is in sync with its node"
-LOAD_POLL_S = 0.05
 
 
 def node_brokers() -> frozenset[int] | None:
@@ -85,17 +84,17 @@ async def announce_in_sync(store: ZkMetadataStore, node_id: int, brokers: Set[in
     """Wait until this worker's image is `in_sync` with its node (`unclean`: its
     unclean.leader.election.enable) and `loaded(image)` says its coordinators have loaded what
     it leads (`coordinators_loaded`), then log `IN_SYNC_LINE`. The loads run in the store's
-    listeners after an image is published, with no event of their own: checked every
-    LOAD_POLL_S."""
-    import trio
-
+    listeners after an image is published (once the broker listens: its start loaded what
+    its first image gave it), with no event of their own: checked again each time a change's
+    listeners have run (`wait_listeners`), the only time one can have finished; not on a
+    tick (it was every 50 ms: 20 wakeups a second of a worker that waits)."""
     def done(image: MetadataImage) -> bool:
         return in_sync(image, brokers, unclean, store.deleting)
     while True:
         await store.wait_for(done, math.inf)
         if loaded(store.image):
             break
-        await trio.sleep(LOAD_POLL_S)
+        await store.wait_listeners()
     log.info("broker %d %s: brokers %s registered, controller %d, a leader for every "
              "partition that can have one", node_id, IN_SYNC_LINE,
              ", ".join(map(str, sorted(brokers))), store.image.controller_id)

@@ -67,7 +67,7 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Callable
 
 from pybroker.config import BrokerConfig, ConfigError
-from pybroker.node.metadata_import import METADATA_DIR, import_single_broker
+from pybroker.node.import_check import METADATA_DIR, import_pending
 from pybroker.node.readiness import IN_SYNC_LINE, NODE_BROKERS_ENV
 from pybroker.node.worker import HANDED_OVER_LINE, LISTENING, LOG_DIRS_FAILED_EXIT, NODE_FILE, \
     WORKER_ENV, WorkerPlan, die_with_parent, plan_workers, worker_command
@@ -155,9 +155,7 @@ class Supervisor:
             # which the node repeats as its own last line while it has not served yet: shown
             # once, not twice (a single broker's failed start says its reason once).
             if self.serving or not line.startswith("pybroker-server: "):
-                with self._out_lock:
-                    sys.stderr.write(line)
-                    sys.stderr.flush()
+                self._write(line)
             worker.last_lines.append(line.rstrip("\n"))
             if "pybroker node" in line and (m := LISTENING.search(line)):
                 self._events.put(("up", worker.plan.index, generation, int(m.group(2))))
@@ -166,6 +164,25 @@ class Supervisor:
             elif (m := _HANDED_OVER.search(line)) and int(m.group(1)) == worker.plan.node_id:
                 self._events.put(("handed over", worker.plan.index, generation, 0))
         self._events.put(("exit", worker.plan.index, generation, proc.wait()))
+
+    def _write(self, text: str) -> None:
+        """`text` to the node's stderr. Once that is a pipe whose reader has gone (the node's
+        parent died or closed it: Python ignores SIGPIPE, so the write raises
+        BrokenPipeError), fd 2 is pointed at /dev/null and the node goes on: an exception
+        here would end a worker's reader thread, whose events (its handover, its exit) the
+        stop waits for, and the node would never stop (a SIGTERM left it running, its
+        workers after the first still serving). The log handler writes to the same fd, so
+        it too is quiet from then on instead of failing on every line."""
+        with self._out_lock:
+            try:
+                sys.stderr.write(text)
+                sys.stderr.flush()
+            except OSError:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                try:
+                    os.dup2(devnull, sys.stderr.fileno())
+                finally:
+                    os.close(devnull)
 
     def _signal(self, workers: list[_Worker], signum: int) -> None:
         for worker in workers:
@@ -226,9 +243,7 @@ class Supervisor:
                 if self.start_failure is not None:
                     # The last line, as a single broker's failed start ends: one line saying
                     # why, in the words of the worker that could not start.
-                    with self._out_lock:
-                        sys.stderr.write(f"pybroker-server: {self.start_failure}\n")
-                        sys.stderr.flush()
+                    self._write(f"pybroker-server: {self.start_failure}\n")
                 return code
             if stopping is None and self.store is not None \
                     and (why := why_stopped(self.store)) is not None:
@@ -324,11 +339,14 @@ class Supervisor:
             # node's log would say it twice.
             return log_dirs_failed(plan) + "; a restart would meet the same failed disks"
         if not ready:
+            # The worker's reason is the node's last line (`start_failure`, written once all
+            # workers are down); the log lines before it name the worker and how it ended,
+            # not the reason again: an operator reads it once, as a single broker says it.
             own = last.removeprefix("pybroker-server: ") if last.startswith(
                 "pybroker-server: ") else None
-            self.start_failure = own or (f"worker {plan.index} (broker {plan.node_id}) "
-                                         f"failed to start ({how}): {last}")
-            return f"worker {plan.index} (broker {plan.node_id}) failed to start ({how}): {last}"
+            failed = f"worker {plan.index} (broker {plan.node_id}) failed to start ({how})"
+            self.start_failure = own or f"{failed}: {last}"
+            return failed
         now = time.monotonic()
         while worker.deaths and now - worker.deaths[0] > 60:
             worker.deaths.popleft()
@@ -362,8 +380,10 @@ def run_node(config: BrokerConfig, cores: int, config_file: str | None,
     before any worker starts is a ConfigError (one line), as a single broker's."""
     plans = plan_workers(config, cores)
     check_ports_free(plans)
-    if not config.zookeeper_connect:
+    if not config.zookeeper_connect and import_pending(Path(config.log_dirs[0])):
         # First, so that a file it refuses leaves the dir as it was (no core count recorded).
+        # Imported here only: the importer brings the storage layer and trio with its readers.
+        from pybroker.node.metadata_import import import_single_broker
         import_single_broker(config)
     check_core_count(config, cores)
     extra: dict[str, str] = {}

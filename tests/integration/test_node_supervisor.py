@@ -9,6 +9,8 @@ import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -16,6 +18,7 @@ from typing import Any, Callable
 import pytest
 
 from pybroker.testing.broker import BrokerProcess, process_running as running
+from tests.helpers import ROOT
 
 STARTED = re.compile(r"worker (\d+) \(broker (\d+)\) started, pid (\d+)")
 
@@ -146,6 +149,39 @@ def test_sigterm_stops_every_worker_cleanly_and_exits_0(tmp_path: Path) -> None:
     # Each worker's log dir was closed cleanly (Kafka's marker).
     assert (tmp_path / "logs" / ".kafka_cleanshutdown").exists()
     assert (tmp_path / "logs-1" / ".kafka_cleanshutdown").exists()
+
+
+def test_a_node_whose_stderr_reader_is_gone_still_stops_every_worker_on_sigterm(
+        tmp_path: Path) -> None:
+    """Its parent read the node's stderr and went away (the pipe's read end closed), then a
+    SIGTERM: the supervisor's next forwarded line meets a broken pipe; it stops every worker,
+    each cleanly, and exits 0. (It used to lose the reader thread of the first worker it
+    stopped, with that worker's handover and exit: the others served on, the node never
+    exited.)"""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pybroker", "--defaults",
+         "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+         "--override", f"log.dirs={tmp_path / 'logs'}", "--override", "num.cores=2"],
+        cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        lines: list[str] = []
+        for line in proc.stderr:
+            lines.append(line)
+            if "brokers ready" in line:
+                break
+        pids = {int(m.group(1)): int(m.group(3)) for ln in lines if (m := STARTED.search(ln))}
+        assert len(pids) == 2 and all(running(p) for p in pids.values()), "".join(lines)
+        proc.stderr.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        assert not [p for p in pids.values() if running(p)]
+        assert (tmp_path / "logs" / ".kafka_cleanshutdown").exists()
+        assert (tmp_path / "logs-1" / ".kafka_cleanshutdown").exists()
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.mark.parametrize("acks", ["all", 1])

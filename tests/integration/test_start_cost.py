@@ -64,6 +64,10 @@ CLUSTER_MEMBER = {"kazoo", "pybroker.cluster.zk_store", "pybroker.controller.con
 BROKER_CODE = {"pybroker.server", "pybroker.broker", "pybroker.handlers",
                "pybroker.network.dispatch", "pybroker.network.connection",
                "pybroker.coordinator.group_coordinator", "pybroker.replica.manager"}
+# Nor does it import the single broker's metadata on a start that has none to import: the
+# importer's readers bring the storage layer and trio (pybroker.node.import_check).
+NOT_IN_SUPERVISOR = {"trio", "pybroker.storage", "pybroker.storage.log_manager",
+                     "pybroker.node.metadata_import"}
 
 # Each process of the node writes its modules, as of each `listening on` line it logs (a
 # worker: its own; the supervisor: its workers' and last its `ready`), to a file named by
@@ -115,6 +119,7 @@ def test_a_default_start_imports_only_what_it_serves_with(tmp_path: Path) -> Non
     supervisor = loaded.pop(node.pid)
     assert len(loaded) == cores, sorted(loaded)  # a file from each worker
     assert not BROKER_CODE & supervisor
+    assert not NOT_IN_SUPERVISOR & supervisor
     assert not (NOT_AT_START - {"kazoo"}) & supervisor
     for worker in loaded.values():
         assert "pybroker.handlers.produce" in worker  # it is a broker

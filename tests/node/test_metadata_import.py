@@ -252,3 +252,23 @@ def test_going_back_by_hand_gives_the_single_broker_its_metadata_of_the_import(
     check_single_broker(load_broker_config(None, {"log.dirs": str(tmp_path)}), None)
     again = LocalMetadataStore(tmp_path, NODE, "127.0.0.1", 9092)
     assert topics(again.image) == topics(before)
+
+
+def test_the_supervisors_check_knows_the_importers_files(tmp_path: Path) -> None:
+    """import_check spells out the names the importer takes from the files' writers: the two
+    must not drift, or the supervisor would skip an import it owes (or a finish)."""
+    from pybroker.cluster.metadata import META_PROPERTIES
+    from pybroker.node import import_check
+    from pybroker.node.metadata_import import SOURCES
+    assert import_check.SINGLE_BROKER_FILES == set(SOURCES)
+    assert import_check.META_PROPERTIES == META_PROPERTIES
+    assert not import_check.import_pending(tmp_path / "never-made")
+    assert not import_check.import_pending(tmp_path)
+    for name in (*SOURCES, META_PROPERTIES):
+        log_dir = tmp_path / name.replace(".", "_")
+        log_dir.mkdir()
+        (log_dir / name).write_text("")
+        assert import_check.import_pending(log_dir), name  # a single broker's dir
+        (log_dir / METADATA_DIR).mkdir()
+        # The node's store is there: only a file an interrupted import left is work.
+        assert import_check.import_pending(log_dir) == (name in SOURCES), name
