@@ -19,7 +19,7 @@ from protocol.errors import ErrorCode
 
 # create_topic: the same raw CreateTopics v7 the compatibility suite sets its topics up with.
 __all__ = ["RawConnection", "coordinator_address", "coordinator_id", "create_topic",
-           "leader_address", "leader_id", "send_request"]
+           "topic_names", "leader_address", "leader_id", "send_request"]
 
 
 def _split(bootstrap: str) -> tuple[str, int]:
@@ -68,6 +68,16 @@ def send_request(bootstrap: str, api_key: int, version: int, body: Any,
         result = conn.request(api_key, version, body)
         assert result is not None
         return result
+
+
+def known_topics(bootstrap: str) -> dict[str, int]:
+    """The topics `bootstrap` knows, each with its count of partitions (Metadata for every
+    topic, internal ones included): what a broker's metadata image holds, as a client reads
+    it."""
+    answer = send_request(bootstrap, ApiKey.METADATA, 12, {
+        "topics": None, "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    return {t.name: len(t.partitions) for t in answer.topics}
 
 
 def enable_share_groups(bootstrap: str) -> None:
@@ -124,6 +134,20 @@ def coordinator_id(bootstrap: str, key: str, key_type: int = 0) -> int:
     found = find_coordinator(bootstrap, key, key_type)
     assert found is not None, f"{bootstrap} names no coordinator of {key}"
     return found[0]
+
+
+def group_beside(bootstrap: str, group: str, prefix: str) -> str:
+    """A group id starting with `prefix` that the coordinator of `group` coordinates too:
+    `prefix` itself on a single broker, where one broker coordinates every group. A request
+    naming several groups (DescribeGroups, DeleteGroups, OffsetFetch v8) is answered for
+    each by the broker it goes to, which on a node of several brokers, as in a cluster,
+    answers NOT_COORDINATOR for another broker's groups."""
+    home = coordinator_id(bootstrap, group)
+    for n in range(1000):
+        candidate = prefix if n == 0 else f"{prefix}-{n}"
+        if coordinator_id(bootstrap, candidate) == home:
+            return candidate
+    raise AssertionError(f"no group {prefix}-N beside {group} on broker {home}")
 
 
 def coordinator_address(bootstrap: str, key: str, key_type: int = 0,

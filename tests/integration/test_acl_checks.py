@@ -13,7 +13,7 @@ from confluent_kafka.admin import AclOperation, AdminClient, NewTopic, ResourceT
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode as E
-from pybroker.testing import Broker
+from tests.helpers import Broker
 from tests.integration.raw import RawConnection
 from tests.integration.test_acls import AUTHORIZER, PRINCIPAL, _consume_one, _produce, allow
 

@@ -13,7 +13,7 @@ from confluent_kafka.admin import (
     ResourcePatternType, ResourceType,
 )
 
-from pybroker.testing import Broker
+from tests.helpers import Broker
 
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 PRINCIPAL = "User:ANONYMOUS"

@@ -22,7 +22,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import APIS
 from protocol.records.record import build_batch
 from protocol.records.record import Record
-from tests.helpers import broker_in_thread
+from tests.helpers import serving_broker
 
 SIZE = struct.Struct(">i")
 
@@ -130,7 +130,7 @@ def broker_factory(tmp_path: Path) -> Iterator:
 
         def start(**overrides: str):  # type: ignore[no-untyped-def]
             return stack.enter_context(
-                broker_in_thread(tmp_path / f"logs-{next(counter)}", **overrides))
+                serving_broker(tmp_path / f"logs-{next(counter)}", **overrides))
 
         yield start
 

@@ -26,7 +26,7 @@ from pybroker.client.admin import ConfigResource as OurResource
 from pybroker.client.admin import ResourceType as OurType
 from pybroker.config import BROKER_CONFIG_DEFS, KeyState
 from pybroker.config.dynamic import APPLIED
-from pybroker.testing import Broker
+from tests.helpers import Broker
 from pybroker.tools.common import connect
 from pybroker.tools.configs import main as configs
 from pybroker.storage.cleaner_manager import CLEANER_CHECKPOINT
@@ -166,6 +166,7 @@ def test_message_max_bytes_default_and_per_broker_take_effect(broker: Broker, to
     assert (entry.value, entry.source) == ("1048588", DF)
 
 
+@pytest.mark.in_process("applies retention now (the apply_retention verb)")
 def test_retention_and_segment_defaults_reach_topics_without_overrides(broker: Broker) -> None:
     """log.segment.bytes and log.retention.ms as cluster defaults: an existing topic's log
     rolls at the new size and its old segments go at the next retention pass; a topic with
@@ -189,6 +190,7 @@ def test_retention_and_segment_defaults_reach_topics_without_overrides(broker: B
     assert (entry.value, entry.source) == ("1", DD)
 
 
+@pytest.mark.in_process("reads the log cleaner's threads and backoff")
 def test_cleaner_threads_and_backoff_are_dynamic(tool) -> None:
     """A cleaner that would next run in an hour runs as soon as log.cleaner.backoff.ms is
     lowered; log.cleaner.threads splits the dedupe buffer as Kafka does, within Kafka's
@@ -304,6 +306,7 @@ def test_alters_arriving_together_both_count(broker: Broker) -> None:
     assert dynamic == set(keys)
 
 
+@pytest.mark.in_process("lists the broker's reconfigurable parts")
 def test_every_key_accepted_dynamically_has_a_part_that_applies_it(broker: Broker) -> None:
     """No silent accept: each key a dynamic change may carry is followed by a part of the
     running broker (log defaults, cleaner, connection limits, TLS listeners)."""

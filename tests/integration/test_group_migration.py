@@ -17,7 +17,7 @@ import pytest
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.client.consumer_protocol import encode_assignment, encode_subscription
-from pybroker.testing.broker import BrokerProcess, broker_in_thread
+from tests.helpers import BrokerProcess, serving_broker
 from tests.integration.raw import RawConnection, coordinator_address, create_topic, send_request
 from tests.integration.test_consumer_protocol import PARTITIONS, _produce
 
@@ -142,7 +142,7 @@ def test_a_rolling_upgrade_and_back(tmp_path: Path, classic: str) -> None:
     """Classic members (kafka-python's eager protocol, or librdkafka's cooperative-sticky
     one, which sends the partitions it owns) replaced one by one by consumer-protocol
     members, then the other way."""
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         bootstrap, topic, group = info.bootstrap, f"mig-{uuid.uuid4().hex[:6]}", "rolling"
         create_topic(bootstrap, topic, PARTITIONS)
         seen: list[bytes] = []
@@ -214,7 +214,7 @@ def _consumer_leave(conn: RawConnection, group: str, member: str, epoch: int) ->
     ("disabled", False, False)])
 def test_each_policy_converts_what_it_allows(tmp_path: Path, policy: str, upgrades: bool,
                                              downgrades: bool) -> None:
-    with broker_in_thread(tmp_path / "logs", **{
+    with serving_broker(tmp_path / "logs", **{
             "group.consumer.migration.policy": policy.upper()}) as info:
         topic = "p"
         create_topic(info.bootstrap, topic, 2)

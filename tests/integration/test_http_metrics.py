@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pybroker.config import ConfigError, load_broker_config
 from pybroker.ops.endpoints import OpsEndpoints
-from pybroker.testing import Broker
+from tests.helpers import Broker
 
 HEAD_TIMEOUT_MS = 1500
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

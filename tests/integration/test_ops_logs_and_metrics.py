@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from pybroker.testing import Broker
+from tests.helpers import Broker
 from tests.integration.test_http_metrics import get, scrape, value
 
 
@@ -37,6 +37,7 @@ def request_lines(caplog: pytest.LogCaptureFixture) -> list[dict]:
 
 
 # -- the request log -------------------------------------------------------------------------------
+@pytest.mark.in_process("reads the request logger's records (caplog)")
 def test_request_log_has_one_line_per_request_with_who_and_what(
         broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
     broker.create_topic("o-logged")
@@ -68,6 +69,7 @@ def test_request_log_has_one_line_per_request_with_who_and_what(
     assert 'client_id="ops \\"client\\""' in text and 'principal="User:ANONYMOUS"' in text
 
 
+@pytest.mark.in_process("reads the request logger's records (caplog)")
 def test_request_log_is_off_by_default(caplog: pytest.LogCaptureFixture) -> None:
     with Broker() as quiet, caplog.at_level(logging.DEBUG, logger="pybroker.request.logger"):
         quiet.create_topic("o-quiet")

@@ -15,7 +15,7 @@ from compat.wire import encode_request, read_frame
 from protocol.api_keys import ApiKey
 from protocol.codec import decode_response
 from protocol.errors import ErrorCode
-from pybroker.testing import broker_in_thread
+from tests.helpers import serving_broker
 from pybroker.tools import configs
 from tests.integration.secure_roundtrips import (
     aiokafka_roundtrip, confluent_roundtrip, confluent_sasl, kafka_python_roundtrip,
@@ -29,7 +29,7 @@ PASSWORDS = {"PLAIN": "alice-secret", "SCRAM-SHA-256": "scram256-secret",
 
 
 def _start(log_dir: Path):  # type: ignore[no-untyped-def]
-    return broker_in_thread(
+    return serving_broker(
         log_dir, listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         sasl_enabled_mechanisms=MECHANISMS, sasl_jaas_config=JAAS)
 
@@ -227,7 +227,7 @@ def test_scram_users_survive_a_restart(tmp_path: Path) -> None:
 
 
 def test_session_lifetime_and_receive_size_come_from_their_keys(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path, listeners="SASL_PLAINTEXT://127.0.0.1:0",
+    with serving_broker(tmp_path, listeners="SASL_PLAINTEXT://127.0.0.1:0",
                           security_inter_broker_protocol="SASL_PLAINTEXT",
                           sasl_mechanism_inter_broker_protocol="PLAIN",
                           sasl_enabled_mechanisms="PLAIN", sasl_jaas_config=JAAS,

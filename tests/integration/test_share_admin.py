@@ -15,9 +15,8 @@ from confluent_kafka.admin import AclOperation, AdminClient, NewTopic, ResourceT
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.testing import Broker
-from tests.helpers import broker_in_thread
-from tests.integration.raw import RawConnection, create_topic, enable_share_groups
+from tests.helpers import Broker, serving_broker
+from tests.integration.raw import RawConnection, coordinator_address, create_topic, enable_share_groups
 from tests.integration.share_member import (
     ACCEPT, SHORT, Member, ack_codes, acquired, started,
 )
@@ -28,7 +27,7 @@ ZERO_ID = UUID(int=0)
 
 @pytest.fixture
 def bootstrap(tmp_path: Path) -> Iterator[str]:
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         yield info.bootstrap
 
 
@@ -107,7 +106,7 @@ def test_list_groups_shows_share_groups_and_describe_groups_calls_them_dead(
 
 
 def test_describe_alter_and_delete_offsets(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         m = started(info.bootstrap, 6)
         conn = m.conn
         assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 5, 1)]
@@ -126,8 +125,8 @@ def test_describe_alter_and_delete_offsets(tmp_path: Path) -> None:
         assert r.responses[0].topic_id == m.topic_id
         assert starts(describe(conn)) == {("q", 0): 4}
         conn.close()
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:  # the SPSO was written
-        conn = RawConnection(info.bootstrap)
+    with serving_broker(tmp_path / "logs", **SHORT) as info:  # the SPSO was written
+        conn = RawConnection(coordinator_address(info.bootstrap, "sg"))
         assert starts(describe(conn)) == {("q", 0): 4}
         # membership is not durable; the group, known by its state, is Empty
         assert list_groups(conn) == [("sg", "share", "Empty", "share")]
@@ -144,8 +143,8 @@ def test_describe_alter_and_delete_offsets(tmp_path: Path) -> None:
             == (0, [("q", again.topic_id, 0)])
         assert describe(conn).topics == []
         conn.close()
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:  # the delete was written
-        assert describe(RawConnection(info.bootstrap)).topics == []
+    with serving_broker(tmp_path / "logs", **SHORT) as info:  # the delete was written
+        assert describe(RawConnection(coordinator_address(info.bootstrap, "sg"))).topics == []
 
 
 def test_bad_input_gets_kafkas_codes_on_a_connection_kept_open(bootstrap: str) -> None:
@@ -201,8 +200,8 @@ def test_bad_input_gets_kafkas_codes_on_a_connection_kept_open(bootstrap: str) -
 
 
 def test_the_offsets_apis_wait_for_share_version(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
-        conn = RawConnection(info.bootstrap)
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
+        conn = RawConnection(coordinator_address(info.bootstrap, "sg"))
         r = conn.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
                                                   "client_software_version": "1"})
         keys = {a.api_key for a in r.api_keys}

@@ -11,7 +11,7 @@ import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from tests.helpers import broker_in_thread
+from tests.helpers import serving_broker
 from tests.integration.raw import RawConnection, enable_share_groups
 from tests.integration.share_member import ACCEPT, SHORT, ack_codes, acquired, started
 
@@ -23,7 +23,7 @@ TOPIC = UUID(int=42)  # the coordinator keeps state by topic id; it need not be 
 
 @pytest.fixture
 def bootstrap(tmp_path: Path) -> Iterator[str]:
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         yield info.bootstrap
 
 
@@ -129,7 +129,7 @@ def test_write_read_summary_initialize_delete_and_fencing(bootstrap: str) -> Non
 def test_a_deleted_keys_fence_outlives_a_restart(tmp_path: Path) -> None:
     """The fence of a deleted key (a write at its state epoch or older is FENCED_STATE_EPOCH)
     is read back from the tombstone's header when the coordinator loads the partition again."""
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         enable_share_groups(info.bootstrap)
         conn = RawConnection(info.bootstrap)
         assert _find(conn, "g:AAAAAAAAAAAAAAAAAAAAKg:0").error_code == 0
@@ -139,7 +139,7 @@ def test_a_deleted_keys_fence_outlives_a_restart(tmp_path: Path) -> None:
         assert _one(conn.request(ApiKey.DELETE_SHARE_GROUP_STATE, 0, _body("g"))).error_code \
             == 0
         conn.close()
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         conn = RawConnection(info.bootstrap)
         r = _read(conn, "g", -1)
         assert (r.error_code, r.start_offset, r.state_epoch) == (0, -1, 4)

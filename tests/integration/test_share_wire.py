@@ -11,7 +11,7 @@ import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from tests.helpers import broker_in_thread
+from tests.helpers import serving_broker
 from tests.integration.raw import RawConnection, create_topic, enable_share_groups
 from tests.integration.share_member import (
     ACCEPT, LOCK_MS, RELEASE, REJECT, SHORT, Member, ack_codes, acquired, produce, started,
@@ -20,7 +20,7 @@ from tests.integration.share_member import (
 
 @pytest.fixture
 def bootstrap(tmp_path: Path) -> Iterator[str]:
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         yield info.bootstrap
 
 
@@ -46,7 +46,7 @@ def test_group_share_enable_serves_share_groups_without_share_version(tmp_path: 
     """Kafka 4.1.1 takes its internal key group.share.enable=true (checked: it starts, and a
     ShareGroupHeartbeat is served with share.version 0) and leaves share.version unfinalized:
     so does pybroker, where the key was unknown and ignored with a warning."""
-    with broker_in_thread(tmp_path / "logs", **{**SHORT, "group.share.enable": "true"}) as info:
+    with serving_broker(tmp_path / "logs", **{**SHORT, "group.share.enable": "true"}) as info:
         create_topic(info.bootstrap, "q")
         r = RawConnection(info.bootstrap).request(ApiKey.API_VERSIONS, 3, {
             "client_software_name": "t", "client_software_version": "1"})
@@ -176,7 +176,7 @@ def test_heartbeat_errors_and_describe(bootstrap: str) -> None:
 
 
 def test_a_restart_keeps_acknowledged_done_and_acquired_available(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         m = started(info.bootstrap, 4)
         assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 3, 1)]
         assert ack_codes(m.acknowledge([(0, 0, ACCEPT), (2, 2, REJECT)])) == [0]
@@ -195,7 +195,7 @@ def test_a_restart_keeps_acknowledged_done_and_acquired_available(tmp_path: Path
         # m's connection stays open to the end: closed, it would give 1 and 3 back with
         # their delivery taken back (test_a_closed_connection_gives_...)
     m.close()
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         again = Member(info.bootstrap)
         again.join()
         assert again.topic_id == topic_id
@@ -208,7 +208,7 @@ def test_limits(tmp_path: Path) -> None:
     """The record-lock cap, the session cache and the group size, at their edges."""
     limits = {"group.share.partition.max.record.locks": "100",
               "group.share.max.share.sessions": "1", "group.share.max.size": "1"}
-    with broker_in_thread(tmp_path / "logs", **limits) as info:
+    with serving_broker(tmp_path / "logs", **limits) as info:
         m = started(info.bootstrap, 0)
         for _ in range(3):  # three batches: 0-49, 50-99, 100-149
             produce(info.bootstrap, 50)
@@ -229,7 +229,7 @@ def test_a_silent_member_is_removed_and_its_records_come_back_with_their_lock(
     against it: membership and share-partitions are apart, the latter maybe on another
     broker; only the share session's end releases at once)."""
     lock_ms = 4000
-    with broker_in_thread(tmp_path / "logs", **{"group.share.session.timeout.ms": "1000",
+    with serving_broker(tmp_path / "logs", **{"group.share.session.timeout.ms": "1000",
                                                    "group.share.min.session.timeout.ms": "1000",
                                                    "group.share.heartbeat.interval.ms": "500",
                                                    "group.share.min.heartbeat.interval.ms": "500",
@@ -264,7 +264,7 @@ def other_epoch(member: Member) -> int:
 
 
 def test_delete_groups_drops_a_share_groups_state_for_good(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         m = started(info.bootstrap, 2)
         assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 1, 1)]
         assert ack_codes(m.acknowledge([(0, 1, ACCEPT)])) == [0]
@@ -278,7 +278,7 @@ def test_delete_groups_drops_a_share_groups_state_for_good(tmp_path: Path) -> No
         assert delete() == 0
         assert delete() == ErrorCode.GROUP_ID_NOT_FOUND
         m.close()
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         produce(info.bootstrap, 1)  # offset 2; a new group starts at the end (latest)
         again = Member(info.bootstrap)
         again.join()

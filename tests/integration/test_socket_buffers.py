@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from protocol.api_keys import ApiKey
-from tests.helpers import broker_in_thread
+from tests.helpers import serving_broker
 from tests.integration.raw import RawConnection
 
 
@@ -39,7 +39,7 @@ def _broker_end(client: socket.socket) -> tuple[int, int]:
 
 
 def _buffers(log_dir: Path, **overrides: str) -> tuple[int, int]:
-    with broker_in_thread(log_dir, **overrides) as info, RawConnection(info.bootstrap) as conn:
+    with serving_broker(log_dir, **overrides) as info, RawConnection(info.bootstrap) as conn:
         assert conn.request(ApiKey.API_VERSIONS, 0, {}).error_code == 0  # accepted by now
         return _broker_end(conn.sock)
 
@@ -65,7 +65,7 @@ def test_minus_one_keeps_the_system_default(tmp_path: Path) -> None:
 def test_listen_backlog(tmp_path: Path) -> None:
     """socket.listen.backlog.size is the listening socket's accept queue length (what ss shows
     as Send-Q of a listening socket)."""
-    with broker_in_thread(tmp_path / "logs", socket_listen_backlog_size="7") as info:
+    with serving_broker(tmp_path / "logs", socket_listen_backlog_size="7") as info:
         out = subprocess.run(["ss", "-ltnH", f"sport = :{info.port}"], capture_output=True,
                              text=True, check=True).stdout.split()
         assert out[0] == "LISTEN" and out[2] == "7", out

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pybroker.testing import Broker
 from pybroker.testing.broker import StartWatch, free_port_block
-from tests.helpers import ROOT
+from tests.helpers import ROOT, Broker
 
 # Loaded on first use, never by a default start: the metrics registry and the HTTP side door
 # (without http.listeners), the cluster's code (without zookeeper.connect), the client

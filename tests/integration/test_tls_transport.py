@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from pybroker.testing import broker_in_thread
+from tests.helpers import serving_broker
 
 import trustme
 
@@ -30,7 +30,7 @@ def ssl_setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, s
     ca.issue_cert("localhost").private_key_and_cert_chain_pem.write_to_path(str(server))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ca.configure_trust(context)
-    with broker_in_thread(root / "logs", listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+    with serving_broker(root / "logs", listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
                           ssl_keystore_location=str(server)) as info:
         yield info, context
 
