@@ -136,6 +136,17 @@ def coordinator_id(bootstrap: str, key: str, key_type: int = 0) -> int:
     return found[0]
 
 
+def controller_address(bootstrap: str) -> str:
+    """host:port of the active controller, per the Metadata `bootstrap` answers: where an
+    admin client sends what the controller alone serves (ElectLeaders, as ZooKeeper-mode
+    Kafka; the other brokers answer NOT_CONTROLLER). A single broker is its own."""
+    answer = send_request(bootstrap, ApiKey.METADATA, 12, {
+        "topics": [], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    (found,) = [b for b in answer.brokers if b.node_id == answer.controller_id]
+    return f"{found.host}:{found.port}"
+
+
 def group_beside(bootstrap: str, group: str, prefix: str) -> str:
     """A group id starting with `prefix` that the coordinator of `group` coordinates too:
     `prefix` itself on a single broker, where one broker coordinates every group. A request
@@ -154,20 +165,23 @@ def coordinator_address(bootstrap: str, key: str, key_type: int = 0,
                         timeout: float = 30.0) -> str:
     """host:port of the coordinator of group (`key_type` 0) or transactional id (1) `key`,
     as a client finds it: FindCoordinator to `bootstrap` (on a node of several brokers, or a
-    cluster, another broker may coordinate it). For a group, once that broker serves it: a
-    leader named a moment ago may still be loading the partition's groups and answer
-    COORDINATOR_LOAD_IN_PROGRESS, which a client retries and a raw test does not (the cluster
-    tier's helpers wait the same way)."""
+    cluster, another broker may coordinate it). Once that broker serves it: a leader named a
+    moment ago may still be loading the partition's groups or transactions and answer
+    COORDINATOR_LOAD_IN_PROGRESS (a Produce it verifies against it, NOT_ENOUGH_REPLICAS),
+    which a client retries and a raw test does not (the cluster tier's helpers wait the same
+    way)."""
     found = find_coordinator(bootstrap, key, key_type)
     assert found is not None, f"{bootstrap} names no coordinator of {key}"
     address = found[1]
-    if key_type != 0:
-        return address
     deadline = time.monotonic() + timeout
     while True:
-        described = send_request(address, ApiKey.DESCRIBE_GROUPS, 5, {
-            "groups": [key], "include_authorized_operations": False}).groups[0]
-        if described.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+        if key_type == 0:
+            code = send_request(address, ApiKey.DESCRIBE_GROUPS, 5, {
+                "groups": [key], "include_authorized_operations": False}).groups[0].error_code
+        else:
+            code = send_request(address, ApiKey.DESCRIBE_TRANSACTIONS, 0, {
+                "transactional_ids": [key]}).transaction_states[0].error_code
+        if code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             return address
-        assert time.monotonic() < deadline, f"{address} still loading group {key}"
+        assert time.monotonic() < deadline, f"{address} still loading {key}"
         time.sleep(0.05)

@@ -10,7 +10,9 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from tests.integration.admin_helpers import TIMEOUT, log_dirs, stored_cluster_id, topic_name
 from tests.integration.clients import CONFLUENT, Rec
-from tests.integration.raw import create_topic, leader_address, leader_id, send_request
+from tests.integration.raw import (
+    controller_address, create_topic, leader_address, leader_id, send_request,
+)
 
 
 def test_describe_cluster(broker, ck: AdminClient, kp) -> None:
@@ -68,7 +70,7 @@ def test_elect_leaders(broker, ck: AdminClient, kp) -> None:
 
     body = {"election_type": 0, "topic_partitions": [{"topic": name, "partitions": [0, 7]}],
             "timeout_ms": 1000}
-    raw = send_request(broker.bootstrap, ApiKey.ELECT_LEADERS, 2, body)
+    raw = send_request(controller_address(broker.bootstrap), ApiKey.ELECT_LEADERS, 2, body)
     parts = {p.partition_id: p.error_code for p in raw.replica_election_results[0]
              .partition_result}
     assert parts == {0: ErrorCode.ELECTION_NOT_NEEDED, 7: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}

@@ -38,8 +38,9 @@ def test_create_topics_confluent(broker, ck: AdminClient) -> None:
     md = ck.list_topics(name, timeout=TIMEOUT).topics[name]
     assert md.error is None
     assert sorted(md.partitions) == [0, 1, 2]
+    ids = [broker_id for broker_id, _ in broker.brokers]  # a node's: any of its brokers leads
     for p in md.partitions.values():
-        assert p.leader == 0 and p.replicas == [0] and p.isrs == [0]
+        assert p.leader in ids and p.replicas == [p.leader] and p.isrs == [p.leader]
     assert len([d for d in partition_dirs(broker, name)]) == 3
 
     # validate_only: accepted, nothing created
@@ -266,7 +267,8 @@ def test_delete_topic_enable_false(tmp_path: Path) -> None:
 
 def test_deleted_topic_files_are_removed(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """DeleteTopics removes the partitions' directories (in a worker thread) before it
-    answers, leaving no `*-delete` directory behind."""
+    answers, leaving no `*-delete` directory behind; the brokers of a node (a cluster) once
+    the deletion reaches them."""
     from protocol.api_keys import ApiKey
     from tests.helpers import serving_broker
     from tests.integration.raw import create_topic, send_request
@@ -274,11 +276,14 @@ def test_deleted_topic_files_are_removed(tmp_path) -> None:  # type: ignore[no-u
     logs = tmp_path / "logs"
     with serving_broker(logs) as info:
         create_topic(info.bootstrap, "doomed", 3)
-        assert (logs / "doomed-0").is_dir()
+        assert len(partition_dirs(info, "doomed")) == 3  # on a node, in its workers' dirs
         resp = send_request(info.bootstrap, ApiKey.DELETE_TOPICS, 4,
                             {"topic_names": ["doomed"], "timeout_ms": 10000})
         assert resp.responses[0].error_code == 0
-        assert not [p for p in logs.iterdir() if p.name.startswith("doomed")]
+        if len(info.brokers) == 1:
+            assert not [p for p in logs.iterdir() if p.name.startswith("doomed")]
+        else:  # a node's brokers, as a cluster's, remove theirs once they see the deletion
+            _wait_gone(info, "doomed")
 
 
 # -- CreatePartitions --------------------------------------------------------------------------

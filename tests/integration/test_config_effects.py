@@ -20,10 +20,13 @@ from pybroker.storage.log_manager import (
     HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
 )
 from pybroker.server import serve
+from pybroker.testing.broker import num_cores_default
 from tests.helpers import broker_config, serving_broker
 from tests.integration.clients import CONFLUENT, Rec
 from tests.integration.group_harness import wait_until
-from tests.integration.raw import create_topic, known_topics, send_request
+from tests.integration.raw import (
+    coordinator_address, create_topic, known_topics, leader_address, send_request,
+)
 
 TIMEOUT = 10
 CLUSTER_ID = "pybroker-test-cluster-1"
@@ -51,6 +54,11 @@ def test_cluster_id_is_used_for_new_data_and_a_mismatch_is_refused(tmp_path: Pat
             assert admin.describe_cluster()["cluster_id"] == CLUSTER_ID
         finally:
             admin.close()
+    if num_cores_default() > 1:  # a node's start fails, its brokers saying why
+        with pytest.raises(RuntimeError, match="doesn't match stored clusterId"):
+            with serving_broker(logs, cluster_id="another-cluster"):
+                pass
+        return
     with pytest.raises(BaseExceptionGroup) as refused:  # trio reports the failed start
         with serving_broker(logs, cluster_id="another-cluster"):
             pass
@@ -65,7 +73,8 @@ def _fetch(bootstrap: str, topic: str, offset: int, max_bytes: int) -> bytes:
         {"topic": topic, "partitions": [
             {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20,
              "current_leader_epoch": -1, "log_start_offset": -1, "last_fetched_epoch": -1}]}]))
-    part = send_request(bootstrap, ApiKey.FETCH, 12, body).responses[0].partitions[0]
+    part = send_request(leader_address(bootstrap, topic, 0), ApiKey.FETCH, 12,
+                        body).responses[0].partitions[0]
     assert part.error_code == 0, part
     return bytes(part.records)
 
@@ -118,10 +127,11 @@ def test_log_start_offset_checkpoint_has_its_own_interval(tmp_path: Path) -> Non
         ck = AdminClient({"bootstrap.servers": info.bootstrap})
         for future in ck.delete_records([TopicPartition(topic, 0, 6)]).values():
             future.result(TIMEOUT)
-        assert _wait_for(lambda: read_offsets(logs / LOG_START_OFFSET_CHECKPOINT).get(
+        home = info.partition_dir(f"{topic}-0").parent  # its broker's dir (a node's worker's)
+        assert _wait_for(lambda: read_offsets(home / LOG_START_OFFSET_CHECKPOINT).get(
             (topic, 0)) == 6)
-        assert (topic, 0) not in read_offsets(logs / RECOVERY_POINT_CHECKPOINT)
-        assert (topic, 0) not in read_offsets(logs / HIGH_WATERMARK_CHECKPOINT)
+        assert (topic, 0) not in read_offsets(home / RECOVERY_POINT_CHECKPOINT)
+        assert (topic, 0) not in read_offsets(home / HIGH_WATERMARK_CHECKPOINT)
 
 
 def test_high_watermark_checkpoint_has_its_own_interval(tmp_path: Path) -> None:
@@ -136,10 +146,11 @@ def test_high_watermark_checkpoint_has_its_own_interval(tmp_path: Path) -> None:
         topic = topic_name("hw-ckpt")
         create_topic(info.bootstrap, topic, 1)
         CONFLUENT.produce(info.bootstrap, topic, [Rec(None, b"v%d" % i, partition=0) for i in range(7)])
-        assert _wait_for(lambda: read_offsets(logs / HIGH_WATERMARK_CHECKPOINT).get(
+        home = info.partition_dir(f"{topic}-0").parent  # its broker's dir (a node's worker's)
+        assert _wait_for(lambda: read_offsets(home / HIGH_WATERMARK_CHECKPOINT).get(
             (topic, 0)) == 7)
-        assert (topic, 0) not in read_offsets(logs / RECOVERY_POINT_CHECKPOINT)
-        assert (topic, 0) not in read_offsets(logs / LOG_START_OFFSET_CHECKPOINT)
+        assert (topic, 0) not in read_offsets(home / RECOVERY_POINT_CHECKPOINT)
+        assert (topic, 0) not in read_offsets(home / LOG_START_OFFSET_CHECKPOINT)
 
 
 @pytest.mark.in_process("runs the log cleaner's pass on the broker's loop and watches its threads")
@@ -255,8 +266,9 @@ def test_group_max_session_timeout_refuses_longer_sessions(tmp_path: Path) -> No
             "protocols": [{"name": "range", "metadata": b""}]}).error_code
 
     with serving_broker(tmp_path / "logs", group_max_session_timeout_ms="10000") as info:
-        assert join(info.bootstrap, 20000) == 26  # INVALID_SESSION_TIMEOUT
-        assert join(info.bootstrap, 10000) == 79  # MEMBER_ID_REQUIRED: accepted, step one
+        coordinator = coordinator_address(info.bootstrap, "g-session")  # on a node, any broker
+        assert join(coordinator, 20000) == 26  # INVALID_SESSION_TIMEOUT
+        assert join(coordinator, 10000) == 79  # MEMBER_ID_REQUIRED: accepted, step one
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> int:

@@ -18,7 +18,9 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.client.consumer_protocol import encode_assignment, encode_subscription
 from tests.helpers import BrokerProcess, serving_broker
-from tests.integration.raw import RawConnection, coordinator_address, create_topic, send_request
+from tests.integration.raw import (
+    RawConnection, coordinator_address, create_topic, group_beside, send_request,
+)
 from tests.integration.test_consumer_protocol import PARTITIONS, _produce
 
 
@@ -218,18 +220,21 @@ def test_each_policy_converts_what_it_allows(tmp_path: Path, policy: str, upgrad
             "group.consumer.migration.policy": policy.upper()}) as info:
         topic = "p"
         create_topic(info.bootstrap, topic, 2)
-        with RawConnection(info.bootstrap) as conn:
+        # One connection, to the coordinator of both groups (on a node, any of its brokers).
+        down = group_beside(info.bootstrap, "up", "down")
+        coordinator = coordinator_address(info.bootstrap, "up")
+        with RawConnection(coordinator) as conn:
             _raw_classic_member(conn, "up", topic)
             joined = _consumer_join(conn, "up", topic, str(uuid.uuid4()))
             assert joined.error_code == (ErrorCode.NONE if upgrades
                                          else ErrorCode.GROUP_ID_NOT_FOUND)
-            assert _group_type(info.bootstrap, "up") == ("consumer" if upgrades else "classic")
+            assert _group_type(coordinator, "up") == ("consumer" if upgrades else "classic")
 
             # a consumer group with a classic member (taken in under every policy), whose
             # last consumer-protocol member then leaves
             member = str(uuid.uuid4())
-            epoch = _consumer_join(conn, "down", topic, member).member_epoch
-            request = {"group_id": "down", "session_timeout_ms": 30000,
+            epoch = _consumer_join(conn, down, topic, member).member_epoch
+            request = {"group_id": down, "session_timeout_ms": 30000,
                        "rebalance_timeout_ms": 30000, "member_id": "",
                        "group_instance_id": None, "protocol_type": "consumer",
                        "protocols": [{"name": "range",
@@ -241,11 +246,11 @@ def test_each_policy_converts_what_it_allows(tmp_path: Path, policy: str, upgrad
                                           {**request, "member_id": first.member_id})
             assert joined_classic.error_code == ErrorCode.NONE
             assert joined_classic.leader == ""  # the server assigns
-            assert _consumer_leave(conn, "down", member, epoch) == ErrorCode.NONE
-            assert _group_type(info.bootstrap, "down") == \
+            assert _consumer_leave(conn, down, member, epoch) == ErrorCode.NONE
+            assert _group_type(coordinator, down) == \
                 ("classic" if downgrades else "consumer")
             heartbeat = conn.request(ApiKey.HEARTBEAT, 4, {
-                "group_id": "down", "generation_id": joined_classic.generation_id,
+                "group_id": down, "generation_id": joined_classic.generation_id,
                 "member_id": first.member_id, "group_instance_id": None}).error_code
             # downgraded: the classic group rebalances; else the consumer group moved on too
             assert heartbeat in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION)

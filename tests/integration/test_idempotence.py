@@ -23,7 +23,7 @@ from tests.helpers import serving_broker
 from tests.integration.clients import AIOKAFKA, CONFLUENT, KAFKA_PYTHON, Rec, check_same
 from tests.integration.admin_helpers import high_watermark
 from tests.integration.proxy import Proxy
-from tests.integration.raw import create_topic, send_request
+from tests.integration.raw import create_topic, leader_address, send_request
 
 N_BEFORE, N_DURING, N_AFTER = 40, 30, 40
 TOTAL = N_BEFORE + N_DURING + N_AFTER
@@ -185,7 +185,7 @@ def test_no_duplicates_across_reconnect(proxied: ProxiedBroker, client: str,
 def _check_describe_producers(bootstrap: str, topic: str) -> None:
     """One producer, its last sequence the last record's (sequences start at 0)."""
     body = {"topics": [{"name": topic, "partition_indexes": [0]}]}
-    resp = send_request(bootstrap, ApiKey.DESCRIBE_PRODUCERS, 0, body)
+    resp = send_request(leader_address(bootstrap, topic, 0), ApiKey.DESCRIBE_PRODUCERS, 0, body)
     part = resp.topics[0].partitions[0]
     assert part.error_code == 0, part
     assert len(part.active_producers) == 1, part.active_producers
@@ -250,7 +250,8 @@ def test_idle_producers_expire(tmp_path) -> None:  # type: ignore[no-untyped-def
     (checked on the retention schedule), as DescribeProducers then shows."""
     def active(bootstrap: str, topic: str) -> list:
         body = {"topics": [{"name": topic, "partition_indexes": [0]}]}
-        part = send_request(bootstrap, ApiKey.DESCRIBE_PRODUCERS, 0, body).topics[0].partitions[0]
+        part = send_request(leader_address(bootstrap, topic, 0), ApiKey.DESCRIBE_PRODUCERS, 0,
+                            body).topics[0].partitions[0]
         assert part.error_code == 0, part
         return list(part.active_producers)
 

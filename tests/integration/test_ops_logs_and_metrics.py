@@ -16,6 +16,10 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from tests.helpers import Broker
 from tests.integration.test_http_metrics import get, scrape, value
 
+pytestmark = pytest.mark.in_process(
+    "reads the request logger's records (caplog); its module's broker also serves /metrics, "
+    "one broker's page")
+
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Broker]:
@@ -37,7 +41,6 @@ def request_lines(caplog: pytest.LogCaptureFixture) -> list[dict]:
 
 
 # -- the request log -------------------------------------------------------------------------------
-@pytest.mark.in_process("reads the request logger's records (caplog)")
 def test_request_log_has_one_line_per_request_with_who_and_what(
         broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
     broker.create_topic("o-logged")
@@ -69,7 +72,6 @@ def test_request_log_has_one_line_per_request_with_who_and_what(
     assert 'client_id="ops \\"client\\""' in text and 'principal="User:ANONYMOUS"' in text
 
 
-@pytest.mark.in_process("reads the request logger's records (caplog)")
 def test_request_log_is_off_by_default(caplog: pytest.LogCaptureFixture) -> None:
     with Broker() as quiet, caplog.at_level(logging.DEBUG, logger="pybroker.request.logger"):
         quiet.create_topic("o-quiet")

@@ -113,6 +113,7 @@ def test_create_topics_assignment_partitions_must_be_consecutive(broker) -> None
 
 # -- JoinGroup / LeaveGroup reasons -----------------------------------------------------------
 
+@pytest.mark.in_process("reads the group coordinator's log records (caplog)")
 def test_leave_group_reason_is_logged(broker, caplog: pytest.LogCaptureFixture) -> None:
     """kafka-python leaves its group with a reason (LeaveGroup v5): the broker logs it, as
     Kafka's coordinator does, instead of dropping it."""
@@ -135,6 +136,7 @@ def test_leave_group_reason_is_logged(broker, caplog: pytest.LogCaptureFixture) 
                for line in lines), lines
 
 
+@pytest.mark.in_process("reads the group coordinator's log records (caplog)")
 def test_join_group_reason_is_logged(broker, caplog: pytest.LogCaptureFixture) -> None:
     """JoinGroup v8+ carries a reason (the Java client sends one on every rejoin); none of
     the stock Python clients sends v8, so a raw request stands in."""

@@ -12,7 +12,7 @@ import pytest
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from tests.helpers import serving_broker
-from tests.integration.raw import RawConnection, create_topic, enable_share_groups
+from tests.integration.raw import RawConnection, create_topic, enable_share_groups, group_beside
 from tests.integration.share_member import (
     ACCEPT, LOCK_MS, RELEASE, REJECT, SHORT, Member, ack_codes, acquired, produce, started,
 )
@@ -165,13 +165,14 @@ def test_heartbeat_errors_and_describe(bootstrap: str) -> None:
     r = Member(bootstrap).heartbeat(0, None)
     assert (r.error_code, r.error_message) == (
         ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+    nope = group_beside(bootstrap, "sg", "nope")  # on a node, one its coordinator has too
     d = m.conn.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {
-        "group_ids": ["sg", "nope"], "include_authorized_operations": False})
-    sg, nope = d.groups
+        "group_ids": ["sg", nope], "include_authorized_operations": False})
+    sg, missing = d.groups
     assert (sg.error_code, sg.group_state, sg.assignor_name) == (0, "Stable", "simple")
     assert [(x.member_id, x.assignment.topic_partitions[0].topic_name) for x in sg.members] \
         == [(m.member_id, "q")]
-    assert nope.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
     assert m.heartbeat(-1).member_epoch == -1
 
 

@@ -44,6 +44,7 @@ def _buffers(log_dir: Path, **overrides: str) -> tuple[int, int]:
         return _broker_end(conn.sock)
 
 
+@pytest.mark.in_process("reads the broker's end of the connection among its own descriptors")
 @pytest.mark.parametrize("send,receive", [(65536, 32768), (102400, 102400)])
 def test_configured_buffer_sizes(tmp_path: Path, send: int, receive: int) -> None:
     sndbuf, rcvbuf = _buffers(tmp_path / "logs", socket_send_buffer_bytes=str(send),
@@ -52,6 +53,7 @@ def test_configured_buffer_sizes(tmp_path: Path, send: int, receive: int) -> Non
     assert sndbuf in (send, 2 * send) and rcvbuf in (receive, 2 * receive)
 
 
+@pytest.mark.in_process("reads the broker's end of the connection among its own descriptors")
 def test_minus_one_keeps_the_system_default(tmp_path: Path) -> None:
     default = socket.socket()
     with default:

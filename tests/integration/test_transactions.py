@@ -352,6 +352,9 @@ def test_bad_transactional_requests_get_kafka_errors_and_store_nothing(broker) -
     from tests.integration.raw import coordinator_address, leader_address
     leader = leader_address(bootstrap, topic, 0)
     coordinator = coordinator_address(bootstrap, "bad-txn", 1)
+    # The leader verifies a transactional batch with its id's coordinator: once that one has
+    # loaded (before, the leader answers NOT_ENOUGH_REPLICAS, which a client retries).
+    coordinator_address(bootstrap, "ghost", 1)
     # Transactional records without a transactional id: the whole request fails (Kafka).
     from protocol.api_keys import ApiKey
     from tests.integration.raw import send_request
@@ -456,12 +459,14 @@ def test_transaction_state_topic_and_expiry_follow_the_broker_keys(tmp_path) -> 
         configs = admin.describe_configs([resource])[resource].result(10)
         assert configs["segment.bytes"].value == "1048576"
         assert configs["cleanup.policy"].value == "compact"
-        described = _raw(info.bootstrap, "DESCRIBE_TRANSACTIONS", 0,
+        from tests.integration.raw import coordinator_address
+        coordinator = coordinator_address(info.bootstrap, "expiring", 1)  # a node's: any broker
+        described = _raw(coordinator, "DESCRIBE_TRANSACTIONS", 0,
                          {"transactional_ids": ["expiring"]}).transaction_states[0]
         assert described.error_code == 0 and described.transaction_state == "CompleteCommit"
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # unused for transactional.id.expiration.ms: gone
-            described = _raw(info.bootstrap, "DESCRIBE_TRANSACTIONS", 0,
+            described = _raw(coordinator, "DESCRIBE_TRANSACTIONS", 0,
                              {"transactional_ids": ["expiring"]}).transaction_states[0]
             if described.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
                 break
@@ -481,10 +486,12 @@ def test_read_committed_long_poll_wakes_when_the_transaction_commits(broker) -> 
     producer.produce(topic, value=b"pending", partition=0)
     producer.flush(10)
     got: dict[str, object] = {}
+    from tests.integration.raw import leader_address
+    leader = leader_address(broker.bootstrap, topic, 0)  # a node's worker leads it
 
     def long_poll() -> None:
         started = time.monotonic()
-        response = _raw(broker.bootstrap, "FETCH", 11, {
+        response = _raw(leader, "FETCH", 11, {
             "replica_id": -1, "max_wait_ms": 10000, "min_bytes": 1, "max_bytes": 1 << 20,
             "isolation_level": 1, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": topic, "partitions": [{
