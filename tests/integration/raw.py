@@ -12,12 +12,12 @@ from typing import Any
 
 from construct import Container
 
-from compat.wire import create_topic, find_coordinator, partition_leader, read_frame
+from compat.wire import create_topic as create_topic_request
+from compat.wire import find_coordinator, partition_leader, read_frame
 from protocol.api_keys import ApiKey
 from protocol.codec import decode_response, encode_request
 from protocol.errors import ErrorCode
 
-# create_topic: the same raw CreateTopics v7 the compatibility suite sets its topics up with.
 __all__ = ["RawConnection", "coordinator_address", "coordinator_id", "create_topic",
            "topic_names", "leader_address", "leader_id", "send_request"]
 
@@ -68,6 +68,41 @@ def send_request(bootstrap: str, api_key: int, version: int, body: Any,
         result = conn.request(api_key, version, body)
         assert result is not None
         return result
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1,
+                 configs: dict[str, str] | None = None, timeout: float = 30) -> None:
+    """The raw CreateTopics v7 the compatibility suite sets its topics up with, then until
+    each partition's leader serves it (ListOffsets answers): the broker that answered may
+    not lead them, and the one that does learns of the topic a moment later (a node's other
+    brokers, as a cluster's), which a client's retries cover and a raw request does not."""
+    create_topic_request(bootstrap, name, partitions, configs)
+    deadline = time.monotonic() + timeout
+    while (pending := _unserved(bootstrap, name, partitions)):
+        assert time.monotonic() < deadline, f"{name}: {pending} not served by their leaders"
+        time.sleep(0.02)
+
+
+def _unserved(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    """The partitions of `topic` that no leader serves yet, by Metadata and ListOffsets."""
+    answer = send_request(bootstrap, ApiKey.METADATA, 12, {
+        "topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    states = {p.partition_index: p.leader_id for t in answer.topics if t.name == topic
+              and t.error_code == 0 for p in t.partitions}
+    addresses = {b.node_id: f"{b.host}:{b.port}" for b in answer.brokers}
+    pending = [p for p in range(partitions) if states.get(p, -1) not in addresses]
+    by_leader: dict[str, list[int]] = {}
+    for p in range(partitions):
+        if p not in pending:
+            by_leader.setdefault(addresses[states[p]], []).append(p)
+    for address, indexes in by_leader.items():
+        listed = send_request(address, ApiKey.LIST_OFFSETS, 2, {
+            "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+                {"partition_index": p, "timestamp": -1} for p in indexes]}]})
+        pending += [p.partition_index for t in listed.topics for p in t.partitions
+                    if p.error_code != 0]
+    return sorted(pending)
 
 
 def known_topics(bootstrap: str) -> dict[str, int]:
