@@ -107,7 +107,9 @@ class Member:
 
 
 def _group_type(bootstrap: str, group: str) -> str | None:
-    listed = send_request(bootstrap, ApiKey.LIST_GROUPS, 5,
+    """The group's type as its coordinator lists it (a broker lists the groups it
+    coordinates: on a node, maybe not `bootstrap`)."""
+    listed = send_request(coordinator_address(bootstrap, group), ApiKey.LIST_GROUPS, 5,
                           {"states_filter": [], "types_filter": []}).groups
     return next((g.group_type for g in listed if g.group_id == group), None)
 
@@ -162,7 +164,8 @@ def test_a_rolling_upgrade_and_back(tmp_path: Path, classic: str) -> None:
                 step(f"up-join-{i}", "consumer")
                 members.pop(0).close()
                 step(f"up-left-{i}", "consumer")
-            described = send_request(bootstrap, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+            described = send_request(coordinator_address(bootstrap, group),
+                                     ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
                 "group_ids": [group], "include_authorized_operations": False}).groups[0]
             assert [m.member_type for m in described.members] == [1, 1]
             # and back: classic members replace them; the last one leaving makes it classic
