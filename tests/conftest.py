@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator, Sequence
 import pytest
 
 from protocol.schema import UnknownField, strict_encoding
+from tests import in_process
 from tests.tiers import TIERS, tier_of
 
 # Hypothesis loads third-party plugins by entry point, trio's among them; the protocol tests
@@ -64,11 +65,13 @@ def _bench_brokers_as_in_production(request: pytest.FixtureRequest,
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator:
-    """A broker in a background thread; `broker.bootstrap` is its host:port."""
+    """The test's broker; `broker.bootstrap` is its host:port. A thread broker, but for an
+    integration test that is not marked in_process: a `WireBroker`, at PYBROKER_NUM_CORES > 1
+    a node (tests.helpers.serving_broker, tests/in_process.py)."""
     # Imported here so the protocol tests can run with trio absent (they must not need it).
-    from tests.helpers import broker_in_thread
+    from tests.helpers import serving_broker
 
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         yield info
 
 
@@ -154,12 +157,32 @@ def tmpfs_disk() -> Iterator[Any]:
 def pytest_configure(config: pytest.Config) -> None:
     for tier in TIERS:
         config.addinivalue_line("markers", f"{tier}: the {tier} tier (tests/tiers.py)")
+    config.addinivalue_line(
+        "markers", f"{in_process.MARK}(reason): an integration test that holds its broker in "
+                   "this process, and why (tests/in_process.py)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         tier = tier_of(item.path.relative_to(_TESTS_DIR).as_posix())
         item.add_marker(getattr(pytest.mark, tier))
+        mark = item.get_closest_marker(in_process.MARK)
+        if mark is not None:
+            try:
+                in_process.mark_reason(mark)
+            except ValueError as exc:
+                raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The test whose fixtures set up now: its brokers follow its in_process mark."""
+    in_process.track(item)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    in_process.track(None)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

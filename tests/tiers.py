@@ -15,8 +15,10 @@ so a new test lands in its directory's tier without a marker; a file whose needs
 its directory's is named there. `-m fast` (what `bin/test --fast` passes) selects a tier.
 
 `PYBROKER_NUM_CORES=2 bin/test --tier integration` runs a tier with every process broker of
-the test kit (pybroker.testing.BrokerProcess) a node of two brokers (num.cores); unset, they
-are one process each (issue #29 item 3).
+the test kit (pybroker.testing.BrokerProcess) a node of two brokers (num.cores), and with it
+every integration test's broker but those that say why they hold it in process
+(tests/in_process.py); unset, they are one process each, and those thread brokers
+(issue #29 item 3).
 """
 from __future__ import annotations
 

@@ -309,7 +309,7 @@ class GroupCoordinator:
             log.info("member %s (group instance id %s) joining group %s; client reason: %s",
                      request.member_id or "(new)", request.group_instance_id,
                      request.group_id, request.reason)
-        code = await self._coordinates(request.group_id)
+        code = await self._membership_status(request.group_id)
         if code:
             return JoinResult(code, request.member_id)
         live = self.consumer.group(request.group_id)
@@ -329,7 +329,7 @@ class GroupCoordinator:
                                     request.group_id)
 
     async def sync(self, request: SyncRequest) -> SyncResult:
-        code = await self._coordinates(request.group_id)
+        code = await self._membership_status(request.group_id)
         if code:
             return SyncResult(code)
         if self.consumer.group(request.group_id) is not None:
@@ -339,7 +339,7 @@ class GroupCoordinator:
 
     async def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
                         generation_id: int) -> ErrorCode:
-        code = await self._coordinates(group_id)
+        code = await self._membership_status(group_id)
         if code:
             return code
         if self.consumer.group(group_id) is not None:
@@ -357,7 +357,7 @@ class GroupCoordinator:
                 log.info("member %s (group instance id %s) leaving group %s through explicit "
                          "LeaveGroup; client reason: %s", member.member_id,
                          member.group_instance_id, group_id, member.reason)
-        code = await self._coordinates(group_id)
+        code = await self._membership_status(group_id)
         if code:
             return LeaveResult(code)
         if self.consumer.group(group_id) is not None:
@@ -574,6 +574,15 @@ class GroupCoordinator:
             if code:
                 return code
         return self._availability(group_id)
+
+    async def _membership_status(self, group_id: str) -> ErrorCode:
+        """For JoinGroup, SyncGroup, Heartbeat and LeaveGroup: an empty group id is
+        INVALID_GROUP_ID before whether this broker coordinates it, as Kafka checks the id
+        first (GroupCoordinator.validateGroupStatus; 4.1's GroupCoordinatorService), so that
+        every broker of a cluster gives the same answer (a node's too)."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        return await self._coordinates(group_id)
 
     async def coordinates(self, group_id: str) -> ErrorCode:
         """NONE if this broker coordinates the group (creating __consumer_offsets first, as

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
+from compat.wire import partition_leader
 from protocol.api_keys import ApiKey
-from tests.integration.raw import RawConnection, send_request
+from tests.integration.raw import RawConnection, leader_address, send_request
 
 TIMEOUT = 10
 # A base timestamp for records stamped by the tests (ListOffsets, version sweeps).
@@ -31,25 +32,58 @@ def ck_code(future) -> int:  # type: ignore[no-untyped-def]
     return 0
 
 
+def log_dirs(broker) -> list[Path]:  # type: ignore[no-untyped-def]
+    """Each broker's log dir: a node's workers' too (`WireBroker.log_dirs`); a broker held in
+    this process (an in_process test's `ServerInfo`) has its own."""
+    if hasattr(broker, "log_dirs"):
+        return broker.log_dirs()
+    return [Path(d) for d in broker.broker.log_dirs]
+
+
 def log_dir(broker) -> Path:  # type: ignore[no-untyped-def]
-    return broker.broker.log_dirs[0]
+    """The first broker's log dir (a node's worker 0's)."""
+    return log_dirs(broker)[0]
+
+
+def stored_cluster_id(broker) -> str:  # type: ignore[no-untyped-def]
+    """The cluster id the broker wrote into its log dir (meta.properties), the one it must
+    tell clients."""
+    for line in (log_dir(broker) / "meta.properties").read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "cluster.id":
+            return value.strip()
+    raise AssertionError(f"no cluster.id in {log_dir(broker) / 'meta.properties'}")
 
 
 def partition_dirs(broker, topic: str) -> list[Path]:  # type: ignore[no-untyped-def]
-    return [p for p in log_dir(broker).iterdir() if p.name.startswith(topic + "-")
-            or p.name.startswith(topic + ".")]
+    """The dirs of `topic`'s partitions (and of its deleted ones, `topic-N.<id>-delete`) in
+    every broker's log dir: on a node each partition is with the worker it was assigned."""
+    return [p for d in log_dirs(broker) for p in d.iterdir()
+            if p.name.startswith(topic + "-") or p.name.startswith(topic + ".")]
 
 
 def raw_produce(bootstrap: str, topic: str, partition: int, records: bytes | None, *,
                 version: int = 9, acks: int = -1, conn: RawConnection | None = None):
+    """One Produce, on `conn` or else to the partition's leader as a client routes it (to
+    `bootstrap` while none is named: its answer is then the error)."""
     body = {"transactional_id": None, "acks": acks, "timeout_ms": 5000, "topic_data": [
         {"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
     if conn is not None:
         resp = conn.request(ApiKey.PRODUCE, version, body)
     else:
-        resp = send_request(bootstrap, ApiKey.PRODUCE, version, body)
+        leader = partition_leader(bootstrap, topic, partition)
+        resp = send_request(bootstrap if leader is None else leader[1], ApiKey.PRODUCE,
+                            version, body)
     return resp.responses[0].partition_responses[0]
 
 
 def high_watermark(broker, topic: str, partition: int = 0) -> int:  # type: ignore[no-untyped-def]
-    return broker.broker.logs.get(topic, partition).high_watermark
+    """The partition's high watermark as its leader answers ListOffsets (LATEST, read
+    uncommitted)."""
+    address = leader_address(broker.bootstrap, topic, partition)
+    answer = send_request(address, ApiKey.LIST_OFFSETS, 2, {
+        "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+            {"partition_index": partition, "timestamp": -1}]}]})
+    found = answer.topics[0].partitions[0]
+    assert found.error_code == 0, found
+    return found.offset

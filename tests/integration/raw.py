@@ -12,14 +12,14 @@ from typing import Any
 
 from construct import Container
 
-from compat.wire import create_topic, find_coordinator, partition_leader, read_frame
+from compat.wire import create_topic as create_topic_request
+from compat.wire import find_coordinator, partition_leader, read_frame
 from protocol.api_keys import ApiKey
 from protocol.codec import decode_response, encode_request
 from protocol.errors import ErrorCode
 
-# create_topic: the same raw CreateTopics v7 the compatibility suite sets its topics up with.
 __all__ = ["RawConnection", "coordinator_address", "coordinator_id", "create_topic",
-           "leader_address", "leader_id", "send_request"]
+           "topic_names", "leader_address", "leader_id", "send_request"]
 
 
 def _split(bootstrap: str) -> tuple[str, int]:
@@ -68,6 +68,51 @@ def send_request(bootstrap: str, api_key: int, version: int, body: Any,
         result = conn.request(api_key, version, body)
         assert result is not None
         return result
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1,
+                 configs: dict[str, str] | None = None, timeout: float = 30) -> None:
+    """The raw CreateTopics v7 the compatibility suite sets its topics up with, then until
+    each partition's leader serves it (ListOffsets answers): the broker that answered may
+    not lead them, and the one that does learns of the topic a moment later (a node's other
+    brokers, as a cluster's), which a client's retries cover and a raw request does not."""
+    create_topic_request(bootstrap, name, partitions, configs)
+    deadline = time.monotonic() + timeout
+    while (pending := _unserved(bootstrap, name, partitions)):
+        assert time.monotonic() < deadline, f"{name}: {pending} not served by their leaders"
+        time.sleep(0.02)
+
+
+def _unserved(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    """The partitions of `topic` that no leader serves yet, by Metadata and ListOffsets."""
+    answer = send_request(bootstrap, ApiKey.METADATA, 12, {
+        "topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    states = {p.partition_index: p.leader_id for t in answer.topics if t.name == topic
+              and t.error_code == 0 for p in t.partitions}
+    addresses = {b.node_id: f"{b.host}:{b.port}" for b in answer.brokers}
+    pending = [p for p in range(partitions) if states.get(p, -1) not in addresses]
+    by_leader: dict[str, list[int]] = {}
+    for p in range(partitions):
+        if p not in pending:
+            by_leader.setdefault(addresses[states[p]], []).append(p)
+    for address, indexes in by_leader.items():
+        listed = send_request(address, ApiKey.LIST_OFFSETS, 2, {
+            "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+                {"partition_index": p, "timestamp": -1} for p in indexes]}]})
+        pending += [p.partition_index for t in listed.topics for p in t.partitions
+                    if p.error_code != 0]
+    return sorted(pending)
+
+
+def known_topics(bootstrap: str) -> dict[str, int]:
+    """The topics `bootstrap` knows, each with its count of partitions (Metadata for every
+    topic, internal ones included): what a broker's metadata image holds, as a client reads
+    it."""
+    answer = send_request(bootstrap, ApiKey.METADATA, 12, {
+        "topics": None, "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    return {t.name: len(t.partitions) for t in answer.topics}
 
 
 def enable_share_groups(bootstrap: str) -> None:
@@ -126,24 +171,52 @@ def coordinator_id(bootstrap: str, key: str, key_type: int = 0) -> int:
     return found[0]
 
 
+def controller_address(bootstrap: str) -> str:
+    """host:port of the active controller, per the Metadata `bootstrap` answers: where an
+    admin client sends what the controller alone serves (ElectLeaders, as ZooKeeper-mode
+    Kafka; the other brokers answer NOT_CONTROLLER). A single broker is its own."""
+    answer = send_request(bootstrap, ApiKey.METADATA, 12, {
+        "topics": [], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    (found,) = [b for b in answer.brokers if b.node_id == answer.controller_id]
+    return f"{found.host}:{found.port}"
+
+
+def group_beside(bootstrap: str, group: str, prefix: str) -> str:
+    """A group id starting with `prefix` that the coordinator of `group` coordinates too:
+    `prefix` itself on a single broker, where one broker coordinates every group. A request
+    naming several groups (DescribeGroups, DeleteGroups, OffsetFetch v8) is answered for
+    each by the broker it goes to, which on a node of several brokers, as in a cluster,
+    answers NOT_COORDINATOR for another broker's groups."""
+    home = coordinator_id(bootstrap, group)
+    for n in range(1000):
+        candidate = prefix if n == 0 else f"{prefix}-{n}"
+        if coordinator_id(bootstrap, candidate) == home:
+            return candidate
+    raise AssertionError(f"no group {prefix}-N beside {group} on broker {home}")
+
+
 def coordinator_address(bootstrap: str, key: str, key_type: int = 0,
                         timeout: float = 30.0) -> str:
     """host:port of the coordinator of group (`key_type` 0) or transactional id (1) `key`,
     as a client finds it: FindCoordinator to `bootstrap` (on a node of several brokers, or a
-    cluster, another broker may coordinate it). For a group, once that broker serves it: a
-    leader named a moment ago may still be loading the partition's groups and answer
-    COORDINATOR_LOAD_IN_PROGRESS, which a client retries and a raw test does not (the cluster
-    tier's helpers wait the same way)."""
+    cluster, another broker may coordinate it). Once that broker serves it: a leader named a
+    moment ago may still be loading the partition's groups or transactions and answer
+    COORDINATOR_LOAD_IN_PROGRESS (a Produce it verifies against it, NOT_ENOUGH_REPLICAS),
+    which a client retries and a raw test does not (the cluster tier's helpers wait the same
+    way)."""
     found = find_coordinator(bootstrap, key, key_type)
     assert found is not None, f"{bootstrap} names no coordinator of {key}"
     address = found[1]
-    if key_type != 0:
-        return address
     deadline = time.monotonic() + timeout
     while True:
-        described = send_request(address, ApiKey.DESCRIBE_GROUPS, 5, {
-            "groups": [key], "include_authorized_operations": False}).groups[0]
-        if described.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+        if key_type == 0:
+            code = send_request(address, ApiKey.DESCRIBE_GROUPS, 5, {
+                "groups": [key], "include_authorized_operations": False}).groups[0].error_code
+        else:
+            code = send_request(address, ApiKey.DESCRIBE_TRANSACTIONS, 0, {
+                "transactional_ids": [key]}).transaction_states[0].error_code
+        if code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             return address
-        assert time.monotonic() < deadline, f"{address} still loading group {key}"
+        assert time.monotonic() < deadline, f"{address} still loading {key}"
         time.sleep(0.05)

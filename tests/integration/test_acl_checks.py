@@ -13,9 +13,11 @@ from confluent_kafka.admin import AclOperation, AdminClient, NewTopic, ResourceT
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode as E
-from pybroker.testing import Broker
+from tests.helpers import Broker
 from tests.integration.raw import RawConnection
-from tests.integration.test_acls import AUTHORIZER, PRINCIPAL, _consume_one, _produce, allow
+from tests.integration.test_acls import (
+    AUTHORIZER, ONE_BROKER, PRINCIPAL, _consume_one, _produce, allow,
+)
 
 TOPIC, BROKER = 2, 4  # DescribeConfigs resource types
 
@@ -31,7 +33,8 @@ def _transaction(broker: Broker, txn_id: str) -> None:
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
     broker = Broker(log_dir=tmp_path_factory.mktemp("acl-checks"),
-                    authorizer_class_name=AUTHORIZER, super_users=PRINCIPAL).start()
+                    authorizer_class_name=AUTHORIZER, super_users=PRINCIPAL,
+                    **ONE_BROKER).start()
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for f in admin.create_topics([NewTopic("a", 1, 1), NewTopic("b", 1, 1)]).values():

@@ -13,10 +13,14 @@ from confluent_kafka.admin import (
     ResourcePatternType, ResourceType,
 )
 
-from pybroker.testing import Broker
+from tests.helpers import Broker
 
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 PRINCIPAL = "User:ANONYMOUS"
+# One broker for a test that takes super user from PRINCIPAL: over PLAINTEXT, ANONYMOUS is the
+# clients' principal and the brokers' own, and a node of several brokers (as any cluster)
+# needs its brokers' principal a super user to replicate and coordinate (CLUSTER_ACTION).
+ONE_BROKER = {"num_cores": "1"}
 
 
 def client_conf(broker: Broker, principal: str = PRINCIPAL, **extra: object) -> dict:
@@ -61,7 +65,7 @@ def secured(tmp_path):
     group g, nothing else; topics a (one message) and b exist. Restarted without super users
     (which also shows the ACLs survive a restart)."""
     broker = Broker(log_dir=tmp_path, authorizer_class_name=AUTHORIZER,
-                    super_users=PRINCIPAL).start()
+                    super_users=PRINCIPAL, **ONE_BROKER).start()
     try:
         admin = AdminClient(client_conf(broker))
         for f in admin.create_topics([NewTopic("a", 1, 1), NewTopic("b", 1, 1)]).values():

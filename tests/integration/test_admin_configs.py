@@ -4,6 +4,8 @@ and IncrementalAlterConfigs (reflected in DescribeConfigs and in behaviour).
 """
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import (
@@ -111,6 +113,16 @@ def _overrides(ck: AdminClient, name: str) -> dict[str, str]:
             if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
 
 
+def _overrides_seen(ck: AdminClient, name: str, expected: dict[str, str]) -> dict[str, str]:
+    """The topic's overrides once `expected`, or after 10 s: kafka-python sends an alter to
+    a broker of its choosing, and the broker confluent-kafka describes from learns of it a
+    moment later (a node's other broker, as a cluster's; Kafka promises it eventually)."""
+    deadline = time.monotonic() + 10
+    while (seen := _overrides(ck, name)) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return seen
+
+
 def _incremental(ck: AdminClient, name: str, *ops: tuple[str, str | None, object]) -> int:
     from confluent_kafka.admin import ResourceType
     resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=[
@@ -189,12 +201,13 @@ def test_alter_configs_legacy_replaces_overrides(broker, ck: AdminClient, kp) ->
     result = kp.alter_configs([_kp_resource("TOPIC", name, {"retention.ms": "8000"})],
                               incremental=False)
     assert result["topic"][name] == "OK"
-    assert _overrides(ck, name) == {"retention.ms": "8000"}
+    assert _overrides_seen(ck, name, {"retention.ms": "8000"}) == {"retention.ms": "8000"}
     result = kp.alter_configs([_kp_resource("TOPIC", name, {"cleanup.policy": ("APPEND",
                                                                                "compact")})],
                               incremental=True)
     assert result["topic"][name] == "OK"
-    assert _overrides(ck, name) == {"retention.ms": "8000", "cleanup.policy": "delete,compact"}
+    both = {"retention.ms": "8000", "cleanup.policy": "delete,compact"}
+    assert _overrides_seen(ck, name, both) == both
 
 
 def test_broker_throttles_are_set_checked_and_deleted(broker, ck: AdminClient) -> None:

@@ -12,9 +12,9 @@ from confluent_kafka.admin import AdminClient
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from tests.helpers import broker_in_thread
-from tests.integration.admin_helpers import TIMEOUT, ck_code, topic_name
-from tests.integration.raw import RawConnection, create_topic, send_request
+from tests.helpers import serving_broker
+from tests.integration.admin_helpers import TIMEOUT, ck_code, stored_cluster_id, topic_name
+from tests.integration.raw import RawConnection, create_topic, known_topics, send_request
 
 
 def test_list_and_describe_topics(broker, ck: AdminClient, kp) -> None:
@@ -24,9 +24,9 @@ def test_list_and_describe_topics(broker, ck: AdminClient, kp) -> None:
         create_topic(broker.bootstrap, name, i + 1)
     listed = ck.list_topics(timeout=TIMEOUT)
     assert set(names) <= set(listed.topics)
-    assert listed.cluster_id == broker.broker.metadata.image.cluster_id
-    assert list(listed.brokers) == [0]
-    assert listed.brokers[0].port == broker.port
+    assert listed.cluster_id == stored_cluster_id(broker)
+    assert sorted((b.id, b.port) for b in listed.brokers.values()) == broker.brokers
+    ids = [broker_id for broker_id, _ in broker.brokers]
     assert set(names) <= set(kp.list_topics())
 
     described = ck.describe_topics(TopicCollection(names))
@@ -35,7 +35,7 @@ def test_list_and_describe_topics(broker, ck: AdminClient, kp) -> None:
         assert desc.name == name and not desc.is_internal
         assert desc.topic_id is not None
         assert [p.id for p in desc.partitions] == list(range(i + 1))
-        assert all(p.leader.id == 0 and [r.id for r in p.replicas] == [0]
+        assert all(p.leader.id in ids and [r.id for r in p.replicas] == [p.leader.id]
                    for p in desc.partitions)
     missing = topic_name("missing")
     assert ck_code(ck.describe_topics(TopicCollection([missing]))[missing]) == \
@@ -56,12 +56,12 @@ def _metadata(bootstrap: str, topic: str, *, version: int = 12, allow: bool = Tr
 
 def test_broker_rack_is_reported(tmp_path: Path) -> None:
     """broker.rack reaches clients through Metadata and DescribeCluster."""
-    with broker_in_thread(tmp_path / "logs", broker_rack="zone-a") as info:
+    with serving_broker(tmp_path / "logs", broker_rack="zone-a") as info:
         ck = AdminClient({"bootstrap.servers": info.bootstrap})
         cluster = ck.describe_cluster().result(TIMEOUT)
-        assert [n.rack for n in cluster.nodes] == ["zone-a"]
+        assert [n.rack for n in cluster.nodes] == ["zone-a"] * len(info.brokers)  # a node's all
         resp = _metadata(info.bootstrap, topic_name("rack"), allow=False)
-        assert [b.rack for b in resp.brokers] == ["zone-a"]
+        assert [b.rack for b in resp.brokers] == ["zone-a"] * len(info.brokers)
 
 
 def test_metadata_auto_create(broker) -> None:
@@ -69,29 +69,29 @@ def test_metadata_auto_create(broker) -> None:
     resp = _metadata(broker.bootstrap, created, allow=True)
     assert resp.topics[0].error_code == 0
     assert len(resp.topics[0].partitions) == 1
-    assert created in broker.broker.metadata.image.topics
+    assert created in known_topics(broker.bootstrap)
 
     refused = topic_name("noauto")
     resp = _metadata(broker.bootstrap, refused, allow=False)
     assert resp.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert refused not in broker.broker.metadata.image.topics
+    assert refused not in known_topics(broker.bootstrap)
 
     # v1-3 have no flag: auto-creation is implied
     old = topic_name("auto-v1")
     body = {"topics": [{"name": old}]}
     resp = send_request(broker.bootstrap, ApiKey.METADATA, 1, body)
-    assert resp.topics[0].error_code == 0 and old in broker.broker.metadata.image.topics
+    assert resp.topics[0].error_code == 0 and old in known_topics(broker.bootstrap)
 
     resp = _metadata(broker.bootstrap, "bad/name", allow=True)
     assert resp.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
 def test_metadata_auto_create_disabled(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", auto_create_topics_enable="false") as info:
+    with serving_broker(tmp_path / "logs", auto_create_topics_enable="false") as info:
         name = topic_name("noauto")
         resp = _metadata(info.bootstrap, name, allow=True)
         assert resp.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        assert name not in info.broker.metadata.image.topics
+        assert name not in known_topics(info.bootstrap)
         # and a stock producer is told so rather than the topic appearing
         from confluent_kafka import Producer
         errors: list = []
@@ -101,14 +101,13 @@ def test_metadata_auto_create_disabled(tmp_path: Path) -> None:
         assert errors and errors[0] is not None
         assert errors[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._MSG_TIMED_OUT,
                                     KafkaError._UNKNOWN_TOPIC)
-        assert name not in info.broker.metadata.image.topics
+        assert name not in known_topics(info.bootstrap)
 
 
 def test_auto_create_follows_each_clients_default(broker) -> None:
     """CLIENTS.md section 4: a librdkafka consumer asks with allow_auto_topic_creation=false
     and must not create the topic; librdkafka's and kafka-python's producers create it."""
     from confluent_kafka import Consumer, Producer
-    store = broker.broker.metadata  # each change publishes a new image
     by_consumer = topic_name("ck-consumer")
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
     try:
@@ -116,12 +115,12 @@ def test_auto_create_follows_each_clients_default(broker) -> None:
         assert md.topics[by_consumer].error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     finally:
         consumer.close()
-    assert by_consumer not in store.image.topics
+    assert by_consumer not in known_topics(broker.bootstrap)
 
     by_producer = topic_name("ck-producer")
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     assert producer.list_topics(by_producer, timeout=TIMEOUT).topics[by_producer].error is None
-    assert by_producer in store.image.topics
+    assert by_producer in known_topics(broker.bootstrap)
 
     from kafka import KafkaProducer
     by_kp = topic_name("kp-producer")
@@ -130,7 +129,7 @@ def test_auto_create_follows_each_clients_default(broker) -> None:
         assert kp_producer.partitions_for(by_kp) == {0}
     finally:
         kp_producer.close(5)
-    assert by_kp in store.image.topics
+    assert by_kp in known_topics(broker.bootstrap)
 
 
 def test_trailing_bytes_after_a_complete_request_are_ignored(broker) -> None:

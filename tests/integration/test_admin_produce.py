@@ -15,7 +15,7 @@ from protocol.records.batch import Compression
 from protocol.records.record import Record, build_batch
 from tests.integration.admin_helpers import high_watermark, raw_produce, topic_name
 from tests.integration.clients import CONFLUENT, KAFKA_PYTHON, Rec
-from tests.integration.raw import RawConnection, create_topic
+from tests.integration.raw import RawConnection, create_topic, known_topics, leader_address
 
 
 def test_produce_to_unknown_partition_and_topic(broker) -> None:
@@ -27,7 +27,7 @@ def test_produce_to_unknown_partition_and_topic(broker) -> None:
     missing = topic_name("pu-missing")
     assert raw_produce(broker.bootstrap, missing, 0, batch).error_code == \
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert missing not in broker.broker.metadata.image.topics  # Produce never auto-creates
+    assert missing not in known_topics(broker.bootstrap)  # Produce never auto-creates
 
 
 def test_min_insync_replicas_above_the_isr(broker) -> None:
@@ -139,11 +139,12 @@ def test_produce_corrupt_crc(broker) -> None:
     good = build_batch([Record(b"k", b"value-%d" % i) for i in range(5)])
     bad = bytearray(good)
     bad[-3] ^= 0x01  # inside the last record: the CRC no longer matches
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_address(broker.bootstrap, name, 0)) as conn:
         resp = raw_produce(broker.bootstrap, name, 0, bytes(bad), conn=conn)
         assert resp.error_code == ErrorCode.CORRUPT_MESSAGE
         assert high_watermark(broker, name) == 0
-        assert broker.broker.logs.get(name, 0).size == 0
+        assert [s.stat().st_size for s in broker.partition_dir(f"{name}-0").glob("*.log")] \
+            == [0]
         # the connection stays usable and the log unharmed
         resp = raw_produce(broker.bootstrap, name, 0, good, conn=conn)
         assert (resp.error_code, resp.base_offset) == (0, 0)
@@ -178,7 +179,7 @@ def test_produce_message_too_large(broker) -> None:
 def test_produce_acks_zero_gets_no_response(broker) -> None:
     name = topic_name("acks0")
     create_topic(broker.bootstrap, name, 1)
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_address(broker.bootstrap, name, 0)) as conn:
         conn.request(ApiKey.PRODUCE, 9, {
             "transactional_id": None, "acks": 0, "timeout_ms": 1000, "topic_data": [
                 {"name": name, "partition_data": [

@@ -10,9 +10,9 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records.record import Record, build_batch
-from tests.integration.admin_helpers import T, TIMEOUT, ck_code, log_dir, raw_produce, topic_name
+from tests.integration.admin_helpers import T, TIMEOUT, ck_code, raw_produce, topic_name
 from tests.integration.clients import CONFLUENT, KAFKA_PYTHON, Rec
-from tests.integration.raw import create_topic, send_request
+from tests.integration.raw import create_topic, leader_address, send_request
 
 
 # -- DeleteRecords -----------------------------------------------------------------------------
@@ -38,7 +38,8 @@ def test_delete_records(broker, ck: AdminClient, kp) -> None:
     # beyond the high watermark: refused, nothing moves
     fs = ck.delete_records([TopicPartition(name, 0, 11)])
     assert ck_code(next(iter(fs.values()))) == KafkaError.OFFSET_OUT_OF_RANGE
-    assert broker.broker.logs.get(name, 0).log_start_offset == 4
+    lo = ck.list_offsets({TopicPartition(name, 0): OffsetSpec.earliest()})
+    assert next(iter(lo.values())).result(TIMEOUT).offset == 4
     # -1: everything up to the high watermark
     fs = ck.delete_records([TopicPartition(name, 0, -1)])
     assert next(iter(fs.values())).result(TIMEOUT).low_watermark == 10
@@ -152,19 +153,20 @@ def test_list_offsets_kafka_python_admin_specs(broker, kp) -> None:
 def test_offset_for_leader_epoch(broker) -> None:
     name = topic_name("ofle")
     create_topic(broker.bootstrap, name, 1)
+    leader = leader_address(broker.bootstrap, name, 0)  # a node's worker leads it
 
     def ask(partition: int, leader_epoch: int, current: int = -1, topic: str = name):
         body = {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
             {"partition": partition, "current_leader_epoch": current,
              "leader_epoch": leader_epoch}]}]}
-        resp = send_request(broker.bootstrap, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, body)
+        resp = send_request(leader, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, body)
         return resp.topics[0].partitions[0]
 
     # As after Kafka's makeLeader, the leader's epoch starts at its log end from creation,
     # so the first append has no leader-epoch-checkpoint to rewrite (and fsync).
     p = ask(0, 0)
     assert (p.error_code, p.leader_epoch, p.end_offset) == (0, 0, 0)
-    checkpoint = log_dir(broker) / f"{name}-0" / "leader-epoch-checkpoint"
+    checkpoint = broker.partition_dir(f"{name}-0") / "leader-epoch-checkpoint"
     assert checkpoint.read_text().split("\n")[2] == "0 0"
     before = checkpoint.stat()
     for i in range(3):

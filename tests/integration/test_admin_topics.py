@@ -17,12 +17,12 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.replica.deltas import SYNCFS_MIN_NEW_LOGS
-from tests.helpers import broker_in_thread
+from tests.helpers import serving_broker
 from tests.integration.admin_helpers import (
     TIMEOUT, ck_code, high_watermark, partition_dirs, topic_name,
 )
 from tests.integration.clients import CONFLUENT, KAFKA_PYTHON, Rec
-from tests.integration.raw import RawConnection, create_topic, send_request
+from tests.integration.raw import RawConnection, create_topic, known_topics, send_request
 
 
 INVALID_NAMES = ["bad/name", "..", "a" * 250, "a b", ".", "", "ümlaut"]
@@ -38,8 +38,9 @@ def test_create_topics_confluent(broker, ck: AdminClient) -> None:
     md = ck.list_topics(name, timeout=TIMEOUT).topics[name]
     assert md.error is None
     assert sorted(md.partitions) == [0, 1, 2]
+    ids = [broker_id for broker_id, _ in broker.brokers]  # a node's: any of its brokers leads
     for p in md.partitions.values():
-        assert p.leader == 0 and p.replicas == [0] and p.isrs == [0]
+        assert p.leader in ids and p.replicas == [p.leader] and p.isrs == [p.leader]
     assert len([d for d in partition_dirs(broker, name)]) == 3
 
     # validate_only: accepted, nothing created
@@ -149,6 +150,9 @@ def _waiting_for_topic_changes(broker) -> int:  # type: ignore[no-untyped-def]
                                      trio_token=broker.token)
 
 
+@pytest.mark.in_process(
+    "holds the replica manager's log creation, patched in this process, while a CreateTopics is "
+    "under way")
 def test_a_wide_topic_is_created_while_other_clients_are_served(broker) -> None:
     """A topic's logs are made in a worker thread: the broker answers other connections
     while a topic's logs are being made (held there, so this cannot pass by being quick),
@@ -174,6 +178,9 @@ def test_a_wide_topic_is_created_while_other_clients_are_served(broker) -> None:
     assert sorted(g.partition for g in got) == ends
 
 
+@pytest.mark.in_process(
+    "holds the replica manager's log creation, patched in this process, and counts its topic "
+    "lock's waiters")
 def test_a_topic_deleted_while_being_created_leaves_no_log(broker) -> None:
     """DeleteTopics waits for a creation in progress instead of racing its worker thread,
     which would leave logs behind that no topic owns."""
@@ -242,7 +249,7 @@ def test_delete_topics(broker, ck: AdminClient, kp) -> None:
 def test_delete_topic_enable_false(tmp_path: Path) -> None:
     """delete.topic.enable=false: DeleteTopics fails with TOPIC_DELETION_DISABLED (from v3;
     INVALID_REQUEST before, as in Kafka) and the topic keeps its data."""
-    with broker_in_thread(tmp_path / "logs", delete_topic_enable="false") as info:
+    with serving_broker(tmp_path / "logs", delete_topic_enable="false") as info:
         name = topic_name("kept")
         create_topic(info.bootstrap, name, 1)
         CONFLUENT.produce(info.bootstrap, name, [Rec(b"k", b"still here", partition=0)])
@@ -253,26 +260,30 @@ def test_delete_topic_enable_false(tmp_path: Path) -> None:
             resp = send_request(info.bootstrap, ApiKey.DELETE_TOPICS, version,
                                 {"topic_names": [name], "timeout_ms": 10000})
             assert resp.responses[0].error_code == code
-        assert name in info.broker.metadata.image.topics
+        assert name in known_topics(info.bootstrap)
         assert [g.value for g in KAFKA_PYTHON.consume(info.bootstrap, name, [0], 1)] == \
             [b"still here"]
 
 
 def test_deleted_topic_files_are_removed(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """DeleteTopics removes the partitions' directories (in a worker thread) before it
-    answers, leaving no `*-delete` directory behind."""
+    answers, leaving no `*-delete` directory behind; the brokers of a node (a cluster) once
+    the deletion reaches them."""
     from protocol.api_keys import ApiKey
-    from tests.helpers import broker_in_thread
+    from tests.helpers import serving_broker
     from tests.integration.raw import create_topic, send_request
 
     logs = tmp_path / "logs"
-    with broker_in_thread(logs) as info:
+    with serving_broker(logs) as info:
         create_topic(info.bootstrap, "doomed", 3)
-        assert (logs / "doomed-0").is_dir()
+        assert len(partition_dirs(info, "doomed")) == 3  # on a node, in its workers' dirs
         resp = send_request(info.bootstrap, ApiKey.DELETE_TOPICS, 4,
                             {"topic_names": ["doomed"], "timeout_ms": 10000})
         assert resp.responses[0].error_code == 0
-        assert not [p for p in logs.iterdir() if p.name.startswith("doomed")]
+        if len(info.brokers) == 1:
+            assert not [p for p in logs.iterdir() if p.name.startswith("doomed")]
+        else:  # a node's brokers, as a cluster's, remove theirs once they see the deletion
+            _wait_gone(info, "doomed")
 
 
 # -- CreatePartitions --------------------------------------------------------------------------

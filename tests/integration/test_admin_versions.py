@@ -12,8 +12,8 @@ from protocol.messages import APIS
 from protocol.records.record import Record, build_batch
 from pybroker.cluster.features import FeatureStore
 from pybroker.handlers import REGISTRY
-from tests.integration.admin_helpers import T, raw_produce, topic_name
-from tests.integration.raw import RawConnection, create_topic, send_request
+from tests.integration.admin_helpers import T, raw_produce, stored_cluster_id, topic_name
+from tests.integration.raw import RawConnection, create_topic, leader_address, send_request
 
 
 # -- ApiVersions -------------------------------------------------------------------------------
@@ -87,6 +87,7 @@ def _filled(key: int, version: int, **fields) -> dict:  # type: ignore[no-untype
 def test_produce_fetch_list_offsets_every_version(broker) -> None:
     name = topic_name("versions")
     create_topic(broker.bootstrap, name, 1)
+    leader = leader_address(broker.bootstrap, name, 0)  # a node's worker leads it
     produce_low, produce_high = REGISTRY[ApiKey.PRODUCE].min_version, \
         REGISTRY[ApiKey.PRODUCE].max_version
     for i, version in enumerate(range(produce_low, produce_high + 1)):
@@ -104,7 +105,7 @@ def test_produce_fetch_list_offsets_every_version(broker) -> None:
                                {"partition": 0, "fetch_offset": 1, "partition_max_bytes": 1 << 20,
                                 "current_leader_epoch": -1, "log_start_offset": -1,
                                 "last_fetched_epoch": -1}]}])
-            resp = send_request(broker.bootstrap, ApiKey.FETCH, version, body)
+            resp = send_request(leader, ApiKey.FETCH, version, body)
             part = resp.responses[0].partitions[0]
             assert part.error_code == 0 and part.high_watermark == count, version
             assert part.last_stable_offset == count, version
@@ -122,12 +123,12 @@ def test_produce_fetch_list_offsets_every_version(broker) -> None:
                            topics=[{"name": name, "partitions": [
                                {"partition_index": 0, "current_leader_epoch": -1,
                                 "timestamp": ts}]}])
-            resp = send_request(broker.bootstrap, ApiKey.LIST_OFFSETS, version, body)
+            resp = send_request(leader, ApiKey.LIST_OFFSETS, version, body)
             part = resp.topics[0].partitions[0]
             assert (part.error_code, part.offset) == (0, expected), (version, ts)
         if version >= 7:
             body["topics"][0]["partitions"][0]["timestamp"] = -3  # max timestamp
-            part = send_request(broker.bootstrap, ApiKey.LIST_OFFSETS, version,
+            part = send_request(leader, ApiKey.LIST_OFFSETS, version,
                                 body).topics[0].partitions[0]
             assert (part.offset, part.timestamp) == (count - 1, T + count - 1)
 
@@ -135,26 +136,30 @@ def test_produce_fetch_list_offsets_every_version(broker) -> None:
 def test_metadata_every_version(broker) -> None:
     name = topic_name("mdv")
     create_topic(broker.bootstrap, name, 2)
-    info = broker.broker.metadata.image.topics[name]
+    ids = [broker_id for broker_id, _ in broker.brokers]
+    (told,) = send_request(broker.bootstrap, ApiKey.METADATA, 12, _filled(
+        ApiKey.METADATA, 12, topics=[{"name": name, "topic_id": uuid.UUID(int=0)}])).topics
+    assert told.topic_id != uuid.UUID(int=0)
     md = REGISTRY[ApiKey.METADATA]
     for version in range(md.min_version, md.max_version + 1):
         topics = [{"name": name, "topic_id": uuid.UUID(int=0)}]
         body = _filled(ApiKey.METADATA, version, topics=topics)
         resp = send_request(broker.bootstrap, ApiKey.METADATA, version, body)
-        assert [(b.node_id, b.port) for b in resp.brokers] == [(0, broker.port)], version
+        assert sorted((b.node_id, b.port) for b in resp.brokers) == broker.brokers, version
         (topic,) = resp.topics
         assert (topic.error_code, topic.name) == (0, name), version
         assert sorted(p.partition_index for p in topic.partitions) == [0, 1]
-        assert all(p.leader_id == 0 and list(p.replica_nodes) == [0] for p in topic.partitions)
+        assert all(p.leader_id in ids and list(p.replica_nodes) == [p.leader_id]
+                   for p in topic.partitions)
         if version >= 10:
-            assert topic.topic_id == info.topic_id
+            assert topic.topic_id == told.topic_id
         if version >= 2:
-            assert resp.cluster_id == broker.broker.metadata.image.cluster_id
+            assert resp.cluster_id == stored_cluster_id(broker)
         # all topics: [] in v0, null from v1
         everything = _filled(ApiKey.METADATA, version, topics=[] if version == 0 else None)
         resp = send_request(broker.bootstrap, ApiKey.METADATA, version, everything)
         assert name in {t.name for t in resp.topics}, version
     # by topic id (v10+ lets a request name a topic by id only)
-    body = _filled(ApiKey.METADATA, 12, topics=[{"name": None, "topic_id": info.topic_id}])
+    body = _filled(ApiKey.METADATA, 12, topics=[{"name": None, "topic_id": told.topic_id}])
     (topic,) = send_request(broker.bootstrap, ApiKey.METADATA, 12, body).topics
     assert (topic.error_code, topic.name) == (0, name)

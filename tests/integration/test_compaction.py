@@ -13,7 +13,7 @@ import pytest
 from protocol.api_keys import ApiKey
 from pybroker.storage.checkpoint import read_offsets
 from pybroker.storage.cleaner import CLEANER_CHECKPOINT
-from tests.helpers import broker_in_thread
+from tests.helpers import serving_broker
 from tests.integration.clients import CONFLUENT, KAFKA_PYTHON
 from tests.integration.raw import RawConnection, create_topic
 
@@ -22,7 +22,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 @pytest.fixture
 def cleaning_broker(tmp_path: Path) -> Iterator[Any]:
-    with broker_in_thread(tmp_path / "logs", log_cleaner_backoff_ms="100",
+    with serving_broker(tmp_path / "logs", log_cleaner_backoff_ms="100",
                           offsets_topic_segment_bytes="16384") as info:
         info.log_dir = tmp_path / "logs"
         yield info
@@ -60,6 +60,7 @@ def _roll(bootstrap: str, topic: str, segment_ms: int) -> int:
     return _produce(bootstrap, topic, [(b"zz-roll", b"roll")])[0]
 
 
+@pytest.mark.in_process("reads the cleaned log's segments in this process")
 @pytest.mark.parametrize("codec", ["none", "gzip"])
 def test_newest_value_per_key_survives_at_its_original_offset(cleaning_broker: Any,
                                                               codec: str) -> None:
@@ -86,6 +87,7 @@ def test_newest_value_per_key_survives_at_its_original_offset(cleaning_broker: A
         assert [g.offset for g in got] == sorted(g.offset for g in got)
 
 
+@pytest.mark.in_process("reads the cleaned log's segments in this process")
 def test_tombstones_disappear_after_delete_retention(cleaning_broker: Any) -> None:
     bootstrap, topic = cleaning_broker.bootstrap, "tombstones"
     retention_s = 4
@@ -117,6 +119,7 @@ def test_tombstones_disappear_after_delete_retention(cleaning_broker: Any) -> No
     assert sorted(g.key for g in got) == [k for k, _ in live[1::2]] + [b"zz-roll"]
 
 
+@pytest.mark.in_process("sums the __consumer_offsets logs' sizes and ends in this process")
 def test_consumer_offsets_stays_small_under_constant_commits(cleaning_broker: Any) -> None:
     """Rounds of 1,000 commits as fast as one connection sends them; after each round the
     cleaner brings __consumer_offsets back under about one segment, however much was
@@ -165,6 +168,7 @@ def _offsets_topic_log_end(info: Any) -> int:
                for p in topic.partitions)
 
 
+@pytest.mark.in_process("reads the log's own config object")
 def test_topic_configs_reach_the_log(cleaning_broker: Any) -> None:
     create_topic(cleaning_broker.bootstrap, "configured", 1, {
         "cleanup.policy": "compact,delete", "delete.retention.ms": "1234",
@@ -178,7 +182,7 @@ def test_topic_configs_reach_the_log(cleaning_broker: Any) -> None:
 
 
 def test_no_cleaning_when_the_cleaner_is_disabled(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", log_cleaner_backoff_ms="50",
+    with serving_broker(tmp_path / "logs", log_cleaner_backoff_ms="50",
                           log_cleaner_enable="false") as info:
         create_topic(info.bootstrap, "kept", 1, {"cleanup.policy": "compact",
                                                  "segment.bytes": "1024"})

@@ -20,10 +20,13 @@ from pybroker.storage.log_manager import (
     HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
 )
 from pybroker.server import serve
-from tests.helpers import broker_config, broker_in_thread
+from pybroker.testing.broker import num_cores_default
+from tests.helpers import broker_config, serving_broker
 from tests.integration.clients import CONFLUENT, Rec
 from tests.integration.group_harness import wait_until
-from tests.integration.raw import create_topic, send_request
+from tests.integration.raw import (
+    coordinator_address, create_topic, known_topics, leader_address, send_request,
+)
 
 TIMEOUT = 10
 CLUSTER_ID = "pybroker-test-cluster-1"
@@ -38,21 +41,26 @@ def test_cluster_id_is_used_for_new_data_and_a_mismatch_is_refused(tmp_path: Pat
     the data has an id, a broker configured with another is refused, as Kafka's
     InconsistentClusterIdException refuses a broker joining the wrong cluster."""
     logs = tmp_path / "logs"
-    with broker_in_thread(logs, cluster_id=CLUSTER_ID) as info:
+    with serving_broker(logs, cluster_id=CLUSTER_ID) as info:
         ck = AdminClient({"bootstrap.servers": info.bootstrap})
         assert ck.describe_cluster().result(TIMEOUT).cluster_id == CLUSTER_ID
     assert read_meta_properties(logs)["cluster.id"] == CLUSTER_ID
-    with broker_in_thread(logs, cluster_id=CLUSTER_ID):  # the same id: starts
+    with serving_broker(logs, cluster_id=CLUSTER_ID):  # the same id: starts
         pass
-    with broker_in_thread(logs) as info:  # unset: the stored id
+    with serving_broker(logs) as info:  # unset: the stored id
         from kafka.admin import KafkaAdminClient
         admin = KafkaAdminClient(bootstrap_servers=info.bootstrap)
         try:
             assert admin.describe_cluster()["cluster_id"] == CLUSTER_ID
         finally:
             admin.close()
+    if num_cores_default() > 1:  # a node's start fails, its brokers saying why
+        with pytest.raises(RuntimeError, match="doesn't match stored clusterId"):
+            with serving_broker(logs, cluster_id="another-cluster"):
+                pass
+        return
     with pytest.raises(BaseExceptionGroup) as refused:  # trio reports the failed start
-        with broker_in_thread(logs, cluster_id="another-cluster"):
+        with serving_broker(logs, cluster_id="another-cluster"):
             pass
     assert refused.group_contains(InconsistentClusterIdError, match="doesn't match stored",
                                   depth=None)
@@ -65,7 +73,8 @@ def _fetch(bootstrap: str, topic: str, offset: int, max_bytes: int) -> bytes:
         {"topic": topic, "partitions": [
             {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20,
              "current_leader_epoch": -1, "log_start_offset": -1, "last_fetched_epoch": -1}]}]))
-    part = send_request(bootstrap, ApiKey.FETCH, 12, body).responses[0].partitions[0]
+    part = send_request(leader_address(bootstrap, topic, 0), ApiKey.FETCH, 12,
+                        body).responses[0].partitions[0]
     assert part.error_code == 0, part
     return bytes(part.records)
 
@@ -76,7 +85,7 @@ def test_fetch_max_bytes_caps_every_fetch_response(tmp_path: Path) -> None:
     reads everything, batch by batch."""
     from kafka import KafkaProducer
     cap = 4096
-    with broker_in_thread(tmp_path / "logs", fetch_max_bytes=str(cap)) as info:
+    with serving_broker(tmp_path / "logs", fetch_max_bytes=str(cap)) as info:
         topic = topic_name("fetchcap")
         create_topic(info.bootstrap, topic, 1)
         producer = KafkaProducer(bootstrap_servers=info.bootstrap, linger_ms=0)
@@ -109,7 +118,7 @@ def test_log_start_offset_checkpoint_has_its_own_interval(tmp_path: Path) -> Non
     high-watermark checkpoints are not rewritten."""
     from confluent_kafka import TopicPartition
     logs = tmp_path / "logs"
-    with broker_in_thread(logs, log_flush_start_offset_checkpoint_interval_ms="100",
+    with serving_broker(logs, log_flush_start_offset_checkpoint_interval_ms="100",
                           log_flush_offset_checkpoint_interval_ms="3600000",
                           replica_high_watermark_checkpoint_interval_ms="3600000") as info:
         topic = topic_name("lso-ckpt")
@@ -118,10 +127,11 @@ def test_log_start_offset_checkpoint_has_its_own_interval(tmp_path: Path) -> Non
         ck = AdminClient({"bootstrap.servers": info.bootstrap})
         for future in ck.delete_records([TopicPartition(topic, 0, 6)]).values():
             future.result(TIMEOUT)
-        assert _wait_for(lambda: read_offsets(logs / LOG_START_OFFSET_CHECKPOINT).get(
+        home = info.partition_dir(f"{topic}-0").parent  # its broker's dir (a node's worker's)
+        assert _wait_for(lambda: read_offsets(home / LOG_START_OFFSET_CHECKPOINT).get(
             (topic, 0)) == 6)
-        assert (topic, 0) not in read_offsets(logs / RECOVERY_POINT_CHECKPOINT)
-        assert (topic, 0) not in read_offsets(logs / HIGH_WATERMARK_CHECKPOINT)
+        assert (topic, 0) not in read_offsets(home / RECOVERY_POINT_CHECKPOINT)
+        assert (topic, 0) not in read_offsets(home / HIGH_WATERMARK_CHECKPOINT)
 
 
 def test_high_watermark_checkpoint_has_its_own_interval(tmp_path: Path) -> None:
@@ -130,18 +140,20 @@ def test_high_watermark_checkpoint_has_its_own_interval(tmp_path: Path) -> None:
     and the others an hour, records produced (confluent-kafka) reach the high-watermark
     checkpoint while the recovery-point and log-start checkpoints are not rewritten."""
     logs = tmp_path / "logs"
-    with broker_in_thread(logs, replica_high_watermark_checkpoint_interval_ms="100",
+    with serving_broker(logs, replica_high_watermark_checkpoint_interval_ms="100",
                           log_flush_start_offset_checkpoint_interval_ms="3600000",
                           log_flush_offset_checkpoint_interval_ms="3600000") as info:
         topic = topic_name("hw-ckpt")
         create_topic(info.bootstrap, topic, 1)
         CONFLUENT.produce(info.bootstrap, topic, [Rec(None, b"v%d" % i, partition=0) for i in range(7)])
-        assert _wait_for(lambda: read_offsets(logs / HIGH_WATERMARK_CHECKPOINT).get(
+        home = info.partition_dir(f"{topic}-0").parent  # its broker's dir (a node's worker's)
+        assert _wait_for(lambda: read_offsets(home / HIGH_WATERMARK_CHECKPOINT).get(
             (topic, 0)) == 7)
-        assert (topic, 0) not in read_offsets(logs / RECOVERY_POINT_CHECKPOINT)
-        assert (topic, 0) not in read_offsets(logs / LOG_START_OFFSET_CHECKPOINT)
+        assert (topic, 0) not in read_offsets(home / RECOVERY_POINT_CHECKPOINT)
+        assert (topic, 0) not in read_offsets(home / LOG_START_OFFSET_CHECKPOINT)
 
 
+@pytest.mark.in_process("runs the log cleaner's pass on the broker's loop and watches its threads")
 def test_log_cleaner_threads_clean_logs_in_parallel(tmp_path: Path) -> None:
     """log.cleaner.threads=2: two dirty compacted logs (written by kafka-python) are cleaned
     at the same time, each in its own worker thread: each cleaning waits at a barrier for
@@ -195,7 +207,7 @@ def test_offsets_topic_replication_factor_as_kafka_when_set(tmp_path: Path) -> N
     COORDINATOR_NOT_AVAILABLE (a confluent-kafka group member never gets an assignment),
     instead of a topic silently created with fewer replicas than configured."""
     from confluent_kafka import Consumer
-    with broker_in_thread(tmp_path / "logs", offsets_topic_replication_factor="3") as info:
+    with serving_broker(tmp_path / "logs", offsets_topic_replication_factor="3") as info:
         topic = topic_name("no-coord")
         create_topic(info.bootstrap, topic, 1)
         consumer = Consumer({"bootstrap.servers": info.bootstrap, "group.id": "g-rf3",
@@ -209,19 +221,25 @@ def test_offsets_topic_replication_factor_as_kafka_when_set(tmp_path: Path) -> N
         finally:
             consumer.close()
         assert _coordinator_error(info.bootstrap, "g-rf3") == 15  # COORDINATOR_NOT_AVAILABLE
-        assert "__consumer_offsets" not in info.broker.metadata.image.topics
+        assert "__consumer_offsets" not in known_topics(info.bootstrap)
 
 
 @pytest.mark.parametrize("setting", [{}, {"offsets_topic_replication_factor": "1"}],
                          ids=["unset", "1"])
 def test_offsets_topic_on_one_broker_unset_or_one(tmp_path: Path,
                                                   setting: dict[str, str]) -> None:
-    """Unset (pybroker's documented difference: Kafka's 3 capped at the broker count) or 1
-    (Kafka's shipped server.properties): one broker serves groups."""
-    with broker_in_thread(tmp_path / "logs", **setting) as info:
+    """Unset (pybroker's documented difference: Kafka's 3 capped at the broker count, one on
+    one broker, two on a node of two) or 1 (Kafka's shipped server.properties): groups are
+    served."""
+    with serving_broker(tmp_path / "logs", **setting) as info:
         assert _coordinator_error(info.bootstrap, "g-one") == 0
-        offsets = info.broker.metadata.image.topics["__consumer_offsets"]
-        assert offsets.replication_factor == 1
+        expected = 1 if setting else min(3, len(info.brokers))
+        answer = send_request(info.bootstrap, ApiKey.METADATA, 12, {
+            "topics": [{"name": "__consumer_offsets", "topic_id": None}],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        (offsets,) = answer.topics
+        assert offsets.error_code == 0 and offsets.partitions
+        assert {len(p.replica_nodes) for p in offsets.partitions} == {expected}
 
 
 def test_default_replication_factor_applies_to_topics_without_one(tmp_path: Path) -> None:
@@ -229,7 +247,7 @@ def test_default_replication_factor_applies_to_topics_without_one(tmp_path: Path
     (confluent-kafka's NewTopic default of -1) is refused as Kafka refuses it."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewTopic
-    with broker_in_thread(tmp_path / "logs", default_replication_factor="3") as info:
+    with serving_broker(tmp_path / "logs", default_replication_factor="3") as info:
         ck = AdminClient({"bootstrap.servers": info.bootstrap})
         topic = topic_name("rf-default")
         with pytest.raises(KafkaException) as refused:
@@ -247,9 +265,10 @@ def test_group_max_session_timeout_refuses_longer_sessions(tmp_path: Path) -> No
             "protocol_type": "consumer",
             "protocols": [{"name": "range", "metadata": b""}]}).error_code
 
-    with broker_in_thread(tmp_path / "logs", group_max_session_timeout_ms="10000") as info:
-        assert join(info.bootstrap, 20000) == 26  # INVALID_SESSION_TIMEOUT
-        assert join(info.bootstrap, 10000) == 79  # MEMBER_ID_REQUIRED: accepted, step one
+    with serving_broker(tmp_path / "logs", group_max_session_timeout_ms="10000") as info:
+        coordinator = coordinator_address(info.bootstrap, "g-session")  # on a node, any broker
+        assert join(coordinator, 20000) == 26  # INVALID_SESSION_TIMEOUT
+        assert join(coordinator, 10000) == 79  # MEMBER_ID_REQUIRED: accepted, step one
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> int:
@@ -264,6 +283,7 @@ def _committed(bootstrap: str, group: str, topic: str) -> int:
     return -1 if offset is None else offset
 
 
+@pytest.mark.in_process("moves the group coordinator's clock two minutes ahead")
 @pytest.mark.parametrize(("minutes", "interval_ms", "expired"), [
     ("1", "100", True), ("10", "100", False), ("1", "3600000", False)],
     ids=["expired-and-checked", "within-retention", "not-checked-yet"])
@@ -274,7 +294,7 @@ def test_offsets_retention_minutes_and_check_interval(tmp_path: Path, minutes: s
     clock is moved two minutes ahead instead of waiting for them."""
     from kafka import KafkaConsumer, TopicPartition as KpTP
     from kafka.structs import OffsetAndMetadata
-    with broker_in_thread(tmp_path / "logs", offsets_retention_minutes=minutes,
+    with serving_broker(tmp_path / "logs", offsets_retention_minutes=minutes,
                           offsets_retention_check_interval_ms=interval_ms) as info:
         topic = topic_name("retained")
         create_topic(info.bootstrap, topic, 1)

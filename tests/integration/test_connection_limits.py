@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from protocol.api_keys import ApiKey
-from tests.helpers import broker_in_thread
+from tests.helpers import serving_broker
 from tests.integration.raw import RawConnection
 
 
@@ -17,7 +17,7 @@ def _answered(conn: RawConnection) -> bool:
 
 
 def test_max_connections_per_ip(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", max_connections_per_ip="2") as info:
+    with serving_broker(tmp_path / "logs", max_connections_per_ip="2") as info:
         first, second = RawConnection(info.bootstrap), RawConnection(info.bootstrap)
         assert _answered(first) and _answered(second)
         with RawConnection(info.bootstrap) as third, pytest.raises(ConnectionError):
@@ -30,7 +30,7 @@ def test_max_connections_per_ip(tmp_path: Path) -> None:
 
 
 def test_max_connections_waits_for_a_free_slot(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", max_connections="2") as info:
+    with serving_broker(tmp_path / "logs", max_connections="2") as info:
         first, second = RawConnection(info.bootstrap), RawConnection(info.bootstrap)
         assert _answered(first) and _answered(second)
         with RawConnection(info.bootstrap, timeout=0.5) as third:
@@ -48,7 +48,7 @@ def test_max_connections_waits_for_a_free_slot(tmp_path: Path) -> None:
 def test_max_connections_per_ip_changes_dynamically(tmp_path: Path) -> None:
     """Lowered as a dynamic cluster default (KIP-226): the next connection beyond it is
     closed, the ones already served stay, as Kafka's acceptor does."""
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         admin, first = RawConnection(info.bootstrap), RawConnection(info.bootstrap)
         assert _answered(first)
         body = {"resources": [{"resource_type": 4, "resource_name": "", "configs": [

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.testing.broker import BrokerProcess, broker_in_thread
+from tests.helpers import BrokerProcess, serving_broker
 from tests.integration.raw import coordinator_address, create_topic, send_request
 
 PARTITIONS = 6
@@ -66,7 +66,7 @@ def _partitions(consumer) -> set[int]:  # type: ignore[no-untyped-def]
 
 
 def test_one_consumer_joins_reads_and_commits(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         topic = f"kip848-{uuid.uuid4().hex[:6]}"
         create_topic(info.bootstrap, topic, PARTITIONS)
         sent = _produce(info.bootstrap, topic, 60, "a")
@@ -90,27 +90,28 @@ def test_one_consumer_joins_reads_and_commits(tmp_path: Path) -> None:
         time.sleep(1)
         assert again.poll(0.5) is None
         assert {v for _, v in seen[0]} == later
-        listed = send_request(info.bootstrap, ApiKey.LIST_GROUPS, 5,
+        coordinator = coordinator_address(info.bootstrap, "one")  # on a node, any broker
+        listed = send_request(coordinator, ApiKey.LIST_GROUPS, 5,
                               {"states_filter": [], "types_filter": ["consumer"]}).groups
         assert [(g.group_id, g.group_type, g.protocol_type, g.group_state) for g in listed] \
             == [("one", "consumer", "consumer", "Stable")]
         # DescribeGroups up to v5 sees no classic group there: Dead, as Kafka answers
-        classic = send_request(info.bootstrap, ApiKey.DESCRIBE_GROUPS, 5,
+        classic = send_request(coordinator, ApiKey.DESCRIBE_GROUPS, 5,
                                {"groups": ["one"], "include_authorized_operations": False})
         assert (classic.groups[0].error_code, classic.groups[0].group_state) == (0, "Dead")
         delete = {"groups_names": ["one"]}
-        busy = send_request(info.bootstrap, ApiKey.DELETE_GROUPS, 2, delete)
+        busy = send_request(coordinator, ApiKey.DELETE_GROUPS, 2, delete)
         assert busy.results[0].error_code == ErrorCode.NON_EMPTY_GROUP
         again.close()
-        deleted = send_request(info.bootstrap, ApiKey.DELETE_GROUPS, 2, delete)
+        deleted = send_request(coordinator, ApiKey.DELETE_GROUPS, 2, delete)
         assert deleted.results[0].error_code == ErrorCode.NONE
         assert _describe(info.bootstrap, "one").error_code == ErrorCode.GROUP_ID_NOT_FOUND
-        assert send_request(info.bootstrap, ApiKey.LIST_GROUPS, 5,
+        assert send_request(coordinator, ApiKey.LIST_GROUPS, 5,
                             {"states_filter": [], "types_filter": []}).groups == []
 
 
 def test_one_then_three_consumers_share_six_partitions(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         topic = f"kip848-{uuid.uuid4().hex[:6]}"
         create_topic(info.bootstrap, topic, PARTITIONS)
         consumers = [_consumer(info.bootstrap, "three")]
@@ -155,7 +156,7 @@ _MEMBER = textwrap.dedent("""
 
 
 def test_killed_members_partitions_move_after_the_session_timeout(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs",
+    with serving_broker(tmp_path / "logs",
                           group_consumer_session_timeout_ms="3000",
                           group_consumer_min_session_timeout_ms="1000",
                           group_consumer_heartbeat_interval_ms="500",
@@ -218,7 +219,7 @@ def test_a_broker_restart_resumes_the_group(tmp_path: Path) -> None:
 
 
 def test_a_regex_subscription_picks_up_a_new_topic(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", group_consumer_heartbeat_interval_ms="500",
+    with serving_broker(tmp_path / "logs", group_consumer_heartbeat_interval_ms="500",
                           group_consumer_min_heartbeat_interval_ms="100") as info:
         b = info.bootstrap
         create_topic(b, "rx-1", 2)
@@ -238,7 +239,7 @@ def test_a_regex_subscription_picks_up_a_new_topic(tmp_path: Path) -> None:
 
 
 def test_a_static_member_restarts_without_a_rebalance(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         b = info.bootstrap
         topic = f"kip848-{uuid.uuid4().hex[:6]}"
         create_topic(b, topic, PARTITIONS)

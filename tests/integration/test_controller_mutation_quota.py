@@ -18,15 +18,15 @@ import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.testing import broker_in_thread
-from tests.integration.raw import RawConnection, create_topic, send_request
+from tests.helpers import serving_broker
+from tests.integration.raw import RawConnection, create_topic, known_topics, send_request
 
 THROTTLED = None  # Kafka 4.1 answers THROTTLING_QUOTA_EXCEEDED without a message
 
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Any]:
-    with broker_in_thread(tmp_path, controller_quota_window_num="2") as info:
+    with serving_broker(tmp_path, controller_quota_window_num="2") as info:
         yield info
 
 
@@ -86,7 +86,7 @@ def test_stock_clients_are_refused_or_throttled_past_their_rate(broker: Any) -> 
     assert throttles and throttles[0] > 5  # seconds: -2.6 credits at 0.2 a second
     free = AdminClient({"bootstrap.servers": bootstrap, "client.id": "someone-else"})
     free.create_topics([NewTopic(fourth, 30, 1)])[fourth].result(10)
-    assert {first, second, third, fourth} <= set(broker.broker.metadata.image.topics)
+    assert {first, second, third, fourth} <= set(known_topics(broker.bootstrap))
 
 
 def test_strict_versions_refuse_and_older_ones_are_throttled(broker: Any) -> None:
@@ -123,7 +123,7 @@ def test_strict_versions_refuse_and_older_ones_are_throttled(broker: Any) -> Non
         "topics": [{"name": names[3], "count": 3, "assignments": None}],
         "timeout_ms": 10000, "validate_only": False})
     assert answer.results[0].error_code == 0 and answer.throttle_time_ms > 10000
-    image = broker.broker.metadata.image
-    assert names[0] not in image.topics and names[2] not in image.topics
-    assert names[1] in image.topics and len(image.topics[names[3]].partitions) == 3
-    assert "late" not in image.topics
+    topics = known_topics(bootstrap)
+    assert names[0] not in topics and names[2] not in topics
+    assert names[1] in topics and topics[names[3]] == 3
+    assert "late" not in topics

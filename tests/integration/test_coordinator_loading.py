@@ -19,9 +19,13 @@ import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode as E
-from tests.helpers import broker_in_thread
+from tests.helpers import broker_in_thread, serving_broker
 from tests.integration.group_harness import wait_until
 from tests.integration.raw import send_request
+
+pytestmark = pytest.mark.in_process(
+    "holds the coordinators' loads of their partitions (patched in this process) and records "
+    "requests (request hooks)")
 
 
 class HeldLoad:
@@ -52,7 +56,7 @@ class HeldLoad:
 
 @pytest.fixture
 def fresh(tmp_path: Path) -> Iterator[Any]:
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         yield info
 
 

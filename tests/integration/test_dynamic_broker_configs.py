@@ -26,7 +26,7 @@ from pybroker.client.admin import ConfigResource as OurResource
 from pybroker.client.admin import ResourceType as OurType
 from pybroker.config import BROKER_CONFIG_DEFS, KeyState
 from pybroker.config.dynamic import APPLIED
-from pybroker.testing import Broker
+from tests.helpers import Broker
 from pybroker.tools.common import connect
 from pybroker.tools.configs import main as configs
 from pybroker.storage.cleaner_manager import CLEANER_CHECKPOINT
@@ -120,52 +120,57 @@ def produce(broker: Broker, topic: str, size: int) -> KafkaError | None:
     return results[0]
 
 
-def test_message_max_bytes_default_and_per_broker_take_effect(broker: Broker, tool) -> None:
+def test_message_max_bytes_default_and_per_broker_take_effect(tool) -> None:  # type: ignore[no-untyped-def]
     """A cluster default lowers message.max.bytes for every topic without an override; the
     broker's own value beats the default; deleting both brings the static value back."""
-    broker.create_topic("plain")
-    broker.create_topic("own", config={"max.message.bytes": "100000"})
-    assert produce(broker, "plain", 3000) is None
-    r = tool(configs, "--bootstrap-server", broker.bootstrap, "--alter", "--entity-type",
-             "brokers", "--entity-default", "--add-config", "message.max.bytes=2000")
-    assert (r.rc, r.out) == (0, "Completed updating default config for brokers in the "
-                                "cluster.\n")
-    refused = produce(broker, "plain", 3000)
-    assert refused is not None and refused.code() == KafkaError.MSG_SIZE_TOO_LARGE
-    assert produce(broker, "own", 3000) is None  # the topic's override wins
+    # One broker: broker 0's own value must reach the topic's leader, and the tool prints
+    # broker 0's configs alone (a node's worker 1000 leads some partitions, its own value
+    # unset).
+    with Broker(num_cores="1") as broker:
+        broker.create_topic("plain")
+        broker.create_topic("own", config={"max.message.bytes": "100000"})
+        assert produce(broker, "plain", 3000) is None
+        r = tool(configs, "--bootstrap-server", broker.bootstrap, "--alter", "--entity-type",
+                 "brokers", "--entity-default", "--add-config", "message.max.bytes=2000")
+        assert (r.rc, r.out) == (0, "Completed updating default config for brokers in the "
+                                    "cluster.\n")
+        refused = produce(broker, "plain", 3000)
+        assert refused is not None and refused.code() == KafkaError.MSG_SIZE_TOO_LARGE
+        assert produce(broker, "own", 3000) is None  # the topic's override wins
 
-    assert alter(broker, "0", ("message.max.bytes", "5000", SET)) == (0, None)
-    assert produce(broker, "plain", 3000) is None  # per-broker beats the default
-    entry = describe(broker)["message.max.bytes"]
-    assert (entry.value, entry.source, entry.read_only) == ("5000", D, False)
-    assert entry.synonyms == [("message.max.bytes", "5000", D),
-                               ("message.max.bytes", "2000", DD),
-                               ("message.max.bytes", "1048588", DF)]
-    topic = describe(broker, ResourceType.TOPIC, "plain")["max.message.bytes"]
-    assert (topic.value, topic.source) == ("5000", D)
+        assert alter(broker, "0", ("message.max.bytes", "5000", SET)) == (0, None)
+        assert produce(broker, "plain", 3000) is None  # per-broker beats the default
+        entry = describe(broker)["message.max.bytes"]
+        assert (entry.value, entry.source, entry.read_only) == ("5000", D, False)
+        assert entry.synonyms == [("message.max.bytes", "5000", D),
+                                   ("message.max.bytes", "2000", DD),
+                                   ("message.max.bytes", "1048588", DF)]
+        topic = describe(broker, ResourceType.TOPIC, "plain")["max.message.bytes"]
+        assert (topic.value, topic.source) == ("5000", D)
 
-    r = tool(configs, "--bootstrap-server", broker.bootstrap, "--describe", "--entity-type",
-             "brokers")
-    assert r.lines == [
-        "Dynamic configs for broker 0 are:",
-        "  message.max.bytes=5000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
-        "message.max.bytes=5000, DYNAMIC_DEFAULT_BROKER_CONFIG:message.max.bytes=2000, "
-        "DEFAULT_CONFIG:message.max.bytes=1048588}",
-        "Default configs for brokers in the cluster are:",
-        "  message.max.bytes=2000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:"
-        "message.max.bytes=2000}"]
+        r = tool(configs, "--bootstrap-server", broker.bootstrap, "--describe", "--entity-type",
+                 "brokers")
+        assert r.lines == [
+            "Dynamic configs for broker 0 are:",
+            "  message.max.bytes=5000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+            "message.max.bytes=5000, DYNAMIC_DEFAULT_BROKER_CONFIG:message.max.bytes=2000, "
+            "DEFAULT_CONFIG:message.max.bytes=1048588}",
+            "Default configs for brokers in the cluster are:",
+            "  message.max.bytes=2000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:"
+            "message.max.bytes=2000}"]
 
-    assert alter(broker, "0", ("message.max.bytes", None, DELETE)) == (0, None)
-    refused = produce(broker, "plain", 3000)
-    assert refused is not None and refused.code() == KafkaError.MSG_SIZE_TOO_LARGE
-    r = tool(configs, "--bootstrap-server", broker.bootstrap, "--alter", "--entity-type",
-             "brokers", "--entity-default", "--delete-config", "message.max.bytes")
-    assert r.rc == 0
-    assert produce(broker, "plain", 3000) is None
-    entry = describe(broker)["message.max.bytes"]
-    assert (entry.value, entry.source) == ("1048588", DF)
+        assert alter(broker, "0", ("message.max.bytes", None, DELETE)) == (0, None)
+        refused = produce(broker, "plain", 3000)
+        assert refused is not None and refused.code() == KafkaError.MSG_SIZE_TOO_LARGE
+        r = tool(configs, "--bootstrap-server", broker.bootstrap, "--alter", "--entity-type",
+                 "brokers", "--entity-default", "--delete-config", "message.max.bytes")
+        assert r.rc == 0
+        assert produce(broker, "plain", 3000) is None
+        entry = describe(broker)["message.max.bytes"]
+        assert (entry.value, entry.source) == ("1048588", DF)
 
 
+@pytest.mark.in_process("applies retention now (the apply_retention verb)")
 def test_retention_and_segment_defaults_reach_topics_without_overrides(broker: Broker) -> None:
     """log.segment.bytes and log.retention.ms as cluster defaults: an existing topic's log
     rolls at the new size and its old segments go at the next retention pass; a topic with
@@ -189,6 +194,7 @@ def test_retention_and_segment_defaults_reach_topics_without_overrides(broker: B
     assert (entry.value, entry.source) == ("1", DD)
 
 
+@pytest.mark.in_process("reads the log cleaner's threads and backoff")
 def test_cleaner_threads_and_backoff_are_dynamic(tool) -> None:
     """A cleaner that would next run in an hour runs as soon as log.cleaner.backoff.ms is
     lowered; log.cleaner.threads splits the dedupe buffer as Kafka does, within Kafka's
@@ -264,7 +270,9 @@ def test_legacy_alter_configs_replaces_the_level(broker: Broker) -> None:
 
 def test_dynamic_configs_survive_a_restart(tmp_path: Path, tool) -> None:
     """Kept beside the data (pybroker-metadata.json); a restarted broker starts with them."""
-    with Broker(log_dir=tmp_path) as broker:
+    # One broker: its metadata file is the single broker's store (a node's brokers keep theirs
+    # in the node's metadata service).
+    with Broker(log_dir=tmp_path, num_cores="1") as broker:
         broker.create_topic("t")
         assert alter(broker, "", ("message.max.bytes", "2000", SET)) == (0, None)
         assert alter(broker, "0", ("log.retention.ms", "7000", SET)) == (0, None)
@@ -304,6 +312,7 @@ def test_alters_arriving_together_both_count(broker: Broker) -> None:
     assert dynamic == set(keys)
 
 
+@pytest.mark.in_process("lists the broker's reconfigurable parts")
 def test_every_key_accepted_dynamically_has_a_part_that_applies_it(broker: Broker) -> None:
     """No silent accept: each key a dynamic change may carry is followed by a part of the
     running broker (log defaults, cleaner, connection limits, TLS listeners)."""

@@ -19,9 +19,10 @@ from confluent_kafka.admin import (
     AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType,
 )
 
-from pybroker.testing import Broker
 from pybroker.testing.cluster import Cluster
+from tests.helpers import WireBroker, serving_broker
 from tests.integration.admin_helpers import TIMEOUT
+from tests.integration.raw import create_topic
 
 KEY = "listener.name.ssl.ssl.keystore.location"
 
@@ -39,24 +40,25 @@ def keystore(ca: trustme.CA, path: Path, name: str) -> str:
 
 
 @pytest.fixture
-def broker(ca: trustme.CA, tmp_path: Path) -> Iterator[Broker]:
-    with Broker(listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
-                ssl_keystore_location=keystore(ca, tmp_path / "first.pem", "first")) as b:
+def broker(ca: trustme.CA, tmp_path: Path) -> Iterator[WireBroker]:
+    with serving_broker(tmp_path / "logs", listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+                        ssl_keystore_location=keystore(ca, tmp_path / "first.pem", "first")
+                        ) as b:
         yield b
 
 
-def served_name(broker: Broker, ca: trustme.CA) -> str:
+def served_name(broker: WireBroker, ca: trustme.CA) -> str:
     """The CN of the certificate a new TLS connection to the SSL listener is served."""
     context = ssl.create_default_context()
     ca.configure_trust(context)
-    port = broker.server_info.ports["SSL"]
+    port = broker.ports["SSL"]
     with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as raw, \
             context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
         subject = dict(pair[0] for pair in tls.getpeercert()["subject"])
     return subject["commonName"]
 
 
-def alter(broker: Broker, value: str) -> tuple[int, str | None]:
+def alter(broker: WireBroker, value: str) -> tuple[int, str | None]:
     return alter_on(broker.bootstrap, "0", KEY, value)
 
 
@@ -74,15 +76,15 @@ def alter_on(bootstrap: str, node: str, key: str, value: str) -> tuple[int, str 
     return 0, None
 
 
-def test_rotated_keystore_serves_new_connections(broker: Broker, ca: trustme.CA,
+def test_rotated_keystore_serves_new_connections(broker: WireBroker, ca: trustme.CA,
                                                  tmp_path: Path) -> None:
     assert served_name(broker, ca) == "first"
     second = keystore(ca, tmp_path / "second.pem", "second")
     assert alter(broker, second) == (0, None)
     assert served_name(broker, ca) == "second"
     # a stock client verifying the broker trusts it and produces over the new certificate
-    broker.create_topic("over-tls")
-    port = broker.server_info.ports["SSL"]
+    create_topic(broker.bootstrap, "over-tls", 1)
+    port = broker.ports["SSL"]
     errors: list = []
     (tmp_path / "ca.pem").write_bytes(ca.cert_pem.bytes())
     producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL",
@@ -93,7 +95,7 @@ def test_rotated_keystore_serves_new_connections(broker: Broker, ca: trustme.CA,
     assert errors == [None]
 
 
-def test_same_location_named_again_reloads_the_file(broker: Broker, ca: trustme.CA,
+def test_same_location_named_again_reloads_the_file(broker: WireBroker, ca: trustme.CA,
                                                     tmp_path: Path) -> None:
     path = tmp_path / "rotating.pem"
     assert alter(broker, keystore(ca, path, "second")) == (0, None)
@@ -104,7 +106,7 @@ def test_same_location_named_again_reloads_the_file(broker: Broker, ca: trustme.
     assert served_name(broker, ca) == "third"
 
 
-def test_a_store_that_does_not_load_is_refused(broker: Broker, ca: trustme.CA,
+def test_a_store_that_does_not_load_is_refused(broker: WireBroker, ca: trustme.CA,
                                                tmp_path: Path) -> None:
     code, message = alter(broker, str(tmp_path / "missing.pem"))
     assert code == KafkaError.INVALID_REQUEST

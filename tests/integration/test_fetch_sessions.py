@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.runtime.clock import Clock
@@ -54,6 +56,8 @@ def _fetches(hooks: Any) -> list[Any]:
     return [r.body for r in hooks.requests if r.api_key == ApiKey.FETCH]
 
 
+@pytest.mark.in_process(
+    "records the Fetch requests (request hooks) and moves the session cache's clock")
 def test_kafka_python_consumes_many_partitions_through_incremental_fetches(tmp_path: Path
                                                                            ) -> None:
     from kafka import KafkaConsumer, TopicPartition
@@ -125,6 +129,7 @@ def test_kafka_python_consumes_many_partitions_through_incremental_fetches(tmp_p
             consumer.close()
 
 
+@pytest.mark.in_process("counts the broker's fetch sessions")
 def test_librdkafka_fetches_sessionless(broker: Any) -> None:
     """librdkafka (confluent-kafka) never opens a session: the broker serves it as before,
     through the path that does not touch the session cache."""
@@ -163,6 +168,7 @@ def _fetch(conn: RawConnection, session_id: int, epoch: int, partitions: list[in
     return conn.request(ApiKey.FETCH, version, body)
 
 
+@pytest.mark.in_process("reads and evicts the broker's fetch sessions")
 def test_session_errors_on_the_wire(broker: Any) -> None:
     bootstrap = f"127.0.0.1:{broker.port}"
     create_topic(bootstrap, "s", 3)

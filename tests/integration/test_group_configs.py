@@ -13,9 +13,9 @@ from protocol.api_keys import ApiKey
 from protocol.config_resources import ConfigSource, ResourceType
 from protocol.errors import ErrorCode
 from pybroker.tools.configs import main as configs
-from tests.helpers import broker_in_thread
+from tests.helpers import serving_broker
 from tests.integration.group_harness import wait_until
-from tests.integration.raw import create_topic, enable_share_groups, send_request
+from tests.integration.raw import coordinator_address, create_topic, enable_share_groups, send_request
 
 pytestmark = pytest.mark.timeout(120)
 GROUP = int(ResourceType.GROUP_CONFIG)
@@ -42,7 +42,7 @@ def describe(bootstrap: str, group: str) -> dict[str, Any]:
 
 
 def test_describe_alter_and_delete(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", group_consumer_session_timeout_ms="50000") as info:
+    with serving_broker(tmp_path / "logs", group_consumer_session_timeout_ms="50000") as info:
         b = info.bootstrap
         before = describe(b, "g")  # no such group yet: its configs are described all the same
         assert list(before) == [
@@ -101,7 +101,7 @@ def test_describe_alter_and_delete(tmp_path: Path) -> None:
 ])
 def test_bad_keys_and_values_get_kafkas_codes(tmp_path: Path, ops: list, code: ErrorCode,
                                               message: str | None) -> None:
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         got_code, got_message = alter(info.bootstrap, "g", *ops)
         assert got_code == code
         if message is not None:
@@ -111,22 +111,22 @@ def test_bad_keys_and_values_get_kafkas_codes(tmp_path: Path, ops: list, code: E
 
 
 def test_an_empty_group_name_is_an_invalid_request(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         assert alter(info.bootstrap, "", ("share.auto.offset.reset", SET, "earliest")) == (
             ErrorCode.INVALID_REQUEST, "Group name must not be empty")
 
 
 def test_group_configs_survive_a_restart(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         assert alter(info.bootstrap, "g", ("share.auto.offset.reset", SET, "earliest")) == \
             (0, None)
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         assert describe(info.bootstrap, "g")["share.auto.offset.reset"][:2] == (
             "earliest", ConfigSource.DYNAMIC_GROUP_CONFIG)
 
 
 def test_kafka_configs_tool_sets_a_group_config(tmp_path: Path, tool: Any) -> None:
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         r = tool(configs, "--bootstrap-server", info.bootstrap, "--entity-type", "groups",
                  "--entity-name", "sg", "--alter", "--add-config",
                  "share.auto.offset.reset=earliest")
@@ -143,19 +143,22 @@ def _heartbeat(bootstrap: str, group: str, member: str, epoch: int = 0) -> Any:
             "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 30000,
             "subscribed_topic_names": ["t"], "subscribed_topic_regex": None,
             "server_assignor": None, "topic_partitions": []}
-    return send_request(bootstrap, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body)
+    return send_request(coordinator_address(bootstrap, group), ApiKey.CONSUMER_GROUP_HEARTBEAT,
+                        1, body)
 
 
 def _members(bootstrap: str, group: str) -> int:
-    return len(send_request(bootstrap, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
-        "group_ids": [group], "include_authorized_operations": False}).groups[0].members)
+    described = send_request(coordinator_address(bootstrap, group),
+                             ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+                                 "group_ids": [group], "include_authorized_operations": False})
+    return len(described.groups[0].members)
 
 
 def test_a_groups_session_timeout_fences_a_silent_member_sooner(tmp_path: Path) -> None:
     """Two groups' members go silent at once; the one whose group config sets a 2 s session
     timeout is fenced well before the other's broker-wide 30 s, and is told its group's
     heartbeat interval."""
-    with broker_in_thread(tmp_path / "logs", group_consumer_session_timeout_ms="30000",
+    with serving_broker(tmp_path / "logs", group_consumer_session_timeout_ms="30000",
                           group_consumer_min_session_timeout_ms="2000",
                           group_consumer_min_heartbeat_interval_ms="500") as info:
         b = info.bootstrap
@@ -175,7 +178,7 @@ def test_a_groups_session_timeout_fences_a_silent_member_sooner(tmp_path: Path) 
 
 def test_a_share_consumer_reads_from_the_earliest_record_once_the_group_says_so(
         tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         b = info.bootstrap
         enable_share_groups(b)
         create_topic(b, "q")
@@ -205,7 +208,7 @@ def test_a_share_groups_own_lock_duration_heartbeat_and_by_duration_reset(
     duration and heartbeat interval are what its members are told."""
     from tests.integration.test_share_wire import Member, acquired
 
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         b = info.bootstrap
         enable_share_groups(b)
         create_topic(b, "q")
@@ -230,7 +233,7 @@ def test_list_config_resources_names_groups_with_configs(tmp_path: Path) -> None
     """ListConfigResources v1 (Kafka 4.1): for each type asked (every one when none is),
     in Kafka's order; v0 lists client-metrics resources, of which pybroker has none; a type
     it does not list is UNSUPPORTED_VERSION."""
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         b = info.bootstrap
         create_topic(b, "t")
         assert alter(b, "sg", ("share.auto.offset.reset", SET, "earliest")) == (0, None)

@@ -17,8 +17,10 @@ import pytest
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.client.consumer_protocol import encode_assignment, encode_subscription
-from pybroker.testing.broker import BrokerProcess, broker_in_thread
-from tests.integration.raw import RawConnection, coordinator_address, create_topic, send_request
+from tests.helpers import BrokerProcess, serving_broker
+from tests.integration.raw import (
+    RawConnection, coordinator_address, create_topic, group_beside, send_request,
+)
 from tests.integration.test_consumer_protocol import PARTITIONS, _produce
 
 
@@ -105,7 +107,9 @@ class Member:
 
 
 def _group_type(bootstrap: str, group: str) -> str | None:
-    listed = send_request(bootstrap, ApiKey.LIST_GROUPS, 5,
+    """The group's type as its coordinator lists it (a broker lists the groups it
+    coordinates: on a node, maybe not `bootstrap`)."""
+    listed = send_request(coordinator_address(bootstrap, group), ApiKey.LIST_GROUPS, 5,
                           {"states_filter": [], "types_filter": []}).groups
     return next((g.group_type for g in listed if g.group_id == group), None)
 
@@ -142,7 +146,7 @@ def test_a_rolling_upgrade_and_back(tmp_path: Path, classic: str) -> None:
     """Classic members (kafka-python's eager protocol, or librdkafka's cooperative-sticky
     one, which sends the partitions it owns) replaced one by one by consumer-protocol
     members, then the other way."""
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         bootstrap, topic, group = info.bootstrap, f"mig-{uuid.uuid4().hex[:6]}", "rolling"
         create_topic(bootstrap, topic, PARTITIONS)
         seen: list[bytes] = []
@@ -160,7 +164,8 @@ def test_a_rolling_upgrade_and_back(tmp_path: Path, classic: str) -> None:
                 step(f"up-join-{i}", "consumer")
                 members.pop(0).close()
                 step(f"up-left-{i}", "consumer")
-            described = send_request(bootstrap, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+            described = send_request(coordinator_address(bootstrap, group),
+                                     ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
                 "group_ids": [group], "include_authorized_operations": False}).groups[0]
             assert [m.member_type for m in described.members] == [1, 1]
             # and back: classic members replace them; the last one leaving makes it classic
@@ -214,22 +219,25 @@ def _consumer_leave(conn: RawConnection, group: str, member: str, epoch: int) ->
     ("disabled", False, False)])
 def test_each_policy_converts_what_it_allows(tmp_path: Path, policy: str, upgrades: bool,
                                              downgrades: bool) -> None:
-    with broker_in_thread(tmp_path / "logs", **{
+    with serving_broker(tmp_path / "logs", **{
             "group.consumer.migration.policy": policy.upper()}) as info:
         topic = "p"
         create_topic(info.bootstrap, topic, 2)
-        with RawConnection(info.bootstrap) as conn:
+        # One connection, to the coordinator of both groups (on a node, any of its brokers).
+        down = group_beside(info.bootstrap, "up", "down")
+        coordinator = coordinator_address(info.bootstrap, "up")
+        with RawConnection(coordinator) as conn:
             _raw_classic_member(conn, "up", topic)
             joined = _consumer_join(conn, "up", topic, str(uuid.uuid4()))
             assert joined.error_code == (ErrorCode.NONE if upgrades
                                          else ErrorCode.GROUP_ID_NOT_FOUND)
-            assert _group_type(info.bootstrap, "up") == ("consumer" if upgrades else "classic")
+            assert _group_type(coordinator, "up") == ("consumer" if upgrades else "classic")
 
             # a consumer group with a classic member (taken in under every policy), whose
             # last consumer-protocol member then leaves
             member = str(uuid.uuid4())
-            epoch = _consumer_join(conn, "down", topic, member).member_epoch
-            request = {"group_id": "down", "session_timeout_ms": 30000,
+            epoch = _consumer_join(conn, down, topic, member).member_epoch
+            request = {"group_id": down, "session_timeout_ms": 30000,
                        "rebalance_timeout_ms": 30000, "member_id": "",
                        "group_instance_id": None, "protocol_type": "consumer",
                        "protocols": [{"name": "range",
@@ -241,11 +249,11 @@ def test_each_policy_converts_what_it_allows(tmp_path: Path, policy: str, upgrad
                                           {**request, "member_id": first.member_id})
             assert joined_classic.error_code == ErrorCode.NONE
             assert joined_classic.leader == ""  # the server assigns
-            assert _consumer_leave(conn, "down", member, epoch) == ErrorCode.NONE
-            assert _group_type(info.bootstrap, "down") == \
+            assert _consumer_leave(conn, down, member, epoch) == ErrorCode.NONE
+            assert _group_type(coordinator, down) == \
                 ("classic" if downgrades else "consumer")
             heartbeat = conn.request(ApiKey.HEARTBEAT, 4, {
-                "group_id": "down", "generation_id": joined_classic.generation_id,
+                "group_id": down, "generation_id": joined_classic.generation_id,
                 "member_id": first.member_id, "group_instance_id": None}).error_code
             # downgraded: the classic group rebalances; else the consumer group moved on too
             assert heartbeat in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION)

@@ -12,8 +12,10 @@ from pathlib import Path
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from tests.helpers import broker_in_thread
-from tests.integration.raw import RawConnection, create_topic, enable_share_groups
+from tests.helpers import serving_broker
+from tests.integration.raw import (
+    RawConnection, coordinator_address, create_topic, enable_share_groups,
+)
 
 
 def _join(conn: RawConnection, group: str) -> int:
@@ -63,29 +65,35 @@ def _share_heartbeat(conn: RawConnection, group: str) -> int:
 
 
 def test_each_group_id_is_one_kind_of_group(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         enable_share_groups(info.bootstrap)
         create_topic(info.bootstrap, "t")
-        with RawConnection(info.bootstrap) as conn:
-            assert _consumer_heartbeat(conn, "consumer") == ErrorCode.NONE
-            assert _share_heartbeat(conn, "share") == ErrorCode.NONE
-            assert _join(conn, "classic") == ErrorCode.MEMBER_ID_REQUIRED  # it may join
+        # Each group's requests to its coordinator (on a node, any of its brokers).
+        to = {group: RawConnection(coordinator_address(info.bootstrap, group))
+              for group in ("consumer", "share", "classic")}
+        try:
+            assert _consumer_heartbeat(to["consumer"], "consumer") == ErrorCode.NONE
+            assert _share_heartbeat(to["share"], "share") == ErrorCode.NONE
+            assert _join(to["classic"], "classic") == ErrorCode.MEMBER_ID_REQUIRED  # may join
 
             # a classic member of the consumer group (online migration): asked for its id
-            assert _join(conn, "consumer") == ErrorCode.MEMBER_ID_REQUIRED
-            assert _share_heartbeat(conn, "consumer") == ErrorCode.GROUP_ID_NOT_FOUND
-            assert _join(conn, "share") == ErrorCode.GROUP_ID_NOT_FOUND
-            assert _consumer_heartbeat(conn, "share") == ErrorCode.GROUP_ID_NOT_FOUND
-            assert _share_heartbeat(conn, "classic") == ErrorCode.GROUP_ID_NOT_FOUND
+            assert _join(to["consumer"], "consumer") == ErrorCode.MEMBER_ID_REQUIRED
+            assert _share_heartbeat(to["consumer"], "consumer") == ErrorCode.GROUP_ID_NOT_FOUND
+            assert _join(to["share"], "share") == ErrorCode.GROUP_ID_NOT_FOUND
+            assert _consumer_heartbeat(to["share"], "share") == ErrorCode.GROUP_ID_NOT_FOUND
+            assert _share_heartbeat(to["classic"], "classic") == ErrorCode.GROUP_ID_NOT_FOUND
+        finally:
+            for conn in to.values():
+                conn.close()
 
 
 def test_an_empty_consumer_group_gives_its_id_to_a_classic_join(tmp_path: Path) -> None:
     """Kafka's maybeDeleteEmptyConsumerGroup: the consumer group's records are tombstoned, so
     the id lists and describes as classic, its classic member commits with its generation,
     and a restart loads the classic group alone."""
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         create_topic(info.bootstrap, "t")
-        with RawConnection(info.bootstrap) as conn:
+        with RawConnection(coordinator_address(info.bootstrap, "g")) as conn:
             member = str(uuid.uuid4())
             assert _consumer_heartbeat(conn, "g", member) == ErrorCode.NONE
             assert _consumer_heartbeat(conn, "g", member, epoch=-1) == ErrorCode.NONE
@@ -109,8 +117,8 @@ def test_an_empty_consumer_group_gives_its_id_to_a_classic_join(tmp_path: Path) 
             # the id is now a live classic group's, whose member's subscription (b"") does
             # not parse: it cannot be upgraded, and a consumer heartbeat is refused
             assert _consumer_heartbeat(conn, "g") == ErrorCode.GROUP_ID_NOT_FOUND
-    with broker_in_thread(tmp_path / "logs") as info:
-        with RawConnection(info.bootstrap) as conn:
+    with serving_broker(tmp_path / "logs") as info:
+        with RawConnection(coordinator_address(info.bootstrap, "g")) as conn:
             assert _listed(conn) == [("g", "classic")]
 
 
@@ -121,10 +129,10 @@ def test_a_share_groups_id_stays_a_share_group_after_an_offset_commit_names_it(
     test_kafka_share_group_commits.py), so no classic group takes the id beside the share
     group: ListGroups lists the share group alone, and the id still answers as the share
     group at every API that asks its kind (handlers/_group_kind.py)."""
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         enable_share_groups(info.bootstrap)
         create_topic(info.bootstrap, "t")
-        with RawConnection(info.bootstrap) as conn:
+        with RawConnection(coordinator_address(info.bootstrap, "s")) as conn:
             assert _share_heartbeat(conn, "s") == ErrorCode.NONE
             committed = conn.request(ApiKey.OFFSET_COMMIT, 8, {
                 "group_id": "s", "generation_id_or_member_epoch": -1, "member_id": "",

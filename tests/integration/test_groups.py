@@ -17,16 +17,18 @@ import pytest
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode as E
 from pybroker.testing import DELAY, HookRequest, RequestHooks
-from tests.helpers import BrokerProcess, broker_in_thread
+from tests.helpers import BrokerProcess, broker_in_thread, serving_broker
 from tests.integration.group_harness import Member, committed_exactly_once, wait_until
-from tests.integration.raw import RawConnection, create_topic, send_request
+from tests.integration.raw import (
+    RawConnection, coordinator_address, create_topic, group_beside, send_request,
+)
 
 CLIENTS = ("confluent", "kafka-python", "aiokafka")
 
 
 @pytest.fixture
 def fast_broker(tmp_path: Path) -> Iterator[Any]:
-    with broker_in_thread(tmp_path / "logs", group_min_session_timeout_ms="1000") as info:
+    with serving_broker(tmp_path / "logs", group_min_session_timeout_ms="1000") as info:
         yield info
 
 
@@ -151,6 +153,7 @@ def test_cooperative_sticky_rebalances_incrementally(fast_broker: Any,
     committed_exactly_once((m1, m2, m3), everything)
 
 
+@pytest.mark.in_process("reads the group coordinator's state")
 def test_static_member_restarts_without_rebalance(fast_broker: Any,
                                                   members: list[Member]) -> None:
     bootstrap = fast_broker.bootstrap
@@ -285,6 +288,7 @@ def test_consumer_resumes_after_its_last_commit(fast_broker: Any) -> None:
         {p: 0 for p, o in positions.items() if o < 0}
 
 
+@pytest.mark.in_process("delays Metadata and SyncGroup answers (request hooks)")
 def test_a_new_member_reads_although_kafka_python_loses_a_join_round(tmp_path: Path) -> None:
     """The round `_first_consumed` must survive, forced: the member's Metadata for the topic
     comes a second late, so its first join (as leader) assigns nothing and its metadata then
@@ -334,7 +338,7 @@ def _join(conn: RawConnection, member_id: str = "", group: str = "g", version: i
 
 
 def _join_member(bootstrap: str, group: str = "g") -> tuple[RawConnection, Any]:
-    conn = RawConnection(bootstrap, timeout=30)
+    conn = RawConnection(coordinator_address(bootstrap, group), timeout=30)
     first = _join(conn, group=group)
     assert first.error_code == E.MEMBER_ID_REQUIRED
     return conn, _join(conn, first.member_id, group=group)
@@ -349,7 +353,7 @@ def _sync(conn: RawConnection, member_id: str, generation: int,
 
 
 def _commit_raw(bootstrap: str, member_id: str, generation: int, group: str = "g") -> int:
-    resp = send_request(bootstrap, ApiKey.OFFSET_COMMIT, 8, {
+    resp = send_request(coordinator_address(bootstrap, group), ApiKey.OFFSET_COMMIT, 8, {
         "group_id": group, "generation_id_or_member_epoch": generation,
         "member_id": member_id, "topics": [{"name": "t", "partitions": [
             {"partition_index": 0, "committed_offset": 3, "committed_metadata": "m"}]}]})
@@ -359,7 +363,7 @@ def _commit_raw(bootstrap: str, member_id: str, generation: int, group: str = "g
 def test_bad_group_input(fast_broker: Any) -> None:
     bootstrap = fast_broker.bootstrap
     create_topic(bootstrap, "t", 1)
-    with RawConnection(bootstrap) as conn:
+    with RawConnection(coordinator_address(bootstrap, "g")) as conn:
         assert _join(conn, group="").error_code == E.INVALID_GROUP_ID
         assert _join(conn, session=10).error_code == E.INVALID_SESSION_TIMEOUT
         assert _join(conn, session=10**8).error_code == E.INVALID_SESSION_TIMEOUT
@@ -379,6 +383,7 @@ def test_bad_group_input(fast_broker: Any) -> None:
         assert stale.error_code == E.ILLEGAL_GENERATION
 
 
+@pytest.mark.in_process("waits for the group's PreparingRebalance state in the coordinator")
 def test_sync_from_non_leader_with_assignments(fast_broker: Any) -> None:
     bootstrap = fast_broker.bootstrap
     leader_conn, first = _join_member(bootstrap)
@@ -418,6 +423,7 @@ def test_sync_from_non_leader_with_assignments(fast_broker: Any) -> None:
 
 # -- the group APIs' layouts -------------------------------------------------------------------
 
+@pytest.mark.in_process("reads the internal topics' image and config objects")
 def test_find_coordinator_versions(fast_broker: Any) -> None:
     bootstrap, port = fast_broker.bootstrap, fast_broker.port
     v1 = send_request(bootstrap, ApiKey.FIND_COORDINATOR, 1, {"key": "g", "key_type": 0})
@@ -437,8 +443,9 @@ def test_find_coordinator_versions(fast_broker: Any) -> None:
 
 
 def test_offset_fetch_layouts(fast_broker: Any) -> None:
-    bootstrap = fast_broker.bootstrap
-    create_topic(bootstrap, "t", 2)
+    create_topic(fast_broker.bootstrap, "t", 2)
+    other = group_beside(fast_broker.bootstrap, "g", "other")
+    bootstrap = coordinator_address(fast_broker.bootstrap, "g")  # it coordinates both
     committed = send_request(bootstrap, ApiKey.OFFSET_COMMIT, 2, {
         "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
         "retention_time_ms": -1, "topics": [{"name": "t", "partitions": [
@@ -456,8 +463,8 @@ def test_offset_fetch_layouts(fast_broker: Any) -> None:
         == [(0, 5), (1, 6)]
     v8 = send_request(bootstrap, ApiKey.OFFSET_FETCH, 8, {"groups": [
         {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [1, 9]}]},
-        {"group_id": "other", "topics": None}], "require_stable": False})
-    assert [(g.group_id, g.error_code) for g in v8.groups] == [("g", 0), ("other", 0)]
+        {"group_id": other, "topics": None}], "require_stable": False})
+    assert [(g.group_id, g.error_code) for g in v8.groups] == [("g", 0), (other, 0)]
     assert [(p.partition_index, p.committed_offset) for p in v8.groups[0].topics[0].partitions] \
         == [(1, 6), (9, -1)]
     assert v8.groups[1].topics == []
@@ -466,29 +473,33 @@ def test_offset_fetch_layouts(fast_broker: Any) -> None:
 def test_admin_apis(fast_broker: Any) -> None:
     bootstrap = fast_broker.bootstrap
     create_topic(bootstrap, "t", 1)
-    _commit(bootstrap, "idle", {0: (1, "")})
+    # One request names several groups: each is answered by the broker it goes to, which must
+    # coordinate them all (on a node of several brokers, one of them).
+    idle, nope = group_beside(bootstrap, "busy", "idle"), group_beside(bootstrap, "busy", "nope")
+    home = coordinator_address(bootstrap, "busy")
+    _commit(bootstrap, idle, {0: (1, "")})
     conn, joined = _join_member(bootstrap, "busy")
     with conn:
         _sync(conn, joined.member_id, 1, {joined.member_id: b"A"}, group="busy")
-        described = send_request(bootstrap, ApiKey.DESCRIBE_GROUPS, 5, {
-            "groups": ["busy", "nope"], "include_authorized_operations": True})
-        busy, nope = described.groups
+        described = send_request(home, ApiKey.DESCRIBE_GROUPS, 5, {
+            "groups": ["busy", nope], "include_authorized_operations": True})
+        busy, dead = described.groups
         assert (busy.group_state, busy.protocol_type, busy.protocol_data) == \
             ("Stable", "consumer", "range")
         assert [(m.member_id, m.member_assignment, m.client_id) for m in busy.members] == \
             [(joined.member_id, b"A", "raw-test")]
         assert busy.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
-        assert (nope.error_code, nope.group_state) == (0, "Dead")
-        assert _list_groups(bootstrap) == {"idle": "Empty", "busy": "Stable"}
-        stable = send_request(bootstrap, ApiKey.LIST_GROUPS, 5,
+        assert (dead.error_code, dead.group_state) == (0, "Dead")
+        assert _list_groups(bootstrap) == {idle: "Empty", "busy": "Stable"}
+        stable = send_request(home, ApiKey.LIST_GROUPS, 5,
                               {"states_filter": ["Stable"], "types_filter": ["classic"]})
         assert [(g.group_id, g.group_type) for g in stable.groups] == [("busy", "classic")]
-        deleted = send_request(bootstrap, ApiKey.DELETE_GROUPS, 2,
-                               {"groups_names": ["busy", "idle", "nope"]})
+        deleted = send_request(home, ApiKey.DELETE_GROUPS, 2,
+                               {"groups_names": ["busy", idle, nope]})
         assert [(r.group_id, r.error_code) for r in deleted.results] == \
-            [("busy", E.NON_EMPTY_GROUP), ("idle", 0), ("nope", E.GROUP_ID_NOT_FOUND)]
+            [("busy", E.NON_EMPTY_GROUP), (idle, 0), (nope, E.GROUP_ID_NOT_FOUND)]
         _commit_raw(bootstrap, joined.member_id, 1, group="busy")
-        od = send_request(bootstrap, ApiKey.OFFSET_DELETE, 0, {"group_id": "busy", "topics": [
+        od = send_request(home, ApiKey.OFFSET_DELETE, 0, {"group_id": "busy", "topics": [
             {"name": "t", "partitions": [{"partition_index": 0}]},
             {"name": "zz", "partitions": [{"partition_index": 0}]}]})
         assert od.error_code == 0
@@ -498,7 +509,27 @@ def test_admin_apis(fast_broker: Any) -> None:
             {"member_id": joined.member_id}, {"member_id": "ghost"}]})
         assert [m.error_code for m in left.members] == [0, E.UNKNOWN_MEMBER_ID]
         assert _list_groups(bootstrap) == {"busy": "Empty"}
-        gone = send_request(bootstrap, ApiKey.OFFSET_DELETE, 0, {"group_id": "busy", "topics": [
+        gone = send_request(home, ApiKey.OFFSET_DELETE, 0, {"group_id": "busy", "topics": [
             {"name": "t", "partitions": [{"partition_index": 0}]}]})
         assert [p.error_code for t in gone.topics for p in t.partitions] == [0]
         assert _list_groups(bootstrap) == {}
+
+
+def test_an_empty_group_id_is_invalid_on_every_broker_of_a_cluster() -> None:
+    """Kafka checks a group id before whether the broker coordinates it: JoinGroup, SyncGroup,
+    Heartbeat and LeaveGroup for "" answer INVALID_GROUP_ID on every broker, where the brokers
+    that do not coordinate "" answered NOT_COORDINATOR (the integration tier at
+    PYBROKER_NUM_CORES=2 found it: a node's two brokers, one coordinating "")."""
+    from pybroker.testing import Cluster
+
+    with Cluster(2) as cluster:
+        for address in cluster.bootstrap.split(","):
+            with RawConnection(address) as conn:
+                assert _join(conn, group="").error_code == E.INVALID_GROUP_ID, address
+                assert _sync(conn, "m", 1, group="").error_code == E.INVALID_GROUP_ID, address
+                beat = conn.request(ApiKey.HEARTBEAT, 3, {"group_id": "", "generation_id": 1,
+                                                          "member_id": "m"})
+                assert beat.error_code == E.INVALID_GROUP_ID, address
+                left = conn.request(ApiKey.LEAVE_GROUP, 5, {"group_id": "", "members": [
+                    {"member_id": "m", "group_instance_id": None, "reason": None}]})
+                assert left.error_code == E.INVALID_GROUP_ID, address

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from protocol.api_keys import ApiKey
-from tests.helpers import broker_in_thread
+from tests.helpers import serving_broker
 from tests.integration.clients import AIOKAFKA, CONFLUENT, KAFKA_PYTHON, Rec, check_same
+from tests.integration.admin_helpers import high_watermark
 from tests.integration.proxy import Proxy
-from tests.integration.raw import create_topic, send_request
+from tests.integration.raw import create_topic, leader_address, send_request
 
 N_BEFORE, N_DURING, N_AFTER = 40, 30, 40
 TOTAL = N_BEFORE + N_DURING + N_AFTER
@@ -40,7 +41,7 @@ class ProxiedBroker:
 
     def start(self) -> None:
         self._stack = ExitStack()
-        self.info = self._stack.enter_context(broker_in_thread(
+        self.info = self._stack.enter_context(serving_broker(
             self.log_dir, listeners=f"PLAINTEXT://127.0.0.1:{self.port}",
             advertised_listeners=f"PLAINTEXT://127.0.0.1:{self.proxy.port}"))
         self.port = self.info.port
@@ -165,6 +166,7 @@ def _confluent_run(pb: ProxiedBroker, topic: str, restart: bool) -> None:
 RUNS = {"kafka-python": _kafka_python_run, "confluent": _confluent_run}
 
 
+@pytest.mark.in_process("reads its log's end in this process, behind one advertised proxy")
 @pytest.mark.parametrize("restart", [False, True], ids=["sever", "restart"])
 @pytest.mark.parametrize("client", list(RUNS))
 def test_no_duplicates_across_reconnect(proxied: ProxiedBroker, client: str,
@@ -183,7 +185,7 @@ def test_no_duplicates_across_reconnect(proxied: ProxiedBroker, client: str,
 def _check_describe_producers(bootstrap: str, topic: str) -> None:
     """One producer, its last sequence the last record's (sequences start at 0)."""
     body = {"topics": [{"name": topic, "partition_indexes": [0]}]}
-    resp = send_request(bootstrap, ApiKey.DESCRIBE_PRODUCERS, 0, body)
+    resp = send_request(leader_address(bootstrap, topic, 0), ApiKey.DESCRIBE_PRODUCERS, 0, body)
     part = resp.topics[0].partitions[0]
     assert part.error_code == 0, part
     assert len(part.active_producers) == 1, part.active_producers
@@ -238,7 +240,7 @@ def test_kafka_python_non_idempotent_acks(broker, acks: int) -> None:
     sent = _records(0, 50)
     KAFKA_PYTHON.produce(broker.bootstrap, topic, sent,
                          config={"acks": acks, "enable_idempotence": False})
-    _wait_for(lambda: broker.broker.logs.get(topic, 0).log_end_offset == 50,
+    _wait_for(lambda: high_watermark(broker, topic) == 50,
               what="the acks=0 appends")
     check_same(sent, CONFLUENT.consume(broker.bootstrap, topic, [0], 50))
 
@@ -248,11 +250,12 @@ def test_idle_producers_expire(tmp_path) -> None:  # type: ignore[no-untyped-def
     (checked on the retention schedule), as DescribeProducers then shows."""
     def active(bootstrap: str, topic: str) -> list:
         body = {"topics": [{"name": topic, "partition_indexes": [0]}]}
-        part = send_request(bootstrap, ApiKey.DESCRIBE_PRODUCERS, 0, body).topics[0].partitions[0]
+        part = send_request(leader_address(bootstrap, topic, 0), ApiKey.DESCRIBE_PRODUCERS, 0,
+                            body).topics[0].partitions[0]
         assert part.error_code == 0, part
         return list(part.active_producers)
 
-    with broker_in_thread(tmp_path / "logs", producer_id_expiration_ms="3000",
+    with serving_broker(tmp_path / "logs", producer_id_expiration_ms="3000",
                           log_retention_check_interval_ms="100") as info:
         topic = f"expiring-{uuid.uuid4().hex[:8]}"
         create_topic(info.bootstrap, topic, 1)

@@ -12,6 +12,7 @@ import threading
 import time
 from functools import partial
 
+import pytest
 import trio
 
 from compat.wire import create_topic, request
@@ -45,6 +46,8 @@ def _epoch_end(bootstrap: str, topic: str, epoch: int) -> object:
     return request(bootstrap, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, body).topics[0].partitions[0]
 
 
+@pytest.mark.in_process(
+    "moves the partition's leader epoch through the metadata store on the broker's loop")
 def test_stale_and_future_epochs_are_fenced(broker) -> None:  # type: ignore[no-untyped-def]
     create_topic(broker.bootstrap, "epochs")
     CONFLUENT.produce(broker.bootstrap, "epochs", [Rec(b"k", b"before")])
@@ -70,6 +73,7 @@ def _produce_all(bootstrap: str, topic: str, timeout_ms: int) -> object:
     return request(bootstrap, ApiKey.PRODUCE, 9, body).responses[0].partition_responses[0]
 
 
+@pytest.mark.in_process("adds a follower to the partition in this process")
 def test_acks_all_waits_for_the_followers(broker) -> None:  # type: ignore[no-untyped-def]
     create_topic(broker.bootstrap, "acks-all")
     code, part = broker.broker.replicas.leader_partition("acks-all", 0)

@@ -12,9 +12,8 @@ from pathlib import Path
 
 from compat.wire import request
 from protocol.api_keys import ApiKey
-from pybroker.testing import broker_in_thread
 from pybroker.testing.broker import StartWatch, free_port_block
-from tests.helpers import ROOT
+from tests.helpers import ROOT, serving_broker
 
 
 def test_port_and_host_name_make_the_listener(tmp_path: Path) -> None:
@@ -64,8 +63,10 @@ def _produce(bootstrap: str, topic: str) -> None:
 def test_advertised_host_name_and_port_are_what_metadata_answers(tmp_path: Path) -> None:
     """With listeners set (the test broker's ephemeral one) and advertised.listeners unset,
     advertised.host.name and advertised.port are the advertised PLAINTEXT endpoint."""
-    with broker_in_thread(tmp_path / "logs", advertised_host_name="old.example",
-                          advertised_port="1") as info:
+    # One broker: a node's brokers would reach each other at what they advertise, which here
+    # nobody serves (as a cluster's would).
+    with serving_broker(tmp_path / "logs", advertised_host_name="old.example",
+                        advertised_port="1", num_cores="1") as info:
         body = request(info.bootstrap, ApiKey.METADATA, 9,
                        {"topics": [], "allow_auto_topic_creation": False})
         assert [(b.host, b.port) for b in body.brokers] == [("old.example", 1)]

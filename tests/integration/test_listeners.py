@@ -7,7 +7,7 @@ from pathlib import Path
 
 from compat.wire import create_topic, request
 from protocol.api_keys import ApiKey
-from pybroker.testing import broker_in_thread
+from tests.helpers import serving_broker
 from tests.integration.clients import CONFLUENT, Rec
 
 # PLAINTEXT advertises a port nobody listens on: a client sent there instead of to the
@@ -23,19 +23,26 @@ def _metadata_brokers(bootstrap: str) -> list[tuple[int, str, int]]:
 
 
 def test_each_listener_answers_with_its_own_endpoints(tmp_path: Path) -> None:
-    with broker_in_thread(
+    # The brokers of a node reach each other over INTERNAL: PLAINTEXT advertises no door.
+    with serving_broker(
             tmp_path / "logs",
             listeners="PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
             listener_security_protocol_map="PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+            inter_broker_listener_name="INTERNAL",
             advertised_listeners=f"PLAINTEXT://127.0.0.1:{UNREACHABLE},"
                                  "INTERNAL://127.0.0.1:0") as info:
         internal = f"127.0.0.1:{info.ports['INTERNAL']}"
         assert info.ports["PLAINTEXT"] == info.port != info.ports["INTERNAL"]
-        assert _metadata_brokers(info.bootstrap) == [(0, "127.0.0.1", UNREACHABLE)]
-        assert _metadata_brokers(internal) == [(0, "127.0.0.1", info.ports["INTERNAL"])]
+        # A node's worker K advertises each port + K (a configured one too), or its own.
+        ids = [broker_id for broker_id, _ in info.brokers]
+        doors = {broker_id: info.ports["INTERNAL"] + k for k, broker_id in enumerate(ids)}
+        assert sorted(_metadata_brokers(info.bootstrap)) == \
+            [(broker_id, "127.0.0.1", UNREACHABLE + k) for k, broker_id in enumerate(ids)]
+        assert sorted(_metadata_brokers(internal)) == \
+            [(broker_id, "127.0.0.1", doors[broker_id]) for broker_id in ids]
         cluster = request(internal, ApiKey.DESCRIBE_CLUSTER, 0,
                           {"include_cluster_authorized_operations": False})
-        assert [b.port for b in cluster.brokers] == [info.ports["INTERNAL"]]
+        assert sorted((b.broker_id, b.port) for b in cluster.brokers) == sorted(doors.items())
 
         create_topic(internal, "two-doors", 1)
         CONFLUENT.produce(internal, "two-doors", [Rec(b"k", b"in by the side door")])
@@ -43,4 +50,4 @@ def test_each_listener_answers_with_its_own_endpoints(tmp_path: Path) -> None:
         assert [g.value for g in got] == [b"in by the side door"]
         coordinator = request(internal, ApiKey.FIND_COORDINATOR, 3,
                               {"key": "side-door-group", "key_type": 0})
-        assert (coordinator.error_code, coordinator.port) == (0, info.ports["INTERNAL"])
+        assert (coordinator.error_code, coordinator.port) == (0, doors[coordinator.node_id])

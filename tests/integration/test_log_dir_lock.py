@@ -19,7 +19,7 @@ import pytest
 
 from pybroker.storage.log_dir_lock import LOCK_FILE, LogDirInUse, LogDirLocks
 from pybroker.testing.broker import num_cores_default
-from tests.helpers import ROOT, BrokerProcess, broker_in_thread
+from tests.helpers import ROOT, BrokerProcess, serving_broker
 from tests.integration.test_cli import _env, _run_failing
 from tests.integration.test_durability import CLEAN_SHUTDOWN_MARKER, brokers, consume, \
     log_dir, numbered, produce  # noqa: F401 - fixtures
@@ -188,7 +188,7 @@ def test_no_usable_dir_stops_the_start_naming_each(tmp_path: Path) -> None:
 
 def test_two_embedded_brokers_exclude_each_other(tmp_path: Path) -> None:
     """flock belongs to the open file, so brokers in one process are kept apart too."""
-    with broker_in_thread(tmp_path):
+    with serving_broker(tmp_path):
         with pytest.raises(LogDirInUse, match="in use"):
             LogDirLocks([tmp_path])
     held = LogDirLocks([tmp_path])  # released by the clean stop

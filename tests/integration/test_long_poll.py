@@ -21,7 +21,7 @@ from protocol.api_keys import ApiKey
 from protocol.messages import APIS
 from protocol.records.record import build_batch
 from protocol.records.record import Record
-from tests.integration.raw import RawConnection, create_topic, send_request
+from tests.integration.raw import RawConnection, create_topic, leader_address, send_request
 
 N_RECORDS = 50
 INTERVAL_S = 0.02
@@ -155,7 +155,7 @@ def _produce_raw(bootstrap: str, topic: str, partition: int, value: bytes) -> No
 def test_fetch_on_empty_partition_waits_max_wait(broker) -> None:
     topic = topic_name("wait")
     create_topic(broker.bootstrap, topic, 1)
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_address(broker.bootstrap, topic, 0)) as conn:
         start = time.perf_counter()
         resp = conn.request(ApiKey.FETCH, 12, _fetch_body(topic, [0], max_wait_ms=300,
                                                           min_bytes=1))
@@ -170,8 +170,9 @@ def test_fetch_on_empty_partition_waits_max_wait(broker) -> None:
 def test_fetch_with_zero_wait_answers_at_once(broker) -> None:
     topic = topic_name("nowait")
     create_topic(broker.bootstrap, topic, 1)
+    leader = leader_address(broker.bootstrap, topic, 0)  # a node's worker leads it
     start = time.perf_counter()
-    resp = send_request(broker.bootstrap, ApiKey.FETCH, 12,
+    resp = send_request(leader, ApiKey.FETCH, 12,
                         _fetch_body(topic, [0], max_wait_ms=0, min_bytes=1))
     assert time.perf_counter() - start < 0.2
     assert not resp.responses[0].partitions[0].records
@@ -187,6 +188,7 @@ def _wait_parked(broker) -> None:  # type: ignore[no-untyped-def]
         time.sleep(0.01)
 
 
+@pytest.mark.in_process("waits until the fetch is parked in the broker's purgatory")
 @pytest.mark.parametrize("partition_written", [0, 1])
 def test_append_wakes_a_waiting_fetch(broker, partition_written: int) -> None:
     """A fetch over two empty partitions, max wait 5 s, returns as soon as either gets data."""
@@ -213,6 +215,7 @@ def test_append_wakes_a_waiting_fetch(broker, partition_written: int) -> None:
     assert not parts[1 - partition_written].records
 
 
+@pytest.mark.in_process("waits until the fetch is parked in the broker's purgatory")
 def test_fetch_min_bytes_keeps_waiting_until_max_wait(broker) -> None:
     """An append smaller than min_bytes wakes the fetch, which waits again; at max wait it
     returns what there is."""
@@ -236,6 +239,7 @@ def test_fetch_min_bytes_keeps_waiting_until_max_wait(broker) -> None:
     assert result["resp"].responses[0].partitions[0].records
 
 
+@pytest.mark.in_process("waits until the fetch is parked in the broker's purgatory")
 def test_fetch_min_bytes_met_by_several_appends(broker) -> None:
     """Appends that together pass min_bytes answer the fetch before its max wait."""
     topic = topic_name("minbytes2")

@@ -9,7 +9,7 @@ from protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, Compression, iter_
 from protocol.records.compression import decompress
 from protocol.records.record import Record, build_batch, decode_batch
 from tests.integration.admin_helpers import raw_produce, topic_name
-from tests.integration.raw import create_topic, send_request
+from tests.integration.raw import create_topic, leader_address, send_request
 from tests.lz4_frames import FLG_BLOCK_INDEPENDENT, blocks_decoded_alone
 
 # Repeats every ~1 KB over 300 KB: each 64 KB block could reuse the one before.
@@ -22,7 +22,7 @@ def fetch_raw(bootstrap: str, topic: str) -> bytes:
     body.update({"max_wait_ms": 0, "min_bytes": 0, "topics": [{"topic": topic, "partitions": [
         {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 4 << 20,
          "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}]}]})
-    resp = send_request(bootstrap, ApiKey.FETCH, 12, body)
+    resp = send_request(leader_address(bootstrap, topic, 0), ApiKey.FETCH, 12, body)
     return bytes(resp.responses[0].partitions[0].records or b"")
 
 

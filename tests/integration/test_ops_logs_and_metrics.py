@@ -13,8 +13,12 @@ from collections.abc import Callable, Iterator
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from pybroker.testing import Broker
+from tests.helpers import Broker
 from tests.integration.test_http_metrics import get, scrape, value
+
+pytestmark = pytest.mark.in_process(
+    "reads the request logger's records (caplog); its module's broker also serves /metrics, "
+    "one broker's page")
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,9 @@ import pytest
 from tests.helpers import ROOT
 from tests.python_envs import quixstreams_dir
 
+pytestmark = pytest.mark.in_process(
+    "tests the pytest plugin, whose kafka_broker is a thread broker")
+
 pytest_plugins = ["pytester"]
 
 USER_TESTS = '''

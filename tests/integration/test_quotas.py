@@ -37,9 +37,9 @@ from confluent_kafka import (TIMESTAMP_LOG_APPEND_TIME, Consumer as CkConsumer,
                              Producer as CkProducer)
 
 from protocol.api_keys import ApiKey
-from pybroker.testing import Broker
 from pybroker.tools.configs import main as configs
 from protocol.records.record import Record, build_batch
+from tests.helpers import Broker
 from tests.integration.admin_helpers import raw_produce
 from tests.integration.raw import RawConnection, create_topic, leader_address, send_request
 

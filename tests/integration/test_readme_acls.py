@@ -8,8 +8,9 @@ import shlex
 import subprocess
 import sys
 
-from pybroker.testing import Broker
-from tests.helpers import ROOT
+import pytest
+
+from tests.helpers import ROOT, Broker
 
 README = ROOT / "README.md"
 
@@ -23,6 +24,8 @@ def _blocks() -> dict[str, list[str]]:
     return blocks
 
 
+@pytest.mark.in_process(
+    "reads the authorizer's bindings (the README's broker grants ANONYMOUS no DescribeAcls)")
 def test_readme_acl_example(tmp_path):
     blocks = _blocks()
     (properties,), (commands,), (shown,) = blocks["properties"], blocks["sh"], blocks["text"]

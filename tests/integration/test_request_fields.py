@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient
 
-from tests.integration.raw import create_topic
+from tests.integration.raw import create_topic, known_topics
 
 TIMEOUT = 10
 # Kafka's AclEntry.supportedOperations per resource type: with no authorizer, all are allowed.
@@ -75,7 +75,7 @@ def test_create_topics_refuses_an_impossible_assignment(broker, assignment) -> N
             admin.create_topics([NewTopic(topic, replica_assignments=assignment)])
     finally:
         admin.close()
-    assert topic not in broker.broker.metadata.image.topics
+    assert topic not in known_topics(broker.bootstrap)
 
 
 def test_create_topics_assignment_becomes_the_replicas(broker) -> None:
@@ -83,7 +83,7 @@ def test_create_topics_assignment_becomes_the_replicas(broker) -> None:
     brokers it names (this one), leader first, as Metadata then reports them."""
     from kafka.admin import KafkaAdminClient, NewTopic
     topic = topic_name("assign")
-    node = broker.broker.node_id
+    node = broker.brokers[0][0]  # the bootstrap broker (a node's worker 0)
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
         admin.create_topics([NewTopic(topic, replica_assignments={0: [node], 1: [node],
@@ -113,6 +113,7 @@ def test_create_topics_assignment_partitions_must_be_consecutive(broker) -> None
 
 # -- JoinGroup / LeaveGroup reasons -----------------------------------------------------------
 
+@pytest.mark.in_process("reads the group coordinator's log records (caplog)")
 def test_leave_group_reason_is_logged(broker, caplog: pytest.LogCaptureFixture) -> None:
     """kafka-python leaves its group with a reason (LeaveGroup v5): the broker logs it, as
     Kafka's coordinator does, instead of dropping it."""
@@ -135,6 +136,7 @@ def test_leave_group_reason_is_logged(broker, caplog: pytest.LogCaptureFixture) 
                for line in lines), lines
 
 
+@pytest.mark.in_process("reads the group coordinator's log records (caplog)")
 def test_join_group_reason_is_logged(broker, caplog: pytest.LogCaptureFixture) -> None:
     """JoinGroup v8+ carries a reason (the Java client sends one on every rejoin); none of
     the stock Python clients sends v8, so a raw request stands in."""
@@ -159,7 +161,7 @@ def test_create_topics_reports_retention_from_log_retention_hours_as_static() ->
     retention.ms from static broker config (4) while its DescribeConfigs, trimming the synonyms
     at the unset log.retention.ms, says default (5) — found by the differential corpus."""
     from protocol.api_keys import ApiKey
-    from pybroker.testing import Broker
+    from tests.helpers import Broker
     from tests.integration.raw import send_request
     with Broker(**{"log.retention.hours": "100"}) as b:
         topic = topic_name("retention-source")

@@ -21,6 +21,8 @@ from tests.helpers import broker_in_thread
 from tests.integration.clients import AIOKAFKA, CONFLUENT, KAFKA_PYTHON, Rec, check_same
 from tests.integration.raw import RawConnection, create_topic, send_request
 
+pytestmark = pytest.mark.in_process("tests the request hooks, which live in the broker's process")
+
 PRODUCERS = {"confluent-kafka": (CONFLUENT, {}),
              # retries set: the test is about the retry, whatever the client's default
              "kafka-python": (KAFKA_PYTHON, {"retries": 5})}

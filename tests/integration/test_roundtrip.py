@@ -69,19 +69,23 @@ def test_same_client_roundtrip(broker, client: str, codec: str) -> None:
 
 
 def stored_codecs(bootstrap: str, topic: str, partitions: int) -> set[str]:
-    """The codecs of the batches the broker holds, read back with a raw Fetch."""
+    """The codecs of the batches the broker holds, read back with a raw Fetch of each
+    partition from its leader (on a node, the worker that leads it)."""
     from protocol.api_keys import ApiKey
     from protocol.messages import APIS
     from protocol.records.batch import iter_batches
-    from tests.integration.raw import send_request
-    body = APIS[ApiKey.FETCH].request.default(12)
-    body.update({"max_wait_ms": 0, "min_bytes": 0, "topics": [{"topic": topic, "partitions": [
-        {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
-         "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}
-        for p in range(partitions)]}]})
-    resp = send_request(bootstrap, ApiKey.FETCH, 12, body)
-    return {header.compression.name for part in resp.responses[0].partitions
-            for _, header in iter_batches(part.records or b"")}
+    from tests.integration.raw import leader_address, send_request
+    codecs = set()
+    for p in range(partitions):
+        body = APIS[ApiKey.FETCH].request.default(12)
+        body.update({"max_wait_ms": 0, "min_bytes": 0, "topics": [{"topic": topic, "partitions": [
+            {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+             "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}]}]})
+        resp = send_request(leader_address(bootstrap, topic, p), ApiKey.FETCH, 12, body)
+        (part,) = resp.responses[0].partitions
+        assert part.error_code == 0, part
+        codecs |= {header.compression.name for _, header in iter_batches(part.records or b"")}
+    return codecs
 
 
 # Each producer uses a codec it supports here, so the consumers also decompress it.
@@ -142,12 +146,12 @@ def _one_compressed_batch(bootstrap: str, topic: str, count: int) -> list[Rec]:
     from protocol.records.batch import Compression
     from protocol.records.record import build_batch
     from protocol.records.record import Record
-    from tests.integration.raw import send_request
+    from tests.integration.raw import leader_address, send_request
     recs = [Rec(f"k{i}".encode(), f"v{i}".encode(), (("i", str(i).encode()),), T0 + i, partition=0)
             for i in range(count)]
     batch = build_batch([Record(r.key, r.value, r.headers, r.timestamp) for r in recs],
                         compression=Compression.GZIP)
-    resp = send_request(bootstrap, ApiKey.PRODUCE, 9, {
+    resp = send_request(leader_address(bootstrap, topic, 0), ApiKey.PRODUCE, 9, {
         "transactional_id": None, "acks": -1, "timeout_ms": 5000,
         "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
     assert resp.responses[0].partition_responses[0].error_code == 0

@@ -15,7 +15,7 @@ from compat.wire import encode_request, read_frame
 from protocol.api_keys import ApiKey
 from protocol.codec import decode_response
 from protocol.errors import ErrorCode
-from pybroker.testing import broker_in_thread
+from tests.helpers import serving_broker
 from pybroker.tools import configs
 from tests.integration.secure_roundtrips import (
     aiokafka_roundtrip, confluent_roundtrip, confluent_sasl, kafka_python_roundtrip,
@@ -29,7 +29,7 @@ PASSWORDS = {"PLAIN": "alice-secret", "SCRAM-SHA-256": "scram256-secret",
 
 
 def _start(log_dir: Path):  # type: ignore[no-untyped-def]
-    return broker_in_thread(
+    return serving_broker(
         log_dir, listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         sasl_enabled_mechanisms=MECHANISMS, sasl_jaas_config=JAAS)
 
@@ -218,7 +218,11 @@ def test_scram_users_survive_a_restart(tmp_path: Path) -> None:
         assert configs.main(["--bootstrap-server", plain, "--alter", "--entity-type", "users",
                              "--entity-name", "dave", "--add-config",
                              "SCRAM-SHA-256=[iterations=4096,password=dave-secret]"]) == 0
-    assert "dave-secret" not in (tmp_path / "pybroker-scram-credentials.json").read_text()
+    # Kept (the restart below authenticates dave), and no file holds the password: a single
+    # broker's credentials file, a node's metadata service's, its workers' dirs (<dir>-K).
+    dirs = [tmp_path, *tmp_path.parent.glob(tmp_path.name + "-*")]
+    written = [f for d in dirs for f in d.rglob("*") if f.is_file()]
+    assert written and not any(b"dave-secret" in f.read_bytes() for f in written)
     with _start(tmp_path) as info:
         sasl = f"127.0.0.1:{info.ports['SASL_PLAINTEXT']}"
         producer = Producer(_confluent(sasl, "SCRAM-SHA-256", "dave", "dave-secret"))
@@ -227,7 +231,7 @@ def test_scram_users_survive_a_restart(tmp_path: Path) -> None:
 
 
 def test_session_lifetime_and_receive_size_come_from_their_keys(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path, listeners="SASL_PLAINTEXT://127.0.0.1:0",
+    with serving_broker(tmp_path, listeners="SASL_PLAINTEXT://127.0.0.1:0",
                           security_inter_broker_protocol="SASL_PLAINTEXT",
                           sasl_mechanism_inter_broker_protocol="PLAIN",
                           sasl_enabled_mechanisms="PLAIN", sasl_jaas_config=JAAS,

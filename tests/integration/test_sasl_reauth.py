@@ -12,11 +12,13 @@ import trio
 from protocol.api_keys import ApiKey
 from pybroker.client import open_client
 from pybroker.client.security import client_security
-from pybroker.testing import broker_in_thread
+from tests.helpers import broker_in_thread
 from pybroker.tools import configs
 from tests.integration.reauth_scenarios import (
     LIFETIME_MS, LISTENER, PAST_LIFETIME_S, SCENARIOS, SCRAM_PASSWORD, SCRAM_USER, SETTINGS,
 )
+
+pytestmark = pytest.mark.in_process("counts the re-authenticating handshakes (request hooks)")
 
 
 @pytest.fixture(scope="module")

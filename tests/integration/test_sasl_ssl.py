@@ -18,12 +18,14 @@ from typing import Any, Iterator
 import pytest
 
 from protocol.api_keys import ApiKey
-from pybroker.testing import broker_in_thread
+from tests.helpers import broker_in_thread, serving_broker
 from pybroker.tools import configs
 from tests.integration.secure_roundtrips import (
     aiokafka_roundtrip, confluent_roundtrip, confluent_sasl,
     kafka_python_roundtrip, kcat_roundtrip)
 from tests.integration.test_tls import Certs
+
+pytestmark = pytest.mark.in_process("its module's broker records the handshakes (request hooks)")
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'user_alice="alice-plain" user_admin="admin-plain";')
@@ -169,7 +171,7 @@ def test_scram_users_under_acls(tmp_path: Path) -> None:
     from confluent_kafka.admin import (
         AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
         ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
-    with broker_in_thread(tmp_path,
+    with serving_broker(tmp_path,
                           listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
                           sasl_enabled_mechanisms="PLAIN,SCRAM-SHA-256", sasl_jaas_config=JAAS,
                           authorizer_class_name="kafka.security.authorizer.AclAuthorizer",

@@ -13,7 +13,7 @@ from protocol.primitives import FileRegion
 from protocol.records import Record, build_batch
 from pybroker.network.connection import send_parts
 from pybroker.network.errors import CloseConnection
-from tests.integration.raw import RawConnection, create_topic
+from tests.integration.raw import RawConnection, create_topic, leader_address
 
 
 class _File:
@@ -83,7 +83,7 @@ def test_large_batches_fetched_byte_for_byte(broker) -> None:  # type: ignore[no
     but for the base offset and the leader epoch the broker stamps."""
     create_topic(broker.bootstrap, "big", 1)
     sent = []
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_address(broker.bootstrap, "big", 0)) as conn:
         for i in range(3):
             batch = build_batch([Record(b"k%d" % j, os.urandom(30_000)) for j in range(4)])
             sent.append(batch)
@@ -114,7 +114,7 @@ def test_large_batches_fetched_byte_for_byte(broker) -> None:  # type: ignore[no
 def _produce_small_batches(bootstrap: str, topic: str, count: int) -> list[bytes]:
     """`count` batches of one ~1 KB record each: small batches, ~`count` KB in all."""
     values = [b"%05d" % i + os.urandom(1000) for i in range(count)]
-    with RawConnection(bootstrap) as conn:
+    with RawConnection(leader_address(bootstrap, topic, 0)) as conn:
         for value in values:
             resp = conn.request(ApiKey.PRODUCE, 9, {
                 "transactional_id": None, "acks": -1, "timeout_ms": 10000,
@@ -148,7 +148,7 @@ def test_small_batches_at_the_tail_fetched_byte_for_byte(broker) -> None:  # typ
 
     create_topic(broker.bootstrap, "small-tail", 1)
     values = _produce_small_batches(broker.bootstrap, "small-tail", 150)  # ~160 KB
-    with RawConnection(broker.bootstrap) as conn:
+    with RawConnection(leader_address(broker.bootstrap, "small-tail", 0)) as conn:
         one_by_one = b""
         offset = 0
         while offset < len(values):  # a limit below one batch: the first batch alone

@@ -15,20 +15,21 @@ from confluent_kafka.admin import AclOperation, AdminClient, NewTopic, ResourceT
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.testing import Broker
-from tests.helpers import broker_in_thread
-from tests.integration.raw import RawConnection, create_topic, enable_share_groups
+from tests.helpers import Broker, serving_broker
+from tests.integration.raw import (
+    RawConnection, coordinator_address, create_topic, enable_share_groups, group_beside,
+)
 from tests.integration.share_member import (
     ACCEPT, SHORT, Member, ack_codes, acquired, started,
 )
-from tests.integration.test_acls import AUTHORIZER, PRINCIPAL, allow
+from tests.integration.test_acls import AUTHORIZER, ONE_BROKER, PRINCIPAL, allow
 
 ZERO_ID = UUID(int=0)
 
 
 @pytest.fixture
 def bootstrap(tmp_path: Path) -> Iterator[str]:
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         yield info.bootstrap
 
 
@@ -107,7 +108,7 @@ def test_list_groups_shows_share_groups_and_describe_groups_calls_them_dead(
 
 
 def test_describe_alter_and_delete_offsets(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         m = started(info.bootstrap, 6)
         conn = m.conn
         assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 5, 1)]
@@ -126,8 +127,8 @@ def test_describe_alter_and_delete_offsets(tmp_path: Path) -> None:
         assert r.responses[0].topic_id == m.topic_id
         assert starts(describe(conn)) == {("q", 0): 4}
         conn.close()
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:  # the SPSO was written
-        conn = RawConnection(info.bootstrap)
+    with serving_broker(tmp_path / "logs", **SHORT) as info:  # the SPSO was written
+        conn = RawConnection(coordinator_address(info.bootstrap, "sg"))
         assert starts(describe(conn)) == {("q", 0): 4}
         # membership is not durable; the group, known by its state, is Empty
         assert list_groups(conn) == [("sg", "share", "Empty", "share")]
@@ -144,13 +145,16 @@ def test_describe_alter_and_delete_offsets(tmp_path: Path) -> None:
             == (0, [("q", again.topic_id, 0)])
         assert describe(conn).topics == []
         conn.close()
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:  # the delete was written
-        assert describe(RawConnection(info.bootstrap)).topics == []
+    with serving_broker(tmp_path / "logs", **SHORT) as info:  # the delete was written
+        assert describe(RawConnection(coordinator_address(info.bootstrap, "sg"))).topics == []
 
 
 def test_bad_input_gets_kafkas_codes_on_a_connection_kept_open(bootstrap: str) -> None:
     m = started(bootstrap, 3)  # its share-partition starts at 0 (latest, before the 3)
     conn = m.conn
+    # Groups its coordinator coordinates too: on a node, another broker answers for others.
+    nobody = group_beside(bootstrap, "sg", "nobody")
+    classic = group_beside(bootstrap, "sg", "classic")
     create_topic(bootstrap, "two", 2)
     assert m.heartbeat(-1).error_code == 0
     # describe: a partition, topic or group without state is -1 with no error (as Kafka)
@@ -158,8 +162,8 @@ def test_bad_input_gets_kafkas_codes_on_a_connection_kept_open(bootstrap: str) -
                                {"topic_name": "nope", "partitions": [0]}])
     assert g.error_code == 0 and starts(g) == {("q", 0): 0, ("q", 7): -1, ("nope", 0): -1}
     assert g.topics[1].topic_id == ZERO_ID
-    assert describe(conn, "nobody").topics == []
-    assert starts(describe(conn, "nobody", [{"topic_name": "q", "partitions": [0]}])) == {
+    assert describe(conn, nobody).topics == []
+    assert starts(describe(conn, nobody, [{"topic_name": "q", "partitions": [0]}])) == {
         ("q", 0): -1}
     # alter: per partition
     r = alter(conn, {("q", 0): -5, ("q", 3): 0, ("nope", 0): 0, ("two", 1): 1})
@@ -172,21 +176,21 @@ def test_bad_input_gets_kafkas_codes_on_a_connection_kept_open(bootstrap: str) -
     assert starts(describe(conn)) == {("q", 0): 0, ("two", 1): 1}
     assert alter(conn, {("q", 0): 1}, group="").error_code == ErrorCode.INVALID_GROUP_ID
     # a classic group's id is not a share group's
-    classic = conn.request(ApiKey.OFFSET_COMMIT, 2, {
-        "group_id": "classic", "generation_id_or_member_epoch": -1, "member_id": "",
+    committed = conn.request(ApiKey.OFFSET_COMMIT, 2, {
+        "group_id": classic, "generation_id_or_member_epoch": -1, "member_id": "",
         "retention_time_ms": -1, "topics": [{"name": "q", "partitions": [
             {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}]})
-    assert classic.topics[0].partitions[0].error_code == 0
-    assert alter(conn, {("q", 0): 1}, "classic").error_code == ErrorCode.GROUP_ID_NOT_FOUND
-    assert describe(conn, "classic").error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert committed.topics[0].partitions[0].error_code == 0
+    assert alter(conn, {("q", 0): 1}, classic).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert describe(conn, classic).error_code == ErrorCode.GROUP_ID_NOT_FOUND
     # delete: the group must exist; a topic without state is unknown, with the zero id
-    r = delete(conn, ["q"], group="nobody")
+    r = delete(conn, ["q"], group=nobody)
     assert (r.error_code, r.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND,
-                                               "Group nobody not found.")
+                                               f"Group {nobody} not found.")
     assert delete(conn, ["q"], group="").error_code == ErrorCode.INVALID_GROUP_ID
     # no topic to delete: no error and nothing, whatever the group (Kafka 4.1.1's KafkaApis
     # answers before its group coordinator looks at the group)
-    for group in ("", "nobody"):
+    for group in ("", nobody):
         r = delete(conn, [], group=group)
         assert (r.error_code, r.responses) == (0, [])
     create_topic(bootstrap, "fresh")
@@ -201,8 +205,8 @@ def test_bad_input_gets_kafkas_codes_on_a_connection_kept_open(bootstrap: str) -
 
 
 def test_the_offsets_apis_wait_for_share_version(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
-        conn = RawConnection(info.bootstrap)
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
+        conn = RawConnection(coordinator_address(info.bootstrap, "sg"))
         r = conn.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
                                                   "client_software_version": "1"})
         keys = {a.api_key for a in r.api_keys}
@@ -222,7 +226,7 @@ def test_acls_as_kafka(tmp_path: Path) -> None:
     DELETE on the group and READ on the topics for Delete; ListGroups shows only the groups
     the principal may describe. The principal may READ topic a and group g, nothing else."""
     broker = Broker(log_dir=tmp_path / "logs", authorizer_class_name=AUTHORIZER,
-                    super_users=PRINCIPAL, **SHORT).start()
+                    super_users=PRINCIPAL, **SHORT, **ONE_BROKER).start()
     try:
         enable_share_groups(broker.bootstrap)
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Producer, ShareConsumer
 
 from compat.differential.share_scenarios import polling
-from tests.helpers import broker_in_thread
+from tests.helpers import serving_broker
 from tests.integration.raw import create_topic, enable_share_groups
 
 pytestmark = pytest.mark.timeout(120)
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def bootstrap(tmp_path: Path) -> Iterator[str]:
-    with broker_in_thread(tmp_path / "logs",
+    with serving_broker(tmp_path / "logs",
                           **{"group.share.record.lock.duration.ms": "2000",
                              "group.share.min.record.lock.duration.ms": "2000"}) as info:
         enable_share_groups(info.bootstrap)

@@ -3,6 +3,7 @@ coordinator for every key): what a data partition's leader on another broker sen
 cluster test (tests/cluster/test_share_failover.py) has them carry a failover."""
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any, Iterator
 from uuid import UUID
@@ -11,7 +12,7 @@ import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from tests.helpers import broker_in_thread
+from tests.helpers import serving_broker
 from tests.integration.raw import RawConnection, enable_share_groups
 from tests.integration.share_member import ACCEPT, SHORT, ack_codes, acquired, started
 
@@ -23,7 +24,7 @@ TOPIC = UUID(int=42)  # the coordinator keeps state by topic id; it need not be 
 
 @pytest.fixture
 def bootstrap(tmp_path: Path) -> Iterator[str]:
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         yield info.bootstrap
 
 
@@ -71,14 +72,32 @@ def _find(conn: RawConnection, key: str, version: int = 6) -> Any:
     return found
 
 
+KEY = "g:AAAAAAAAAAAAAAAAAAAAKg:0"  # group g, TOPIC, partition 0
+
+
+def _to_coordinator(bootstrap: str, key: str = KEY) -> RawConnection:
+    """A connection to the share coordinator of `key` (group:topicId:partition), found as a
+    partition's leader finds it (FindCoordinator, key type 2): on a node, any of its
+    brokers."""
+    with RawConnection(bootstrap) as conn:
+        found = _find(conn, key)
+    assert found.error_code == 0, found
+    return RawConnection(f"{found.host}:{found.port}")
+
+
 def test_find_coordinator_for_a_share_key(bootstrap: str) -> None:
     """Key type 2 (v6): the leader of the key's __share_group_state partition, the topic
     created by the asking, as Kafka's persister finds its share coordinator; a key that is
     not "group:topicId:partition" is INVALID_REQUEST, and so is the key type before v6."""
     enable_share_groups(bootstrap)
     conn = RawConnection(bootstrap)
-    found = _find(conn, "g:AAAAAAAAAAAAAAAAAAAAKg:0")
-    assert (found.error_code, found.port) == (0, int(bootstrap.rpartition(":")[2]))
+    found = _find(conn, KEY)
+    brokers = conn.request(ApiKey.METADATA, 12, {
+        "topics": [], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False}).brokers
+    assert found.error_code == 0
+    assert (found.node_id, found.host, found.port) in {(b.node_id, b.host, b.port)
+                                                       for b in brokers}
     for bad in ("g:not-an-id:0", "g:AAAAAAAAAAAAAAAAAAAAKg:x", ":AAAAAAAAAAAAAAAAAAAAKg:0"):
         assert _find(conn, bad).error_code == ErrorCode.INVALID_REQUEST, bad
     assert _find(conn, "g:AAAAAAAAAAAAAAAAAAAAKg:0", 5).error_code == ErrorCode.INVALID_REQUEST
@@ -86,8 +105,7 @@ def test_find_coordinator_for_a_share_key(bootstrap: str) -> None:
 
 def test_write_read_summary_initialize_delete_and_fencing(bootstrap: str) -> None:
     enable_share_groups(bootstrap)
-    conn = RawConnection(bootstrap)
-    assert _find(conn, "g:AAAAAAAAAAAAAAAAAAAAKg:0").error_code == 0  # the topic is made
+    conn = _to_coordinator(bootstrap)  # the topic is made
     # no state yet: Kafka's uninitialized answer, not an error
     r = _read(conn, "g", 3)
     assert (r.error_code, r.state_epoch, r.start_offset, r.state_batches) == (0, 0, -1, [])
@@ -129,18 +147,17 @@ def test_write_read_summary_initialize_delete_and_fencing(bootstrap: str) -> Non
 def test_a_deleted_keys_fence_outlives_a_restart(tmp_path: Path) -> None:
     """The fence of a deleted key (a write at its state epoch or older is FENCED_STATE_EPOCH)
     is read back from the tombstone's header when the coordinator loads the partition again."""
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         enable_share_groups(info.bootstrap)
-        conn = RawConnection(info.bootstrap)
-        assert _find(conn, "g:AAAAAAAAAAAAAAAAAAAAKg:0").error_code == 0
+        conn = _to_coordinator(info.bootstrap)
         r = _one(conn.request(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0,
                               _body("g", state_epoch=3, start_offset=20)))
         assert r.error_code == 0
         assert _one(conn.request(ApiKey.DELETE_SHARE_GROUP_STATE, 0, _body("g"))).error_code \
             == 0
         conn.close()
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
-        conn = RawConnection(info.bootstrap)
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
+        conn = _to_coordinator(info.bootstrap)
         r = _read(conn, "g", -1)
         assert (r.error_code, r.start_offset, r.state_epoch) == (0, -1, 4)
         stale = _one(conn.request(ApiKey.WRITE_SHARE_GROUP_STATE, 0, _body(
@@ -157,9 +174,11 @@ def test_what_the_leader_wrote_is_what_the_coordinator_reads_back(bootstrap: str
     m = started(bootstrap, 3)
     assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 2, 1)]
     assert ack_codes(m.acknowledge([(0, 0, ACCEPT)])) == [0]
-    r = _one(m.conn.request(ApiKey.READ_SHARE_GROUP_STATE, 0, {
-        "group_id": m.group, "topics": [{"topic_id": m.topic_id, "partitions": [
-            {"partition": 0, "leader_epoch": -1}]}]}))
+    topic_id = base64.urlsafe_b64encode(m.topic_id.bytes).rstrip(b"=").decode()
+    with _to_coordinator(bootstrap, f"{m.group}:{topic_id}:0") as coordinator:
+        r = _one(coordinator.request(ApiKey.READ_SHARE_GROUP_STATE, 0, {
+            "group_id": m.group, "topics": [{"topic_id": m.topic_id, "partitions": [
+                {"partition": 0, "leader_epoch": -1}]}]}))
     assert r.error_code == 0 and r.start_offset == 1
     assert [(b.first_offset, b.last_offset, b.delivery_state) for b in r.state_batches] == [
         (1, 2, 0)]  # acquired, and written Available: locks do not outlive the leader

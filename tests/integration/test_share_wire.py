@@ -11,8 +11,8 @@ import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from tests.helpers import broker_in_thread
-from tests.integration.raw import RawConnection, create_topic, enable_share_groups
+from tests.helpers import serving_broker
+from tests.integration.raw import RawConnection, create_topic, enable_share_groups, group_beside
 from tests.integration.share_member import (
     ACCEPT, LOCK_MS, RELEASE, REJECT, SHORT, Member, ack_codes, acquired, produce, started,
 )
@@ -20,7 +20,7 @@ from tests.integration.share_member import (
 
 @pytest.fixture
 def bootstrap(tmp_path: Path) -> Iterator[str]:
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         yield info.bootstrap
 
 
@@ -46,7 +46,7 @@ def test_group_share_enable_serves_share_groups_without_share_version(tmp_path: 
     """Kafka 4.1.1 takes its internal key group.share.enable=true (checked: it starts, and a
     ShareGroupHeartbeat is served with share.version 0) and leaves share.version unfinalized:
     so does pybroker, where the key was unknown and ignored with a warning."""
-    with broker_in_thread(tmp_path / "logs", **{**SHORT, "group.share.enable": "true"}) as info:
+    with serving_broker(tmp_path / "logs", **{**SHORT, "group.share.enable": "true"}) as info:
         create_topic(info.bootstrap, "q")
         r = RawConnection(info.bootstrap).request(ApiKey.API_VERSIONS, 3, {
             "client_software_name": "t", "client_software_version": "1"})
@@ -165,18 +165,19 @@ def test_heartbeat_errors_and_describe(bootstrap: str) -> None:
     r = Member(bootstrap).heartbeat(0, None)
     assert (r.error_code, r.error_message) == (
         ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+    nope = group_beside(bootstrap, "sg", "nope")  # on a node, one its coordinator has too
     d = m.conn.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {
-        "group_ids": ["sg", "nope"], "include_authorized_operations": False})
-    sg, nope = d.groups
+        "group_ids": ["sg", nope], "include_authorized_operations": False})
+    sg, missing = d.groups
     assert (sg.error_code, sg.group_state, sg.assignor_name) == (0, "Stable", "simple")
     assert [(x.member_id, x.assignment.topic_partitions[0].topic_name) for x in sg.members] \
         == [(m.member_id, "q")]
-    assert nope.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
     assert m.heartbeat(-1).member_epoch == -1
 
 
 def test_a_restart_keeps_acknowledged_done_and_acquired_available(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         m = started(info.bootstrap, 4)
         assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 3, 1)]
         assert ack_codes(m.acknowledge([(0, 0, ACCEPT), (2, 2, REJECT)])) == [0]
@@ -195,7 +196,7 @@ def test_a_restart_keeps_acknowledged_done_and_acquired_available(tmp_path: Path
         # m's connection stays open to the end: closed, it would give 1 and 3 back with
         # their delivery taken back (test_a_closed_connection_gives_...)
     m.close()
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         again = Member(info.bootstrap)
         again.join()
         assert again.topic_id == topic_id
@@ -208,7 +209,7 @@ def test_limits(tmp_path: Path) -> None:
     """The record-lock cap, the session cache and the group size, at their edges."""
     limits = {"group.share.partition.max.record.locks": "100",
               "group.share.max.share.sessions": "1", "group.share.max.size": "1"}
-    with broker_in_thread(tmp_path / "logs", **limits) as info:
+    with serving_broker(tmp_path / "logs", **limits) as info:
         m = started(info.bootstrap, 0)
         for _ in range(3):  # three batches: 0-49, 50-99, 100-149
             produce(info.bootstrap, 50)
@@ -229,7 +230,7 @@ def test_a_silent_member_is_removed_and_its_records_come_back_with_their_lock(
     against it: membership and share-partitions are apart, the latter maybe on another
     broker; only the share session's end releases at once)."""
     lock_ms = 4000
-    with broker_in_thread(tmp_path / "logs", **{"group.share.session.timeout.ms": "1000",
+    with serving_broker(tmp_path / "logs", **{"group.share.session.timeout.ms": "1000",
                                                    "group.share.min.session.timeout.ms": "1000",
                                                    "group.share.heartbeat.interval.ms": "500",
                                                    "group.share.min.heartbeat.interval.ms": "500",
@@ -264,7 +265,7 @@ def other_epoch(member: Member) -> int:
 
 
 def test_delete_groups_drops_a_share_groups_state_for_good(tmp_path: Path) -> None:
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         m = started(info.bootstrap, 2)
         assert acquired(m.fetch(max_wait_ms=5000)) == [(0, 1, 1)]
         assert ack_codes(m.acknowledge([(0, 1, ACCEPT)])) == [0]
@@ -278,7 +279,7 @@ def test_delete_groups_drops_a_share_groups_state_for_good(tmp_path: Path) -> No
         assert delete() == 0
         assert delete() == ErrorCode.GROUP_ID_NOT_FOUND
         m.close()
-    with broker_in_thread(tmp_path / "logs", **SHORT) as info:
+    with serving_broker(tmp_path / "logs", **SHORT) as info:
         produce(info.bootstrap, 1)  # offset 2; a new group starts at the end (latest)
         again = Member(info.bootstrap)
         again.join()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from protocol.api_keys import ApiKey
-from tests.helpers import broker_in_thread
+from tests.helpers import serving_broker
 from tests.integration.raw import RawConnection
 
 
@@ -39,11 +39,12 @@ def _broker_end(client: socket.socket) -> tuple[int, int]:
 
 
 def _buffers(log_dir: Path, **overrides: str) -> tuple[int, int]:
-    with broker_in_thread(log_dir, **overrides) as info, RawConnection(info.bootstrap) as conn:
+    with serving_broker(log_dir, **overrides) as info, RawConnection(info.bootstrap) as conn:
         assert conn.request(ApiKey.API_VERSIONS, 0, {}).error_code == 0  # accepted by now
         return _broker_end(conn.sock)
 
 
+@pytest.mark.in_process("reads the broker's end of the connection among its own descriptors")
 @pytest.mark.parametrize("send,receive", [(65536, 32768), (102400, 102400)])
 def test_configured_buffer_sizes(tmp_path: Path, send: int, receive: int) -> None:
     sndbuf, rcvbuf = _buffers(tmp_path / "logs", socket_send_buffer_bytes=str(send),
@@ -52,6 +53,7 @@ def test_configured_buffer_sizes(tmp_path: Path, send: int, receive: int) -> Non
     assert sndbuf in (send, 2 * send) and rcvbuf in (receive, 2 * receive)
 
 
+@pytest.mark.in_process("reads the broker's end of the connection among its own descriptors")
 def test_minus_one_keeps_the_system_default(tmp_path: Path) -> None:
     default = socket.socket()
     with default:
@@ -65,7 +67,7 @@ def test_minus_one_keeps_the_system_default(tmp_path: Path) -> None:
 def test_listen_backlog(tmp_path: Path) -> None:
     """socket.listen.backlog.size is the listening socket's accept queue length (what ss shows
     as Send-Q of a listening socket)."""
-    with broker_in_thread(tmp_path / "logs", socket_listen_backlog_size="7") as info:
+    with serving_broker(tmp_path / "logs", socket_listen_backlog_size="7") as info:
         out = subprocess.run(["ss", "-ltnH", f"sport = :{info.port}"], capture_output=True,
                              text=True, check=True).stdout.split()
         assert out[0] == "LISTEN" and out[2] == "7", out

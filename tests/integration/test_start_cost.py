@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pybroker.testing import Broker
 from pybroker.testing.broker import StartWatch, free_port_block
-from tests.helpers import ROOT
+from tests.helpers import ROOT, Broker
 
 # Loaded on first use, never by a default start: the metrics registry and the HTTP side door
 # (without http.listeners), the cluster's code (without zookeeper.connect), the client
@@ -127,7 +126,9 @@ def test_a_default_start_imports_only_what_it_serves_with(tmp_path: Path) -> Non
 
 
 def test_a_restart_logs_leadership_once_a_topic() -> None:
-    broker = Broker(keep=True).start()
+    # One broker: it leads every partition and logs each topic's line once (a node's workers
+    # each lead a share), and its restart's log follows its shutdown's.
+    broker = Broker(keep=True, num_cores="1").start()
     try:
         broker.create_topic("wide", partitions=40)
         broker.create_topic("narrow", partitions=2)

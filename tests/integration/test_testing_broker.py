@@ -11,6 +11,8 @@ from confluent_kafka import Consumer, Producer
 from protocol.errors import ErrorCode, KafkaError
 from pybroker.testing import Broker, BrokerProcess
 
+pytestmark = pytest.mark.in_process("tests pybroker.testing.Broker's thread mode itself")
+
 
 def produce(bootstrap: str, topic: str, *values: bytes) -> None:
     producer = Producer({"bootstrap.servers": bootstrap})

@@ -16,6 +16,9 @@ from confluent_kafka.admin import AdminClient
 from protocol.errors import ErrorCode, KafkaError
 from pybroker.testing import DROP, Broker, Cluster
 
+pytestmark = pytest.mark.in_process(
+    "tests the kit's in-process verbs (control, advance_time, compact, ...)")
+
 # How librdkafka reports a producer whose epoch was bumped under it.
 FENCED = {CkError._FENCED, CkError.PRODUCER_FENCED, CkError.INVALID_PRODUCER_EPOCH}
 

@@ -22,10 +22,14 @@ import pytest
 
 from compat.wire import create_topic, request
 from protocol.api_keys import ApiKey
-from pybroker.testing import broker_in_thread
+from tests.helpers import broker_in_thread, serving_broker
 from tests.integration.group_harness import wait_until
 
 import trustme
+
+pytestmark = pytest.mark.in_process(
+    "its module's brokers record each request's principal (request hooks); the refusals are read "
+    "from the broker's log records (caplog)")
 
 CLIENT_DN = "CN=alice,OU=eng,O=acme"
 
@@ -254,7 +258,7 @@ def test_encrypted_listener_key_is_loaded_with_its_password(
     else:  # the broker-wide key stays plain: only the listener's own keys can open it
         keys = {"listener_name_ssl_ssl_keystore_location": keystore,
                 "listener_name_ssl_ssl_key_password": "s3cret"}
-    with broker_in_thread(tmp_path, **{**_tls_overrides(certs), **keys}) as info:
+    with serving_broker(tmp_path, **{**_tls_overrides(certs), **keys}) as info:
         topic = f"enc-{form}-{uuid.uuid4().hex[:6]}"
         create_topic(_plain_bootstrap(info), topic, 1)
         assert _confluent(_ssl_bootstrap(info), certs, False, topic, [b"sealed"]) == [b"sealed"]
@@ -268,7 +272,7 @@ def test_encrypted_listener_key_without_or_with_a_wrong_password_stops_the_start
                          ({"listener_name_ssl_ssl_key_password": "nope"},
                           "wrong ssl.key.password")):
         with pytest.raises(BaseExceptionGroup) as refused:  # trio reports the failed start
-            with broker_in_thread(tmp_path, **{**_tls_overrides(certs),
+            with serving_broker(tmp_path, **{**_tls_overrides(certs),
                                                "ssl_keystore_location": keystore, **extra}):
                 pass
         assert refused.group_contains(ConfigError, match=words, depth=None)
@@ -331,7 +335,7 @@ def test_wrong_protocol_on_either_port_is_closed_cleanly(
 def test_stalled_handshake_is_closed_while_others_are_served(certs: Certs,
                                                              tmp_path: Path) -> None:
     from confluent_kafka import Producer
-    with broker_in_thread(tmp_path / "logs", **_tls_overrides(
+    with serving_broker(tmp_path / "logs", **_tls_overrides(
             certs, connections_max_idle_ms="1500")) as info:
         stalled = socket.create_connection(("127.0.0.1", info.ports["SSL"]), timeout=10)
         stalled.sendall(b"\x16\x03\x01")  # the start of a ClientHello, then nothing

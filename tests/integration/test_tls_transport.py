@@ -8,12 +8,13 @@ import logging
 import socket
 import ssl
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from pybroker.testing import broker_in_thread
+from tests.helpers import serving_broker
 
 import trustme
 
@@ -22,17 +23,22 @@ def _frame(correlation_id: int) -> bytes:
     return len(body).to_bytes(4, "big") + body
 
 
-@pytest.fixture(scope="module")
-def ssl_setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, ssl.SSLContext]]:
-    root = tmp_path_factory.mktemp("tls-transport")
+@contextmanager
+def _ssl_broker(root: Path) -> Iterator[tuple[Any, ssl.SSLContext]]:
     ca = trustme.CA()
     server = root / "server.pem"
     ca.issue_cert("localhost").private_key_and_cert_chain_pem.write_to_path(str(server))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ca.configure_trust(context)
-    with broker_in_thread(root / "logs", listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
-                          ssl_keystore_location=str(server)) as info:
+    with serving_broker(root / "logs", listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+                        ssl_keystore_location=str(server)) as info:
         yield info, context
+
+
+@pytest.fixture(scope="module")
+def ssl_setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, ssl.SSLContext]]:
+    with _ssl_broker(tmp_path_factory.mktemp("tls-transport")) as setup:
+        yield setup
 
 
 class _Client:
@@ -149,9 +155,15 @@ def test_a_large_request_over_many_records(ssl_setup: Any) -> None:
         client.close()
 
 
+@pytest.mark.in_process("reads the broker's log records (caplog)")
 def test_close_notify_and_a_corrupt_record_close_the_connection(
-        ssl_setup: Any, caplog: pytest.LogCaptureFixture) -> None:
-    info, context = ssl_setup
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with _ssl_broker(tmp_path) as (info, context):
+        _close_notify_and_a_corrupt_record(info, context, caplog)
+
+
+def _close_notify_and_a_corrupt_record(info: Any, context: ssl.SSLContext,
+                                       caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="pybroker"):
         polite = _Client(info.ports["SSL"], context)
         polite.handshake()

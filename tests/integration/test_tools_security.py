@@ -13,7 +13,7 @@ from typing import Any, Iterator
 import pytest
 import trustme
 
-from pybroker.testing import broker_in_thread
+from tests.helpers import serving_broker
 from pybroker.tools import acls, configs, console_consumer, console_producer, topics
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
@@ -65,7 +65,7 @@ def broker(certs: Certs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[A
         "allow.everyone.if.no.acl.found": "true",
         "super.users": f"User:admin;User:{CLIENT_DN}",
     }
-    with broker_in_thread(tmp_path_factory.mktemp("logs"),
+    with serving_broker(tmp_path_factory.mktemp("logs"),
                           **{k.replace(".", "_"): v for k, v in overrides.items()}) as info:
         plain = f"127.0.0.1:{info.ports['PLAINTEXT']}"
         assert configs.main(["--bootstrap-server", plain, "--alter", "--entity-type", "users",

@@ -155,9 +155,9 @@ def test_zombie_is_fenced_and_its_open_transaction_aborted(broker) -> None:
 
 def test_transaction_older_than_its_timeout_is_aborted(tmp_path) -> None:
     from confluent_kafka import KafkaException
-    from tests.helpers import broker_in_thread
+    from tests.helpers import serving_broker
 
-    with broker_in_thread(
+    with serving_broker(
             tmp_path / "logs",
             transaction_abort_timed_out_transaction_cleanup_interval_ms="200") as info:
         topic = _topic()
@@ -347,35 +347,43 @@ def test_bad_transactional_requests_get_kafka_errors_and_store_nothing(broker) -
     topic = _topic("bad")
     create_topic(broker.bootstrap, topic, 1)
     bootstrap = broker.bootstrap
+    # As a client routes them: the partition's records to its leader, the transaction's
+    # requests to its coordinator (on a node, each may be any of its brokers).
+    from tests.integration.raw import coordinator_address, leader_address
+    leader = leader_address(bootstrap, topic, 0)
+    coordinator = coordinator_address(bootstrap, "bad-txn", 1)
+    # The leader verifies a transactional batch with its id's coordinator: once that one has
+    # loaded (before, the leader answers NOT_ENOUGH_REPLICAS, which a client retries).
+    coordinator_address(bootstrap, "ghost", 1)
     # Transactional records without a transactional id: the whole request fails (Kafka).
     from protocol.api_keys import ApiKey
     from tests.integration.raw import send_request
     body = {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
             "topic_data": [{"name": topic, "partition_data": [
                 {"index": 0, "records": _raw_txn_batch(123456, 0)}]}]}
-    response = send_request(bootstrap, ApiKey.PRODUCE, 9, body)
+    response = send_request(leader, ApiKey.PRODUCE, 9, body)
     assert response.responses[0].partition_responses[0].error_code == \
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     # A transactional batch from a producer no coordinator knows.
-    assert _raw_produce(bootstrap, topic, "ghost", _raw_txn_batch(123456, 0), 9) == \
+    assert _raw_produce(leader, topic, "ghost", _raw_txn_batch(123456, 0), 9) == \
         ErrorCode.INVALID_TXN_STATE
-    assert _raw_produce(bootstrap, topic, "ghost", _raw_txn_batch(123456, 0), 11) == \
+    assert _raw_produce(leader, topic, "ghost", _raw_txn_batch(123456, 0), 11) == \
         ErrorCode.TRANSACTION_ABORTABLE
     find = _raw(bootstrap, "FIND_COORDINATOR", 3, {"key": "bad-txn", "key_type": 1})
-    assert find.error_code == 0 and find.port == broker.port
-    init = _raw(bootstrap, "INIT_PRODUCER_ID", 4, {
+    assert find.error_code == 0 and f"{find.host}:{find.port}" == coordinator
+    init = _raw(coordinator, "INIT_PRODUCER_ID", 4, {
         "transactional_id": "bad-txn", "transaction_timeout_ms": 60000,
         "producer_id": -1, "producer_epoch": -1})
     assert init.error_code == 0
     pid, epoch = init.producer_id, init.producer_epoch
     # A client's batch without a sequence number (only the broker's own go without one).
-    assert _raw_produce(bootstrap, topic, "bad-txn", _raw_txn_batch(pid, epoch, sequence=-1),
+    assert _raw_produce(leader, topic, "bad-txn", _raw_txn_batch(pid, epoch, sequence=-1),
                         9) in (ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TXN_STATE)
     # Its partition was never added to the transaction.
-    assert _raw_produce(bootstrap, topic, "bad-txn", _raw_txn_batch(pid, epoch), 9) == \
+    assert _raw_produce(leader, topic, "bad-txn", _raw_txn_batch(pid, epoch), 9) == \
         ErrorCode.INVALID_TXN_STATE
     # A partition of a topic that does not exist fails the request; the others are skipped.
-    add = _raw(bootstrap, "ADD_PARTITIONS_TO_TXN", 3, {
+    add = _raw(coordinator, "ADD_PARTITIONS_TO_TXN", 3, {
         "v3_and_below_transactional_id": "bad-txn", "v3_and_below_producer_id": pid,
         "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [
             {"name": "no-such-topic", "partitions": [0]}, {"name": topic, "partitions": [0]}]})
@@ -384,41 +392,41 @@ def test_bad_transactional_requests_get_kafka_errors_and_store_nothing(broker) -
     assert codes == {"no-such-topic": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                      topic: ErrorCode.OPERATION_NOT_ATTEMPTED}
     # Ending a transaction that is not ongoing.
-    end = _raw(bootstrap, "END_TXN", 3, {"transactional_id": "bad-txn", "producer_id": pid,
+    end = _raw(coordinator, "END_TXN", 3, {"transactional_id": "bad-txn", "producer_id": pid,
                                          "producer_epoch": epoch, "committed": True})
     assert end.error_code == ErrorCode.INVALID_TXN_STATE
     # A wrong epoch: PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH for clients before v2.
     for version, expected in ((1, ErrorCode.INVALID_PRODUCER_EPOCH),
                               (3, ErrorCode.PRODUCER_FENCED)):
-        end = _raw(bootstrap, "END_TXN", version, {
+        end = _raw(coordinator, "END_TXN", version, {
             "transactional_id": "bad-txn", "producer_id": pid, "producer_epoch": epoch + 5,
             "committed": False})
         assert end.error_code == expected
     # A wrong producer id.
-    end = _raw(bootstrap, "END_TXN", 3, {"transactional_id": "bad-txn", "producer_id": pid + 1,
+    end = _raw(coordinator, "END_TXN", 3, {"transactional_id": "bad-txn", "producer_id": pid + 1,
                                          "producer_epoch": epoch, "committed": True})
     assert end.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     # A timeout above transaction.max.timeout.ms.
-    init = _raw(bootstrap, "INIT_PRODUCER_ID", 4, {
+    init = _raw(coordinator_address(bootstrap, "bad-timeout", 1), "INIT_PRODUCER_ID", 4, {
         "transactional_id": "bad-timeout", "transaction_timeout_ms": 900001,
         "producer_id": -1, "producer_epoch": -1})
     assert init.error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
     # A fenced epoch after the transaction was added: the coordinator bumped the epoch.
-    add = _raw(bootstrap, "ADD_PARTITIONS_TO_TXN", 3, {
+    add = _raw(coordinator, "ADD_PARTITIONS_TO_TXN", 3, {
         "v3_and_below_transactional_id": "bad-txn", "v3_and_below_producer_id": pid,
         "v3_and_below_producer_epoch": epoch,
         "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
     assert add.results_by_topic_v3_and_below[0].results_by_partition[0] \
         .partition_error_code == 0
     for _ in range(50):  # fences the open transaction: aborted, then the epoch bumped again
-        again = _raw(bootstrap, "INIT_PRODUCER_ID", 4, {
+        again = _raw(coordinator, "INIT_PRODUCER_ID", 4, {
             "transactional_id": "bad-txn", "transaction_timeout_ms": 60000,
             "producer_id": -1, "producer_epoch": -1})
         if again.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
             break
         time.sleep(0.05)
     assert again.error_code == 0 and again.producer_epoch == epoch + 2
-    assert _raw_produce(bootstrap, topic, "bad-txn", _raw_txn_batch(pid, epoch), 9) in (
+    assert _raw_produce(leader, topic, "bad-txn", _raw_txn_batch(pid, epoch), 9) in (
         ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_TXN_STATE,
         ErrorCode.PRODUCER_FENCED)
     # Nothing was stored but the abort marker of the fenced transaction, and the broker
@@ -431,9 +439,9 @@ def test_transaction_state_topic_and_expiry_follow_the_broker_keys(tmp_path) -> 
     from confluent_kafka.admin import AdminClient, ConfigResource
 
     from protocol.errors import ErrorCode
-    from tests.helpers import broker_in_thread
+    from tests.helpers import serving_broker
 
-    with broker_in_thread(tmp_path / "logs", transaction_state_log_num_partitions="3",
+    with serving_broker(tmp_path / "logs", transaction_state_log_num_partitions="3",
                           transaction_state_log_segment_bytes="1048576",
                           transactional_id_expiration_ms="1000",
                           transaction_abort_timed_out_transaction_cleanup_interval_ms="200"
@@ -451,12 +459,14 @@ def test_transaction_state_topic_and_expiry_follow_the_broker_keys(tmp_path) -> 
         configs = admin.describe_configs([resource])[resource].result(10)
         assert configs["segment.bytes"].value == "1048576"
         assert configs["cleanup.policy"].value == "compact"
-        described = _raw(info.bootstrap, "DESCRIBE_TRANSACTIONS", 0,
+        from tests.integration.raw import coordinator_address
+        coordinator = coordinator_address(info.bootstrap, "expiring", 1)  # a node's: any broker
+        described = _raw(coordinator, "DESCRIBE_TRANSACTIONS", 0,
                          {"transactional_ids": ["expiring"]}).transaction_states[0]
         assert described.error_code == 0 and described.transaction_state == "CompleteCommit"
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # unused for transactional.id.expiration.ms: gone
-            described = _raw(info.bootstrap, "DESCRIBE_TRANSACTIONS", 0,
+            described = _raw(coordinator, "DESCRIBE_TRANSACTIONS", 0,
                              {"transactional_ids": ["expiring"]}).transaction_states[0]
             if described.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
                 break
@@ -476,10 +486,12 @@ def test_read_committed_long_poll_wakes_when_the_transaction_commits(broker) -> 
     producer.produce(topic, value=b"pending", partition=0)
     producer.flush(10)
     got: dict[str, object] = {}
+    from tests.integration.raw import leader_address
+    leader = leader_address(broker.bootstrap, topic, 0)  # a node's worker leads it
 
     def long_poll() -> None:
         started = time.monotonic()
-        response = _raw(broker.bootstrap, "FETCH", 11, {
+        response = _raw(leader, "FETCH", 11, {
             "replica_id": -1, "max_wait_ms": 10000, "min_bytes": 1, "max_bytes": 1 << 20,
             "isolation_level": 1, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": topic, "partitions": [{

@@ -11,13 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode as E
 from pybroker.broker import Broker
 from pybroker.coordinator.group_coordinator import OFFSETS_TOPIC
-from tests.helpers import broker_in_thread
+from tests.helpers import serving_broker
 from tests.integration.raw import create_topic, send_request
 
 PID, EPOCH = 4242, 3
@@ -70,9 +71,10 @@ def fetch(bootstrap: str, group: str, partitions: list[int], stable: bool,
 UNSTABLE = E.UNSTABLE_OFFSET_COMMIT
 
 
+@pytest.mark.in_process("writes transaction markers on the broker's loop")
 def test_offsets_wait_for_the_marker_and_survive_a_restart(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
-    with broker_in_thread(logs) as info:
+    with serving_broker(logs) as info:
         info.broker.replicas.txn_verifier = None
         bootstrap = info.bootstrap
         create_topic(bootstrap, "t", 2)
@@ -97,7 +99,7 @@ def test_offsets_wait_for_the_marker_and_survive_a_restart(tmp_path: Path) -> No
             [E.INVALID_PRODUCER_EPOCH]
 
     # The markers are in the log; "open" has none: its offsets are pending again after loading.
-    with broker_in_thread(logs) as info:
+    with serving_broker(logs) as info:
         info.broker.replicas.txn_verifier = None
         bootstrap = info.bootstrap
         assert fetch(bootstrap, "committed", [0, 1], stable=True) == {0: (5, 0), 1: (6, 0)}
@@ -111,10 +113,11 @@ def test_offsets_wait_for_the_marker_and_survive_a_restart(tmp_path: Path) -> No
                 ] == [(9, "m9")]
 
 
+@pytest.mark.in_process("reads the broker's state on its loop")
 def test_verification_errors_by_version(tmp_path: Path) -> None:
     """A partition outside the producer's transaction: TRANSACTION_ABORTABLE for v4 clients,
     INVALID_TXN_STATE for older ones; a fenced epoch is INVALID_PRODUCER_EPOCH (Kafka 3.9)."""
-    with broker_in_thread(tmp_path / "logs") as info:
+    with serving_broker(tmp_path / "logs") as info:
         bootstrap = info.bootstrap
         create_topic(bootstrap, "t", 1)
         answers = {"abortable": E.INVALID_TXN_STATE, "fenced": E.PRODUCER_FENCED}
