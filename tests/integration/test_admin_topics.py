@@ -14,6 +14,7 @@ import trio
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from compat.wire import create_topic as create_topic_request
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.replica.deltas import SYNCFS_MIN_NEW_LOGS
@@ -138,7 +139,11 @@ class HeldLogCreation:
 
 
 def _create_in_background(bootstrap: str, name: str) -> threading.Thread:
-    creator = threading.Thread(target=create_topic, args=(bootstrap, name, WIDE), daemon=True)
+    """The CreateTopics request alone, in a thread: not raw.create_topic, which then waits
+    for each partition's leader to serve it, and so for a topic deleted meanwhile ran on
+    past the test (and its broker) until its own deadline."""
+    creator = threading.Thread(target=create_topic_request, args=(bootstrap, name, WIDE),
+                               daemon=True)
     creator.start()
     return creator
 
