@@ -94,3 +94,30 @@ def test_a_full_re_read_keeps_the_old_cache_until_it_is_complete(
     store._refresh({("rearm",)})
     assert seen == [{"t"}]
     assert set(build_image(store.cluster_id, store._cache).topics) == {"t"}
+
+
+def test_a_re_read_of_the_broker_and_group_configs_keeps_the_old_ones_until_it_is_complete(
+        zk_and_store: tuple[MemoryZkClient, ZkMetadataStore]) -> None:
+    """The broker configs (and group configs) are read again, all, when any changes. The
+    cache's dict was emptied first and filled as read, so an image the event loop built
+    meanwhile had none: on a node, ten concurrent IncrementalAlterConfigs of the cluster
+    default each edited what such an image said was stored (nothing) and kept 1-7 of the ten
+    keys (tests/integration/test_dynamic_broker_configs.py, at PYBROKER_NUM_CORES=2)."""
+    zk, store = zk_and_store
+    zk.create(f"{zd.CONFIG_BROKERS}/<default>", zd.encode_config({"log.retention.ms": "1"}),
+              makepath=True)
+    zk.create(f"{zd.CONFIG_GROUPS}/g", zd.encode_config({"consumer.session.timeout.ms": "9000"}),
+              makepath=True)
+    store._refresh({("broker_configs",), ("group_configs",)})
+    seen: list[tuple[dict, dict]] = []
+
+    def image_meanwhile(got: Any) -> None:
+        image = build_image(store.cluster_id, store._cache)
+        seen.append((dict(image.broker_configs), dict(image.group_configs)))
+
+    _hook(store, "get", f"{zd.CONFIG_BROKERS}/<default>", image_meanwhile)
+    store._refresh({("broker_configs",)})
+    _hook(store, "get", f"{zd.CONFIG_GROUPS}/g", image_meanwhile)
+    store._refresh({("group_configs",)})
+    old = ({"<default>": {"log.retention.ms": "1"}}, {"g": {"consumer.session.timeout.ms": "9000"}})
+    assert seen == [old, old]

@@ -222,19 +222,25 @@ class ZkCache:
             cache.quotas, cache.scram = self._read_entity_configs()
         elif kind == "broker_configs":
             # /config/brokers/<default> and /config/brokers/<id>: few and small, all read
-            # again when any changes, each with a watch.
-            cache.broker_configs = {}
+            # again when any changes, each with a watch. Read into a dict of its own and put
+            # in place whole: the event loop builds images from the cache while a worker
+            # thread reads, and a dict emptied first and filled as read gave it none (an
+            # alter then edited nothing and wrote its one key over the others).
+            broker_configs: dict[str, dict[str, str]] = {}
             for entity in self._children(zd.CONFIG_BROKERS):
                 got = self._get(f"{zd.CONFIG_BROKERS}/{entity}")
                 if got is not None:
-                    cache.broker_configs[entity] = zd.decode_config(got[0])
+                    broker_configs[entity] = zd.decode_config(got[0])
+            cache.broker_configs = broker_configs
         elif kind == "group_configs":
-            # /config/groups/<group>: read again, all, when any changes (a watch on each).
-            cache.group_configs = {}
+            # /config/groups/<group>: read again, all, when any changes (a watch on each);
+            # put in place whole, as the broker configs above.
+            group_configs: dict[str, dict[str, str]] = {}
             for name in self._children(zd.CONFIG_GROUPS):
                 got = self._get(f"{zd.CONFIG_GROUPS}/{name}")
                 if got is not None:
-                    cache.group_configs[desanitize(name)] = zd.decode_config(got[0])
+                    group_configs[desanitize(name)] = zd.decode_config(got[0])
+            cache.group_configs = group_configs
         elif kind == "feature":
             got = self._get(zd.FEATURE)
             cache.feature = None if got is None else (got[0], got[1].version)
