@@ -104,14 +104,17 @@ class TopicAdmin:
 
     async def await_leaders(self, wanted: Mapping[str, int], timeout_s: float) -> set[str]:
         """Of `wanted` (topic -> partition count), the topics whose partitions all have a
-        leader in this broker's image within `timeout_s` (at once if it is 0 or less): what
-        Kafka's DelayedCreatePartitions waits for before it answers CreateTopics or
-        CreatePartitions (by name, as Kafka's)."""
+        leader in this broker's image within `timeout_s`: what Kafka's
+        DelayedCreatePartitions waits for before it answers CreateTopics or CreatePartitions
+        (by name, as Kafka's). At 0 or less none, without looking: ZooKeeper-mode Kafka
+        answers every topic written REQUEST_TIMED_OUT at once then, led or not."""
+        if timeout_s <= 0:
+            return set()
+
         def ready(image: MetadataImage) -> bool:
             return all(image.has_states(name, count) for name, count in wanted.items())
 
-        if timeout_s > 0:
-            await self.metadata.wait_for(ready, timeout_s)
+        await self.metadata.wait_for(ready, timeout_s)
         image = self.metadata.image
         return {name for name, count in wanted.items() if image.has_states(name, count)}
 

@@ -56,8 +56,7 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
             results.append({"name": topic.name, "error_code": int(code),
                             "error_message": message})
     if written:
-        ready = await ctx.topics.await_leaders(written, request.timeout_ms / 1000) \
-            if request.timeout_ms > 0 else set()
+        ready = await ctx.topics.await_leaders(written, request.timeout_ms / 1000)
         for result in results:
             if result["name"] in written and result["name"] not in ready:
                 result.update(error_code=int(ErrorCode.REQUEST_TIMED_OUT), error_message=None)

@@ -51,8 +51,7 @@ async def _await_leaders(ctx: RequestContext, entries: list[dict], written: dict
     """Answer each topic written NONE once this broker's image leads it, or REQUEST_TIMED_OUT
     (Kafka's: no message, the partition count, replication factor and configs reset) if it
     does not by `timeout_ms` (module docstring)."""
-    ready = await ctx.topics.await_leaders(written, timeout_ms / 1000) if timeout_ms > 0 \
-        else set()
+    ready = await ctx.topics.await_leaders(written, timeout_ms / 1000)
     image = ctx.services.metadata.image  # the request's own predates the topics
     for entry in entries:
         name = entry["name"]
