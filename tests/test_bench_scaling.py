@@ -126,3 +126,34 @@ def test_series_flags_and_the_first_to_last_summary() -> None:
     assert results.ratio(kept, "kafka") == 0.5
     assert results.median(growth, "pybroker") == 3.0 and results.median(growth, "kafka") is None
     assert results.median(rss, "pybroker") == 5.5
+
+
+def test_multicore_low_load_flags_reach_the_workload(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #29 item 5 needs more low-load turns than throughput rounds on a shared VM."""
+    from tests.bench import bench_multicore, peer_bench
+
+    seen: dict[str, object] = {}
+
+    def fake(*args: object, **kwargs: object) -> str:
+        seen.update(kwargs)
+        return "ran"
+
+    monkeypatch.setattr(bench_multicore, "bench_multicore", fake)
+    parser = argparse.ArgumentParser()
+
+    def args(**over: object) -> argparse.Namespace:
+        base: dict[str, object] = dict(
+            multicore_setups="single,node", cores=2, count=None, quick=False, rounds=None,
+            multicore_producers="1", multicore_latency_turns=None,
+            multicore_latency_seconds=None)
+        base.update(over)
+        return argparse.Namespace(**base)
+
+    assert peer_bench.run_multicore(parser, args(multicore_latency_turns=24,
+                                                 multicore_latency_seconds=8.0)) == "ran"
+    assert seen == {"latency_seconds": 8.0, "latency_turns": 24}
+    assert peer_bench.run_multicore(parser, args(quick=True)) == "ran"
+    assert seen == {"latency_seconds": 3.0, "latency_turns": None}
+    for bad in ({"multicore_latency_turns": 0}, {"multicore_latency_seconds": 0.0}):
+        with pytest.raises(SystemExit):
+            peer_bench.run_multicore(parser, args(**bad))

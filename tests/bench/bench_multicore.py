@@ -277,7 +277,10 @@ def run_point(node: Node, n: int, count: int, tag: str, consumers: bool = True) 
 
 def bench_multicore(rounds: int, cores: int, producers: tuple[int, ...], setups: tuple[str, ...],
                     count: int, progress: Callable[[str], None],
-                    latency_seconds: float = 5.0) -> MulticoreResults:
+                    latency_seconds: float = 5.0,
+                    latency_turns: int | None = None) -> MulticoreResults:
+    """`latency_turns`: the low-load turns (default: `rounds`, at least LATENCY_TURNS)."""
+    turns = latency_turns or max(rounds, LATENCY_TURNS)
     results = MulticoreResults(cores=cores, count=count, setups=setups, producers=producers)
     loads = []
     for rnd in range(rounds):
@@ -299,7 +302,7 @@ def bench_multicore(rounds: int, cores: int, producers: tuple[int, ...], setups:
             finally:
                 shutil.rmtree(work, ignore_errors=True)
     if latency_seconds > 0:
-        low_load(results, cores, max(rounds, LATENCY_TURNS), latency_seconds, progress)
+        low_load(results, cores, turns, latency_seconds, progress)
     results.notes.append(
         f"multicore (issue #29): {count:,} records of 1 KB per producer, acks=1, "
         f"linger.ms 5, each producer a process of its own on a topic of {PARTITIONS} "
@@ -315,7 +318,7 @@ def bench_multicore(rounds: int, cores: int, producers: tuple[int, ...], setups:
         "peers (Tansu on memory://, Apache Kafka 4.1.1 in KRaft), one process each. "
         f"Low load: end-to-end at {LATENCY_RATE:,} rec/s, 100 B, acks=1, linger.ms 0, "
         f"one partition, {latency_seconds:g} s after {LATENCY_WARMUP_S:g} s uncounted, "
-        f"every setup up at once, {max(rounds, LATENCY_TURNS)} turns going round them (the "
+        f"every setup up at once, {turns} turns going round them (the "
         "first rotating); a ratio is a setup's p99 over the first setup's in the same turn. "
         f"Medians of {rounds} round(s), (min-max); setups alternate first. "
         f"{os.cpu_count()} CPUs shared by the node and the producers; load average (1 min) "

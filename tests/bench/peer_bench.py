@@ -959,6 +959,10 @@ def run_multicore(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         parser.error(f"--multicore-setups: choose from {MULTICORE_SETUPS}, each once")
     if args.cores < 1:
         parser.error("--cores: at least 1")
+    if ((args.multicore_latency_turns is not None and args.multicore_latency_turns < 1)
+            or (args.multicore_latency_seconds is not None
+                and args.multicore_latency_seconds <= 0)):
+        parser.error("--multicore-latency-turns and --multicore-latency-seconds: positive")
     count = args.count or (bm.QUICK_COUNT if args.quick else bm.COUNT)
     with os.fdopen(os.dup(2), "w") as terminal, _stderr_silenced():
         def progress(text: str) -> None:
@@ -968,7 +972,9 @@ def run_multicore(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         return bm.bench_multicore(
             max(1, args.rounds or 3), args.cores,
             _counts(parser, "--multicore-producers", args.multicore_producers), setups,
-            count, progress, latency_seconds=3.0 if args.quick else 5.0)
+            count, progress,
+            latency_seconds=args.multicore_latency_seconds or (3.0 if args.quick else 5.0),
+            latency_turns=args.multicore_latency_turns)
 
 
 def run_share(peers: tuple[str, ...], records: int | None, quick: bool,
@@ -1296,6 +1302,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="the multicore workload's setups, from single, node (num.cores), "
                              "brokers, shards, frontends (the design's prototypes), tansu, kafka "
                              "(default single,node,tansu,kafka)")
+    parser.add_argument("--multicore-latency-turns", type=int, default=None, metavar="N",
+                        help="the multicore workload's low-load turns (issue #29 item 5: "
+                             "each turn one window per setup; default --rounds, at least 6)")
+    parser.add_argument("--multicore-latency-seconds", type=float, default=None, metavar="S",
+                        help="the multicore workload's low-load window (default 5, 3 with "
+                             "--quick)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write results as JSON")
     parser.add_argument("--markdown", type=Path, metavar="FILE",
                         help="also write the tables as Markdown, headed by the command line")
