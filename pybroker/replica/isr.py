@@ -78,13 +78,17 @@ class IsrUpkeep:
         isr -= part.out_of_sync_replicas(now_ms, lag_time_max_ms)
         if expand:
             # Only replicas outside the current ISR may join: one just found out of sync
-            # still "has" the high watermark (it is what holds it back). Nor may a broker in
-            # its controlled shutdown (Kafka's isReplicaIsrEligible, KIP-841): the controller
-            # took it out of the ISR, and its fetches until it closes would put it back, so a
-            # leader stopping after it would wait for it to go (a node's next worker).
+            # still "has" the high watermark (it is what holds it back). Only a broker that
+            # is registered and not in its controlled shutdown (Kafka's
+            # isReplicaIsrEligible, KIP-841: hasAliveBroker and not shutting down). One
+            # shutting down: the controller took it out of the ISR, and its fetches until it
+            # closes would put it back, so a leader stopping after it would wait for it to go
+            # (a node's next worker). One not registered: its session ended (the controller
+            # took it out of the ISR for that), and a fetch of it that arrived before would
+            # make a dead broker electable.
             brokers = self.metadata.image.brokers
             isr |= {r for r in part.replicas if r not in part.isr and part.can_join_isr(r)
-                    and not (r in brokers and brokers[r].shutting_down)}
+                    and r in brokers and not brokers[r].shutting_down}
         if isr == set(part.isr) or not isr:
             return
         new_isr = tuple(r for r in part.replicas if r in isr)

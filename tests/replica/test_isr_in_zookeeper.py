@@ -40,6 +40,8 @@ class Leader:
         self.zk: MemoryZkClient = self.server.client()
         self.zk.start()
         seed_partition(self.zk, TOPIC, (0, 1, 2), zd.LeaderAndIsr(0, 0, isr, 1))
+        for follower in (1, 2):  # alive: registered (the ISR's eligibility reads it)
+            self.register(follower)
         self.store = ZkMetadataStore("memory", 0, rack=None, session_timeout_ms=6000,
                                      connection_timeout_ms=6000,
                                      client_class=self.server.client)
@@ -52,6 +54,16 @@ class Leader:
         self.manager = ReplicaManager(0, self.store, self.logs, topic_configs, Purgatory())
         self.store.listeners.append(self.manager.apply_delta)
         self.manager.load_image(self.store.image)
+
+    def register(self, broker: int, *, shutting_down: bool = False) -> None:
+        """`broker` registered (its session's ephemeral znode), or its registration
+        rewritten."""
+        data = zd.encode_broker(broker, {"PLAINTEXT": ("127.0.0.1", 9092 + broker)}, {},
+                                shutting_down=shutting_down)
+        if self.zk.exists(zd.broker_path(broker)):
+            self.zk.set(zd.broker_path(broker), data)
+        else:
+            self.zk.create(zd.broker_path(broker), data, ephemeral=True, makepath=True)
 
     @property
     def part(self) -> Any:
@@ -126,22 +138,41 @@ def test_a_broker_in_controlled_shutdown_does_not_rejoin_the_isr(leader: Leader)
     registration says so) and is out of the ISR; its fetches until it closes must not put it
     back, or the leader's own controlled shutdown would wait for it to go. Registered again,
     not shutting down, it may rejoin."""
-    endpoints = {"PLAINTEXT": ("127.0.0.1", 9093)}
-
     async def expand(shutting_down: bool) -> None:
         await leader.store.refresh_now(("brokers",))
         assert leader.store.image.brokers[1].shutting_down is shutting_down
         leader.catch_up(1)
         await leader.manager._maybe_change_isr((TOPIC, 0), LAG_MS, expand=True)
 
-    leader.zk.create(zd.broker_path(1), zd.encode_broker(1, endpoints, {}, shutting_down=True),
-                     ephemeral=True, makepath=True)
+    leader.register(1, shutting_down=True)
     trio.run(expand, True)
     assert leader.state()[0].isr == (0, 2)
     assert leader.part.isr == frozenset({0, 2})
 
-    leader.zk.set(zd.broker_path(1), zd.encode_broker(1, endpoints, {}))
+    leader.register(1)
     trio.run(expand, False)
+    assert leader.state()[0].isr == (0, 1, 2)
+    assert leader.part.isr == frozenset({0, 1, 2})
+
+
+def test_a_broker_not_registered_does_not_rejoin_the_isr(leader: Leader) -> None:
+    """Kafka's isReplicaIsrEligible asks hasAliveBroker too: broker 1's session ended (its
+    registration gone, so the controller took it out of the ISR), and a fetch of it that the
+    leader counted before must not make a dead broker electable. Registered again, it may
+    rejoin."""
+    async def expand(registered: bool) -> None:
+        await leader.store.refresh_now(("brokers",))
+        assert (1 in leader.store.image.brokers) is registered
+        leader.catch_up(1)
+        await leader.manager._maybe_change_isr((TOPIC, 0), LAG_MS, expand=True)
+
+    leader.zk.delete(zd.broker_path(1))
+    trio.run(expand, False)
+    assert leader.state()[0].isr == (0, 2)
+    assert leader.part.isr == frozenset({0, 2})
+
+    leader.register(1)
+    trio.run(expand, True)
     assert leader.state()[0].isr == (0, 1, 2)
     assert leader.part.isr == frozenset({0, 1, 2})
 
