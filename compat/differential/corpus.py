@@ -542,17 +542,21 @@ def _init_producer_id(ctx: Ctx) -> None:
 
 def init_transactional(ctx: Ctx, transactional_id: str) -> tuple[int, int]:
     """An unobserved transactional producer: (producer id, epoch), retried through a
-    coordinator that is not ready yet (its topic is created on the first FindCoordinator)."""
+    coordinator that is not ready yet (its topic is created on the first FindCoordinator).
+    A coordinator still not ready after 100 tries fails the case here, rather than handing it
+    the -1 ids of an error answer (or a str's missing attribute) to produce with."""
     conn = ctx.target.conn
+    init: Any = None
     for _ in range(100):
         conn.request(K.FIND_COORDINATOR, 3, {"key": transactional_id, "key_type": 1})
         init = conn.request(K.INIT_PRODUCER_ID, 3, {
             "transactional_id": transactional_id, "transaction_timeout_ms": 60000,
             "producer_id": -1, "producer_epoch": -1})
         if not isinstance(init, str) and init.error_code not in (14, 15, 16, 51):
-            break
+            return init.producer_id, init.producer_epoch
         time.sleep(0.1)
-    return init.producer_id, init.producer_epoch
+    raise RuntimeError(f"InitProducerId for {transactional_id!r} not ready after 100 tries: "
+                       f"{init}")
 
 
 @hand(K.PRODUCE, "transactional-partition-not-added")
