@@ -413,8 +413,9 @@ def _wait_mutation_quota(probe: Any, t: str) -> None:
     AlterClientQuotas answers. The probe creates a topic of 5 partitions and one of 1 (v7,
     strict) until the second is refused."""
     for i in range(100):
-        topics = [{"name": f"{t}-probe{i}-{n}", "num_partitions": n, "replication_factor": 1,
-                   "assignments": [], "configs": []} for n in (5, 1)]
+        topics: list[dict[str, Any]] = [
+            {"name": f"{t}-probe{i}-{n}", "num_partitions": n, "replication_factor": 1,
+             "assignments": [], "configs": []} for n in (5, 1)]
         answer = probe.request(K.CREATE_TOPICS, 7, {"topics": topics, "timeout_ms": 10000,
                                                    "validate_only": False})
         if isinstance(answer, str) or answer.topics[1].error_code != 0:
@@ -701,7 +702,7 @@ def init_producer_id(ctx: Ctx, label: str, version: int) -> Any:
         if isinstance(answer, str) or answer.error_code not in (14, 15):
             break
         time.sleep(0.1)
-    ctx.note(label, answer)
+    ctx.note(label, answer)  # type: ignore[possibly-undefined]  # range(100) runs its body
     return answer
 
 
