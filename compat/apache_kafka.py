@@ -496,14 +496,14 @@ class ApacheKafkaCluster:
                 break
         raise ApacheKafkaUnavailable(
             f"Apache Kafka's {len(self.nodes)} nodes did not all start within "
-            f"{timeout:.0f} s:\n{logs}")
+            f"{timeout:.0f} s:\n{logs}")  # type: ignore[possibly-undefined]  # range(3) runs
 
     def stop(self, timeout: float = 20) -> None:
         """SIGTERM every node at once, then wait (SIGKILL after `timeout` s). Stopped one by
         one, the last node's controlled shutdown would wait for a quorum that is gone."""
         for node in self.nodes:
-            if node.running:
-                node.proc.terminate()  # type: ignore[union-attr]
+            if node.proc is not None and node.running:
+                node.proc.terminate()
         for node in self.nodes:
             node.stop(timeout)
 

@@ -123,10 +123,10 @@ class ProcessMember(Member):
     `stop()` sends SIGTERM, on which the command commits what it printed and leaves the group.
     """
 
-    def __init__(self, label: str, args: list[str], **popen: object) -> None:
+    def __init__(self, label: str, args: list[str], **popen: Any) -> None:
         self.label = label
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     **popen)  # type: ignore[call-overload]
+                                     **popen)
         self._taken: list[bytes] = []
         self._stderr: list[str] = []
         self._lock = threading.Lock()

@@ -71,8 +71,10 @@ def _on_a_broker_of_its_own(client: Any, name: str) -> Any:
     from compat.differential.config import SHARED
     from pybroker.testing import Broker
 
-    broker = Broker(process=True, **{k.replace(".", "_"): v
-                                     for k, v in {**SHARED, **share.SETTINGS}.items()})
+    config = {k.replace(".", "_"): v for k, v in {**SHARED, **share.SETTINGS}.items()}
+    # Kafka's keys, `_` for `.`: none spells keep, log_dir or log_lines (a dict's keys are
+    # beyond mypy, which holds its str values against those keywords' types).
+    broker = Broker(process=True, **config)  # type: ignore[arg-type]
     broker.start()
     try:
         share.enable_share_groups(broker.bootstrap)

@@ -84,7 +84,8 @@ def perf_summary(request: pytest.FixtureRequest) -> list[str]:
     return request.config.stash.setdefault(_PERF_SUMMARY, [])
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
+                            exitstatus: int | pytest.ExitCode, config: pytest.Config) -> None:
     lines = config.stash.get(_PERF_SUMMARY, None)
     if lines:
         terminalreporter.section("performance figures")

@@ -21,7 +21,7 @@ def blocks_decoded_alone(frame: bytes) -> list[bytes]:
     flg, bd = frame[4], frame[5]
     block_max = BLOCK_MAX[(bd >> 4) & 7]
     pos = 4 + 2 + (8 if flg & FLG_CONTENT_SIZE else 0) + 1
-    out = []
+    out: list[bytes] = []
     while True:
         (word,) = struct.unpack_from("<I", frame, pos)
         pos += 4

@@ -22,6 +22,19 @@ def _got(m: Any) -> Got:
                m.timestamp()[1])
 
 
+def _produce_args(r: Rec) -> dict[str, Any]:
+    """produce()'s keywords for a record, each only when set: librdkafka takes no None for a
+    partition (its partitioner chooses when none is given) or a timestamp (it stamps one)."""
+    kwargs: dict[str, Any] = {}
+    if r.partition is not None:
+        kwargs["partition"] = r.partition
+    if r.headers:
+        kwargs["headers"] = list(r.headers)
+    if r.timestamp is not None:
+        kwargs["timestamp"] = r.timestamp
+    return kwargs
+
+
 def _read(consumer: Any, count: int) -> list[Got]:
     got: list[Got] = []
     deadline = time.monotonic() + TIMEOUT_S
@@ -42,8 +55,12 @@ class Confluent(Adapter):
     order = 10
 
     def versions(self) -> dict[str, str]:
+        from importlib.metadata import version
+
         import confluent_kafka
-        return {"confluent-kafka": confluent_kafka.__version__,
+        # The package's own version: its stub types confluent_kafka.__version__ (set from
+        # version()) as version()'s documented (str, int), but both are a str at run time.
+        return {"confluent-kafka": version("confluent-kafka"),
                 "librdkafka": confluent_kafka.libversion()[0]}
 
     def missing(self) -> str | None:
@@ -67,14 +84,8 @@ class Confluent(Adapter):
                              "linger.ms": 5, "message.timeout.ms": 15000,
                              "enable.idempotence": idempotent, **(config or {})})
         for r in recs:
-            kwargs: dict = {"on_delivery": on_delivery}
-            if r.partition is not None:
-                kwargs["partition"] = r.partition
-            if r.headers:
-                kwargs["headers"] = list(r.headers)
-            if r.timestamp is not None:
-                kwargs["timestamp"] = r.timestamp
-            producer.produce(topic, value=r.value, key=r.key, **kwargs)
+            producer.produce(topic, value=r.value, key=r.key, on_delivery=on_delivery,
+                             **_produce_args(r))
             producer.poll(0)
         left = producer.flush(TIMEOUT_S)
         if errors:
@@ -97,8 +108,8 @@ class Confluent(Adapter):
         for i, txn in enumerate(txns):
             producer.begin_transaction()
             for r in txn.recs:
-                producer.produce(topic, value=r.value, key=r.key, partition=r.partition,
-                                 headers=list(r.headers) or None, on_delivery=on_delivery)
+                producer.produce(topic, value=r.value, key=r.key, on_delivery=on_delivery,
+                                 **_produce_args(r))
             left = producer.flush(TIMEOUT_S)
             if errors:
                 raise ProduceFailed(str(errors[0]))
@@ -212,7 +223,7 @@ class Confluent(Adapter):
 
     def start_member_as(self, bootstrap: str, topic: str, group: str, *,
                         cooperative: bool = False, instance_id: str | None = None) -> Member:
-        from confluent_kafka import Consumer, KafkaException, TopicPartition
+        from confluent_kafka import Consumer, KafkaException
         config = {"bootstrap.servers": bootstrap, "group.id": group,
                   "auto.offset.reset": "earliest", "enable.auto.commit": False,
                   "fetch.wait.max.ms": 100, "session.timeout.ms": 10000,
@@ -231,9 +242,8 @@ class Confluent(Adapter):
                     if m is None or m.error() is not None:
                         continue
                     take(m.value())
-                    try:
-                        c.commit(offsets=[TopicPartition(topic, m.partition(), m.offset() + 1)],
-                                 asynchronous=False)
+                    try:  # the message's partition, at its offset + 1
+                        c.commit(message=m, asynchronous=False)
                     except KafkaException:
                         pass  # rebalancing: the record comes again (at least once)
             finally:

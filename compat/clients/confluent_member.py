@@ -15,7 +15,7 @@ import sys
 
 
 def main(argv: list[str]) -> int:
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, KafkaException
     parser = argparse.ArgumentParser()
     parser.add_argument("bootstrap")
     parser.add_argument("group")
@@ -39,12 +39,11 @@ def main(argv: list[str]) -> int:
             m = c.poll(0.1)
             if m is None or m.error() is not None:
                 continue
-            try:
-                c.commit(offsets=[TopicPartition(m.topic(), m.partition(), m.offset() + 1)],
-                         asynchronous=False)
+            try:  # the message's partition, at its offset + 1
+                c.commit(message=m, asynchronous=False)
             except KafkaException:
                 pass  # reconciling: the record may come again (at least once)
-            sys.stdout.buffer.write(m.value() + b"\n")
+            sys.stdout.buffer.write((m.value() or b"") + b"\n")  # a null value: an empty line
             sys.stdout.flush()
     finally:
         c.close()

@@ -413,8 +413,9 @@ def _wait_mutation_quota(probe: Any, t: str) -> None:
     AlterClientQuotas answers. The probe creates a topic of 5 partitions and one of 1 (v7,
     strict) until the second is refused."""
     for i in range(100):
-        topics = [{"name": f"{t}-probe{i}-{n}", "num_partitions": n, "replication_factor": 1,
-                   "assignments": [], "configs": []} for n in (5, 1)]
+        topics: list[dict[str, Any]] = [
+            {"name": f"{t}-probe{i}-{n}", "num_partitions": n, "replication_factor": 1,
+             "assignments": [], "configs": []} for n in (5, 1)]
         answer = probe.request(K.CREATE_TOPICS, 7, {"topics": topics, "timeout_ms": 10000,
                                                    "validate_only": False})
         if isinstance(answer, str) or answer.topics[1].error_code != 0:
@@ -542,17 +543,21 @@ def _init_producer_id(ctx: Ctx) -> None:
 
 def init_transactional(ctx: Ctx, transactional_id: str) -> tuple[int, int]:
     """An unobserved transactional producer: (producer id, epoch), retried through a
-    coordinator that is not ready yet (its topic is created on the first FindCoordinator)."""
+    coordinator that is not ready yet (its topic is created on the first FindCoordinator).
+    A coordinator still not ready after 100 tries fails the case here, rather than handing it
+    the -1 ids of an error answer (or a str's missing attribute) to produce with."""
     conn = ctx.target.conn
+    init: Any = None
     for _ in range(100):
         conn.request(K.FIND_COORDINATOR, 3, {"key": transactional_id, "key_type": 1})
         init = conn.request(K.INIT_PRODUCER_ID, 3, {
             "transactional_id": transactional_id, "transaction_timeout_ms": 60000,
             "producer_id": -1, "producer_epoch": -1})
         if not isinstance(init, str) and init.error_code not in (14, 15, 16, 51):
-            break
+            return init.producer_id, init.producer_epoch
         time.sleep(0.1)
-    return init.producer_id, init.producer_epoch
+    raise RuntimeError(f"InitProducerId for {transactional_id!r} not ready after 100 tries: "
+                       f"{init}")
 
 
 @hand(K.PRODUCE, "transactional-partition-not-added")
@@ -697,7 +702,7 @@ def init_producer_id(ctx: Ctx, label: str, version: int) -> Any:
         if isinstance(answer, str) or answer.error_code not in (14, 15):
             break
         time.sleep(0.1)
-    ctx.note(label, answer)
+    ctx.note(label, answer)  # type: ignore[possibly-undefined]  # range(100) runs its body
     return answer
 
 

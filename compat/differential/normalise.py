@@ -26,7 +26,7 @@ Everything else is compared exactly, including tagged fields a broker sends and 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 from construct import Container
 
@@ -182,6 +182,6 @@ def _codes(answer: dict) -> str:
     return "error codes " + ",".join(map(str, codes)) if codes else "no error codes"
 
 
-def _order(a: dict, b: dict):  # type: ignore[no-untyped-def]
+def _order(a: dict, b: dict) -> Callable[[Any], int]:
     seen = {p: i for i, p in enumerate([*a, *(p for p in b if p not in a)])}
     return lambda p: seen[p]

@@ -40,11 +40,19 @@ class Message(Protocol):
     def error(self) -> Any: ...
 
 
+class Batch(Protocol):
+    """One poll's deliveries: confluent-kafka's Messages (sized and iterable, but not a
+    Sequence: its items are a Message or, sliced, Messages), or the Java client's list."""
+
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[Message]: ...
+
+
 class Consumer(Protocol):
     """An explicit-acknowledgement share consumer, subscribed: confluent-kafka's
     ShareConsumer, or the Java client's KafkaShareConsumer (JavaShareConsumer)."""
 
-    def poll(self, timeout: float) -> Sequence[Message]: ...
+    def poll(self, timeout: float) -> Batch: ...
     def acknowledge(self, message: Any, type: AcknowledgeType) -> Any: ...
     def commit_sync(self) -> Any: ...
     def close(self) -> None: ...
@@ -567,6 +575,9 @@ def run_both(clients: Sequence[Client] = (CONFLUENT, JAVA)) -> dict[str, Any]:
         # Kafka is killed, not stopped: its data goes with `tmp`, so a controlled
         # shutdown would only cost time; the Broker's stop also removes its log dir.
         on_kafka = _observe_fresh(kafka, kafka.kill, clients)
-        broker = Broker(process=True, **{k.replace(".", "_"): v for k, v in settings.items()})
+        config = {k.replace(".", "_"): v for k, v in settings.items()}
+        # Kafka's keys, `_` for `.`: none spells keep, log_dir or log_lines (a dict's keys are
+        # beyond mypy, which holds its str values against those keywords' types).
+        broker = Broker(process=True, **config)  # type: ignore[arg-type]
         on_pybroker = _observe_fresh(broker, broker.stop, clients)
     return {c.name: compare(on_kafka[c.name], on_pybroker[c.name]) for c in clients}

@@ -96,11 +96,12 @@ class Cluster:
             # A node's brokers take the host's name as rack, so that no partition has two
             # replicas on one node; the kit's nodes share one host, where machines would not.
             overrides = {"broker.rack": f"node-{node}", **overrides}
-        proc = BrokerProcess(self.dirs_of(node)[0], port=port,
-                             file_size_limit=file_size_limit, **placed,
-                             **{k.replace(".", "_"): v for k, v in
-                                {**self.overrides, "broker.id": str(node),
-                                 **overrides}.items()})
+        config = {k.replace(".", "_"): v
+                  for k, v in {**self.overrides, "broker.id": str(node), **overrides}.items()}
+        # Kafka's keys, `_` for `.`: none spells one of BrokerProcess's own keywords (a dict's
+        # keys are beyond mypy, which holds its str values against those keywords' types).
+        proc = BrokerProcess(self.dirs_of(node)[0], port=port, file_size_limit=file_size_limit,
+                             **placed, **config)  # type: ignore[arg-type]
         self.brokers[node] = proc
         return proc
 

@@ -30,12 +30,14 @@ from collections import Counter
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
+from typing import Any, TextIO
 
 from kafka import KafkaConsumer, TopicPartition
 
 from pybroker.testing import disk_faults
 from pybroker.testing.disk_faults import DiskFaults
 from pybroker.testing.network import ZOOKEEPER, Network
+from pybroker.testing.zookeeper import ZooKeeperProcess
 from tests.cluster.brokers import LAG_TIME_MS, SESSION_TIMEOUT_MS, Cluster, running_cluster
 from tests.cluster.checker import check, replicas_differ
 from tests.cluster.workload import AckedProducer, read_all
@@ -70,7 +72,7 @@ def _healed(cluster: Cluster) -> None:
         raise AssertionError(f"{exc}\n{registrations}") from None
 
 
-def apply_fault(fault: str, cluster: Cluster, zookeeper, rng: random.Random,  # type: ignore[no-untyped-def]
+def apply_fault(fault: str, cluster: Cluster, zookeeper: ZooKeeperProcess, rng: random.Random,
                 disks: DiskFaults | None = None) -> None:
     partition = rng.randrange(PARTITIONS)
     if fault == "kill-leader":
@@ -209,10 +211,10 @@ def _replicas_differ(cluster: Cluster) -> list[str]:
                                             for n in cluster.ids}, ends[tp])]
 
 
-def run(work_dir: Path, zookeeper, rounds: int, seed: int,  # type: ignore[no-untyped-def]
+def run(work_dir: Path, zookeeper: ZooKeeperProcess, rounds: int, seed: int,
         faults: tuple[str, ...] = FAULTS, rate: float = 200.0,
-        out=sys.stdout, network: Network | None = None,
-        disks: DiskFaults | None = None) -> dict:  # type: ignore[no-untyped-def]
+        out: TextIO = sys.stdout, network: Network | None = None,
+        disks: DiskFaults | None = None) -> dict[str, Any]:
     """Run the schedule; returns the summary (also printed). The partition faults need
     `network` (ZooKeeper runs in its ZOOKEEPER member); the disk faults `disks`, on which
     each broker gets two ext4 disks as its log dirs."""
@@ -273,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     faults = tuple(args.faults.split(","))
     with tempfile.TemporaryDirectory(prefix="pybroker-faults-") as tmp, ExitStack() as stack:
         network = None
-        where: dict = {}  # type: ignore[type-arg]
+        where: dict[str, Any] = {}
         if set(faults) & set(PARTITIONS_FAULTS):
             network = stack.enter_context(Network([ZOOKEEPER, 1, 2, 3]))
             where = {"host": network.address(ZOOKEEPER),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
@@ -50,7 +51,7 @@ class AckedProducer:
             future.add_errback(self._failed)
             time.sleep(interval)
 
-    def _acked(self, value: bytes, metadata) -> None:  # type: ignore[no-untyped-def]
+    def _acked(self, value: bytes, metadata: Any) -> None:  # kafka-python's RecordMetadata
         with self._lock:
             self.history.acked[value] = (metadata.partition, metadata.offset)
 

@@ -17,7 +17,7 @@ counts = app.Table("counts", default=int, partitions=2)
 
 
 @app.agent(words)
-async def count(stream):
+async def count(stream: faust.StreamT) -> None:
     async for event in stream.events():
         key = event.key.decode()
         counts[key] += 1

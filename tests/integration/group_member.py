@@ -33,7 +33,7 @@ def emit(**fields: Any) -> None:
 
 
 def run_confluent(args: argparse.Namespace) -> None:
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, KafkaException
 
     conf: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap, "group.id": args.group,
@@ -57,11 +57,12 @@ def run_confluent(args: argparse.Namespace) -> None:
         msg = consumer.poll(0.05)
         if msg is None or msg.error():
             continue
-        rec = {"p": msg.partition(), "o": msg.offset(), "v": msg.value().decode()}
+        value = msg.value()
+        rec = {"p": msg.partition(), "o": msg.offset(),
+               "v": None if value is None else value.decode()}
         emit(event="rec", **rec)
-        try:
-            consumer.commit(offsets=[TopicPartition(args.topic, msg.partition(),
-                                                    msg.offset() + 1)], asynchronous=False)
+        try:  # the record's partition, at its offset + 1
+            consumer.commit(message=msg, asynchronous=False)
             emit(event="ok", **rec)
         except KafkaException as exc:
             emit(event="commit_failed", error=str(exc), **rec)
@@ -80,7 +81,7 @@ def _consumer_config(args: argparse.Namespace) -> dict[str, Any]:
 
 def _listener(base: type) -> type:
     """A rebalance listener on `base` (kafka-python's or aiokafka's) that reports events."""
-    class Listener(base):  # type: ignore[misc, valid-type]
+    class Listener(base):
         def on_partitions_revoked(self, revoked: Any) -> None:
             emit(event="revoked", partitions=[p.partition for p in revoked])
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any
+from typing import Any, Literal, overload
 
 from construct import Container
 
@@ -49,6 +49,14 @@ class RawConnection:
     def read_frame(self) -> bytes:
         return read_frame(self.sock)
 
+    @overload
+    def request(self, api_key: int, version: int, body: Any, *,
+                expect_response: Literal[True] = ...) -> Container: ...
+
+    @overload
+    def request(self, api_key: int, version: int, body: Any, *,
+                expect_response: bool) -> Container | None: ...
+
     def request(self, api_key: int, version: int, body: Any, *,
                 expect_response: bool = True) -> Container | None:
         self.correlation_id += 1
@@ -65,9 +73,7 @@ def send_request(bootstrap: str, api_key: int, version: int, body: Any,
                  timeout: float = 10.0) -> Container:
     """One request on a fresh connection; the decoded response body."""
     with RawConnection(bootstrap, timeout) as conn:
-        result = conn.request(api_key, version, body)
-        assert result is not None
-        return result
+        return conn.request(api_key, version, body)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1,

@@ -4,7 +4,7 @@ response."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Sequence
 
 from confluent_kafka import Producer
 
@@ -66,7 +66,7 @@ class Member:
         self.topic_id = r.assignment.topic_partitions[0].topic_id
         return r
 
-    def fetch(self, acks: list[tuple[int, int, int]] = (), *, epoch: int | None = None,
+    def fetch(self, acks: Sequence[tuple[int, int, int]] = (), *, epoch: int | None = None,
               max_wait_ms: int = 0, max_records: int = 500) -> Any:
         r = self.data.request(ApiKey.SHARE_FETCH, 1, {
             "group_id": self.group, "member_id": self.member_id,

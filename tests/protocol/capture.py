@@ -27,7 +27,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Literal
 
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -124,7 +124,7 @@ class FakeBroker:
                         conn.sendall(reply)
 
     # -- requests -----------------------------------------------------------------------------
-    def _handle(self, frame: bytes) -> bytes | None | bool:
+    def _handle(self, frame: bytes) -> bytes | None | Literal[False]:
         """The response frame, None for no response (acks=0), False to close the connection."""
         key, version = struct.unpack_from(">hh", frame) if len(frame) >= 4 else (-1, -1)
         with self._lock:

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from protocol.primitives import FileRegion
 from protocol.records.batch import iter_batches
 from protocol.records.record import DecodedRecord, Record, build_batch, iter_records_in
 from pybroker.storage.log_config import LogConfig
@@ -13,11 +15,11 @@ SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=512, file_delete_dela
 
 
 def batch(n: int = 1, *, value_size: int = 100, ts: int | list[int] = 1_000,
-          key: bytes | None = b"k", **kw: object) -> bytes:
+          key: bytes | None = b"k", **kw: Any) -> bytes:
     """A batch of `n` records; `ts` is one timestamp for all, or one per record."""
     stamps = ts if isinstance(ts, list) else [ts] * n
     return build_batch([Record(key, bytes([65 + i % 26]) * value_size, timestamp=t)
-                        for i, t in zip(range(n), stamps)], **kw)  # type: ignore[arg-type]
+                        for i, t in zip(range(n), stamps)], **kw)
 
 
 def fill(plog: PartitionLog, batches: int, *, per_batch: int = 3, value_size: int = 100,
@@ -38,6 +40,7 @@ def read_all(plog: PartitionLog, start: int | None = None) -> list[DecodedRecord
     while offset < plog.log_end_offset:
         data = plog.read(offset, 10_000, max_offset=plog.log_end_offset)
         assert data.records, f"no progress at {offset}"
+        assert not isinstance(data.records, FileRegion)  # region_min_batch 0: never a region
         out.extend(r for r in iter_records_in(data.records) if r.offset >= offset)
         offset = data.next_offset
     return out

@@ -11,13 +11,14 @@ from typing import Callable, Iterator
 
 import pytest
 
+from pybroker.server import ServerInfo
 from tests.helpers import broker_in_thread
 
 _names = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
     """A broker without topic auto-creation, so that unknown topics stay unknown."""
     with broker_in_thread(tmp_path_factory.mktemp("logs"),
                           auto_create_topics_enable="false") as info:
@@ -25,11 +26,13 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
 
 
 @pytest.fixture
-def bootstrap(kafka) -> str:  # type: ignore[no-untyped-def]
+def bootstrap(kafka: ServerInfo) -> str:
     return kafka.bootstrap
 
 
 @pytest.fixture
 def name() -> Callable[[str], str]:
     """Unique topic or group names: name("orders") -> "orders-7"."""
-    return lambda prefix="t": f"{prefix}-{next(_names)}"
+    def unique(prefix: str = "t") -> str:
+        return f"{prefix}-{next(_names)}"
+    return unique
