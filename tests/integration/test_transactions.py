@@ -439,6 +439,27 @@ def test_bad_transactional_requests_get_kafka_errors_and_store_nothing(broker) -
     assert ck_read(bootstrap, topic, READ_COMMITTED) == {0: []}
 
 
+def _settled_coordinator(addresses: list[str], txn_id: str, timeout: float = 30) -> str:
+    """host:port of the id's coordinator once every broker names it and it serves the id.
+    Before, a leader may not know the coordinator yet (its Produce answers NOT_ENOUGH_REPLICAS,
+    which a client retries), and the one named may not have loaded the id or learnt of its
+    leadership (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR: a client finds it again)."""
+    from tests.integration.raw import find_coordinator
+    from protocol.errors import ErrorCode
+
+    deadline = time.monotonic() + timeout
+    while True:
+        named = {find_coordinator(address, txn_id, 1) for address in addresses}
+        if len(named) == 1 and None not in named:
+            ((_, coordinator),) = named
+            code = _raw(coordinator, "DESCRIBE_TRANSACTIONS", 0, {
+                "transactional_ids": [txn_id]}).transaction_states[0].error_code
+            if code not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR):
+                return coordinator
+        assert time.monotonic() < deadline, f"{txn_id}'s coordinator: {named}"
+        time.sleep(0.1)
+
+
 @pytest.mark.parametrize("cores", ["1", "2"])
 def test_a_refused_batch_gets_the_coordinators_answer_wherever_the_leader_is(
         tmp_path, cores: str) -> None:
@@ -455,7 +476,7 @@ def test_a_refused_batch_gets_the_coordinators_answer_wherever_the_leader_is(
     wire too; the one that is, and a single broker, ask in process."""
     from protocol.errors import ErrorCode as E
     from tests.helpers import serving_broker
-    from tests.integration.raw import coordinator_address, leader_id
+    from tests.integration.raw import leader_id
 
     with serving_broker(tmp_path / "logs", num_cores=cores) as broker:
         bootstrap = broker.bootstrap
@@ -465,8 +486,8 @@ def test_a_refused_batch_gets_the_coordinators_answer_wherever_the_leader_is(
         leaders = {p: leader_id(bootstrap, topic, p) for p in range(4)}
         # On a node, each broker leads some partitions: both placements are asked below.
         assert set(leaders.values()) == set(addresses)
-        known = coordinator_address(bootstrap, "known", 1)
-        coordinator_address(bootstrap, "ghost", 1)  # loaded: else a retriable refusal
+        known = _settled_coordinator(list(addresses.values()), "known")
+        _settled_coordinator(list(addresses.values()), "ghost")
         init = _raw(known, "INIT_PRODUCER_ID", 4, {
             "transactional_id": "known", "transaction_timeout_ms": 60000, "producer_id": -1,
             "producer_epoch": -1})
