@@ -31,16 +31,19 @@ def state(broker: Broker) -> S | None:
     return None if code or txn is None else txn.state
 
 
+@pytest.mark.parametrize("refusal", [E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND])
 @pytest.mark.parametrize("commit", [True, False])
 async def test_a_completion_the_log_refuses_for_now_is_written_once_it_can(
-        broker: Broker, commit: bool) -> None:
+        broker: Broker, commit: bool, refusal: E) -> None:
     """A node's restart, as PYBROKER_NUM_CORES=2 met it (test_transactions_faults.py's
     committing kill): the worker that comes up first leads every partition of
     __transaction_state with itself alone in the ISR until the other is back, below the
     topic's min.insync.replicas of 2, and finishes a PrepareCommit it loaded in that time.
     The append of its CompleteCommit is refused NOT_ENOUGH_REPLICAS. Kafka's marker channel
     retries such an append (COORDINATOR_NOT_AVAILABLE, its txnLogAppendRetryQueue) while it
-    coordinates the id; given up, the transaction stayed PrepareCommit for good."""
+    coordinates the id; given up, the transaction stayed PrepareCommit for good. The ISR may
+    also shrink below it while the append waits for the followers (AFTER_APPEND), which
+    Kafka's coordinator takes for COORDINATOR_NOT_AVAILABLE too."""
     txns = broker.transactions
     refused: list[int] = []
     short_isr = True
@@ -49,7 +52,7 @@ async def test_a_completion_the_log_refuses_for_now_is_written_once_it_can(
     async def while_the_isr_is_short(partition: int, batch: bytes) -> tuple[E, int]:
         if short_isr and state(broker) in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             refused.append(partition)  # the completion: nothing else is written meanwhile
-            return E.NOT_ENOUGH_REPLICAS, -1
+            return refusal, -1
         return await append(partition, batch)
     txns.topic.append = while_the_isr_is_short  # type: ignore[method-assign]
 
