@@ -39,7 +39,7 @@ from pybroker.runtime.periodic import run_every
 from pybroker.coordinator.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
 from pybroker.coordinator.producer_ids import ProducerIds
-from pybroker.coordinator.txn_markers import MarkerWriter
+from pybroker.coordinator.txn_markers import MAX_BACKOFF_S, RETRY_BACKOFF_S, MarkerWriter
 from pybroker.coordinator.txn_records import TxnLogValue, decode_txn_record, encode_txn_record
 from pybroker.coordinator.txn_state import (
     MarkerJob, TxnConfig, TxnMetadata, TxnOutcome, TxnStateMachine,
@@ -243,17 +243,34 @@ class TransactionCoordinator:
             def still_coordinating() -> bool:
                 return self.owned.get(partition) == job.coordinator_epoch
             if await self.markers.write(job, still_coordinating):
-                code = await self._apply(self.state.markers_written(job, self.now()))
-                if code:
-                    log.warning("transaction %s: completion not written (%s); the next "
-                                "coordinator of %s-%d completes it", job.transactional_id,
-                                code.name, TXN_TOPIC, partition)
+                await self._complete(job, partition, still_coordinating)
         except Exception:
             log.exception("markers of transaction %s failed", job.transactional_id)
         finally:
             done = self._jobs.get(job.transactional_id)
             if done is not None:
                 done.set()
+
+    async def _complete(self, job: MarkerJob, partition: int,
+                        still_coordinating: Callable[[], bool]) -> None:
+        """CompleteCommit or CompleteAbort, once every marker is written. An append the log
+        cannot take now (COORDINATOR_NOT_AVAILABLE: fewer in-sync replicas than
+        min.insync.replicas, as on a node whose other worker is not back yet after a
+        restart) is tried again while this broker coordinates the id, as Kafka's marker
+        channel does (its txnLogAppendRetryQueue): left undone, the transaction would stay
+        Prepare* here, and its id's InitProducerId answer CONCURRENT_TRANSACTIONS, until
+        another broker took the partition over."""
+        backoff = RETRY_BACKOFF_S
+        while True:
+            code = await self._apply(self.state.markers_written(job, self.now()))
+            if code != ErrorCode.COORDINATOR_NOT_AVAILABLE or not still_coordinating():
+                break
+            await trio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+        if code:
+            log.warning("transaction %s: completion not written (%s); the next coordinator "
+                        "of %s-%d completes it", job.transactional_id, code.name, TXN_TOPIC,
+                        partition)
 
     async def _wait_markers(self, transactional_id: str) -> None:
         done = self._jobs.get(transactional_id)

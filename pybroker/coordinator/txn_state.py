@@ -181,7 +181,6 @@ class TxnStateMachine:
     def __init__(self, config: TxnConfig | None = None) -> None:
         self.config = config or TxnConfig()
         self._txns: dict[str, TxnMetadata] = {}
-        self._by_producer_id: dict[int, str] = {}
         # The prepared (not yet persisted) next state of each pending id; None for expiry.
         self._transit: dict[str, TxnMetadata | None] = {}
         self._coordinator_epochs: dict[int, int] = {}  # __transaction_state partition -> epoch
@@ -454,12 +453,9 @@ class TxnStateMachine:
 
     def _add(self, txn: TxnMetadata) -> None:
         self._txns[txn.transactional_id] = txn
-        self._by_producer_id[txn.producer_id] = txn.transactional_id
 
     def _remove(self, transactional_id: str) -> None:
-        txn = self._txns.pop(transactional_id, None)
-        if txn is not None and self._by_producer_id.get(txn.producer_id) == transactional_id:
-            del self._by_producer_id[txn.producer_id]
+        self._txns.pop(transactional_id, None)
 
     # -- queries -------------------------------------------------------------------------------
     def describe(self, transactional_id: str) -> TxnMetadata | None:
@@ -481,21 +477,6 @@ class TxnStateMachine:
                 continue
             out.append(txn.copy())
         return sorted(out, key=lambda t: t.transactional_id)
-
-    def in_transaction(self, producer_id: int, producer_epoch: int,
-                       tp: TopicPartition) -> ErrorCode:
-        """Produce verification (KIP-890 part 1): may (producer id, epoch) write transactional
-        data to `tp`? Only if `tp` is in its Ongoing transaction, as persisted."""
-        tid = self._by_producer_id.get(producer_id)
-        txn = None if tid is None else self._txns.get(tid)
-        if txn is None:
-            return ErrorCode.INVALID_TXN_STATE
-        if producer_epoch < txn.producer_epoch:
-            return ErrorCode.INVALID_PRODUCER_EPOCH
-        if (producer_epoch != txn.producer_epoch or txn.state is not _S.ONGOING
-                or tp not in txn.partitions):
-            return ErrorCode.INVALID_TXN_STATE
-        return ErrorCode.NONE
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           partitions: Sequence[TopicPartition]

@@ -4,8 +4,10 @@ A transactional batch may only go to a partition of its producer's ongoing trans
 otherwise a producer that skipped AddPartitionsToTxn (or whose transaction was aborted
 meanwhile) leaves a transaction open in the partition that no coordinator will ever end, and
 read_committed consumers stall behind it. The leader asks the transaction coordinator:
-- in process when this broker coordinates the id (the state machine's `in_transaction`: a
-  lookup, no await);
+- in process when this broker coordinates the id (the coordinator's own answer to a
+  verify-only AddPartitionsToTxn: a lookup, no await), so the producer gets the same answer
+  wherever the partition's leader is, as from Kafka, whose leader asks even itself over the
+  wire;
 - else with AddPartitionsToTxn v4 (verifyOnly, the broker-to-broker batch form: all of a
   Produce's unverified partitions in one request) on the inter-broker listener.
 The answer is cached where Kafka keeps it, in the partition's producer state: once the
@@ -17,7 +19,8 @@ Errors a client cannot act on are translated as Kafka's ReplicaManager does: a c
 that cannot answer now (loading, moving, unreachable, CONCURRENT_TRANSACTIONS) gives
 NOT_ENOUGH_REPLICAS, which every client retries without refreshing metadata; PRODUCER_FENCED
 gives INVALID_PRODUCER_EPOCH; a partition not in the transaction gives INVALID_TXN_STATE (the
-Produce handler reports it as TRANSACTION_ABORTABLE to v11+).
+Produce handler reports it as TRANSACTION_ABORTABLE to v11+); an id the coordinator does not
+know, or a producer id not the id's, stays INVALID_PRODUCER_ID_MAPPING.
 
 A marker that lands on a partition while its batch waits for the coordinator's answer may be
 the end of that very transaction; the batch would reopen it where no coordinator will end it
@@ -92,10 +95,9 @@ class TxnVerifier:
             if index is None:  # no __transaction_state: no transaction is open anywhere
                 return {tp: ErrorCode.INVALID_TXN_STATE for tp in partitions}
         transactions = self.transactions
-        if index in transactions.owned:  # in process: a lookup per partition
-            in_transaction = transactions.state.in_transaction
-            return {tp: code for tp in partitions
-                    if (code := in_transaction(producer_id, producer_epoch, tp))}
+        if index in transactions.owned:  # in process: the answer a leader elsewhere gets
+            return self._for_produce(transactions.verify_partitions(
+                transactional_id, producer_id, producer_epoch, partitions))
         state = self.metadata.image.partition(TXN_TOPIC, index)
         if state is None or state.leader == self.node_id:  # this broker's, still loading
             return {tp: _RETRY for tp in partitions}
@@ -140,12 +142,16 @@ class TxnVerifier:
             log.warning("AddPartitionsToTxn verification by broker %d refused: %s",
                         coordinator, top.name)
             return {tp: _FOR_PRODUCE.get(top, top) for tp in partitions}
-        answered: dict[TopicPartition, ErrorCode] = {}
-        for txn in response.results_by_transaction:
-            for topic in txn.topic_results:
-                for p in topic.results_by_partition:
-                    code = ErrorCode(p.partition_error_code)
-                    answered[(topic.name, p.partition_index)] = _FOR_PRODUCE.get(code, code)
+        answered = {(topic.name, p.partition_index): ErrorCode(p.partition_error_code)
+                    for txn in response.results_by_transaction for topic in txn.topic_results
+                    for p in topic.results_by_partition}
         # A partition the coordinator left out is not verified.
-        return {tp: code for tp in partitions
-                if (code := answered.get(tp, ErrorCode.INVALID_TXN_STATE))}
+        return self._for_produce({tp: answered.get(tp, ErrorCode.INVALID_TXN_STATE)
+                                  for tp in partitions})
+
+    @staticmethod
+    def _for_produce(answered: dict[TopicPartition, ErrorCode]
+                     ) -> dict[TopicPartition, ErrorCode]:
+        """The coordinator's refusals as the producer gets them (Kafka's
+        AddPartitionsToTxnManager and ReplicaManager); the partitions verified left out."""
+        return {tp: _FOR_PRODUCE.get(code, code) for tp, code in answered.items() if code}

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from protocol.errors import ErrorCode
+from protocol.topic_partition import TopicPartition
 from pybroker.coordinator.txn_records import TxnLogValue
 from pybroker.coordinator.txn_state import (
     VALID_PREVIOUS_STATES, MarkerJob, TxnConfig, TxnState, TxnStateMachine,
@@ -37,6 +38,13 @@ def ongoing(d: TxnDriver, *tps: tuple[str, int], tid: str = "t") -> tuple[int, i
     pid, epoch = d.producer(tid)
     assert d.add(tid, pid, epoch, *(tps or (A0,))) == E.NONE
     return pid, epoch
+
+
+def verified(d: TxnDriver, producer_id: int, epoch: int, tp: TopicPartition = A0,
+             tid: str = "t") -> ErrorCode:
+    """The coordinator's answer to a leader verifying one partition (verify-only
+    AddPartitionsToTxn, or its own produce path in process)."""
+    return d.m.verify_partitions(tid, producer_id, epoch, [tp])[tp]
 
 
 # -- the states --------------------------------------------------------------------------------
@@ -145,7 +153,7 @@ def test_init_while_ongoing_fences_and_aborts(d: TxnDriver) -> None:
     # the fenced producer can no longer add, commit or write
     assert d.add("t", pid, epoch, A1) == E.PRODUCER_FENCED
     assert d.end("t", pid, epoch, True) == E.PRODUCER_FENCED
-    assert d.m.in_transaction(pid, epoch, A0) == E.INVALID_PRODUCER_EPOCH
+    assert verified(d, pid, epoch) == E.PRODUCER_FENCED
     assert d.init("t")[0] == E.CONCURRENT_TRANSACTIONS  # markers not yet written
     d.write_markers()
     assert state(d) is S.COMPLETE_ABORT
@@ -169,7 +177,7 @@ def test_persist_failed_of_a_new_id_forgets_it(d: TxnDriver) -> None:
     d.m.init_producer_id("t", 60_000, 3, 7, 0, new_producer_id=42)
     d.m.persist_failed("t")
     assert "t" not in d.m and d.m.needs_producer_id("t")
-    assert d.m.in_transaction(42, 0, A0) == E.INVALID_TXN_STATE
+    assert verified(d, 42, 0) == E.INVALID_PRODUCER_ID_MAPPING
     d.m.persist_failed("nobody")  # harmless
 
 
@@ -199,9 +207,9 @@ def test_epoch_exhaustion_rotates_the_producer_id(d: TxnDriver) -> None:
     assert d.init("t") == (E.NONE, 1000, 0)
     txn = d.m.describe("t")
     assert txn is not None and txn.last_producer_id == 77
-    assert d.m.in_transaction(77, 32766, A0) == E.INVALID_TXN_STATE  # old id unknown now
+    assert verified(d, 77, 32766) == E.INVALID_PRODUCER_ID_MAPPING  # the old id's is over
     assert d.add("t", 1000, 0, A0) == E.NONE
-    assert d.m.in_transaction(1000, 0, A0) == E.NONE
+    assert verified(d, 1000, 0) == E.NONE
 
 
 def test_exhausted_epoch_without_a_new_id_is_retried(d: TxnDriver) -> None:
@@ -303,7 +311,7 @@ def test_end_transaction_flow(d: TxnDriver, commit: bool) -> None:
     assert d.jobs == [MarkerJob("t", pid, epoch, commit, frozenset({A0, B0}), 7)]
     assert d.end("t", pid, epoch, commit) == E.CONCURRENT_TRANSACTIONS  # retry while preparing
     assert d.end("t", pid, epoch, not commit) == E.INVALID_TXN_STATE
-    assert d.m.in_transaction(pid, epoch, A0) == E.INVALID_TXN_STATE
+    assert verified(d, pid, epoch) == E.CONCURRENT_TRANSACTIONS
     d.now = 5_000
     d.write_markers()
     assert d.log[-1][1] == TxnLogValue(pid, epoch, 60_000, complete, (), 5_000, 1_000)
@@ -399,7 +407,7 @@ def test_idle_ids_expire_with_a_tombstone() -> None:
     assert "idle" in d.m and not d.m.describe("idle").pending  # type: ignore[union-attr]
     d.expire(52_000)
     assert "idle" not in d.m and "open" in d.m
-    assert d.m.in_transaction(1000, 0, A0) == E.INVALID_TXN_STATE
+    assert verified(d, 1000, 0, tid="idle") == E.INVALID_PRODUCER_ID_MAPPING
     check_load(d)
     assert "idle" not in d.loaded()
     assert d.init("idle") == (E.NONE, 1002, 0)  # a new producer id
@@ -419,19 +427,26 @@ def test_completed_ids_expire(end: TxnState) -> None:
 
 # -- produce verification ----------------------------------------------------------------------
 
-def test_in_transaction(d: TxnDriver) -> None:
-    assert d.m.in_transaction(1000, 0, A0) == E.INVALID_TXN_STATE   # unknown producer
+def test_verify_partitions(d: TxnDriver) -> None:
+    """Kafka's handleVerifyPartitionsInTransaction: the id, then its producer id and epoch,
+    then a transaction being ended; else per partition, in the transaction as persisted."""
+    assert verified(d, 1000, 0) == E.INVALID_PRODUCER_ID_MAPPING  # an id it does not know
     pid, epoch = d.producer()
-    assert d.m.in_transaction(pid, epoch, A0) == E.INVALID_TXN_STATE  # Empty
+    assert verified(d, pid, epoch) == E.TRANSACTION_ABORTABLE  # Empty
+    assert verified(d, pid + 1, epoch) == E.INVALID_PRODUCER_ID_MAPPING
     out = d.m.add_partitions("t", pid, epoch, [A0], d.now)
-    assert d.m.in_transaction(pid, epoch, A0) == E.INVALID_TXN_STATE  # not yet persisted
+    assert verified(d, pid, epoch) == E.TRANSACTION_ABORTABLE  # not yet persisted
     d.run(out)
-    assert d.m.in_transaction(pid, epoch, A0) == E.NONE
-    assert d.m.in_transaction(pid, epoch, A1) == E.INVALID_TXN_STATE
-    assert d.m.in_transaction(pid, epoch - 1, A0) == E.INVALID_PRODUCER_EPOCH
-    assert d.m.in_transaction(pid, epoch + 1, A0) == E.INVALID_TXN_STATE
+    assert d.m.verify_partitions("t", pid, epoch, [A0, A1]) == {
+        A0: E.NONE, A1: E.TRANSACTION_ABORTABLE}
+    assert verified(d, pid, epoch - 1) == E.PRODUCER_FENCED
+    assert verified(d, pid, epoch + 1) == E.PRODUCER_FENCED
+    d.producer("other")
+    assert verified(d, pid, epoch, tid="other") == E.INVALID_PRODUCER_ID_MAPPING  # t's id
     d.end("t", pid, epoch, True)
-    assert d.m.in_transaction(pid, epoch, A0) == E.INVALID_TXN_STATE
+    assert verified(d, pid, epoch) == E.CONCURRENT_TRANSACTIONS  # PrepareCommit
+    d.write_markers()
+    assert verified(d, pid, epoch) == E.TRANSACTION_ABORTABLE  # CompleteCommit
 
 
 # -- loading, unloading, describing ------------------------------------------------------------
@@ -479,7 +494,7 @@ def test_load_skips_to_the_last_record_and_tombstones_remove(d: TxnDriver) -> No
     assert "y" not in m and len(m) == 1
     x = m.describe("x")
     assert x is not None and (x.state, x.partitions, x.start_ms) == (S.ONGOING, {A0}, 20)
-    assert m.in_transaction(5, 0, A0) == E.NONE
+    assert m.verify_partitions("x", 5, 0, [A0]) == {A0: E.NONE}
 
 
 def test_unload_forgets_one_partition() -> None:
@@ -489,8 +504,8 @@ def test_unload_forgets_one_partition() -> None:
     m.unload(2)
     assert "p2" not in m and "p1" in m
     assert m.pending_markers() == []
-    assert m.in_transaction(2, 0, A0) == E.INVALID_TXN_STATE
-    assert m.in_transaction(1, 0, A0) == E.NONE
+    assert m.verify_partitions("p2", 2, 0, [A0]) == {A0: E.INVALID_PRODUCER_ID_MAPPING}
+    assert m.verify_partitions("p1", 1, 0, [A0]) == {A0: E.NONE}
 
 
 def test_unload_drops_a_pending_transition(d: TxnDriver) -> None:

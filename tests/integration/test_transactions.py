@@ -325,11 +325,16 @@ def _raw_txn_batch(producer_id: int, epoch: int, value: bytes = b"x", sequence: 
 
 
 def _raw_produce(bootstrap: str, topic: str, txn_id: str, batch: bytes, version: int) -> int:
+    return _raw_produce_to(bootstrap, topic, 0, txn_id, batch, version)
+
+
+def _raw_produce_to(bootstrap: str, topic: str, partition: int, txn_id: str, batch: bytes,
+                    version: int) -> int:
     from protocol.api_keys import ApiKey
     from tests.integration.raw import send_request
 
-    body = {"transactional_id": txn_id, "acks": -1, "timeout_ms": 5000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
+    body = {"transactional_id": txn_id, "acks": -1, "timeout_ms": 5000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
     response = send_request(bootstrap, ApiKey.PRODUCE, version, body)
     return response.responses[0].partition_responses[0].error_code
 
@@ -364,11 +369,10 @@ def test_bad_transactional_requests_get_kafka_errors_and_store_nothing(broker) -
     response = send_request(leader, ApiKey.PRODUCE, 9, body)
     assert response.responses[0].partition_responses[0].error_code == \
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    # A transactional batch from a producer no coordinator knows.
+    # A transactional batch from a producer no coordinator knows (as Kafka 4.1.1 answers it:
+    # test_a_refused_batch_gets_the_coordinators_answer_wherever_the_leader_is).
     assert _raw_produce(leader, topic, "ghost", _raw_txn_batch(123456, 0), 9) == \
-        ErrorCode.INVALID_TXN_STATE
-    assert _raw_produce(leader, topic, "ghost", _raw_txn_batch(123456, 0), 11) == \
-        ErrorCode.TRANSACTION_ABORTABLE
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING
     find = _raw(bootstrap, "FIND_COORDINATOR", 3, {"key": "bad-txn", "key_type": 1})
     assert find.error_code == 0 and f"{find.host}:{find.port}" == coordinator
     init = _raw(coordinator, "INIT_PRODUCER_ID", 4, {
@@ -433,6 +437,85 @@ def test_bad_transactional_requests_get_kafka_errors_and_store_nothing(broker) -
     # serves on.
     assert ck_watermarks(bootstrap, topic, READ_UNCOMMITTED)[1] == 1
     assert ck_read(bootstrap, topic, READ_COMMITTED) == {0: []}
+
+
+def _settled_coordinator(addresses: list[str], txn_id: str, timeout: float = 30) -> str:
+    """host:port of the id's coordinator once every broker names it and it serves the id.
+    Before, a leader may not know the coordinator yet (its Produce answers NOT_ENOUGH_REPLICAS,
+    which a client retries), and the one named may not have loaded the id or learnt of its
+    leadership (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR: a client finds it again)."""
+    from tests.integration.raw import find_coordinator
+    from protocol.errors import ErrorCode
+
+    deadline = time.monotonic() + timeout
+    while True:
+        named = {find_coordinator(address, txn_id, 1) for address in addresses}
+        if len(named) == 1 and None not in named:
+            ((_, coordinator),) = named
+            code = _raw(coordinator, "DESCRIBE_TRANSACTIONS", 0, {
+                "transactional_ids": [txn_id]}).transaction_states[0].error_code
+            if code not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR):
+                return coordinator
+        assert time.monotonic() < deadline, f"{txn_id}'s coordinator: {named}"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("cores", ["1", "2"])
+def test_a_refused_batch_gets_the_coordinators_answer_wherever_the_leader_is(
+        tmp_path, cores: str) -> None:
+    """The leader of a partition asks the transactional id's coordinator whether a
+    transactional batch may go there (KIP-890 verification) and answers with what the
+    coordinator said. Apache Kafka 4.1.1, run with two nodes, each leading two of four
+    partitions and one coordinating both ids: the same answer from a leader that is the
+    coordinator (its AddPartitionsToTxnManager asks itself over the wire) and from one that
+    is not, to Produce v9 and v11: an id it does not know, a producer id not the id's, or the
+    id's producer id under an id it does not know: INVALID_PRODUCER_ID_MAPPING; a later epoch:
+    INVALID_PRODUCER_EPOCH (the coordinator's PRODUCER_FENCED, translated); a partition not
+    in the transaction: INVALID_TXN_STATE to v9, TRANSACTION_ABORTABLE to v11. On a node of
+    two (num.cores=2) a pybroker leader that is not the id's coordinator asks it over the
+    wire too; the one that is, and a single broker, ask in process."""
+    from protocol.errors import ErrorCode as E
+    from tests.helpers import serving_broker
+    from tests.integration.raw import leader_id
+
+    with serving_broker(tmp_path / "logs", num_cores=cores) as broker:
+        bootstrap = broker.bootstrap
+        topic = _topic("refused")
+        create_topic(bootstrap, topic, 4)
+        addresses = {node: f"{broker.host}:{port}" for node, port in broker.brokers}
+        leaders = {p: leader_id(bootstrap, topic, p) for p in range(4)}
+        # On a node, each broker leads some partitions: both placements are asked below.
+        assert set(leaders.values()) == set(addresses)
+        known = _settled_coordinator(list(addresses.values()), "known")
+        _settled_coordinator(list(addresses.values()), "ghost")
+        init = _raw(known, "INIT_PRODUCER_ID", 4, {
+            "transactional_id": "known", "transaction_timeout_ms": 60000, "producer_id": -1,
+            "producer_epoch": -1})
+        assert init.error_code == 0
+        pid, epoch = init.producer_id, init.producer_epoch
+        for version, not_added in ((9, E.INVALID_TXN_STATE), (11, E.TRANSACTION_ABORTABLE)):
+            expected = {"unknown id": E.INVALID_PRODUCER_ID_MAPPING,
+                        "another producer id": E.INVALID_PRODUCER_ID_MAPPING,
+                        "its producer id, unknown id": E.INVALID_PRODUCER_ID_MAPPING,
+                        "a later epoch": E.INVALID_PRODUCER_EPOCH,
+                        "not added": not_added}
+            for partition, leader in leaders.items():
+                def produce(txn_id: str, producer_id: int, producer_epoch: int) -> int:
+                    return _raw_produce_to(addresses[leader], topic, partition, txn_id,
+                                           _raw_txn_batch(producer_id, producer_epoch),
+                                           version)
+                answers = {"unknown id": produce("ghost", 123456, 0),
+                           "another producer id": produce("known", pid + 77, 0),
+                           "its producer id, unknown id": produce("ghost", pid, epoch),
+                           "a later epoch": produce("known", pid, epoch + 3),
+                           "not added": produce("known", pid, epoch)}
+                assert answers == expected, (version, partition, leader)
+        for partition, leader in leaders.items():  # nothing was stored
+            end = _raw(addresses[leader], "LIST_OFFSETS", 4, {
+                "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+                    {"partition_index": partition, "current_leader_epoch": -1,
+                     "timestamp": -1}]}]}).topics[0].partitions[0]
+            assert (end.error_code, end.offset) == (0, 0)
 
 
 def test_transaction_state_topic_and_expiry_follow_the_broker_keys(tmp_path) -> None:
