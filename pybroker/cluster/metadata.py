@@ -74,7 +74,10 @@ class MetadataStore(Protocol):
                            assignments: list[list[int]] | None = None, *,
                            wait_s: float = CHANGE_TIMEOUT_S) -> TopicInfo: ...
 
-    async def delete_topic(self, name: str) -> TopicInfo: ...
+    # `wait_s`: how long the deletion waits for this broker's image to be without the topic
+    # (0: not at all; `wait_for` waits then).
+    async def delete_topic(self, name: str, *, wait_s: float = CHANGE_TIMEOUT_S
+                           ) -> TopicInfo: ...
 
     async def add_partitions(self, name: str, total: int,
                              assignments: list[list[int]] | None = None, *,
@@ -278,8 +281,10 @@ class LocalMetadataStore:
         await self._publish(change)
         return info
 
-    async def delete_topic(self, name: str) -> TopicInfo:
-        """KeyError if there is no such topic."""
+    async def delete_topic(self, name: str, *, wait_s: float = CHANGE_TIMEOUT_S
+                           ) -> TopicInfo:
+        """Remove a topic (gone when this returns, whatever `wait_s`). KeyError if there is
+        no such topic."""
         def change(topics: Mapping[str, TopicInfo]) -> TopicsChange:
             rest = dict(topics)
             info = rest.pop(name)

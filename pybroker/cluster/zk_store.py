@@ -147,9 +147,12 @@ class ZkMetadataStore(ZkSession, ZkCache):
             info = self.image.topics[name]
         return info
 
-    async def delete_topic(self, name: str) -> TopicInfo:
-        """Mark the topic for deletion (/admin/delete_topics/T) and wait until the controller
-        has removed it. KeyError if there is no such topic."""
+    async def delete_topic(self, name: str, *, wait_s: float = CHANGE_TIMEOUT_S
+                           ) -> TopicInfo:
+        """Mark the topic for deletion (/admin/delete_topics/T; a marker already there is
+        this deletion too, as Kafka's AdminZkClient takes it) and wait until this broker's
+        image no longer has it, at most `wait_s` (0: not at all; the controller deletes it
+        when it gets to it). KeyError if there is no such topic."""
         from kazoo.exceptions import NodeExistsError
 
         info = self.image.topics[name]
@@ -157,9 +160,9 @@ class ZkMetadataStore(ZkSession, ZkCache):
             await self._zk(self.zk.create, zd.delete_path(name), b"", makepath=True)
         except NodeExistsError:
             pass
-        await self.wait_for(lambda image: image.topics.get(name) is not info
-                            and (name not in image.topics
-                                 or image.topics[name].topic_id != info.topic_id))
+        if wait_s > 0:
+            await self.wait_for(lambda image: name not in image.topics
+                                or image.topics[name].topic_id != info.topic_id, wait_s)
         return info
 
     async def add_partitions(self, name: str, total: int,

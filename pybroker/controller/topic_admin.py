@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import trio
 
@@ -108,15 +108,28 @@ class TopicAdmin:
         DelayedCreatePartitions waits for before it answers CreateTopics or CreatePartitions
         (by name, as Kafka's). At 0 or less none, without looking: ZooKeeper-mode Kafka
         answers every topic written REQUEST_TIMED_OUT at once then, led or not."""
+        return await self._await(
+            wanted, lambda image, name: image.has_states(name, wanted[name]), timeout_s)
+
+    async def await_deletions(self, names: Iterable[str], timeout_s: float) -> set[str]:
+        """Of `names`, the topics gone from this broker's image within `timeout_s`: what
+        Kafka's DelayedDeleteTopics waits for before it answers DeleteTopics (by name, as
+        Kafka's). At 0 or less none, without looking: ZooKeeper-mode Kafka answers every
+        topic marked for deletion REQUEST_TIMED_OUT at once then, gone or not."""
+        return await self._await(names, lambda image, name: name not in image.topics,
+                                 timeout_s)
+
+    async def _await(self, topics: Iterable[str], done: Callable[[MetadataImage, str], bool],
+                     timeout_s: float) -> set[str]:
+        """The topics `done` holds for in this broker's image within `timeout_s` (none,
+        without looking, at 0 or less): the purgatory wait of Kafka's topic admin APIs."""
         if timeout_s <= 0:
             return set()
-
-        def ready(image: MetadataImage) -> bool:
-            return all(image.has_states(name, count) for name, count in wanted.items())
-
-        await self.metadata.wait_for(ready, timeout_s)
+        names = list(topics)
+        await self.metadata.wait_for(
+            lambda image: all(done(image, name) for name in names), timeout_s)
         image = self.metadata.image
-        return {name for name, count in wanted.items() if image.has_states(name, count)}
+        return {name for name in names if done(image, name)}
 
     def _brokers(self) -> dict[int, str | None]:
         return {b.node_id: b.rack for b in self.metadata.image.brokers.values()}
@@ -155,13 +168,14 @@ class TopicAdmin:
         await self.metadata.set_topic_configs(name, configs)
 
     # -- deleting ------------------------------------------------------------------------------
-    async def delete_topic(self, name: str) -> ErrorCode:
+    async def delete_topic(self, name: str, *, wait: bool = True) -> ErrorCode:
         """Delete a topic; its logs go with the store's delta (renamed `*-delete`, removed in
         a worker thread; a crash before then leaves them to the next start, which removes
-        them)."""
+        them). With `wait` False it returns once the deletion is asked of the store (in a
+        cluster: marked for the controller; `await_deletions` then waits for it)."""
         try:
-            await self.metadata.delete_topic(name)
+            await self.metadata.delete_topic(name, wait_s=CHANGE_TIMEOUT_S if wait else 0.0)
         except KeyError:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        log.info("deleted topic %s", name)
+        log.info("deleted topic %s" if wait else "topic %s marked for deletion", name)
         return ErrorCode.NONE

@@ -1,6 +1,15 @@
 """DeleteTopics, by name or (v6+) by topic id. The store's change is followed by the replica
-manager, which removes the partitions' files in a worker thread before the answer. Any broker
-of a cluster serves it (the deletion marker, which the controller acts on), as CreateTopics."""
+manager, which removes the partitions' files in a worker thread. Any broker of a cluster
+serves it (the deletion marker, which the controller acts on), as CreateTopics.
+
+`timeout_ms` as Kafka's ZooKeeper-mode broker (ZkAdminManager.deleteTopics) takes it: every
+topic is marked for deletion first (under `topic_changes`, released before the wait); then, if
+it is above 0, the answer waits up to that long for this broker's image to be without the
+topics (DelayedDeleteTopics), and a topic still there by then is answered REQUEST_TIMED_OUT
+while its deletion goes on; at 0 or less every topic marked is answered REQUEST_TIMED_OUT at
+once (librdkafka's admin client takes that for success when its operation_timeout is 0). A
+single broker deletes a topic as it is asked. Kafka 4.1's KRaft brokers differ at 0 or less
+(docs/DESIGN.md): the topic is not deleted."""
 from __future__ import annotations
 
 import uuid
@@ -28,14 +37,21 @@ async def handle(ctx: RequestContext, request: Container) -> dict:
     else:
         wanted = [(name, None) for name in request.topic_names]
     quota = mutation_quota(ctx, strict_since=5)
+    marked: set[str] = set()
     async with ctx.topics.changes:
-        responses = await _delete(ctx, wanted, quota)
+        responses = await _delete(ctx, wanted, quota, marked)
+    if marked:
+        gone = await ctx.topics.await_deletions(marked, request.timeout_ms / 1000)
+        for entry in responses:
+            if entry["name"] in marked and entry["name"] not in gone:
+                entry["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)  # no message: Kafka's
     throttle(ctx, quota)
     return {"responses": responses}
 
 
 async def _delete(ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID | None]],
-                  quota: MutationQuota) -> list[dict]:
+                  quota: MutationQuota, marked: set[str]) -> list[dict]:
+    """Each topic's entry; the topics marked for deletion go into `marked`."""
     image = ctx.image
     responses = []
     for name, topic_id in wanted:
@@ -70,7 +86,9 @@ async def _delete(ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID 
                               "error_code": int(ErrorCode.THROTTLING_QUOTA_EXCEEDED),
                               "error_message": THROTTLED})
             continue
-        code = await ctx.topics.delete_topic(info.name)
+        code = await ctx.topics.delete_topic(info.name, wait=False)
+        if code == ErrorCode.NONE:
+            marked.add(info.name)
         responses.append({"name": name, "topic_id": topic_id, "error_code": int(code),
                           "error_message": None})
     return responses

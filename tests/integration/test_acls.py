@@ -231,7 +231,18 @@ def test_kafka_acls_asks_before_removing_and_refuses_an_operation_the_type_lacks
 def _kafka_python_consume(broker: Broker, topic: str, group: str) -> object:
     """The first value read (and committed), or the error raised, or — kafka-python's way
     with a topic it may not describe — the topics its metadata marked unauthorized (its
-    metadata listener raises TopicAuthorizationFailedError, which it only logs)."""
+    metadata listener raises TopicAuthorizationFailedError, which it only logs).
+
+    Each poll waits for the rest of the deadline, as `_first_consumed` in test_groups.py
+    does: kafka-python 3.0.12 joins without waiting for its topic's metadata (and loses the
+    request for it when the subscription comes while its first refresh is in flight), and a
+    leader that joined first assigns nothing ("No partition metadata for topic a"); the
+    metadata then starts a second round, which kafka-python drops when it completes after
+    the poll waiting for it gave up. With 200 ms polls the consumer read nothing in 15 s
+    (once, under load). Waiting for the metadata before polling is no way out: nothing
+    asks for it again until a poll joins. A poll returns with the first records, so this
+    costs nothing where there are some; a topic it may not describe takes the whole 15 s,
+    as nothing ends the poll."""
     import time
 
     import kafka
@@ -239,12 +250,12 @@ def _kafka_python_consume(broker: Broker, topic: str, group: str) -> object:
                                    auto_offset_reset="earliest", enable_auto_commit=False)
     try:
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            for records in consumer.poll(200).values():
+        while (left := deadline - time.monotonic()) > 0:
+            for records in consumer.poll(max(1, int(left * 1000))).values():
                 consumer.commit()
                 return records[0].value
-            if consumer._client.cluster.unauthorized_topics:
-                return ("unauthorized", set(consumer._client.cluster.unauthorized_topics))
+        if consumer._client.cluster.unauthorized_topics:
+            return ("unauthorized", set(consumer._client.cluster.unauthorized_topics))
         return None
     except Exception as exc:  # noqa: BLE001 - the error is the answer
         return type(exc).__name__
@@ -275,6 +286,29 @@ def test_kafka_python_gets_kafkas_errors(secured):
     assert "ClusterAuthorizationFailedError" in _kafka_python_produce(secured)
     assert _kafka_python_produce(secured, enable_idempotence=False) == \
         "TopicAuthorizationFailedError"
+
+
+@pytest.mark.in_process("delays Metadata and SyncGroup answers (request hooks)")
+def test_kafka_python_reads_although_its_first_join_assigned_nothing(secured):
+    """The race `_kafka_python_consume` must get past, forced: the consumer's Metadata for
+    topic a comes a second late, so a first join (as leader) assigns nothing ("No partition
+    metadata for topic a"), and its metadata then starts a second round, whose SyncGroup is
+    held past a 200 ms poll. kafka-python 3.0.12 drops that round's result: with 200 ms polls
+    the consumer read nothing in its 15 s."""
+    from protocol.api_keys import ApiKey
+    from pybroker.testing import DELAY, HookRequest
+
+    def late_metadata(req: HookRequest) -> DELAY | None:
+        return DELAY(1.0) if req.client_id.startswith("kafka-python") and \
+            any(t.name == "a" for t in req.body.topics or []) else None
+
+    def slow_second_sync(req: HookRequest) -> DELAY | None:
+        return DELAY(0.5) if req.client_id.startswith("kafka-python") and \
+            req.body.generation_id >= 2 else None
+
+    secured.control(ApiKey.METADATA, late_metadata, times=1)
+    secured.control(ApiKey.SYNC_GROUP, slow_second_sync, times=None)
+    assert _kafka_python_consume(secured, "a", "g") == b"v"
 
 
 def test_aiokafka_gets_kafkas_errors(secured):
