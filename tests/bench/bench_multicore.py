@@ -68,6 +68,12 @@ PARTITIONS = 8
 SIZE = 1024
 COUNT = 200_000  # records per producer
 QUICK_COUNT = 60_000
+# Records of one producer and one consumer through each setup before its counted points: a
+# process's first Produce, Fetch, Metadata and ListOffsets compile their schemas and import
+# what they use (the schemas alone ~60 ms a process), which a node of N workers pays N times,
+# inside a point of 60-200 MB per producer. The points measure the steady state; a start's
+# cost is the `start` workload's.
+WARM_COUNT = 5_000
 LEADER_WAIT_S = 60
 LATENCY_RATE = 5000  # issue #29 item 5: the boundary's cost at low load
 # Records of the first seconds are not counted: on a fresh topic of a ZooKeeper node the
@@ -290,6 +296,7 @@ def bench_multicore(rounds: int, cores: int, producers: tuple[int, ...], setups:
             work = Path(tempfile.mkdtemp(prefix=f"multicore-{setup}-"))
             try:
                 with start_node(setup, cores, work) as node:
+                    run_point(node, 1, WARM_COUNT, f"{setup}-r{rnd}-warm")
                     for n in producers:
                         point = run_point(node, n, count, f"{setup}-r{rnd}")
                         loads.append(point.load)
@@ -308,7 +315,9 @@ def bench_multicore(rounds: int, cores: int, producers: tuple[int, ...], setups:
         f"linger.ms 5, each producer a process of its own on a topic of {PARTITIONS} "
         f"partitions, and as many consumer processes, each reading one producer's topic "
         f"from its start while it is written (consume MB/s: from their start to their last "
-        f"record); CPU: every process of the node over the whole point. `single` is "
+        f"record), after {WARM_COUNT:,} records of one producer and one consumer through "
+        f"each setup, uncounted; CPU: every process of the node over the whole point. "
+        f"`single` is "
         f"today's one process (num.cores=1), `node` pybroker-server with num.cores={cores} "
         f"({cores} brokers under a supervisor, on the node's own metadata service), "
         f"`brokers` (a prototype) {cores} brokers on one "
