@@ -96,7 +96,7 @@ class _Worker:
     last_lines: deque[str] = field(default_factory=lambda: deque(maxlen=20))
     deaths: deque[float] = field(default_factory=deque)
     stop_sent: bool = False  # SIGTERM sent to its current process
-    handed_over: bool = False  # its controlled shutdown is over; it is closing its logs
+    handed_over: bool = False  # its controlled shutdown is over or skipped; it closes its logs
 
 
 class Supervisor:

@@ -46,9 +46,11 @@ WORKER_ENV = "PYBROKER_NODE_WORKER"
 # says it apart from a crash because its supervisor must not restart it onto the same failed
 # disks (pybroker.node.supervisor stops the node instead).
 LOG_DIRS_FAILED_EXIT = 74
-# What a stopping worker logs ("broker <id> ...") once its controlled shutdown is over, before
-# it closes its logs: the supervisor's cue to stop the next worker (pybroker.node.supervisor).
-HANDED_OVER_LINE = "is done with its controlled shutdown; closing its logs"
+# What a stopping worker logs ("broker <id> ...") once its controlled shutdown is over, or at
+# once where controlled.shutdown.enable=false skips it, before it closes its logs: the
+# supervisor's cue to stop the next worker (pybroker.node.supervisor). It names no controlled
+# shutdown, which may not have happened (Kafka says nothing of one it skips).
+HANDED_OVER_LINE = "stops serving and closes its logs"
 # A broker's "listening on HOST:PORT" line, read by the supervisor and the test kit; HOST is
 # what its listener names: an address, a host name (`SASL_SSL://localhost:9093`, the README's
 # secure broker) or a bracketed IPv6 one. Groups: host, port.

@@ -151,6 +151,19 @@ def test_sigterm_stops_every_worker_cleanly_and_exits_0(tmp_path: Path) -> None:
     assert (tmp_path / "logs-1" / ".kafka_cleanshutdown").exists()
 
 
+def test_without_controlled_shutdown_no_worker_speaks_of_one(tmp_path: Path) -> None:
+    """controlled.shutdown.enable=false: each worker stops without asking the controller, and
+    as Kafka's broker it says nothing of a controlled shutdown (the worker's cue to the
+    supervisor once said it was done with one); the workers still stop one after the other,
+    cleanly."""
+    broker = node(tmp_path / "logs", controlled_shutdown_enable="false")
+    create_topic(broker.bootstrap, "t", 2)
+    assert broker.stop() == 0
+    assert logged(broker, "pybroker node 0 shut down cleanly")
+    assert logged(broker, "pybroker node 1000 shut down cleanly")
+    assert [ln for ln in broker.stderr_lines if "controlled shutdown" in ln] == []
+
+
 def test_a_node_whose_stderr_reader_is_gone_still_stops_every_worker_on_sigterm(
         tmp_path: Path) -> None:
     """Its parent read the node's stderr and went away (the pipe's read end closed), then a

@@ -4,6 +4,7 @@ cluster test (tests/cluster/test_share_failover.py) has them carry a failover.""
 from __future__ import annotations
 
 import base64
+import time
 from pathlib import Path
 from typing import Any, Iterator
 from uuid import UUID
@@ -75,14 +76,29 @@ def _find(conn: RawConnection, key: str, version: int = 6) -> Any:
 KEY = "g:AAAAAAAAAAAAAAAAAAAAKg:0"  # group g, TOPIC, partition 0
 
 
-def _to_coordinator(bootstrap: str, key: str = KEY) -> RawConnection:
+def _to_coordinator(bootstrap: str, key: str = KEY, timeout: float = 30.0) -> RawConnection:
     """A connection to the share coordinator of `key` (group:topicId:partition), found as a
     partition's leader finds it (FindCoordinator, key type 2): on a node, any of its
-    brokers."""
+    brokers. Once that broker serves the key: FindCoordinator names the leader of the key's
+    `__share_group_state` partition, which the asking may have just created, and that leader
+    answers COORDINATOR_LOAD_IN_PROGRESS until it has loaded the partition, which Kafka's
+    persister retries and a raw test does not (as `raw.coordinator_address` waits for a
+    group's or a transaction's coordinator). ReadShareGroupStateSummary asks, as it takes
+    no leader epoch and changes nothing."""
     with RawConnection(bootstrap) as conn:
         found = _find(conn, key)
     assert found.error_code == 0, found
-    return RawConnection(f"{found.host}:{found.port}")
+    group, topic, partition = key.rsplit(":", 2)
+    probe = {"group_id": group, "topics": [{
+        "topic_id": UUID(bytes=base64.urlsafe_b64decode(topic + "==")),
+        "partitions": [{"partition": int(partition), "leader_epoch": -1}]}]}
+    coordinator = RawConnection(f"{found.host}:{found.port}")
+    deadline = time.monotonic() + timeout
+    while _one(coordinator.request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, probe)) \
+            .error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+        assert time.monotonic() < deadline, f"{found.host}:{found.port} still loading {key}"
+        time.sleep(0.05)
+    return coordinator
 
 
 def test_find_coordinator_for_a_share_key(bootstrap: str) -> None:
