@@ -56,8 +56,17 @@ def test_leader_cut_from_zookeeper_and_followers_acks_nothing(
     acks=all produce cannot complete (its followers fetch nothing, and its ISR shrink needs
     ZooKeeper), so nothing sent to it is acknowledged; a new leader is elected on the
     majority side, the load goes on there, and after the heal the old leader truncates what
-    it appended alone."""
-    with running_cluster(tmp_path, zookeeper_on_network.connect, network=network) as cluster:
+    it appended alone.
+
+    One broker per machine, whatever PYBROKER_NUM_CORES says: with a node of several, the
+    cut machine's other brokers answer Metadata from their stale image too (the old leader at
+    the old epoch, as a Kafka broker cut from ZooKeeper does), and kafka-python asks an idle
+    established connection first, so a producer that ever connected to one of them reads the
+    old leader for as long as the cut lasts and "the load goes on" does not hold (1 of 12
+    runs at 2, docs/TESTING.md). The stall is the client's and Kafka's brokers' so placed
+    would cause the same; it is named in docs/DESIGN.md's node section."""
+    with running_cluster(tmp_path, zookeeper_on_network.connect, network=network,
+                         **{"num.cores": "1"}) as cluster:
         create_topic(cluster, TOPIC)
         producer = AckedProducer(cluster.bootstrap(), TOPIC, rate=200).start()
         producer.wait_acked(100)
