@@ -114,7 +114,8 @@ def test_create_topics_assignment_partitions_must_be_consecutive(broker) -> None
 
 # -- JoinGroup / LeaveGroup reasons -----------------------------------------------------------
 
-def _leave_with_a_reason(bootstrap: str, caplog: pytest.LogCaptureFixture) -> list[str]:
+def _leave_with_a_reason(bootstrap: str, topic: str,
+                         caplog: pytest.LogCaptureFixture) -> list[str]:
     """kafka-python's member, once assigned, leaves with a reason; the coordinator's lines.
 
     The topic has a record so that a poll ends once the member is assigned, and each poll
@@ -126,7 +127,6 @@ def _leave_with_a_reason(bootstrap: str, caplog: pytest.LogCaptureFixture) -> li
     (`test_leave_group_reason_survives_a_lost_join_round` forces it)."""
     from confluent_kafka import Producer
     from kafka import KafkaConsumer
-    topic = topic_name("leave-reason")
     create_topic(bootstrap, topic, 1)
     producer = Producer({"bootstrap.servers": bootstrap})
     producer.produce(topic, b"v")
@@ -150,7 +150,7 @@ def _leave_with_a_reason(bootstrap: str, caplog: pytest.LogCaptureFixture) -> li
 def test_leave_group_reason_is_logged(broker, caplog: pytest.LogCaptureFixture) -> None:
     """kafka-python leaves its group with a reason (LeaveGroup v5): the broker logs it, as
     Kafka's coordinator does, instead of dropping it."""
-    lines = _leave_with_a_reason(broker.bootstrap, caplog)
+    lines = _leave_with_a_reason(broker.bootstrap, topic_name("leave-reason"), caplog)
     assert any("leaving group g-reason" in line and "shutting down for a redeploy" in line
                for line in lines), lines
 
@@ -158,28 +158,17 @@ def test_leave_group_reason_is_logged(broker, caplog: pytest.LogCaptureFixture) 
 @pytest.mark.in_process("delays Metadata and SyncGroup answers (request hooks)")
 def test_leave_group_reason_survives_a_lost_join_round(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """The round `_leave_with_a_reason` must get past, forced as in test_acls.py: the
-    member's Metadata for its topic comes a second late, so its first join (as leader)
-    assigns nothing, and the second round its metadata starts has its SyncGroup held past a
-    200 ms poll. With 200 ms polls the member was never assigned in its 20 s."""
-    from protocol.api_keys import ApiKey
-    from pybroker.testing import DELAY, HookRequest, RequestHooks
-    from tests.helpers import broker_in_thread
-
-    def late_metadata(req: HookRequest) -> DELAY | None:
-        return DELAY(1.0) if req.client_id.startswith("kafka-python") and \
-            any((t.name or "").startswith("leave-reason") for t in req.body.topics or []) \
-            else None
-
-    def slow_second_sync(req: HookRequest) -> DELAY | None:
-        return DELAY(0.5) if req.client_id.startswith("kafka-python") and \
-            req.body.generation_id >= 2 else None
+    """The round `_leave_with_a_reason` must get past, forced (`force_a_lost_join_round`:
+    the member's Metadata for its topic a second late, so its first join as leader assigns
+    nothing, and the SyncGroup of the round its metadata then starts held past a 200 ms
+    poll). With 200 ms polls the member was never assigned in its 20 s."""
+    from pybroker.testing import RequestHooks
+    from tests.helpers import broker_in_thread, force_a_lost_join_round
 
     hooks = RequestHooks()
-    hooks.control(ApiKey.METADATA, late_metadata, times=1)
-    hooks.control(ApiKey.SYNC_GROUP, slow_second_sync, times=None)
+    force_a_lost_join_round(hooks.control, "leave-reason")
     with broker_in_thread(tmp_path / "logs", hooks=hooks) as info:
-        lines = _leave_with_a_reason(info.bootstrap, caplog)
+        lines = _leave_with_a_reason(info.bootstrap, "leave-reason", caplog)
     assert any("leaving group g-reason" in line and "shutting down for a redeploy" in line
                for line in lines), lines
 
