@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import pytest
 
+from compat.clients.kafka_python import await_first_assignment
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.client.consumer_protocol import encode_assignment, encode_subscription
@@ -45,12 +46,10 @@ class Member:
     metadata then starts a second round, which is dropped when it completes after the poll
     waiting for it gave up (`need_rejoin()` is already False). The member then stays
     unassigned with its heartbeat off until the coordinator expires it, and the test goes on
-    with one classic member fewer (tests/integration/test_groups.py `_first_consumed`). So
-    until its first assignment a kafka-python member's poll waits for the rest of the join
-    deadline (a poll returns with the first records); once assigned, it polls 100 ms at a
-    time, so that close() is not held, even when a later round leaves it nothing: those
-    rounds are the coordinator's, which it joins again, or the server's assignment in a
-    consumer group, where it is not the leader."""
+    with one classic member fewer. So a kafka-python member first awaits its join whole
+    (`await_first_assignment`); then it polls 100 ms at a time, as the later rounds here are
+    the coordinator's, which it joins again, or the server's assignment in a consumer group,
+    where it is not the leader."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, kind: str,
                  seen: list[bytes]) -> None:
@@ -70,7 +69,6 @@ class Member:
                                     "auto.offset.reset": "earliest",
                                     "enable.auto.commit": False, **protocol})
             self.client.subscribe([topic])
-        self._assigned, self._assigned_by = False, time.monotonic() + JOIN_TIMEOUT
         self._stop = threading.Event()
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(seen,), daemon=True)
@@ -78,6 +76,9 @@ class Member:
 
     def _run(self, seen: list[bytes]) -> None:
         try:
+            if self.kind == "classic":
+                await_first_assignment(self.client, time.monotonic() + JOIN_TIMEOUT,
+                                       self._stop.is_set)
             while not self._stop.is_set():
                 self._poll(seen)
         except BaseException as failure:  # reported to the test's thread by check()
@@ -85,10 +86,7 @@ class Member:
 
     def _poll(self, seen: list[bytes]) -> None:
         if self.kind == "classic":
-            self._assigned = self._assigned or bool(self.client.assignment())
-            left = self._assigned_by - time.monotonic()
-            waiting = not self._assigned and left > 0
-            batch = self.client.poll(timeout_ms=int(left * 1000) if waiting else 100)
+            batch = self.client.poll(timeout_ms=100)
             values = [m.value for msgs in batch.values() for m in msgs]
             if values:
                 try:
