@@ -185,6 +185,29 @@ def broker_in_thread(log_dir: Path, hooks: RequestHooks | bool = False,
         yield info
 
 
+def force_a_lost_join_round(control: Any, topic: str) -> None:
+    """Request hooks, through `control` (a `RequestHooks`' or a kit Broker's), that force the
+    kafka-python 3.0.12 defect a kafka-python group consumer with short polls meets
+    (docs/TESTING.md, the `test_groups.py` row of the flaky tests): its first Metadata naming
+    `topic` comes a second late, so its first join, as leader, assigns nothing ("No
+    partition metadata"); the metadata then starts a second round, whose SyncGroup (and
+    every later one) is held 0.5 s, past a 200 ms poll, and kafka-python drops a round that
+    completes after the poll waiting for it gave up."""
+    from protocol.api_keys import ApiKey
+    from pybroker.testing import DELAY, HookRequest
+
+    def late_metadata(req: HookRequest) -> DELAY | None:
+        return DELAY(1.0) if req.client_id.startswith("kafka-python") and \
+            any(t.name == topic for t in req.body.topics or []) else None
+
+    def slow_second_sync(req: HookRequest) -> DELAY | None:
+        return DELAY(0.5) if req.client_id.startswith("kafka-python") and \
+            req.body.generation_id >= 2 else None
+
+    control(ApiKey.METADATA, late_metadata, times=1)
+    control(ApiKey.SYNC_GROUP, slow_second_sync, times=None)
+
+
 # pybroker.testing.Broker's keywords that are not broker config.
 _BROKER_KEYWORDS = frozenset({"keep", "log_dir", "log_lines"})
 

@@ -13,7 +13,7 @@ from confluent_kafka.admin import (
     ResourcePatternType, ResourceType,
 )
 
-from tests.helpers import Broker
+from tests.helpers import Broker, force_a_lost_join_round
 
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 PRINCIPAL = "User:ANONYMOUS"
@@ -295,19 +295,7 @@ def test_kafka_python_reads_although_its_first_join_assigned_nothing(secured):
     metadata for topic a"), and its metadata then starts a second round, whose SyncGroup is
     held past a 200 ms poll. kafka-python 3.0.12 drops that round's result: with 200 ms polls
     the consumer read nothing in its 15 s."""
-    from protocol.api_keys import ApiKey
-    from pybroker.testing import DELAY, HookRequest
-
-    def late_metadata(req: HookRequest) -> DELAY | None:
-        return DELAY(1.0) if req.client_id.startswith("kafka-python") and \
-            any(t.name == "a" for t in req.body.topics or []) else None
-
-    def slow_second_sync(req: HookRequest) -> DELAY | None:
-        return DELAY(0.5) if req.client_id.startswith("kafka-python") and \
-            req.body.generation_id >= 2 else None
-
-    secured.control(ApiKey.METADATA, late_metadata, times=1)
-    secured.control(ApiKey.SYNC_GROUP, slow_second_sync, times=None)
+    force_a_lost_join_round(secured.control, "a")
     assert _kafka_python_consume(secured, "a", "g") == b"v"
 
 

@@ -16,8 +16,10 @@ import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode as E
-from pybroker.testing import DELAY, HookRequest, RequestHooks
-from tests.helpers import BrokerProcess, broker_in_thread, serving_broker
+from pybroker.testing import RequestHooks
+from tests.helpers import (
+    BrokerProcess, broker_in_thread, force_a_lost_join_round, serving_broker,
+)
 from tests.integration.group_harness import Member, committed_exactly_once, wait_until
 from tests.integration.raw import (
     RawConnection, coordinator_address, create_topic, group_beside, send_request,
@@ -294,18 +296,8 @@ def test_a_new_member_reads_although_kafka_python_loses_a_join_round(tmp_path: P
     comes a second late, so its first join (as leader) assigns nothing and its metadata then
     starts a second round, whose SyncGroup is held past a 200 ms poll. kafka-python 3.0.12
     drops that round's result; with 200 ms polls the member read nothing in 30 s."""
-    def late_metadata(req: HookRequest) -> DELAY | None:
-        topics = req.body.topics or []
-        return DELAY(1.0) if req.client_id.startswith("kafka-python") and \
-            any(t.name == "t" for t in topics) else None
-
-    def slow_second_sync(req: HookRequest) -> DELAY | None:
-        return DELAY(0.5) if req.client_id.startswith("kafka-python") and \
-            req.body.generation_id >= 2 else None
-
     hooks = RequestHooks()
-    hooks.control(ApiKey.METADATA, late_metadata, times=1)
-    hooks.control(ApiKey.SYNC_GROUP, slow_second_sync, times=None)
+    force_a_lost_join_round(hooks.control, "t")
     with broker_in_thread(tmp_path / "logs", hooks=hooks) as info:
         create_topic(info.bootstrap, "t", 3)
         produce(info.bootstrap, "t", batch("v", 30), partitions=3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicCollection
@@ -113,25 +114,61 @@ def test_create_topics_assignment_partitions_must_be_consecutive(broker) -> None
 
 # -- JoinGroup / LeaveGroup reasons -----------------------------------------------------------
 
-@pytest.mark.in_process("reads the group coordinator's log records (caplog)")
-def test_leave_group_reason_is_logged(broker, caplog: pytest.LogCaptureFixture) -> None:
-    """kafka-python leaves its group with a reason (LeaveGroup v5): the broker logs it, as
-    Kafka's coordinator does, instead of dropping it."""
+def _leave_with_a_reason(bootstrap: str, topic: str,
+                         caplog: pytest.LogCaptureFixture) -> list[str]:
+    """kafka-python's member, once assigned, leaves with a reason; the coordinator's lines.
+
+    The topic has a record so that a poll ends once the member is assigned, and each poll
+    waits for the rest of the deadline, as `_first_consumed` in test_groups.py does:
+    kafka-python 3.0.12 joins before its topic's metadata is in, so as leader it assigns
+    nothing; the metadata then starts a second round, which it drops when that round
+    completes after the poll waiting for it gave up (`need_rejoin()` is already False), and
+    the member stays unassigned. With 200 ms polls that lost the whole 20 s
+    (`test_leave_group_reason_survives_a_lost_join_round` forces it)."""
+    from confluent_kafka import Producer
     from kafka import KafkaConsumer
-    topic = topic_name("leave-reason")
-    create_topic(broker.bootstrap, topic, 1)
-    consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id="g-reason",
-                             consumer_timeout_ms=200)
+    create_topic(bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, b"v")
+    assert producer.flush(10) == 0
+    producer.close()
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="g-reason",
+                             auto_offset_reset="earliest", consumer_timeout_ms=200)
     try:
         deadline = time.monotonic() + 20
-        while not consumer.assignment() and time.monotonic() < deadline:
-            consumer.poll(200)
+        while not consumer.assignment() and (left := deadline - time.monotonic()) > 0:
+            consumer.poll(max(1, int(left * 1000)))
         assert consumer.assignment()
         with caplog.at_level(logging.INFO, logger="pybroker.coordinator.group_coordinator"):
             consumer._coordinator.maybe_leave_group(reason="shutting down for a redeploy")
     finally:
         consumer.close()
-    lines = [r.getMessage() for r in caplog.records]
+    return [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.in_process("reads the group coordinator's log records (caplog)")
+def test_leave_group_reason_is_logged(broker, caplog: pytest.LogCaptureFixture) -> None:
+    """kafka-python leaves its group with a reason (LeaveGroup v5): the broker logs it, as
+    Kafka's coordinator does, instead of dropping it."""
+    lines = _leave_with_a_reason(broker.bootstrap, topic_name("leave-reason"), caplog)
+    assert any("leaving group g-reason" in line and "shutting down for a redeploy" in line
+               for line in lines), lines
+
+
+@pytest.mark.in_process("delays Metadata and SyncGroup answers (request hooks)")
+def test_leave_group_reason_survives_a_lost_join_round(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The round `_leave_with_a_reason` must get past, forced (`force_a_lost_join_round`:
+    the member's Metadata for its topic a second late, so its first join as leader assigns
+    nothing, and the SyncGroup of the round its metadata then starts held past a 200 ms
+    poll). With 200 ms polls the member was never assigned in its 20 s."""
+    from pybroker.testing import RequestHooks
+    from tests.helpers import broker_in_thread, force_a_lost_join_round
+
+    hooks = RequestHooks()
+    force_a_lost_join_round(hooks.control, "leave-reason")
+    with broker_in_thread(tmp_path / "logs", hooks=hooks) as info:
+        lines = _leave_with_a_reason(info.bootstrap, "leave-reason", caplog)
     assert any("leaving group g-reason" in line and "shutting down for a redeploy" in line
                for line in lines), lines
 
