@@ -136,6 +136,48 @@ def test_verification_goes_over_the_secured_inter_broker_listener(
         assert produce(added) == 0
 
 
+def test_a_coordinator_refusing_the_leader_is_invalid_txn_state_to_every_version() -> None:
+    """ACLs on, clients on PLAINTEXT (ANONYMOUS, a super user), brokers on SASL_PLAINTEXT as
+    User:broker, who may not CLUSTER_ACTION: the coordinator refuses the leader's
+    verify-only AddPartitionsToTxn (CLUSTER_AUTHORIZATION_FAILED), and the producer is told
+    INVALID_TXN_STATE, "Partition was not added to the transaction", at v9 and at v11 alike,
+    never the broker's own authorization error nor the abortable TRANSACTION_ABORTABLE:
+    what Apache Kafka 4.1.1 answers, set up the same way."""
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'username="broker" password="b" user_broker="b";')
+    with Cluster(3, **{"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                       "inter.broker.listener.name": "SASL_PLAINTEXT",
+                       "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                       "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": jaas,
+                       "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                       "super.users": "User:ANONYMOUS",
+                       # followers could not fetch it: the brokers' principal may not
+                       "transaction.state.log.replication.factor": "1",
+                       "transaction.state.log.min.isr": "1"}) as cluster:
+        cluster.create_topic(TOPIC, PARTITIONS, replication_factor=1)
+        plain = cluster.bootstrap_on("PLAINTEXT").split(",")
+        found = until_answered(lambda: send_request(plain[0], ApiKey.FIND_COORDINATOR, 3,
+                                                    {"key": "refused", "key_type": 1}))
+        coordinator = f"{found.host}:{found.port}"
+        init = until_answered(lambda: send_request(coordinator, ApiKey.INIT_PRODUCER_ID, 3, {
+            "transactional_id": "refused", "transaction_timeout_ms": 60000,
+            "producer_id": -1, "producer_epoch": -1}))
+        assert init.error_code == 0
+        elsewhere = [p for p in range(PARTITIONS) if cluster.leader_of(TOPIC, p) != found.node_id]
+        for version in (9, 11):
+            for partition in elsewhere:
+                body = {"transactional_id": "refused", "acks": -1, "timeout_ms": 5000,
+                        "topic_data": [{"name": TOPIC, "partition_data": [
+                            {"index": partition, "records": _raw_txn_batch(
+                                init.producer_id, init.producer_epoch)}]}]}
+                response = send_request(plain[cluster.leader_of(TOPIC, partition)],
+                                        ApiKey.PRODUCE, version, body)
+                got = response.responses[0].partition_responses[0]
+                assert (got.error_code, got.error_message) == (
+                    E.INVALID_TXN_STATE, "Partition was not added to the transaction"), \
+                    (version, partition)
+
+
 def test_a_marker_landing_while_verifying_refuses_the_batch_retriably(cluster: Cluster) -> None:
     """The client aborts while the leader waits for the coordinator's answer: the abort's
     marker lands on the partition first, and the batch, verified against the transaction
