@@ -601,8 +601,10 @@ class GroupCoordinator:
 
     # -- background work -----------------------------------------------------------------------
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """The timers (sessions, rebalance and sync deadlines) and offset retention."""
+        """The timers (sessions, rebalance and sync deadlines), offset retention, and the
+        creation of __consumer_offsets a FindCoordinator asked for."""
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.topic.run)
             nursery.start_soon(self.timers.run)
             nursery.start_soon(self._run_cleanup)
             nursery.start_soon(self.consumer.timers.run)
