@@ -365,6 +365,8 @@ class Broker:
             nursery.start_soon(self._every, MEMORY_CHECK_INTERVAL_MS, self._give_memory_back)
             await nursery.start(self.groups.run)
             await nursery.start(self.shares.run)
+            # __share_group_state, created when a FindCoordinator (share key) asks for it
+            await nursery.start(self.shares.store.topic.run)
             await nursery.start(self.transactions.run)
             await nursery.start(self.txn_verifier.channels.run)
             if self.shares.channels is not None:

@@ -45,6 +45,7 @@ from pybroker.coordinator.group_records import (
     encode_record, record_group,
 )
 from pybroker.coordinator.internal_topic import APPEND_ERRORS, InternalTopic
+from pybroker.coordinator.verification_errors import produce_error
 from pybroker.coordinator.consumer_group_assignor import TopicsView
 from pybroker.coordinator.consumer_group_coordinator import ConsumerGroupCoordinator, topics_of
 from pybroker.coordinator.consumer_group_state import ConsumerGroupConfig
@@ -404,9 +405,9 @@ class GroupCoordinator:
         if code:
             return {tp: code for tp in offsets}
         partition = self.partition_for(group_id)
-        code = await self.replicas.verify_transaction(transactional_id, producer_id,
-                                                      producer_epoch, (OFFSETS_TOPIC, partition))
-        if code == ErrorCode.INVALID_TXN_STATE:  # not in the transaction: abortable (v4+)
+        code, _ = produce_error(await self.replicas.verify_transaction(
+            transactional_id, producer_id, producer_epoch, (OFFSETS_TOPIC, partition)))
+        if code == ErrorCode.INVALID_TXN_STATE:  # the coordinator refused this broker
             code = ErrorCode.TRANSACTION_ABORTABLE
         if code:
             log.debug("TxnOffsetCommit of %s (producer %d) to group %s refused: %s",
@@ -600,8 +601,10 @@ class GroupCoordinator:
 
     # -- background work -----------------------------------------------------------------------
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """The timers (sessions, rebalance and sync deadlines) and offset retention."""
+        """The timers (sessions, rebalance and sync deadlines), offset retention, and the
+        creation of __consumer_offsets a FindCoordinator asked for."""
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.topic.run)
             nursery.start_soon(self.timers.run)
             nursery.start_soon(self._run_cleanup)
             nursery.start_soon(self.consumer.timers.run)

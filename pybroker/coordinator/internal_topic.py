@@ -7,11 +7,23 @@ lives in partition `abs(javaHashCode(key)) % partitions`; the topic is created o
 write is appended as that leader and answered only once the ISR has it (acks=all); loading
 reads a partition back from its log start. One piece serves both, so the rules cannot drift
 apart.
+
+FindCoordinator does not wait for the creation, as Kafka 4.1.1 does not (its KafkaApis
+hands the topic to the AutoTopicCreationManager): while the topic does not exist it answers
+COORDINATOR_NOT_AVAILABLE at once and `run` creates the topic in the background; once the
+key's partition has a leader it names that broker (which may still be loading the partition:
+the group and transaction requests say so). Every client retries COORDINATOR_NOT_AVAILABLE.
+Measured on Kafka 4.1.1 (one node): the first FindCoordinator answered 15 in about 0.03 s,
+and a group's coordinator was named about 0.08 s later, a transactional id's 0.8 to 1.1 s
+later (50 partitions each).
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import trio
 
 from protocol.errors import ErrorCode
 from protocol.records.batch import BatchHeader, iter_batches
@@ -72,6 +84,8 @@ class InternalTopic:
         self.replication_factor_set = replication_factor_set
         self.configs = configs
         self.commit_timeout_ms = commit_timeout_ms
+        # Set when a FindCoordinator found no topic: `run` creates it.
+        self._wanted = trio.Event()
 
     @property
     def num_partitions(self) -> int:
@@ -108,14 +122,30 @@ class InternalTopic:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
 
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Create the topic whenever a FindCoordinator found none (`coordinator_for`), one
+        creation at a time; asks that come meanwhile are served by the next round (which
+        finds the topic, or tries again where the creation failed, as Kafka's next ask
+        does)."""
+        task_status.started()
+        while True:
+            await self._wanted.wait()
+            self._wanted = trio.Event()
+            try:
+                await self.ensure()
+            except Exception:  # the next ask tries again; the broker serves on
+                log.exception("creating %s failed", self.name)
+
     async def coordinator_for(self, key: str, listener: str | None = None
                               ) -> tuple[ErrorCode, int, str, int]:
         """(error, node id, host, port) of the leader of the key's partition, as reached
-        through `listener` (the one the asking client came in on)."""
-        code = await self.ensure()
-        if code:
-            return code, -1, "", -1
+        through `listener` (the one the asking client came in on); COORDINATOR_NOT_AVAILABLE
+        while the topic does not exist (its creation started) or the partition has no
+        leader."""
         image = self.metadata.image
+        if self.name not in image.topics:
+            self._wanted.set()
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         state = image.partition(self.name, self.partition_for(key))
         node = image.brokers.get(state.leader) if state is not None else None
         endpoint = node.endpoint(listener) if node is not None else None

@@ -380,8 +380,10 @@ class TransactionCoordinator:
 
     # -- background work -----------------------------------------------------------------------
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """The marker jobs, the timeout sweep and transactional-id expiry."""
+        """The marker jobs, the timeout sweep, transactional-id expiry, and the creation of
+        __transaction_state a FindCoordinator asked for."""
         async with trio.open_nursery() as nursery:
+            await nursery.start(self.topic.run)
             await nursery.start(self.markers.run)
             self._nursery = nursery
             pending, self._pending_jobs = self._pending_jobs, []

@@ -15,12 +15,19 @@ producer's transaction is open in a partition (its first batch appended), later 
 same epoch go without asking, until the marker that ends it. So a transaction costs one round
 trip per partition led elsewhere than its coordinator, never one per produce.
 
-Errors a client cannot act on are translated as Kafka's ReplicaManager does: a coordinator
-that cannot answer now (loading, moving, unreachable, CONCURRENT_TRANSACTIONS) gives
-NOT_ENOUGH_REPLICAS, which every client retries without refreshing metadata; PRODUCER_FENCED
-gives INVALID_PRODUCER_EPOCH; a partition not in the transaction gives INVALID_TXN_STATE (the
-Produce handler reports it as TRANSACTION_ABORTABLE to v11+); an id the coordinator does not
-know, or a producer id not the id's, stays INVALID_PRODUCER_ID_MAPPING.
+Errors a client cannot act on are translated as Kafka 4.1.1 does, in two steps. The leader's
+asking (its AddPartitionsToTxnManager, `verify`): PRODUCER_FENCED gives INVALID_PRODUCER_EPOCH;
+the coordinator refusing the leader itself (CLUSTER_AUTHORIZATION_FAILED: the inter-broker
+principal may not CLUSTER_ACTION) gives INVALID_TXN_STATE whatever the version, since the
+client must not see an error about the broker's own rights; a coordinator that cannot answer
+says why (COORDINATOR_NOT_AVAILABLE also where no `__transaction_state` exists yet: it is not
+created for this, the producer's FindCoordinator creates it); a partition not in the
+transaction stays the coordinator's TRANSACTION_ABORTABLE (the Produce handler answers
+INVALID_TXN_STATE to clients before v11, which predate it); an id the coordinator does not
+know, or a producer id not the id's, stays INVALID_PRODUCER_ID_MAPPING. Then the append
+(ReplicaManager, `coordinator/verification_errors.py`): a coordinator that cannot answer now (loading, moving,
+unreachable, CONCURRENT_TRANSACTIONS) gives NOT_ENOUGH_REPLICAS, which every client retries
+without refreshing metadata, its message naming the coordinator's error.
 
 A marker that lands on a partition while its batch waits for the coordinator's answer may be
 the end of that very transaction; the batch would reopen it where no coordinator will end it
@@ -40,6 +47,7 @@ from protocol.topic_partition import TopicPartition
 from pybroker.cluster.metadata import MetadataStore
 from pybroker.coordinator.broker_channels import BrokerChannels
 from pybroker.coordinator.txn_coordinator import TXN_TOPIC, TransactionCoordinator
+from pybroker.coordinator.verification_errors import VERIFICATION_RACED
 from pybroker.replica.manager import ReplicaManager
 
 __all__ = ["TxnVerifier", "VERIFY_VERSION"]
@@ -48,20 +56,16 @@ log = logging.getLogger(__name__)
 
 # AddPartitionsToTxn's broker-to-broker form (v4+); v5 only adds transaction version 2.
 VERIFY_VERSION = 4
-_RETRY = ErrorCode.NOT_ENOUGH_REPLICAS
+# A batch refused because a marker landed on its partition while it waited (retriable).
+_RETRY = VERIFICATION_RACED
 # Transactional ids whose partition is remembered; past it the memory starts over.
 _MAX_CACHED_IDS = 100_000
-# What the coordinator's answer becomes for the producer (Kafka's ReplicaManager).
-_FOR_PRODUCE = {
+# What the coordinator's answer becomes at the leader (Kafka's AddPartitionsToTxnManager).
+_AT_LEADER = {
     ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
-    ErrorCode.TRANSACTION_ABORTABLE: ErrorCode.INVALID_TXN_STATE,
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED: ErrorCode.INVALID_TXN_STATE,
-    ErrorCode.CONCURRENT_TRANSACTIONS: _RETRY,
-    ErrorCode.NETWORK_EXCEPTION: _RETRY,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: _RETRY,
-    ErrorCode.COORDINATOR_NOT_AVAILABLE: _RETRY,
-    ErrorCode.NOT_COORDINATOR: _RETRY,
 }
+
 
 
 class TxnVerifier:
@@ -92,22 +96,22 @@ class TxnVerifier:
         index = self._partition_of.get(transactional_id)
         if index is None:
             index = self._index(transactional_id)
-            if index is None:  # no __transaction_state: no transaction is open anywhere
-                return {tp: ErrorCode.INVALID_TXN_STATE for tp in partitions}
+            if index is None:  # no __transaction_state: no coordinator to ask
+                return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in partitions}
         transactions = self.transactions
         if index in transactions.owned:  # in process: the answer a leader elsewhere gets
-            return self._for_produce(transactions.verify_partitions(
+            return self._at_leader(transactions.verify_partitions(
                 transactional_id, producer_id, producer_epoch, partitions))
         state = self.metadata.image.partition(TXN_TOPIC, index)
         if state is None or state.leader == self.node_id:  # this broker's, still loading
-            return {tp: _RETRY for tp in partitions}
+            return {tp: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS for tp in partitions}
         unverified = [tp for tp in partitions
                       if not self.replicas.in_ongoing_transaction(tp, producer_id,
                                                                   producer_epoch)]
         if not unverified:
             return {}
         if state.leader < 0:
-            return {tp: _RETRY for tp in unverified}
+            return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in unverified}
         guards = [(tp, self.replicas.verification_guard(tp)) for tp in unverified]
         refused = await self._ask(state.leader, transactional_id, producer_id, producer_epoch,
                                   unverified)
@@ -135,23 +139,23 @@ class TxnVerifier:
             log.warning("broker %d cannot verify transactions (%s): produce unverified",
                         coordinator, exc)
             return {}
-        if response is None:
-            return {tp: _RETRY for tp in partitions}
+        if response is None:  # unreachable, or no answer in time
+            return {tp: ErrorCode.NETWORK_EXCEPTION for tp in partitions}
         if response.error_code:
             top = ErrorCode(response.error_code)
             log.warning("AddPartitionsToTxn verification by broker %d refused: %s",
                         coordinator, top.name)
-            return {tp: _FOR_PRODUCE.get(top, top) for tp in partitions}
+            return {tp: _AT_LEADER.get(top, top) for tp in partitions}
         answered = {(topic.name, p.partition_index): ErrorCode(p.partition_error_code)
                     for txn in response.results_by_transaction for topic in txn.topic_results
                     for p in topic.results_by_partition}
         # A partition the coordinator left out is not verified.
-        return self._for_produce({tp: answered.get(tp, ErrorCode.INVALID_TXN_STATE)
+        return self._at_leader({tp: answered.get(tp, ErrorCode.TRANSACTION_ABORTABLE)
                                   for tp in partitions})
 
     @staticmethod
-    def _for_produce(answered: dict[TopicPartition, ErrorCode]
-                     ) -> dict[TopicPartition, ErrorCode]:
-        """The coordinator's refusals as the producer gets them (Kafka's
-        AddPartitionsToTxnManager and ReplicaManager); the partitions verified left out."""
-        return {tp: _FOR_PRODUCE.get(code, code) for tp, code in answered.items() if code}
+    def _at_leader(answered: dict[TopicPartition, ErrorCode]
+                   ) -> dict[TopicPartition, ErrorCode]:
+        """The coordinator's refusals as the leader takes them (Kafka's
+        AddPartitionsToTxnManager); the partitions verified left out."""
+        return {tp: _AT_LEADER.get(code, code) for tp, code in answered.items() if code}

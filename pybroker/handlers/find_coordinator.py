@@ -1,8 +1,10 @@
 """FindCoordinator: which broker coordinates a group or a transactional id.
 
 v0-3 ask about one key; v4+ batch several (`coordinator_keys`) and answer each separately.
-Asking creates `__consumer_offsets` (groups) or `__transaction_state` (transactional ids) if
-needed, as Kafka does; the coordinator is the leader of the key's partition of that topic.
+Asking starts the creation of `__consumer_offsets` (groups) or `__transaction_state`
+(transactional ids) if needed and answers COORDINATOR_NOT_AVAILABLE without waiting for it, as
+Kafka 4.1.1 does (`coordinator/internal_topic.py`); the coordinator is the leader of the key's
+partition of that topic, named once it has one.
 v6 adds the share key type (KIP-932), which brokers ask with "group:topicId:partition" for
 the share coordinator of a share-partition's state (`__share_group_state`), with
 CLUSTER_ACTION on the cluster, as Kafka's persister does.

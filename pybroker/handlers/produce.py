@@ -18,6 +18,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records.batch import ATTRIBUTES, HEADER_SIZE, TRANSACTIONAL, BatchHeader
 from protocol.topic_partition import TopicPartition
+from pybroker.coordinator.verification_errors import produce_error
 from pybroker.handlers._authz import TOPIC, TXN, Op, allowed, denied_names
 from pybroker.handlers._base import Handler, RequestContext
 from pybroker.handlers._duplicate_partitions import merge_duplicates
@@ -37,16 +38,6 @@ def _partition_response(index: int, code: ErrorCode, base_offset: int = -1,
             "record_errors": [{"batch_index": i, "batch_index_error_message": why}
                               for i, why in record_errors],
             "error_message": message if record_errors or custom_message else None}
-
-
-# The verification refusals Kafka explains in error_message (its ReplicaManager's custom
-# messages); TRANSACTION_ABORTABLE and a fenced epoch go without one.
-_VERIFY_MESSAGES = {
-    ErrorCode.INVALID_TXN_STATE: "The partition was not added to the transaction",
-    ErrorCode.NOT_ENOUGH_REPLICAS:
-        "The transaction coordinator could not say whether the partition was added to the "
-        "transaction (retriable)",
-}
 
 
 async def handle(ctx: RequestContext, request: Container) -> dict | None:
@@ -86,7 +77,8 @@ async def handle(ctx: RequestContext, request: Container) -> dict | None:
                 continue
             code = refused.get((name, index)) if refused else None
             if code:
-                result = AppendResult(code, message=_VERIFY_MESSAGES.get(code))
+                code, message = produce_error(code)
+                result = AppendResult(code, message=message)
             else:
                 records = pd["records"]
                 result = manager.append(name, index, records, produce_version=version,
@@ -139,9 +131,10 @@ async def _verify(ctx: RequestContext, transactional_id: str, request: Container
                   ) -> dict[TopicPartition, ErrorCode]:
     """A transactional batch may only go to a partition of its producer's ongoing
     transaction (Kafka's KIP-890 verification, `coordinator/txn_verifier.py`): the partitions
-    refused, with INVALID_TXN_STATE, which Produce v11+ reports as the abortable
-    TRANSACTION_ABORTABLE. One header read per partition; the batch's own checks (CRC, a
-    fenced epoch) are the log's."""
+    refused, and why. A partition not in the transaction is the abortable
+    TRANSACTION_ABORTABLE to v11+ and INVALID_TXN_STATE to older clients, which predate it
+    (Kafka's AddPartitionsToTxnManager). One header read per partition; the batch's own
+    checks (CRC, a fenced epoch) are the log's."""
     verifier = ctx.services.txn_verifier
     assert verifier is not None
     refused: dict[TopicPartition, ErrorCode] = {}
@@ -164,10 +157,10 @@ async def _verify(ctx: RequestContext, transactional_id: str, request: Container
             partitions.append((name, pd.index))
     if producer is not None:
         refused.update(await verifier.verify(transactional_id, *producer, partitions))
-    if refused and ctx.version >= 11:
+    if refused and ctx.version < 11:
         for tp, code in refused.items():
-            if code == ErrorCode.INVALID_TXN_STATE:
-                refused[tp] = ErrorCode.TRANSACTION_ABORTABLE
+            if code == ErrorCode.TRANSACTION_ABORTABLE:
+                refused[tp] = ErrorCode.INVALID_TXN_STATE
     return refused
 
 

@@ -129,8 +129,9 @@ class ReplicaManager(ReplicaDeltas, FollowerSide, IsrUpkeep):
     async def verify_transaction(self, transactional_id: str, producer_id: int,
                                  producer_epoch: int, tp: TopicPartition) -> ErrorCode:
         """NONE if `tp` belongs to the producer's ongoing transaction, else why not
-        (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, NOT_ENOUGH_REPLICAS while the coordinator
-        cannot answer); NONE when no verifier is set."""
+        (the verifier's answer: TRANSACTION_ABORTABLE, INVALID_PRODUCER_EPOCH, why the
+        coordinator cannot answer now, INVALID_TXN_STATE when it refuses this broker); NONE
+        when no verifier is set."""
         verifier = self.txn_verifier
         if verifier is None:
             return ErrorCode.NONE

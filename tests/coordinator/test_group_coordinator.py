@@ -158,7 +158,18 @@ async def test_restart_loads_offsets_and_groups(broker: Broker, log_dir: Path) -
 
 
 async def test_offsets_topic_is_created_on_first_use(broker: Broker) -> None:
+    """The first ask answers at once that there is no coordinator yet, and has the topic
+    created in the background (Kafka 4.1.1's FindCoordinator); the next names the leader."""
     assert OFFSETS_TOPIC not in broker.metadata.image.topics
+    async with trio.open_nursery() as nursery:
+        code, node, _, _ = await broker.groups.coordinator_for("g")
+        assert (code, node) == (E.COORDINATOR_NOT_AVAILABLE, -1)
+        assert OFFSETS_TOPIC not in broker.metadata.image.topics
+        await nursery.start(broker.groups.topic.run)
+        with trio.fail_after(10):
+            while OFFSETS_TOPIC not in broker.metadata.image.topics:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
     code, node, host, port = await broker.groups.coordinator_for("g")
     assert code == E.NONE and node == broker.node_id
     info = broker.metadata.image.topics[OFFSETS_TOPIC]

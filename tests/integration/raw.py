@@ -19,7 +19,7 @@ from protocol.codec import decode_response, encode_request
 from protocol.errors import ErrorCode
 
 __all__ = ["RawConnection", "coordinator_address", "coordinator_id", "create_topic",
-           "topic_names", "leader_address", "leader_id", "send_request"]
+           "named_coordinator", "topic_names", "leader_address", "leader_id", "send_request"]
 
 
 def _split(bootstrap: str) -> tuple[str, int]:
@@ -169,12 +169,23 @@ def leader_id(bootstrap: str, topic: str, partition: int) -> int:
     return _leader(bootstrap, topic, partition)[0]
 
 
+def named_coordinator(bootstrap: str, key: str, key_type: int = 0,
+                      timeout: float = 30.0) -> tuple[int, str]:
+    """(broker id, host:port) of the coordinator of group (`key_type` 0) or transactional id
+    (1) `key`, from FindCoordinator to `bootstrap`, asked again while it names none, as every
+    client does: the first ask on a fresh broker only starts creating the internal topic
+    and answers COORDINATOR_NOT_AVAILABLE (as Kafka 4.1.1's)."""
+    deadline = time.monotonic() + timeout
+    while (found := find_coordinator(bootstrap, key, key_type)) is None:
+        assert time.monotonic() < deadline, f"{bootstrap} names no coordinator of {key}"
+        time.sleep(0.02)
+    return found
+
+
 def coordinator_id(bootstrap: str, key: str, key_type: int = 0) -> int:
     """The broker id of the coordinator of group (`key_type` 0) or transactional id (1)
     `key`, from FindCoordinator to `bootstrap`: what a tool prints as its coordinator."""
-    found = find_coordinator(bootstrap, key, key_type)
-    assert found is not None, f"{bootstrap} names no coordinator of {key}"
-    return found[0]
+    return named_coordinator(bootstrap, key, key_type)[0]
 
 
 def controller_address(bootstrap: str) -> str:
@@ -211,9 +222,7 @@ def coordinator_address(bootstrap: str, key: str, key_type: int = 0,
     COORDINATOR_LOAD_IN_PROGRESS (a Produce it verifies against it, NOT_ENOUGH_REPLICAS),
     which a client retries and a raw test does not (the cluster tier's helpers wait the same
     way)."""
-    found = find_coordinator(bootstrap, key, key_type)
-    assert found is not None, f"{bootstrap} names no coordinator of {key}"
-    address = found[1]
+    address = named_coordinator(bootstrap, key, key_type, timeout)[1]
     deadline = time.monotonic() + timeout
     while True:
         if key_type == 0:

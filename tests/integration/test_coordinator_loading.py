@@ -1,13 +1,13 @@
 """A coordinator that is named but not loaded yet answers COORDINATOR_LOAD_IN_PROGRESS.
 
-Issue #35 §2: on a brand-new broker the first FindCoordinator creates `__consumer_offsets`
-(or `__transaction_state`); the image names this broker leader of its partitions before the
-delta's load has replayed them, so a second client that asks meanwhile is told this broker,
-and its next group or transaction request used to get NOT_COORDINATOR — which librdkafka
-hands to the application from OffsetFetch. Kafka answers COORDINATOR_LOAD_IN_PROGRESS while
-it loads, and clients retry that where they are. The load is held here (the worker-thread
-read of the partition's records waits on an event), so the window is as wide as the test
-needs instead of ~10 ms.
+Issue #35 §2: on a brand-new broker the first FindCoordinator has `__consumer_offsets` (or
+`__transaction_state`) created (answering COORDINATOR_NOT_AVAILABLE meanwhile); the image
+names this broker leader of its partitions before the delta's load has replayed them, so a
+second client that asks meanwhile is told this broker, and its next group or transaction
+request used to get NOT_COORDINATOR — which librdkafka hands to the application from
+OffsetFetch. Kafka answers COORDINATOR_LOAD_IN_PROGRESS while it loads, and clients retry
+that where they are. The load is held here (the worker-thread read of the partition's
+records waits on an event), so the window is as wide as the test needs instead of ~10 ms.
 """
 from __future__ import annotations
 
@@ -60,23 +60,23 @@ def fresh(tmp_path: Path) -> Iterator[Any]:
         yield info
 
 
-def _creating(bootstrap: str, key_type: int, key: str) -> tuple[threading.Thread, dict]:
-    """The first FindCoordinator, which creates the internal topic and answers once its
-    partitions are loaded: on a thread, since the load is held."""
-    box: dict = {}
+def _first_ask(bootstrap: str, key_type: int, key: str) -> None:
+    """The first FindCoordinator: it answers at once that no coordinator is available yet
+    (as Kafka 4.1.1's) and has the internal topic created, whose load is held."""
+    answer = send_request(bootstrap, ApiKey.FIND_COORDINATOR, 3,
+                          {"key": key, "key_type": key_type})
+    assert answer.error_code == E.COORDINATOR_NOT_AVAILABLE
 
-    def ask() -> None:
-        box["answer"] = send_request(bootstrap, ApiKey.FIND_COORDINATOR, 3,
-                                     {"key": key, "key_type": key_type}, timeout=60)
-    thread = threading.Thread(target=ask, daemon=True)
-    thread.start()
-    return thread, box
+
+def _named(bootstrap: str, key_type: int, key: str) -> int:
+    return send_request(bootstrap, ApiKey.FIND_COORDINATOR, 3,
+                        {"key": key, "key_type": key_type}).error_code
 
 
 def test_group_requests_while_the_offsets_topic_loads(fresh: Any) -> None:
     bootstrap = f"127.0.0.1:{fresh.port}"
     held = HeldLoad(fresh.broker.groups)
-    thread, box = _creating(bootstrap, 0, "first")
+    _first_ask(bootstrap, 0, "first")
     try:
         assert held.started.wait(30), "__consumer_offsets was never loaded"
         # As Kafka: FindCoordinator names the leader of the group's partition...
@@ -112,17 +112,19 @@ def test_group_requests_while_the_offsets_topic_loads(fresh: Any) -> None:
         assert described.groups[0].error_code == E.COORDINATOR_LOAD_IN_PROGRESS
     finally:
         held.release()
-    thread.join(30)
-    assert box["answer"].error_code == 0
-    fetched = send_request(bootstrap, ApiKey.OFFSET_FETCH, 7,
-                           {"group_id": "g", "topics": None, "require_stable": False})
-    assert fetched.error_code == 0
+    assert _named(bootstrap, 0, "first") == 0
+
+    def fetched() -> int:
+        return send_request(bootstrap, ApiKey.OFFSET_FETCH, 7, {
+            "group_id": "g", "topics": None, "require_stable": False}).error_code
+    wait_until(lambda: fetched() != E.COORDINATOR_LOAD_IN_PROGRESS, what="the load's end")
+    assert fetched() == 0
 
 
 def test_transaction_requests_while_the_state_topic_loads(fresh: Any) -> None:
     bootstrap = f"127.0.0.1:{fresh.port}"
     held = HeldLoad(fresh.broker.transactions)
-    thread, box = _creating(bootstrap, 1, "first")
+    _first_ask(bootstrap, 1, "first")
     try:
         assert held.started.wait(30), "__transaction_state was never loaded"
         found = send_request(bootstrap, ApiKey.FIND_COORDINATOR, 3,
@@ -144,12 +146,14 @@ def test_transaction_requests_while_the_state_topic_loads(fresh: Any) -> None:
         assert ended.error_code == E.COORDINATOR_LOAD_IN_PROGRESS
     finally:
         held.release()
-    thread.join(30)
-    assert box["answer"].error_code == 0
-    init = send_request(bootstrap, ApiKey.INIT_PRODUCER_ID, 3, {
-        "transactional_id": "tx", "transaction_timeout_ms": 10_000,
-        "producer_id": -1, "producer_epoch": -1})
-    assert init.error_code == 0
+    assert _named(bootstrap, 1, "first") == 0
+
+    def init() -> int:
+        return send_request(bootstrap, ApiKey.INIT_PRODUCER_ID, 3, {
+            "transactional_id": "tx", "transaction_timeout_ms": 10_000,
+            "producer_id": -1, "producer_epoch": -1}).error_code
+    wait_until(lambda: (code := init()) != E.COORDINATOR_LOAD_IN_PROGRESS and code == 0,
+               what="the load's end")
 
 
 def _recorded(fresh: Any, api: int) -> bool:
@@ -164,7 +168,7 @@ def test_confluent_consumer_meets_a_loading_coordinator(tmp_path: Path) -> None:
     with broker_in_thread(tmp_path / "logs", hooks=True) as fresh:
         bootstrap = f"127.0.0.1:{fresh.port}"
         held = HeldLoad(fresh.broker.groups)
-        thread, _ = _creating(bootstrap, 0, "first")
+        _first_ask(bootstrap, 0, "first")
         errors: list[Any] = []
         consumer = confluent_kafka.Consumer({
             "bootstrap.servers": bootstrap, "group.id": "g", "enable.auto.commit": False,
@@ -181,7 +185,6 @@ def test_confluent_consumer_meets_a_loading_coordinator(tmp_path: Path) -> None:
                         errors.append(msg.error())
             finally:
                 held.release()
-            thread.join(30)
             for _ in range(5):
                 msg = consumer.poll(0.2)
                 if msg is not None and msg.error():
@@ -201,7 +204,7 @@ def test_confluent_transactional_producer_meets_a_loading_coordinator(tmp_path: 
     with broker_in_thread(tmp_path / "logs", hooks=True) as fresh:
         bootstrap = f"127.0.0.1:{fresh.port}"
         held = HeldLoad(fresh.broker.transactions)
-        thread, _ = _creating(bootstrap, 1, "first")
+        _first_ask(bootstrap, 1, "first")
         errors: list[Any] = []
         producer = confluent_kafka.Producer({
             "bootstrap.servers": bootstrap, "transactional.id": "tx",
@@ -220,7 +223,6 @@ def test_confluent_transactional_producer_meets_a_loading_coordinator(tmp_path: 
             assert not done.is_set()
         finally:
             held.release()
-        thread.join(30)
         initialising.join(30)
         assert done.is_set()
         producer.begin_transaction()

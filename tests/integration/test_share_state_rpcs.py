@@ -73,6 +73,16 @@ def _find(conn: RawConnection, key: str, version: int = 6) -> Any:
     return found
 
 
+def _find_named(conn: RawConnection, key: str, timeout: float = 30.0) -> Any:
+    """`_find` asked again while it answers COORDINATOR_NOT_AVAILABLE, as Kafka's persister
+    does: the first ask has `__share_group_state` created and answers so at once."""
+    deadline = time.monotonic() + timeout
+    while (found := _find(conn, key)).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE:
+        assert time.monotonic() < deadline, f"no share coordinator named for {key}"
+        time.sleep(0.02)
+    return found
+
+
 KEY = "g:AAAAAAAAAAAAAAAAAAAAKg:0"  # group g, TOPIC, partition 0
 
 
@@ -86,7 +96,7 @@ def _to_coordinator(bootstrap: str, key: str = KEY, timeout: float = 30.0) -> Ra
     group's or a transaction's coordinator). ReadShareGroupStateSummary asks, as it takes
     no leader epoch and changes nothing."""
     with RawConnection(bootstrap) as conn:
-        found = _find(conn, key)
+        found = _find_named(conn, key)
     assert found.error_code == 0, found
     group, topic, partition = key.rsplit(":", 2)
     probe = {"group_id": group, "topics": [{
@@ -103,11 +113,12 @@ def _to_coordinator(bootstrap: str, key: str = KEY, timeout: float = 30.0) -> Ra
 
 def test_find_coordinator_for_a_share_key(bootstrap: str) -> None:
     """Key type 2 (v6): the leader of the key's __share_group_state partition, the topic
-    created by the asking, as Kafka's persister finds its share coordinator; a key that is
-    not "group:topicId:partition" is INVALID_REQUEST, and so is the key type before v6."""
+    created by the asking (which answers COORDINATOR_NOT_AVAILABLE meanwhile), as Kafka's
+    persister finds its share coordinator; a key that is not "group:topicId:partition" is
+    INVALID_REQUEST, and so is the key type before v6."""
     enable_share_groups(bootstrap)
     conn = RawConnection(bootstrap)
-    found = _find(conn, KEY)
+    found = _find_named(conn, KEY)
     brokers = conn.request(ApiKey.METADATA, 12, {
         "topics": [], "allow_auto_topic_creation": False,
         "include_topic_authorized_operations": False}).brokers

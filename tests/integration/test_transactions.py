@@ -518,6 +518,43 @@ def test_a_refused_batch_gets_the_coordinators_answer_wherever_the_leader_is(
             assert (end.error_code, end.offset) == (0, 0)
 
 
+@pytest.mark.parametrize("cores", ["1", "2"])
+def test_a_transactional_batch_before_any_transaction_state_is_retriable(
+        tmp_path, cores: str) -> None:
+    """Before `__transaction_state` exists no coordinator can say whether the partition is in
+    the transaction: the leader answers as Kafka 4.1.1 does to Produce v9 and v11,
+    NOT_ENOUGH_REPLICAS (its verification's COORDINATOR_NOT_AVAILABLE, translated so that
+    every client retries), naming that error, and the topic is still not created (the
+    producer's FindCoordinator creates it)."""
+    from protocol.api_keys import ApiKey
+    from protocol.errors import ErrorCode as E
+    from tests.helpers import serving_broker
+    from tests.integration.raw import known_topics, leader_address, send_request
+
+    with serving_broker(tmp_path / "logs", num_cores=cores) as broker:
+        bootstrap = broker.bootstrap
+        topic = _topic("stateless")
+        create_topic(bootstrap, topic, 2)
+        init = _raw(bootstrap, "INIT_PRODUCER_ID", 4, {
+            "transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
+            "producer_epoch": -1})
+        assert init.error_code == 0
+        for version in (9, 11):
+            for partition in (0, 1):
+                body = {"transactional_id": "no-state-yet", "acks": -1, "timeout_ms": 5000,
+                        "topic_data": [{"name": topic, "partition_data": [{
+                            "index": partition, "records": _raw_txn_batch(
+                                init.producer_id, init.producer_epoch)}]}]}
+                answer = send_request(leader_address(bootstrap, topic, partition),
+                                      ApiKey.PRODUCE, version, body)
+                got = answer.responses[0].partition_responses[0]
+                assert (got.error_code, got.error_message) == (
+                    E.NOT_ENOUGH_REPLICAS, "Unable to verify the partition has been added to "
+                    "the transaction. Underlying error: COORDINATOR_NOT_AVAILABLE"), \
+                    (version, partition)
+        assert "__transaction_state" not in known_topics(bootstrap)
+
+
 def test_transaction_state_topic_and_expiry_follow_the_broker_keys(tmp_path) -> None:
     from confluent_kafka.admin import AdminClient, ConfigResource
 

@@ -120,7 +120,7 @@ def test_verification_errors_by_version(tmp_path: Path) -> None:
     with serving_broker(tmp_path / "logs") as info:
         bootstrap = info.bootstrap
         create_topic(bootstrap, "t", 1)
-        answers = {"abortable": E.INVALID_TXN_STATE, "fenced": E.PRODUCER_FENCED}
+        answers = {"abortable": E.TRANSACTION_ABORTABLE, "fenced": E.PRODUCER_FENCED}
 
         async def verifier(txn_id: str, pid: int, epoch: int, tps: list) -> dict:
             return {tp: answers["fenced" if epoch == 0 else "abortable"] for tp in tps}

@@ -35,6 +35,18 @@ def until_answered(ask: Callable[[], Any], timeout: float = 30) -> Any:
         time.sleep(0.1)
 
 
+def _transactional_producer(bootstrap: str, txn_id: str) -> tuple[Any, str, Any]:
+    """The id's coordinator (FindCoordinator's answer, and its host:port) and a producer id
+    and epoch for it (InitProducerId), each asked until answered."""
+    found = until_answered(lambda: send_request(bootstrap, ApiKey.FIND_COORDINATOR, 3,
+                                                {"key": txn_id, "key_type": 1}))
+    coordinator = f"{found.host}:{found.port}"
+    init = until_answered(lambda: send_request(coordinator, ApiKey.INIT_PRODUCER_ID, 3, {
+        "transactional_id": txn_id, "transaction_timeout_ms": 60000, "producer_id": -1,
+        "producer_epoch": -1}))
+    return found, coordinator, init
+
+
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
     with Cluster(3) as running:
@@ -49,12 +61,7 @@ def _verifications(cluster: Cluster, node: int) -> int:
 
 def test_one_verification_per_partition_and_transaction(cluster: Cluster) -> None:
     first = f"127.0.0.1:{cluster.ports[0]}"
-    found = until_answered(lambda: send_request(first, ApiKey.FIND_COORDINATOR, 3,
-                                                {"key": "cached", "key_type": 1}))
-    coordinator = f"{found.host}:{found.port}"
-    init = until_answered(lambda: send_request(coordinator, ApiKey.INIT_PRODUCER_ID, 3, {
-        "transactional_id": "cached", "transaction_timeout_ms": 60000, "producer_id": -1,
-        "producer_epoch": -1}))
+    found, coordinator, init = _transactional_producer(first, "cached")
     pid, epoch = init.producer_id, init.producer_epoch
     partition = next(p for p in range(PARTITIONS) if cluster.leader_of(TOPIC, p) != found.node_id)
     leader = f"127.0.0.1:{cluster.ports[cluster.leader_of(TOPIC, partition)]}"
@@ -108,12 +115,7 @@ def test_verification_goes_over_the_secured_inter_broker_listener(
                        "ssl.truststore.location": str(root / "ca.pem")}) as cluster:
         cluster.create_topic(TOPIC, PARTITIONS, replication_factor=1)
         plain = cluster.bootstrap_on("PLAINTEXT").split(",")
-        found = until_answered(lambda: send_request(plain[0], ApiKey.FIND_COORDINATOR, 3,
-                                                    {"key": "secured", "key_type": 1}))
-        coordinator = f"{found.host}:{found.port}"
-        init = until_answered(lambda: send_request(coordinator, ApiKey.INIT_PRODUCER_ID, 3, {
-            "transactional_id": "secured", "transaction_timeout_ms": 60000,
-            "producer_id": -1, "producer_epoch": -1}))
+        found, coordinator, init = _transactional_producer(plain[0], "secured")
         added, not_added = [p for p in range(PARTITIONS)
                             if cluster.leader_of(TOPIC, p) != found.node_id][:2]
         add = send_request(coordinator, ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
@@ -136,17 +138,49 @@ def test_verification_goes_over_the_secured_inter_broker_listener(
         assert produce(added) == 0
 
 
+def test_a_coordinator_refusing_the_leader_is_invalid_txn_state_to_every_version() -> None:
+    """ACLs on, clients on PLAINTEXT (ANONYMOUS, a super user), brokers on SASL_PLAINTEXT as
+    User:broker, who may not CLUSTER_ACTION: the coordinator refuses the leader's
+    verify-only AddPartitionsToTxn (CLUSTER_AUTHORIZATION_FAILED), and the producer is told
+    INVALID_TXN_STATE, "Partition was not added to the transaction", at v9 and at v11 alike,
+    never the broker's own authorization error nor the abortable TRANSACTION_ABORTABLE:
+    what Apache Kafka 4.1.1 answers, set up the same way."""
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'username="broker" password="b" user_broker="b";')
+    with Cluster(3, **{"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                       "inter.broker.listener.name": "SASL_PLAINTEXT",
+                       "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                       "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": jaas,
+                       "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                       "super.users": "User:ANONYMOUS",
+                       # followers could not fetch it: the brokers' principal may not
+                       "transaction.state.log.replication.factor": "1",
+                       "transaction.state.log.min.isr": "1"}) as cluster:
+        cluster.create_topic(TOPIC, PARTITIONS, replication_factor=1)
+        plain = cluster.bootstrap_on("PLAINTEXT").split(",")
+        found, coordinator, init = _transactional_producer(plain[0], "refused")
+        assert init.error_code == 0
+        elsewhere = [p for p in range(PARTITIONS) if cluster.leader_of(TOPIC, p) != found.node_id]
+        for version in (9, 11):
+            for partition in elsewhere:
+                body = {"transactional_id": "refused", "acks": -1, "timeout_ms": 5000,
+                        "topic_data": [{"name": TOPIC, "partition_data": [
+                            {"index": partition, "records": _raw_txn_batch(
+                                init.producer_id, init.producer_epoch)}]}]}
+                response = send_request(plain[cluster.leader_of(TOPIC, partition)],
+                                        ApiKey.PRODUCE, version, body)
+                got = response.responses[0].partition_responses[0]
+                assert (got.error_code, got.error_message) == (
+                    E.INVALID_TXN_STATE, "Partition was not added to the transaction"), \
+                    (version, partition)
+
+
 def test_a_marker_landing_while_verifying_refuses_the_batch_retriably(cluster: Cluster) -> None:
     """The client aborts while the leader waits for the coordinator's answer: the abort's
     marker lands on the partition first, and the batch, verified against the transaction
     that was, must not reopen it there (Kafka's VerificationGuard)."""
     first = f"127.0.0.1:{cluster.ports[0]}"
-    found = until_answered(lambda: send_request(first, ApiKey.FIND_COORDINATOR, 3,
-                                                {"key": "guarded", "key_type": 1}))
-    coordinator = f"{found.host}:{found.port}"
-    init = until_answered(lambda: send_request(coordinator, ApiKey.INIT_PRODUCER_ID, 3, {
-        "transactional_id": "guarded", "transaction_timeout_ms": 60000, "producer_id": -1,
-        "producer_epoch": -1}))
+    found, coordinator, init = _transactional_producer(first, "guarded")
     pid, epoch = init.producer_id, init.producer_epoch
     partition = next(p for p in range(PARTITIONS) if cluster.leader_of(TOPIC, p) != found.node_id)
     node = cluster.leader_of(TOPIC, partition)
