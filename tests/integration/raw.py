@@ -221,9 +221,12 @@ def coordinator_address(bootstrap: str, key: str, key_type: int = 0,
     moment ago may still be loading the partition's groups or transactions and answer
     COORDINATOR_LOAD_IN_PROGRESS (a Produce it verifies against it, NOT_ENOUGH_REPLICAS),
     which a client retries and a raw test does not (the cluster tier's helpers wait the same
-    way)."""
-    address = named_coordinator(bootstrap, key, key_type, timeout)[1]
+    way). A broker named before it has taken up the partition's leadership (a node's
+    worker, or a node just restarted whose leaderships move back to their preferred
+    workers) answers NOT_COORDINATOR; a client then finds the coordinator again, and so
+    does this."""
     deadline = time.monotonic() + timeout
+    address = named_coordinator(bootstrap, key, key_type, timeout)[1]
     while True:
         if key_type == 0:
             code = send_request(address, ApiKey.DESCRIBE_GROUPS, 5, {
@@ -231,7 +234,10 @@ def coordinator_address(bootstrap: str, key: str, key_type: int = 0,
         else:
             code = send_request(address, ApiKey.DESCRIBE_TRANSACTIONS, 0, {
                 "transactional_ids": [key]}).transaction_states[0].error_code
-        if code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+        if code not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR):
             return address
-        assert time.monotonic() < deadline, f"{address} still loading {key}"
+        assert time.monotonic() < deadline, f"{address} still answers {code!r} for {key}"
         time.sleep(0.05)
+        if code == ErrorCode.NOT_COORDINATOR:
+            address = named_coordinator(bootstrap, key, key_type,
+                                        max(deadline - time.monotonic(), 0.1))[1]
