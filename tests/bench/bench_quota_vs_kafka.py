@@ -21,9 +21,10 @@ from pathlib import Path
 from compat.apache_kafka import ApacheKafka
 from pybroker.testing import Broker
 from pybroker.tools.configs import main as configs
+from tests.integration.quota_load import (
+    RATE, _produce_confluent, _produce_kafka_python, _steady_rate,
+)
 from tests.integration.raw import create_topic
-from tests.integration.test_quotas import (
-    RATE, _produce_confluent, _produce_kafka_python, _steady_rate)
 
 CLIENTS = {"kafka-python": _produce_kafka_python, "confluent-kafka": _produce_confluent}
 
