@@ -326,5 +326,5 @@ def create_topic(cluster: Cluster, name: str, partitions: int = 1, rf: int = 3,
     finally:
         admin.close()
     for p in range(partitions):
-        cluster.wait_until(lambda p=p: len(cluster.state(name, p)["isr"]) == rf, 30,
+        cluster.wait_until(lambda: len(cluster.state(name, p)["isr"]) == rf, 30,
                            f"{name}-{p} to have a full ISR")

@@ -43,6 +43,6 @@ def share_topic(cluster: Cluster) -> tuple[int, uuid.UUID]:
     # both internal topics come with a first group's use of the topic
     _fetching_consumer(cluster.bootstrap(), "warm", "q").close()
     for p in range(STATE_PARTITIONS):
-        cluster.wait_until(lambda p=p: len(cluster.state("__share_group_state", p)["isr"])
+        cluster.wait_until(lambda: len(cluster.state("__share_group_state", p)["isr"])
                            == 3, 30, f"__share_group_state-{p} to have a full ISR")
     return cluster.leader("q", 0), _topic_id(cluster, "q")

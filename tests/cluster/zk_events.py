@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 
+from kazoo.protocol.states import WatchedEvent
+
 
 class Events:
     """A watch and a state listener that records what it hears and on which thread."""
@@ -15,7 +17,7 @@ class Events:
         self.threads: set[str] = set()
         self.cond = threading.Condition()
 
-    def __call__(self, event) -> None:  # type: ignore[no-untyped-def]
+    def __call__(self, event: WatchedEvent | str) -> None:
         with self.cond:
             self.seen.append(event if isinstance(event, str) else (event.type, event.path))
             self.threads.add(threading.current_thread().name)

@@ -8,7 +8,9 @@ be swapped in (its security settings in `client_conf`) without rewriting them.
 from __future__ import annotations
 
 from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AclBinding, AclPermissionType, ResourcePatternType
+from confluent_kafka.admin import (
+    AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType,
+)
 
 from tests.helpers import Broker
 
@@ -25,22 +27,24 @@ def client_conf(broker: Broker, principal: str = PRINCIPAL, **extra: object) -> 
     return {"bootstrap.servers": broker.bootstrap, **extra}
 
 
-def allow(rtype, name, op, principal=PRINCIPAL, pattern=ResourcePatternType.LITERAL):
+def allow(rtype: ResourceType, name: str, op: AclOperation, principal: str = PRINCIPAL,
+          pattern: ResourcePatternType = ResourcePatternType.LITERAL) -> AclBinding:
     return AclBinding(rtype, name, pattern, principal, "*", op, AclPermissionType.ALLOW)
 
 
 def _consume_one(broker: Broker, topic: str, group: str) -> object:
-    consumer = Consumer(client_conf(broker, **{"group.id": group, "auto.offset.reset":
-                                               "earliest", "enable.auto.commit": False}))
+    consumer = Consumer({**client_conf(broker), "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
     try:
         consumer.subscribe([topic])
         for _ in range(40):
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
-            if msg.error():
-                return msg.error().code()
-            consumer.commit(msg, asynchronous=False)
+            error = msg.error()
+            if error:
+                return error.code()
+            consumer.commit(message=msg, asynchronous=False)
             return msg.value()
         return None
     finally:
@@ -49,7 +53,7 @@ def _consume_one(broker: Broker, topic: str, group: str) -> object:
 
 def _produce(broker: Broker, topic: str) -> object:
     results: list = []
-    producer = Producer(client_conf(broker, **{"message.timeout.ms": 5000}))
+    producer = Producer({**client_conf(broker), "message.timeout.ms": 5000})
     producer.produce(topic, b"v", on_delivery=lambda err, msg: results.append(err))
     producer.flush(10)
     err = results[0] if results else "no delivery report"

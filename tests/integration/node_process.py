@@ -16,7 +16,10 @@ STARTED = re.compile(r"worker (\d+) \(broker (\d+)\) started, pid (\d+)")
 
 
 def node(log_dir: Path, **overrides: str) -> BrokerProcess:
-    return BrokerProcess(log_dir, num_cores="2", **overrides).start(timeout=120)
+    # Kafka's keys, none one of BrokerProcess's own keywords (mypy holds the str values
+    # against all of those, as in tests/cluster/brokers.py)
+    broker = BrokerProcess(log_dir, num_cores="2", **overrides)  # type: ignore[arg-type]
+    return broker.start(timeout=120)
 
 
 def worker_pids(broker: BrokerProcess) -> dict[int, int]:

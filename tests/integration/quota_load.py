@@ -7,7 +7,9 @@ from __future__ import annotations
 import statistics
 import time
 
-from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Producer as CkProducer
+from confluent_kafka import (
+    TIMESTAMP_LOG_APPEND_TIME, KafkaError, Message, Producer as CkProducer, ThrottleEvent,
+)
 
 RATE = 1024 * 1024
 VALUE = b"x" * 10_000
@@ -67,13 +69,13 @@ def _produce_kafka_python(bootstrap: str, topic: str, client_id: str, out: Produ
 
 
 def _produce_confluent(bootstrap: str, topic: str, client_id: str, out: Produced) -> None:
-    def throttled(event) -> None:  # type: ignore[no-untyped-def]
+    def throttled(event: ThrottleEvent) -> None:
         out.throttled += event.throttle_time > 0
     producer = CkProducer({"bootstrap.servers": bootstrap, "client.id": client_id,
                            "linger.ms": 5, "queue.buffering.max.kbytes": 4096,
                            "batch.size": 65536, "throttle_cb": throttled})
 
-    def delivered(err, msg) -> None:  # type: ignore[no-untyped-def]
+    def delivered(err: KafkaError | None, msg: Message) -> None:
         if err is None:
             kind, ms = msg.timestamp()
             assert kind == TIMESTAMP_LOG_APPEND_TIME, (kind, ms)

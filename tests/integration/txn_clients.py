@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
 
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
 
 
-def ck_producer(bootstrap: str, txn_id: str, **extra: object):  # type: ignore[no-untyped-def]
+def ck_producer(bootstrap: str, txn_id: str, **extra: object) -> Producer:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
@@ -21,7 +25,7 @@ def ck_producer(bootstrap: str, txn_id: str, **extra: object):  # type: ignore[n
 
 
 def ck_read(bootstrap: str, topic: str, isolation: str, partitions: int = 1,
-            timeout: float = 20) -> dict[int, list[bytes]]:
+            timeout: float = 20) -> dict[int, list[bytes | None]]:
     """Every value of each partition from the start to the end the isolation level allows."""
     from confluent_kafka import Consumer, TopicPartition
 
@@ -30,20 +34,22 @@ def ck_read(bootstrap: str, topic: str, isolation: str, partitions: int = 1,
                          "enable.partition.eof": True, "auto.offset.reset": "earliest"})
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        out: dict[int, list[bytes | None]] = {p: [] for p in range(partitions)}
         at_eof: set[int] = set()
         deadline = time.monotonic() + timeout
         while len(at_eof) < partitions and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
-            if msg.error():
-                if msg.error().code() == -191:  # _PARTITION_EOF
-                    at_eof.add(msg.partition())
-                    continue
-                raise AssertionError(msg.error())
-            at_eof.discard(msg.partition())
-            out[msg.partition()].append(msg.value())
+            partition, error = msg.partition(), msg.error()
+            if error and error.code() != -191:  # not _PARTITION_EOF
+                raise AssertionError(error)
+            assert partition is not None  # a record's or an EOF's: of an assigned partition
+            if error:  # _PARTITION_EOF
+                at_eof.add(partition)
+                continue
+            at_eof.discard(partition)
+            out[partition].append(msg.value())
         assert len(at_eof) == partitions, f"no EOF on every partition within {timeout}s"
         return out
     finally:

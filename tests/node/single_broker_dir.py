@@ -12,7 +12,7 @@ import trio
 from protocol.acl_operations import AclOperation
 from pybroker.cluster.client_quotas import QuotaEntity
 from pybroker.cluster.metadata import LocalMetadataStore, MetadataImage
-from pybroker.config import load_broker_config
+from pybroker.config import BrokerConfig, load_broker_config
 from pybroker.coordinator.producer_ids import ProducerIdManager
 from pybroker.security.acl.authorizer import Authorizer
 from pybroker.security.acl.model import AclBinding, AclPermission, PatternType, ResourceType
@@ -49,6 +49,6 @@ def single_broker(log_dir: Path) -> MetadataImage:
     return image
 
 
-def node_config(log_dir: Path, **extra: str):
+def node_config(log_dir: Path, **extra: str) -> BrokerConfig:
     return load_broker_config(None, {"log.dirs": str(log_dir), "node.id": str(NODE),
                                      "num.cores": "2", **extra})

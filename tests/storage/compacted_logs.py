@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from protocol.primitives import FileRegion
 from protocol.records.record import DecodedRecord, Record, build_batch, iter_records_in
 from pybroker.storage.log_config import LogConfig
 from pybroker.storage.log_manager import LogManager
@@ -41,13 +42,14 @@ def read_all(plog: PartitionLog) -> list[DecodedRecord]:
         if not data.records:
             assert data.next_offset == offset
             break
+        assert not isinstance(data.records, FileRegion)  # region_min_batch 0: never a region
         out.extend(r for r in iter_records_in(data.records) if r.offset >= offset)
         offset = data.next_offset
     return out
 
 
 def as_map(plog: PartitionLog) -> dict[bytes | None, tuple[int, bytes | None, int]]:
-    out = {}
+    out: dict[bytes | None, tuple[int, bytes | None, int]] = {}
     for r in read_all(plog):
         assert r.key not in out, f"key {r.key!r} twice, at {out[r.key][0]} and {r.offset}"
         out[r.key] = (r.offset, r.value, r.timestamp)
