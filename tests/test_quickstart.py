@@ -16,21 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ROOT, BrokerProcess
-
-README = ROOT / "README.md"
-
-
-def quickstart_steps() -> list[tuple[str, list[str]]]:
-    """(command line, lines typed into it) in README order."""
-    text = README.read_text()
-    block = text.split("<!-- quickstart:begin -->", 1)[1].split("<!-- quickstart:end -->", 1)[0]
-    steps: list[tuple[str, list[str]]] = []
-    for line in block.splitlines():
-        if line.startswith("bin/"):
-            steps.append((line, []))
-        elif line.startswith("> "):
-            steps[-1][1].append(line[2:])
-    return steps
+from tests.readme_quickstart import quickstart_steps
 
 
 @pytest.fixture

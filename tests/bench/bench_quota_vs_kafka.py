@@ -17,31 +17,45 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from compat.apache_kafka import ApacheKafka
 from pybroker.testing import Broker
 from pybroker.tools.configs import main as configs
+from tests.integration.quota_load import (
+    RATE, Produced, _produce_confluent, _produce_kafka_python, _steady_rate,
+)
 from tests.integration.raw import create_topic
-from tests.integration.test_quotas import (
-    RATE, _produce_confluent, _produce_kafka_python, _steady_rate)
 
 CLIENTS = {"kafka-python": _produce_kafka_python, "confluent-kafka": _produce_confluent}
 
 
-def _quota(bootstrap: str) -> None:
+def _quota(bootstrap: str, client_id: str) -> None:
     rc = configs(["--bootstrap-server", bootstrap, "--alter", "--entity-type", "clients",
-                  "--entity-name", "c1", "--add-config", f"producer_byte_rate={RATE}"])
+                  "--entity-name", client_id, "--add-config", f"producer_byte_rate={RATE}"])
     assert rc == 0
 
 
-def _rate(bootstrap: str, produce, topic: str) -> float:  # type: ignore[no-untyped-def]
-    create_topic(bootstrap, topic, 1)
-    acked: list[tuple[float, int]] = []
-    start = time.monotonic()
-    worker = threading.Thread(target=produce, args=(bootstrap, topic, acked))
+def _rate(bootstrap: str, produce: Callable[[str, str, str, Produced], None],
+          topic: str, client_id: str) -> float:
+    """As the integration test measures it: each record timed by its LogAppendTime, so on the
+    broker's clock (the same machine's wall clock); a producer's failure is raised, not read
+    as a rate of 0."""
+    create_topic(bootstrap, topic, 1, {"message.timestamp.type": "LogAppendTime"})
+    out = Produced()
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            produce(bootstrap, topic, client_id, out)
+        except BaseException as e:  # raised below, not lost with the thread
+            failed.append(e)
+    start = time.time()
+    worker = threading.Thread(target=run)
     worker.start()
     worker.join(60)
-    return _steady_rate(acked, start) / RATE
+    assert not worker.is_alive() and not failed, failed
+    return _steady_rate(out.acked, start) / RATE
 
 
 def main() -> None:
@@ -55,8 +69,11 @@ def main() -> None:
     broker.start()
     try:
         results: dict[tuple[str, str], list[float]] = {}
+        # A client id per client: what one's producer still has queued at its close drains at
+        # its own quota, not the next one's (as in the integration test).
         for bootstrap in (kafka.bootstrap, broker.bootstrap):
-            _quota(bootstrap)
+            for name in CLIENTS:
+                _quota(bootstrap, f"c1-{name}")
         time.sleep(1)
         for r in range(args.rounds):
             for name, produce in CLIENTS.items():
@@ -64,7 +81,7 @@ def main() -> None:
                                         ("pybroker", broker.bootstrap)):
                     topic = f"q-{name}-{r}"
                     results.setdefault((name, side), []).append(
-                        _rate(bootstrap, produce, topic))
+                        _rate(bootstrap, produce, topic, f"c1-{name}"))
         print("producer_byte_rate=1 MiB/s, rate after a 2 s warm-up over 6 s, fraction of "
               f"the quota (median of {args.rounds}; all runs):")
         for name in CLIENTS:

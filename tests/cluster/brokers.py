@@ -23,6 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from kafka.admin import KafkaAdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from pybroker.node.worker import WORKER_ID_STRIDE, worker_log_dir
@@ -314,3 +315,16 @@ def running_cluster(work_dir: Path, zk_connect: str, size: int = 3,
         yield cluster
     finally:
         cluster.close()
+
+
+def create_topic(cluster: Cluster, name: str, partitions: int = 1, rf: int = 3,
+                 min_isr: int = 2) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap().split(","))
+    try:
+        admin.create_topics([NewTopic(name, partitions, rf, topic_configs={
+            "min.insync.replicas": str(min_isr)})])
+    finally:
+        admin.close()
+    for p in range(partitions):
+        cluster.wait_until(lambda: len(cluster.state(name, p)["isr"]) == rf, 30,
+                           f"{name}-{p} to have a full ISR")

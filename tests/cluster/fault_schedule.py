@@ -38,7 +38,9 @@ from pybroker.testing import disk_faults
 from pybroker.testing.disk_faults import DiskFaults
 from pybroker.testing.network import ZOOKEEPER, Network
 from pybroker.testing.zookeeper import ZooKeeperProcess
-from tests.cluster.brokers import LAG_TIME_MS, SESSION_TIMEOUT_MS, Cluster, running_cluster
+from tests.cluster.brokers import (
+    LAG_TIME_MS, SESSION_TIMEOUT_MS, Cluster, create_topic, running_cluster,
+)
 from tests.cluster.checker import check, replicas_differ
 from tests.cluster.workload import AckedProducer, read_all
 
@@ -56,7 +58,6 @@ DISK_MB = 32
 
 
 def _create(cluster: Cluster) -> None:
-    from tests.cluster.test_failover import create_topic
     create_topic(cluster, TOPIC, partitions=PARTITIONS)
 
 

@@ -12,7 +12,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import InvalidReplicationFactorError
 
 from pybroker.testing import BrokerProcess
-from tests.cluster.brokers import running_cluster
+from tests.cluster.brokers import create_topic, running_cluster
 from pybroker.testing.zookeeper import free_port
 
 
@@ -92,7 +92,6 @@ def test_stale_leader_epoch_is_fenced(tmp_path: Path, zookeeper
 
     from protocol.api_keys import ApiKey
     from pybroker.client.connection import BrokerConnection
-    from tests.cluster.test_failover import create_topic
 
     async def fetch_error(port: int, epoch: int) -> int:
         async with trio.open_nursery() as nursery:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from kafka import KafkaConsumer, KafkaProducer
 
-from tests.cluster.brokers import SESSION_TIMEOUT_MS, running_cluster
-from tests.cluster.test_failover import create_topic
+from tests.cluster.brokers import SESSION_TIMEOUT_MS, create_topic, running_cluster
 
 
 def test_leadership_returns_to_the_preferred_replica(tmp_path: Path, zookeeper

@@ -17,10 +17,9 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode as E
 from pybroker.testing import Cluster
 from tests.cluster.brokers import running_cluster
+from tests.integration.coordinator_load import HeldLoad, until_answered
 from tests.integration.group_harness import wait_until
 from tests.integration.raw import send_request
-from tests.integration.test_coordinator_loading import HeldLoad
-from tests.integration.test_txn_verification import until_answered
 
 
 def _answered(cluster: Cluster, node: int, api: int) -> int:

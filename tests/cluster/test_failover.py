@@ -11,23 +11,11 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import NotEnoughReplicasError
 
-from tests.cluster.brokers import LAG_TIME_MS, SESSION_TIMEOUT_MS, Cluster, running_cluster
+from tests.cluster.brokers import (
+    LAG_TIME_MS, SESSION_TIMEOUT_MS, Cluster, create_topic, running_cluster,
+)
 from tests.cluster.checker import History, check
 from tests.cluster.workload import AckedProducer, read_all
-
-
-
-def create_topic(cluster: Cluster, name: str, partitions: int = 1, rf: int = 3,
-                 min_isr: int = 2) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap().split(","))
-    try:
-        admin.create_topics([NewTopic(name, partitions, rf, topic_configs={
-            "min.insync.replicas": str(min_isr)})])
-    finally:
-        admin.close()
-    for p in range(partitions):
-        cluster.wait_until(lambda p=p: len(cluster.state(name, p)["isr"]) == rf, 30,
-                           f"{name}-{p} to have a full ISR")
 
 
 def assert_nothing_acked_lost(cluster: Cluster, topic: str, history: History,

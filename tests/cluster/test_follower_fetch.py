@@ -23,8 +23,7 @@ from protocol.errors import ErrorCode
 from pybroker.client.connection import BrokerConnection
 from pybroker.node.worker import WORKER_ID_STRIDE
 from pybroker.testing.broker import free_port_block
-from tests.cluster.brokers import Cluster
-from tests.cluster.test_failover import create_topic
+from tests.cluster.brokers import Cluster, create_topic
 
 SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 SESSION_MS = 10_000

@@ -11,8 +11,7 @@ from typing import Any
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.coordinator.internal_topic import partition_for
-from tests.cluster.brokers import Cluster, running_cluster
-from tests.cluster.test_failover import create_topic
+from tests.cluster.brokers import Cluster, create_topic, running_cluster
 from tests.integration.raw import RawConnection, send_request
 from tests.integration.test_group_migration import (
     PARTITIONS, _consumer_join, _consumer_leave, _group_type, _raw_classic_member,

@@ -24,8 +24,7 @@ from protocol.api_keys import ApiKey as K
 from protocol.codec import decode_response
 from protocol.errors import ErrorCode as E
 from pybroker.coordinator.internal_topic import partition_for
-from tests.cluster.brokers import Cluster, running_cluster
-from tests.cluster.test_failover import create_topic
+from tests.cluster.brokers import Cluster, create_topic, running_cluster
 from tests.integration.group_harness import Member
 from tests.integration.raw import RawConnection
 

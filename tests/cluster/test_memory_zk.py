@@ -19,6 +19,7 @@ from kazoo.protocol.states import EventType
 from pybroker.cluster.memory_zk import MemoryZooKeeper
 from pybroker.node.metadata_client import NodeZooKeeperClient
 from pybroker.node.metadata_service import MetadataService
+from tests.cluster.zk_events import Events
 
 
 class _Tree:
@@ -62,26 +63,6 @@ def tree(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[_Tree]:
     made = _Tree(request.param, tmp_path)
     yield made
     made.close()
-
-
-class Events:
-    """A watch and a state listener that records what it hears and on which thread."""
-
-    def __init__(self) -> None:
-        self.seen: list = []
-        self.threads: set[str] = set()
-        self.cond = threading.Condition()
-
-    def __call__(self, event) -> None:  # type: ignore[no-untyped-def]
-        with self.cond:
-            self.seen.append(event if isinstance(event, str) else (event.type, event.path))
-            self.threads.add(threading.current_thread().name)
-            self.cond.notify_all()
-
-    def wait(self, count: int, timeout: float = 5) -> list:
-        with self.cond:
-            assert self.cond.wait_for(lambda: len(self.seen) >= count, timeout), self.seen
-            return list(self.seen)
 
 
 def test_versions_and_conditional_writes(tree: _Tree) -> None:

@@ -3,7 +3,7 @@ ZooKeeper cluster (ids node.id and node.id + 1000, rack = the host), a client on
 port sees both and uses both, a worker killed -9 is restarted and the producer's records keep
 landing (acks=all), and SIGTERM stops all of it. The
 standalone node (the supervisor's own metadata store): tests/integration/
-test_node_supervisor.py, whose helpers this reuses."""
+test_node_supervisor.py; the helpers both use: tests/integration/node_process.py."""
 from __future__ import annotations
 
 import os
@@ -11,9 +11,10 @@ import signal
 import socket
 from pathlib import Path
 
+from pybroker.testing.broker import process_running as running
 from tests.cluster.conftest import ZooKeeperChroot
-from tests.integration.test_node_supervisor import (
-    brokers_seen, create_topic, logged, node, produce, read_all, running, wait_until, worker_pids,
+from tests.integration.node_process import (
+    brokers_seen, create_topic, logged, node, produce, read_all, wait_until, worker_pids,
 )
 
 

@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from pybroker.node.metadata_service import MetadataService
-from tests.cluster.brokers import SESSION_TIMEOUT_MS, Cluster
+from tests.cluster.brokers import SESSION_TIMEOUT_MS, Cluster, create_topic
 from tests.cluster.checker import check
-from tests.cluster.test_failover import create_topic
 from tests.cluster.workload import AckedProducer, read_all
 
 TOPIC = "node-store"

@@ -12,9 +12,10 @@ from pathlib import Path
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from pybroker.testing.network import Network
-from tests.cluster.brokers import LAG_TIME_MS, SESSION_TIMEOUT_MS, Cluster, running_cluster
+from tests.cluster.brokers import (
+    LAG_TIME_MS, SESSION_TIMEOUT_MS, Cluster, create_topic, running_cluster,
+)
 from tests.cluster.checker import check, replicas_differ
-from tests.cluster.test_failover import create_topic
 from tests.cluster.workload import AckedProducer, read_all
 
 TOPIC = "cut"

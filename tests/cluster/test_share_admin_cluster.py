@@ -33,13 +33,12 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.coordinator.internal_topic import partition_for
 from pybroker.coordinator.share_records import ShareStateKey, state_key_text
-from tests.cluster.brokers import running_cluster
-from tests.cluster.test_failover import create_topic
-from tests.cluster.test_share_failover import (
+from tests.cluster.brokers import create_topic, running_cluster
+from tests.cluster.share_cluster import (
     OFFSETS_PARTITIONS, SETTINGS, STATE_PARTITIONS, _state_partition, _topic_id, share_topic,
 )
 from tests.integration.raw import RawConnection, enable_share_groups
-from tests.integration.test_share_admin import alter, alter_codes, delete, describe, starts
+from tests.integration.share_offsets import alter, alter_codes, delete, describe, starts
 
 pytestmark = pytest.mark.cluster
 

@@ -33,26 +33,13 @@ from compat.differential.share_scenarios import (
     CONSUMER_PROCESS, _drain, _fetching_consumer, _produce,
 )
 from protocol.api_keys import ApiKey
-from protocol.topic_id import parse_topic_id
 from pybroker.coordinator.internal_topic import partition_for
-from pybroker.coordinator.share_records import ShareStateKey, state_key_text
 from tests.cluster.brokers import Cluster, running_cluster
-from tests.cluster.test_failover import create_topic
-from tests.integration.raw import RawConnection, enable_share_groups
+from tests.cluster.share_cluster import OFFSETS_PARTITIONS, SETTINGS, _state_partition, share_topic
+from tests.integration.raw import RawConnection
 
 pytestmark = pytest.mark.cluster
 
-STATE_PARTITIONS = 3
-OFFSETS_PARTITIONS = 3
-SETTINGS = {
-    "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
-    "share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS),
-    "share.coordinator.state.topic.replication.factor": "3",
-    "share.coordinator.state.topic.min.isr": "2",
-    # the records a dead consumer held come back by the failover, not by a lock running out
-    "group.share.record.lock.duration.ms": "60000",
-    "group.share.max.record.lock.duration.ms": "60000",
-}
 RECORDS = [f"r{i}".encode() for i in range(10)]
 
 # A member that accepts warm-ups, then takes the first other records it gets: accepts r0-r3,
@@ -84,10 +71,6 @@ def _lines(proc: subprocess.Popen[str], into: queue.Queue[str]) -> None:
         into.put(line.strip())
 
 
-def _state_partition(group: str, topic_id: uuid.UUID) -> int:
-    return partition_for(state_key_text(ShareStateKey(group, topic_id, 0)), STATE_PARTITIONS)
-
-
 def _choose_group(cluster: Cluster, topic_id: uuid.UUID, data_leader: int, case: str) -> str:
     """A group id whose state and membership partitions are led as the case needs: by
     brokers other than the data partition's leader ("data leader": only it dies), or both
@@ -101,11 +84,6 @@ def _choose_group(cluster: Cluster, topic_id: uuid.UUID, data_leader: int, case:
         if case == "coordinators" and state == offsets != data_leader:
             return group
     raise AssertionError(f"no group id fits the case {case!r}")
-
-
-def _topic_id(cluster: Cluster, topic: str) -> uuid.UUID:
-    raw, _ = cluster.zk.get(f"/brokers/topics/{topic}")
-    return parse_topic_id(json.loads(raw)["topic_id"])
 
 
 def _wait_new_leader(cluster: Cluster, topic: str, partition: int, dead: int) -> int:
@@ -149,19 +127,6 @@ def _hold(cluster: Cluster, group: str) -> tuple[subprocess.Popen[str], dict[str
     assert line.startswith("done:"), f"the holder's acknowledgements: {line}"
     done: dict[str, list[str]] = json.loads(line[len("done:"):])
     return holder, done
-
-
-def share_topic(cluster: Cluster) -> tuple[int, uuid.UUID]:
-    """Share groups enabled, topic q created, both internal topics there with a full ISR:
-    the leader of q-0 and q's topic id."""
-    enable_share_groups(cluster.brokers[cluster.ids[0]].bootstrap)
-    create_topic(cluster, "q")
-    # both internal topics come with a first group's use of the topic
-    _fetching_consumer(cluster.bootstrap(), "warm", "q").close()
-    for p in range(STATE_PARTITIONS):
-        cluster.wait_until(lambda p=p: len(cluster.state("__share_group_state", p)["isr"])
-                           == 3, 30, f"__share_group_state-{p} to have a full ISR")
-    return cluster.leader("q", 0), _topic_id(cluster, "q")
 
 
 @pytest.mark.parametrize("case", ["data leader", "coordinators"])

@@ -8,11 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pybroker.coordinator.internal_topic import partition_for
-from tests.cluster.brokers import SESSION_TIMEOUT_MS, running_cluster
-from tests.cluster.test_failover import create_topic
-from tests.integration.test_transactions import (
-    READ_COMMITTED, READ_UNCOMMITTED, ck_producer, ck_read,
-)
+from tests.cluster.brokers import SESSION_TIMEOUT_MS, create_topic, running_cluster
+from tests.integration.txn_clients import READ_COMMITTED, READ_UNCOMMITTED, ck_producer, ck_read
 
 TXN_PARTITIONS = 5
 

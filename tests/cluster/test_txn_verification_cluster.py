@@ -11,13 +11,10 @@ from typing import Any
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode as E
-from tests.cluster.brokers import Cluster, running_cluster
-from tests.cluster.test_failover import create_topic
+from tests.cluster.brokers import Cluster, create_topic, running_cluster
+from tests.integration.coordinator_load import until_answered
 from tests.integration.raw import send_request
-from tests.integration.test_txn_verification import until_answered
-from tests.integration.test_transactions import (
-    READ_COMMITTED, _raw_txn_batch, ck_producer, ck_read,
-)
+from tests.integration.txn_clients import READ_COMMITTED, _raw_txn_batch, ck_producer, ck_read
 
 TOPIC = "verified"
 PARTITIONS = 6

@@ -241,3 +241,22 @@ def coordinator_address(bootstrap: str, key: str, key_type: int = 0,
         if code == ErrorCode.NOT_COORDINATOR:
             address = named_coordinator(bootstrap, key, key_type,
                                         max(deadline - time.monotonic(), 0.1))[1]
+
+
+def wait_for_coordinators(conn: RawConnection, groups: list[str]) -> None:
+    """Until the groups' coordinators answer: Kafka's load after its first answer."""
+    deadline = time.monotonic() + 60
+    while True:
+        found = conn.request(ApiKey.FIND_COORDINATOR, 4, {
+            "key_type": 0, "coordinator_keys": groups})
+        # FindCoordinator answers before the coordinator has loaded its partition; only
+        # then do the group APIs stop answering NOT_COORDINATOR / LOAD_IN_PROGRESS.
+        described = conn.request(ApiKey.DESCRIBE_GROUPS, 5, {
+            "groups": groups, "include_authorized_operations": False}).groups
+        if all(c.error_code == ErrorCode.NONE for c in found.coordinators) and not any(
+                d.error_code in (ErrorCode.NOT_COORDINATOR,
+                                 ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+                for d in described):
+            return
+        assert time.monotonic() < deadline, "no group coordinator"
+        time.sleep(0.5)

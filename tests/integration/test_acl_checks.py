@@ -14,10 +14,10 @@ from confluent_kafka.admin import AclOperation, AdminClient, NewTopic, ResourceT
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode as E
 from tests.helpers import Broker
-from tests.integration.raw import RawConnection
-from tests.integration.test_acls import (
+from tests.integration.acl_clients import (
     AUTHORIZER, ONE_BROKER, PRINCIPAL, _consume_one, _produce, allow,
 )
+from tests.integration.raw import RawConnection
 
 TOPIC, BROKER = 2, 4  # DescribeConfigs resource types
 

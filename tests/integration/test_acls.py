@@ -1,62 +1,18 @@
-"""ACLs end to end: a real broker with Kafka's authorizer settings, stock clients.
-
-Until SASL lands every connection is `User:ANONYMOUS`; the tests name the principal they
-grant to through `PRINCIPAL` and take client settings from `client_conf`, so a SASL user can
-be swapped in (its security settings in `client_conf`) without rewriting them.
-"""
+"""ACLs end to end: a real broker with Kafka's authorizer settings, stock clients (the
+principal they act as: tests/integration/acl_clients.py)."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
-    AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, NewTopic,
+    AclBindingFilter, AclOperation, AclPermissionType, AdminClient, NewTopic,
     ResourcePatternType, ResourceType,
 )
 
 from tests.helpers import Broker, force_a_lost_join_round
-
-AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
-PRINCIPAL = "User:ANONYMOUS"
-# One broker for a test that takes super user from PRINCIPAL: over PLAINTEXT, ANONYMOUS is the
-# clients' principal and the brokers' own, and a node of several brokers (as any cluster)
-# needs its brokers' principal a super user to replicate and coordinate (CLUSTER_ACTION).
-ONE_BROKER = {"num_cores": "1"}
-
-
-def client_conf(broker: Broker, principal: str = PRINCIPAL, **extra: object) -> dict:
-    """Settings for a client that authenticates as `principal` (none needed for ANONYMOUS)."""
-    return {"bootstrap.servers": broker.bootstrap, **extra}
-
-
-def allow(rtype, name, op, principal=PRINCIPAL, pattern=ResourcePatternType.LITERAL):
-    return AclBinding(rtype, name, pattern, principal, "*", op, AclPermissionType.ALLOW)
-
-
-def _consume_one(broker: Broker, topic: str, group: str) -> object:
-    consumer = Consumer(client_conf(broker, **{"group.id": group, "auto.offset.reset":
-                                               "earliest", "enable.auto.commit": False}))
-    try:
-        consumer.subscribe([topic])
-        for _ in range(40):
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                return msg.error().code()
-            consumer.commit(msg, asynchronous=False)
-            return msg.value()
-        return None
-    finally:
-        consumer.close()
-
-
-def _produce(broker: Broker, topic: str) -> object:
-    results: list = []
-    producer = Producer(client_conf(broker, **{"message.timeout.ms": 5000}))
-    producer.produce(topic, b"v", on_delivery=lambda err, msg: results.append(err))
-    producer.flush(10)
-    err = results[0] if results else "no delivery report"
-    return err.code() if isinstance(err, KafkaError) else err
+from tests.integration.acl_clients import (
+    AUTHORIZER, ONE_BROKER, PRINCIPAL, _consume_one, _produce, allow, client_conf,
+)
 
 
 @pytest.fixture
@@ -188,7 +144,6 @@ def test_kafka_acls_round_trip(capsys):
         assert main(base + ["--remove", "--force", "--topic", "p-"]) == 0
         assert main(base + ["--list", "--topic", "p-", "--resource-pattern-type", "prefixed"]) == 0
         assert "operation=CREATE" in capsys.readouterr().out
-
 
 
 def test_kafka_acls_asks_before_removing_and_refuses_an_operation_the_type_lacks(

@@ -7,7 +7,6 @@ refuses bad configuration with a non-zero exit and a one-line reason (no traceba
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -23,9 +22,9 @@ from pybroker.config import BROKER_CONFIG_DEFS, load_broker_config, load_propert
 from pybroker.node.worker import cores_to_use, worker_log_dir
 from pybroker.testing.broker import StartWatch
 from tests.helpers import ROOT
+from tests.integration.cli_runs import LOG_LINE, _env, _run_failing
 
 SERVER_PROPERTIES = ROOT / "config" / "standalone" / "server.properties"
-LOG_LINE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] (DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
 
 
 @pytest.fixture
@@ -33,10 +32,6 @@ def config_file(tmp_path: Path) -> Path:
     target = tmp_path / "server.properties"
     shutil.copy(SERVER_PROPERTIES, target)
     return target
-
-
-def _env() -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=str(ROOT))
 
 
 class Server:
@@ -105,18 +100,6 @@ LISTENER_OVERRIDES = ["--override", "listeners=PLAINTEXT://127.0.0.1:0",
 def _module_args(config: Path, log_dir: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "pybroker", str(config), *LISTENER_OVERRIDES,
             "--override", f"log.dirs={log_dir}", *extra]
-
-
-def _run_failing(args: list[str]) -> subprocess.CompletedProcess:
-    result = subprocess.run(args, capture_output=True, text=True, env=_env(), cwd=ROOT,
-                            timeout=30)
-    assert result.returncode != 0, result.stderr
-    assert "Traceback" not in result.stderr, result.stderr
-    # Log lines (timestamped) may precede it; the reason itself is one line, the last.
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip() and not LOG_LINE.match(ln)]
-    assert len(lines) == 1, f"expected a one-line reason, got:\n{result.stderr}"
-    assert result.stderr.rstrip().splitlines()[-1] == lines[0]
-    return result
 
 
 def _produce_consume(bootstrap: str, topic: str, count: int = 10) -> None:

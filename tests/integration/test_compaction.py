@@ -196,9 +196,7 @@ def test_compaction_with_transactions(cleaning_broker: Any) -> None:
     """Committed transactional records are compacted like any others, aborted ones are
     removed, and read_committed and read_uncommitted consumers agree afterwards; the markers
     stay while their transactions' records do."""
-    from tests.integration.test_transactions import (
-        READ_COMMITTED, READ_UNCOMMITTED, ck_producer,
-    )
+    from tests.integration.txn_clients import READ_COMMITTED, READ_UNCOMMITTED, ck_producer
     from confluent_kafka import Consumer, TopicPartition
 
     bootstrap, topic = cleaning_broker.bootstrap, "compacted-txn"

@@ -16,9 +16,8 @@ from typing import Any, Callable
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from tests.helpers import BrokerProcess, serving_broker
+from tests.integration.group_topics import PARTITIONS, _produce
 from tests.integration.raw import coordinator_address, create_topic, send_request
-
-PARTITIONS = 6
 
 
 def _consumer(bootstrap: str, group: str, **extra: Any):  # type: ignore[no-untyped-def]
@@ -26,16 +25,6 @@ def _consumer(bootstrap: str, group: str, **extra: Any):  # type: ignore[no-unty
     return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                      "group.protocol": "consumer", "auto.offset.reset": "earliest",
                      "enable.auto.commit": False, **extra})
-
-
-def _produce(bootstrap: str, topic: str, count: int, tag: str) -> set[bytes]:
-    from confluent_kafka import Producer
-    producer = Producer({"bootstrap.servers": bootstrap})
-    values = {f"{tag}-{i}".encode() for i in range(count)}
-    for i, value in enumerate(sorted(values)):
-        producer.produce(topic, value, partition=i % PARTITIONS)
-    assert producer.flush(30) == 0
-    return values
 
 
 def _poll_until(consumers: list, done: Callable[[], bool], timeout: float = 60,

@@ -13,45 +13,20 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode as E
 from tests.helpers import broker_in_thread, serving_broker
+from tests.integration.coordinator_load import HeldLoad
 from tests.integration.group_harness import wait_until
 from tests.integration.raw import send_request
 
 pytestmark = pytest.mark.in_process(
     "holds the coordinators' loads of their partitions (patched in this process) and records "
     "requests (request hooks)")
-
-
-class HeldLoad:
-    """Holds a coordinator's partition loads until `release()`: the read of a partition's
-    records (in a worker thread, off the broker's loop) waits, so the image already names
-    this broker leader while the coordinator owns nothing yet."""
-
-    def __init__(self, coordinator: Any, only: int | None = None) -> None:
-        """`only`: hold that partition's load alone. Each held load keeps a worker thread,
-        and trio's pool has 40: three in-process brokers holding all 50 partitions each
-        starve every other thread job (ZooKeeper reads, log appends), so a cluster test
-        holds only the partition its key maps to."""
-        self.started = threading.Event()
-        self._release = threading.Event()
-        original: Callable[[int], Any] = coordinator._records_of
-
-        def held(index: int) -> Any:
-            if only is not None and index != only:
-                return original(index)
-            self.started.set()
-            self._release.wait(60)
-            return original(index)
-        coordinator._records_of = held
-
-    def release(self) -> None:
-        self._release.set()
 
 
 @pytest.fixture

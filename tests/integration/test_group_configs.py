@@ -206,7 +206,7 @@ def test_a_share_groups_own_lock_duration_heartbeat_and_by_duration_reset(
     """by_duration:PT1H starts the share-partition at the first record at most an hour old
     (not at the log start, as earliest would, nor at the end, as latest); the group's lock
     duration and heartbeat interval are what its members are told."""
-    from tests.integration.test_share_wire import Member, acquired
+    from tests.integration.share_member import Member, acquired
 
     with serving_broker(tmp_path / "logs") as info:
         b = info.bootstrap

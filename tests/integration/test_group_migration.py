@@ -19,10 +19,10 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.client.consumer_protocol import encode_assignment, encode_subscription
 from tests.helpers import BrokerProcess, serving_broker
+from tests.integration.group_topics import PARTITIONS, _produce
 from tests.integration.raw import (
     RawConnection, coordinator_address, create_topic, group_beside, send_request,
 )
-from tests.integration.test_consumer_protocol import PARTITIONS, _produce
 
 
 # How long a step may take, and a kafka-python member its first assignment.

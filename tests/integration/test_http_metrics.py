@@ -10,14 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from prometheus_client.parser import text_string_to_metric_families
 
 from pybroker.config import ConfigError, load_broker_config
 from pybroker.ops.endpoints import OpsEndpoints
 from tests.helpers import Broker
+from tests.integration.http_scrape import get, scrape, value
 
 HEAD_TIMEOUT_MS = 1500
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 @pytest.fixture(scope="module")
@@ -28,28 +27,6 @@ def broker() -> Iterator[Broker]:
     with Broker(http_listeners="http://127.0.0.1:0", num_cores="1",
                 http_request_timeout_ms=HEAD_TIMEOUT_MS) as running:
         yield running
-
-
-def get(port: int, path: str, method: str = "GET") -> tuple[int, bytes, str]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request(method, path)
-        response = conn.getresponse()
-        return response.status, response.read(), response.getheader("Content-Type", "")
-    finally:
-        conn.close()
-
-
-def scrape(port: int) -> Samples:
-    status, body, content_type = get(port, "/metrics")
-    assert status == 200 and content_type.startswith("text/plain; version=")
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(body.decode())
-            for s in family.samples}
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
 
 
 def produce(bootstrap: str, topic: str, count: int, partition: int = 0) -> None:

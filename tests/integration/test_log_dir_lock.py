@@ -20,9 +20,8 @@ import pytest
 from pybroker.storage.log_dir_lock import LOCK_FILE, LogDirInUse, LogDirLocks
 from pybroker.testing.broker import num_cores_default
 from tests.helpers import ROOT, BrokerProcess, serving_broker
-from tests.integration.test_cli import _env, _run_failing
-from tests.integration.test_durability import CLEAN_SHUTDOWN_MARKER, brokers, consume, \
-    log_dir, numbered, produce  # noqa: F401 - fixtures
+from tests.integration.cli_runs import _env, _run_failing
+from tests.integration.durability_kit import CLEAN_SHUTDOWN_MARKER, consume, numbered, produce
 
 # The live broker writes its checkpoints on timers: the recovery points, the log start offsets
 # and the high watermarks (replication-offset-checkpoint, first written 5 s after the start by

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from tests.helpers import Broker
-from tests.integration.test_http_metrics import get, scrape, value
+from tests.integration.http_scrape import get, scrape, value
 
 pytestmark = pytest.mark.in_process(
     "reads the request logger's records (caplog); its module's broker also serves /metrics, "

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pybroker.testing.broker import StartWatch, free_port_block
 from tests.helpers import ROOT
+from tests.readme_quickstart import typed_steps
 
 README = ROOT / "README.md"
 PLACE = "/tmp/pybroker-secure"
@@ -32,16 +33,6 @@ def _blocks() -> tuple[list[str], list[str]]:
     found = re.findall(r"^```(\w+)\n(.*?)^```$", part, flags=re.M | re.S)
     return ([body for kind, body in found if kind == "sh"],
             [body for kind, body in found if kind == "properties"])
-
-
-def _steps(block: str) -> list[tuple[str, list[str]]]:
-    steps: list[tuple[str, list[str]]] = []
-    for line in block.splitlines():
-        if line.startswith("bin/"):
-            steps.append((line, []))
-        elif line.startswith("> "):
-            steps[-1][1].append(line[2:])
-    return steps
 
 
 def test_readme_secure_broker_runs_as_written(tmp_path: Path) -> None:
@@ -77,13 +68,13 @@ def test_readme_secure_broker_runs_as_written(tmp_path: Path) -> None:
         # Keep reading its log, so a chatty broker never blocks on a full pipe.
         threading.Thread(target=broker.stderr.read, daemon=True).start()  # type: ignore[union-attr]
         results = []
-        for command, typed in _steps(commands):
+        for command, typed in typed_steps(commands):
             result = subprocess.run(shlex.split(local(command)), cwd=ROOT,
                                     input="\n".join(typed) + "\n", capture_output=True,
                                     text=True, timeout=60)
             results.append(result)
         *allowed, refused = results
-        for (command, _), result in zip(_steps(commands), allowed):
+        for (command, _), result in zip(typed_steps(commands), allowed):
             assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
         scram, create, acls, produce, consume = allowed
         assert "Completed updating config for user alice." in scram.stdout

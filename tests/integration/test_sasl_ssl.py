@@ -23,7 +23,7 @@ from pybroker.tools import configs
 from tests.integration.secure_roundtrips import (
     aiokafka_roundtrip, confluent_roundtrip, confluent_sasl,
     kafka_python_roundtrip, kcat_roundtrip)
-from tests.integration.test_tls import Certs
+from tests.integration.tls_certs import Certs
 
 pytestmark = pytest.mark.in_process("its module's broker records the handshakes (request hooks)")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 from uuid import UUID
 
 import pytest
@@ -16,13 +16,14 @@ from confluent_kafka.admin import AclOperation, AdminClient, NewTopic, ResourceT
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from tests.helpers import Broker, serving_broker
+from tests.integration.acl_clients import AUTHORIZER, ONE_BROKER, PRINCIPAL, allow
 from tests.integration.raw import (
     RawConnection, coordinator_address, create_topic, enable_share_groups, group_beside,
 )
 from tests.integration.share_member import (
     ACCEPT, SHORT, Member, ack_codes, acquired, started,
 )
-from tests.integration.test_acls import AUTHORIZER, ONE_BROKER, PRINCIPAL, allow
+from tests.integration.share_offsets import alter, alter_codes, delete, describe, starts
 
 ZERO_ID = UUID(int=0)
 
@@ -40,37 +41,6 @@ def list_groups(conn: RawConnection, version: int = 5, states: list[str] = (),  
     assert r.error_code == 0
     return [(g.group_id, g.protocol_type, g.get("group_state"), g.get("group_type"))
             for g in r.groups]
-
-
-def describe(conn: RawConnection, group: str = "sg", topics: Any = None) -> Any:
-    r = conn.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, {
-        "groups": [{"group_id": group, "topics": topics}]})
-    return r.groups[0]
-
-
-def starts(group: Any) -> dict[tuple[str, int], int]:
-    return {(t.topic_name, p.partition_index): p.start_offset
-            for t in group.topics for p in t.partitions}
-
-
-def alter(conn: RawConnection, offsets: dict[tuple[str, int], int], group: str = "sg") -> Any:
-    topics: dict[str, list[dict]] = {}
-    for (topic, partition), offset in offsets.items():
-        topics.setdefault(topic, []).append({"partition_index": partition,
-                                             "start_offset": offset})
-    return conn.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {
-        "group_id": group, "topics": [{"topic_name": t, "partitions": ps}
-                                      for t, ps in topics.items()]})
-
-
-def alter_codes(r: Any) -> dict[tuple[str, int], int]:
-    return {(t.topic_name, p.partition_index): p.error_code
-            for t in r.responses for p in t.partitions}
-
-
-def delete(conn: RawConnection, topics: list[str], group: str = "sg") -> Any:
-    return conn.request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {
-        "group_id": group, "topics": [{"topic_name": t} for t in topics]})
 
 
 def test_list_groups_shows_share_groups_and_describe_groups_calls_them_dead(

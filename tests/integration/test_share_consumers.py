@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import pytest
-from confluent_kafka import Producer, ShareConsumer
 
 from compat.differential.share_scenarios import polling
 from tests.helpers import serving_broker
 from tests.integration.raw import create_topic, enable_share_groups
+from tests.integration.share_clients import consumer, produce, warm_up
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -29,30 +29,6 @@ def bootstrap(tmp_path: Path) -> Iterator[str]:
         enable_share_groups(info.bootstrap)
         create_topic(info.bootstrap, "q")
         yield info.bootstrap
-
-
-def consumer(bootstrap: str, **config: str) -> ShareConsumer:
-    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "sg", **config})
-    c.subscribe(["q"])
-    return c
-
-
-def produce(bootstrap: str, values: list[bytes]) -> None:
-    p = Producer({"bootstrap.servers": bootstrap})
-    for v in values:
-        p.produce("q", v)
-    assert p.flush(10) == 0
-
-
-def warm_up(bootstrap: str, poll: Callable[[], bool]) -> None:
-    """The share-partition starts where the group first fetches (share.auto.offset.reset is
-    latest): produce a warm-up record until a consumer gets one, so what follows is seen."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        produce(bootstrap, [b"warm-up"])
-        if poll():
-            return
-    raise AssertionError("no consumer got a warm-up record in 30 s")
 
 
 def test_three_consumers_acknowledging_implicitly_read_each_record_once(bootstrap: str) -> None:

@@ -13,64 +13,13 @@ import uuid
 import pytest
 
 from tests.integration.raw import create_topic
-
-READ_COMMITTED = "read_committed"
-READ_UNCOMMITTED = "read_uncommitted"
+from tests.integration.txn_clients import (
+    READ_COMMITTED, READ_UNCOMMITTED, _raw_txn_batch, ck_producer, ck_read, ck_watermarks,
+)
 
 
 def _topic(prefix: str = "txn") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def ck_producer(bootstrap: str, txn_id: str, **extra: object):  # type: ignore[no-untyped-def]
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
-                         "linger.ms": 5, **extra})
-    producer.init_transactions(30)
-    return producer
-
-
-def ck_read(bootstrap: str, topic: str, isolation: str, partitions: int = 1,
-            timeout: float = 20) -> dict[int, list[bytes]]:
-    """Every value of each partition from the start to the end the isolation level allows."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
-                         "enable.auto.commit": False, "isolation.level": isolation,
-                         "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
-        at_eof: set[int] = set()
-        deadline = time.monotonic() + timeout
-        while len(at_eof) < partitions and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == -191:  # _PARTITION_EOF
-                    at_eof.add(msg.partition())
-                    continue
-                raise AssertionError(msg.error())
-            at_eof.discard(msg.partition())
-            out[msg.partition()].append(msg.value())
-        assert len(at_eof) == partitions, f"no EOF on every partition within {timeout}s"
-        return out
-    finally:
-        consumer.close()
-
-
-def ck_watermarks(bootstrap: str, topic: str, isolation: str) -> tuple[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm",
-                         "isolation.level": isolation})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10,
-                                              cached=False)
-    finally:
-        consumer.close()
 
 
 # -- confluent-kafka -----------------------------------------------------------------------------
@@ -315,13 +264,6 @@ def test_aiokafka_transactions(broker) -> None:
 
 
 # -- bad input -----------------------------------------------------------------------------------
-
-def _raw_txn_batch(producer_id: int, epoch: int, value: bytes = b"x", sequence: int = 0
-                   ) -> bytes:
-    from protocol.records.record import Record, build_batch
-
-    return build_batch([Record(key=None, value=value)], producer_id=producer_id,
-                       producer_epoch=epoch, base_sequence=sequence, transactional=True)
 
 
 def _raw_produce(bootstrap: str, topic: str, txn_id: str, batch: bytes, version: int) -> int:

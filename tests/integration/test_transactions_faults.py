@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tests.helpers import BrokerProcess
 from tests.integration.raw import create_topic
-from tests.integration.test_transactions import (
+from tests.integration.txn_clients import (
     READ_COMMITTED, READ_UNCOMMITTED, ck_producer, ck_read, ck_watermarks,
 )
 

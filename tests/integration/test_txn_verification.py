@@ -8,7 +8,7 @@ replica fetchers are (SSL with client certificates here)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 import trio
@@ -16,23 +16,12 @@ import trio
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode as E
 from pybroker.testing import Cluster
+from tests.integration.coordinator_load import _NOT_YET, until_answered
 from tests.integration.raw import send_request
-from tests.integration.test_transactions import _raw_txn_batch
+from tests.integration.txn_clients import _raw_txn_batch
 
 TOPIC = "verified"
 PARTITIONS = 6
-_NOT_YET = {E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR,
-            E.CONCURRENT_TRANSACTIONS}
-
-
-def until_answered(ask: Callable[[], Any], timeout: float = 30) -> Any:
-    """A coordinator request asked again while the answer says "not yet", as clients do."""
-    deadline = time.monotonic() + timeout
-    while True:
-        answer = ask()
-        if answer.error_code not in _NOT_YET or time.monotonic() > deadline:
-            return answer
-        time.sleep(0.1)
 
 
 def _transactional_producer(bootstrap: str, txn_id: str) -> tuple[Any, str, Any]:

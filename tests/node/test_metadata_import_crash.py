@@ -11,7 +11,7 @@ from pathlib import Path
 from pybroker.node.metadata_import import IMPORTING_DIR, KEPT_SUFFIX, METADATA_DIR, SOURCES, \
     import_single_broker
 from pybroker.node.metadata_service import _DurableTree, _Journal
-from tests.node.test_metadata_import import node_config, single_broker
+from tests.node.single_broker_dir import node_config, single_broker
 
 # Runs the import in a process of its own and SIGKILLs that process just before its
 # KILL_AT-th call of a file-system step (0: never); prints the number of steps taken.

@@ -22,7 +22,7 @@ from pybroker.node import metadata_service
 from pybroker.node.metadata_client import NodeZooKeeperClient, ProtocolError, decode, encode, \
     recv_frame, send_frame, socket_path_of
 from pybroker.node.metadata_service import MetadataService
-from tests.cluster.test_memory_zk import Events
+from tests.cluster.zk_events import Events
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ a classic JoinGroup into a consumer group with members (taken in as a classic me
 consumer group, under every policy) answer alike."""
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.client.consumer_protocol import encode_assignment, encode_subscription
 from pybroker.testing.broker import broker_in_thread
-from tests.integration.raw import RawConnection, create_topic
+from tests.integration.raw import RawConnection, create_topic, wait_for_coordinators
 
 APACHE_KAFKA_OVERRIDES = {"group.consumer.migration.policy": "disabled"}
 
@@ -47,25 +46,6 @@ def _join(conn: RawConnection, group: str) -> tuple[int, str, int]:
 def _listed(conn: RawConnection) -> list[tuple[str, str, str]]:
     return sorted((g.group_id, g.group_type, g.group_state) for g in conn.request(
         ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []}).groups)
-
-
-def wait_for_coordinators(conn: RawConnection, groups: list[str]) -> None:
-    """Until the groups' coordinators answer: Kafka's load after its first answer."""
-    deadline = time.monotonic() + 60
-    while True:
-        found = conn.request(ApiKey.FIND_COORDINATOR, 4, {
-            "key_type": 0, "coordinator_keys": groups})
-        # FindCoordinator answers before the coordinator has loaded its partition; only
-        # then do the group APIs stop answering NOT_COORDINATOR / LOAD_IN_PROGRESS.
-        described = conn.request(ApiKey.DESCRIBE_GROUPS, 5, {
-            "groups": groups, "include_authorized_operations": False}).groups
-        if all(c.error_code == ErrorCode.NONE for c in found.coordinators) and not any(
-                d.error_code in (ErrorCode.NOT_COORDINATOR,
-                                 ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-                for d in described):
-            return
-        assert time.monotonic() < deadline, "no group coordinator"
-        time.sleep(0.5)
 
 
 def _answers(bootstrap: str) -> dict[str, object]:

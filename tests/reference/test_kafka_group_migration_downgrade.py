@@ -1,4 +1,4 @@
-"""The mixed-group questions of test_kafka_group_migration.py under
+"""The mixed-group questions (mixed_group_answers.py) under
 `group.consumer.migration.policy=downgrade`, asked of Apache Kafka 4.1.1 and of pybroker alike:
 the upgrade is refused (GROUP_ID_NOT_FOUND; the classic group carries on), the
 classic JoinGroup into a consumer group still served."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from compat.apache_kafka import ApacheKafka
-from tests.reference.test_kafka_group_migration import compare
+from tests.reference.mixed_group_answers import compare
 
 APACHE_KAFKA_OVERRIDES = {"group.consumer.migration.policy": "downgrade"}
 

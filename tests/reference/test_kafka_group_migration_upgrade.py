@@ -1,4 +1,4 @@
-"""The mixed-group questions of test_kafka_group_migration.py under
+"""The mixed-group questions (mixed_group_answers.py) under
 `group.consumer.migration.policy=upgrade`, asked of Apache Kafka 4.1.1 and of pybroker alike:
 the upgrade is served, the downgrade refused (the group stays a consumer group of its
 classic member)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from compat.apache_kafka import ApacheKafka
-from tests.reference.test_kafka_group_migration import compare
+from tests.reference.mixed_group_answers import compare
 
 APACHE_KAFKA_OVERRIDES = {"group.consumer.migration.policy": "upgrade"}
 

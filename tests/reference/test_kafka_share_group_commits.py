@@ -16,8 +16,9 @@ from compat.apache_kafka import ApacheKafka
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.testing.broker import broker_in_thread
-from tests.integration.raw import RawConnection, create_topic, enable_share_groups
-from tests.reference.test_kafka_group_kinds import wait_for_coordinators
+from tests.integration.raw import (
+    RawConnection, create_topic, enable_share_groups, wait_for_coordinators,
+)
 
 
 def _share_heartbeat(conn: RawConnection, member: str, epoch: int) -> Any:

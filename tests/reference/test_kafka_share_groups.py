@@ -80,8 +80,8 @@ def test_a_restart_keeps_membership_for_kafkas_tool_and_the_consumer_goes_on(
     goes on at its member epoch (no rejoin, which would have started it at epoch 1) and
     reads what is produced after the restart."""
     from pybroker.testing import BrokerProcess
+    from tests.integration.share_clients import consumer, produce, warm_up
     from tests.integration.share_member import Member
-    from tests.integration.test_share_consumers import consumer, produce, warm_up
     from tests.integration.raw import create_topic, enable_share_groups
     # Port 0: the kit picks the port, and for a node of several brokers (PYBROKER_NUM_CORES)
     # a block of them below the ephemeral range, so worker K's port + K is free at the

@@ -388,7 +388,7 @@ def test_leader_election_and_reassign_partitions(tmp_path: Path) -> None:
 # -- the README's quickstart, typed with Kafka's tools -------------------------------------------
 
 def test_readme_quickstart_with_kafkas_tools(broker: Broker) -> None:
-    from tests.test_quickstart import quickstart_steps
+    from tests.readme_quickstart import quickstart_steps
     outputs = []
     for line, typed in quickstart_steps():
         argv = shlex.split(line.replace("localhost:9092", broker.bootstrap))

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from compat import kafka_tools
-from tests.integration.test_node_supervisor import node
+from tests.integration.node_process import node
 
 
 def test_kafka_topics_describe_shows_leaders_spread_over_the_nodes_brokers(

@@ -16,28 +16,11 @@ from protocol.records.batch import (
 )
 from protocol.records.record import Record, build_batch, build_control_batch, decode_batch
 from pybroker.storage.cleaner import CLEANER_CHECKPOINT, CleaningAborted, LogCleaner
-from pybroker.storage.log_config import LogConfig
 from pybroker.storage.log_manager import LogManager
 from pybroker.storage.partition_log import PartitionLog
 from pybroker.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX
-from protocol.records.record import DecodedRecord, iter_records_in
-from tests.storage.util import SMALL, files
-
-COMPACT = dataclasses.replace(SMALL, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0)
-DAY = 86_400_000
-T0 = 1_700_000_000_000  # record timestamps (ms)
-
-
-def open_logs(tmp_path: Path, config: LogConfig = COMPACT) -> LogManager:
-    return LogManager([str(tmp_path / "logs")], default_config=config)
-
-
-def put(plog: PartitionLog, key: bytes | None, value: bytes | None, ts: int = T0,
-        **kw: object) -> int:
-    batch = build_batch([Record(key, value, timestamp=ts)], **kw)  # type: ignore[arg-type]
-    info = plog.append(batch, leader_epoch=0)
-    plog.update_high_watermark()
-    return info.first_offset
+from tests.storage.compacted_logs import COMPACT, DAY, T0, as_map, open_logs, put, read_all
+from tests.storage.util import files
 
 
 def updates(plog: PartitionLog, n: int, keys: int, *, per_batch: int = 1,
@@ -56,30 +39,6 @@ def updates(plog: PartitionLog, n: int, keys: int, *, per_batch: int = 1,
         i += len(recs)
     plog.update_high_watermark()
     return latest
-
-
-def read_all(plog: PartitionLog) -> list[DecodedRecord]:
-    """Every record, fetch by fetch. Unlike the shared helper this accepts a trailing gap:
-    cleaning may remove the last records below the log end, as Kafka's does (a consumer then
-    reads nothing until new records arrive)."""
-    offset = plog.log_start_offset
-    out: list[DecodedRecord] = []
-    while offset < plog.log_end_offset:
-        data = plog.read(offset, 10_000, max_offset=plog.log_end_offset)
-        if not data.records:
-            assert data.next_offset == offset
-            break
-        out.extend(r for r in iter_records_in(data.records) if r.offset >= offset)
-        offset = data.next_offset
-    return out
-
-
-def as_map(plog: PartitionLog) -> dict[bytes | None, tuple[int, bytes | None, int]]:
-    out = {}
-    for r in read_all(plog):
-        assert r.key not in out, f"key {r.key!r} twice, at {out[r.key][0]} and {r.offset}"
-        out[r.key] = (r.offset, r.value, r.timestamp)
-    return out
 
 
 def log_files(plog: PartitionLog) -> list[str]:

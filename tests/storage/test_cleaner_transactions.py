@@ -8,7 +8,7 @@ from pathlib import Path
 from protocol.records.batch import DELETE_HORIZON, iter_batches
 from pybroker.storage.cleaner import LogCleaner
 from pybroker.storage.partition_log import PartitionLog
-from tests.storage.test_cleaner import COMPACT, DAY, T0, as_map, open_logs, put
+from tests.storage.compacted_logs import COMPACT, DAY, T0, as_map, open_logs, put
 
 A, B = 1000, 2000
 CONFIG = dataclasses.replace(COMPACT, delete_retention_ms=DAY)
