@@ -16,7 +16,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.testing.broker import broker_in_thread
 from tests.integration.raw import create_topic, known_topics, send_request
-from tests.integration.test_transactions import _raw_txn_batch
+from tests.integration.txn_clients import _raw_txn_batch
 
 # Kafka's ReplicaManager message for a verification the coordinator could not answer.
 UNVERIFIED = ("Unable to verify the partition has been added to the transaction. "
