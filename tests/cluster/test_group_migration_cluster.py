@@ -12,10 +12,11 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from pybroker.coordinator.internal_topic import partition_for
 from tests.cluster.brokers import Cluster, create_topic, running_cluster
-from tests.integration.raw import RawConnection, send_request
-from tests.integration.test_group_migration import (
-    PARTITIONS, _consumer_join, _consumer_leave, _group_type, _raw_classic_member,
+from tests.integration.group_requests import (
+    _consumer_join, _consumer_leave, _group_type, _raw_classic_member,
 )
+from tests.integration.group_topics import PARTITIONS
+from tests.integration.raw import RawConnection, send_request
 
 OFFSETS = "__consumer_offsets"
 OFFSETS_PARTITIONS = 3

@@ -17,8 +17,11 @@ import pytest
 from compat.clients.kafka_python import await_first_assignment
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from pybroker.client.consumer_protocol import encode_assignment, encode_subscription
+from pybroker.client.consumer_protocol import encode_subscription
 from tests.helpers import BrokerProcess, serving_broker
+from tests.integration.group_requests import (
+    _consumer_join, _consumer_leave, _group_type, _raw_classic_member,
+)
 from tests.integration.group_topics import PARTITIONS, _produce
 from tests.integration.raw import (
     RawConnection, coordinator_address, create_topic, group_beside, send_request,
@@ -122,14 +125,6 @@ class Member:
         self.check()
 
 
-def _group_type(bootstrap: str, group: str) -> str | None:
-    """The group's type as its coordinator lists it (a broker lists the groups it
-    coordinates: on a node, maybe not `bootstrap`)."""
-    listed = send_request(coordinator_address(bootstrap, group), ApiKey.LIST_GROUPS, 5,
-                          {"states_filter": [], "types_filter": []}).groups
-    return next((g.group_type for g in listed if g.group_id == group), None)
-
-
 def _pump(members: list[Member], done: Callable[[], bool], timeout: float = JOIN_TIMEOUT,
           what: Callable[[], str] = lambda: "") -> None:
     deadline = time.monotonic() + timeout
@@ -194,40 +189,6 @@ def test_a_rolling_upgrade_and_back(tmp_path: Path, classic: str) -> None:
         finally:
             for member in members:
                 member.close()
-
-
-def _raw_classic_member(conn: RawConnection, group: str, topic: str) -> tuple[str, int]:
-    """A classic member (JoinGroup v9's two rounds, then SyncGroup as the leader)."""
-    request = {"group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000,
-               "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
-               "protocols": [{"name": "range", "metadata": encode_subscription([topic])}],
-               "reason": None}
-    first = conn.request(ApiKey.JOIN_GROUP, 9, request)
-    joined = conn.request(ApiKey.JOIN_GROUP, 9, {**request, "member_id": first.member_id})
-    assert joined.error_code == ErrorCode.NONE
-    synced = conn.request(ApiKey.SYNC_GROUP, 5, {
-        "group_id": group, "generation_id": joined.generation_id,
-        "member_id": joined.member_id, "group_instance_id": None, "protocol_type": "consumer",
-        "protocol_name": "range", "assignments": [{
-            "member_id": joined.member_id,
-            "assignment": encode_assignment({topic: list(range(PARTITIONS))})}]})
-    assert synced.error_code == ErrorCode.NONE
-    return joined.member_id, joined.generation_id
-
-
-def _consumer_join(conn: RawConnection, group: str, topic: str, member: str) -> Any:
-    return conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
-        "group_id": group, "member_id": member, "member_epoch": 0, "instance_id": None,
-        "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": [topic],
-        "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []})
-
-
-def _consumer_leave(conn: RawConnection, group: str, member: str, epoch: int) -> int:
-    return conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
-        "group_id": group, "member_id": member, "member_epoch": -1, "instance_id": None,
-        "rack_id": None, "rebalance_timeout_ms": -1, "subscribed_topic_names": None,
-        "subscribed_topic_regex": None, "server_assignor": None,
-        "topic_partitions": None}).error_code
 
 
 @pytest.mark.parametrize("policy,upgrades,downgrades", [
