@@ -13,12 +13,7 @@ import ast
 from tests.helpers import ROOT
 
 # (importer, test module) pairs that stay, each with its reason. Empty is the goal.
-ALLOWED: dict[tuple[str, str], str] = {
-    # Its five helpers (the raw classic member, the consumer join and leave, the group's type)
-    # move out with the next change to that file, which another change owns at present.
-    ("tests/cluster/test_group_migration_cluster.py", "tests.integration.test_group_migration"):
-        "left for the owner of test_group_migration.py",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def _is_test_module(module: str) -> bool:

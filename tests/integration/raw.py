@@ -19,7 +19,7 @@ from protocol.codec import decode_response, encode_request
 from protocol.errors import ErrorCode
 
 __all__ = ["RawConnection", "coordinator_address", "coordinator_id", "create_topic",
-           "named_coordinator", "topic_names", "leader_address", "leader_id", "send_request"]
+           "named_coordinator", "leader_address", "leader_id", "send_request"]
 
 
 def _split(bootstrap: str) -> tuple[str, int]:
