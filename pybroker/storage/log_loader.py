@@ -78,6 +78,10 @@ def load_segments(directory: Path, config: LogConfig, *, initial_offset: int,
             log.info("%s: rebuilding missing index files", segment.log_path)
             segment.rebuild_indexes()
             segment.write_indexes()
+            # Even with no entry to write (one batch), as Kafka's recovery leaves them: only
+            # a segment no larger than the interval is like a new one, its files unmade.
+            for index in segment.indexes:
+                index.path.touch()
         segments.append(segment)
     if not segments:
         return [LogSegment(directory, initial_offset, config, create=True, files=files)]

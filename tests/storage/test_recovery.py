@@ -107,6 +107,34 @@ def test_deleted_index_files_are_rebuilt(tmp_path: Path, suffix: str) -> None:
         assert after == before  # rebuilt byte for byte
 
 
+@pytest.mark.parametrize("clean", [True, False])
+def test_deleted_index_files_of_a_segment_without_entries_come_back(tmp_path: Path,
+                                                                    clean: bool) -> None:
+    """An operator deleted every index file; a segment larger than index.interval.bytes
+    gets both back on load even when its rebuild finds no entry (one big batch), as
+    Kafka's recovery of a segment leaves them. The durability test found the newest segment
+    without its `.index` whenever the client's batching left one batch there. (A segment no
+    larger than the interval is a new one's equal: its files come with its first entry.)"""
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    segments = len(plog.segments)
+    while len(plog.segments) == segments or segments == 1:  # until a roll, past the first
+        segments = len(plog.segments)
+        fill(plog, 1, value_size=200)
+    records = read_all(plog)
+    plog.close()
+    directory = tmp_path / "t-0"
+    logs = files(directory, ".log")
+    assert (directory / logs[-1]).stat().st_size > SMALL.index_interval_bytes
+    for suffix in (".index", ".timeindex"):
+        for name in files(directory, suffix):
+            (directory / name).unlink()
+    plog = PartitionLog(directory, SMALL, had_clean_shutdown=clean)
+    for suffix in (".index", ".timeindex"):
+        assert files(directory, suffix) == [name.replace(".log", suffix) for name in logs]
+    assert read_all(plog) == records
+    plog.close()
+
+
 def test_implausible_index_is_rebuilt_on_first_use(tmp_path: Path,
                                                    caplog: pytest.LogCaptureFixture) -> None:
     directory, records = make_log(tmp_path)
