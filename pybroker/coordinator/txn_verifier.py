@@ -56,8 +56,6 @@ log = logging.getLogger(__name__)
 
 # AddPartitionsToTxn's broker-to-broker form (v4+); v5 only adds transaction version 2.
 VERIFY_VERSION = 4
-# A batch refused because a marker landed on its partition while it waited (retriable).
-_RETRY = VERIFICATION_RACED
 # Transactional ids whose partition is remembered; past it the memory starts over.
 _MAX_CACHED_IDS = 100_000
 # What the coordinator's answer becomes at the leader (Kafka's AddPartitionsToTxnManager).
@@ -65,7 +63,6 @@ _AT_LEADER = {
     ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED: ErrorCode.INVALID_TXN_STATE,
 }
-
 
 
 class TxnVerifier:
@@ -119,7 +116,7 @@ class TxnVerifier:
             if tp not in refused and self.replicas.verification_guard(tp) != guard:
                 # A marker landed meanwhile: perhaps this transaction's, which the batch must
                 # not reopen. Asked again, the coordinator answers for the transaction now.
-                refused[tp] = _RETRY
+                refused[tp] = VERIFICATION_RACED
         return refused
 
     async def _ask(self, coordinator: int, transactional_id: str, producer_id: int,
